@@ -1,0 +1,736 @@
+//! The backend traits (static dispatch, in the style of wgpu-hal's `Api`).
+//!
+//! A [`Backend`] names its [`Device`], [`Stream`], [`Event`], [`Graph`] and [`Buffer`] types;
+//! each of those names its backend back, so a CUDA event on an Ascend stream does not compile.
+//! Generic code is written once over `B: Backend` (the conformance suite in `tests/`, the CLI's
+//! demo); run-time choice goes through the facade's `dispatch!` macro.
+//!
+//! # Threads
+//! Every type here is `Send + Sync`: any call works from any thread, and backends bind the
+//! vendor context to the calling thread themselves. The one exception is the inside of a
+//! stream-blocking host callback, where every call returns
+//! [`Error::NotPermitted`](crate::Error::NotPermitted).
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::callback::HostCallback;
+use crate::completion::{completion, Completion};
+use crate::{
+    Allocator, CaptureMode, CaptureStatus, Error, EventFlags, FlagReport, FlagTable, Priority,
+    PriorityOutcome, PriorityRange, Result, StreamAttr, StreamAttrValue, StreamFlags,
+    TranslationPolicy,
+};
+
+/// The backends xstream knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BackendKind {
+    /// CPU threads: the reference implementation.
+    Host,
+    /// NVIDIA GPUs through the CUDA driver API.
+    Cuda,
+    /// Huawei Ascend NPUs through the ACL runtime.
+    Ascend,
+}
+
+impl BackendKind {
+    /// Every kind, in preference order for automatic choice (accelerators first).
+    pub const ALL: [BackendKind; 3] = [BackendKind::Cuda, BackendKind::Ascend, BackendKind::Host];
+
+    /// Lower-case name, as used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Host => "host",
+            BackendKind::Cuda => "cuda",
+            BackendKind::Ascend => "ascend",
+        }
+    }
+
+    /// The cargo feature that compiles the backend in.
+    pub fn feature(self) -> &'static str {
+        self.name()
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for BackendKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "host" | "cpu" => Ok(BackendKind::Host),
+            "cuda" | "nvidia" => Ok(BackendKind::Cuda),
+            "ascend" | "acl" | "npu" => Ok(BackendKind::Ascend),
+            other => Err(Error::invalid(format!(
+                "unknown backend `{other}` (expected host, cuda or ascend)"
+            ))),
+        }
+    }
+}
+
+bitflags::bitflags! {
+    /// What a device supports beyond the portable minimum.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct Capabilities: u32 {
+        /// More than one stream priority level.
+        const PRIORITY = 1 << 0;
+        /// Stream capture to a replayable graph.
+        const CAPTURE = 1 << 1;
+        /// Typed stream attributes (get/set/copy).
+        const ATTRIBUTES = 1 << 2;
+        /// A vendor call for synchronize-with-timeout (otherwise emulated by polling).
+        const NATIVE_TIMED_SYNC = 1 << 3;
+        /// Stream-ordered allocation (memory pools).
+        const STREAM_ORDERED_ALLOC = 1 << 4;
+        /// Managed (unified) memory attachable to streams.
+        const MANAGED_MEMORY = 1 << 5;
+        /// Interprocess events.
+        const INTERPROCESS_EVENTS = 1 << 6;
+        /// A vendor registry of per-stream allocators.
+        const ALLOCATOR_REGISTRY = 1 << 7;
+        /// Vendor stream ids.
+        const STREAM_IDS = 1 << 8;
+        /// The built-in kernels of [`Kernel`].
+        const KERNELS = 1 << 9;
+        /// [`Kernel::Fault`] (a deliberate device fault, for tests).
+        const FAULT_INJECTION = 1 << 10;
+        /// Streams may wait on events of other devices.
+        const CROSS_DEVICE_WAIT = 1 << 11;
+        /// The legacy default-stream rule (blocking streams synchronize with the default
+        /// stream).
+        const LEGACY_DEFAULT_STREAM = 1 << 12;
+    }
+}
+
+/// Static facts about one device.
+#[derive(Debug, Clone)]
+pub struct DeviceInfo {
+    /// Its backend.
+    pub backend: BackendKind,
+    /// Its ordinal within the backend.
+    pub ordinal: usize,
+    /// Its name.
+    pub name: String,
+    /// Its native priority range.
+    pub priority_range: PriorityRange,
+    /// What it supports.
+    pub capabilities: Capabilities,
+    /// How many streams it can hold, when the vendor documents a limit.
+    pub max_streams: Option<u32>,
+    /// Driver or runtime version, in the vendor's words.
+    pub driver: String,
+}
+
+/// How to create a stream.
+#[derive(Debug, Clone, Default)]
+pub struct StreamDesc {
+    /// Portable flags.
+    pub flags: StreamFlags,
+    /// Portable priority.
+    pub priority: Priority,
+    /// What to do with flags the backend cannot honour.
+    pub policy: TranslationPolicy,
+    /// A name shown in traces and, where the vendor allows, in profilers.
+    pub name: Option<String>,
+}
+
+impl StreamDesc {
+    /// A default, blocking, normal-priority, strict stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the flags.
+    pub fn flags(mut self, flags: StreamFlags) -> Self {
+        self.flags = flags;
+        self
+    }
+    /// Sets the priority.
+    pub fn priority(mut self, p: Priority) -> Self {
+        self.priority = p;
+        self
+    }
+    /// Sets the policy.
+    pub fn policy(mut self, p: TranslationPolicy) -> Self {
+        self.policy = p;
+        self
+    }
+    /// Sets the name.
+    pub fn name(mut self, n: impl Into<String>) -> Self {
+        self.name = Some(n.into());
+        self
+    }
+}
+
+/// How to create an event.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EventDesc {
+    /// Portable flags.
+    pub flags: EventFlags,
+    /// What to do with flags the backend cannot honour.
+    pub policy: TranslationPolicy,
+}
+
+impl EventDesc {
+    /// A timing-enabled event, strict policy.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the flags.
+    pub fn flags(mut self, flags: EventFlags) -> Self {
+        self.flags = flags;
+        self
+    }
+    /// Sets the policy.
+    pub fn policy(mut self, p: TranslationPolicy) -> Self {
+        self.policy = p;
+        self
+    }
+}
+
+/// What stream creation did with the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreationReport {
+    /// Flag translation.
+    pub flags: FlagReport,
+    /// Priority mapping (with the clamp, if any).
+    pub priority: PriorityOutcome,
+}
+
+/// Who owns a stream's native handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ownership {
+    /// xstream created it and destroys it on drop (deferred until its work completes).
+    Owned,
+    /// Somebody else owns it (built with `from_raw`); never destroyed by xstream.
+    Borrowed,
+    /// The device's default stream; never destroyed.
+    Default,
+}
+
+/// Whether submitted work has finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Everything submitted so far has completed.
+    Ready,
+    /// Some work is still pending.
+    Pending,
+}
+
+/// Built-in device work, so that portable code (tests, the demo, benchmarks) can put real
+/// work on any backend.
+#[derive(Debug)]
+pub enum Kernel<'a, Buf> {
+    /// Busy the stream for this long (device-side spin).
+    Delay(Duration),
+    /// For each little-endian `u32` word `x` of `buf`, `rounds` times: `x = x * 1664525 +
+    /// 1013904223` (wrapping). Real compute whose result the host can check.
+    Lcg {
+        /// The buffer (its length must be a multiple of 4).
+        buf: &'a Buf,
+        /// Iterations per word.
+        rounds: u32,
+    },
+    /// A deliberate device fault that poisons the context (tests only; capability
+    /// [`Capabilities::FAULT_INJECTION`]).
+    Fault,
+}
+
+/// The host-side reference of [`Kernel::Lcg`], for checking results.
+pub fn lcg_reference(data: &mut [u8], rounds: u32) {
+    for w in data.chunks_exact_mut(4) {
+        let mut x = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        for _ in 0..rounds {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        }
+        w.copy_from_slice(&x.to_le_bytes());
+    }
+}
+
+/// The result of an asynchronous device-to-host copy.
+#[derive(Debug, Clone)]
+pub struct Readback {
+    slot: Arc<Mutex<Option<Result<Vec<u8>>>>>,
+}
+
+/// Fills a [`Readback`] (backend side).
+#[derive(Debug)]
+pub struct ReadbackFill {
+    slot: Arc<Mutex<Option<Result<Vec<u8>>>>>,
+}
+
+impl Readback {
+    /// A connected pair.
+    pub fn new() -> (Readback, ReadbackFill) {
+        let slot = Arc::new(Mutex::new(None));
+        (
+            Readback {
+                slot: Arc::clone(&slot),
+            },
+            ReadbackFill { slot },
+        )
+    }
+
+    /// Takes the bytes once the copy completed (after synchronizing the stream).
+    ///
+    /// # Errors
+    /// [`Error::NotReady`] before completion; the copy's error if it failed.
+    pub fn take(&self) -> Result<Vec<u8>> {
+        self.slot
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .unwrap_or(Err(Error::NotReady))
+    }
+}
+
+impl ReadbackFill {
+    /// Delivers the result.
+    pub fn fill(self, r: Result<Vec<u8>>) {
+        *self.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+    }
+}
+
+/// A value borrowed for `'a`: a stream or event wrapping a native handle that somebody else
+/// owns. Dereferences to the value; dropping it never destroys the handle.
+#[derive(Debug)]
+pub struct Borrowed<'a, T> {
+    inner: T,
+    _owner: PhantomData<&'a ()>,
+}
+
+impl<T> Borrowed<'_, T> {
+    /// Wraps a value built over a borrowed handle.
+    pub fn new(inner: T) -> Self {
+        Self {
+            inner,
+            _owner: PhantomData,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Borrowed<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.inner
+    }
+}
+
+/// The device type of backend `B`.
+pub type DeviceOf<B> = <B as Backend>::Device;
+/// The stream type of backend `B`.
+pub type StreamOf<B> = <B as Backend>::Stream;
+/// The event type of backend `B`.
+pub type EventOf<B> = <B as Backend>::Event;
+/// The graph type of backend `B`.
+pub type GraphOf<B> = <B as Backend>::Graph;
+/// The buffer type of backend `B`.
+pub type BufferOf<B> = <B as Backend>::Buffer;
+
+/// A backend: a family of device, stream, event, graph and buffer types.
+pub trait Backend: Sized + Send + Sync + 'static {
+    /// Which backend this is.
+    const KIND: BackendKind;
+    /// Its device.
+    type Device: Device<B = Self>;
+    /// Its stream.
+    type Stream: Stream<B = Self>;
+    /// Its event.
+    type Event: Event<B = Self>;
+    /// Its replayable graph.
+    type Graph: Graph<B = Self>;
+    /// Its device buffer.
+    type Buffer: Buffer<B = Self>;
+
+    /// Whether the backend can be used here; never panics.
+    ///
+    /// # Errors
+    /// [`Error::NotAvailable`] with the reason (library missing, no device, ...).
+    fn availability() -> Result<()>;
+
+    /// Whether [`Backend::availability`] is `Ok`.
+    fn is_available() -> bool {
+        Self::availability().is_ok()
+    }
+
+    /// How many devices there are.
+    ///
+    /// # Errors
+    /// [`Error::NotAvailable`] or a vendor error.
+    fn device_count() -> Result<usize>;
+
+    /// Opens a device by ordinal.
+    ///
+    /// # Errors
+    /// [`Error::NotAvailable`], [`Error::InvalidArgument`] for a bad ordinal, or a vendor
+    /// error.
+    fn open(ordinal: usize) -> Result<Self::Device>;
+
+    /// The backend's flag translation table.
+    fn flag_table() -> &'static FlagTable;
+}
+
+/// A device (with its vendor context). Cheap to clone: clones share the device.
+pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
+    /// The backend.
+    type B: Backend<Device = Self>;
+
+    /// Static facts.
+    fn info(&self) -> &DeviceInfo;
+
+    /// Creates a stream.
+    ///
+    /// # Errors
+    /// Flag and priority errors per the desc's policy, [`Error::ResourceExhausted`] at the
+    /// vendor's stream limit, vendor errors.
+    fn create_stream(&self, desc: &StreamDesc) -> Result<StreamOf<Self::B>>;
+
+    /// The device's default stream (never destroyed; cannot be captured).
+    ///
+    /// # Errors
+    /// Vendor errors.
+    fn default_stream(&self) -> Result<StreamOf<Self::B>>;
+
+    /// Creates an event.
+    ///
+    /// # Errors
+    /// Flag errors per the desc's policy, vendor errors.
+    fn create_event(&self, desc: &EventDesc) -> Result<EventOf<Self::B>>;
+
+    /// Allocates a zero-initialised device buffer of `len` bytes.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::InvalidArgument`] for `len == 0`.
+    fn alloc(&self, len: usize) -> Result<BufferOf<Self::B>>;
+
+    /// Waits for all work on the device (every stream).
+    ///
+    /// # Errors
+    /// The first error of any stream; sticky errors.
+    fn synchronize(&self) -> Result<()>;
+}
+
+/// A device buffer.
+pub trait Buffer: Send + Sync + fmt::Debug + 'static {
+    /// The backend.
+    type B: Backend<Buffer = Self>;
+    /// Its length in bytes.
+    fn len(&self) -> usize;
+    /// Whether it is empty (never, for buffers from [`Device::alloc`]).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The device address (or host address on the host backend).
+    fn device_address(&self) -> u64;
+}
+
+/// An in-order queue of device work.
+///
+/// Dropping an owned stream neither blocks nor cancels: enqueued work (and its callbacks) runs
+/// to completion, and resources it uses stay alive until then.
+pub trait Stream: Send + Sync + fmt::Debug + 'static {
+    /// The backend.
+    type B: Backend<Stream = Self>;
+    /// The native handle type (`CUstream`, `aclrtStream`, ...).
+    type Raw: Copy + fmt::Debug;
+
+    /// Its device.
+    fn device(&self) -> &DeviceOf<Self::B>;
+    /// A process-unique id (the vendor's id when it has one, never a recycled address).
+    fn id(&self) -> u64;
+    /// Its name, if any.
+    fn name(&self) -> Option<&str>;
+    /// Its effective portable flags (emulated and inherent ones included, dropped ones not).
+    fn flags(&self) -> StreamFlags;
+    /// Its effective native priority.
+    fn priority(&self) -> i32;
+    /// What creation did with the request.
+    fn report(&self) -> &CreationReport;
+    /// Who owns the native handle.
+    fn ownership(&self) -> Ownership;
+
+    /// Whether all submitted work has completed.
+    ///
+    /// # Errors
+    /// A capture error while capturing; the stream's (sticky) errors.
+    fn query(&self) -> Result<Status>;
+
+    /// Blocks until all submitted work has completed, then reports a callback panic if one
+    /// happened since the last synchronize.
+    ///
+    /// # Errors
+    /// Work errors, capture errors, [`Error::CallbackPanicked`].
+    fn synchronize(&self) -> Result<()>;
+
+    /// As [`Stream::synchronize`], giving up after `timeout`.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when it expires (the stream stays usable);
+    /// [`Error::InvalidArgument`] for a zero timeout.
+    fn synchronize_timeout(&self, timeout: Duration) -> Result<()>;
+
+    /// Makes later work on this stream wait for the event's most recent record (a snapshot
+    /// taken now). Waiting on a never-recorded event is a no-op.
+    ///
+    /// # Errors
+    /// [`Error::WrongDevice`] where the vendor forbids cross-device waits; capture errors.
+    fn wait_event(&self, event: &EventOf<Self::B>) -> Result<()>;
+
+    /// Enqueues a stream-blocking host callback (see [`crate::callback`]).
+    ///
+    /// # Errors
+    /// Refused during capture ([`Error::Capture`], capture invalidated); vendor errors. When
+    /// enqueueing fails the callback is dropped without being called.
+    fn enqueue_callback(&self, f: HostCallback) -> Result<()>;
+
+    /// Generic form of [`Stream::enqueue_callback`].
+    ///
+    /// # Errors
+    /// As [`Stream::enqueue_callback`].
+    fn host_callback<F>(&self, f: F) -> Result<()>
+    where
+        F: FnOnce(Result<()>) + Send + 'static,
+        Self: Sized,
+    {
+        self.enqueue_callback(Box::new(f))
+    }
+
+    /// Second-tier callback: runs `f` on xstream's dispatcher thread once the work before it
+    /// is done. It does not hold the stream back, and it may call xstream. Panics are caught
+    /// and logged.
+    ///
+    /// # Errors
+    /// As [`Stream::enqueue_callback`].
+    fn notify<F>(&self, f: F) -> Result<()>
+    where
+        F: FnOnce(Result<()>) + Send + 'static,
+        Self: Sized,
+    {
+        self.enqueue_callback(Box::new(move |r| {
+            crate::callback::dispatch(Box::new(move || f(r)));
+        }))
+    }
+
+    /// A future resolving when all work submitted so far has completed (one host callback).
+    ///
+    /// # Errors
+    /// As [`Stream::enqueue_callback`].
+    fn completed(&self) -> Result<Completion> {
+        let (c, s) = completion();
+        self.enqueue_callback(Box::new(move |r| s.complete(r)))?;
+        Ok(c)
+    }
+
+    /// Starts recording instead of executing.
+    ///
+    /// # Errors
+    /// Already capturing; default/borrowed streams; [`Error::Unsupported`] without
+    /// [`Capabilities::CAPTURE`].
+    fn begin_capture(&self, mode: CaptureMode) -> Result<()>;
+
+    /// Ends the capture and returns the replayable graph.
+    ///
+    /// # Errors
+    /// Not capturing; invalidated ([`crate::CaptureErrorKind::Invalidated`]).
+    fn end_capture(&self) -> Result<GraphOf<Self::B>>;
+
+    /// The capture status.
+    fn capture_status(&self) -> CaptureStatus;
+
+    /// Whether the stream is capturing.
+    fn is_capturing(&self) -> bool {
+        self.capture_status() != CaptureStatus::None
+    }
+
+    /// Reads a typed attribute.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for attributes the backend lacks.
+    fn attribute(&self, attr: StreamAttr) -> Result<StreamAttrValue>;
+
+    /// Writes a typed attribute.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`]; [`Error::InvalidArgument`]; not on borrowed streams.
+    fn set_attribute(&self, value: StreamAttrValue) -> Result<()>;
+
+    /// Copies every settable attribute from `src`.
+    ///
+    /// # Errors
+    /// As [`Stream::set_attribute`].
+    fn copy_attributes_from(&self, src: &Self) -> Result<()>
+    where
+        Self: Sized;
+
+    /// Registers (or, with `None`, unregisters) the stream's allocator.
+    ///
+    /// # Errors
+    /// Vendor errors; not on borrowed streams.
+    fn set_allocator(&self, allocator: Option<Arc<dyn Allocator>>) -> Result<()>;
+
+    /// The allocator registered on the stream.
+    ///
+    /// # Errors
+    /// Vendor errors.
+    fn allocator(&self) -> Result<Option<Arc<dyn Allocator>>>;
+
+    /// Enqueues: set `len` bytes at `offset` of `buf` to `value`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] out of bounds; vendor errors.
+    fn memset(&self, buf: &BufferOf<Self::B>, offset: usize, len: usize, value: u8) -> Result<()>;
+
+    /// Enqueues a host-to-device copy of `data` to `offset` of `dst`. The stream keeps `data`
+    /// alive until the copy is done.
+    ///
+    /// # Errors
+    /// As [`Stream::memset`].
+    fn write(&self, dst: &BufferOf<Self::B>, offset: usize, data: Vec<u8>) -> Result<()>;
+
+    /// Enqueues a device-to-host copy; the bytes are in the [`Readback`] once the stream got
+    /// past it.
+    ///
+    /// # Errors
+    /// As [`Stream::memset`].
+    fn read(&self, src: &BufferOf<Self::B>, offset: usize, len: usize) -> Result<Readback>;
+
+    /// Enqueues a device-to-device copy.
+    ///
+    /// # Errors
+    /// As [`Stream::memset`].
+    fn copy(
+        &self,
+        src: &BufferOf<Self::B>,
+        src_offset: usize,
+        dst: &BufferOf<Self::B>,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()>;
+
+    /// Enqueues a built-in kernel.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::KERNELS`]; bad arguments.
+    fn launch(&self, kernel: Kernel<'_, BufferOf<Self::B>>) -> Result<()>;
+
+    /// The native handle.
+    fn as_raw(&self) -> Self::Raw;
+
+    /// Wraps a native handle that somebody else owns.
+    ///
+    /// # Safety
+    /// `raw` must be a valid stream of `device`'s context and stay valid for `'a`; nobody may
+    /// destroy it while the returned value lives.
+    ///
+    /// # Errors
+    /// Vendor errors while reading its properties.
+    #[allow(unsafe_code)]
+    unsafe fn from_raw<'a>(
+        device: &DeviceOf<Self::B>,
+        raw: Self::Raw,
+    ) -> Result<Borrowed<'a, Self>>
+    where
+        Self: Sized;
+}
+
+/// A synchronization marker.
+pub trait Event: Send + Sync + fmt::Debug + 'static {
+    /// The backend.
+    type B: Backend<Event = Self>;
+    /// The native handle type.
+    type Raw: Copy + fmt::Debug;
+
+    /// Its device.
+    fn device(&self) -> &DeviceOf<Self::B>;
+    /// Its effective flags.
+    fn flags(&self) -> EventFlags;
+
+    /// Captures the stream's work so far; waits and queries refer to the latest record.
+    ///
+    /// # Errors
+    /// [`Error::WrongDevice`]; capture errors.
+    fn record(&self, stream: &StreamOf<Self::B>) -> Result<()>;
+
+    /// Whether the recorded work completed ([`Status::Ready`] for a never-recorded event).
+    ///
+    /// # Errors
+    /// Capture errors; sticky errors.
+    fn query(&self) -> Result<Status>;
+
+    /// Blocks until the recorded work completed (at once if never recorded).
+    ///
+    /// # Errors
+    /// Work errors.
+    fn synchronize(&self) -> Result<()>;
+
+    /// As [`Event::synchronize`], giving up after `timeout`.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`]; [`Error::InvalidArgument`] for zero.
+    fn synchronize_timeout(&self, timeout: Duration) -> Result<()>;
+
+    /// Milliseconds from `self` (start) to `end`. Both must be timing-enabled, recorded and
+    /// complete.
+    ///
+    /// # Errors
+    /// [`Error::TimingDisabled`], [`Error::EventNotRecorded`], [`Error::NotReady`].
+    fn elapsed_ms(&self, end: &Self) -> Result<f32>
+    where
+        Self: Sized;
+
+    /// A future resolving when the recorded work completed, driven by the shared poller.
+    ///
+    /// # Errors
+    /// Vendor errors.
+    fn completed(&self) -> Result<Completion>;
+
+    /// The native handle.
+    fn as_raw(&self) -> Self::Raw;
+}
+
+/// A replayable graph of captured work.
+pub trait Graph: Send + Sync + fmt::Debug + 'static {
+    /// The backend.
+    type B: Backend<Graph = Self>;
+
+    /// How many operations the graph holds.
+    fn node_count(&self) -> usize;
+
+    /// Enqueues one replay of the graph on `stream`.
+    ///
+    /// # Errors
+    /// Vendor errors; capture errors.
+    fn launch(&self, stream: &StreamOf<Self::B>) -> Result<()>;
+}
+
+/// Validates a timeout argument: zero is refused on every backend (ACL rejects 0).
+///
+/// # Errors
+/// [`Error::InvalidArgument`].
+pub fn check_timeout(timeout: Duration) -> Result<()> {
+    if timeout.is_zero() {
+        Err(Error::invalid(
+            "a zero timeout is not allowed; use query() to poll",
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// Validates `offset + len <= buf_len`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`].
+pub fn check_range(what: &str, buf_len: usize, offset: usize, len: usize) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= buf_len => Ok(()),
+        _ => Err(Error::invalid(format!(
+            "{what}: range {offset}..{offset}+{len} is outside the {buf_len}-byte buffer"
+        ))),
+    }
+}

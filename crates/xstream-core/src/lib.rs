@@ -1,0 +1,63 @@
+//! # xstream-core
+//!
+//! The portable semantics of xstream: one Stream / Event / host-callback model over NVIDIA
+//! GPUs (CUDA driver), Huawei Ascend NPUs (ACL runtime) and CPU threads (the reference).
+//!
+//! This crate holds no vendor code and no `unsafe` blocks (one `unsafe fn` is declared:
+//! [`Stream::from_raw`], whose contract the caller must uphold). It defines:
+//!
+//! | module | what |
+//! |---|---|
+//! | [`backend`] | the [`Backend`] family of traits (static dispatch) and their value types |
+//! | [`flags`] / [`translate`] | portable flags and per-backend translation tables, as data |
+//! | [`priority`] | ordered portable priorities mapped through native ranges, never clamped silently |
+//! | [`capture`] | the one capture state machine every backend follows |
+//! | [`callback`] | the exactly-once host callback contract, panic capture, the dispatcher |
+//! | [`completion`] | executor-agnostic futures for stream and event completion |
+//! | [`pool`] | per-device stream pools with round-robin sharing and exclusive leases |
+//! | [`allocator`] | per-stream allocators |
+//! | [`attr`] | typed stream attributes |
+//! | [`error`] | the one error type, keeping vendor codes |
+//!
+//! Design choices:
+//! - **Static dispatch.** Generic code over `B: Backend` costs nothing at run time and mixing
+//!   backends' objects does not compile. The facade crate adds run-time choice on top.
+//! - **Nothing silent.** Flags a backend cannot honour are refused under
+//!   [`TranslationPolicy::Strict`] or listed in the [`FlagReport`] under best effort;
+//!   clamped priorities are reported; callbacks the vendor drops are failed by xstream.
+//! - **Errors keep the vendor's code** ([`NativeError`]) and say whether they are sticky.
+// No unsafe code, except the declaration of `Stream::from_raw`, whose contract is unsafe.
+#![deny(unsafe_code)]
+
+pub mod allocator;
+pub mod attr;
+pub mod backend;
+pub mod callback;
+pub mod capture;
+pub mod completion;
+pub mod error;
+pub mod flags;
+pub mod pool;
+pub mod priority;
+pub mod translate;
+
+pub use allocator::{Allocator, AllocatorSlot, Block, HostAllocator};
+pub use attr::{
+    AccessPolicyWindow, AccessProperty, FailureMode, StreamAttr, StreamAttrValue, SyncPolicy,
+};
+pub use backend::{
+    check_range, check_timeout, lcg_reference, Backend, BackendKind, Borrowed, Buffer, BufferOf,
+    Capabilities, CreationReport, Device, DeviceInfo, DeviceOf, Event, EventDesc, EventOf, Graph,
+    GraphOf, Kernel, Ownership, Readback, ReadbackFill, Status, Stream, StreamDesc, StreamOf,
+};
+pub use callback::{ensure_not_in_callback, HostCallback};
+pub use capture::{CaptureCell, CaptureMode, CaptureStatus};
+pub use completion::{block_on, Completion};
+pub use error::{CaptureErrorKind, Error, NativeError, Result};
+pub use flags::{EventFlags, StreamFlags};
+pub use pool::{Lease, PoolConfig, PriorityClass, StreamPool};
+pub use priority::{Priority, PriorityOutcome, PriorityRange};
+pub use translate::{
+    Combination, FlagReport, FlagRow, FlagSet, FlagTable, Translated, Translation,
+    TranslationPolicy,
+};

@@ -1,0 +1,483 @@
+//! Flag translation tables, as data.
+//!
+//! Every backend publishes one [`FlagTable`]: for each portable flag, one [`Translation`], the
+//! combination rules its vendor enforces, and the native bits a stream or event starts from.
+//! The same data drives creation ([`FlagTable::stream_to_native`]), the reverse map
+//! ([`FlagTable::stream_from_native`]), the `xstream flags` command and `docs/FLAGS.md`.
+
+use bitflags::Flags;
+
+use crate::{BackendKind, Error, EventFlags, Result, StreamFlags};
+
+/// How one portable flag is realised on one backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Translation {
+    /// A native flag: `set` bits are OR-ed in, `clear` bits are removed from the base bits.
+    /// `Native { set: 0, clear: 0 }` means the behaviour is inherent to the backend (always
+    /// on), so the flag costs nothing and is always reported back.
+    Native {
+        /// Native bits set by this flag.
+        set: u32,
+        /// Native bits removed from the base by this flag.
+        clear: u32,
+    },
+    /// xstream provides the behaviour itself; the text says how.
+    Emulated(&'static str),
+    /// Accepted, has no effect on this backend; the text says why that is harmless.
+    Hint(&'static str),
+    /// The backend cannot provide the behaviour; the text says why.
+    Unsupported(&'static str),
+}
+
+impl Translation {
+    /// One word for tables: `native`, `inherent`, `emulated`, `hint`, `unsupported`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Translation::Native { set: 0, clear: 0 } => "inherent",
+            Translation::Native { .. } => "native",
+            Translation::Emulated(_) => "emulated",
+            Translation::Hint(_) => "hint",
+            Translation::Unsupported(_) => "unsupported",
+        }
+    }
+}
+
+/// One row of a table: a portable flag, its native name(s), and its translation.
+#[derive(Debug, Clone, Copy)]
+pub struct FlagRow<F: 'static> {
+    /// The portable flag (exactly one bit).
+    pub flag: F,
+    /// The native constant(s) involved, for display (e.g. `"CU_STREAM_NON_BLOCKING"`).
+    pub native_name: &'static str,
+    /// How the backend realises it.
+    pub translation: Translation,
+}
+
+/// A combination rule a vendor enforces at creation.
+#[derive(Debug, Clone, Copy)]
+pub enum Combination<F: 'static> {
+    /// The flag must be the only flag.
+    Alone(F, &'static str),
+    /// These flags may not all be set together.
+    NotTogether(F, &'static str),
+}
+
+/// The flag rows and rules for one kind of object (streams or events) on one backend.
+#[derive(Debug, Clone, Copy)]
+pub struct FlagSet<F: 'static> {
+    /// Native bits every object starts from (e.g. ACL events: `SYNC | TIME_LINE`).
+    pub base: u32,
+    /// One row per portable flag; [`FlagTable::check_total`] proves it.
+    pub rows: &'static [FlagRow<F>],
+    /// Rules checked before the vendor is called.
+    pub rules: &'static [Combination<F>],
+}
+
+/// A backend's whole translation table.
+#[derive(Debug, Clone, Copy)]
+pub struct FlagTable {
+    /// The backend it describes.
+    pub backend: BackendKind,
+    /// Stream flags.
+    pub stream: FlagSet<StreamFlags>,
+    /// Event flags.
+    pub event: FlagSet<EventFlags>,
+}
+
+/// What to do with a flag the backend cannot honour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TranslationPolicy {
+    /// Refuse creation with [`Error::UnsupportedFlag`] naming the flag and backend.
+    #[default]
+    Strict,
+    /// Create anyway; the [`FlagReport`] lists what was emulated, hinted or dropped.
+    BestEffort,
+}
+
+/// What happened to each requested flag during translation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlagReport {
+    /// Flags realised by native bits (including inherent ones).
+    pub native: Vec<&'static str>,
+    /// Flags realised by xstream, with how.
+    pub emulated: Vec<(&'static str, &'static str)>,
+    /// Flags accepted with no effect, with why.
+    pub hints: Vec<(&'static str, &'static str)>,
+    /// Flags dropped under [`TranslationPolicy::BestEffort`], with why. Always empty under
+    /// [`TranslationPolicy::Strict`].
+    pub dropped: Vec<(&'static str, &'static str)>,
+}
+
+impl FlagReport {
+    /// True when every flag was honoured natively.
+    pub fn is_exact(&self) -> bool {
+        self.emulated.is_empty() && self.hints.is_empty() && self.dropped.is_empty()
+    }
+}
+
+/// The result of translating portable flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Translated<F> {
+    /// The native bits to pass to the vendor.
+    pub native: u32,
+    /// The portable flags the object will actually have (requested minus dropped, plus
+    /// inherent flags).
+    pub effective: F,
+    /// The flags that need xstream's emulation.
+    pub emulated: F,
+    /// What happened to each flag.
+    pub report: FlagReport,
+}
+
+impl<F> FlagSet<F>
+where
+    F: Flags<Bits = u32> + Copy + PartialEq + std::fmt::Debug + 'static,
+{
+    /// The row of one portable flag.
+    pub fn row(&self, flag: F) -> Option<&FlagRow<F>> {
+        self.rows.iter().find(|r| r.flag == flag)
+    }
+
+    fn translate(
+        &self,
+        backend: BackendKind,
+        flags: F,
+        policy: TranslationPolicy,
+    ) -> Result<Translated<F>> {
+        let unknown = flags.bits() & !F::all().bits();
+        if unknown != 0 {
+            return Err(Error::invalid(format!("unknown flag bits {unknown:#x}")));
+        }
+        for rule in self.rules {
+            let broken = match *rule {
+                Combination::Alone(f, _) => flags.contains(f) && flags != f,
+                Combination::NotTogether(f, _) => flags.contains(f),
+            };
+            if broken {
+                let reason = match *rule {
+                    Combination::Alone(_, r) | Combination::NotTogether(_, r) => r,
+                };
+                return Err(Error::RejectedCombination {
+                    backend,
+                    flags: format!("{flags:?}"),
+                    reason,
+                });
+            }
+        }
+        let mut native = self.base;
+        let mut effective = F::empty();
+        let mut emulated = F::empty();
+        let mut report = FlagReport::default();
+        for row in self.rows {
+            let name = flag_name(row.flag);
+            let requested = flags.contains(row.flag);
+            match row.translation {
+                Translation::Native { set: 0, clear: 0 } => {
+                    // Inherent: the backend always behaves this way.
+                    effective = effective.union(row.flag);
+                    if requested {
+                        report.native.push(name);
+                    }
+                }
+                Translation::Native { set, clear } if requested => {
+                    native = (native | set) & !clear;
+                    effective = effective.union(row.flag);
+                    report.native.push(name);
+                }
+                Translation::Emulated(how) if requested => {
+                    effective = effective.union(row.flag);
+                    emulated = emulated.union(row.flag);
+                    report.emulated.push((name, how));
+                }
+                Translation::Hint(why) if requested => {
+                    effective = effective.union(row.flag);
+                    report.hints.push((name, why));
+                }
+                Translation::Unsupported(why) if requested => match policy {
+                    TranslationPolicy::Strict => {
+                        return Err(Error::UnsupportedFlag {
+                            backend,
+                            flag: name,
+                            reason: why,
+                        })
+                    }
+                    TranslationPolicy::BestEffort => report.dropped.push((name, why)),
+                },
+                _ => {}
+            }
+        }
+        Ok(Translated {
+            native,
+            effective,
+            emulated,
+            report,
+        })
+    }
+
+    fn decode_native(&self, native: u32) -> (F, u32) {
+        let mut out = F::empty();
+        let mut known = self.base;
+        for row in self.rows {
+            if let Translation::Native { set, clear } = row.translation {
+                known |= set | clear;
+                let present = native & set == set && native & clear == 0;
+                if present {
+                    out = out.union(row.flag);
+                }
+            }
+        }
+        (out, native & !known)
+    }
+
+    fn missing_rows(&self) -> Vec<&'static str> {
+        let mut missing = Vec::new();
+        for f in F::FLAGS {
+            let n = self.rows.iter().filter(|r| r.flag == *f.value()).count();
+            if n != 1 {
+                missing.push(f.name());
+            }
+        }
+        missing
+    }
+}
+
+fn flag_name<F: Flags + Copy + PartialEq>(f: F) -> &'static str {
+    F::FLAGS
+        .iter()
+        .find(|x| *x.value() == f)
+        .map(|x| x.name())
+        .unwrap_or("<combination>")
+}
+
+impl FlagTable {
+    /// Translates portable stream flags to native bits under `policy`.
+    ///
+    /// # Errors
+    /// [`Error::RejectedCombination`] for a combination the vendor refuses,
+    /// [`Error::UnsupportedFlag`] for an unsupported flag under
+    /// [`TranslationPolicy::Strict`], [`Error::InvalidArgument`] for unknown bits.
+    pub fn stream_to_native(
+        &self,
+        flags: StreamFlags,
+        policy: TranslationPolicy,
+    ) -> Result<Translated<StreamFlags>> {
+        self.stream.translate(self.backend, flags, policy)
+    }
+
+    /// Translates portable event flags to native bits under `policy`.
+    ///
+    /// # Errors
+    /// As [`FlagTable::stream_to_native`].
+    pub fn event_to_native(
+        &self,
+        flags: EventFlags,
+        policy: TranslationPolicy,
+    ) -> Result<Translated<EventFlags>> {
+        self.event.translate(self.backend, flags, policy)
+    }
+
+    /// Maps native stream bits back to portable flags; returns the bits it did not know.
+    pub fn stream_from_native(&self, native: u32) -> (StreamFlags, u32) {
+        self.stream.decode_native(native)
+    }
+
+    /// Maps native event bits back to portable flags; returns the bits it did not know.
+    pub fn event_from_native(&self, native: u32) -> (EventFlags, u32) {
+        self.event.decode_native(native)
+    }
+
+    /// Checks that every portable flag has exactly one row.
+    ///
+    /// # Errors
+    /// Names the flags without exactly one row.
+    pub fn check_total(&self) -> std::result::Result<(), String> {
+        let mut missing = self.stream.missing_rows();
+        missing.extend(self.event.missing_rows());
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} table lacks a single row for: {}",
+                self.backend,
+                missing.join(", ")
+            ))
+        }
+    }
+
+    /// Renders the table as Markdown (used by `xstream flags` and `docs/FLAGS.md`).
+    pub fn to_markdown(&self) -> String {
+        let mut s = format!("### {} backend\n\n", self.backend);
+        s.push_str(&format!(
+            "Stream base bits: `{:#x}`; event base bits: `{:#x}`.\n\n",
+            self.stream.base, self.event.base
+        ));
+        s.push_str("| object | portable flag | kind | native | note |\n|---|---|---|---|---|\n");
+        fn rows<F: Flags + Copy + PartialEq>(s: &mut String, what: &str, rows: &[FlagRow<F>]) {
+            for r in rows {
+                let (bits, note) = match r.translation {
+                    Translation::Native { set, clear } => {
+                        (format!("set `{set:#x}` clear `{clear:#x}`"), "")
+                    }
+                    Translation::Emulated(t)
+                    | Translation::Hint(t)
+                    | Translation::Unsupported(t) => (String::from("-"), t),
+                };
+                s.push_str(&format!(
+                    "| {what} | `{}` | {} | {} {} | {} |\n",
+                    flag_name(r.flag),
+                    r.translation.kind(),
+                    r.native_name,
+                    bits,
+                    note
+                ));
+            }
+        }
+        rows(&mut s, "stream", self.stream.rows);
+        rows(&mut s, "event", self.event.rows);
+        let rules: Vec<String> = self
+            .stream
+            .rules
+            .iter()
+            .map(|r| match r {
+                Combination::Alone(f, why) => format!("stream `{f:?}` must stand alone: {why}"),
+                Combination::NotTogether(f, why) => format!("stream `{f:?}` not together: {why}"),
+            })
+            .chain(self.event.rules.iter().map(|r| match r {
+                Combination::Alone(f, why) => format!("event `{f:?}` must stand alone: {why}"),
+                Combination::NotTogether(f, why) => format!("event `{f:?}` not together: {why}"),
+            }))
+            .collect();
+        if !rules.is_empty() {
+            s.push_str("\nRejected combinations:\n\n");
+            for r in rules {
+                s.push_str(&format!("- {r}\n"));
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static ROWS: &[FlagRow<StreamFlags>] = &[
+        FlagRow {
+            flag: StreamFlags::NON_BLOCKING,
+            native_name: "NB",
+            translation: Translation::Native { set: 1, clear: 0 },
+        },
+        FlagRow {
+            flag: StreamFlags::FAST_LAUNCH,
+            native_name: "-",
+            translation: Translation::Hint("no effect"),
+        },
+        FlagRow {
+            flag: StreamFlags::FAST_SYNC,
+            native_name: "-",
+            translation: Translation::Emulated("spin"),
+        },
+        FlagRow {
+            flag: StreamFlags::PERSISTENT,
+            native_name: "-",
+            translation: Translation::Unsupported("no"),
+        },
+        FlagRow {
+            flag: StreamFlags::HUGE,
+            native_name: "-",
+            translation: Translation::Native { set: 0, clear: 0 },
+        },
+        FlagRow {
+            flag: StreamFlags::CPU_SCHEDULE,
+            native_name: "-",
+            translation: Translation::Native {
+                set: 0x10,
+                clear: 0,
+            },
+        },
+        FlagRow {
+            flag: StreamFlags::DEVICE_USE_ONLY,
+            native_name: "-",
+            translation: Translation::Native {
+                set: 0x20,
+                clear: 0,
+            },
+        },
+    ];
+    static EROWS: &[FlagRow<EventFlags>] = &[];
+    const T: FlagTable = FlagTable {
+        backend: BackendKind::Host,
+        stream: FlagSet {
+            base: 0,
+            rows: ROWS,
+            rules: &[Combination::Alone(StreamFlags::DEVICE_USE_ONLY, "alone")],
+        },
+        event: FlagSet {
+            base: 0,
+            rows: EROWS,
+            rules: &[],
+        },
+    };
+
+    #[test]
+    fn strict_rejects_unsupported_and_names_it() {
+        let e = T
+            .stream_to_native(StreamFlags::PERSISTENT, TranslationPolicy::Strict)
+            .unwrap_err();
+        match e {
+            Error::UnsupportedFlag { flag, .. } => assert_eq!(flag, "PERSISTENT"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn best_effort_reports_everything() {
+        let t = T
+            .stream_to_native(
+                StreamFlags::all() - StreamFlags::DEVICE_USE_ONLY,
+                TranslationPolicy::BestEffort,
+            )
+            .unwrap();
+        assert_eq!(t.native, 0x11);
+        assert_eq!(t.report.dropped, vec![("PERSISTENT", "no")]);
+        assert_eq!(t.report.hints, vec![("FAST_LAUNCH", "no effect")]);
+        assert_eq!(t.report.emulated, vec![("FAST_SYNC", "spin")]);
+        assert_eq!(t.emulated, StreamFlags::FAST_SYNC);
+        assert!(!t.effective.contains(StreamFlags::PERSISTENT));
+        assert!(t.effective.contains(StreamFlags::HUGE));
+        assert!(!t.report.is_exact());
+    }
+
+    #[test]
+    fn combination_rule_and_unknown_bits() {
+        assert!(matches!(
+            T.stream_to_native(
+                StreamFlags::DEVICE_USE_ONLY | StreamFlags::NON_BLOCKING,
+                TranslationPolicy::BestEffort
+            ),
+            Err(Error::RejectedCombination { .. })
+        ));
+        assert!(T
+            .stream_to_native(StreamFlags::DEVICE_USE_ONLY, TranslationPolicy::Strict)
+            .is_ok());
+        assert!(matches!(
+            T.stream_to_native(
+                StreamFlags::from_bits_retain(1 << 20),
+                TranslationPolicy::Strict
+            ),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
+    #[test]
+    fn reverse_map_and_totality() {
+        let (f, unknown) = T.stream_from_native(0x1 | 0x20 | 0x100);
+        assert_eq!(
+            f,
+            StreamFlags::NON_BLOCKING | StreamFlags::DEVICE_USE_ONLY | StreamFlags::HUGE
+        );
+        assert_eq!(unknown, 0x100);
+        assert!(T.check_total().unwrap_err().contains("BLOCKING_SYNC"));
+        assert!(T.to_markdown().contains("`FAST_SYNC` | emulated"));
+    }
+}
