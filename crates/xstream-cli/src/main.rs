@@ -1,1 +1,170 @@
-fn main() {}
+//! `xstream`: backend information, flag tables, the multi-stream pipeline demo (the main job)
+//! and the portable conformance checks.
+
+mod demo;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use xstream::{Backend, BackendKind, Device, Error, Result};
+
+/// Portable streams, events and host callbacks over CUDA, Ascend and CPU.
+#[derive(Parser)]
+#[command(name = "xstream", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Backends compiled in and available (or why not), devices, priority ranges, capabilities.
+    Info,
+    /// The flag translation tables, printed from the data the code uses.
+    Flags {
+        /// One backend (default: every compiled one).
+        #[arg(long)]
+        backend: Option<String>,
+    },
+    /// The main job: a multi-stream pipeline (copy in, compute, copy out) with events for
+    /// dependencies and timing, callbacks for completion; prints a summary.
+    Demo(demo::DemoArgs),
+    /// Runs the portable conformance checks against a backend.
+    Conform {
+        /// auto, host, cuda or ascend.
+        #[arg(long, default_value = "auto")]
+        backend: String,
+        /// Only checks whose name contains this.
+        #[arg(long)]
+        filter: Option<String>,
+    },
+}
+
+/// Parses `auto` or a backend name.
+pub(crate) fn pick_backend(s: &str) -> Result<BackendKind> {
+    if s == "auto" {
+        Ok(xstream::auto())
+    } else {
+        s.parse()
+    }
+}
+
+fn info() -> Result<()> {
+    println!("xstream {}", env!("CARGO_PKG_VERSION"));
+    for kind in BackendKind::ALL {
+        match xstream::availability(kind) {
+            Err(Error::NotCompiled(_)) => println!("\n[{kind}] not compiled in"),
+            Err(e) => println!("\n[{kind}] compiled in, not available: {e}"),
+            Ok(()) => {
+                println!("\n[{kind}] available");
+                xstream::dispatch!(kind, B => print_devices::<B>())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_devices<B: Backend>() -> Result<()> {
+    let n = B::device_count()?;
+    println!("  devices: {n}");
+    for i in 0..n {
+        let d = B::open(i)?;
+        let info = d.info();
+        let r = info.priority_range;
+        println!("  #{i} {} ({})", info.name, info.driver);
+        println!(
+            "     priority range: least {} .. greatest {} (default {}){}",
+            r.least,
+            r.greatest,
+            r.default,
+            if r.is_flat() { ", single level" } else { "" }
+        );
+        if let Some(m) = info.max_streams {
+            println!("     max streams: {m}");
+        }
+        let caps: Vec<&str> = info
+            .capabilities
+            .iter_names()
+            .map(|(name, _)| name)
+            .collect();
+        println!("     capabilities: {}", caps.join(", "));
+        let missing: Vec<&str> = xstream::Capabilities::all()
+            .difference(info.capabilities)
+            .iter_names()
+            .map(|(name, _)| name)
+            .collect();
+        if !missing.is_empty() {
+            println!("     lacks: {}", missing.join(", "));
+        }
+    }
+    Ok(())
+}
+
+fn flags(backend: Option<String>) -> Result<()> {
+    let kinds = match backend {
+        Some(b) => vec![b.parse()?],
+        None => xstream::compiled(),
+    };
+    for k in kinds {
+        let t = xstream::flag_table(k)?;
+        println!("{}", t.to_markdown());
+    }
+    Ok(())
+}
+
+fn conform(backend: &str, filter: Option<&str>) -> Result<bool> {
+    let kind = pick_backend(backend)?;
+    xstream::availability(kind)?;
+    println!("conformance on the {kind} backend");
+    match kind {
+        BackendKind::Host => conform_on::<xstream::HostBackend>(
+            Some(|| Ok(xstream::host::HostDevice::new_isolated(0))),
+            filter,
+        ),
+        #[cfg(feature = "cuda")]
+        BackendKind::Cuda => conform_on::<xstream::CudaBackend>(None, filter),
+        #[cfg(feature = "ascend")]
+        BackendKind::Ascend => conform_on::<xstream::AscendBackend>(
+            Some(xstream::ascend::AscendDevice::new_isolated_first),
+            filter,
+        ),
+        #[allow(unreachable_patterns)]
+        other => Err(Error::NotCompiled(other)),
+    }
+}
+
+fn conform_on<B: Backend>(
+    isolated: Option<fn() -> Result<B::Device>>,
+    filter: Option<&str>,
+) -> Result<bool> {
+    let env = xstream_conformance::Env::<B> {
+        device: B::open(0)?,
+        isolated,
+    };
+    let info = env.device.info().clone();
+    println!("device: {} ({})", info.name, info.driver);
+    let sum = xstream_conformance::run(&env, filter, xstream_conformance::print_line);
+    println!(
+        "{} passed, {} failed, {} skipped",
+        sum.passed, sum.failed, sum.skipped
+    );
+    Ok(sum.failed == 0)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Info => info().map(|_| true),
+        Cmd::Flags { backend } => flags(backend).map(|_| true),
+        Cmd::Demo(a) => demo::run(&a).map(|_| true),
+        Cmd::Conform { backend, filter } => conform(&backend, filter.as_deref()),
+    };
+    match r {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

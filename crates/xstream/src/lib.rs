@@ -1,1 +1,182 @@
-//! placeholder
+//! # xstream
+//!
+//! One Stream / Event / host-callback model over NVIDIA GPUs (CUDA driver), Huawei Ascend
+//! NPUs (ACL runtime) and CPU threads.
+//!
+//! This facade re-exports [`xstream_core`] and the backends enabled by cargo features:
+//!
+//! | feature | backend | module | needs at build time |
+//! |---|---|---|---|
+//! | `host` (default) | CPU threads, the reference semantics | [`host`] | nothing |
+//! | `cuda` | CUDA driver via cudarc, loaded at run time | `cuda` | nothing |
+//! | `ascend` | `libascendcl.so` via libloading | `ascend` | nothing |
+//!
+//! Generic code is written over `B: Backend` and costs nothing at run time. Run-time choice
+//! goes through [`dispatch!`], which instantiates the generic code once per compiled backend
+//! and picks one by [`BackendKind`]:
+//!
+//! ```
+//! use xstream::{Backend, BackendKind, Device, Stream, StreamDesc};
+//!
+//! fn roundtrip<B: Backend>() -> xstream::Result<u64> {
+//!     let dev = B::open(0)?;
+//!     let s = dev.create_stream(&StreamDesc::new())?;
+//!     s.synchronize()?;
+//!     Ok(s.id())
+//! }
+//!
+//! let kind = xstream::auto();
+//! let id = xstream::dispatch!(kind, B => roundtrip::<B>()).unwrap();
+//! assert!(id > 0);
+//! ```
+#![forbid(unsafe_code)]
+
+pub use xstream_core::*;
+
+cfg_if::cfg_if! {
+    if #[cfg(feature = "host")] {
+        /// The CPU backend.
+        pub use xstream_host as host;
+        pub use xstream_host::HostBackend;
+        #[doc(hidden)]
+        #[macro_export]
+        macro_rules! __if_host { ($($t:tt)*) => { $($t)* } }
+    } else {
+        #[doc(hidden)]
+        #[macro_export]
+        macro_rules! __if_host { ($($t:tt)*) => {} }
+    }
+}
+
+cfg_if::cfg_if! {
+    if #[cfg(feature = "cuda")] {
+        /// The CUDA backend.
+        pub use xstream_cuda as cuda;
+        pub use xstream_cuda::CudaBackend;
+        #[doc(hidden)]
+        #[macro_export]
+        macro_rules! __if_cuda { ($($t:tt)*) => { $($t)* } }
+    } else {
+        #[doc(hidden)]
+        #[macro_export]
+        macro_rules! __if_cuda { ($($t:tt)*) => {} }
+    }
+}
+
+cfg_if::cfg_if! {
+    if #[cfg(feature = "ascend")] {
+        /// The Ascend backend.
+        pub use xstream_ascend as ascend;
+        pub use xstream_ascend::AscendBackend;
+        #[doc(hidden)]
+        #[macro_export]
+        macro_rules! __if_ascend { ($($t:tt)*) => { $($t)* } }
+    } else {
+        #[doc(hidden)]
+        #[macro_export]
+        macro_rules! __if_ascend { ($($t:tt)*) => {} }
+    }
+}
+
+/// Runs generic code with the backend chosen at run time.
+///
+/// `dispatch!(kind, B => expr)` evaluates `expr` with the type alias `B` bound to the backend
+/// type of `kind`. `expr` must be a `Result<_, xstream::Error>`; a backend that is not compiled
+/// in yields [`Error::NotCompiled`].
+#[macro_export]
+macro_rules! dispatch {
+    ($kind:expr, $B:ident => $body:expr) => {{
+        let __xstream_kind: $crate::BackendKind = $kind;
+        #[allow(unreachable_code, clippy::never_loop)]
+        loop {
+            $crate::__if_host! {
+                if __xstream_kind == $crate::BackendKind::Host {
+                    #[allow(dead_code)]
+                    type $B = $crate::host::HostBackend;
+                    break $body;
+                }
+            }
+            $crate::__if_cuda! {
+                if __xstream_kind == $crate::BackendKind::Cuda {
+                    #[allow(dead_code)]
+                    type $B = $crate::cuda::CudaBackend;
+                    break $body;
+                }
+            }
+            $crate::__if_ascend! {
+                if __xstream_kind == $crate::BackendKind::Ascend {
+                    #[allow(dead_code)]
+                    type $B = $crate::ascend::AscendBackend;
+                    break $body;
+                }
+            }
+            break Err($crate::Error::NotCompiled(__xstream_kind));
+        }
+    }};
+}
+
+/// The backends compiled into this build.
+pub fn compiled() -> Vec<BackendKind> {
+    BackendKind::ALL
+        .into_iter()
+        .filter(|k| is_compiled(*k))
+        .collect()
+}
+
+/// Whether a backend is compiled into this build.
+pub fn is_compiled(kind: BackendKind) -> bool {
+    match kind {
+        BackendKind::Host => cfg!(feature = "host"),
+        BackendKind::Cuda => cfg!(feature = "cuda"),
+        BackendKind::Ascend => cfg!(feature = "ascend"),
+    }
+}
+
+/// Whether a backend can be used here: [`Error::NotCompiled`] or the backend's own reason.
+///
+/// # Errors
+/// As described.
+pub fn availability(kind: BackendKind) -> Result<()> {
+    dispatch!(kind, B => B::availability())
+}
+
+/// The flag translation table of a backend.
+///
+/// # Errors
+/// [`Error::NotCompiled`].
+pub fn flag_table(kind: BackendKind) -> Result<&'static FlagTable> {
+    dispatch!(kind, B => Ok(B::flag_table()))
+}
+
+/// The backend a program should use when the user did not say: the first available of CUDA,
+/// Ascend, host (in that order), or host if nothing is available.
+pub fn auto() -> BackendKind {
+    BackendKind::ALL
+        .into_iter()
+        .find(|k| availability(*k).is_ok())
+        .unwrap_or(BackendKind::Host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_is_compiled_and_available_by_default() {
+        assert!(compiled().contains(&BackendKind::Host));
+        assert!(availability(BackendKind::Host).is_ok());
+        assert!(flag_table(BackendKind::Host)
+            .unwrap()
+            .check_total()
+            .is_ok());
+    }
+
+    #[test]
+    fn uncompiled_backend_is_a_clear_error() {
+        for k in BackendKind::ALL {
+            if !is_compiled(k) {
+                assert!(matches!(availability(k), Err(Error::NotCompiled(x)) if x == k));
+            }
+        }
+    }
+}

@@ -1,0 +1,394 @@
+//! The raw ACL function table (`AclFns`): one `unsafe extern "C" fn` field per C symbol of
+//! `libascendcl.so`, named exactly like the symbol.
+//!
+//! Required symbols (present in every CANN release xstream supports, 7.0.RC1 and later) are plain
+//! fields; symbols that only newer releases export are `Option` fields, resolved lazily by name as
+//! torch_npu does. The three `xsim*` fields are **simulator-only vendor extensions** exported by
+//! the CPU test double `xstream-ascend-sim`; real CANN never has them, and xstream uses them only
+//! to run [`Kernel`](xstream_core::Kernel)s and fault injection when present.
+//!
+//! The table is filled through a resolver closure from `&CStr` to a symbol address
+//! ([`AclFns::load_with`]), so tests can pass fakes.
+#![allow(unsafe_code)]
+#![allow(non_snake_case)]
+
+use std::ffi::{c_char, c_void, CStr};
+
+/// `aclError`.
+pub type aclError = i32;
+/// `aclrtCallback` / `aclrtHostFunc`: `void (*)(void*)`.
+pub type aclrtCallback = unsafe extern "C" fn(*mut c_void);
+/// `aclrtAllocatorAllocFunc`.
+pub type aclrtAllocatorAllocFunc = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
+/// `aclrtAllocatorFreeFunc`.
+pub type aclrtAllocatorFreeFunc = unsafe extern "C" fn(*mut c_void, *mut c_void);
+/// `aclrtAllocatorAllocAdviseFunc`.
+pub type aclrtAllocatorAllocAdviseFunc =
+    unsafe extern "C" fn(*mut c_void, usize, *mut c_void) -> *mut c_void;
+/// `aclrtAllocatorGetAddrFromBlockFunc`.
+pub type aclrtAllocatorGetAddrFromBlockFunc = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
+
+/// C `aclrtStreamAttrValue` (a 16-byte union, align 8).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union aclrtStreamAttrValue {
+    /// `failureMode` (`ACL_STREAM_ATTR_FAILURE_MODE`).
+    pub failureMode: u64,
+    /// `userCustomTag` (`ACL_STREAM_ATTR_USER_CUSTOM_TAG`).
+    pub userCustomTag: u32,
+    /// `streamPriority` (`ACL_STREAM_ATTR_PRIORITY`, CANN >= 9.1.0).
+    pub streamPriority: u32,
+    /// `reserve[4]`.
+    pub reserve: [u32; 4],
+}
+
+const _: () = assert!(std::mem::size_of::<aclrtStreamAttrValue>() == 16);
+
+/// ACL constants (values from the facts sheet, sections 2 and 3).
+pub mod consts {
+    /// `ACL_SUCCESS`.
+    pub const ACL_SUCCESS: i32 = 0;
+    /// `ACL_STREAM_FAST_LAUNCH`.
+    pub const ACL_STREAM_FAST_LAUNCH: u32 = 0x1;
+    /// `ACL_STREAM_FAST_SYNC`.
+    pub const ACL_STREAM_FAST_SYNC: u32 = 0x2;
+    /// `ACL_STREAM_PERSISTENT`.
+    pub const ACL_STREAM_PERSISTENT: u32 = 0x4;
+    /// `ACL_STREAM_HUGE`.
+    pub const ACL_STREAM_HUGE: u32 = 0x8;
+    /// `ACL_STREAM_CPU_SCHEDULE`.
+    pub const ACL_STREAM_CPU_SCHEDULE: u32 = 0x10;
+    /// `ACL_STREAM_DEVICE_USE_ONLY`.
+    pub const ACL_STREAM_DEVICE_USE_ONLY: u32 = 0x20;
+    /// `ACL_EVENT_SYNC`.
+    pub const ACL_EVENT_SYNC: u32 = 0x1;
+    /// `ACL_EVENT_CAPTURE_STREAM_PROGRESS`.
+    pub const ACL_EVENT_CAPTURE_STREAM_PROGRESS: u32 = 0x2;
+    /// `ACL_EVENT_TIME_LINE`.
+    pub const ACL_EVENT_TIME_LINE: u32 = 0x8;
+    /// `ACL_EVENT_DEVICE_USE_ONLY`.
+    pub const ACL_EVENT_DEVICE_USE_ONLY: u32 = 0x10;
+    /// `ACL_EVENT_EXTERNAL`.
+    pub const ACL_EVENT_EXTERNAL: u32 = 0x20;
+    /// `ACL_EVENT_IPC`.
+    pub const ACL_EVENT_IPC: u32 = 0x40;
+    /// `ACL_CALLBACK_NO_BLOCK`.
+    pub const ACL_CALLBACK_NO_BLOCK: i32 = 0;
+    /// `ACL_CALLBACK_BLOCK`.
+    pub const ACL_CALLBACK_BLOCK: i32 = 1;
+    /// `ACL_STREAM_STATUS_COMPLETE`.
+    pub const ACL_STREAM_STATUS_COMPLETE: i32 = 0;
+    /// `ACL_STREAM_STATUS_NOT_READY`.
+    pub const ACL_STREAM_STATUS_NOT_READY: i32 = 1;
+    /// `ACL_EVENT_RECORDED_STATUS_NOT_READY` (the **inverted** enum).
+    pub const ACL_EVENT_RECORDED_STATUS_NOT_READY: i32 = 0;
+    /// `ACL_EVENT_RECORDED_STATUS_COMPLETE` (the **inverted** enum).
+    pub const ACL_EVENT_RECORDED_STATUS_COMPLETE: i32 = 1;
+    /// `ACL_STREAM_ATTR_FAILURE_MODE`.
+    pub const ACL_STREAM_ATTR_FAILURE_MODE: i32 = 1;
+    /// `ACL_STREAM_ATTR_USER_CUSTOM_TAG`.
+    pub const ACL_STREAM_ATTR_USER_CUSTOM_TAG: i32 = 3;
+    /// `ACL_STREAM_ATTR_PRIORITY`.
+    pub const ACL_STREAM_ATTR_PRIORITY: i32 = 5;
+    /// `ACL_CONTINUE_ON_FAILURE`.
+    pub const ACL_CONTINUE_ON_FAILURE: u64 = 0;
+    /// `ACL_STOP_ON_FAILURE`.
+    pub const ACL_STOP_ON_FAILURE: u64 = 1;
+    /// `ACL_MODEL_RI_CAPTURE_MODE_GLOBAL`.
+    pub const ACL_MODEL_RI_CAPTURE_MODE_GLOBAL: i32 = 0;
+    /// `ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL`.
+    pub const ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL: i32 = 1;
+    /// `ACL_MODEL_RI_CAPTURE_MODE_RELAXED`.
+    pub const ACL_MODEL_RI_CAPTURE_MODE_RELAXED: i32 = 2;
+    /// `ACL_MODEL_RI_CAPTURE_STATUS_NONE`.
+    pub const ACL_MODEL_RI_CAPTURE_STATUS_NONE: i32 = 0;
+    /// `ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE`.
+    pub const ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE: i32 = 1;
+    /// `ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED`.
+    pub const ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED: i32 = 2;
+    /// `ACL_MEM_MALLOC_HUGE_FIRST`.
+    pub const ACL_MEM_MALLOC_HUGE_FIRST: i32 = 0;
+    /// `ACL_MEMCPY_HOST_TO_DEVICE`.
+    pub const ACL_MEMCPY_HOST_TO_DEVICE: i32 = 1;
+    /// `ACL_MEMCPY_DEVICE_TO_HOST`.
+    pub const ACL_MEMCPY_DEVICE_TO_HOST: i32 = 2;
+    /// `ACL_MEMCPY_DEVICE_TO_DEVICE`.
+    pub const ACL_MEMCPY_DEVICE_TO_DEVICE: i32 = 3;
+    /// `ACL_MODEL_STREAM_FLAG_HEAD` (doc-only constant of `aclmdlRIBindStream`).
+    pub const ACL_MODEL_STREAM_FLAG_HEAD: u32 = 0;
+    /// `ACL_RT_THREAD_LEVEL` (`aclrtLastErrLevel`).
+    pub const ACL_RT_THREAD_LEVEL: i32 = 0;
+}
+
+/// Why a table could not be filled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadError {
+    /// No candidate could be opened; each place tried with the loader's message.
+    NotFound {
+        /// `(place, why)` in the order tried.
+        tried: Vec<(String, String)>,
+    },
+    /// A library opened but lacks a required symbol (not an ACL runtime, or too old).
+    MissingSymbol {
+        /// The library.
+        library: String,
+        /// The first required symbol that is missing.
+        symbol: &'static str,
+    },
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::NotFound { tried } => {
+                f.write_str("libascendcl.so not found; tried: ")?;
+                for (i, (p, why)) in tried.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    write!(f, "{p} ({why})")?;
+                }
+                Ok(())
+            }
+            LoadError::MissingSymbol { library, symbol } => write!(
+                f,
+                "{library} lacks the required ACL symbol `{symbol}` (not an ACL runtime, or too old)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+macro_rules! acl_table {
+    (
+        required { $( $r:ident = $rc:literal : fn($($ra:ty),*) $(-> $rr:ty)? ; )* }
+        optional { $( $o:ident = $oc:literal : fn($($oa:ty),*) $(-> $or:ty)? ; )* }
+    ) => {
+        /// The ACL function table. Required symbols are plain fields, newer ones `Option`s.
+        /// The [`libloading::Library`] they come from lives in the same struct, so the
+        /// pointers never outlive it.
+        pub struct AclFns {
+            $( #[doc = concat!("`", stringify!($r), "` (required).")]
+               pub $r: unsafe extern "C" fn($($ra),*) $(-> $rr)?, )*
+            $( #[doc = concat!("`", stringify!($o), "` (optional: newer releases / simulator).")]
+               pub $o: Option<unsafe extern "C" fn($($oa),*) $(-> $or)?>, )*
+            /// Where the table came from (a path or name).
+            pub library: String,
+            pub(crate) _lib: Option<libloading::Library>,
+        }
+
+        impl AclFns {
+            /// Names of every required symbol, in table order.
+            pub const REQUIRED: &'static [&'static CStr] = &[$($rc),*];
+            /// Names of every optional symbol, in table order.
+            pub const OPTIONAL: &'static [&'static CStr] = &[$($oc),*];
+
+            /// Fills the table from `resolve` (symbol name to address; null when absent).
+            ///
+            /// # Errors
+            /// [`LoadError::MissingSymbol`] for the first required symbol `resolve` lacks.
+            ///
+            /// # Safety
+            /// Every non-null address `resolve` returns must be a function with exactly the C
+            /// prototype of the symbol of that name (facts sheet, section 4), valid for as long
+            /// as the table lives.
+            pub unsafe fn load_with(
+                library: &str,
+                mut resolve: impl FnMut(&CStr) -> *mut c_void,
+            ) -> Result<Self, LoadError> {
+                Ok(Self {
+                    $( $r: {
+                        let p = resolve($rc);
+                        if p.is_null() {
+                            return Err(LoadError::MissingSymbol {
+                                library: library.to_string(),
+                                symbol: stringify!($r),
+                            });
+                        }
+                        // SAFETY: non-null, and the caller promises the prototype matches.
+                        unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($ra),*) $(-> $rr)?>(p) }
+                    }, )*
+                    $( $o: {
+                        let p = resolve($oc);
+                        if p.is_null() {
+                            None
+                        } else {
+                            // SAFETY: non-null, and the caller promises the prototype matches.
+                            Some(unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($oa),*) $(-> $or)?>(p) })
+                        }
+                    }, )*
+                    library: library.to_string(),
+                    _lib: None,
+                })
+            }
+
+            /// The optional symbols this table has, by name.
+            pub fn present_optional(&self) -> Vec<&'static str> {
+                let mut v = Vec::new();
+                $( if self.$o.is_some() { v.push(stringify!($o)); } )*
+                v
+            }
+        }
+    };
+}
+
+type P = *mut c_void;
+type PP = *mut *mut c_void;
+
+acl_table! {
+    required {
+        aclInit = c"aclInit": fn(*const c_char) -> aclError;
+        aclFinalize = c"aclFinalize": fn() -> aclError;
+        aclrtSetDevice = c"aclrtSetDevice": fn(i32) -> aclError;
+        aclrtResetDevice = c"aclrtResetDevice": fn(i32) -> aclError;
+        aclrtGetDeviceCount = c"aclrtGetDeviceCount": fn(*mut u32) -> aclError;
+        aclrtSynchronizeDevice = c"aclrtSynchronizeDevice": fn() -> aclError;
+        aclrtSetCurrentContext = c"aclrtSetCurrentContext": fn(P) -> aclError;
+        aclrtGetCurrentContext = c"aclrtGetCurrentContext": fn(PP) -> aclError;
+        aclrtCreateStream = c"aclrtCreateStream": fn(PP) -> aclError;
+        aclrtDestroyStream = c"aclrtDestroyStream": fn(P) -> aclError;
+        aclrtSynchronizeStream = c"aclrtSynchronizeStream": fn(P) -> aclError;
+        aclrtStreamQuery = c"aclrtStreamQuery": fn(P, *mut i32) -> aclError;
+        aclrtStreamWaitEvent = c"aclrtStreamWaitEvent": fn(P, P) -> aclError;
+        aclrtCreateEventWithFlag = c"aclrtCreateEventWithFlag": fn(PP, u32) -> aclError;
+        aclrtDestroyEvent = c"aclrtDestroyEvent": fn(P) -> aclError;
+        aclrtRecordEvent = c"aclrtRecordEvent": fn(P, P) -> aclError;
+        aclrtQueryEventStatus = c"aclrtQueryEventStatus": fn(P, *mut i32) -> aclError;
+        aclrtSynchronizeEvent = c"aclrtSynchronizeEvent": fn(P) -> aclError;
+        aclrtEventElapsedTime = c"aclrtEventElapsedTime": fn(*mut f32, P, P) -> aclError;
+        aclrtLaunchCallback = c"aclrtLaunchCallback": fn(aclrtCallback, P, i32, P) -> aclError;
+        aclrtSubscribeReport = c"aclrtSubscribeReport": fn(u64, P) -> aclError;
+        aclrtUnSubscribeReport = c"aclrtUnSubscribeReport": fn(u64, P) -> aclError;
+        aclrtProcessReport = c"aclrtProcessReport": fn(i32) -> aclError;
+        aclrtMalloc = c"aclrtMalloc": fn(PP, usize, i32) -> aclError;
+        aclrtFree = c"aclrtFree": fn(P) -> aclError;
+        aclrtMemcpyAsync = c"aclrtMemcpyAsync": fn(P, usize, *const c_void, usize, i32, P) -> aclError;
+        aclrtMemsetAsync = c"aclrtMemsetAsync": fn(P, usize, i32, usize, P) -> aclError;
+    }
+    optional {
+        aclFinalizeReference = c"aclFinalizeReference": fn(*mut u64) -> aclError;
+        aclGetRecentErrMsg = c"aclGetRecentErrMsg": fn() -> *const c_char;
+        aclrtPeekAtLastError = c"aclrtPeekAtLastError": fn(i32) -> aclError;
+        aclrtCreateContext = c"aclrtCreateContext": fn(PP, i32) -> aclError;
+        aclrtDestroyContext = c"aclrtDestroyContext": fn(P) -> aclError;
+        aclrtDeviceGetStreamPriorityRange = c"aclrtDeviceGetStreamPriorityRange": fn(*mut i32, *mut i32) -> aclError;
+        aclrtCreateStreamWithConfig = c"aclrtCreateStreamWithConfig": fn(PP, u32, u32) -> aclError;
+        aclrtDestroyStreamForce = c"aclrtDestroyStreamForce": fn(P) -> aclError;
+        aclrtSynchronizeStreamWithTimeout = c"aclrtSynchronizeStreamWithTimeout": fn(P, i32) -> aclError;
+        aclrtSetStreamFailureMode = c"aclrtSetStreamFailureMode": fn(P, u64) -> aclError;
+        aclrtStreamGetPriority = c"aclrtStreamGetPriority": fn(P, *mut u32) -> aclError;
+        aclrtStreamGetFlags = c"aclrtStreamGetFlags": fn(P, *mut u32) -> aclError;
+        aclrtStreamGetId = c"aclrtStreamGetId": fn(P, *mut i32) -> aclError;
+        aclrtGetStreamAvailableNum = c"aclrtGetStreamAvailableNum": fn(*mut u32) -> aclError;
+        aclrtSetStreamAttribute = c"aclrtSetStreamAttribute": fn(P, i32, *mut aclrtStreamAttrValue) -> aclError;
+        aclrtGetStreamAttribute = c"aclrtGetStreamAttribute": fn(P, i32, *mut aclrtStreamAttrValue) -> aclError;
+        aclrtCreateEventExWithFlag = c"aclrtCreateEventExWithFlag": fn(PP, u32) -> aclError;
+        aclrtSynchronizeEventWithTimeout = c"aclrtSynchronizeEventWithTimeout": fn(P, i32) -> aclError;
+        aclrtLaunchHostFunc = c"aclrtLaunchHostFunc": fn(P, aclrtCallback, P) -> aclError;
+        aclrtAllocatorCreateDesc = c"aclrtAllocatorCreateDesc": fn() -> P;
+        aclrtAllocatorDestroyDesc = c"aclrtAllocatorDestroyDesc": fn(P) -> aclError;
+        aclrtAllocatorSetObjToDesc = c"aclrtAllocatorSetObjToDesc": fn(P, P) -> aclError;
+        aclrtAllocatorSetAllocFuncToDesc = c"aclrtAllocatorSetAllocFuncToDesc": fn(P, aclrtAllocatorAllocFunc) -> aclError;
+        aclrtAllocatorSetFreeFuncToDesc = c"aclrtAllocatorSetFreeFuncToDesc": fn(P, aclrtAllocatorFreeFunc) -> aclError;
+        aclrtAllocatorSetAllocAdviseFuncToDesc = c"aclrtAllocatorSetAllocAdviseFuncToDesc": fn(P, aclrtAllocatorAllocAdviseFunc) -> aclError;
+        aclrtAllocatorSetGetAddrFromBlockFuncToDesc = c"aclrtAllocatorSetGetAddrFromBlockFuncToDesc": fn(P, aclrtAllocatorGetAddrFromBlockFunc) -> aclError;
+        aclrtAllocatorRegister = c"aclrtAllocatorRegister": fn(P, P) -> aclError;
+        aclrtAllocatorGetByStream = c"aclrtAllocatorGetByStream": fn(P, PP, PP, *mut Option<aclrtAllocatorAllocFunc>, *mut Option<aclrtAllocatorFreeFunc>, *mut Option<aclrtAllocatorAllocAdviseFunc>, *mut Option<aclrtAllocatorGetAddrFromBlockFunc>) -> aclError;
+        aclrtAllocatorUnregister = c"aclrtAllocatorUnregister": fn(P) -> aclError;
+        aclmdlRICaptureBegin = c"aclmdlRICaptureBegin": fn(P, i32) -> aclError;
+        aclmdlRICaptureGetInfo = c"aclmdlRICaptureGetInfo": fn(P, *mut i32, PP) -> aclError;
+        aclmdlRICaptureEnd = c"aclmdlRICaptureEnd": fn(P, PP) -> aclError;
+        aclmdlRIExecuteAsync = c"aclmdlRIExecuteAsync": fn(P, P) -> aclError;
+        aclmdlRIDestroy = c"aclmdlRIDestroy": fn(P) -> aclError;
+        aclmdlRIBuildBegin = c"aclmdlRIBuildBegin": fn(PP, u32) -> aclError;
+        aclmdlRIBindStream = c"aclmdlRIBindStream": fn(P, P, u32) -> aclError;
+        aclmdlRIEndTask = c"aclmdlRIEndTask": fn(P, P) -> aclError;
+        aclmdlRIBuildEnd = c"aclmdlRIBuildEnd": fn(P, P) -> aclError;
+        aclmdlRIUnbindStream = c"aclmdlRIUnbindStream": fn(P, P) -> aclError;
+        xsimLaunchDelay = c"xsimLaunchDelay": fn(P, u64) -> aclError;
+        xsimLaunchLcg = c"xsimLaunchLcg": fn(P, P, usize, u32) -> aclError;
+        xsimLaunchFault = c"xsimLaunchFault": fn(P, i32) -> aclError;
+    }
+}
+
+impl std::fmt::Debug for AclFns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AclFns")
+            .field("library", &self.library)
+            .field("optional", &self.present_optional())
+            .finish()
+    }
+}
+
+impl AclFns {
+    /// Opens `path` with the platform loader and fills the table from it.
+    ///
+    /// # Errors
+    /// The loader's message, or [`LoadError::MissingSymbol`].
+    pub fn open(path: &str) -> Result<Self, (String, LoadError)> {
+        // SAFETY: loading a library runs its initialisers; libascendcl.so (or the simulator)
+        // has no initialisers with preconditions. This is the inherent risk of dlopen.
+        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {
+            (
+                e.to_string(),
+                LoadError::NotFound {
+                    tried: vec![(path.to_string(), e.to_string())],
+                },
+            )
+        })?;
+        let resolve = |name: &CStr| -> *mut c_void {
+            // SAFETY: we read the symbol's address as a plain pointer; it is only called
+            // through the typed fields, whose prototypes follow the ACL headers.
+            match unsafe { lib.get::<*mut c_void>(name) } {
+                Ok(s) => *s,
+                Err(_) => std::ptr::null_mut(),
+            }
+        };
+        // SAFETY: the symbols come from an ACL runtime whose exported names carry the C
+        // prototypes of the facts sheet; `lib` is stored in the table below, so the pointers
+        // live as long as the table.
+        let mut t = unsafe { Self::load_with(path, resolve) }.map_err(|e| (e.to_string(), e))?;
+        t._lib = Some(lib);
+        Ok(t)
+    }
+}
+
+/// `aclrtStream`: a raw stream handle (`NULL` is the current context's default stream).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RawStream(pub *mut c_void);
+/// `aclrtEvent`: a raw event handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RawEvent(pub *mut c_void);
+/// `aclrtContext`: a raw context handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RawContext(pub *mut c_void);
+/// `aclmdlRI`: a raw model run instance handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RawModel(pub *mut c_void);
+/// A raw device pointer (from `aclrtMalloc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DevPtr(pub *mut c_void);
+
+// SAFETY: ACL handles are opaque tokens that the runtime accepts from any thread once the
+// owning context is current on that thread (facts sheet 6.8); xstream binds the context before
+// every call, so moving or sharing the token between threads is sound.
+unsafe impl Send for RawStream {}
+// SAFETY: as above; the token itself is immutable.
+unsafe impl Sync for RawStream {}
+// SAFETY: as for RawStream.
+unsafe impl Send for RawEvent {}
+// SAFETY: as for RawStream.
+unsafe impl Sync for RawEvent {}
+// SAFETY: a context handle may be made current on any thread (aclrtSetCurrentContext).
+unsafe impl Send for RawContext {}
+// SAFETY: as above.
+unsafe impl Sync for RawContext {}
+// SAFETY: as for RawStream.
+unsafe impl Send for RawModel {}
+// SAFETY: as for RawStream.
+unsafe impl Sync for RawModel {}
+// SAFETY: a device address is plain data; accesses go through stream-ordered runtime calls.
+unsafe impl Send for DevPtr {}
+// SAFETY: as above.
+unsafe impl Sync for DevPtr {}

@@ -1,0 +1,76 @@
+//! Host "device" memory: zero-initialised heap bytes shared by the buffer and the work that
+//! uses it.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use xstream_core::{BackendKind, Buffer, Error, Result};
+
+use crate::HostBackend;
+
+/// The bytes of one buffer. Work items hold an `Arc` to it, so a buffer dropped while work
+/// on it is queued stays alive until that work ran (the stream-drop rule).
+#[derive(Debug)]
+pub(crate) struct BufInner {
+    data: Mutex<Vec<u8>>,
+    addr: u64,
+    len: usize,
+}
+
+impl BufInner {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Vec<u8>> {
+        self.data.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn addr(&self) -> u64 {
+        self.addr
+    }
+}
+
+/// A host buffer: `len` zero-initialised bytes on the heap.
+///
+/// Its [`device_address`](Buffer::device_address) is the address of its heap block: stable
+/// for the buffer's life (the block never moves) and unique among live buffers.
+#[derive(Debug, Clone)]
+pub struct HostBuffer {
+    pub(crate) inner: Arc<BufInner>,
+}
+
+impl HostBuffer {
+    pub(crate) fn alloc(len: usize) -> Result<Self> {
+        if len == 0 {
+            return Err(Error::invalid("cannot allocate a zero-length buffer"));
+        }
+        let mut v = Vec::new();
+        v.try_reserve_exact(len).map_err(|e| Error::OutOfMemory {
+            backend: BackendKind::Host,
+            detail: format!("{len}-byte buffer: {e}"),
+        })?;
+        v.resize(len, 0);
+        let addr = v.as_ptr() as usize as u64;
+        Ok(Self {
+            inner: Arc::new(BufInner {
+                data: Mutex::new(v),
+                addr,
+                len,
+            }),
+        })
+    }
+
+    /// A synchronous copy of the whole buffer, for tests and debugging. It does not wait for
+    /// queued work: synchronize the streams that write the buffer first.
+    pub fn snapshot(&self) -> Vec<u8> {
+        self.inner.lock().clone()
+    }
+}
+
+impl Buffer for HostBuffer {
+    type B = HostBackend;
+
+    fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    fn device_address(&self) -> u64 {
+        self.inner.addr
+    }
+}
