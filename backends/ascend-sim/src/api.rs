@@ -200,7 +200,10 @@ fn sync_device(dl: Option<Instant>) -> R {
         for c in caps {
             c.invalidate();
         }
-        return err(ACL_ERROR_RT_STREAM_CAPTURED, "device synchronize during capture");
+        return err(
+            ACL_ERROR_RT_STREAM_CAPTURED,
+            "device synchronize during capture",
+        );
     }
     let streams: Vec<Arc<Stream>> = lock(reg())
         .streams
@@ -263,11 +266,10 @@ pub unsafe extern "C" fn aclrtCreateContext(context: *mut *mut c_void, device_id
 
 fn ctx_of(h: *mut c_void) -> R<Arc<Context>> {
     non_null(h, "context")?;
-    lock(reg())
-        .ctxs
-        .get(&(h as usize))
-        .cloned()
-        .map_or_else(|| err(ACL_ERROR_INVALID_PARAM, "unknown context handle"), Ok)
+    lock(reg()).ctxs.get(&(h as usize)).cloned().map_or_else(
+        || err(ACL_ERROR_INVALID_PARAM, "unknown context handle"),
+        Ok,
+    )
 }
 
 /// `aclError aclrtDestroyContext(aclrtContext context)`: destroys a context created by
@@ -280,7 +282,10 @@ pub unsafe extern "C" fn aclrtDestroyContext(context: *mut c_void) -> i32 {
     ffi("aclrtDestroyContext", true, || {
         let c = ctx_of(context)?;
         if c.primary {
-            return err(ACL_ERROR_RT_PARAM_INVALID, "cannot destroy a primary context");
+            return err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                "cannot destroy a primary context",
+            );
         }
         destroy_context(&c);
         Ok(())
@@ -334,7 +339,10 @@ pub unsafe extern "C" fn aclrtCtxGetCurrentDefaultStream(stream: *mut *mut c_voi
 /// # Safety
 /// Both pointers must be NULL or valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtDeviceGetStreamPriorityRange(least: *mut i32, greatest: *mut i32) -> i32 {
+pub unsafe extern "C" fn aclrtDeviceGetStreamPriorityRange(
+    least: *mut i32,
+    greatest: *mut i32,
+) -> i32 {
     ffi("aclrtDeviceGetStreamPriorityRange", true, || {
         non_null(least, "leastPriority")?;
         non_null(greatest, "greatestPriority")?;
@@ -354,7 +362,10 @@ fn effective_priority(p: u32) -> R<u32> {
     if p <= 7 {
         Ok(p)
     } else if product() == Product::P310 {
-        err(ACL_ERROR_RT_PARAM_INVALID, format!("priority {p} out of range [0,7]"))
+        err(
+            ACL_ERROR_RT_PARAM_INVALID,
+            format!("priority {p} out of range [0,7]"),
+        )
     } else {
         Ok(7)
     }
@@ -365,7 +376,10 @@ fn create_stream(out: *mut *mut c_void, priority: u32, flag: u32) -> R {
     let ctx = cur_ctx()?;
     let flags = flag & 0x3F;
     if flags & ACL_STREAM_DEVICE_USE_ONLY != 0 && flags != ACL_STREAM_DEVICE_USE_ONLY {
-        return err(ACL_ERROR_RT_PARAM_INVALID, "DEVICE_USE_ONLY must be the only flag");
+        return err(
+            ACL_ERROR_RT_PARAM_INVALID,
+            "DEVICE_USE_ONLY must be the only flag",
+        );
     }
     let prio = effective_priority(priority)?;
     let s = new_stream(&ctx, flags, prio, false, false)?;
@@ -408,12 +422,16 @@ fn destroy_stream(h: *mut c_void, force: bool) -> R {
         );
     }
     if s.is_default {
-        return err(ACL_ERROR_INVALID_PARAM, "the default stream cannot be destroyed");
+        return err(
+            ACL_ERROR_INVALID_PARAM,
+            "the default stream cannot be destroyed",
+        );
     }
     if s.capture().is_some() {
         return err(ACL_ERROR_RT_STREAM_CAPTURED, "stream is capturing");
     }
-    if let Some(ri) = lock(&s.st).bound_ri.take() {
+    let bound = lock(&s.st).bound_ri.take();
+    if let Some(ri) = bound {
         if let Ok(ri) = ri_of(ri as *mut c_void) {
             lock(&ri.st).bound.retain(|b| !Arc::ptr_eq(b, &s));
         }
@@ -444,7 +462,9 @@ pub unsafe extern "C" fn aclrtDestroyStream(stream: *mut c_void) -> i32 {
 /// `stream` is only used as a lookup key.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtDestroyStreamForce(stream: *mut c_void) -> i32 {
-    ffi("aclrtDestroyStreamForce", true, || destroy_stream(stream, true))
+    ffi("aclrtDestroyStreamForce", true, || {
+        destroy_stream(stream, true)
+    })
 }
 
 fn sync_stream(h: *mut c_void, dl: Option<Instant>) -> R {
@@ -452,7 +472,10 @@ fn sync_stream(h: *mut c_void, dl: Option<Instant>) -> R {
     let s = stream_of(h)?;
     if let Some(c) = s.capture() {
         c.invalidate();
-        return err(ACL_ERROR_RT_STREAM_CAPTURED, "synchronize of a capturing stream");
+        return err(
+            ACL_ERROR_RT_STREAM_CAPTURED,
+            "synchronize of a capturing stream",
+        );
     }
     check_default_in_capture(&s)?;
     if s.sync_noop() {
@@ -476,7 +499,10 @@ pub unsafe extern "C" fn aclrtSynchronizeStream(stream: *mut c_void) -> i32 {
 /// # Safety
 /// `stream` is only used as a lookup key.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: *mut c_void, timeout: i32) -> i32 {
+pub unsafe extern "C" fn aclrtSynchronizeStreamWithTimeout(
+    stream: *mut c_void,
+    timeout: i32,
+) -> i32 {
     ffi("aclrtSynchronizeStreamWithTimeout", true, || {
         sync_stream(stream, deadline(timeout, ACL_ERROR_RT_PARAM_INVALID)?)
     })
@@ -521,13 +547,19 @@ pub unsafe extern "C" fn aclrtStreamWaitEvent(stream: *mut c_void, event: *mut c
         let e = event_of(event)?;
         let s = enqueue_stream(stream)?;
         if e.ctx.device != s.ctx.device {
-            return err(ACL_ERROR_RT_STREAM_CONTEXT, "event and stream on different devices");
+            return err(
+                ACL_ERROR_RT_STREAM_CONTEXT,
+                "event and stream on different devices",
+            );
         }
         let waitable = e.kind == EvKind::Default
             || e.flags & ACL_EVENT_SYNC != 0
             || e.flags == ACL_EVENT_EXTERNAL;
         if !waitable {
-            return err(ACL_ERROR_RT_PARAM_INVALID, "event without ACL_EVENT_SYNC cannot be waited on");
+            return err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                "event without ACL_EVENT_SYNC cannot be waited on",
+            );
         }
         let capture_ok = e.kind == EvKind::Ex || e.flags == ACL_EVENT_EXTERNAL;
         let s_cap = s.capture();
@@ -577,7 +609,10 @@ fn set_failure_mode(h: *mut c_void, mode: u64) -> R {
     }
     let mut g = lock(&s.st);
     match g.failure_mode {
-        Some(m) if m != mode => err(ACL_ERROR_RT_PARAM_INVALID, "failure mode may be set once per stream"),
+        Some(m) if m != mode => err(
+            ACL_ERROR_RT_PARAM_INVALID,
+            "failure mode may be set once per stream",
+        ),
         _ => {
             g.failure_mode = Some(mode);
             Ok(())
@@ -591,7 +626,9 @@ fn set_failure_mode(h: *mut c_void, mode: u64) -> R {
 /// `stream` is only used as a lookup key.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtSetStreamFailureMode(stream: *mut c_void, mode: u64) -> i32 {
-    ffi("aclrtSetStreamFailureMode", true, || set_failure_mode(stream, mode))
+    ffi("aclrtSetStreamFailureMode", true, || {
+        set_failure_mode(stream, mode)
+    })
 }
 
 /// `aclError aclrtStreamGetPriority(aclrtStream stream, uint32_t* priority)`: effective value.
@@ -685,7 +722,10 @@ pub unsafe extern "C" fn aclrtSetStreamAttribute(
                 s.priority.store(p, SeqCst);
                 Ok(())
             }
-            _ => err(ACL_ERROR_INVALID_PARAM, format!("unknown stream attribute {attr}")),
+            _ => err(
+                ACL_ERROR_INVALID_PARAM,
+                format!("unknown stream attribute {attr}"),
+            ),
         }
     })
 }
@@ -716,7 +756,12 @@ pub unsafe extern "C" fn aclrtGetStreamAttribute(
             ACL_STREAM_ATTR_PRIORITY => AclrtStreamAttrValue {
                 reserve: [s.priority.load(SeqCst), 0, 0, 0],
             },
-            _ => return err(ACL_ERROR_INVALID_PARAM, format!("unknown stream attribute {attr}")),
+            _ => {
+                return err(
+                    ACL_ERROR_INVALID_PARAM,
+                    format!("unknown stream attribute {attr}"),
+                )
+            }
         };
         // SAFETY: caller contract.
         unsafe { put(value, out) }
@@ -775,7 +820,10 @@ pub unsafe extern "C" fn aclrtCreateEventWithFlag(event: *mut *mut c_void, flag:
         non_null(event, "event")?;
         let alone = ACL_EVENT_DEVICE_USE_ONLY | ACL_EVENT_EXTERNAL;
         if flag == 0 || flag & !0x3F != 0 || (flag & alone != 0 && flag.count_ones() != 1) {
-            return err(ACL_ERROR_RT_PARAM_INVALID, format!("invalid event flag {flag:#x}"));
+            return err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!("invalid event flag {flag:#x}"),
+            );
         }
         create_event(event, flag, EvKind::Legacy)
     })
@@ -791,10 +839,16 @@ pub unsafe extern "C" fn aclrtCreateEventExWithFlag(event: *mut *mut c_void, fla
     ffi("aclrtCreateEventExWithFlag", true, || {
         non_null(event, "event")?;
         if flag == 0 || flag & !0x4F != 0 || (flag & ACL_EVENT_IPC != 0 && flag != ACL_EVENT_IPC) {
-            return err(ACL_ERROR_RT_PARAM_INVALID, format!("invalid event flag {flag:#x}"));
+            return err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!("invalid event flag {flag:#x}"),
+            );
         }
         if flag == ACL_EVENT_IPC {
-            return err(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "IPC events unsupported on the simulated chip");
+            return err(
+                ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                "IPC events unsupported on the simulated chip",
+            );
         }
         create_event(event, flag, EvKind::Ex)
     })
@@ -828,7 +882,10 @@ pub unsafe extern "C" fn aclrtRecordEvent(event: *mut c_void, stream: *mut c_voi
         let e = event_of(event)?;
         let s = enqueue_stream(stream)?;
         if e.ctx.device != s.ctx.device {
-            return err(ACL_ERROR_RT_STREAM_CONTEXT, "event and stream on different devices");
+            return err(
+                ACL_ERROR_RT_STREAM_CONTEXT,
+                "event and stream on different devices",
+            );
         }
         s.push(Task::Record { ev: e, gen: 0 })
     })
@@ -848,7 +905,10 @@ pub unsafe extern "C" fn aclrtResetEvent(event: *mut c_void, stream: *mut c_void
             return err(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "reset of an Ex event");
         }
         if e.ctx.device != s.ctx.device {
-            return err(ACL_ERROR_RT_STREAM_CONTEXT, "event and stream on different devices");
+            return err(
+                ACL_ERROR_RT_STREAM_CONTEXT,
+                "event and stream on different devices",
+            );
         }
         s.push(Task::Reset(e))
     })
@@ -857,7 +917,10 @@ pub unsafe extern "C" fn aclrtResetEvent(event: *mut c_void, stream: *mut c_void
 fn query_checks(e: &Event) -> R {
     if let Some(c) = e.active_capture() {
         c.invalidate();
-        return err(ACL_ERROR_RT_EVENT_CAPTURED, "event recorded in an active capture");
+        return err(
+            ACL_ERROR_RT_EVENT_CAPTURED,
+            "event recorded in an active capture",
+        );
     }
     e.ctx.check_poison()
 }
@@ -894,7 +957,10 @@ pub unsafe extern "C" fn aclrtQueryEvent(event: *mut c_void, status: *mut i32) -
         non_null(status, "status")?;
         let e = event_of(event)?;
         if e.kind == EvKind::Ex {
-            return err(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "aclrtQueryEvent on an Ex event");
+            return err(
+                ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                "aclrtQueryEvent on an Ex event",
+            );
         }
         query_checks(&e)?;
         let v = if e.is_complete() {
@@ -918,10 +984,16 @@ pub unsafe extern "C" fn aclrtQueryEventWaitStatus(event: *mut c_void, status: *
         non_null(status, "status")?;
         let e = event_of(event)?;
         if e.kind == EvKind::Ex {
-            return err(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "wait status of an Ex event");
+            return err(
+                ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                "wait status of an Ex event",
+            );
         }
         if e.kind == EvKind::Legacy && e.flags & ACL_EVENT_SYNC == 0 {
-            return err(ACL_ERROR_RT_PARAM_INVALID, "wait status needs ACL_EVENT_SYNC");
+            return err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                "wait status needs ACL_EVENT_SYNC",
+            );
         }
         query_checks(&e)?;
         let v = if e.is_complete() {
@@ -945,7 +1017,10 @@ fn sync_event(h: *mut c_void, dl: Option<Instant>) -> R {
         if let Some(d) = dl {
             let now = Instant::now();
             if now >= d {
-                return err(ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, "event synchronize timed out");
+                return err(
+                    ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
+                    "event synchronize timed out",
+                );
             }
             slice = slice.min(d - now);
         }
@@ -953,7 +1028,9 @@ fn sync_event(h: *mut c_void, dl: Option<Instant>) -> R {
         if g.done_gen >= g.record_gen {
             break;
         }
-        g = e.cv.wait_timeout(g, slice).map_or_else(|p| p.into_inner().0, |r| r.0);
+        g =
+            e.cv.wait_timeout(g, slice)
+                .map_or_else(|p| p.into_inner().0, |r| r.0);
     }
     drop(g);
     e.ctx.check_poison()
@@ -986,13 +1063,18 @@ fn timestamp_of(e: &Event) -> R<u64> {
         return err(ACL_ERROR_RT_INTERNAL_ERROR, "event was never recorded");
     }
     if !e.has_timeline() {
-        return err(ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "event has no ACL_EVENT_TIME_LINE");
+        return err(
+            ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
+            "event has no ACL_EVENT_TIME_LINE",
+        );
     }
     if g.done_gen < g.record_gen {
         return err(ACL_ERROR_RT_INTERNAL_ERROR, "event not complete yet");
     }
-    g.ts_ns
-        .map_or_else(|| err(ACL_ERROR_RT_INTERNAL_ERROR, "event has no timestamp"), Ok)
+    g.ts_ns.map_or_else(
+        || err(ACL_ERROR_RT_INTERNAL_ERROR, "event has no timestamp"),
+        Ok,
+    )
 }
 
 /// `aclError aclrtEventElapsedTime(float* ms, aclrtEvent start, aclrtEvent end)`: end − start
@@ -1001,7 +1083,11 @@ fn timestamp_of(e: &Event) -> R<u64> {
 /// # Safety
 /// `ms` must be NULL or valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtEventElapsedTime(ms: *mut f32, start: *mut c_void, end: *mut c_void) -> i32 {
+pub unsafe extern "C" fn aclrtEventElapsedTime(
+    ms: *mut f32,
+    start: *mut c_void,
+    end: *mut c_void,
+) -> i32 {
     ffi("aclrtEventElapsedTime", true, || {
         non_null(ms, "ms")?;
         let (a, b) = (event_of(start)?, event_of(end)?);

@@ -36,11 +36,17 @@ pub unsafe extern "C" fn aclrtLaunchCallback(
             return err(ACL_ERROR_INVALID_PARAM, "callback is NULL");
         };
         if block_type != ACL_CALLBACK_BLOCK && block_type != ACL_CALLBACK_NO_BLOCK {
-            return err(ACL_ERROR_INVALID_PARAM, format!("bad blockType {block_type}"));
+            return err(
+                ACL_ERROR_INVALID_PARAM,
+                format!("bad blockType {block_type}"),
+            );
         }
         let s = enqueue_stream(stream)?;
         let Some(tid) = lock(&s.st).sub_tid else {
-            return err(ACL_ERROR_RT_STREAM_NO_CB_REG, "no thread subscribed to this stream");
+            return err(
+                ACL_ERROR_RT_STREAM_NO_CB_REG,
+                "no thread subscribed to this stream",
+            );
         };
         s.push(Task::Callback {
             f,
@@ -66,7 +72,10 @@ pub unsafe extern "C" fn aclrtSubscribeReport(thread_id: u64, stream: *mut c_voi
             return err(ACL_ERROR_RT_STREAM_SUBSCRIBE, "stream already subscribed");
         }
         if g.hostfunc {
-            return err(ACL_ERROR_RT_STREAM_SUBSCRIBE, "stream uses aclrtLaunchHostFunc");
+            return err(
+                ACL_ERROR_RT_STREAM_SUBSCRIBE,
+                "stream uses aclrtLaunchHostFunc",
+            );
         }
         let mut subs = lock(subs());
         let e = subs.entry(thread_id).or_insert_with(|| Sub {
@@ -75,7 +84,10 @@ pub unsafe extern "C" fn aclrtSubscribeReport(thread_id: u64, stream: *mut c_voi
             pending: Default::default(),
         });
         if e.device != s.ctx.device {
-            return err(ACL_ERROR_RT_THREAD_SUBSCRIBE, "thread subscribed on another device");
+            return err(
+                ACL_ERROR_RT_THREAD_SUBSCRIBE,
+                "thread subscribed on another device",
+            );
         }
         e.streams.insert(key);
         g.sub_tid = Some(thread_id);
@@ -94,9 +106,10 @@ pub unsafe extern "C" fn aclrtUnSubscribeReport(thread_id: u64, stream: *mut c_v
         let mut g = lock(&s.st);
         match g.sub_tid {
             None => err(ACL_ERROR_RT_STREAM_SUBSCRIBE, "stream not subscribed"),
-            Some(t) if t != thread_id => {
-                err(ACL_ERROR_RT_THREAD_SUBSCRIBE, "stream subscribed by another thread")
-            }
+            Some(t) if t != thread_id => err(
+                ACL_ERROR_RT_THREAD_SUBSCRIBE,
+                "stream subscribed by another thread",
+            ),
             Some(_) => {
                 g.sub_tid = None;
                 drop(g);
@@ -211,10 +224,10 @@ fn areg() -> &'static Mutex<AllocReg> {
 fn with_desc(h: *mut c_void, f: impl FnOnce(&mut Desc)) -> R {
     non_null(h, "allocatorDesc")?;
     let mut g = lock(areg());
-    let d = g
-        .descs
-        .get_mut(&(h as usize))
-        .map_or_else(|| err(ACL_ERROR_INVALID_PARAM, "unknown allocator desc"), Ok)?;
+    let d = g.descs.get_mut(&(h as usize)).map_or_else(
+        || err(ACL_ERROR_INVALID_PARAM, "unknown allocator desc"),
+        Ok,
+    )?;
     f(d);
     Ok(())
 }
@@ -257,7 +270,10 @@ pub unsafe extern "C" fn aclrtAllocatorDestroyDesc(desc: *mut c_void) -> i32 {
 /// # Safety
 /// `desc` is a lookup key; `allocator` is stored, never dereferenced.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorSetObjToDesc(desc: *mut c_void, allocator: *mut c_void) -> i32 {
+pub unsafe extern "C" fn aclrtAllocatorSetObjToDesc(
+    desc: *mut c_void,
+    allocator: *mut c_void,
+) -> i32 {
     ffi("aclrtAllocatorSetObjToDesc", false, || {
         with_desc(desc, |d| d.obj = allocator as usize)
     })
@@ -268,7 +284,10 @@ pub unsafe extern "C" fn aclrtAllocatorSetObjToDesc(desc: *mut c_void, allocator
 /// # Safety
 /// `desc` is a lookup key; the function is stored, never called.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorSetAllocFuncToDesc(desc: *mut c_void, func: AclrtAllocatorAllocFunc) -> i32 {
+pub unsafe extern "C" fn aclrtAllocatorSetAllocFuncToDesc(
+    desc: *mut c_void,
+    func: AclrtAllocatorAllocFunc,
+) -> i32 {
     ffi("aclrtAllocatorSetAllocFuncToDesc", false, || {
         with_desc(desc, |d| d.alloc = func)
     })
@@ -279,7 +298,10 @@ pub unsafe extern "C" fn aclrtAllocatorSetAllocFuncToDesc(desc: *mut c_void, fun
 /// # Safety
 /// `desc` is a lookup key; the function is stored, never called.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorSetFreeFuncToDesc(desc: *mut c_void, func: AclrtAllocatorFreeFunc) -> i32 {
+pub unsafe extern "C" fn aclrtAllocatorSetFreeFuncToDesc(
+    desc: *mut c_void,
+    func: AclrtAllocatorFreeFunc,
+) -> i32 {
     ffi("aclrtAllocatorSetFreeFuncToDesc", false, || {
         with_desc(desc, |d| d.free = func)
     })
@@ -327,10 +349,10 @@ pub unsafe extern "C" fn aclrtAllocatorRegister(stream: *mut c_void, desc: *mut 
         non_null(stream, "stream")?;
         non_null(desc, "allocatorDesc")?;
         let mut g = lock(areg());
-        let d = *g
-            .descs
-            .get(&(desc as usize))
-            .map_or_else(|| err(ACL_ERROR_INVALID_PARAM, "unknown allocator desc"), Ok)?;
+        let d = *g.descs.get(&(desc as usize)).map_or_else(
+            || err(ACL_ERROR_INVALID_PARAM, "unknown allocator desc"),
+            Ok,
+        )?;
         if d.obj == 0 || d.alloc.is_none() || d.free.is_none() || d.get_addr.is_none() {
             return err(
                 ACL_ERROR_INVALID_PARAM,
@@ -366,7 +388,10 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
             .by_stream
             .get(&(stream as usize))
             .copied()
-            .map_or_else(|| err(ACL_ERROR_INVALID_PARAM, "no allocator registered"), Ok)?;
+            .map_or_else(
+                || err(ACL_ERROR_INVALID_PARAM, "no allocator registered"),
+                Ok,
+            )?;
         // SAFETY: caller contract; optional outputs are written only when non-NULL.
         unsafe {
             put(desc, h as *mut c_void)?;
@@ -435,7 +460,10 @@ fn sim_alloc(out: *mut *mut c_void, size: usize) -> R {
 fn sim_free(p: *mut c_void) -> R {
     non_null(p, "pointer")?;
     let Some(layout) = lock(allocs()).remove(&(p as usize)) else {
-        return err(ACL_ERROR_INVALID_PARAM, "pointer not allocated by the simulator");
+        return err(
+            ACL_ERROR_INVALID_PARAM,
+            "pointer not allocated by the simulator",
+        );
     };
     // SAFETY: `p` was returned by std::alloc::alloc with exactly this layout and is freed once.
     unsafe { std::alloc::dealloc(p as *mut u8, layout) };
@@ -549,7 +577,9 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
 
 fn new_ri() -> Arc<Ri> {
     let ri = Arc::new(Ri::default());
-    lock(reg()).ris.insert(Arc::as_ptr(&ri) as usize, ri.clone());
+    lock(reg())
+        .ris
+        .insert(Arc::as_ptr(&ri) as usize, ri.clone());
     ri
 }
 
@@ -567,13 +597,22 @@ pub unsafe extern "C" fn aclmdlRICaptureBegin(stream: *mut c_void, mode: i32) ->
         let ctx = cur_ctx()?;
         let s = stream_of(stream)?;
         if s.is_default {
-            return err(ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT, "cannot capture the default stream");
+            return err(
+                ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT,
+                "cannot capture the default stream",
+            );
         }
         if !Arc::ptr_eq(&s.ctx, &ctx) {
-            return err(ACL_ERROR_RT_STREAM_CONTEXT, "stream not in the current context");
+            return err(
+                ACL_ERROR_RT_STREAM_CONTEXT,
+                "stream not in the current context",
+            );
         }
         if s.flags & ACL_STREAM_PERSISTENT != 0 {
-            return err(ACL_ERROR_RT_PARAM_INVALID, "cannot capture a persistent stream");
+            return err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                "cannot capture a persistent stream",
+            );
         }
         s.ctx.check_poison()?;
         let mut g = lock(&s.st);
@@ -639,7 +678,10 @@ pub unsafe extern "C" fn aclmdlRICaptureGetInfo(
 /// # Safety
 /// `model_ri` must be NULL or valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn aclmdlRICaptureEnd(stream: *mut c_void, model_ri: *mut *mut c_void) -> i32 {
+pub unsafe extern "C" fn aclmdlRICaptureEnd(
+    stream: *mut c_void,
+    model_ri: *mut *mut c_void,
+) -> i32 {
     ffi("aclmdlRICaptureEnd", true, || {
         non_null(model_ri, "modelRI")?;
         let s = stream_of(stream)?;
@@ -647,10 +689,16 @@ pub unsafe extern "C" fn aclmdlRICaptureEnd(stream: *mut c_void, model_ri: *mut 
             return err(ACL_ERROR_RT_STREAM_NOT_CAPTURED, "stream is not capturing");
         };
         if cap.origin != Arc::as_ptr(&s) as usize {
-            return err(ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED, "capture began on another stream");
+            return err(
+                ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED,
+                "capture began on another stream",
+            );
         }
         if cap.mode != ACL_MODEL_RI_CAPTURE_MODE_RELAXED && cap.thread != self_tid() {
-            return err(ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD, "capture began on another thread");
+            return err(
+                ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD,
+                "capture began on another thread",
+            );
         }
         let (invalid, joined) = {
             let mut c = lock(&cap.st);
@@ -668,7 +716,10 @@ pub unsafe extern "C" fn aclmdlRICaptureEnd(stream: *mut c_void, model_ri: *mut 
             lock(reg()).ris.remove(&(Arc::as_ptr(&cap.ri) as usize));
             // SAFETY: caller contract.
             unsafe { put(model_ri, std::ptr::null_mut())? };
-            return err(ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED, "capture was invalidated");
+            return err(
+                ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED,
+                "capture was invalidated",
+            );
         }
         lock(&cap.ri.st).built = true;
         // SAFETY: caller contract.
@@ -747,10 +798,15 @@ pub unsafe extern "C" fn aclmdlRIDestroy(model_ri: *mut c_void) -> i32 {
     ffi("aclmdlRIDestroy", true, || {
         let ri = ri_of(model_ri)?;
         if !lock(&ri.st).built && lock(&CAPTURES).iter().any(|c| Arc::ptr_eq(&c.ri, &ri)) {
-            return err(ACL_ERROR_RT_STREAM_CAPTURED, "model RI is still being captured");
+            return err(
+                ACL_ERROR_RT_STREAM_CAPTURED,
+                "model RI is still being captured",
+            );
         }
         lock(reg()).ris.remove(&(model_ri as usize));
-        for s in std::mem::take(&mut lock(&ri.st).bound) {
+        // Lock order is ri.st → s.st (see aclmdlRIBuildEnd); release ri.st first anyway.
+        let bound = std::mem::take(&mut lock(&ri.st).bound);
+        for s in bound {
             lock(&s.st).bound_ri = None;
         }
         Ok(())
@@ -778,19 +834,27 @@ pub unsafe extern "C" fn aclmdlRIBuildBegin(model_ri: *mut *mut c_void, flag: u3
 /// # Safety
 /// Handles are lookup keys.
 #[no_mangle]
-pub unsafe extern "C" fn aclmdlRIBindStream(model_ri: *mut c_void, stream: *mut c_void, flag: u32) -> i32 {
+pub unsafe extern "C" fn aclmdlRIBindStream(
+    model_ri: *mut c_void,
+    stream: *mut c_void,
+    flag: u32,
+) -> i32 {
     let _ = flag;
     ffi("aclmdlRIBindStream", true, || {
         let ri = ri_of(model_ri)?;
         let s = stream_of(stream)?;
         if s.flags & ACL_STREAM_PERSISTENT == 0 {
-            return err(ACL_ERROR_RT_PARAM_INVALID, "only PERSISTENT streams can be bound");
+            return err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                "only PERSISTENT streams can be bound",
+            );
         }
         let mut g = lock(&s.st);
         if g.bound_ri.is_some() {
             return err(ACL_ERROR_RT_PARAM_INVALID, "stream already bound");
         }
         g.bound_ri = Some(model_ri as usize);
+        drop(g);
         lock(&ri.st).bound.push(s.clone());
         Ok(())
     })
@@ -800,7 +864,10 @@ fn bound_to(ri_h: *mut c_void, stream: *mut c_void) -> R<(Arc<Ri>, Arc<Stream>)>
     let ri = ri_of(ri_h)?;
     let s = stream_of(stream)?;
     if lock(&s.st).bound_ri != Some(ri_h as usize) {
-        return err(ACL_ERROR_RT_PARAM_INVALID, "stream not bound to this model RI");
+        return err(
+            ACL_ERROR_RT_PARAM_INVALID,
+            "stream not bound to this model RI",
+        );
     }
     Ok((ri, s))
 }
@@ -812,7 +879,9 @@ fn bound_to(ri_h: *mut c_void, stream: *mut c_void) -> R<(Arc<Ri>, Arc<Stream>)>
 /// Handles are lookup keys.
 #[no_mangle]
 pub unsafe extern "C" fn aclmdlRIEndTask(model_ri: *mut c_void, stream: *mut c_void) -> i32 {
-    ffi("aclmdlRIEndTask", true, || bound_to(model_ri, stream).map(|_| ()))
+    ffi("aclmdlRIEndTask", true, || {
+        bound_to(model_ri, stream).map(|_| ())
+    })
 }
 
 /// `aclError aclmdlRIBuildEnd(aclmdlRI modelRI, void* reserve)`: the body becomes the tasks of

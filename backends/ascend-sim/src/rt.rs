@@ -656,7 +656,10 @@ impl Stream {
     }
     /// The capture this stream takes part in, if active.
     pub(crate) fn capture(&self) -> Option<Arc<Capture>> {
-        lock(&self.st).capture.clone().filter(|c| lock(&c.st).active)
+        lock(&self.st)
+            .capture
+            .clone()
+            .filter(|c| lock(&c.st).active)
     }
 
     /// Enqueues (or records) a task template.
@@ -868,7 +871,10 @@ impl Stream {
         let epoch = g.epoch;
         while g.worker {
             if g.epoch != epoch {
-                return err(ACL_ERROR_RT_STREAM_ABORT, "stream aborted during synchronize");
+                return err(
+                    ACL_ERROR_RT_STREAM_ABORT,
+                    "stream aborted during synchronize",
+                );
             }
             self.ctx.check_poison()?;
             let mut slice = Duration::from_millis(50);
@@ -882,7 +888,10 @@ impl Stream {
             g = wait_for(&self.cv, g, slice);
         }
         if g.epoch != epoch {
-            return err(ACL_ERROR_RT_STREAM_ABORT, "stream aborted during synchronize");
+            return err(
+                ACL_ERROR_RT_STREAM_ABORT,
+                "stream aborted during synchronize",
+            );
         }
         drop(g);
         self.ctx.check_poison()
@@ -1040,7 +1049,10 @@ pub(crate) fn cur_ctx() -> R<Arc<Context>> {
     let c = CURRENT.with(|c| c.borrow().clone());
     match c {
         Some(c) if !c.destroyed.load(SeqCst) => Ok(c),
-        _ => err(ACL_ERROR_RT_CONTEXT_NULL, "no current context on this thread"),
+        _ => err(
+            ACL_ERROR_RT_CONTEXT_NULL,
+            "no current context on this thread",
+        ),
     }
 }
 
@@ -1156,7 +1168,10 @@ pub(crate) fn destroy_context(ctx: &Arc<Context>) {
 /// Validates a device id.
 pub(crate) fn check_device(d: i32) -> R {
     if d < 0 || d as u32 >= device_count() {
-        return err(ACL_ERROR_RT_INVALID_DEVICEID, format!("invalid device id {d}"));
+        return err(
+            ACL_ERROR_RT_INVALID_DEVICEID,
+            format!("invalid device id {d}"),
+        );
     }
     Ok(())
 }
@@ -1188,11 +1203,10 @@ pub(crate) fn ri_of(h: *mut c_void) -> R<Arc<Ri>> {
     if h.is_null() {
         return err(ACL_ERROR_INVALID_PARAM, "modelRI is NULL");
     }
-    lock(reg())
-        .ris
-        .get(&(h as usize))
-        .cloned()
-        .map_or_else(|| err(ACL_ERROR_INVALID_PARAM, "unknown modelRI handle"), Ok)
+    lock(reg()).ris.get(&(h as usize)).cloned().map_or_else(
+        || err(ACL_ERROR_INVALID_PARAM, "unknown modelRI handle"),
+        Ok,
+    )
 }
 
 /// Rejects use of a default stream by a thread inside capture (invalidating the capture).

@@ -41,7 +41,12 @@ pub unsafe extern "C" fn xsimLaunchDelay(stream: *mut c_void, micros: u64) -> i3
 /// # Safety
 /// `dev_ptr` must point to `words` u32 values that stay valid until the kernel has run.
 #[no_mangle]
-pub unsafe extern "C" fn xsimLaunchLcg(stream: *mut c_void, dev_ptr: *mut c_void, words: usize, rounds: u32) -> i32 {
+pub unsafe extern "C" fn xsimLaunchLcg(
+    stream: *mut c_void,
+    dev_ptr: *mut c_void,
+    words: usize,
+    rounds: u32,
+) -> i32 {
     ffi("xsimLaunchLcg", true, || {
         if dev_ptr.is_null() && words > 0 {
             return err(ACL_ERROR_INVALID_PARAM, "devPtr is NULL");
@@ -201,7 +206,11 @@ pub unsafe extern "C" fn xsimCallCount(symbol: *const c_char) -> u64 {
 /// No pointer arguments; the result is a static string.
 #[no_mangle]
 pub unsafe extern "C" fn xsimVersion() -> *const c_char {
-    concat!("xstream-ascend-sim ", env!("CARGO_PKG_VERSION"), " (ACL 1.17.0 CPU test double)\0")
-        .as_ptr()
-        .cast()
+    concat!(
+        "xstream-ascend-sim ",
+        env!("CARGO_PKG_VERSION"),
+        " (ACL 1.17.0 CPU test double)\0"
+    )
+    .as_ptr()
+    .cast()
 }
