@@ -1,4 +1,6 @@
 //! Per-operation costs of the host backend.
+// criterion_group! generates undocumented public functions.
+#![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use xstream_core::Backend;

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use xstream_core::{
     block_on, lcg_reference, Backend, Buffer, Capabilities, CaptureErrorKind, CaptureMode,
-    CaptureStatus, Combination, Device, Error, Event, EventDesc, EventFlags, Graph,
-    HostAllocator, Kernel, PoolConfig, Priority, PriorityClass, Status, Stream, StreamDesc,
-    StreamFlags, StreamPool, Translation, TranslationPolicy,
+    CaptureStatus, Combination, Device, Error, Event, EventDesc, EventFlags, Graph, HostAllocator,
+    Kernel, PoolConfig, Priority, PriorityClass, Status, Stream, StreamDesc, StreamFlags,
+    StreamPool, Translation, TranslationPolicy,
 };
 
 /// What a passing or skipped check reports.
@@ -104,10 +104,7 @@ fn nb() -> StreamDesc {
     StreamDesc::new().flags(StreamFlags::NON_BLOCKING)
 }
 
-fn read_all<B: Backend>(
-    s: &B::Stream,
-    buf: &B::Buffer,
-) -> Result<Vec<u8>, String> {
+fn read_all<B: Backend>(s: &B::Stream, buf: &B::Buffer) -> Result<Vec<u8>, String> {
     let rb = s.read(buf, 0, buf.len()).ctx("read")?;
     s.synchronize().ctx("synchronize after read")?;
     rb.take().ctx("readback")
@@ -218,7 +215,11 @@ fn flag_policy<B: Backend>(env: &Env<B>) -> CheckResult {
                     Err(Error::UnsupportedFlag { flag, .. }) => {
                         ensure!(flag == name, "strict error names {flag}, expected {name}")
                     }
-                    other => return Err(format!("strict {name}: expected UnsupportedFlag, got {other:?}")),
+                    other => {
+                        return Err(format!(
+                            "strict {name}: expected UnsupportedFlag, got {other:?}"
+                        ))
+                    }
                 }
                 let s = dev
                     .create_stream(
@@ -232,13 +233,20 @@ fn flag_policy<B: Backend>(env: &Env<B>) -> CheckResult {
                     "best effort did not report {name} as dropped: {:?}",
                     s.report().flags
                 );
-                ensure!(!s.flags().contains(row.flag), "dropped {name} still in flags()");
+                ensure!(
+                    !s.flags().contains(row.flag),
+                    "dropped {name} still in flags()"
+                );
             }
             Translation::Hint(_) | Translation::Emulated(_) | Translation::Native { .. } => {
                 let s = dev
                     .create_stream(&StreamDesc::new().flags(row.flag))
                     .ctx(&format!("strict create with {name}"))?;
-                ensure!(s.flags().contains(row.flag), "{name} missing from flags(): {:?}", s.flags());
+                ensure!(
+                    s.flags().contains(row.flag),
+                    "{name} missing from flags(): {:?}",
+                    s.flags()
+                );
                 if let Translation::Hint(_) = row.translation {
                     ensure!(
                         s.report().flags.hints.iter().any(|(f, _)| *f == name),
@@ -269,7 +277,11 @@ fn flag_policy<B: Backend>(env: &Env<B>) -> CheckResult {
                     .policy(TranslationPolicy::BestEffort),
             ) {
                 Err(Error::RejectedCombination { .. }) => rules += 1,
-                other => return Err(format!("{f:?} with another flag: expected RejectedCombination, got {other:?}")),
+                other => {
+                    return Err(format!(
+                        "{f:?} with another flag: expected RejectedCombination, got {other:?}"
+                    ))
+                }
             }
         }
     }
@@ -277,25 +289,54 @@ fn flag_policy<B: Backend>(env: &Env<B>) -> CheckResult {
         if let Translation::Unsupported(_) = row.translation {
             match dev.create_event(&EventDesc::new().flags(row.flag)) {
                 Err(Error::UnsupportedFlag { .. }) | Err(Error::RejectedCombination { .. }) => {}
-                other => return Err(format!("event {}: expected UnsupportedFlag, got {other:?}", row.flag.name())),
+                other => {
+                    return Err(format!(
+                        "event {}: expected UnsupportedFlag, got {other:?}",
+                        row.flag.name()
+                    ))
+                }
             }
         }
     }
-    pass(format!("{tried} stream flags created, {rules} combination rules enforced"))
+    pass(format!(
+        "{tried} stream flags created, {rules} combination rules enforced"
+    ))
 }
 
 fn priority_mapping<B: Backend>(env: &Env<B>) -> CheckResult {
     let dev = &env.device;
     let r = dev.info().priority_range;
-    let hi = dev.create_stream(&nb().priority(Priority::Highest)).ctx("highest")?;
-    let lo = dev.create_stream(&nb().priority(Priority::Lowest)).ctx("lowest")?;
-    ensure!(hi.priority() == r.greatest, "Highest gave {} not {}", hi.priority(), r.greatest);
-    ensure!(lo.priority() == r.least, "Lowest gave {} not {}", lo.priority(), r.least);
+    let hi = dev
+        .create_stream(&nb().priority(Priority::Highest))
+        .ctx("highest")?;
+    let lo = dev
+        .create_stream(&nb().priority(Priority::Lowest))
+        .ctx("lowest")?;
+    ensure!(
+        hi.priority() == r.greatest,
+        "Highest gave {} not {}",
+        hi.priority(),
+        r.greatest
+    );
+    ensure!(
+        lo.priority() == r.least,
+        "Lowest gave {} not {}",
+        lo.priority(),
+        r.least
+    );
     // A value beyond the least-urgent end.
-    let beyond = if r.least >= r.greatest { r.least + 100 } else { r.least - 100 };
+    let beyond = if r.least >= r.greatest {
+        r.least + 100
+    } else {
+        r.least - 100
+    };
     match dev.create_stream(&nb().priority(Priority::Native(beyond))) {
         Err(Error::InvalidArgument(_)) => {}
-        other => return Err(format!("strict out-of-range priority: expected InvalidArgument, got {other:?}")),
+        other => {
+            return Err(format!(
+                "strict out-of-range priority: expected InvalidArgument, got {other:?}"
+            ))
+        }
     }
     let c = dev
         .create_stream(
@@ -304,7 +345,12 @@ fn priority_mapping<B: Backend>(env: &Env<B>) -> CheckResult {
                 .policy(TranslationPolicy::BestEffort),
         )
         .ctx("best-effort out-of-range priority")?;
-    ensure!(c.priority() == r.least, "clamped to {} not {}", c.priority(), r.least);
+    ensure!(
+        c.priority() == r.least,
+        "clamped to {} not {}",
+        c.priority(),
+        r.least
+    );
     ensure!(
         c.report().priority.clamped_from == Some(beyond),
         "clamp not reported: {:?}",
@@ -312,7 +358,10 @@ fn priority_mapping<B: Backend>(env: &Env<B>) -> CheckResult {
     );
     pass(format!(
         "range least {} greatest {} default {}; {beyond} clamped to {}",
-        r.least, r.greatest, r.default, c.priority()
+        r.least,
+        r.greatest,
+        r.default,
+        c.priority()
     ))
 }
 
@@ -324,7 +373,11 @@ fn stream_ids_unique<B: Backend>(env: &Env<B>) -> CheckResult {
             .collect::<Result<_, _>>()
             .ctx("create")?;
         for s in &v {
-            ensure!(seen.insert(s.id()), "id {} repeated (round {round})", s.id());
+            ensure!(
+                seen.insert(s.id()),
+                "id {} repeated (round {round})",
+                s.id()
+            );
         }
     }
     pass("32 streams, 32 distinct ids across create/drop cycles")
@@ -332,19 +385,52 @@ fn stream_ids_unique<B: Backend>(env: &Env<B>) -> CheckResult {
 
 fn bad_input<B: Backend>(env: &Env<B>) -> CheckResult {
     let dev = &env.device;
-    ensure!(matches!(dev.alloc(0), Err(Error::InvalidArgument(_))), "alloc(0) not refused");
+    ensure!(
+        matches!(dev.alloc(0), Err(Error::InvalidArgument(_))),
+        "alloc(0) not refused"
+    );
     let s = dev.create_stream(&nb()).ctx("create")?;
     let buf = dev.alloc(64).ctx("alloc")?;
-    ensure!(matches!(s.memset(&buf, 60, 8, 0), Err(Error::InvalidArgument(_))), "memset out of range not refused");
-    ensure!(matches!(s.write(&buf, 0, vec![0; 65]), Err(Error::InvalidArgument(_))), "write out of range not refused");
-    ensure!(matches!(s.read(&buf, usize::MAX, 2), Err(Error::InvalidArgument(_))), "read with overflowing range not refused");
-    ensure!(matches!(s.synchronize_timeout(Duration::ZERO), Err(Error::InvalidArgument(_))), "zero stream timeout not refused");
+    ensure!(
+        matches!(s.memset(&buf, 60, 8, 0), Err(Error::InvalidArgument(_))),
+        "memset out of range not refused"
+    );
+    ensure!(
+        matches!(
+            s.write(&buf, 0, vec![0; 65]),
+            Err(Error::InvalidArgument(_))
+        ),
+        "write out of range not refused"
+    );
+    ensure!(
+        matches!(s.read(&buf, usize::MAX, 2), Err(Error::InvalidArgument(_))),
+        "read with overflowing range not refused"
+    );
+    ensure!(
+        matches!(
+            s.synchronize_timeout(Duration::ZERO),
+            Err(Error::InvalidArgument(_))
+        ),
+        "zero stream timeout not refused"
+    );
     let e = dev.create_event(&EventDesc::new()).ctx("event")?;
-    ensure!(matches!(e.synchronize_timeout(Duration::ZERO), Err(Error::InvalidArgument(_))), "zero event timeout not refused");
+    ensure!(
+        matches!(
+            e.synchronize_timeout(Duration::ZERO),
+            Err(Error::InvalidArgument(_))
+        ),
+        "zero event timeout not refused"
+    );
     if dev.info().capabilities.contains(Capabilities::KERNELS) {
         let odd = dev.alloc(6).ctx("alloc 6")?;
         ensure!(
-            matches!(s.launch(Kernel::Lcg { buf: &odd, rounds: 1 }), Err(Error::InvalidArgument(_))),
+            matches!(
+                s.launch(Kernel::Lcg {
+                    buf: &odd,
+                    rounds: 1
+                }),
+                Err(Error::InvalidArgument(_))
+            ),
             "LCG on a 6-byte buffer not refused"
         );
     }
@@ -360,7 +446,11 @@ fn lcg_kernel<B: Backend>(env: &Env<B>) -> CheckResult {
     let data: Vec<u8> = (0..n).map(|i| (i * 31 % 251) as u8).collect();
     let buf = dev.alloc(n).ctx("alloc")?;
     s.write(&buf, 0, data.clone()).ctx("write")?;
-    s.launch(Kernel::Lcg { buf: &buf, rounds: 7 }).ctx("launch")?;
+    s.launch(Kernel::Lcg {
+        buf: &buf,
+        rounds: 7,
+    })
+    .ctx("launch")?;
     let got = read_all::<B>(&s, &buf)?;
     let mut want = data;
     lcg_reference(&mut want, 7);
@@ -372,21 +462,31 @@ fn lcg_kernel<B: Backend>(env: &Env<B>) -> CheckResult {
 // Ordering, query, synchronize
 
 fn ordering_across_streams<B: Backend>(env: &Env<B>) -> CheckResult {
-    need!(env, Capabilities::KERNELS, "a delay kernel to make ordering observable");
+    need!(
+        env,
+        Capabilities::KERNELS,
+        "a delay kernel to make ordering observable"
+    );
     let dev = &env.device;
     let a = dev.create_stream(&nb().name("producer")).ctx("create a")?;
     let b = dev.create_stream(&nb().name("consumer")).ctx("create b")?;
     let n = 4096;
     let src = dev.alloc(n).ctx("alloc")?;
     let dst = dev.alloc(n).ctx("alloc")?;
-    let e = dev.create_event(&EventDesc::new().flags(EventFlags::DISABLE_TIMING)).ctx("event")?;
-    a.launch(Kernel::Delay(Duration::from_millis(50))).ctx("delay")?;
+    let e = dev
+        .create_event(&EventDesc::new().flags(EventFlags::DISABLE_TIMING))
+        .ctx("event")?;
+    a.launch(Kernel::Delay(Duration::from_millis(50)))
+        .ctx("delay")?;
     a.memset(&src, 0, n, 7).ctx("memset")?;
     e.record(&a).ctx("record")?;
     b.wait_event(&e).ctx("wait")?;
     b.copy(&src, 0, &dst, 0, n).ctx("copy")?;
     let got = read_all::<B>(&b, &dst)?;
-    ensure!(got.iter().all(|&x| x == 7), "consumer saw data before the producer finished");
+    ensure!(
+        got.iter().all(|&x| x == 7),
+        "consumer saw data before the producer finished"
+    );
     pass("consumer saw the producer's bytes after a 50 ms delay")
 }
 
@@ -398,13 +498,17 @@ fn wait_takes_snapshot<B: Backend>(env: &Env<B>) -> CheckResult {
     let idle = dev.create_stream(&nb()).ctx("idle")?;
     let buf = dev.alloc(256).ctx("alloc")?;
     let e = dev.create_event(&EventDesc::new()).ctx("event")?;
-    a.launch(Kernel::Delay(Duration::from_millis(60))).ctx("delay")?;
+    a.launch(Kernel::Delay(Duration::from_millis(60)))
+        .ctx("delay")?;
     a.memset(&buf, 0, 256, 9).ctx("memset")?;
     e.record(&a).ctx("record on a")?;
     b.wait_event(&e).ctx("wait")?;
     e.record(&idle).ctx("re-record on idle")?;
     let got = read_all::<B>(&b, &buf)?;
-    ensure!(got.iter().all(|&x| x == 9), "the wait followed the later record instead of the snapshot");
+    ensure!(
+        got.iter().all(|&x| x == 9),
+        "the wait followed the later record instead of the snapshot"
+    );
     drop(e);
     pass("re-recording after the wait did not release it")
 }
@@ -412,28 +516,46 @@ fn wait_takes_snapshot<B: Backend>(env: &Env<B>) -> CheckResult {
 fn query_pending_then_ready<B: Backend>(env: &Env<B>) -> CheckResult {
     need!(env, Capabilities::KERNELS, "a delay kernel");
     let s = env.device.create_stream(&nb()).ctx("create")?;
-    ensure!(s.query().ctx("idle query")? == Status::Ready, "idle stream not Ready");
-    s.launch(Kernel::Delay(Duration::from_millis(100))).ctx("delay")?;
-    ensure!(s.query().ctx("busy query")? == Status::Pending, "busy stream not Pending");
+    ensure!(
+        s.query().ctx("idle query")? == Status::Ready,
+        "idle stream not Ready"
+    );
+    s.launch(Kernel::Delay(Duration::from_millis(100)))
+        .ctx("delay")?;
+    ensure!(
+        s.query().ctx("busy query")? == Status::Pending,
+        "busy stream not Pending"
+    );
     s.synchronize().ctx("sync")?;
-    ensure!(s.query().ctx("query after sync")? == Status::Ready, "not Ready after synchronize");
+    ensure!(
+        s.query().ctx("query after sync")? == Status::Ready,
+        "not Ready after synchronize"
+    );
     pass("Ready → Pending → Ready")
 }
 
 fn sync_timeout_recovers<B: Backend>(env: &Env<B>) -> CheckResult {
     need!(env, Capabilities::KERNELS, "a delay kernel");
     let s = env.device.create_stream(&nb()).ctx("create")?;
-    s.launch(Kernel::Delay(Duration::from_millis(300))).ctx("delay")?;
+    s.launch(Kernel::Delay(Duration::from_millis(300)))
+        .ctx("delay")?;
     let t = Instant::now();
     match s.synchronize_timeout(Duration::from_millis(20)) {
         Err(Error::Timeout(_)) => {}
         other => return Err(format!("expected Timeout, got {other:?}")),
     }
     let waited = t.elapsed();
-    ensure!(waited < Duration::from_millis(250), "timeout took {waited:?}");
+    ensure!(
+        waited < Duration::from_millis(250),
+        "timeout took {waited:?}"
+    );
     s.synchronize().ctx("synchronize after timeout")?;
-    s.synchronize_timeout(Duration::from_secs(5)).ctx("timed sync on idle stream")?;
-    pass(format!("timed out after {:.1} ms, then synchronized", waited.as_secs_f64() * 1e3))
+    s.synchronize_timeout(Duration::from_secs(5))
+        .ctx("timed sync on idle stream")?;
+    pass(format!(
+        "timed out after {:.1} ms, then synchronized",
+        waited.as_secs_f64() * 1e3
+    ))
 }
 
 fn event_timing<B: Backend>(env: &Env<B>) -> CheckResult {
@@ -447,16 +569,30 @@ fn event_timing<B: Backend>(env: &Env<B>) -> CheckResult {
         .create_event(&EventDesc::new().flags(EventFlags::DISABLE_TIMING))
         .ctx("event")?;
     e0.record(&s).ctx("record")?;
-    s.launch(Kernel::Delay(Duration::from_millis(30))).ctx("delay")?;
+    s.launch(Kernel::Delay(Duration::from_millis(30)))
+        .ctx("delay")?;
     e1.record(&s).ctx("record")?;
     notime.record(&s).ctx("record")?;
     e1.synchronize().ctx("event sync")?;
     let ms = e0.elapsed_ms(&e1).ctx("elapsed")?;
-    ensure!((20.0..2000.0).contains(&ms), "elapsed {ms} ms around a 30 ms delay");
-    ensure!(matches!(e0.elapsed_ms(&notime), Err(Error::TimingDisabled)), "timing-disabled end not refused");
-    ensure!(matches!(e0.elapsed_ms(&never), Err(Error::EventNotRecorded)), "never-recorded end not refused");
-    ensure!(matches!(never.elapsed_ms(&e1), Err(Error::EventNotRecorded)), "never-recorded start not refused");
-    s.launch(Kernel::Delay(Duration::from_millis(80))).ctx("delay")?;
+    ensure!(
+        (20.0..2000.0).contains(&ms),
+        "elapsed {ms} ms around a 30 ms delay"
+    );
+    ensure!(
+        matches!(e0.elapsed_ms(&notime), Err(Error::TimingDisabled)),
+        "timing-disabled end not refused"
+    );
+    ensure!(
+        matches!(e0.elapsed_ms(&never), Err(Error::EventNotRecorded)),
+        "never-recorded end not refused"
+    );
+    ensure!(
+        matches!(never.elapsed_ms(&e1), Err(Error::EventNotRecorded)),
+        "never-recorded start not refused"
+    );
+    s.launch(Kernel::Delay(Duration::from_millis(80)))
+        .ctx("delay")?;
     e1.record(&s).ctx("re-record")?;
     match e0.elapsed_ms(&e1) {
         Err(Error::NotReady) => {}
@@ -469,12 +605,17 @@ fn event_timing<B: Backend>(env: &Env<B>) -> CheckResult {
 fn never_recorded_event<B: Backend>(env: &Env<B>) -> CheckResult {
     let dev = &env.device;
     let e = dev.create_event(&EventDesc::new()).ctx("event")?;
-    ensure!(e.query().ctx("query")? == Status::Ready, "never-recorded event not Ready");
+    ensure!(
+        e.query().ctx("query")? == Status::Ready,
+        "never-recorded event not Ready"
+    );
     e.synchronize().ctx("synchronize")?;
-    e.synchronize_timeout(Duration::from_millis(10)).ctx("timed synchronize")?;
+    e.synchronize_timeout(Duration::from_millis(10))
+        .ctx("timed synchronize")?;
     let s = dev.create_stream(&nb()).ctx("create")?;
     s.wait_event(&e).ctx("wait")?;
-    s.synchronize_timeout(Duration::from_secs(2)).ctx("sync after waiting on it")?;
+    s.synchronize_timeout(Duration::from_secs(2))
+        .ctx("sync after waiting on it")?;
     pass("Ready, synchronize returns, wait is a no-op")
 }
 
@@ -521,7 +662,10 @@ fn callback_panic_surfaces<B: Backend>(env: &Env<B>) -> CheckResult {
         Err(Error::CallbackPanicked(m)) => ensure!(m.contains("deliberate"), "message lost: {m}"),
         other => return Err(format!("expected CallbackPanicked, got {other:?}")),
     }
-    ensure!(after.load(Ordering::SeqCst) == 1, "the callback after the panic did not run once with Ok");
+    ensure!(
+        after.load(Ordering::SeqCst) == 1,
+        "the callback after the panic did not run once with Ok"
+    );
     s.synchronize().ctx("second synchronize must be clean")?;
     pass("panic reported once; later work unaffected")
 }
@@ -544,9 +688,14 @@ fn callback_not_permitted<B: Backend>(env: &Env<B>) -> CheckResult {
     let r = results.lock().unwrap();
     ensure!(r.len() == 4, "callback did not run");
     for (what, e) in r.iter() {
-        ensure!(matches!(e, Some(Error::NotPermitted(_))), "{what} inside a callback gave {e:?}");
+        ensure!(
+            matches!(e, Some(Error::NotPermitted(_))),
+            "{what} inside a callback gave {e:?}"
+        );
     }
-    other.query().ctx("outside the callback the same call works")?;
+    other
+        .query()
+        .ctx("outside the callback the same call works")?;
     pass("query, synchronize, create_stream, create_event refused inside")
 }
 
@@ -569,7 +718,11 @@ fn notify_may_call_xstream<B: Backend>(env: &Env<B>) -> CheckResult {
 }
 
 fn callback_error_after_fault<B: Backend>(env: &Env<B>) -> CheckResult {
-    need!(env, Capabilities::FAULT_INJECTION, "a deliberate device fault");
+    need!(
+        env,
+        Capabilities::FAULT_INJECTION,
+        "a deliberate device fault"
+    );
     let Some(make) = env.isolated else {
         return Ok(Outcome::Skip(
             "a fault poisons the whole process on this backend; covered by the backend's own child-process test".into(),
@@ -578,11 +731,13 @@ fn callback_error_after_fault<B: Backend>(env: &Env<B>) -> CheckResult {
     let dev = make().ctx("isolated device")?;
     let s = dev.create_stream(&nb()).ctx("create")?;
     let calls = Arc::new(Mutex::new(Vec::new()));
-    s.launch(Kernel::Delay(Duration::from_millis(20))).ctx("delay")?;
+    s.launch(Kernel::Delay(Duration::from_millis(20)))
+        .ctx("delay")?;
     s.launch(Kernel::Fault).ctx("fault")?;
     for _ in 0..3 {
         let c = calls.clone();
-        s.host_callback(move |r| c.lock().unwrap().push(r)).ctx("callback")?;
+        s.host_callback(move |r| c.lock().unwrap().push(r))
+            .ctx("callback")?;
     }
     let err = match s.synchronize() {
         Err(e) => e,
@@ -595,7 +750,10 @@ fn callback_error_after_fault<B: Backend>(env: &Env<B>) -> CheckResult {
     }
     let got = calls.lock().unwrap();
     ensure!(got.len() == 3, "{} of 3 callbacks ran", got.len());
-    ensure!(got.iter().all(|r| matches!(r, Err(e) if e.is_sticky())), "callbacks did not all get the sticky error: {got:?}");
+    ensure!(
+        got.iter().all(|r| matches!(r, Err(e) if e.is_sticky())),
+        "callbacks did not all get the sticky error: {got:?}"
+    );
     ensure!(s.query().is_err(), "query after the fault succeeded");
     pass(format!("3 callbacks failed once each with: {err}"))
 }
@@ -607,29 +765,46 @@ fn stream_drop_does_not_cancel<B: Backend>(env: &Env<B>) -> CheckResult {
     let ran = Arc::new(Mutex::new(None));
     {
         let s = dev.create_stream(&nb()).ctx("create")?;
-        s.launch(Kernel::Delay(Duration::from_millis(50))).ctx("delay")?;
+        s.launch(Kernel::Delay(Duration::from_millis(50)))
+            .ctx("delay")?;
         s.memset(&buf, 0, 128, 3).ctx("memset")?;
         let r2 = ran.clone();
-        s.host_callback(move |r| *r2.lock().unwrap() = Some(r.is_ok())).ctx("callback")?;
+        s.host_callback(move |r| *r2.lock().unwrap() = Some(r.is_ok()))
+            .ctx("callback")?;
         let t = Instant::now();
         drop(s);
-        ensure!(t.elapsed() < Duration::from_millis(40), "drop blocked for {:?}", t.elapsed());
+        ensure!(
+            t.elapsed() < Duration::from_millis(40),
+            "drop blocked for {:?}",
+            t.elapsed()
+        );
     }
     let t = Instant::now();
     while ran.lock().unwrap().is_none() && t.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(1));
     }
     dev.synchronize().ctx("device synchronize")?;
-    ensure!(*ran.lock().unwrap() == Some(true), "callback of the dropped stream: {:?}", ran.lock().unwrap());
+    ensure!(
+        *ran.lock().unwrap() == Some(true),
+        "callback of the dropped stream: {:?}",
+        ran.lock().unwrap()
+    );
     let r = dev.create_stream(&nb()).ctx("create")?;
     let got = read_all::<B>(&r, &buf)?;
-    ensure!(got.iter().all(|&x| x == 3), "work of the dropped stream did not complete");
+    ensure!(
+        got.iter().all(|&x| x == 3),
+        "work of the dropped stream did not complete"
+    );
     pass("drop returned at once; work and callback completed")
 }
 
 fn default_stream_rule<B: Backend>(env: &Env<B>) -> CheckResult {
     let dev = &env.device;
-    if !dev.info().capabilities.contains(Capabilities::LEGACY_DEFAULT_STREAM) {
+    if !dev
+        .info()
+        .capabilities
+        .contains(Capabilities::LEGACY_DEFAULT_STREAM)
+    {
         let s = dev.create_stream(&StreamDesc::new()).ctx("create")?;
         ensure!(
             s.flags().contains(StreamFlags::NON_BLOCKING),
@@ -642,21 +817,34 @@ fn default_stream_rule<B: Backend>(env: &Env<B>) -> CheckResult {
     let blocking = dev.create_stream(&StreamDesc::new()).ctx("blocking")?;
     let nonblocking = dev.create_stream(&nb()).ctx("non-blocking")?;
     let b1 = dev.alloc(64).ctx("alloc")?;
-    ds.launch(Kernel::Delay(Duration::from_millis(60))).ctx("delay")?;
+    ds.launch(Kernel::Delay(Duration::from_millis(60)))
+        .ctx("delay")?;
     ds.memset(&b1, 0, 64, 5).ctx("memset")?;
     let got = read_all::<B>(&blocking, &b1)?;
-    ensure!(got.iter().all(|&x| x == 5), "blocking stream did not wait for the default stream");
+    ensure!(
+        got.iter().all(|&x| x == 5),
+        "blocking stream did not wait for the default stream"
+    );
     let b2 = dev.alloc(64).ctx("alloc")?;
-    ds.launch(Kernel::Delay(Duration::from_millis(300))).ctx("delay")?;
+    ds.launch(Kernel::Delay(Duration::from_millis(300)))
+        .ctx("delay")?;
     ds.memset(&b2, 0, 64, 9).ctx("memset")?;
     let got = read_all::<B>(&nonblocking, &b2)?;
-    ensure!(got.iter().all(|&x| x == 0), "non-blocking stream waited for the default stream");
+    ensure!(
+        got.iter().all(|&x| x == 0),
+        "non-blocking stream waited for the default stream"
+    );
     // And the default stream waits for blocking streams.
     let b3 = dev.alloc(64).ctx("alloc")?;
-    blocking.launch(Kernel::Delay(Duration::from_millis(60))).ctx("delay")?;
+    blocking
+        .launch(Kernel::Delay(Duration::from_millis(60)))
+        .ctx("delay")?;
     blocking.memset(&b3, 0, 64, 4).ctx("memset")?;
     let got = read_all::<B>(&ds, &b3)?;
-    ensure!(got.iter().all(|&x| x == 4), "default stream did not wait for a blocking stream");
+    ensure!(
+        got.iter().all(|&x| x == 4),
+        "default stream did not wait for a blocking stream"
+    );
     dev.synchronize().ctx("device sync")?;
     pass("blocking ↔ default ordered both ways; non-blocking independent")
 }
@@ -675,10 +863,20 @@ fn capture_defers_and_replays<B: Backend>(env: &Env<B>) -> CheckResult {
     s.write(&buf, 0, init.clone()).ctx("write")?;
     s.synchronize().ctx("sync")?;
     s.begin_capture(CaptureMode::Global).ctx("begin")?;
-    ensure!(s.capture_status() == CaptureStatus::Active, "status not Active");
-    s.launch(Kernel::Lcg { buf: &buf, rounds: 3 }).ctx("captured launch")?;
+    ensure!(
+        s.capture_status() == CaptureStatus::Active,
+        "status not Active"
+    );
+    s.launch(Kernel::Lcg {
+        buf: &buf,
+        rounds: 3,
+    })
+    .ctx("captured launch")?;
     let g = s.end_capture().ctx("end")?;
-    ensure!(s.capture_status() == CaptureStatus::None, "status not None after end");
+    ensure!(
+        s.capture_status() == CaptureStatus::None,
+        "status not None after end"
+    );
     ensure!(g.node_count() >= 1, "graph has no nodes");
     let before = read_all::<B>(&s, &buf)?;
     ensure!(before == init, "captured work executed before replay");
@@ -687,8 +885,14 @@ fn capture_defers_and_replays<B: Backend>(env: &Env<B>) -> CheckResult {
     let after = read_all::<B>(&s, &buf)?;
     let mut want = init;
     lcg_reference(&mut want, 6);
-    ensure!(after == want, "two replays differ from running the work twice");
-    pass(format!("graph of {} node(s) replayed twice = 6 LCG rounds", g.node_count()))
+    ensure!(
+        after == want,
+        "two replays differ from running the work twice"
+    );
+    pass(format!(
+        "graph of {} node(s) replayed twice = 6 LCG rounds",
+        g.node_count()
+    ))
 }
 
 fn capture_gates<B: Backend>(env: &Env<B>) -> CheckResult {
@@ -698,15 +902,36 @@ fn capture_gates<B: Backend>(env: &Env<B>) -> CheckResult {
     let buf = dev.alloc(64).ctx("alloc")?;
     s.begin_capture(CaptureMode::Global).ctx("begin")?;
     ensure!(
-        matches!(s.begin_capture(CaptureMode::Global), Err(Error::Capture { kind: CaptureErrorKind::AlreadyCapturing, .. })),
+        matches!(
+            s.begin_capture(CaptureMode::Global),
+            Err(Error::Capture {
+                kind: CaptureErrorKind::AlreadyCapturing,
+                ..
+            })
+        ),
         "second begin not refused"
     );
-    ensure!(s.capture_status() == CaptureStatus::Active, "second begin broke the capture");
-    s.memset(&buf, 0, 64, 1).ctx("captured memset")?;
-    ensure!(matches!(s.synchronize(), Err(Error::Capture { .. })), "synchronize during capture not refused");
-    ensure!(s.capture_status() == CaptureStatus::Invalidated, "capture not invalidated");
     ensure!(
-        matches!(s.end_capture(), Err(Error::Capture { kind: CaptureErrorKind::Invalidated, .. })),
+        s.capture_status() == CaptureStatus::Active,
+        "second begin broke the capture"
+    );
+    s.memset(&buf, 0, 64, 1).ctx("captured memset")?;
+    ensure!(
+        matches!(s.synchronize(), Err(Error::Capture { .. })),
+        "synchronize during capture not refused"
+    );
+    ensure!(
+        s.capture_status() == CaptureStatus::Invalidated,
+        "capture not invalidated"
+    );
+    ensure!(
+        matches!(
+            s.end_capture(),
+            Err(Error::Capture {
+                kind: CaptureErrorKind::Invalidated,
+                ..
+            })
+        ),
         "end of an invalidated capture did not fail"
     );
     s.synchronize().ctx("stream usable after failed capture")?;
@@ -714,15 +939,32 @@ fn capture_gates<B: Backend>(env: &Env<B>) -> CheckResult {
     let ran = Arc::new(AtomicUsize::new(0));
     let r2 = ran.clone();
     ensure!(
-        matches!(s.host_callback(move |_| { r2.fetch_add(1, Ordering::SeqCst); }), Err(Error::Capture { .. })),
+        matches!(
+            s.host_callback(move |_| {
+                r2.fetch_add(1, Ordering::SeqCst);
+            }),
+            Err(Error::Capture { .. })
+        ),
         "callback during capture not refused"
     );
-    ensure!(matches!(s.query(), Err(Error::Capture { .. })), "query during capture not refused");
-    ensure!(s.end_capture().is_err(), "capture survived a refused callback");
+    ensure!(
+        matches!(s.query(), Err(Error::Capture { .. })),
+        "query during capture not refused"
+    );
+    ensure!(
+        s.end_capture().is_err(),
+        "capture survived a refused callback"
+    );
     s.synchronize().ctx("sync")?;
     ensure!(ran.load(Ordering::SeqCst) == 0, "refused callback ran");
     let ds = dev.default_stream().ctx("default")?;
-    ensure!(matches!(ds.begin_capture(CaptureMode::Global), Err(Error::Capture { .. })), "default stream capture not refused");
+    ensure!(
+        matches!(
+            ds.begin_capture(CaptureMode::Global),
+            Err(Error::Capture { .. })
+        ),
+        "default stream capture not refused"
+    );
     pass("second begin, sync, query, callback, default-stream capture all handled")
 }
 
@@ -734,20 +976,35 @@ fn futures_resolve<B: Backend>(env: &Env<B>) -> CheckResult {
     let s = dev.create_stream(&nb()).ctx("create")?;
     let kernels = dev.info().capabilities.contains(Capabilities::KERNELS);
     if kernels {
-        s.launch(Kernel::Delay(Duration::from_millis(30))).ctx("delay")?;
+        s.launch(Kernel::Delay(Duration::from_millis(30)))
+            .ctx("delay")?;
     }
+    let before = dev.create_event(&EventDesc::new()).ctx("event")?;
+    before.record(&s).ctx("record")?;
     let f = s.completed().ctx("stream future")?;
     block_on(f).ctx("stream future result")?;
-    ensure!(s.query().ctx("query")? == Status::Ready, "future resolved before the work completed");
+    // The future's own host callback may still be finishing, but everything before it is done.
+    ensure!(
+        before.query().ctx("query")? == Status::Ready,
+        "future resolved before the work completed"
+    );
     let e = dev.create_event(&EventDesc::new()).ctx("event")?;
     if kernels {
-        s.launch(Kernel::Delay(Duration::from_millis(20))).ctx("delay")?;
+        s.launch(Kernel::Delay(Duration::from_millis(20)))
+            .ctx("delay")?;
     }
     e.record(&s).ctx("record")?;
-    e.completed().ctx("event future")?.wait().ctx("event future result")?;
-    ensure!(e.query().ctx("query")? == Status::Ready, "event future resolved early");
+    e.completed()
+        .ctx("event future")?
+        .wait()
+        .ctx("event future result")?;
+    ensure!(
+        e.query().ctx("query")? == Status::Ready,
+        "event future resolved early"
+    );
     if kernels {
-        s.launch(Kernel::Delay(Duration::from_millis(20))).ctx("delay")?;
+        s.launch(Kernel::Delay(Duration::from_millis(20)))
+            .ctx("delay")?;
     }
     drop(s.completed().ctx("future to drop")?);
     drop(e.completed().ctx("future to drop")?);
@@ -768,39 +1025,79 @@ fn pool_round_robin_and_lease<B: Backend>(env: &Env<B>) -> CheckResult {
         .map(|_| pool.get(PriorityClass::Normal).map(|s| s.id()))
         .collect::<Result<_, _>>()
         .ctx("get")?;
-    ensure!(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2], "first round not distinct: {ids:?}");
+    ensure!(
+        ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2],
+        "first round not distinct: {ids:?}"
+    );
     ensure!(ids[..3] == ids[3..], "not round-robin: {ids:?}");
-    ensure!(pool.created() == 3, "created {} streams for 3 slots", pool.created());
+    ensure!(
+        pool.created() == 3,
+        "created {} streams for 3 slots",
+        pool.created()
+    );
     let hi = pool.get(PriorityClass::High).ctx("high")?;
     ensure!(!ids.contains(&hi.id()), "high class shares a normal stream");
     let l1 = pool.lease(PriorityClass::Normal).ctx("lease")?;
     let l2 = pool.lease(PriorityClass::Normal).ctx("lease")?;
     let (i1, i2) = (l1.id(), l2.id());
-    ensure!(i1 != i2 && !ids.contains(&i1) && !ids.contains(&i2), "leases are not exclusive");
+    ensure!(
+        i1 != i2 && !ids.contains(&i1) && !ids.contains(&i2),
+        "leases are not exclusive"
+    );
     drop(l1);
     let l3 = pool.lease(PriorityClass::Normal).ctx("lease")?;
     ensure!(l3.id() == i1, "a returned lease was not reused");
-    ensure!(StreamPool::<B>::new(env.device.clone(), PoolConfig { per_class: [0, 1, 1], flags: StreamFlags::NON_BLOCKING }).is_err(), "empty class accepted");
-    pass(format!("{} streams created for 6 gets + 3 leases", pool.created()))
+    ensure!(
+        StreamPool::<B>::new(
+            env.device.clone(),
+            PoolConfig {
+                per_class: [0, 1, 1],
+                flags: StreamFlags::NON_BLOCKING
+            }
+        )
+        .is_err(),
+        "empty class accepted"
+    );
+    pass(format!(
+        "{} streams created for 6 gets + 3 leases",
+        pool.created()
+    ))
 }
 
 fn allocator_lookup<B: Backend>(env: &Env<B>) -> CheckResult {
     let s = env.device.create_stream(&nb()).ctx("create")?;
-    ensure!(s.allocator().ctx("lookup")?.is_none(), "fresh stream has an allocator");
+    ensure!(
+        s.allocator().ctx("lookup")?.is_none(),
+        "fresh stream has an allocator"
+    );
     let a = HostAllocator::new();
     let dynamic: Arc<dyn xstream_core::Allocator> = a.clone();
     s.set_allocator(Some(dynamic.clone())).ctx("register")?;
-    let found = s.allocator().ctx("lookup")?.ok_or("registered allocator not found")?;
+    let found = s
+        .allocator()
+        .ctx("lookup")?
+        .ok_or("registered allocator not found")?;
     ensure!(
         Arc::as_ptr(&found) as *const () == Arc::as_ptr(&dynamic) as *const (),
         "lookup returned a different allocator"
     );
-    let b = found.alloc(256).ok_or("allocation through the looked-up allocator failed")?;
+    let b = found
+        .alloc(256)
+        .ok_or("allocation through the looked-up allocator failed")?;
     ensure!(found.address(b) != 0, "block has no address");
-    ensure!(a.live_blocks() == 1, "allocation did not reach the registered allocator");
+    ensure!(
+        a.live_blocks() == 1,
+        "allocation did not reach the registered allocator"
+    );
     found.free(b);
-    ensure!(a.live_blocks() == 0, "free did not reach the registered allocator");
+    ensure!(
+        a.live_blocks() == 0,
+        "free did not reach the registered allocator"
+    );
     s.set_allocator(None).ctx("unregister")?;
-    ensure!(s.allocator().ctx("lookup")?.is_none(), "allocator still registered");
+    ensure!(
+        s.allocator().ctx("lookup")?.is_none(),
+        "allocator still registered"
+    );
     pass("register, look up, allocate, free, unregister")
 }

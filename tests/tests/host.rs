@@ -12,6 +12,9 @@ fn conformance_on_host() {
     };
     let sum = run(&env, None, print_line);
     println!("host: {sum:?}");
-    assert_eq!(sum.failed, 0, "conformance failures on host (see PASS/FAIL lines above)");
+    assert_eq!(
+        sum.failed, 0,
+        "conformance failures on host (see PASS/FAIL lines above)"
+    );
     assert!(sum.passed >= 20, "too few checks passed: {sum:?}");
 }

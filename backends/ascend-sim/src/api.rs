@@ -1010,7 +1010,7 @@ fn sync_event(h: *mut c_void, dl: Option<Instant>) -> R {
     let e = event_of(h)?;
     query_checks(&e)?;
     let mut g = lock(&e.st);
-    while g.done_gen < g.record_gen {
+    while !g.latest_done() {
         drop(g);
         e.ctx.check_poison()?;
         let mut slice = std::time::Duration::from_millis(20);
@@ -1025,7 +1025,7 @@ fn sync_event(h: *mut c_void, dl: Option<Instant>) -> R {
             slice = slice.min(d - now);
         }
         g = lock(&e.st);
-        if g.done_gen >= g.record_gen {
+        if g.latest_done() {
             break;
         }
         g =
@@ -1068,7 +1068,7 @@ fn timestamp_of(e: &Event) -> R<u64> {
             "event has no ACL_EVENT_TIME_LINE",
         );
     }
-    if g.done_gen < g.record_gen {
+    if !g.latest_done() {
         return err(ACL_ERROR_RT_INTERNAL_ERROR, "event not complete yet");
     }
     g.ts_ns.map_or_else(

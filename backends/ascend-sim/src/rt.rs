@@ -548,6 +548,8 @@ impl Task {
             Task::Record { ev, .. } => {
                 let mut g = lock(&ev.st);
                 g.record_gen += 1;
+                let gen = g.record_gen;
+                g.pending.insert(gen);
                 g.recorded = true;
                 Task::Record {
                     ev: ev.clone(),
@@ -580,10 +582,21 @@ pub(crate) enum EvKind {
 #[derive(Default)]
 pub(crate) struct EvState {
     pub(crate) record_gen: u64,
-    pub(crate) done_gen: u64,
+    /// Records enqueued and not yet complete. Records on different streams may complete out
+    /// of order, so a wait targets one record, not "the highest completed".
+    pub(crate) pending: std::collections::BTreeSet<u64>,
+    /// The record whose completion time `ts_ns` holds.
+    pub(crate) ts_gen: u64,
     pub(crate) recorded: bool,
     pub(crate) ts_ns: Option<u64>,
     pub(crate) capture: Option<Arc<Capture>>,
+}
+
+impl EvState {
+    /// Whether the most recent record has completed (true before any record).
+    pub(crate) fn latest_done(&self) -> bool {
+        !self.pending.contains(&self.record_gen)
+    }
 }
 
 /// An event.
@@ -599,15 +612,15 @@ pub(crate) struct Event {
 impl Event {
     pub(crate) fn complete(&self, gen: u64) {
         let mut g = lock(&self.st);
-        if gen > g.done_gen {
-            g.done_gen = gen;
+        g.pending.remove(&gen);
+        if gen >= g.ts_gen {
+            g.ts_gen = gen;
+            g.ts_ns = Some(now_ns());
         }
-        g.ts_ns = Some(now_ns());
         self.cv.notify_all();
     }
     pub(crate) fn is_complete(&self) -> bool {
-        let g = lock(&self.st);
-        g.done_gen >= g.record_gen
+        lock(&self.st).latest_done()
     }
     pub(crate) fn has_timeline(&self) -> bool {
         self.kind == EvKind::Default || self.flags & ACL_EVENT_TIME_LINE != 0
@@ -775,20 +788,20 @@ impl Stream {
             Task::Record { ev, gen } => ev.complete(gen),
             Task::Reset(ev) => {
                 let mut g = lock(&ev.st);
-                g.done_gen = g.record_gen;
+                g.pending.clear();
                 g.recorded = false;
                 g.ts_ns = None;
                 ev.cv.notify_all();
             }
             Task::Wait { ev, target } if !poisoned => {
                 let mut g = lock(&ev.st);
-                while g.done_gen < target {
+                while g.pending.contains(&target) {
                     drop(g);
                     if self.cancelled(epoch) || self.ctx.poisoned() != 0 {
                         return;
                     }
                     g = lock(&ev.st);
-                    if g.done_gen >= target {
+                    if !g.pending.contains(&target) {
                         break;
                     }
                     g = wait_for(&ev.cv, g, SLICE);

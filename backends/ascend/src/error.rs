@@ -137,9 +137,7 @@ pub fn map_error(api: &'static str, code: i32, message: Option<String>) -> Error
         107_036 => capture(CaptureErrorKind::Isolation),
         107_038 => capture(CaptureErrorKind::WrongThread),
         507_903 => capture(CaptureErrorKind::Invalidated),
-        107_002 => Error::WrongDevice(with_code(
-            "no ACL context is current on the calling thread",
-        )),
+        107_002 => Error::WrongDevice(with_code("no ACL context is current on the calling thread")),
         107_003 => Error::WrongDevice(with_code(
             "the stream or event belongs to another context than the current one",
         )),
@@ -190,20 +188,43 @@ mod tests {
 
     #[test]
     fn classes() {
-        assert!(matches!(map_error("a", 207_008, None), Error::ResourceExhausted { .. }));
-        assert!(matches!(map_error("a", 207_007, None), Error::ResourceExhausted { .. }));
+        assert!(matches!(
+            map_error("a", 207_008, None),
+            Error::ResourceExhausted { .. }
+        ));
+        assert!(matches!(
+            map_error("a", 207_007, None),
+            Error::ResourceExhausted { .. }
+        ));
         assert!(matches!(map_error("a", 507_046, None), Error::Timeout(_)));
         assert!(matches!(map_error("a", 507_047, None), Error::Timeout(_)));
-        for c in [107_027, 107_028, 107_029, 107_031, 107_036, 107_038, 507_903] {
-            assert!(matches!(map_error("a", c, None), Error::Capture { .. }), "{c}");
+        for c in [
+            107_027, 107_028, 107_029, 107_031, 107_036, 107_038, 507_903,
+        ] {
+            assert!(
+                matches!(map_error("a", c, None), Error::Capture { .. }),
+                "{c}"
+            );
         }
         assert!(matches!(
             map_error("a", 507_903, None),
-            Error::Capture { kind: CaptureErrorKind::Invalidated, .. }
+            Error::Capture {
+                kind: CaptureErrorKind::Invalidated,
+                ..
+            }
         ));
-        assert!(matches!(map_error("a", 107_002, None), Error::WrongDevice(_)));
-        assert!(matches!(map_error("a", 107_003, None), Error::WrongDevice(_)));
-        assert!(matches!(map_error("a", 200_000, None), Error::OutOfMemory { .. }));
+        assert!(matches!(
+            map_error("a", 107_002, None),
+            Error::WrongDevice(_)
+        ));
+        assert!(matches!(
+            map_error("a", 107_003, None),
+            Error::WrongDevice(_)
+        ));
+        assert!(matches!(
+            map_error("a", 200_000, None),
+            Error::OutOfMemory { .. }
+        ));
         assert!(map_error("a", 507_035, None).is_sticky());
         assert!(!map_error("a", 507_000, None).is_sticky());
         assert!(map_error("a", 507_010, None).is_sticky());

@@ -103,6 +103,7 @@ pub fn acl() -> Result<&'static AclFns> {
 }
 
 #[cfg(test)]
+#[allow(unsafe_code)]
 mod tests {
     use super::*;
     use std::ffi::{c_void, CStr};
@@ -149,10 +150,16 @@ mod tests {
 
     #[test]
     fn not_found_lists_every_place() {
-        let c = vec!["/nonexistent/a/libascendcl.so".to_string(), "/nonexistent/b.so".to_string()];
+        let c = vec![
+            "/nonexistent/a/libascendcl.so".to_string(),
+            "/nonexistent/b.so".to_string(),
+        ];
         let e = try_load(&c).err().unwrap();
         let s = e.to_string();
-        assert!(s.contains("/nonexistent/a/libascendcl.so") && s.contains("/nonexistent/b.so"), "{s}");
+        assert!(
+            s.contains("/nonexistent/a/libascendcl.so") && s.contains("/nonexistent/b.so"),
+            "{s}"
+        );
         assert!(matches!(load_error(&e), Error::NotAvailable { .. }));
     }
 

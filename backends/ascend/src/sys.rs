@@ -11,6 +11,7 @@
 //! ([`AclFns::load_with`]), so tests can pass fakes.
 #![allow(unsafe_code)]
 #![allow(non_snake_case)]
+#![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_void, CStr};
 

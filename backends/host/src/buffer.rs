@@ -9,11 +9,19 @@ use crate::HostBackend;
 
 /// The bytes of one buffer. Work items hold an `Arc` to it, so a buffer dropped while work
 /// on it is queued stays alive until that work ran (the stream-drop rule).
-#[derive(Debug)]
 pub(crate) struct BufInner {
     data: Mutex<Vec<u8>>,
     addr: u64,
     len: usize,
+}
+
+impl std::fmt::Debug for BufInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufInner")
+            .field("addr", &format_args!("{:#x}", self.addr))
+            .field("len", &self.len)
+            .finish()
+    }
 }
 
 impl BufInner {
@@ -54,6 +62,10 @@ impl HostBuffer {
                 len,
             }),
         })
+    }
+
+    pub(crate) fn inner_len(&self) -> usize {
+        self.inner.len
     }
 
     /// A synchronous copy of the whole buffer, for tests and debugging. It does not wait for

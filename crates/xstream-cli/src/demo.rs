@@ -46,7 +46,9 @@ pub struct DemoArgs {
 /// Bad arguments, backend errors, or results that differ from the reference.
 pub fn run(a: &DemoArgs) -> Result<()> {
     if a.streams == 0 || a.chunks == 0 || a.chunk_kib == 0 {
-        return Err(Error::invalid("--streams, --chunks and --chunk-kib must be at least 1"));
+        return Err(Error::invalid(
+            "--streams, --chunks and --chunk-kib must be at least 1",
+        ));
     }
     let kind = crate::pick_backend(&a.backend)?;
     xstream::availability(kind)?;
@@ -211,7 +213,10 @@ fn pipeline<B: Backend>(a: &DemoArgs, kind: BackendKind) -> Result<()> {
     }
     let total_busy: f32 = busy.iter().sum();
     let bytes = (a.chunks * chunk) as f64;
-    println!("all {} chunks verified against the host reference", a.chunks);
+    println!(
+        "all {} chunks verified against the host reference",
+        a.chunks
+    );
     println!(
         "device timeline: {:.2} ms (host wall {:.2} ms)",
         device_wall,
@@ -223,9 +228,7 @@ fn pipeline<B: Backend>(a: &DemoArgs, kind: BackendKind) -> Result<()> {
             100.0 * b / device_wall
         );
     }
-    println!(
-        "stage totals: copy-in {t_h2d:.2} ms, compute {t_comp:.2} ms, copy-out {t_d2h:.2} ms"
-    );
+    println!("stage totals: copy-in {t_h2d:.2} ms, compute {t_comp:.2} ms, copy-out {t_d2h:.2} ms");
     println!(
         "overlap: {:.2}x (sum of stream busy time / timeline)",
         total_busy / device_wall
@@ -237,10 +240,12 @@ fn pipeline<B: Backend>(a: &DemoArgs, kind: BackendKind) -> Result<()> {
     );
     if let Some(path) = &a.trace {
         let json = trace_json(kind, &times, a.streams);
-        std::fs::write(path, json).map_err(|e| {
-            Error::invalid(format!("cannot write trace {}: {e}", path.display()))
-        })?;
-        println!("trace written to {} (open in ui.perfetto.dev)", path.display());
+        std::fs::write(path, json)
+            .map_err(|e| Error::invalid(format!("cannot write trace {}: {e}", path.display())))?;
+        println!(
+            "trace written to {} (open in ui.perfetto.dev)",
+            path.display()
+        );
     }
     Ok(())
 }

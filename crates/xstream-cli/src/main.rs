@@ -124,10 +124,7 @@ fn conform(backend: &str, filter: Option<&str>) -> Result<bool> {
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => conform_on::<xstream::CudaBackend>(None, filter),
         #[cfg(feature = "ascend")]
-        BackendKind::Ascend => conform_on::<xstream::AscendBackend>(
-            Some(xstream::ascend::AscendDevice::new_isolated_first),
-            filter,
-        ),
+        BackendKind::Ascend => conform_on::<xstream::AscendBackend>(None, filter),
         #[allow(unreachable_patterns)]
         other => Err(Error::NotCompiled(other)),
     }

@@ -33,49 +33,64 @@
 
 pub use xstream_core::*;
 
-cfg_if::cfg_if! {
-    if #[cfg(feature = "host")] {
-        /// The CPU backend.
-        pub use xstream_host as host;
-        pub use xstream_host::HostBackend;
-        #[doc(hidden)]
-        #[macro_export]
-        macro_rules! __if_host { ($($t:tt)*) => { $($t)* } }
-    } else {
-        #[doc(hidden)]
-        #[macro_export]
-        macro_rules! __if_host { ($($t:tt)*) => {} }
-    }
+#[cfg(feature = "host")]
+/// The CPU backend.
+pub use xstream_host as host;
+#[cfg(feature = "host")]
+pub use xstream_host::HostBackend;
+
+#[cfg(feature = "host")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_host {
+    ($($t:tt)*) => { $($t)* };
 }
 
-cfg_if::cfg_if! {
-    if #[cfg(feature = "cuda")] {
-        /// The CUDA backend.
-        pub use xstream_cuda as cuda;
-        pub use xstream_cuda::CudaBackend;
-        #[doc(hidden)]
-        #[macro_export]
-        macro_rules! __if_cuda { ($($t:tt)*) => { $($t)* } }
-    } else {
-        #[doc(hidden)]
-        #[macro_export]
-        macro_rules! __if_cuda { ($($t:tt)*) => {} }
-    }
+#[cfg(not(feature = "host"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_host {
+    ($($t:tt)*) => {};
 }
 
-cfg_if::cfg_if! {
-    if #[cfg(feature = "ascend")] {
-        /// The Ascend backend.
-        pub use xstream_ascend as ascend;
-        pub use xstream_ascend::AscendBackend;
-        #[doc(hidden)]
-        #[macro_export]
-        macro_rules! __if_ascend { ($($t:tt)*) => { $($t)* } }
-    } else {
-        #[doc(hidden)]
-        #[macro_export]
-        macro_rules! __if_ascend { ($($t:tt)*) => {} }
-    }
+#[cfg(feature = "cuda")]
+/// The CUDA backend.
+pub use xstream_cuda as cuda;
+#[cfg(feature = "cuda")]
+pub use xstream_cuda::CudaBackend;
+
+#[cfg(feature = "cuda")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_cuda {
+    ($($t:tt)*) => { $($t)* };
+}
+
+#[cfg(not(feature = "cuda"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_cuda {
+    ($($t:tt)*) => {};
+}
+
+#[cfg(feature = "ascend")]
+/// The Ascend backend.
+pub use xstream_ascend as ascend;
+#[cfg(feature = "ascend")]
+pub use xstream_ascend::AscendBackend;
+
+#[cfg(feature = "ascend")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_ascend {
+    ($($t:tt)*) => { $($t)* };
+}
+
+#[cfg(not(feature = "ascend"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_ascend {
+    ($($t:tt)*) => {};
 }
 
 /// Runs generic code with the backend chosen at run time.
@@ -148,13 +163,28 @@ pub fn flag_table(kind: BackendKind) -> Result<&'static FlagTable> {
     dispatch!(kind, B => Ok(B::flag_table()))
 }
 
+cfg_if::cfg_if! {
+    if #[cfg(feature = "host")] {
+        /// The backend [`auto`] falls back to when none is available: the host backend when it
+        /// is compiled in.
+        pub const FALLBACK: BackendKind = BackendKind::Host;
+    } else if #[cfg(feature = "cuda")] {
+        /// The backend [`auto`] falls back to when none is available (host is not compiled in).
+        pub const FALLBACK: BackendKind = BackendKind::Cuda;
+    } else {
+        /// The backend [`auto`] falls back to when none is available (host is not compiled in).
+        pub const FALLBACK: BackendKind = BackendKind::Ascend;
+    }
+}
+
 /// The backend a program should use when the user did not say: the first available of CUDA,
-/// Ascend, host (in that order), or host if nothing is available.
+/// Ascend, host (in that order), or [`FALLBACK`] if nothing is available (its calls then
+/// return the reason).
 pub fn auto() -> BackendKind {
     BackendKind::ALL
         .into_iter()
         .find(|k| availability(*k).is_ok())
-        .unwrap_or(BackendKind::Host)
+        .unwrap_or(FALLBACK)
 }
 
 #[cfg(test)]
@@ -165,10 +195,7 @@ mod tests {
     fn host_is_compiled_and_available_by_default() {
         assert!(compiled().contains(&BackendKind::Host));
         assert!(availability(BackendKind::Host).is_ok());
-        assert!(flag_table(BackendKind::Host)
-            .unwrap()
-            .check_total()
-            .is_ok());
+        assert!(flag_table(BackendKind::Host).unwrap().check_total().is_ok());
     }
 
     #[test]

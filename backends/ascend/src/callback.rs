@@ -1,0 +1,278 @@
+//! Host callbacks over ACL's report mechanism, the per-device report thread, the background
+//! reaper, and the `extern "C"` trampolines (the only module besides `sys`/`result` that
+//! contains `unsafe`).
+//!
+//! **Report thread.** The first callback on a device spawns one thread for it. The thread makes
+//! the device context current (`aclrtSetCurrentContext`), publishes its `pthread_self()`, then
+//! loops `aclrtProcessReport(100)` (507012 = idle, normal) until its stop flag is set. Each
+//! stream is `aclrtSubscribeReport`-ed to that thread lazily, before its first callback; the
+//! callback itself is `aclrtLaunchCallback(trampoline, data, ACL_CALLBACK_BLOCK, stream)`.
+//! Device drop stops and joins the thread (after its streams were synchronized and
+//! unsubscribed by their own drops).
+//!
+//! **Reaper.** One background thread runs deferred releases (stream destroy after a
+//! synchronize, buffer free after a device synchronize, model destroy) so that `Drop` never
+//! blocks the caller and never calls ACL from inside a callback.
+#![allow(unsafe_code)]
+
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::{JoinHandle, ThreadId};
+
+use xstream_core::callback::CallbackSlot;
+use xstream_core::{Allocator, Block, Error, Result};
+
+use crate::result;
+use crate::stream::StreamState;
+use crate::sys::{AclFns, RawContext, RawStream};
+
+/// The per-device report-processing thread.
+#[derive(Debug)]
+pub(crate) struct Reporter {
+    pub(crate) tid: u64,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+    thread: ThreadId,
+}
+
+impl Reporter {
+    /// Spawns the thread and waits until it has its context and thread id.
+    pub(crate) fn spawn(t: &'static AclFns, ctx: RawContext, ordinal: usize) -> Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let (tx, rx) = channel::<Result<u64>>();
+        let handle = std::thread::Builder::new()
+            .name(format!("xstream-acl-report-{ordinal}"))
+            .spawn(move || {
+                if let Err(e) = result::device::set_current_context(t, ctx) {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+                crate::device::note_bound(ctx);
+                // SAFETY: pthread_self has no preconditions.
+                let tid = unsafe { libc::pthread_self() } as u64;
+                let _ = tx.send(Ok(tid));
+                while !stop2.load(Ordering::Acquire) {
+                    match result::callback::process_report(t, 100) {
+                        0 | 507_012 => {}
+                        // 107012: nothing subscribed yet; anything else: keep serving.
+                        _ => std::thread::sleep(std::time::Duration::from_millis(1)),
+                    }
+                }
+            })
+            .map_err(|e| Error::invalid(format!("cannot spawn the ACL report thread: {e}")))?;
+        let thread = handle.thread().id();
+        let tid = rx
+            .recv()
+            .map_err(|_| Error::invalid("the ACL report thread died at start"))??;
+        Ok(Self {
+            tid,
+            stop,
+            handle: Some(handle),
+            thread,
+        })
+    }
+
+    /// Stops the thread and joins it (detaches when called from the thread itself).
+    pub(crate) fn stop(mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.handle.take() {
+            if std::thread::current().id() != self.thread {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+/// What a report-style callback carries through `void* userData`.
+pub(crate) struct CbData {
+    pub(crate) slot: Arc<CallbackSlot>,
+    pub(crate) state: Arc<StreamState>,
+    pub(crate) t: &'static AclFns,
+}
+
+/// Launches `data` as a blocking report callback on `stream`. On failure the data (and the
+/// callback inside, uncalled) is dropped.
+pub(crate) fn launch(t: &'static AclFns, stream: RawStream, data: CbData) -> Result<()> {
+    let p = Box::into_raw(Box::new(data)).cast::<c_void>();
+    let r = result::callback::launch(
+        t,
+        trampoline,
+        p,
+        crate::sys::consts::ACL_CALLBACK_BLOCK,
+        stream,
+    );
+    if r.is_err() {
+        // SAFETY: the runtime refused the task, so it will never call the trampoline with `p`;
+        // we still own the box.
+        drop(unsafe { Box::from_raw(p.cast::<CbData>()) });
+    }
+    r
+}
+
+/// Launches `data` with `aclrtLaunchHostFunc` (the runtime's own callback thread).
+pub(crate) fn launch_host_func(t: &'static AclFns, stream: RawStream, data: CbData) -> Result<()> {
+    let p = Box::into_raw(Box::new(data)).cast::<c_void>();
+    let r = result::callback::launch_host_func(t, stream, trampoline, p);
+    if r.is_err() {
+        // SAFETY: as in `launch`.
+        drop(unsafe { Box::from_raw(p.cast::<CbData>()) });
+    }
+    r
+}
+
+/// The `aclrtCallback` every xstream callback goes through. Never unwinds.
+unsafe extern "C" fn trampoline(data: *mut c_void) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if data.is_null() {
+            return;
+        }
+        // SAFETY: `data` came from `Box::into_raw` in `launch`, and the runtime calls each
+        // callback exactly once.
+        let d = unsafe { Box::from_raw(data.cast::<CbData>()) };
+        // Learn whether earlier work failed: a poisoned context reports its sticky code on
+        // query. Skipped while the stream captures (a query would invalidate the capture).
+        let status = if d.state.capture.is_capturing() {
+            Ok(())
+        } else {
+            match result::stream::query(d.t, d.state.raw) {
+                Err(e) if e.is_sticky() => Err(e),
+                _ => Ok(()),
+            }
+        };
+        d.slot.fire(status);
+    }));
+}
+
+/// A `aclrtAllocatorBlock`: the allocator's block and the allocator itself (the
+/// get-address callback receives only the block).
+struct BlockRec {
+    alloc: Arc<dyn Allocator>,
+    block: Block,
+}
+
+/// The `aclrtAllocator` object type: a leaked `Box<Arc<dyn Allocator>>`.
+pub(crate) type AllocObj = Arc<dyn Allocator>;
+
+/// Leaks `a` as the `aclrtAllocator` object pointer.
+pub(crate) fn alloc_obj_into_raw(a: Arc<dyn Allocator>) -> *mut c_void {
+    Box::into_raw(Box::new(a)).cast()
+}
+
+/// Frees an object pointer made by [`alloc_obj_into_raw`] (after unregistering it).
+pub(crate) fn alloc_obj_free(p: usize) {
+    if p != 0 {
+        // SAFETY: `p` came from `alloc_obj_into_raw` and was unregistered, so the runtime no
+        // longer calls the trampolines with it; freed once by the owner.
+        drop(unsafe { Box::from_raw(p as *mut AllocObj) });
+    }
+}
+
+/// The registered allocator behind an object pointer, if it is ours.
+pub(crate) fn alloc_obj_get(p: *mut c_void) -> Option<Arc<dyn Allocator>> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: only called with a pointer compared equal to one we leaked and still own.
+    Some(Arc::clone(unsafe { &*p.cast::<AllocObj>() }))
+}
+
+fn obj<'a>(p: *mut c_void) -> Option<&'a AllocObj> {
+    // SAFETY: the runtime passes back the object pointer we registered, which stays alive
+    // until after unregistration.
+    (!p.is_null()).then(|| unsafe { &*p.cast::<AllocObj>() })
+}
+
+fn block_into_raw(alloc: &AllocObj, b: Option<Block>) -> *mut c_void {
+    match b {
+        Some(block) => Box::into_raw(Box::new(BlockRec {
+            alloc: Arc::clone(alloc),
+            block,
+        }))
+        .cast(),
+        None => std::ptr::null_mut(),
+    }
+}
+
+pub(crate) unsafe extern "C" fn alloc_tramp(a: *mut c_void, size: usize) -> *mut c_void {
+    catch_unwind(AssertUnwindSafe(|| match obj(a) {
+        Some(o) => block_into_raw(o, o.alloc(size)),
+        None => std::ptr::null_mut(),
+    }))
+    .unwrap_or(std::ptr::null_mut())
+}
+
+pub(crate) unsafe extern "C" fn advise_tramp(
+    a: *mut c_void,
+    size: usize,
+    addr: *mut c_void,
+) -> *mut c_void {
+    catch_unwind(AssertUnwindSafe(|| match obj(a) {
+        Some(o) => block_into_raw(o, o.alloc_advise(size, addr as u64)),
+        None => std::ptr::null_mut(),
+    }))
+    .unwrap_or(std::ptr::null_mut())
+}
+
+pub(crate) unsafe extern "C" fn free_tramp(_a: *mut c_void, block: *mut c_void) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if !block.is_null() {
+            // SAFETY: `block` came from `block_into_raw`; the runtime frees each block once.
+            let rec = unsafe { Box::from_raw(block.cast::<BlockRec>()) };
+            rec.alloc.free(rec.block);
+        }
+    }));
+}
+
+pub(crate) unsafe extern "C" fn addr_tramp(block: *mut c_void) -> *mut c_void {
+    catch_unwind(AssertUnwindSafe(|| {
+        if block.is_null() {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: `block` came from `block_into_raw` and is live until freed.
+        let rec = unsafe { &*block.cast::<BlockRec>() };
+        rec.alloc.address(rec.block) as *mut c_void
+    }))
+    .unwrap_or(std::ptr::null_mut())
+}
+
+/// The trampolines a registration installs.
+pub(crate) fn alloc_funcs() -> result::allocator::Funcs {
+    result::allocator::Funcs {
+        alloc: alloc_tramp,
+        free: free_tramp,
+        advise: advise_tramp,
+        addr: addr_tramp,
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// Runs `job` on the background reaper thread (inline if it cannot be spawned).
+pub(crate) fn reap(job: Job) {
+    static TX: OnceLock<Mutex<Option<Sender<Job>>>> = OnceLock::new();
+    let tx = TX.get_or_init(|| {
+        let (tx, rx) = channel::<Job>();
+        let spawned = std::thread::Builder::new()
+            .name("xstream-acl-reaper".into())
+            .spawn(move || {
+                while let Ok(job) = rx.recv() {
+                    let _ = catch_unwind(AssertUnwindSafe(job));
+                }
+            });
+        Mutex::new(spawned.ok().map(|_| tx))
+    });
+    let g = tx.lock().unwrap_or_else(|e| e.into_inner());
+    let job = match g.as_ref() {
+        Some(tx) => match tx.send(job) {
+            Ok(()) => return,
+            Err(e) => e.0,
+        },
+        None => job,
+    };
+    drop(g);
+    let _ = catch_unwind(AssertUnwindSafe(job));
+}

@@ -1,0 +1,374 @@
+//! [`AscendDevice`] (context binding, capabilities) and [`AscendBuffer`].
+//!
+//! **Context binding.** ACL contexts are per thread (facts sheet 6.8). A device holds the
+//! primary context of its ordinal (`aclrtSetDevice` + `aclrtGetCurrentContext`, released with
+//! `aclrtResetDevice` when the last clone drops). Every entry point calls [`DeviceInner::bind`],
+//! which calls `aclrtSetCurrentContext` only when a thread-local cache says another context
+//! (or none) is current. Code that switches contexts behind xstream's back on the same thread
+//! must call [`AscendDevice::invalidate_thread_binding`].
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use xstream_core::callback::PendingCallbacks;
+use xstream_core::{
+    ensure_not_in_callback, BackendKind, Buffer, Capabilities, Device, DeviceInfo, Error,
+    EventDesc, PriorityRange, Result, StreamDesc,
+};
+
+use crate::callback::{reap, Reporter};
+use crate::event::AscendEvent;
+use crate::stream::{AscendStream, StreamState};
+use crate::sys::{consts, AclFns, DevPtr, RawContext};
+use crate::{result, AscendBackend};
+
+static EPOCH: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    static BOUND: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// Records that `ctx` is now current on this thread.
+pub(crate) fn note_bound(ctx: RawContext) {
+    BOUND.with(|b| b.set((ctx.0 as usize, EPOCH.load(Ordering::Acquire))));
+}
+
+pub(crate) struct DeviceInner {
+    pub(crate) t: &'static AclFns,
+    pub(crate) ordinal: usize,
+    pub(crate) ctx: RawContext,
+    pub(crate) info: DeviceInfo,
+    pub(crate) pending: PendingCallbacks,
+    reporter: Mutex<Option<Reporter>>,
+    pub(crate) default_state: Arc<StreamState>,
+}
+
+impl std::fmt::Debug for DeviceInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AscendDevice")
+            .field("ordinal", &self.ordinal)
+            .field("ctx", &self.ctx)
+            .finish()
+    }
+}
+
+impl DeviceInner {
+    /// Makes this device's context current on the calling thread (cached).
+    pub(crate) fn bind(&self) -> Result<()> {
+        let want = (self.ctx.0 as usize, EPOCH.load(Ordering::Acquire));
+        if BOUND.with(|b| b.get()) == want {
+            return Ok(());
+        }
+        result::device::set_current_context(self.t, self.ctx)?;
+        BOUND.with(|b| b.set(want));
+        Ok(())
+    }
+
+    /// The report thread's id, spawning it on first use.
+    pub(crate) fn reporter_tid(&self) -> Result<u64> {
+        let mut g = self.reporter.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = g.as_ref() {
+            return Ok(r.tid);
+        }
+        let r = Reporter::spawn(self.t, self.ctx, self.ordinal)?;
+        let tid = r.tid;
+        *g = Some(r);
+        Ok(tid)
+    }
+
+    /// Fails every pending callback of the device when `e` is sticky; returns `e`.
+    pub(crate) fn observe(&self, e: Error) -> Error {
+        if e.is_sticky() {
+            self.pending.fail_all(&e);
+        }
+        e
+    }
+}
+
+impl Drop for DeviceInner {
+    fn drop(&mut self) {
+        // Streams hold the device, so every owned stream has been reaped (synchronized,
+        // unsubscribed, destroyed). Only the default stream may still be subscribed.
+        let _ = self.bind();
+        let reporter = self
+            .reporter
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(r) = reporter {
+            let _ = result::stream::synchronize(self.t, self.default_state.raw);
+            if let Some(tid) = self.default_state.take_subscription() {
+                let _ = result::callback::unsubscribe(self.t, tid, self.default_state.raw);
+            }
+            r.stop();
+        }
+        self.pending
+            .fail_all(&Error::CallbackCancelled("the Ascend device was dropped"));
+        let _ = result::device::reset(self.t, self.ordinal as i32);
+        EPOCH.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// An Ascend device (its primary ACL context). Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AscendDevice {
+    pub(crate) inner: Arc<DeviceInner>,
+}
+
+fn registry() -> &'static Mutex<HashMap<usize, Weak<DeviceInner>>> {
+    static R: std::sync::OnceLock<Mutex<HashMap<usize, Weak<DeviceInner>>>> =
+        std::sync::OnceLock::new();
+    R.get_or_init(Default::default)
+}
+
+impl AscendDevice {
+    pub(crate) fn open(ordinal: usize) -> Result<Self> {
+        ensure_not_in_callback()?;
+        let t = crate::loader::acl()?;
+        let count = result::device::count(t)? as usize;
+        if ordinal >= count {
+            return Err(Error::invalid(format!(
+                "Ascend device {ordinal} does not exist ({count} device(s))"
+            )));
+        }
+        let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = reg.get(&ordinal).and_then(Weak::upgrade) {
+            return Ok(Self { inner: d });
+        }
+        result::device::set(t, ordinal as i32)?;
+        let ctx = match result::device::current_context(t) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = result::device::reset(t, ordinal as i32);
+                return Err(e);
+            }
+        };
+        note_bound(ctx);
+        let range = match result::device::priority_range(t) {
+            Some(Ok((least, greatest))) => PriorityRange {
+                least,
+                greatest,
+                default: 0i32.clamp(least.min(greatest), least.max(greatest)),
+            },
+            _ => PriorityRange::fixed(0),
+        };
+        let mut caps = Capabilities::empty();
+        if !range.is_flat() {
+            caps |= Capabilities::PRIORITY;
+        }
+        if t.aclmdlRICaptureBegin.is_some()
+            && t.aclmdlRICaptureEnd.is_some()
+            && t.aclmdlRIExecuteAsync.is_some()
+            && t.aclmdlRIDestroy.is_some()
+        {
+            caps |= Capabilities::CAPTURE;
+        }
+        if t.aclrtGetStreamAttribute.is_some() && t.aclrtSetStreamAttribute.is_some() {
+            caps |= Capabilities::ATTRIBUTES;
+        }
+        if t.aclrtSynchronizeStreamWithTimeout.is_some() {
+            caps |= Capabilities::NATIVE_TIMED_SYNC;
+        }
+        if t.aclrtAllocatorRegister.is_some()
+            && t.aclrtAllocatorUnregister.is_some()
+            && t.aclrtAllocatorCreateDesc.is_some()
+        {
+            caps |= Capabilities::ALLOCATOR_REGISTRY;
+        }
+        if t.aclrtStreamGetId.is_some() {
+            caps |= Capabilities::STREAM_IDS;
+        }
+        if t.xsimLaunchDelay.is_some() && t.xsimLaunchLcg.is_some() {
+            caps |= Capabilities::KERNELS;
+        }
+        if t.xsimLaunchFault.is_some() {
+            caps |= Capabilities::FAULT_INJECTION;
+        }
+        // Probe IPC events honestly: the chip may refuse them (207000).
+        if let Ok(e) = result::event::create_ex_with_flag(t, consts::ACL_EVENT_IPC) {
+            caps |= Capabilities::INTERPROCESS_EVENTS;
+            let _ = result::event::destroy(t, e);
+        }
+        let max_streams = result::device::stream_available(t).map(|n| n.saturating_add(1));
+        let sim = t.xsimLaunchDelay.is_some();
+        let info = DeviceInfo {
+            backend: BackendKind::Ascend,
+            ordinal,
+            name: format!(
+                "Ascend NPU {ordinal}{}",
+                if sim {
+                    " (xstream-ascend-sim CPU simulator)"
+                } else {
+                    ""
+                }
+            ),
+            priority_range: range,
+            capabilities: caps,
+            max_streams,
+            driver: format!("ACL runtime from {}", t.library),
+        };
+        let inner = Arc::new(DeviceInner {
+            t,
+            ordinal,
+            ctx,
+            info,
+            pending: PendingCallbacks::default(),
+            reporter: Mutex::new(None),
+            default_state: StreamState::new_default(),
+        });
+        reg.insert(ordinal, Arc::downgrade(&inner));
+        Ok(Self { inner })
+    }
+
+    /// The ACL context handle.
+    pub fn context(&self) -> RawContext {
+        self.inner.ctx
+    }
+
+    /// The loaded function table (ACL-only extension; for calls xstream does not wrap).
+    pub fn fns(&self) -> &'static AclFns {
+        self.inner.t
+    }
+
+    /// Forgets this thread's cached context binding (call after switching ACL contexts on this
+    /// thread outside xstream).
+    pub fn invalidate_thread_binding() {
+        BOUND.with(|b| b.set((0, 0)));
+    }
+
+    /// Makes the device's context current on the calling thread (ACL-only extension).
+    ///
+    /// # Errors
+    /// `aclrtSetCurrentContext` errors; [`Error::NotPermitted`] inside a callback.
+    pub fn bind(&self) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.inner.bind()
+    }
+
+    /// How many callbacks of this device have not run yet.
+    pub fn pending_callbacks(&self) -> usize {
+        self.inner.pending.pending()
+    }
+
+    pub(crate) fn same(&self, other: &AscendDevice) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl Device for AscendDevice {
+    type B = AscendBackend;
+
+    fn info(&self) -> &DeviceInfo {
+        &self.inner.info
+    }
+
+    fn create_stream(&self, desc: &StreamDesc) -> Result<AscendStream> {
+        AscendStream::create(self, desc)
+    }
+
+    fn default_stream(&self) -> Result<AscendStream> {
+        ensure_not_in_callback()?;
+        Ok(AscendStream::default_of(self))
+    }
+
+    fn create_event(&self, desc: &EventDesc) -> Result<AscendEvent> {
+        AscendEvent::create(self, desc)
+    }
+
+    fn alloc(&self, len: usize) -> Result<AscendBuffer> {
+        ensure_not_in_callback()?;
+        if len == 0 {
+            return Err(Error::invalid("cannot allocate a zero-length buffer"));
+        }
+        let d = &self.inner;
+        d.bind()?;
+        let ptr = result::memory::malloc(d.t, len, consts::ACL_MEM_MALLOC_HUGE_FIRST)?;
+        let buf = AscendBuffer {
+            inner: Arc::new(BufInner {
+                device: self.clone(),
+                ptr,
+                len,
+            }),
+        };
+        // Zero it on the default stream and wait (documented cost of alloc).
+        let raw = d.default_state.raw;
+        result::memory::memset_async(d.t, ptr, 0, len, 0, raw)?;
+        result::stream::synchronize(d.t, raw).map_err(|e| d.observe(e))?;
+        Ok(buf)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        ensure_not_in_callback()?;
+        let d = &self.inner;
+        d.bind()?;
+        result::device::synchronize(d.t).map_err(|e| d.observe(e))
+    }
+}
+
+pub(crate) struct BufInner {
+    pub(crate) device: AscendDevice,
+    pub(crate) ptr: DevPtr,
+    pub(crate) len: usize,
+}
+
+impl Drop for BufInner {
+    fn drop(&mut self) {
+        // aclrtFree is not stream-ordered: defer it until the device's pending work is done,
+        // on the reaper thread (never blocks the dropping thread).
+        let device = self.device.clone();
+        let ptr = self.ptr;
+        reap(Box::new(move || {
+            let d = &device.inner;
+            if d.bind().is_ok() {
+                let _ = result::device::synchronize(d.t);
+                let _ = result::memory::free(d.t, ptr);
+            }
+        }));
+    }
+}
+
+/// Device memory from `aclrtMalloc` (`ACL_MEM_MALLOC_HUGE_FIRST`). Dropping it frees it with
+/// `aclrtFree` on the reaper thread once the device's queued work has completed.
+#[derive(Clone)]
+pub struct AscendBuffer {
+    pub(crate) inner: Arc<BufInner>,
+}
+
+impl std::fmt::Debug for AscendBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AscendBuffer")
+            .field("ptr", &self.inner.ptr)
+            .field("len", &self.inner.len)
+            .finish()
+    }
+}
+
+impl AscendBuffer {
+    /// The raw device pointer (ACL-only extension).
+    pub fn as_raw(&self) -> DevPtr {
+        self.inner.ptr
+    }
+    /// The device it lives on.
+    pub fn device(&self) -> &AscendDevice {
+        &self.inner.device
+    }
+}
+
+impl Buffer for AscendBuffer {
+    type B = AscendBackend;
+    fn len(&self) -> usize {
+        self.inner.len
+    }
+    fn device_address(&self) -> u64 {
+        self.inner.ptr.0 as u64
+    }
+}
+
+/// Number of devices (used by the backend).
+pub(crate) fn device_count() -> Result<usize> {
+    ensure_not_in_callback()?;
+    let t = crate::loader::acl()?;
+    Ok(result::device::count(t)? as usize)
+}

@@ -1,0 +1,269 @@
+//! [`AscendEvent`]: an `aclrtEvent`.
+//!
+//! Portable events are created with `aclrtCreateEventExWithFlag(ACL_EVENT_SYNC |
+//! ACL_EVENT_TIME_LINE)` when the library has it (CUDA-like: a wait uses the record current at
+//! enqueue time; usable across captured streams), else `aclrtCreateEventWithFlag` with the same
+//! bits. `DISABLE_TIMING` drops `TIME_LINE`; `INTERPROCESS` is `ExWithFlag(ACL_EVENT_IPC)` alone
+//! (refused with 207000 → [`Error::Unsupported`] on chips without IPC events); `EXTERNAL` and
+//! `DEVICE_USE_ONLY` are `aclrtCreateEventWithFlag` alone. xstream tracks "recorded" itself
+//! (ACL reports never-recorded events as complete, and elapsed time on them fails with 507000).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use xstream_core::completion::poll_until;
+use xstream_core::{
+    check_timeout, ensure_not_in_callback, Completion, Error, Event, EventDesc, EventFlags, Result,
+    Status, Stream,
+};
+
+use crate::callback::reap;
+use crate::conv::ACL_FLAGS;
+use crate::device::AscendDevice;
+use crate::error::with_timeout;
+use crate::result;
+use crate::stream::{AscendStream, StreamState};
+use crate::sys::{consts, RawEvent};
+use crate::AscendBackend;
+
+pub(crate) struct EventInner {
+    device: AscendDevice,
+    raw: RawEvent,
+    recorded: AtomicBool,
+    /// The stream state of the latest record made during a capture.
+    captured_on: Mutex<Option<Arc<StreamState>>>,
+}
+
+impl Drop for EventInner {
+    fn drop(&mut self) {
+        let device = self.device.clone();
+        let raw = self.raw;
+        let destroy = move || {
+            let d = &device.inner;
+            if d.bind().is_ok() {
+                let _ = result::event::destroy(d.t, raw);
+            }
+        };
+        if xstream_core::callback::in_callback() {
+            reap(Box::new(destroy));
+        } else {
+            // aclrtDestroyEvent does not block (resources go when the event completes).
+            destroy();
+        }
+    }
+}
+
+/// An ACL event.
+pub struct AscendEvent {
+    inner: Arc<EventInner>,
+    flags: EventFlags,
+    native: u32,
+}
+
+impl std::fmt::Debug for AscendEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AscendEvent")
+            .field("raw", &self.inner.raw)
+            .field("flags", &self.flags)
+            .field("native", &format_args!("{:#x}", self.native))
+            .finish()
+    }
+}
+
+impl AscendEvent {
+    pub(crate) fn create(device: &AscendDevice, desc: &EventDesc) -> Result<Self> {
+        ensure_not_in_callback()?;
+        let tr = ACL_FLAGS.event_to_native(desc.flags, desc.policy)?;
+        let d = &device.inner;
+        d.bind()?;
+        let special = consts::ACL_EVENT_EXTERNAL | consts::ACL_EVENT_DEVICE_USE_ONLY;
+        let ipc = tr.native & consts::ACL_EVENT_IPC != 0;
+        let plain = tr.native & special == 0 && d.t.aclrtCreateEventExWithFlag.is_some();
+        let raw = if ipc || plain {
+            result::event::create_ex_with_flag(d.t, tr.native)?
+        } else {
+            result::event::create_with_flag(d.t, tr.native)?
+        };
+        Ok(Self {
+            inner: Arc::new(EventInner {
+                device: device.clone(),
+                raw,
+                recorded: AtomicBool::new(false),
+                captured_on: Mutex::new(None),
+            }),
+            flags: tr.effective,
+            native: tr.native,
+        })
+    }
+
+    /// The ACL flag bits the event was created with (ACL-only extension).
+    pub fn native_flags(&self) -> u32 {
+        self.native
+    }
+
+    pub(crate) fn device_ref(&self) -> &AscendDevice {
+        &self.inner.device
+    }
+    pub(crate) fn was_recorded(&self) -> bool {
+        self.inner.recorded.load(Ordering::Acquire)
+    }
+    pub(crate) fn as_raw_event(&self) -> RawEvent {
+        self.inner.raw
+    }
+    pub(crate) fn keep_alive(&self) -> Arc<EventInner> {
+        Arc::clone(&self.inner)
+    }
+
+    /// Gates query/synchronize of an event recorded during a capture that is still running.
+    fn gate(&self, op: &'static str) -> Result<()> {
+        let g = self
+            .inner
+            .captured_on
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match g.as_ref() {
+            Some(s) if s.capture.is_capturing() => s.capture.gate(op),
+            _ => Ok(()),
+        }
+    }
+
+    fn timing(&self) -> bool {
+        self.native & consts::ACL_EVENT_TIME_LINE != 0
+    }
+}
+
+fn status(code: i32) -> Status {
+    if code == consts::ACL_EVENT_RECORDED_STATUS_COMPLETE {
+        Status::Ready
+    } else {
+        Status::Pending
+    }
+}
+
+impl Event for AscendEvent {
+    type B = AscendBackend;
+    type Raw = RawEvent;
+
+    fn device(&self) -> &AscendDevice {
+        &self.inner.device
+    }
+
+    fn flags(&self) -> EventFlags {
+        self.flags
+    }
+
+    fn record(&self, stream: &AscendStream) -> Result<()> {
+        ensure_not_in_callback()?;
+        if !stream.device().same(&self.inner.device) {
+            return Err(Error::WrongDevice(format!(
+                "ACL forbids recording an event of device {} on a stream of device {}",
+                self.inner.device.inner.ordinal,
+                stream.device().inner.ordinal
+            )));
+        }
+        stream.state.capture.gate_enqueue("record")?;
+        let d = &self.inner.device.inner;
+        d.bind()?;
+        result::event::record(d.t, self.inner.raw, stream.state.raw)?;
+        self.inner.recorded.store(true, Ordering::Release);
+        *self
+            .inner
+            .captured_on
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = stream
+            .state
+            .capture
+            .is_capturing()
+            .then(|| Arc::clone(&stream.state));
+        Ok(())
+    }
+
+    fn query(&self) -> Result<Status> {
+        ensure_not_in_callback()?;
+        if !self.was_recorded() {
+            return Ok(Status::Ready);
+        }
+        self.gate("event query")?;
+        let d = &self.inner.device.inner;
+        d.bind()?;
+        Ok(status(
+            result::event::query_status(d.t, self.inner.raw).map_err(|e| d.observe(e))?,
+        ))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        ensure_not_in_callback()?;
+        if !self.was_recorded() {
+            return Ok(());
+        }
+        self.gate("event synchronize")?;
+        let d = &self.inner.device.inner;
+        d.bind()?;
+        result::event::synchronize(d.t, self.inner.raw).map_err(|e| d.observe(e))
+    }
+
+    fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
+        ensure_not_in_callback()?;
+        check_timeout(timeout)?;
+        if !self.was_recorded() {
+            return Ok(());
+        }
+        self.gate("event synchronize")?;
+        let d = &self.inner.device.inner;
+        d.bind()?;
+        if d.t.aclrtSynchronizeEventWithTimeout.is_some() {
+            let ms =
+                i32::try_from(timeout.as_nanos().div_ceil(1_000_000).max(1)).unwrap_or(i32::MAX);
+            return result::event::synchronize_timeout(d.t, self.inner.raw, ms)
+                .map_err(|e| d.observe(with_timeout(e, timeout)));
+        }
+        let end = Instant::now() + timeout;
+        while status(result::event::query_status(d.t, self.inner.raw)?) != Status::Ready {
+            if Instant::now() >= end {
+                return Err(Error::Timeout(timeout));
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        Ok(())
+    }
+
+    fn elapsed_ms(&self, end: &Self) -> Result<f32> {
+        ensure_not_in_callback()?;
+        if !self.timing() || !end.timing() {
+            return Err(Error::TimingDisabled);
+        }
+        if !self.was_recorded() || !end.was_recorded() {
+            return Err(Error::EventNotRecorded);
+        }
+        if self.query()? != Status::Ready || end.query()? != Status::Ready {
+            return Err(Error::NotReady);
+        }
+        let d = &self.inner.device.inner;
+        d.bind()?;
+        result::event::elapsed(d.t, self.inner.raw, end.inner.raw)
+    }
+
+    fn completed(&self) -> Result<Completion> {
+        ensure_not_in_callback()?;
+        if !self.was_recorded() {
+            return Ok(Completion::ready(Ok(())));
+        }
+        let inner = Arc::clone(&self.inner);
+        Ok(poll_until(Box::new(move || {
+            let d = &inner.device.inner;
+            if let Err(e) = d.bind() {
+                return Some(Err(e));
+            }
+            match result::event::query_status(d.t, inner.raw) {
+                Ok(c) if status(c) == Status::Ready => Some(Ok(())),
+                Ok(_) => None,
+                Err(e) => Some(Err(d.observe(e))),
+            }
+        })))
+    }
+
+    fn as_raw(&self) -> RawEvent {
+        self.inner.raw
+    }
+}

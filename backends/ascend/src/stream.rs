@@ -1,0 +1,965 @@
+//! [`AscendStream`]: an `aclrtStream` with xstream's capture state, callbacks and allocator.
+//!
+//! **Destroy policy.** Dropping an owned stream never blocks: the handle goes to the reaper
+//! thread, which makes the context current, `aclrtSynchronizeStream`s it (queued work and
+//! callbacks run to completion), unsubscribes it from the report thread, unregisters its
+//! allocator, and only then `aclrtDestroyStream`s it. A graph built from a PERSISTENT stream
+//! keeps the stream alive until the graph drops. [`AscendStream::destroy_force`] is the ACL-only
+//! way to drop queued work (`aclrtDestroyStreamForce`).
+
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use xstream_core::callback::{CallbackSlot, HostCallback, PanicSlot};
+use xstream_core::{
+    check_range, check_timeout, ensure_not_in_callback, Allocator, BackendKind, Borrowed,
+    CaptureCell, CaptureErrorKind, CaptureMode, CaptureStatus, CreationReport, Error, FailureMode,
+    FlagReport, Kernel, Ownership, Priority, PriorityOutcome, Readback, Result, Status, Stream,
+    StreamAttr, StreamAttrValue, StreamDesc, StreamFlags,
+};
+
+use crate::callback::{self, reap, CbData};
+use crate::conv::ACL_FLAGS;
+use crate::device::{AscendBuffer, AscendDevice};
+use crate::error::with_timeout;
+use crate::event::AscendEvent;
+use crate::graph::AscendGraph;
+use crate::result;
+use crate::sys::{aclrtStreamAttrValue, consts, RawStream};
+use crate::AscendBackend;
+
+type Keep = Box<dyn Any + Send + Sync>;
+
+const STYLE_NONE: u8 = 0;
+const STYLE_REPORT: u8 = 1;
+const STYLE_HOSTFUNC: u8 = 2;
+
+/// State shared by every handle of one native stream (and, for PERSISTENT streams, the
+/// graphs built from it).
+pub(crate) struct StreamState {
+    pub(crate) raw: RawStream,
+    pub(crate) capture: CaptureCell,
+    pub(crate) panics: Arc<PanicSlot>,
+    subscribed: Mutex<Option<u64>>,
+    style: AtomicU8,
+    keep: Mutex<Vec<Keep>>,
+    nodes: AtomicUsize,
+    alloc: Mutex<Option<(usize, Arc<dyn Allocator>)>>,
+    /// Set for owned and borrowed streams; the reaper releases through it.
+    device: Option<AscendDevice>,
+    owned: bool,
+    /// Set once the handle was force-destroyed.
+    gone: std::sync::atomic::AtomicBool,
+}
+
+impl StreamState {
+    pub(crate) fn new_default() -> Arc<Self> {
+        Arc::new(Self::new(RawStream(std::ptr::null_mut()), None, false))
+    }
+
+    fn new(raw: RawStream, device: Option<AscendDevice>, owned: bool) -> Self {
+        Self {
+            raw,
+            capture: CaptureCell::new(),
+            panics: Arc::new(PanicSlot::default()),
+            subscribed: Mutex::new(None),
+            style: AtomicU8::new(STYLE_NONE),
+            keep: Mutex::new(Vec::new()),
+            nodes: AtomicUsize::new(0),
+            alloc: Mutex::new(None),
+            device,
+            owned,
+            gone: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn take_subscription(&self) -> Option<u64> {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// Counts an enqueue; during capture keeps `k` alive for the graph.
+    fn enqueued(&self, k: Option<Keep>) {
+        if self.capture.is_capturing() {
+            self.nodes.fetch_add(1, Ordering::Relaxed);
+            if let Some(k) = k {
+                self.keep.lock().unwrap_or_else(|e| e.into_inner()).push(k);
+            }
+        }
+    }
+
+    pub(crate) fn take_capture(&self) -> (usize, Vec<Keep>) {
+        (
+            self.nodes.swap(0, Ordering::Relaxed),
+            std::mem::take(&mut *self.keep.lock().unwrap_or_else(|e| e.into_inner())),
+        )
+    }
+}
+
+impl Drop for StreamState {
+    fn drop(&mut self) {
+        let Some(device) = self.device.take() else {
+            return;
+        };
+        if self.gone.load(Ordering::Acquire) {
+            return;
+        }
+        let raw = self.raw;
+        let owned = self.owned;
+        let sub = self.take_subscription();
+        let alloc = self
+            .alloc
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let capturing = self.capture.is_capturing();
+        reap(Box::new(move || {
+            let d = &device.inner;
+            if d.bind().is_err() {
+                return;
+            }
+            if capturing && owned {
+                let (_, m) = result::model::capture_end(d.t, raw);
+                if !m.0.is_null() {
+                    let _ = result::model::destroy(d.t, m);
+                }
+            }
+            let _ = result::stream::synchronize(d.t, raw);
+            if let Some(tid) = sub {
+                let _ = result::callback::unsubscribe(d.t, tid, raw);
+            }
+            if let Some((obj, _a)) = alloc {
+                let _ = result::allocator::unregister(d.t, raw);
+                callback::alloc_obj_free(obj);
+            }
+            if owned {
+                let _ = result::stream::destroy(d.t, raw);
+            }
+        }));
+    }
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// An ACL stream.
+pub struct AscendStream {
+    device: AscendDevice,
+    pub(crate) state: Arc<StreamState>,
+    ownership: Ownership,
+    id: u64,
+    name: Option<String>,
+    flags: StreamFlags,
+    native_flags: u32,
+    priority: i32,
+    report: CreationReport,
+    persistent: bool,
+}
+
+impl std::fmt::Debug for AscendStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AscendStream")
+            .field("raw", &self.state.raw)
+            .field("id", &self.id)
+            .field("ownership", &self.ownership)
+            .field("flags", &self.flags)
+            .finish()
+    }
+}
+
+fn vendor_id(d: &AscendDevice, raw: RawStream) -> u64 {
+    let t = d.inner.t;
+    match t.aclrtStreamGetId.map(|_| result::stream::get_id(t, raw)) {
+        Some(Ok(id)) if id >= 0 => ((d.inner.ordinal as u64 + 1) << 40) | id as u64,
+        _ => NEXT_ID.fetch_add(1, Ordering::Relaxed),
+    }
+}
+
+impl AscendStream {
+    pub(crate) fn create(device: &AscendDevice, desc: &StreamDesc) -> Result<Self> {
+        ensure_not_in_callback()?;
+        let tr = ACL_FLAGS.stream_to_native(desc.flags, desc.policy)?;
+        let d = &device.inner;
+        let prio = d.info.priority_range.resolve(desc.priority, desc.policy)?;
+        d.bind()?;
+        let raw = if tr.native == 0 && prio.native == d.info.priority_range.default {
+            result::stream::create(d.t)?
+        } else {
+            let p = u32::try_from(prio.native)
+                .map_err(|_| Error::invalid(format!("ACL priority {} is negative", prio.native)))?;
+            result::stream::create_with_config(d.t, p, tr.native)?
+        };
+        let persistent = tr.native & consts::ACL_STREAM_PERSISTENT != 0;
+        let state = Arc::new(StreamState::new(raw, Some(device.clone()), true));
+        if persistent {
+            let _ = state.capture.begin();
+        }
+        let priority = match d.t.aclrtStreamGetPriority {
+            Some(_) => result::stream::get_priority(d.t, raw)
+                .map(|p| p as i32)
+                .unwrap_or(prio.native),
+            None => prio.native,
+        };
+        Ok(Self {
+            id: vendor_id(device, raw),
+            device: device.clone(),
+            state,
+            ownership: Ownership::Owned,
+            name: desc.name.clone(),
+            flags: tr.effective,
+            native_flags: tr.native,
+            priority,
+            report: CreationReport {
+                flags: tr.report,
+                priority: prio,
+            },
+            persistent,
+        })
+    }
+
+    fn unowned(
+        device: &AscendDevice,
+        state: Arc<StreamState>,
+        ownership: Ownership,
+        native: u32,
+        priority: i32,
+    ) -> Self {
+        let (flags, _) = ACL_FLAGS.stream_from_native(native);
+        Self {
+            id: vendor_id(device, state.raw),
+            device: device.clone(),
+            persistent: native & consts::ACL_STREAM_PERSISTENT != 0,
+            state,
+            ownership,
+            name: None,
+            flags,
+            native_flags: native,
+            priority,
+            report: CreationReport {
+                flags: FlagReport::default(),
+                priority: PriorityOutcome {
+                    requested: Priority::Native(priority),
+                    native: priority,
+                    clamped_from: None,
+                },
+            },
+        }
+    }
+
+    pub(crate) fn default_of(device: &AscendDevice) -> Self {
+        let state = Arc::clone(&device.inner.default_state);
+        let p = device.inner.info.priority_range.greatest;
+        Self::unowned(device, state, Ownership::Default, 0, p)
+    }
+
+    /// The stream's native ACL flags (`aclrtStreamGetFlags` when present, else what xstream
+    /// passed to `aclrtCreateStreamWithConfig`). ACL-only extension.
+    ///
+    /// # Errors
+    /// Vendor errors.
+    pub fn native_flags(&self) -> Result<u32> {
+        ensure_not_in_callback()?;
+        let d = &self.device.inner;
+        match d.t.aclrtStreamGetFlags {
+            Some(_) => {
+                d.bind()?;
+                result::stream::get_flags(d.t, self.state.raw)
+            }
+            None => Ok(self.native_flags),
+        }
+    }
+
+    /// Sets the failure mode with `aclrtSetStreamFailureMode` (once per stream; applies to the
+    /// whole context). ACL-only extension.
+    ///
+    /// # Errors
+    /// Vendor errors.
+    pub fn set_failure_mode(&self, mode: FailureMode) -> Result<()> {
+        ensure_not_in_callback()?;
+        let d = &self.device.inner;
+        d.bind()?;
+        let m = match mode {
+            FailureMode::Continue => consts::ACL_CONTINUE_ON_FAILURE,
+            FailureMode::Stop => consts::ACL_STOP_ON_FAILURE,
+        };
+        result::stream::set_failure_mode(d.t, self.state.raw, m)
+    }
+
+    /// Destroys the stream now with `aclrtDestroyStreamForce`, dropping queued work (callbacks
+    /// not yet run are failed with [`Error::CallbackCancelled`]). ACL-only extension.
+    ///
+    /// # Errors
+    /// [`Error::NotOwned`] for default/borrowed streams; vendor errors.
+    pub fn destroy_force(self) -> Result<()> {
+        ensure_not_in_callback()?;
+        if self.ownership != Ownership::Owned {
+            return Err(Error::NotOwned {
+                kind: self.kind_name(),
+                op: "be force-destroyed",
+            });
+        }
+        let device = self.device.clone();
+        let d = &device.inner;
+        d.bind()?;
+        if let Some(tid) = self.state.take_subscription() {
+            let _ = result::callback::unsubscribe(d.t, tid, self.state.raw);
+        }
+        result::stream::destroy_force(d.t, self.state.raw)?;
+        // The handle is gone: keep the state from destroying it again.
+        self.state.gone.store(true, Ordering::Release);
+        d.pending
+            .fail_all(&Error::CallbackCancelled("stream force-destroyed"));
+        Ok(())
+    }
+
+    /// The runtime's own view of the capture (`aclmdlRICaptureGetInfo`): status and the model
+    /// being built. ACL-only extension.
+    ///
+    /// # Errors
+    /// Vendor errors; [`Error::Unsupported`] without the symbol.
+    pub fn native_capture_info(&self) -> Result<(CaptureStatus, crate::sys::RawModel)> {
+        ensure_not_in_callback()?;
+        let d = &self.device.inner;
+        d.bind()?;
+        let (st, m) = result::model::capture_info(d.t, self.state.raw)?;
+        let st = match st {
+            consts::ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE => CaptureStatus::Active,
+            consts::ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED => CaptureStatus::Invalidated,
+            _ => CaptureStatus::None,
+        };
+        Ok((st, m))
+    }
+
+    /// Enqueues a callback through `aclrtLaunchHostFunc` (the runtime's own thread) instead
+    /// of the report thread. ACL forbids mixing both styles on one stream; xstream refuses it
+    /// with [`Error::InvalidArgument`]. ACL-only extension.
+    ///
+    /// # Errors
+    /// As [`Stream::enqueue_callback`]; [`Error::Unsupported`] without the symbol.
+    pub fn launch_host_func<F>(&self, f: F) -> Result<()>
+    where
+        F: FnOnce(Result<()>) + Send + 'static,
+    {
+        ensure_not_in_callback()?;
+        self.state.capture.gate("launch_host_func")?;
+        self.claim_style(STYLE_HOSTFUNC)?;
+        let d = &self.device.inner;
+        d.bind()?;
+        let slot = CallbackSlot::new(Box::new(f), Arc::clone(&self.state.panics));
+        let data = CbData {
+            slot: Arc::clone(&slot),
+            state: Arc::clone(&self.state),
+            t: d.t,
+        };
+        callback::launch_host_func(d.t, self.state.raw, data)?;
+        d.pending.track(&slot);
+        Ok(())
+    }
+
+    fn claim_style(&self, want: u8) -> Result<()> {
+        match self.state.style.compare_exchange(STYLE_NONE, want, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => Ok(()),
+            Err(s) if s == want => Ok(()),
+            Err(_) => Err(Error::invalid(
+                "ACL forbids mixing aclrtLaunchHostFunc and aclrtLaunchCallback callbacks on one stream",
+            )),
+        }
+    }
+
+    fn kind_name(&self) -> &'static str {
+        match self.ownership {
+            Ownership::Default => "default",
+            _ => "borrowed",
+        }
+    }
+
+    fn check_buf(&self, b: &AscendBuffer) -> Result<()> {
+        if b.inner.device.same(&self.device) {
+            Ok(())
+        } else {
+            Err(Error::WrongDevice(format!(
+                "buffer of Ascend device {} used on a stream of device {}",
+                b.inner.device.inner.ordinal, self.device.inner.ordinal
+            )))
+        }
+    }
+
+    /// Entry of every enqueue: not in a callback, capture not invalidated, context bound.
+    fn enter(&self, op: &'static str) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.state.capture.gate_enqueue(op)?;
+        self.device.inner.bind()
+    }
+
+    /// Launches an exactly-once callback (report style), subscribing the stream first.
+    fn launch_cb(&self, f: HostCallback) -> Result<()> {
+        self.claim_style(STYLE_REPORT)?;
+        let d = &self.device.inner;
+        {
+            let mut sub = self
+                .state
+                .subscribed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if sub.is_none() {
+                let tid = d.reporter_tid()?;
+                result::callback::subscribe(d.t, tid, self.state.raw)?;
+                *sub = Some(tid);
+            }
+        }
+        let slot = CallbackSlot::new(f, Arc::clone(&self.state.panics));
+        let data = CbData {
+            slot: Arc::clone(&slot),
+            state: Arc::clone(&self.state),
+            t: d.t,
+        };
+        callback::launch(d.t, self.state.raw, data).map_err(|e| d.observe(e))?;
+        d.pending.track(&slot);
+        Ok(())
+    }
+
+    /// Keeps `k` alive until the stream got past this point (graph keep-alive in capture).
+    fn keep_until_done(&self, k: Keep) -> Result<()> {
+        if self.state.capture.is_capturing() {
+            self.state.enqueued(Some(k));
+            Ok(())
+        } else {
+            self.launch_cb(Box::new(move |_| drop(k)))
+        }
+    }
+
+    fn timeout_ms(d: Duration) -> i32 {
+        let ms = d.as_nanos().div_ceil(1_000_000).max(1);
+        i32::try_from(ms).unwrap_or(i32::MAX)
+    }
+}
+
+impl Stream for AscendStream {
+    type B = AscendBackend;
+    type Raw = RawStream;
+
+    fn device(&self) -> &AscendDevice {
+        &self.device
+    }
+    fn id(&self) -> u64 {
+        self.id
+    }
+    fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+    fn flags(&self) -> StreamFlags {
+        self.flags
+    }
+    fn priority(&self) -> i32 {
+        self.priority
+    }
+    fn report(&self) -> &CreationReport {
+        &self.report
+    }
+    fn ownership(&self) -> Ownership {
+        self.ownership
+    }
+
+    fn query(&self) -> Result<Status> {
+        ensure_not_in_callback()?;
+        if self.persistent {
+            return Ok(Status::Ready);
+        }
+        self.state.capture.gate("query")?;
+        let d = &self.device.inner;
+        d.bind()?;
+        match result::stream::query(d.t, self.state.raw).map_err(|e| d.observe(e))? {
+            consts::ACL_STREAM_STATUS_COMPLETE => Ok(Status::Ready),
+            _ => Ok(Status::Pending),
+        }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        ensure_not_in_callback()?;
+        if !self.persistent {
+            self.state.capture.gate("synchronize")?;
+            let d = &self.device.inner;
+            d.bind()?;
+            result::stream::synchronize(d.t, self.state.raw).map_err(|e| d.observe(e))?;
+        }
+        self.state.panics.take()
+    }
+
+    fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
+        ensure_not_in_callback()?;
+        check_timeout(timeout)?;
+        if !self.persistent {
+            self.state.capture.gate("synchronize_timeout")?;
+            let d = &self.device.inner;
+            d.bind()?;
+            if d.t.aclrtSynchronizeStreamWithTimeout.is_some() {
+                result::stream::synchronize_timeout(d.t, self.state.raw, Self::timeout_ms(timeout))
+                    .map_err(|e| d.observe(with_timeout(e, timeout)))?;
+            } else {
+                let end = Instant::now() + timeout;
+                while result::stream::query(d.t, self.state.raw).map_err(|e| d.observe(e))?
+                    != consts::ACL_STREAM_STATUS_COMPLETE
+                {
+                    if Instant::now() >= end {
+                        return Err(Error::Timeout(timeout));
+                    }
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            }
+        }
+        self.state.panics.take()
+    }
+
+    fn wait_event(&self, event: &AscendEvent) -> Result<()> {
+        self.enter("wait_event")?;
+        if !event.device_ref().same(&self.device) {
+            return Err(Error::WrongDevice(format!(
+                "ACL forbids cross-device waits: event of device {} on a stream of device {}",
+                event.device_ref().inner.ordinal,
+                self.device.inner.ordinal
+            )));
+        }
+        if !event.was_recorded() {
+            return Ok(());
+        }
+        let d = &self.device.inner;
+        result::stream::wait_event(d.t, self.state.raw, event.as_raw_event())?;
+        self.state.enqueued(Some(Box::new(event.keep_alive())));
+        Ok(())
+    }
+
+    fn enqueue_callback(&self, f: HostCallback) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.state.capture.gate("host_callback")?;
+        self.device.inner.bind()?;
+        self.launch_cb(f)
+    }
+
+    fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
+        ensure_not_in_callback()?;
+        match self.ownership {
+            Ownership::Owned => {}
+            _ => {
+                return Err(Error::Capture {
+                    op: "begin_capture",
+                    kind: CaptureErrorKind::NotCapturable,
+                })
+            }
+        }
+        let d = &self.device.inner;
+        result::opt(d.t.aclmdlRICaptureBegin, "aclmdlRICaptureBegin")?;
+        self.state.capture.begin()?;
+        let m = match mode {
+            CaptureMode::Global => consts::ACL_MODEL_RI_CAPTURE_MODE_GLOBAL,
+            CaptureMode::ThreadLocal => consts::ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL,
+            CaptureMode::Relaxed => consts::ACL_MODEL_RI_CAPTURE_MODE_RELAXED,
+        };
+        let r = d
+            .bind()
+            .and_then(|_| result::model::capture_begin(d.t, self.state.raw, m));
+        if let Err(e) = r {
+            let _ = self.state.capture.end();
+            return Err(e);
+        }
+        self.state.take_capture();
+        Ok(())
+    }
+
+    fn end_capture(&self) -> Result<AscendGraph> {
+        ensure_not_in_callback()?;
+        let d = &self.device.inner;
+        d.bind()?;
+        if self.persistent {
+            self.state.capture.end()?;
+            let (nodes, keep) = self.state.take_capture();
+            let r = AscendGraph::build_persistent(&self.device, &self.state, nodes, keep);
+            // The stream keeps recording (it stays PERSISTENT).
+            let _ = self.state.capture.begin();
+            return r;
+        }
+        let cell = self.state.capture.end();
+        if matches!(
+            cell,
+            Err(Error::Capture {
+                kind: CaptureErrorKind::NotCapturing,
+                ..
+            })
+        ) {
+            return Err(cell.unwrap_err());
+        }
+        let (nodes, keep) = self.state.take_capture();
+        let (r, model) = result::model::capture_end(d.t, self.state.raw);
+        let destroy = |m: crate::sys::RawModel| {
+            if !m.0.is_null() {
+                let _ = result::model::destroy(d.t, m);
+            }
+        };
+        if let Err(e) = cell {
+            destroy(model);
+            return Err(e);
+        }
+        if let Err(e) = r {
+            destroy(model);
+            return Err(match e {
+                Error::Capture { .. } => Error::Capture {
+                    op: "end_capture",
+                    kind: CaptureErrorKind::Invalidated,
+                },
+                other => other,
+            });
+        }
+        Ok(AscendGraph::new(&self.device, model, nodes, keep, None))
+    }
+
+    fn capture_status(&self) -> CaptureStatus {
+        self.state.capture.status()
+    }
+
+    fn attribute(&self, attr: StreamAttr) -> Result<StreamAttrValue> {
+        ensure_not_in_callback()?;
+        let d = &self.device.inner;
+        match attr {
+            StreamAttr::Priority => Ok(StreamAttrValue::Priority(self.priority)),
+            StreamAttr::FailureMode => {
+                d.bind()?;
+                let v = result::stream::get_attribute(
+                    d.t,
+                    self.state.raw,
+                    consts::ACL_STREAM_ATTR_FAILURE_MODE,
+                )?;
+                let m = attr_u64(v);
+                Ok(StreamAttrValue::FailureMode(
+                    if m == consts::ACL_STOP_ON_FAILURE {
+                        FailureMode::Stop
+                    } else {
+                        FailureMode::Continue
+                    },
+                ))
+            }
+            StreamAttr::UserTag => {
+                d.bind()?;
+                let v = result::stream::get_attribute(
+                    d.t,
+                    self.state.raw,
+                    consts::ACL_STREAM_ATTR_USER_CUSTOM_TAG,
+                )?;
+                Ok(StreamAttrValue::UserTag(attr_u32(v)))
+            }
+            StreamAttr::SyncPolicy | StreamAttr::AccessPolicyWindow => Err(Error::unsupported(
+                BackendKind::Ascend,
+                format!("stream attribute {attr:?} (CUDA-only)"),
+            )),
+        }
+    }
+
+    fn set_attribute(&self, value: StreamAttrValue) -> Result<()> {
+        ensure_not_in_callback()?;
+        value.validate()?;
+        if self.ownership == Ownership::Borrowed {
+            return Err(Error::NotOwned {
+                kind: "borrowed",
+                op: "set attributes",
+            });
+        }
+        let d = &self.device.inner;
+        d.bind()?;
+        match value {
+            StreamAttrValue::FailureMode(m) => {
+                let mode = match m {
+                    FailureMode::Continue => consts::ACL_CONTINUE_ON_FAILURE,
+                    FailureMode::Stop => consts::ACL_STOP_ON_FAILURE,
+                };
+                if d.t.aclrtSetStreamAttribute.is_some() {
+                    result::stream::set_attribute(
+                        d.t,
+                        self.state.raw,
+                        consts::ACL_STREAM_ATTR_FAILURE_MODE,
+                        aclrtStreamAttrValue { failureMode: mode },
+                    )
+                } else {
+                    result::stream::set_failure_mode(d.t, self.state.raw, mode)
+                }
+            }
+            StreamAttrValue::UserTag(tag) => result::stream::set_attribute(
+                d.t,
+                self.state.raw,
+                consts::ACL_STREAM_ATTR_USER_CUSTOM_TAG,
+                u32_attr(tag),
+            ),
+            StreamAttrValue::Priority(p) => {
+                if p == self.priority {
+                    return Ok(());
+                }
+                Err(Error::unsupported(
+                    BackendKind::Ascend,
+                    "changing a stream's priority after creation (ACL fixes it at aclrtCreateStreamWithConfig)",
+                ))
+            }
+            StreamAttrValue::SyncPolicy(_) | StreamAttrValue::AccessPolicyWindow(_) => {
+                Err(Error::unsupported(
+                    BackendKind::Ascend,
+                    format!("stream attribute {:?} (CUDA-only)", value.attr()),
+                ))
+            }
+        }
+    }
+
+    fn copy_attributes_from(&self, src: &Self) -> Result<()> {
+        ensure_not_in_callback()?;
+        for a in [StreamAttr::FailureMode, StreamAttr::UserTag] {
+            match src.attribute(a) {
+                Ok(StreamAttrValue::FailureMode(FailureMode::Continue)) => {}
+                Ok(v) => self.set_attribute(v)?,
+                Err(Error::Unsupported { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    fn set_allocator(&self, allocator: Option<Arc<dyn Allocator>>) -> Result<()> {
+        ensure_not_in_callback()?;
+        if self.ownership != Ownership::Owned {
+            return Err(Error::NotOwned {
+                kind: self.kind_name(),
+                op: "register an allocator",
+            });
+        }
+        let d = &self.device.inner;
+        d.bind()?;
+        let mut g = self.state.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        match allocator {
+            Some(a) => {
+                let obj = callback::alloc_obj_into_raw(Arc::clone(&a));
+                if let Err(e) =
+                    result::allocator::register(d.t, self.state.raw, obj, &callback::alloc_funcs())
+                {
+                    callback::alloc_obj_free(obj as usize);
+                    return Err(e);
+                }
+                if let Some((old, _)) = g.replace((obj as usize, a)) {
+                    callback::alloc_obj_free(old);
+                }
+            }
+            None => {
+                result::allocator::unregister(d.t, self.state.raw)?;
+                if let Some((old, _)) = g.take() {
+                    callback::alloc_obj_free(old);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn allocator(&self) -> Result<Option<Arc<dyn Allocator>>> {
+        ensure_not_in_callback()?;
+        let d = &self.device.inner;
+        let g = self.state.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        if self.state.raw.0.is_null() || d.t.aclrtAllocatorGetByStream.is_none() {
+            return Ok(g.as_ref().map(|(_, a)| Arc::clone(a)));
+        }
+        d.bind()?;
+        let obj = match result::allocator::get_by_stream(d.t, self.state.raw) {
+            Ok(o) => o,
+            Err(_) if g.is_none() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match g.as_ref() {
+            None if obj.is_null() => Ok(None),
+            Some((mine, _)) if *mine == obj as usize => Ok(callback::alloc_obj_get(obj)),
+            _ => Err(Error::invalid(
+                "aclrtAllocatorGetByStream returned an allocator xstream did not register on this stream",
+            )),
+        }
+    }
+
+    fn memset(&self, buf: &AscendBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
+        self.enter("memset")?;
+        self.check_buf(buf)?;
+        check_range("memset", buf.inner.len, offset, len)?;
+        let d = &self.device.inner;
+        result::memory::memset_async(d.t, buf.inner.ptr, offset, len, value, self.state.raw)?;
+        self.state.enqueued(Some(Box::new(Arc::clone(&buf.inner))));
+        Ok(())
+    }
+
+    fn write(&self, dst: &AscendBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
+        self.enter("write")?;
+        self.check_buf(dst)?;
+        check_range("write", dst.inner.len, offset, data.len())?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let d = &self.device.inner;
+        // `data` (moved into the keep-alive below) and the buffer stay alive until the copy ran.
+        result::memory::memcpy(
+            d.t,
+            result::memory::at(dst.inner.ptr, offset),
+            data.as_ptr().cast(),
+            data.len(),
+            consts::ACL_MEMCPY_HOST_TO_DEVICE,
+            self.state.raw,
+        )?;
+        self.state.enqueued(Some(Box::new(Arc::clone(&dst.inner))));
+        self.keep_until_done(Box::new((data, Arc::clone(&dst.inner))))
+    }
+
+    fn read(&self, src: &AscendBuffer, offset: usize, len: usize) -> Result<Readback> {
+        ensure_not_in_callback()?;
+        self.state.capture.gate("read")?;
+        self.device.inner.bind()?;
+        self.check_buf(src)?;
+        check_range("read", src.inner.len, offset, len)?;
+        let (rb, fill) = Readback::new();
+        let mut host = vec![0u8; len];
+        let d = &self.device.inner;
+        if len > 0 {
+            result::memory::memcpy(
+                d.t,
+                host.as_mut_ptr().cast(),
+                result::memory::at(src.inner.ptr, offset),
+                len,
+                consts::ACL_MEMCPY_DEVICE_TO_HOST,
+                self.state.raw,
+            )?;
+        }
+        let keep = Arc::clone(&src.inner);
+        self.launch_cb(Box::new(move |r| {
+            drop(keep);
+            fill.fill(r.map(|_| host));
+        }))?;
+        Ok(rb)
+    }
+
+    fn copy(
+        &self,
+        src: &AscendBuffer,
+        src_offset: usize,
+        dst: &AscendBuffer,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        self.enter("copy")?;
+        self.check_buf(src)?;
+        self.check_buf(dst)?;
+        check_range("copy source", src.inner.len, src_offset, len)?;
+        check_range("copy destination", dst.inner.len, dst_offset, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let d = &self.device.inner;
+        result::memory::memcpy(
+            d.t,
+            result::memory::at(dst.inner.ptr, dst_offset),
+            result::memory::at(src.inner.ptr, src_offset),
+            len,
+            consts::ACL_MEMCPY_DEVICE_TO_DEVICE,
+            self.state.raw,
+        )?;
+        self.state.enqueued(Some(Box::new((
+            Arc::clone(&src.inner),
+            Arc::clone(&dst.inner),
+        ))));
+        Ok(())
+    }
+
+    fn launch(&self, kernel: Kernel<'_, AscendBuffer>) -> Result<()> {
+        self.enter("launch")?;
+        let d = &self.device.inner;
+        let no_kernels = || {
+            Error::unsupported(
+                BackendKind::Ascend,
+                "built-in kernels (no NPU kernel binaries are shipped yet; only the simulator's xsim* symbols provide them)",
+            )
+        };
+        match kernel {
+            Kernel::Delay(t) => {
+                if d.t.xsimLaunchDelay.is_none() {
+                    return Err(no_kernels());
+                }
+                result::xsim::delay(
+                    d.t,
+                    self.state.raw,
+                    u64::try_from(t.as_micros()).unwrap_or(u64::MAX),
+                )?;
+                self.state.enqueued(None);
+            }
+            Kernel::Lcg { buf, rounds } => {
+                if d.t.xsimLaunchLcg.is_none() {
+                    return Err(no_kernels());
+                }
+                self.check_buf(buf)?;
+                if buf.inner.len % 4 != 0 {
+                    return Err(Error::invalid("Lcg buffer length must be a multiple of 4"));
+                }
+                result::xsim::lcg(
+                    d.t,
+                    self.state.raw,
+                    buf.inner.ptr,
+                    buf.inner.len / 4,
+                    rounds,
+                )?;
+                self.state.enqueued(Some(Box::new(Arc::clone(&buf.inner))));
+            }
+            Kernel::Fault => {
+                if d.t.xsimLaunchFault.is_none() {
+                    return Err(Error::unsupported(
+                        BackendKind::Ascend,
+                        "Kernel::Fault (simulator-only)",
+                    ));
+                }
+                result::xsim::fault(d.t, self.state.raw, crate::FAULT_CODE)?;
+                self.state.enqueued(None);
+            }
+        }
+        Ok(())
+    }
+
+    fn as_raw(&self) -> RawStream {
+        self.state.raw
+    }
+
+    #[allow(unsafe_code)]
+    unsafe fn from_raw<'a>(device: &AscendDevice, raw: RawStream) -> Result<Borrowed<'a, Self>> {
+        ensure_not_in_callback()?;
+        let d = &device.inner;
+        d.bind()?;
+        if raw.0.is_null() {
+            return Ok(Borrowed::new(Self::default_of(device)));
+        }
+        let native = match d.t.aclrtStreamGetFlags {
+            Some(_) => result::stream::get_flags(d.t, raw)?,
+            None => 0,
+        };
+        let prio = match d.t.aclrtStreamGetPriority {
+            Some(_) => result::stream::get_priority(d.t, raw)? as i32,
+            None => d.info.priority_range.default,
+        };
+        let state = Arc::new(StreamState::new(raw, Some(device.clone()), false));
+        if native & consts::ACL_STREAM_PERSISTENT != 0 {
+            let _ = state.capture.begin();
+        }
+        Ok(Borrowed::new(Self::unowned(
+            device,
+            state,
+            Ownership::Borrowed,
+            native,
+            prio,
+        )))
+    }
+}
+
+fn attr_u64(v: aclrtStreamAttrValue) -> u64 {
+    result::attr_u64(v)
+}
+fn attr_u32(v: aclrtStreamAttrValue) -> u32 {
+    result::attr_u32(v)
+}
+fn u32_attr(x: u32) -> aclrtStreamAttrValue {
+    aclrtStreamAttrValue {
+        reserve: [x, 0, 0, 0],
+    }
+}

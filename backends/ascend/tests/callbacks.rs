@@ -1,0 +1,104 @@
+//! Host callbacks through the report thread.
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use xstream_core::{Device, Error, Kernel, Stream, StreamDesc};
+
+#[test]
+fn exactly_once_in_order() {
+    let d = common::device(0);
+    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    for i in 0..20 {
+        let log = log.clone();
+        if i % 5 == 0 {
+            s.launch(Kernel::Delay(Duration::from_millis(2))).unwrap();
+        }
+        s.host_callback(move |r| {
+            r.unwrap();
+            log.lock().unwrap().push(i);
+        })
+        .unwrap();
+    }
+    s.synchronize().unwrap();
+    assert_eq!(*log.lock().unwrap(), (0..20).collect::<Vec<_>>());
+    // The default stream too.
+    let def = d.default_stream().unwrap();
+    let hit = Arc::new(Mutex::new(0));
+    let h = hit.clone();
+    def.host_callback(move |_| *h.lock().unwrap() += 1).unwrap();
+    def.synchronize().unwrap();
+    assert_eq!(*hit.lock().unwrap(), 1);
+}
+
+#[test]
+fn panic_surfaces_at_next_sync_and_not_permitted_inside() {
+    let d = common::device(0);
+    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let inner = Arc::new(Mutex::new(None));
+    let i2 = inner.clone();
+    let d2 = d.clone();
+    s.host_callback(move |_| {
+        *i2.lock().unwrap() = Some(d2.create_stream(&StreamDesc::new()).err());
+    })
+    .unwrap();
+    s.host_callback(|_| panic!("boom in callback")).unwrap();
+    let e = s.synchronize().unwrap_err();
+    assert!(
+        matches!(&e, Error::CallbackPanicked(m) if m.contains("boom")),
+        "{e:?}"
+    );
+    s.synchronize().unwrap();
+    assert!(matches!(
+        inner.lock().unwrap().take().flatten(),
+        Some(Error::NotPermitted(_))
+    ));
+}
+
+#[test]
+fn notify_completed_and_host_func_mixing() {
+    let d = common::device(0);
+    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let d2 = d.clone();
+    s.notify(move |r| {
+        // Second tier may call xstream.
+        let ok = d2.create_stream(&StreamDesc::new()).is_ok();
+        tx.send((r.is_ok(), ok)).unwrap();
+    })
+    .unwrap();
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(5)).unwrap(),
+        (true, true)
+    );
+    s.launch(Kernel::Delay(Duration::from_millis(10))).unwrap();
+    s.completed().unwrap().wait().unwrap();
+    assert!(matches!(
+        s.launch_host_func(|_| {}),
+        Err(Error::InvalidArgument(_))
+    ));
+    let h = d.create_stream(&StreamDesc::new()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    h.launch_host_func(move |r| tx.send(r.is_ok()).unwrap())
+        .unwrap();
+    h.synchronize().unwrap();
+    assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap());
+    assert!(matches!(
+        h.host_callback(|_| {}),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn dropped_stream_still_runs_callbacks() {
+    let d = common::device(1);
+    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    s.launch(Kernel::Delay(Duration::from_millis(50))).unwrap();
+    s.host_callback(move |r| tx.send(r.is_ok()).unwrap())
+        .unwrap();
+    drop(s);
+    assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap());
+}

@@ -1,0 +1,61 @@
+//! Buffers, copies, kernels, the per-stream allocator registry.
+mod common;
+
+use std::sync::Arc;
+
+use xstream_core::{Allocator, Buffer, Device, Error, HostAllocator, Kernel, Stream, StreamDesc};
+
+#[test]
+fn write_read_copy_memset_lcg() {
+    let d = common::device(0);
+    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let a = d.alloc(8).unwrap();
+    let b = d.alloc(8).unwrap();
+    assert_eq!(a.len(), 8);
+    assert_ne!(a.device_address(), 0);
+    assert!(d.alloc(0).is_err());
+    let zero = s.read(&a, 0, 8).unwrap();
+    s.write(&a, 0, vec![1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+    s.copy(&a, 0, &b, 0, 8).unwrap();
+    s.memset(&b, 4, 4, 9).unwrap();
+    s.launch(Kernel::Lcg { buf: &a, rounds: 2 }).unwrap();
+    let ra = s.read(&a, 0, 8).unwrap();
+    let rb = s.read(&b, 0, 8).unwrap();
+    assert!(matches!(s.read(&a, 4, 8), Err(Error::InvalidArgument(_))));
+    s.synchronize().unwrap();
+    assert_eq!(zero.take().unwrap(), vec![0; 8]);
+    let mut want = vec![1, 2, 3, 4, 5, 6, 7, 8];
+    xstream_core::lcg_reference(&mut want, 2);
+    assert_eq!(ra.take().unwrap(), want);
+    assert_eq!(rb.take().unwrap(), vec![1, 2, 3, 4, 9, 9, 9, 9]);
+    drop(a);
+    let other = common::device(1).alloc(8).unwrap();
+    assert!(matches!(
+        s.copy(&other, 0, &b, 0, 8),
+        Err(Error::WrongDevice(_))
+    ));
+}
+
+#[test]
+fn allocator_register_get_unregister() {
+    let d = common::device(0);
+    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    assert!(s.allocator().unwrap().is_none());
+    let h = HostAllocator::new();
+    let a: Arc<dyn Allocator> = h.clone();
+    s.set_allocator(Some(a.clone())).unwrap();
+    let got = s.allocator().unwrap().expect("registered");
+    assert!(Arc::ptr_eq(&got, &a));
+    let blk = got.alloc(32).unwrap();
+    assert_eq!(h.live_blocks(), 1);
+    got.free(blk);
+    s.set_allocator(Some(HostAllocator::new())).unwrap();
+    assert!(!Arc::ptr_eq(&s.allocator().unwrap().unwrap(), &a));
+    s.set_allocator(None).unwrap();
+    assert!(s.allocator().unwrap().is_none());
+    let def = d.default_stream().unwrap();
+    assert!(matches!(
+        def.set_allocator(Some(a)),
+        Err(Error::NotOwned { .. })
+    ));
+}

@@ -1,0 +1,299 @@
+//! Host devices: one shared context per ordinal (like a CUDA primary context), or isolated
+//! contexts for tests that poison a device.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+
+use xstream_core::callback::{ensure_not_in_callback, PendingCallbacks};
+use xstream_core::{
+    BackendKind, Capabilities, CreationReport, Device, DeviceInfo, Error, EventDesc, FlagReport,
+    NativeError, Priority, PriorityOutcome, Result, StreamDesc, StreamFlags,
+};
+
+use crate::conv::{HOST_FLAGS, HOST_PRIORITY_RANGE};
+use crate::worker::{Queue, QueueKind};
+use crate::{HostBuffer, HostEvent, HostStream};
+
+/// The environment variable that sets how many host devices there are (default 1).
+pub const DEVICES_ENV: &str = "XSTREAM_HOST_DEVICES";
+
+/// The largest device count [`DEVICES_ENV`] may ask for.
+pub const MAX_DEVICES: usize = 64;
+
+/// What the host backend supports (see the crate docs for what each means here).
+pub const HOST_CAPABILITIES: Capabilities = Capabilities::PRIORITY
+    .union(Capabilities::CAPTURE)
+    .union(Capabilities::ATTRIBUTES)
+    .union(Capabilities::NATIVE_TIMED_SYNC)
+    .union(Capabilities::STREAM_IDS)
+    .union(Capabilities::KERNELS)
+    .union(Capabilities::FAULT_INJECTION)
+    .union(Capabilities::CROSS_DEVICE_WAIT)
+    .union(Capabilities::LEGACY_DEFAULT_STREAM);
+
+/// Process-wide ids for streams and events (never recycled).
+pub(crate) fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[derive(Default)]
+struct Registry {
+    queues: HashMap<u64, Weak<Queue>>,
+    prune_at: usize,
+}
+
+/// The state of one context that its queues share (kept apart from [`HostDevice`] so that
+/// queues can hold it without a reference cycle through the default stream).
+pub(crate) struct DeviceShared {
+    pub ordinal: usize,
+    fault: OnceLock<Error>,
+    pub pending: PendingCallbacks,
+    registry: Mutex<Registry>,
+    default: OnceLock<Weak<Queue>>,
+}
+
+impl DeviceShared {
+    /// The sticky error, once the device faulted.
+    pub(crate) fn fault(&self) -> Option<Error> {
+        self.fault.get().cloned()
+    }
+
+    /// `Err(sticky error)` once the device faulted.
+    pub(crate) fn check(&self) -> Result<()> {
+        match self.fault.get() {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Poisons the device (the first fault wins) and fails every pending callback with the
+    /// sticky error, like CUDA's status-carrying callbacks after a context fault.
+    pub(crate) fn poison(&self, api: &'static str) -> Error {
+        let err = Error::DeviceLost(NativeError {
+            backend: BackendKind::Host,
+            api,
+            code: 700,
+            name: "HOST_DEVICE_FAULT",
+            sticky: true,
+            message: None,
+        });
+        if self.fault.set(err.clone()).is_ok() {
+            tracing::error!(device = self.ordinal, "host device fault: context poisoned");
+            let failed = self.pending.fail_all(&err);
+            tracing::debug!(
+                failed,
+                "pending host callbacks failed with the sticky error"
+            );
+        }
+        self.fault().unwrap_or(err)
+    }
+
+    pub(crate) fn register(&self, q: &Arc<Queue>) {
+        let mut r = lock(&self.registry);
+        if r.queues.len() >= r.prune_at {
+            r.queues.retain(|_, w| w.strong_count() > 0);
+            r.prune_at = (r.queues.len() * 2).max(64);
+        }
+        r.queues.insert(q.id, Arc::downgrade(q));
+    }
+
+    /// A live queue by id.
+    pub(crate) fn find(&self, id: u64) -> Option<Arc<Queue>> {
+        lock(&self.registry).queues.get(&id).and_then(Weak::upgrade)
+    }
+
+    /// Every live queue (streams dropped with work still queued included).
+    pub(crate) fn live_queues(&self) -> Vec<Arc<Queue>> {
+        lock(&self.registry)
+            .queues
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
+    pub(crate) fn default_queue(&self) -> Option<Arc<Queue>> {
+        self.default.get().and_then(Weak::upgrade)
+    }
+}
+
+struct DeviceInner {
+    info: DeviceInfo,
+    shared: Arc<DeviceShared>,
+    default_queue: Arc<Queue>,
+}
+
+/// A host device: one context with a default stream, the sticky fault state and the
+/// registry of its streams. Cheap to clone; clones share the context.
+#[derive(Clone)]
+pub struct HostDevice {
+    inner: Arc<DeviceInner>,
+}
+
+impl std::fmt::Debug for HostDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostDevice")
+            .field("name", &self.inner.info.name)
+            .field("faulted", &self.inner.shared.fault().is_some())
+            .finish()
+    }
+}
+
+/// How many host devices [`DEVICES_ENV`] asks for.
+pub(crate) fn device_count() -> Result<usize> {
+    match std::env::var(DEVICES_ENV) {
+        Err(std::env::VarError::NotPresent) => Ok(1),
+        Err(e) => Err(Error::invalid(format!("{DEVICES_ENV}: {e}"))),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n <= MAX_DEVICES => Ok(n),
+            _ => Err(Error::invalid(format!(
+                "{DEVICES_ENV}={v:?}: expected a device count from 0 to {MAX_DEVICES}"
+            ))),
+        },
+    }
+}
+
+/// The shared device of `ordinal` (created on first open).
+pub(crate) fn open(ordinal: usize) -> Result<HostDevice> {
+    ensure_not_in_callback()?;
+    let n = device_count()?;
+    if ordinal >= n {
+        return Err(Error::invalid(format!(
+            "host device {ordinal} does not exist ({n} host device(s); set {DEVICES_ENV})"
+        )));
+    }
+    static DEVICES: OnceLock<Mutex<HashMap<usize, HostDevice>>> = OnceLock::new();
+    let mut g = lock(DEVICES.get_or_init(Default::default));
+    Ok(g.entry(ordinal)
+        .or_insert_with(|| HostDevice::new_isolated(ordinal))
+        .clone())
+}
+
+impl HostDevice {
+    /// A fresh, independent context for `ordinal`: its own default stream, streams and fault
+    /// state, unlike [`Backend::open`](xstream_core::Backend::open), which returns the one
+    /// shared context of the ordinal. Tests that poison a device use this. The ordinal is a
+    /// label here; it is not checked against the device count.
+    pub fn new_isolated(ordinal: usize) -> Self {
+        let shared = Arc::new(DeviceShared {
+            ordinal,
+            fault: OnceLock::new(),
+            pending: PendingCallbacks::default(),
+            registry: Mutex::new(Registry::default()),
+            default: OnceLock::new(),
+        });
+        let (flags, native) = match HOST_FLAGS.stream_to_native(
+            StreamFlags::empty(),
+            xstream_core::TranslationPolicy::Strict,
+        ) {
+            Ok(t) => (t.effective, t.native),
+            Err(_) => (StreamFlags::empty(), 0),
+        };
+        let report = CreationReport {
+            flags: FlagReport::default(),
+            priority: PriorityOutcome {
+                requested: Priority::Normal,
+                native: HOST_PRIORITY_RANGE.default,
+                clamped_from: None,
+            },
+        };
+        let default_queue = Queue::new(
+            next_id(),
+            Some(format!("host-cpu-{ordinal}-default")),
+            Arc::clone(&shared),
+            flags,
+            native,
+            QueueKind::Default,
+            report,
+            HOST_PRIORITY_RANGE.default,
+        );
+        shared.register(&default_queue);
+        let _ = shared.default.set(Arc::downgrade(&default_queue));
+        let info = DeviceInfo {
+            backend: BackendKind::Host,
+            ordinal,
+            name: format!("host-cpu-{ordinal}"),
+            priority_range: HOST_PRIORITY_RANGE,
+            capabilities: HOST_CAPABILITIES,
+            max_streams: None,
+            driver: format!("xstream-host {} (std threads)", env!("CARGO_PKG_VERSION")),
+        };
+        Self {
+            inner: Arc::new(DeviceInner {
+                info,
+                shared,
+                default_queue,
+            }),
+        }
+    }
+
+    /// Whether two handles are the same context.
+    pub fn same_context(&self, other: &HostDevice) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// The sticky error, once a [`Kernel::Fault`](xstream_core::Kernel::Fault) poisoned the
+    /// device.
+    pub fn fault(&self) -> Option<Error> {
+        self.inner.shared.fault()
+    }
+
+    /// How many stream-blocking callbacks of this device have not run yet.
+    pub fn pending_callbacks(&self) -> usize {
+        self.inner.shared.pending.pending()
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<DeviceShared> {
+        &self.inner.shared
+    }
+
+    pub(crate) fn default_queue(&self) -> &Arc<Queue> {
+        &self.inner.default_queue
+    }
+}
+
+impl Device for HostDevice {
+    type B = crate::HostBackend;
+
+    fn info(&self) -> &DeviceInfo {
+        &self.inner.info
+    }
+
+    fn create_stream(&self, desc: &StreamDesc) -> Result<HostStream> {
+        ensure_not_in_callback()?;
+        self.inner.shared.check()?;
+        HostStream::create(self, desc)
+    }
+
+    fn default_stream(&self) -> Result<HostStream> {
+        ensure_not_in_callback()?;
+        Ok(HostStream::default_of(self))
+    }
+
+    fn create_event(&self, desc: &EventDesc) -> Result<HostEvent> {
+        ensure_not_in_callback()?;
+        self.inner.shared.check()?;
+        HostEvent::create(self, desc)
+    }
+
+    fn alloc(&self, len: usize) -> Result<HostBuffer> {
+        ensure_not_in_callback()?;
+        self.inner.shared.check()?;
+        HostBuffer::alloc(len)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        ensure_not_in_callback()?;
+        let _span =
+            tracing::debug_span!("device_synchronize", device = self.inner.info.ordinal).entered();
+        for q in self.inner.shared.live_queues() {
+            q.wait_for(q.enqueued(), None, crate::conv::WaitMode::Block);
+        }
+        self.inner.shared.check()
+    }
+}

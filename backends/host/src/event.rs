@@ -1,0 +1,312 @@
+//! Host events.
+//!
+//! Each `record` creates a [`RecordSlot`]: a one-shot completion (status, timestamp, waiters)
+//! that the stream's worker completes when it reaches the record. The event points at its
+//! latest slot. `wait_event` snapshots the slot current at call time, so re-recording later
+//! (or dropping the event) does not change a wait already enqueued — CUDA's observed rule —
+//! and records completing out of order on different streams cannot satisfy the wrong wait.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use xstream_core::callback::ensure_not_in_callback;
+use xstream_core::completion::{completion, CompletionSignal};
+use xstream_core::{
+    check_timeout, CaptureErrorKind, Completion, Error, Event, EventDesc, EventFlags, Result,
+    Status,
+};
+
+use crate::conv::{map_event_wait, WaitMode, HOST_FLAGS};
+use crate::device::next_id;
+use crate::worker::{wait_until, Queue};
+use crate::{HostBackend, HostDevice, HostStream};
+
+struct Done {
+    at: Option<Instant>,
+    status: Result<()>,
+}
+
+#[derive(Default)]
+struct SlotState {
+    done: Option<Done>,
+    waiters: Vec<CompletionSignal>,
+}
+
+/// One record of an event.
+pub(crate) struct RecordSlot {
+    state: Mutex<SlotState>,
+    cv: Condvar,
+    done: AtomicBool,
+    timing: bool,
+}
+
+impl RecordSlot {
+    pub(crate) fn new(timing: bool) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(SlotState::default()),
+            cv: Condvar::new(),
+            done: AtomicBool::new(false),
+            timing,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SlotState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Completes the record (worker side): timestamp, wake waiters, resolve futures.
+    pub(crate) fn complete(&self, status: Result<()>) {
+        let at = self.timing.then(Instant::now);
+        let waiters = {
+            let mut g = self.lock();
+            let waiters = std::mem::take(&mut g.waiters);
+            g.done = Some(Done {
+                at,
+                status: status.clone(),
+            });
+            self.done.store(true, Ordering::Release);
+            waiters
+        };
+        self.cv.notify_all();
+        for w in waiters {
+            w.complete(status.clone());
+        }
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    /// Waits for completion; `false` when `deadline` passed first.
+    pub(crate) fn wait(&self, deadline: Option<Instant>, mode: WaitMode) -> bool {
+        wait_until(&self.state, &self.cv, || self.is_done(), mode, deadline)
+    }
+
+    fn status(&self) -> Option<Result<()>> {
+        self.lock().done.as_ref().map(|d| d.status.clone())
+    }
+
+    fn timestamp(&self) -> Option<Option<Instant>> {
+        self.lock().done.as_ref().map(|d| d.at)
+    }
+
+    /// A future resolved by the worker when the record completes (no polling).
+    fn completion(&self) -> Completion {
+        let mut g = self.lock();
+        match &g.done {
+            Some(d) => Completion::ready(d.status.clone()),
+            None => {
+                let (c, s) = completion();
+                g.waiters.push(s);
+                c
+            }
+        }
+    }
+}
+
+/// What an event's latest record is.
+#[derive(Clone)]
+pub(crate) enum Latest {
+    /// Never recorded: complete, waits are no-ops.
+    Never,
+    /// An executing record.
+    Real(Arc<RecordSlot>),
+    /// Recorded into a capture (a graph node, not an execution).
+    Captured { queue: Weak<Queue>, epoch: u64 },
+}
+
+impl Latest {
+    /// The capturing queue when this is a record inside a capture that is still under way.
+    pub(crate) fn active_capture(&self) -> Option<Arc<Queue>> {
+        match self {
+            Latest::Captured { queue, epoch } => queue
+                .upgrade()
+                .filter(|q| q.capture.is_capturing() && q.capture_rec().epoch == *epoch),
+            _ => None,
+        }
+    }
+}
+
+/// The state one event's handles and its graph nodes share.
+pub(crate) struct EventInner {
+    pub id: u64,
+    pub device: HostDevice,
+    pub flags: EventFlags,
+    pub native: u32,
+    latest: Mutex<Latest>,
+}
+
+impl std::fmt::Debug for EventInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventInner")
+            .field("id", &self.id)
+            .field("flags", &self.flags)
+            .finish()
+    }
+}
+
+impl EventInner {
+    pub(crate) fn latest(&self) -> Latest {
+        self.latest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn set_latest(&self, l: Latest) {
+        *self.latest.lock().unwrap_or_else(|e| e.into_inner()) = l;
+    }
+
+    pub(crate) fn timing(&self) -> bool {
+        !self.flags.contains(EventFlags::DISABLE_TIMING)
+    }
+}
+
+/// A host event.
+#[derive(Debug)]
+pub struct HostEvent {
+    pub(crate) inner: Arc<EventInner>,
+}
+
+impl HostEvent {
+    pub(crate) fn create(device: &HostDevice, desc: &EventDesc) -> Result<Self> {
+        let t = HOST_FLAGS.event_to_native(desc.flags, desc.policy)?;
+        let id = next_id();
+        tracing::debug!(event = id, flags = ?t.effective, "create host event");
+        Ok(Self {
+            inner: Arc::new(EventInner {
+                id,
+                device: device.clone(),
+                flags: t.effective,
+                native: t.native,
+                latest: Mutex::new(Latest::Never),
+            }),
+        })
+    }
+
+    /// The event's native bits (see [`crate::conv`]).
+    pub fn native_flags(&self) -> u32 {
+        self.inner.native
+    }
+
+    /// The process-unique event id (also [`Event::as_raw`]).
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The latest record's slot for a query/sync; `None` when there is nothing to wait for.
+    ///
+    /// # Errors
+    /// A capture error (invalidating that capture) when the latest record is inside a capture
+    /// under way (CUDA: `CUDA_ERROR_CAPTURED_EVENT`).
+    fn executing_slot(&self, op: &'static str) -> Result<Option<Arc<RecordSlot>>> {
+        let latest = self.inner.latest();
+        if let Some(q) = latest.active_capture() {
+            q.capture.invalidate();
+            return Err(Error::Capture {
+                op,
+                kind: CaptureErrorKind::Unsupported,
+            });
+        }
+        Ok(match latest {
+            Latest::Real(s) => Some(s),
+            // A capture that ended left a graph node, not an execution: nothing to wait for.
+            Latest::Never | Latest::Captured { .. } => None,
+        })
+    }
+
+    fn sync(&self, op: &'static str, timeout: Option<Duration>) -> Result<()> {
+        ensure_not_in_callback()?;
+        let _span = tracing::debug_span!("event_synchronize", event = self.inner.id).entered();
+        self.inner.device.shared().check()?;
+        let Some(slot) = self.executing_slot(op)? else {
+            return Ok(());
+        };
+        let deadline = timeout.map(|t| Instant::now() + t);
+        if !slot.wait(deadline, map_event_wait(self.inner.native)) {
+            return Err(Error::Timeout(timeout.unwrap_or_default()));
+        }
+        self.inner.device.shared().check()?;
+        slot.status().unwrap_or(Ok(()))
+    }
+}
+
+impl Event for HostEvent {
+    type B = HostBackend;
+    type Raw = u64;
+
+    fn device(&self) -> &HostDevice {
+        &self.inner.device
+    }
+
+    fn flags(&self) -> EventFlags {
+        self.inner.flags
+    }
+
+    fn record(&self, stream: &HostStream) -> Result<()> {
+        ensure_not_in_callback()?;
+        stream.record_event(self)
+    }
+
+    fn query(&self) -> Result<Status> {
+        ensure_not_in_callback()?;
+        self.inner.device.shared().check()?;
+        match self.executing_slot("event_query")? {
+            None => Ok(Status::Ready),
+            Some(s) => match s.status() {
+                None => Ok(Status::Pending),
+                Some(r) => r.map(|()| Status::Ready),
+            },
+        }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.sync("event_synchronize", None)
+    }
+
+    fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
+        ensure_not_in_callback()?;
+        check_timeout(timeout)?;
+        self.sync("event_synchronize", Some(timeout))
+    }
+
+    fn elapsed_ms(&self, end: &Self) -> Result<f32> {
+        ensure_not_in_callback()?;
+        if !self.inner.timing() || !end.inner.timing() {
+            return Err(Error::TimingDisabled);
+        }
+        let slot = |e: &HostEvent| match e.inner.latest() {
+            Latest::Real(s) => Ok(s),
+            Latest::Never | Latest::Captured { .. } => Err(Error::EventNotRecorded),
+        };
+        let (a, b) = (slot(self)?, slot(end)?);
+        match (a.timestamp(), b.timestamp()) {
+            (Some(Some(a)), Some(Some(b))) => {
+                let ms = if b >= a {
+                    (b - a).as_secs_f64() * 1e3
+                } else {
+                    -((a - b).as_secs_f64() * 1e3)
+                };
+                Ok(ms as f32)
+            }
+            (Some(None), _) | (_, Some(None)) => Err(Error::TimingDisabled),
+            _ => Err(Error::NotReady),
+        }
+    }
+
+    fn completed(&self) -> Result<Completion> {
+        ensure_not_in_callback()?;
+        if let Some(e) = self.inner.device.shared().fault() {
+            return Ok(Completion::ready(Err(e)));
+        }
+        Ok(match self.executing_slot("event_completed")? {
+            None => Completion::ready(Ok(())),
+            Some(s) => s.completion(),
+        })
+    }
+
+    fn as_raw(&self) -> u64 {
+        self.inner.id
+    }
+}

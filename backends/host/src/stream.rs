@@ -1,0 +1,581 @@
+//! Host streams: handles over a [`Queue`] executed by one worker thread.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use xstream_core::callback::{ensure_not_in_callback, CallbackSlot, HostCallback};
+use xstream_core::{
+    check_range, check_timeout, Allocator, BackendKind, Borrowed, CaptureErrorKind, CaptureMode,
+    CaptureStatus, CreationReport, Error, Kernel, Ownership, Readback, Result, Status, Stream,
+    StreamAttr, StreamAttrValue, StreamDesc, StreamFlags,
+};
+
+use crate::conv::{map_stream_wait, HOST_FLAGS, HOST_PRIORITY_RANGE};
+use crate::device::next_id;
+use crate::event::{Latest, RecordSlot};
+use crate::worker::{CaptureRec, Node, Op, Queue, QueueKind};
+use crate::{HostBackend, HostBuffer, HostDevice, HostEvent, HostGraph};
+
+/// A host stream: an in-order queue executed by a worker thread.
+///
+/// Handles: the owned stream from [`Device::create_stream`](xstream_core::Device), the
+/// device's default stream ([`Ownership::Default`]) and borrowed views from
+/// [`Stream::from_raw`] share their queue. Dropping the owned handle neither blocks nor
+/// cancels: the worker keeps the queue alive until its work (callbacks included) ran.
+#[derive(Debug)]
+pub struct HostStream {
+    queue: Arc<Queue>,
+    device: HostDevice,
+    ownership: Ownership,
+}
+
+impl HostStream {
+    pub(crate) fn create(device: &HostDevice, desc: &StreamDesc) -> Result<Self> {
+        let t = HOST_FLAGS.stream_to_native(desc.flags, desc.policy)?;
+        let p = HOST_PRIORITY_RANGE.resolve(desc.priority, desc.policy)?;
+        let kind = if t.effective.contains(StreamFlags::NON_BLOCKING) {
+            QueueKind::NonBlocking
+        } else {
+            QueueKind::Blocking
+        };
+        let q = Queue::new(
+            next_id(),
+            desc.name.clone(),
+            Arc::clone(device.shared()),
+            t.effective,
+            t.native,
+            kind,
+            CreationReport {
+                flags: t.report,
+                priority: p,
+            },
+            p.native,
+        );
+        device.shared().register(&q);
+        tracing::debug!(stream = q.id, name = ?q.name, flags = ?q.flags, priority = p.native,
+            "create host stream");
+        let s = Self {
+            queue: q,
+            device: device.clone(),
+            ownership: Ownership::Owned,
+        };
+        if s.queue.flags.contains(StreamFlags::PERSISTENT) {
+            s.start_capture(CaptureMode::Relaxed)?;
+        }
+        Ok(s)
+    }
+
+    pub(crate) fn default_of(device: &HostDevice) -> Self {
+        Self {
+            queue: Arc::clone(device.default_queue()),
+            device: device.clone(),
+            ownership: Ownership::Default,
+        }
+    }
+
+    /// The stream's native bits (see [`crate::conv`]).
+    pub fn native_flags(&self) -> u32 {
+        self.queue.native_flags
+    }
+
+    /// Work items enqueued for execution so far (implicit default-stream waits included).
+    pub fn enqueued_count(&self) -> u64 {
+        self.queue.enqueued()
+    }
+
+    /// Work items completed so far.
+    pub fn completed_count(&self) -> u64 {
+        self.queue.completed()
+    }
+
+    fn is_persistent_recording(&self) -> bool {
+        self.queue.flags.contains(StreamFlags::PERSISTENT) && self.queue.capture.is_capturing()
+    }
+
+    fn check_owned(&self, op: &'static str) -> Result<()> {
+        match self.ownership {
+            Ownership::Borrowed => Err(Error::NotOwned {
+                kind: "borrowed",
+                op,
+            }),
+            Ownership::Owned | Ownership::Default => Ok(()),
+        }
+    }
+
+    fn start_capture(&self, mode: CaptureMode) -> Result<()> {
+        let mut rec = self.queue.capture_rec();
+        self.queue.capture.begin()?;
+        rec.nodes.clear();
+        rec.mode = mode;
+        rec.thread = Some(std::thread::current().id());
+        rec.epoch += 1;
+        Ok(())
+    }
+
+    /// Runs `f` on the capture list when the stream is capturing (`Some`), else `None`.
+    fn with_capture(&self, f: impl FnOnce(&mut CaptureRec) -> Result<()>) -> Option<Result<()>> {
+        if !self.queue.capture.is_capturing() {
+            return None;
+        }
+        let mut rec = self.queue.capture_rec();
+        // Re-checked under the lock that end_capture holds.
+        if !self.queue.capture.is_capturing() {
+            return None;
+        }
+        Some(f(&mut rec))
+    }
+
+    /// Records `node` when capturing, else enqueues it for execution.
+    fn submit(&self, op: &'static str, node: Node) -> Result<()> {
+        self.device.shared().check()?;
+        let mut node = Some(node);
+        if let Some(r) = self.with_capture(|rec| {
+            self.queue.capture.gate_enqueue(op)?;
+            rec.nodes.extend(node.take());
+            Ok(())
+        }) {
+            return r;
+        }
+        match node {
+            Some(n) => self.queue.push(Op::Node(n)),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn record_event(&self, event: &HostEvent) -> Result<()> {
+        if !event.inner.device.same_context(&self.device) {
+            return Err(Error::WrongDevice(format!(
+                "event {} belongs to another host context than stream {}",
+                event.inner.id, self.queue.id
+            )));
+        }
+        self.device.shared().check()?;
+        if let Some(r) = self.with_capture(|rec| {
+            self.queue.capture.gate_enqueue("event_record")?;
+            rec.nodes.push(Node::Record(Arc::clone(&event.inner)));
+            event.inner.set_latest(Latest::Captured {
+                queue: Arc::downgrade(&self.queue),
+                epoch: rec.epoch,
+            });
+            Ok(())
+        }) {
+            return r;
+        }
+        let slot = RecordSlot::new(event.inner.timing());
+        self.queue.push(Op::Record(Arc::clone(&slot)))?;
+        event.inner.set_latest(Latest::Real(slot));
+        Ok(())
+    }
+
+    pub(crate) fn launch_graph(&self, nodes: &[Node]) -> Result<()> {
+        self.device.shared().check()?;
+        if let Some(r) = self.with_capture(|rec| {
+            self.queue.capture.gate_enqueue("graph_launch")?;
+            for n in nodes {
+                if let Node::Record(ev) = n {
+                    ev.set_latest(Latest::Captured {
+                        queue: Arc::downgrade(&self.queue),
+                        epoch: rec.epoch,
+                    });
+                }
+                rec.nodes.push(n.clone());
+            }
+            Ok(())
+        }) {
+            return r;
+        }
+        let mut ops = Vec::with_capacity(nodes.len());
+        let mut records = Vec::new();
+        for n in nodes {
+            match n {
+                Node::Record(ev) => {
+                    let s = RecordSlot::new(ev.timing());
+                    records.push((Arc::clone(ev), Arc::clone(&s)));
+                    ops.push(Op::Record(s));
+                }
+                other => ops.push(Op::Node(other.clone())),
+            }
+        }
+        self.queue.push(Op::Graph(ops))?;
+        for (ev, s) in records {
+            ev.set_latest(Latest::Real(s));
+        }
+        Ok(())
+    }
+
+    fn sync(&self, timeout: Option<Duration>) -> Result<()> {
+        let _span = tracing::debug_span!("stream_synchronize", stream = self.queue.id,
+            name = ?self.queue.name)
+        .entered();
+        if self.is_persistent_recording() {
+            return Ok(());
+        }
+        self.queue.capture.gate("stream_synchronize")?;
+        let target = self.queue.enqueued();
+        let mode = map_stream_wait(self.queue.native_flags, self.queue.attrs().sync);
+        let deadline = timeout.map(|t| Instant::now() + t);
+        if !self.queue.wait_for(target, deadline, mode) {
+            return Err(Error::Timeout(timeout.unwrap_or_default()));
+        }
+        self.device.shared().check()?;
+        self.queue.panics.take()
+    }
+}
+
+impl Drop for HostStream {
+    fn drop(&mut self) {
+        if self.ownership == Ownership::Owned {
+            tracing::debug!(stream = self.queue.id, name = ?self.queue.name,
+                pending = self.queue.enqueued() - self.queue.completed(), "destroy host stream");
+            self.queue.close();
+        }
+    }
+}
+
+impl Stream for HostStream {
+    type B = HostBackend;
+    type Raw = u64;
+
+    fn device(&self) -> &HostDevice {
+        &self.device
+    }
+
+    fn id(&self) -> u64 {
+        self.queue.id
+    }
+
+    fn name(&self) -> Option<&str> {
+        self.queue.name.as_deref()
+    }
+
+    fn flags(&self) -> StreamFlags {
+        self.queue.flags
+    }
+
+    fn priority(&self) -> i32 {
+        self.queue.attrs().priority
+    }
+
+    fn report(&self) -> &CreationReport {
+        &self.queue.report
+    }
+
+    fn ownership(&self) -> Ownership {
+        self.ownership
+    }
+
+    fn query(&self) -> Result<Status> {
+        ensure_not_in_callback()?;
+        if self.is_persistent_recording() {
+            return Ok(Status::Ready);
+        }
+        self.queue.capture.gate("stream_query")?;
+        self.device.shared().check()?;
+        Ok(if self.queue.completed() >= self.queue.enqueued() {
+            Status::Ready
+        } else {
+            Status::Pending
+        })
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.sync(None)
+    }
+
+    fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
+        ensure_not_in_callback()?;
+        check_timeout(timeout)?;
+        self.sync(Some(timeout))
+    }
+
+    fn wait_event(&self, event: &HostEvent) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.device.shared().check()?;
+        let latest = event.inner.latest();
+        if let Some(r) = self.with_capture(|rec| {
+            self.queue.capture.gate_enqueue("wait_event")?;
+            match &latest {
+                Latest::Never => Ok(()),
+                Latest::Captured { queue, epoch }
+                    if std::ptr::eq(queue.as_ptr(), Arc::as_ptr(&self.queue))
+                        && *epoch == rec.epoch =>
+                {
+                    rec.nodes.push(Node::WaitLocal);
+                    Ok(())
+                }
+                // A record made outside this capture (CUDA: STREAM_CAPTURE_ISOLATION).
+                Latest::Real(_) | Latest::Captured { .. } => {
+                    self.queue.capture.invalidate();
+                    Err(Error::Capture {
+                        op: "wait_event",
+                        kind: CaptureErrorKind::Isolation,
+                    })
+                }
+            }
+        }) {
+            return r;
+        }
+        match latest {
+            Latest::Never => Ok(()),
+            // Already complete: nothing to wait for.
+            Latest::Real(slot) if slot.is_done() => Ok(()),
+            Latest::Real(slot) => self.queue.push(Op::Wait(slot)),
+            captured @ Latest::Captured { .. } => match captured.active_capture() {
+                // Joining another stream into a capture (CUDA's fork) is not supported here:
+                // refuse and break that capture rather than wait on a graph node.
+                Some(q) => {
+                    q.capture.invalidate();
+                    Err(Error::Capture {
+                        op: "wait_event",
+                        kind: CaptureErrorKind::Unsupported,
+                    })
+                }
+                None => Ok(()),
+            },
+        }
+    }
+
+    fn enqueue_callback(&self, f: HostCallback) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.device.shared().check()?;
+        if self.queue.capture.is_capturing() {
+            // An exactly-once callback cannot be replayed: refused, capture invalidated.
+            self.queue.capture.gate("host_callback")?;
+        }
+        tracing::trace!(stream = self.queue.id, name = ?self.queue.name, "enqueue host callback");
+        let slot = CallbackSlot::new(f, Arc::clone(&self.queue.panics));
+        self.queue.push(Op::Callback(Arc::clone(&slot)))?;
+        // Tracked after the push, so a failed enqueue drops the callback without calling it;
+        // a fault in between is harmless (the worker fires the slot with the sticky error).
+        self.device.shared().pending.track(&slot);
+        Ok(())
+    }
+
+    fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
+        ensure_not_in_callback()?;
+        match self.ownership {
+            Ownership::Default => {
+                return Err(Error::Capture {
+                    op: "begin_capture",
+                    kind: CaptureErrorKind::NotCapturable,
+                })
+            }
+            Ownership::Borrowed => {
+                return Err(Error::NotOwned {
+                    kind: "borrowed",
+                    op: "begin_capture",
+                })
+            }
+            Ownership::Owned => {}
+        }
+        self.device.shared().check()?;
+        self.start_capture(mode)
+    }
+
+    fn end_capture(&self) -> Result<HostGraph> {
+        ensure_not_in_callback()?;
+        let mut rec = self.queue.capture_rec();
+        let me = std::thread::current().id();
+        if self.queue.capture.is_capturing()
+            && rec.mode != CaptureMode::Relaxed
+            && rec.thread != Some(me)
+        {
+            return Err(Error::Capture {
+                op: "end_capture",
+                kind: CaptureErrorKind::WrongThread,
+            });
+        }
+        let nodes = std::mem::take(&mut rec.nodes);
+        let ended = self.queue.capture.end();
+        if self.queue.flags.contains(StreamFlags::PERSISTENT) {
+            // A persistent stream keeps recording: the next graph starts empty.
+            if self.queue.capture.begin().is_ok() {
+                rec.mode = CaptureMode::Relaxed;
+                rec.thread = Some(me);
+                rec.epoch += 1;
+            }
+        }
+        drop(rec);
+        ended?;
+        tracing::debug!(stream = self.queue.id, nodes = nodes.len(), "capture ended");
+        Ok(HostGraph::new(self.device.clone(), nodes))
+    }
+
+    fn capture_status(&self) -> CaptureStatus {
+        self.queue.capture.status()
+    }
+
+    fn attribute(&self, attr: StreamAttr) -> Result<StreamAttrValue> {
+        ensure_not_in_callback()?;
+        let a = *self.queue.attrs();
+        match attr {
+            StreamAttr::Priority => Ok(StreamAttrValue::Priority(a.priority)),
+            StreamAttr::SyncPolicy => Ok(StreamAttrValue::SyncPolicy(a.sync)),
+            StreamAttr::FailureMode => Ok(StreamAttrValue::FailureMode(a.failure)),
+            StreamAttr::UserTag => Ok(StreamAttrValue::UserTag(a.tag)),
+            StreamAttr::AccessPolicyWindow => Err(Error::unsupported(
+                BackendKind::Host,
+                "the AccessPolicyWindow attribute (host memory has no L2 window to steer)",
+            )),
+        }
+    }
+
+    fn set_attribute(&self, value: StreamAttrValue) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.check_owned("set_attribute")?;
+        value.validate()?;
+        let mut a = self.queue.attrs();
+        match value {
+            StreamAttrValue::Priority(p) => {
+                if !HOST_PRIORITY_RANGE.contains(p) {
+                    return Err(Error::invalid(format!(
+                        "priority {p} is outside the host range [least {}, greatest {}]",
+                        HOST_PRIORITY_RANGE.least, HOST_PRIORITY_RANGE.greatest
+                    )));
+                }
+                a.priority = p;
+            }
+            StreamAttrValue::SyncPolicy(s) => a.sync = s,
+            StreamAttrValue::FailureMode(f) => a.failure = f,
+            StreamAttrValue::UserTag(t) => a.tag = t,
+            StreamAttrValue::AccessPolicyWindow(_) => {
+                return Err(Error::unsupported(
+                    BackendKind::Host,
+                    "the AccessPolicyWindow attribute (host memory has no L2 window to steer)",
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    fn copy_attributes_from(&self, src: &Self) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.check_owned("copy_attributes_from")?;
+        let v = *src.queue.attrs();
+        *self.queue.attrs() = v;
+        Ok(())
+    }
+
+    fn set_allocator(&self, allocator: Option<Arc<dyn Allocator>>) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.check_owned("set_allocator")?;
+        self.queue.allocator.set(allocator);
+        Ok(())
+    }
+
+    fn allocator(&self) -> Result<Option<Arc<dyn Allocator>>> {
+        ensure_not_in_callback()?;
+        Ok(self.queue.allocator.get())
+    }
+
+    fn memset(&self, buf: &HostBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
+        ensure_not_in_callback()?;
+        check_range("memset", buf.inner_len(), offset, len)?;
+        self.submit(
+            "memset",
+            Node::Memset {
+                buf: Arc::clone(&buf.inner),
+                offset,
+                len,
+                value,
+            },
+        )
+    }
+
+    fn write(&self, dst: &HostBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
+        ensure_not_in_callback()?;
+        check_range("write", dst.inner_len(), offset, data.len())?;
+        self.submit(
+            "write",
+            Node::Write {
+                dst: Arc::clone(&dst.inner),
+                offset,
+                data: Arc::new(data),
+            },
+        )
+    }
+
+    fn read(&self, src: &HostBuffer, offset: usize, len: usize) -> Result<Readback> {
+        ensure_not_in_callback()?;
+        check_range("read", src.inner_len(), offset, len)?;
+        self.device.shared().check()?;
+        // A Readback is filled once and cannot be refilled by replays, so a read is not
+        // capturable (CUDA likewise refuses pageable device-to-host copies in a capture).
+        self.queue.capture.gate("read")?;
+        let (rb, fill) = Readback::new();
+        self.queue.push(Op::Read {
+            src: Arc::clone(&src.inner),
+            offset,
+            len,
+            fill,
+        })?;
+        Ok(rb)
+    }
+
+    fn copy(
+        &self,
+        src: &HostBuffer,
+        src_offset: usize,
+        dst: &HostBuffer,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        check_range("copy source", src.inner_len(), src_offset, len)?;
+        check_range("copy destination", dst.inner_len(), dst_offset, len)?;
+        self.submit(
+            "copy",
+            Node::Copy {
+                src: Arc::clone(&src.inner),
+                src_offset,
+                dst: Arc::clone(&dst.inner),
+                dst_offset,
+                len,
+            },
+        )
+    }
+
+    fn launch(&self, kernel: Kernel<'_, HostBuffer>) -> Result<()> {
+        ensure_not_in_callback()?;
+        let node = match kernel {
+            Kernel::Delay(d) => Node::Delay(d),
+            Kernel::Lcg { buf, rounds } => {
+                if buf.inner_len() % 4 != 0 {
+                    return Err(Error::invalid(format!(
+                        "the LCG kernel needs a length that is a multiple of 4, got {}",
+                        buf.inner_len()
+                    )));
+                }
+                Node::Lcg {
+                    buf: Arc::clone(&buf.inner),
+                    rounds,
+                }
+            }
+            Kernel::Fault => Node::Fault,
+        };
+        self.submit("launch", node)
+    }
+
+    fn as_raw(&self) -> u64 {
+        self.queue.id
+    }
+
+    // The trait declares this `unsafe` for vendor handles; on the host a raw handle is only an
+    // id looked up in the device's registry, so nothing here relies on the caller's promise.
+    #[allow(unsafe_code)]
+    unsafe fn from_raw<'a>(device: &HostDevice, raw: u64) -> Result<Borrowed<'a, Self>> {
+        ensure_not_in_callback()?;
+        match device.shared().find(raw) {
+            Some(queue) => Ok(Borrowed::new(Self {
+                queue,
+                device: device.clone(),
+                ownership: Ownership::Borrowed,
+            })),
+            None => Err(Error::invalid(format!(
+                "no live stream with id {raw} on {}",
+                xstream_core::Device::info(device).name
+            ))),
+        }
+    }
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# gpu-run.sh: run the bundle made by scripts/gpu-bundle.sh on the GPU machine.
+#
+# Called by the device `run` tool from the repository root, with carry ["gpu-bundle"]:
+#     bash gpu-bundle/gpu-run.sh
+#     SANITIZE=xstream-cuda--cuda--test bash gpu-bundle/gpu-run.sh   # one binary under compute-sanitizer
+#     ONLY=cuda bash gpu-bundle/gpu-run.sh                            # only manifest names matching
+# Flow: driver info -> each test binary of gpu-bundle/manifest.tsv (CUDA ones with
+# --test-threads=1, 300 s each) -> bench/CLI smoke if present -> logs in $OUT (few files:
+# only 8 come back) -> a short PASS/FAIL summary printed last (12,000 chars of output come back).
+set -uo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+OUT="${OUT:-$HERE/out}"
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/usr/local/nvidia/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export RUST_BACKTRACE=1
+LOG="$OUT/tests.log"
+SUM="$OUT/summary.txt"
+: >"$LOG"; : >"$SUM"
+
+{
+    echo "== machine"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode,persistence_mode --format=csv 2>&1 || echo "nvidia-smi unavailable"
+    nvidia-smi 2>&1 | head -15
+    ls -l /usr/local/nvidia/lib64/libcuda.so* 2>&1 | head -3
+} >"$OUT/machine.txt" 2>&1
+head -4 "$OUT/machine.txt"
+
+run_one() { # name
+    local name="$1" bin="$HERE/bin/$1" args=()
+    case "$name" in *cuda*) args+=(--test-threads=1) ;; esac
+    echo "===== $name" >>"$LOG"
+    local t0=$SECONDS
+    timeout 300 "$bin" "${args[@]}" --nocapture >>"$LOG.tmp" 2>&1
+    local rc=$?
+    cat "$LOG.tmp" >>"$LOG"
+    local res; res=$(grep -E "^test result:" "$LOG.tmp" | tail -1)
+    local skips; skips=$(grep -c "^SKIP:" "$LOG.tmp")
+    local fails; fails=$(grep -E "^test .* FAILED$" "$LOG.tmp" | sed 's/^test //; s/ \.\.\. FAILED$//' | tr '\n' ' ')
+    rm -f "$LOG.tmp"
+    local verdict=PASS; [ $rc -eq 0 ] || verdict="FAIL(rc=$rc)"
+    printf '%-6s %-55s %4ss skips=%s %s %s\n' "$verdict" "$name" "$((SECONDS - t0))" "$skips" "${res#test result: }" "${fails:+failed: $fails}" >>"$SUM"
+}
+
+while IFS=$'\t' read -r name pkg tgt; do
+    [ -n "$name" ] || continue
+    [ -z "${ONLY:-}" ] || [[ "$name" == *"$ONLY"* ]] || continue
+    run_one "$name"
+done <"$HERE/manifest.tsv"
+
+if [ -n "${SANITIZE:-}" ]; then
+    if command -v compute-sanitizer >/dev/null; then
+        echo "===== compute-sanitizer $SANITIZE" >"$OUT/sanitizer.log"
+        timeout 500 compute-sanitizer --tool memcheck --leak-check no \
+            "$HERE/bin/$SANITIZE" --test-threads=1 --skip fault >>"$OUT/sanitizer.log" 2>&1
+        echo "SANITIZE $SANITIZE rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1)" >>"$SUM"
+    else
+        echo "SANITIZE: compute-sanitizer not found" >>"$SUM"
+    fi
+fi
+
+if [ -x "$HERE/bin/xstream" ]; then
+    timeout 60 "$HERE/bin/xstream" info >"$OUT/cli.log" 2>&1
+    echo "CLI xstream info rc=$?" >>"$SUM"
+fi
+
+echo
+echo "== failing tests (tail of log)"
+grep -E "panicked at|^test .* FAILED|^---- " "$LOG" | tail -40
+echo
+echo "== SUMMARY (full logs: tests.log, summary.txt, machine.txt in \$OUT)"
+cat "$SUM"
+grep -q "^FAIL" "$SUM" && exit 1 || exit 0
