@@ -314,21 +314,29 @@ impl FlagTable {
         s.push_str("| object | portable flag | kind | native | note |\n|---|---|---|---|---|\n");
         fn rows<F: Flags + Copy + PartialEq>(s: &mut String, what: &str, rows: &[FlagRow<F>]) {
             for r in rows {
-                let (bits, note) = match r.translation {
-                    Translation::Native { set, clear } => {
-                        (format!("set `{set:#x}` clear `{clear:#x}`"), "")
+                let native = r.native_name.replace('|', "\\|");
+                let (native, note) = match r.translation {
+                    Translation::Native { set: 0, clear: 0 } => (
+                        native,
+                        "inherent: every object of this backend behaves this way",
+                    ),
+                    Translation::Native { set, clear: 0 } => {
+                        (format!("{native} (`{set:#x}`)"), "")
                     }
+                    Translation::Native { set, clear } => (
+                        format!("{native} (set `{set:#x}`, clear `{clear:#x}`)"),
+                        "",
+                    ),
                     Translation::Emulated(t)
                     | Translation::Hint(t)
-                    | Translation::Unsupported(t) => (String::from("-"), t),
+                    | Translation::Unsupported(t) => (native, t),
                 };
                 s.push_str(&format!(
-                    "| {what} | `{}` | {} | {} {} | {} |\n",
+                    "| {what} | `{}` | {} | {} | {} |\n",
                     flag_name(r.flag),
                     r.translation.kind(),
-                    r.native_name,
-                    bits,
-                    note
+                    native,
+                    note.replace('|', "\\|")
                 ));
             }
         }
