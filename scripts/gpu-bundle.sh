@@ -13,7 +13,8 @@
 #        bash gpu-bundle/gpu-run.sh            (or: SANITIZE=<binary-name> bash gpu-bundle/gpu-run.sh)
 #      which writes logs under $OUT and prints a short PASS/FAIL summary last.
 #
-# Env: FEATURES (default "cuda"), CARGO_TARGET_DIR (default: cargo's), JOBS (default 2).
+# Env: FEATURES (default "cuda"), CARGO_TARGET_DIR (default: cargo's), JOBS (default 2),
+#      PICK (regex of executables to bundle; default: the CUDA ones, which are what the GPU adds).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FEATURES="${FEATURES:-cuda}"
@@ -29,9 +30,9 @@ if ! cargo test --workspace --no-run --features "$FEATURES" -j "$JOBS" --message
         echo "FATAL: xstream-cuda tests do not build"; tail -30 "$B/build.log"; exit 1; }
 fi
 
-python3 - "$json" "$B" <<'PY'
-import json, os, shutil, sys
-src, out = sys.argv[1], sys.argv[2]
+python3 - "$json" "$B" "${PICK:-cuda}" <<'PY'
+import json, os, re, shutil, sys
+src, out, pick = sys.argv[1], sys.argv[2], re.compile(sys.argv[3])
 rows = []
 for line in open(src):
     try:
@@ -51,7 +52,9 @@ for line in open(src):
         pkg = pid.split(" ")[0]
     tgt = m["target"]["name"]
     kinds = ",".join(m["target"]["kind"])
-    name = f"{pkg}--{tgt}--{kinds}".replace("/", "_")
+    name = f"{pkg}--{tgt}--{kinds}".replace("/", "_").replace(",", "+")
+    if not pick.search(name):
+        continue
     shutil.copy2(exe, os.path.join(out, "bin", name))
     rows.append((name, pkg, tgt))
 with open(os.path.join(out, "manifest.tsv"), "w") as f:
@@ -74,7 +77,7 @@ import json, shutil, sys, os
 for line in open(sys.argv[1]):
     try: m = json.loads(line)
     except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and "bench" in m["target"]["kind"]:
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and "bench" in m["target"]["kind"] and "gpu" in m["target"]["name"]:
         shutil.copy2(m["executable"], os.path.join(sys.argv[2], m["target"]["name"]))
         print("   bench", m["target"]["name"])
 PY

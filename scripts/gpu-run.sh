@@ -59,9 +59,15 @@ if [ -n "${SANITIZE:-}" ]; then
     fi
 fi
 
-if [ -x "$HERE/bin/xstream" ]; then
-    timeout 60 "$HERE/bin/xstream" info >"$OUT/cli.log" 2>&1
-    echo "CLI xstream info rc=$?" >>"$SUM"
+if [ -x "$HERE/bin/xstream" ] && [ -z "${NO_CLI:-}" ]; then
+    : >"$OUT/cli.log"
+    for cmd in "info" "demo --backend cuda --trace $OUT/trace.json" "conform --backend cuda" \
+               "demo --backend host --streams 4"; do
+        echo "===== xstream $cmd" >>"$OUT/cli.log"
+        # shellcheck disable=SC2086
+        timeout 120 "$HERE/bin/xstream" $cmd >>"$OUT/cli.log" 2>&1
+        echo "CLI xstream $cmd rc=$?" >>"$SUM"
+    done
 fi
 
 echo

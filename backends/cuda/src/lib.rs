@@ -1,1 +1,195 @@
-//! placeholder
+//! # xstream-cuda
+//!
+//! The CUDA backend of xstream, over the CUDA **driver** API through
+//! [cudarc](https://docs.rs/cudarc) 0.19 (`driver`, `dynamic-loading`, `cuda-13000` bindings:
+//! libcuda is opened at run time, so this crate builds and its tests run, as skips, on machines
+//! without a GPU).
+//!
+//! | layer | module | what |
+//! |---|---|---|
+//! | sys | `cudarc::driver::sys` | the raw table (cudarc) |
+//! | result | `ffi` (private) | the only `unsafe` code: typed wrappers, trampolines, handle newtypes |
+//! | safe | [`CudaDevice`], [`CudaStream`], [`CudaEvent`], [`CudaGraph`], [`CudaBuffer`] | the xstream-core traits |
+//! | tables | [`conv`], [`error`] | flags, enums, `CUresult` mapping |
+//!
+//! ## Design choices
+//! - **Availability never panics.** cudarc panics at the first driver call when libcuda is
+//!   absent; [`CudaBackend::availability`] probes `is_culib_present()` first, then `cuInit`,
+//!   the driver version (>= 12.8, the newest symbol used: `cuStreamGetDevice`,
+//!   `cuEventElapsedTime_v2`) and the device count, and says why in `Error::NotAvailable`.
+//! - **Contexts.** A device is its primary context (cudarc `CudaContext`). Every entry point
+//!   first refuses calls from inside a host callback (`ensure_not_in_callback`), then binds
+//!   the context to the calling thread through a thread-local cache (`cuCtxSetCurrent` only
+//!   when it differs; [`CudaDevice::rebind_thread`] after foreign context switches).
+//! - **Threads.** Every type is `Send + Sync`: CUDA driver handles are thread-safe.
+//! - **Callback failure path.** Host callbacks use `cuLaunchHostFunc` (stream-blocking) with
+//!   an `extern "C"` trampoline that receives `Arc::into_raw(CallbackSlot)` and fires it with
+//!   `Ok(())` inside `catch_unwind`. CUDA silently drops host functions after a context fault
+//!   (reference row 6), so every slot is also tracked in the device's `PendingCallbacks`:
+//!   (1) any call that maps a sticky error poisons the device and fails all pending slots with
+//!   it; (2) while any slot is pending, a check registered with the shared poller
+//!   (`xstream_core::completion::poll_until`, 10-200 µs period) queries an idle internal
+//!   stream (`cuStreamQuery`), which reports the sticky error once the driver detected the
+//!   fault (~110-150 ms after it), and fails the slots even if nobody calls xstream. The slot
+//!   fires once whichever path comes first. The poller thread switches itself to RELAXED
+//!   capture mode (`cuThreadExchangeStreamCaptureMode`) so it never invalidates a user capture,
+//!   and so does the dispatcher thread when xstream uses it. `cuStreamAddCallback` stays
+//!   reachable as [`CudaStream::add_status_callback`] (runs even after a fault, with the
+//!   status).
+//! - **Timeouts** are emulated: `cuStreamQuery`/`cuEventQuery` plus sleeps starting at 20 µs
+//!   and doubling to 1 ms. Expect ~50-60 µs wake-up latency at the first step and ~8 % of a
+//!   core while waiting (reference row 10). `FAST_SYNC` streams spin on `cuStreamQuery`
+//!   instead (~2 µs, one busy core).
+//! - **Buffer lifetime**: see [`memory`]: enqueues keep their buffers alive; release is
+//!   deferred behind the stream's work with a host function (never an early `cuMemFree`).
+//!   `write` relies on CUDA staging pageable sources before `cuMemcpyHtoDAsync` returns (the
+//!   bytes are kept with the graph during capture); `read` copies into an owned `Box<[u8]>`
+//!   that a host function moves into the `Readback` (for pageable memory CUDA may return from
+//!   `cuMemcpyDtoHAsync` only after the copy, so `read` can block the caller).
+//! - **Capture** follows `xstream_core::CaptureCell`: query/synchronize/callbacks/read on a
+//!   capturing stream are refused before the driver is called, and invalidate the capture
+//!   (CUDA's own rule). Driver capture errors map to `Error::Capture` and invalidate too.
+//!   `PERSISTENT` streams begin a RELAXED capture at creation and again after each
+//!   `end_capture`.
+//! - **Kernels** are hand-written PTX (`.version 8.0`, `.target sm_70`, falling back to
+//!   `sm_90`), loaded once per device with `cuModuleLoadData`.
+
+#![deny(unsafe_code)]
+
+pub mod conv;
+mod device;
+pub mod error;
+mod event;
+mod ffi;
+mod graph;
+pub mod memory;
+mod stream;
+
+use std::sync::OnceLock;
+
+use xstream_core::{Backend, BackendKind, Error, FlagTable, Result};
+
+pub use conv::CUDA_FLAGS;
+pub use device::{ptx_source, CudaDevice};
+pub use event::CudaEvent;
+pub use ffi::{
+    CuContext, CuEvent, CuFunction, CuGraph, CuGraphExec, CuGraphNode, CuMemPool, CuModule,
+    CuStream,
+};
+pub use graph::CudaGraph;
+pub use memory::{CudaAsyncAllocator, CudaBuffer, CudaManagedBuffer};
+pub use stream::{
+    exchange_thread_capture_mode, CaptureInfo, CudaStream, DependencyUpdate, MemAttach,
+};
+
+/// The oldest driver whose symbols this crate uses (`cuStreamGetDevice`, 12.8).
+pub const MIN_DRIVER_VERSION: i32 = 12080;
+
+/// The CUDA backend.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CudaBackend;
+
+fn probe() -> std::result::Result<usize, String> {
+    if !ffi::culib_present() {
+        return Err(
+            "libcuda could not be opened (tried cudarc's candidates: libcuda.so, ...); put the \
+             driver's directory on LD_LIBRARY_PATH (e.g. /usr/local/nvidia/lib64), never the \
+             CUDA stubs"
+                .into(),
+        );
+    }
+    if let Err(c) = ffi::init() {
+        let i = error::code_info(c);
+        return Err(format!("cuInit failed with {} ({c})", i.name));
+    }
+    let v = ffi::driver_version().map_err(|c| {
+        format!(
+            "cuDriverGetVersion failed with {}",
+            error::code_info(c).name
+        )
+    })?;
+    if v < MIN_DRIVER_VERSION {
+        return Err(format!(
+            "the CUDA driver is {}.{}; xstream-cuda needs >= 12.8",
+            v / 1000,
+            (v % 1000) / 10
+        ));
+    }
+    let n = ffi::device_count()
+        .map_err(|c| format!("cuDeviceGetCount failed with {}", error::code_info(c).name))?;
+    if n <= 0 {
+        return Err("the CUDA driver reports no device".into());
+    }
+    Ok(n as usize)
+}
+
+fn probed() -> &'static std::result::Result<usize, String> {
+    static P: OnceLock<std::result::Result<usize, String>> = OnceLock::new();
+    P.get_or_init(probe)
+}
+
+pub(crate) fn availability_checked() -> Result<usize> {
+    probed().clone().map_err(|reason| Error::NotAvailable {
+        backend: BackendKind::Cuda,
+        reason,
+    })
+}
+
+impl Backend for CudaBackend {
+    const KIND: BackendKind = BackendKind::Cuda;
+    type Device = CudaDevice;
+    type Stream = CudaStream;
+    type Event = CudaEvent;
+    type Graph = CudaGraph;
+    type Buffer = CudaBuffer;
+
+    fn availability() -> Result<()> {
+        availability_checked().map(|_| ())
+    }
+
+    fn device_count() -> Result<usize> {
+        availability_checked()
+    }
+
+    fn open(ordinal: usize) -> Result<CudaDevice> {
+        xstream_core::ensure_not_in_callback()?;
+        availability_checked()?;
+        CudaDevice::open(ordinal)
+    }
+
+    fn flag_table() -> &'static FlagTable {
+        &CUDA_FLAGS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn availability_never_panics() {
+        match CudaBackend::availability() {
+            Ok(()) => assert!(CudaBackend::device_count().unwrap() > 0),
+            Err(Error::NotAvailable { backend, reason }) => {
+                assert_eq!(backend, BackendKind::Cuda);
+                assert!(!reason.is_empty());
+                assert!(CudaBackend::open(0).is_err());
+            }
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+
+    #[test]
+    fn ptx_mentions_every_kernel() {
+        let p = ptx_source("sm_90");
+        for k in [
+            "xs_delay",
+            "xs_lcg",
+            "xs_fault",
+            "%globaltimer",
+            ".target sm_90",
+        ] {
+            assert!(p.contains(k), "{k}");
+        }
+    }
+}

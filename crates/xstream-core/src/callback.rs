@@ -28,6 +28,7 @@ thread_local! {
 }
 
 /// Whether the calling thread is inside a stream-blocking host callback.
+#[inline]
 pub fn in_callback() -> bool {
     IN_CALLBACK.with(|c| c.get())
 }
@@ -169,11 +170,17 @@ pub struct PendingCallbacks {
 }
 
 impl PendingCallbacks {
-    /// Tracks a slot. Fired slots are pruned as new ones arrive.
+    /// Tracks a slot. Fired slots are pruned as new ones arrive: only when the list is full,
+    /// leaving at least half of it free, so a track costs amortized O(1) even with many
+    /// callbacks pending (pruning on every track made enqueueing n callbacks O(n²)).
     pub fn track(&self, slot: &Arc<CallbackSlot>) {
         let mut g = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        if g.len() >= 64 {
+        if g.len() >= 64 && g.len() == g.capacity() {
             g.retain(|s| !s.is_fired());
+            let live = g.len();
+            if live > g.capacity() / 2 {
+                g.reserve(live);
+            }
         }
         g.push(Arc::clone(slot));
     }

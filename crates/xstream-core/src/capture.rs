@@ -64,6 +64,7 @@ impl CaptureCell {
     }
 
     /// Whether work enqueued now is recorded rather than executed.
+    #[inline]
     pub fn is_capturing(&self) -> bool {
         self.0.load(Ordering::Acquire) != NONE
     }
@@ -113,6 +114,7 @@ impl CaptureCell {
     ///
     /// # Errors
     /// As described.
+    #[inline]
     pub fn gate(&self, op: &'static str) -> Result<()> {
         match self.0.load(Ordering::Acquire) {
             NONE => Ok(()),
@@ -135,6 +137,7 @@ impl CaptureCell {
     ///
     /// # Errors
     /// [`CaptureErrorKind::Invalidated`].
+    #[inline]
     pub fn gate_enqueue(&self, op: &'static str) -> Result<()> {
         if self.0.load(Ordering::Acquire) == INVALIDATED {
             Err(Error::Capture {

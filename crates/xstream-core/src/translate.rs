@@ -320,13 +320,10 @@ impl FlagTable {
                         native,
                         "inherent: every object of this backend behaves this way",
                     ),
-                    Translation::Native { set, clear: 0 } => {
-                        (format!("{native} (`{set:#x}`)"), "")
+                    Translation::Native { set, clear: 0 } => (format!("{native} (`{set:#x}`)"), ""),
+                    Translation::Native { set, clear } => {
+                        (format!("{native} (set `{set:#x}`, clear `{clear:#x}`)"), "")
                     }
-                    Translation::Native { set, clear } => (
-                        format!("{native} (set `{set:#x}`, clear `{clear:#x}`)"),
-                        "",
-                    ),
                     Translation::Emulated(t)
                     | Translation::Hint(t)
                     | Translation::Unsupported(t) => (native, t),

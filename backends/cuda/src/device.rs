@@ -1,0 +1,469 @@
+//! [`CudaDevice`]: one device's primary context, its pending callbacks and its sticky state.
+
+use std::ffi::CStr;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::sys;
+use xstream_core::callback::{ensure_not_in_callback, CallbackSlot, PendingCallbacks};
+use xstream_core::completion::poll_until;
+use xstream_core::{
+    BackendKind, Capabilities, Device, DeviceInfo, Error, EventDesc, PriorityRange, Result,
+    StreamDesc,
+};
+
+use crate::ffi::{self, CuContext, CuFunction, CuMemPool, CuModule, CuStream};
+use crate::{error, CudaBackend, CudaBuffer, CudaEvent, CudaStream};
+
+/// The built-in kernels (hand-written PTX, loaded once per device).
+#[derive(Debug)]
+pub(crate) struct Kernels {
+    pub module: CuModule,
+    pub delay: CuFunction,
+    pub lcg: CuFunction,
+    pub fault: CuFunction,
+}
+
+/// State shared by a device and every object made from it.
+pub(crate) struct Shared {
+    pub ctx: Arc<cudarc::driver::CudaContext>,
+    pub raw_ctx: CuContext,
+    pub cu_device: sys::CUdevice,
+    pub info: DeviceInfo,
+    /// Callbacks the driver has not run yet (failed by xstream after a fault).
+    pub pending: PendingCallbacks,
+    /// Whether a watcher is registered with the shared poller.
+    watching: AtomicBool,
+    /// The first sticky error seen (the context is poisoned).
+    pub sticky: OnceLock<Error>,
+    /// An idle internal stream: the watcher queries it to learn about faults, and zeroing of
+    /// new buffers runs on it.
+    pub sentinel: CuStream,
+    pub kernels: std::result::Result<Kernels, String>,
+    pub default_pool: Option<CuMemPool>,
+    pub managed_memory: bool,
+    /// Serialises buffer zeroing on the sentinel stream.
+    pub sentinel_lock: Mutex<()>,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CudaDevice")
+            .field("ordinal", &self.info.ordinal)
+            .field("name", &self.info.name)
+            .field("context", &self.raw_ctx)
+            .field("sticky", &self.sticky.get().is_some())
+            .finish()
+    }
+}
+
+impl Shared {
+    /// Every entry point: refuses inside callbacks, then binds the context (cached per thread).
+    pub fn enter(&self) -> Result<()> {
+        ensure_not_in_callback()?;
+        ffi::bind(self.raw_ctx).map_err(|c| self.fail("cuCtxSetCurrent", c))
+    }
+
+    /// Maps a failed call; a sticky error poisons the device and fails pending callbacks.
+    pub fn fail(&self, api: &'static str, code: ffi::Code) -> Error {
+        let e = error::map(api, code);
+        if e.is_sticky() {
+            self.poison(&e);
+        }
+        e
+    }
+
+    /// Maps a wrapper result.
+    pub fn check<T>(&self, api: &'static str, r: ffi::CuResult<T>) -> Result<T> {
+        r.map_err(|c| self.fail(api, c))
+    }
+
+    /// Records the sticky error and fails every pending callback with it (CUDA never runs
+    /// host functions after a fault: reference row 6).
+    pub fn poison(&self, e: &Error) {
+        if self.sticky.set(e.clone()).is_ok() {
+            tracing::error!(error = %e, "CUDA context poisoned; failing pending callbacks");
+        }
+        let n = self.pending.fail_all(e);
+        if n > 0 {
+            tracing::warn!(
+                failed = n,
+                "failed pending host callbacks after a sticky error"
+            );
+        }
+    }
+
+    /// The sticky error, if the context is poisoned.
+    pub fn sticky_error(&self) -> Option<Error> {
+        self.sticky.get().cloned()
+    }
+
+    pub fn kernels(&self) -> Result<&Kernels> {
+        self.kernels
+            .as_ref()
+            .map_err(|e| Error::unsupported(BackendKind::Cuda, format!("built-in kernels: {e}")))
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if ffi::bind(self.raw_ctx).is_err() {
+            return;
+        }
+        if let Ok(k) = &self.kernels {
+            let _ = ffi::module_unload(k.module);
+        }
+        let _ = ffi::stream_destroy(self.sentinel);
+    }
+}
+
+/// Tracks `slot` as pending and makes sure a watcher polls for faults while anything is
+/// pending (see the crate docs, "Callback failure path").
+pub(crate) fn track_pending(shared: &Arc<Shared>, slot: &Arc<CallbackSlot>) {
+    shared.pending.track(slot);
+    if shared.watching.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let s = Arc::clone(shared);
+    let watcher = poll_until(Box::new(move || {
+        // The poller is xstream's thread: never let its queries break a user's capture.
+        ffi::ensure_relaxed_capture_mode();
+        if let Some(e) = s.sticky_error() {
+            s.pending.fail_all(&e);
+        } else {
+            match ffi::stream_query(s.sentinel) {
+                Ok(()) | Err(ffi::NOT_READY) => {}
+                Err(code) => {
+                    let e = error::map("cuStreamQuery", code);
+                    if e.is_sticky() {
+                        s.poison(&e);
+                    }
+                }
+            }
+        }
+        if s.pending.pending() > 0 {
+            return None;
+        }
+        s.watching.store(false, Ordering::SeqCst);
+        // A slot tracked between the count and the store did not start a watcher: re-arm.
+        if s.pending.pending() == 0 || s.watching.swap(true, Ordering::SeqCst) {
+            Some(Ok(()))
+        } else {
+            None
+        }
+    }));
+    drop(watcher);
+}
+
+const PTX_BODY: &str = r#"
+.address_size 64
+
+.visible .entry xs_delay(.param .u64 xs_delay_ns)
+{
+    .reg .pred %p<2>;
+    .reg .u64 %rd<6>;
+    ld.param.u64 %rd1, [xs_delay_ns];
+    mov.u64 %rd2, %globaltimer;
+XS_DELAY_LOOP:
+    mov.u64 %rd3, %globaltimer;
+    sub.u64 %rd4, %rd3, %rd2;
+    setp.lt.u64 %p1, %rd4, %rd1;
+    @%p1 bra XS_DELAY_LOOP;
+    ret;
+}
+
+.visible .entry xs_lcg(.param .u64 xs_lcg_data, .param .u64 xs_lcg_words, .param .u32 xs_lcg_rounds)
+{
+    .reg .pred %p<3>;
+    .reg .u32 %r<10>;
+    .reg .u64 %rd<10>;
+    ld.param.u64 %rd1, [xs_lcg_data];
+    ld.param.u64 %rd2, [xs_lcg_words];
+    ld.param.u32 %r1, [xs_lcg_rounds];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %ctaid.x;
+    mov.u32 %r5, %nctaid.x;
+    cvt.u64.u32 %rd3, %r2;
+    mul.wide.u32 %rd4, %r4, %r3;
+    add.u64 %rd3, %rd3, %rd4;
+    mul.wide.u32 %rd5, %r5, %r3;
+XS_LCG_OUTER:
+    setp.ge.u64 %p1, %rd3, %rd2;
+    @%p1 bra XS_LCG_DONE;
+    shl.b64 %rd6, %rd3, 2;
+    add.u64 %rd7, %rd1, %rd6;
+    ld.global.u32 %r6, [%rd7];
+    mov.u32 %r7, 0;
+XS_LCG_INNER:
+    setp.ge.u32 %p2, %r7, %r1;
+    @%p2 bra XS_LCG_STORE;
+    mad.lo.u32 %r6, %r6, 1664525, 1013904223;
+    add.u32 %r7, %r7, 1;
+    bra XS_LCG_INNER;
+XS_LCG_STORE:
+    st.global.u32 [%rd7], %r6;
+    add.u64 %rd3, %rd3, %rd5;
+    bra XS_LCG_OUTER;
+XS_LCG_DONE:
+    ret;
+}
+
+.visible .entry xs_fault()
+{
+    .reg .u32 %r<2>;
+    .reg .u64 %rd<2>;
+    mov.u64 %rd1, 0;
+    mov.u32 %r1, 1;
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
+"#;
+
+/// The PTX module text for a target (`"sm_70"`, `"sm_90"`).
+pub fn ptx_source(target: &str) -> String {
+    format!(".version 8.0\n.target {target}\n{PTX_BODY}")
+}
+
+fn load_kernels() -> std::result::Result<Kernels, String> {
+    let mut last = String::new();
+    // sm_70 PTX runs (JIT) on every Volta+ GPU; sm_90 is the target known to load on H100/H200.
+    for target in ["sm_70", "sm_90"] {
+        let src = ptx_source(target) + "\0";
+        let Ok(cstr) = CStr::from_bytes_with_nul(src.as_bytes()) else {
+            return Err("PTX text contains a NUL byte".into());
+        };
+        match ffi::module_load_data(cstr) {
+            Ok(module) => {
+                let get = |n: &CStr| {
+                    ffi::module_get_function(module, n).map_err(|c| {
+                        format!("cuModuleGetFunction({n:?}) = {}", error::code_info(c).name)
+                    })
+                };
+                let r = (|| {
+                    Ok(Kernels {
+                        module,
+                        delay: get(c"xs_delay")?,
+                        lcg: get(c"xs_lcg")?,
+                        fault: get(c"xs_fault")?,
+                    })
+                })();
+                if r.is_err() {
+                    let _ = ffi::module_unload(module);
+                }
+                return r;
+            }
+            Err(c) => {
+                last = format!(
+                    "cuModuleLoadData({target}) = {} ({c})",
+                    error::code_info(c).name
+                );
+                tracing::debug!("{last}");
+            }
+        }
+    }
+    Err(last)
+}
+
+/// A CUDA device with its primary context (cudarc's [`cudarc::driver::CudaContext`]). Cheap
+/// to clone; clones share the device. `Send + Sync`: any thread may use it, each call binds
+/// the context to the calling thread (a per-thread cache avoids redundant `cuCtxSetCurrent`).
+#[derive(Clone)]
+pub struct CudaDevice {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.shared.fmt(f)
+    }
+}
+
+impl CudaDevice {
+    pub(crate) fn open(ordinal: usize) -> Result<Self> {
+        let count = ffi::device_count().map_err(|c| error::map("cuDeviceGetCount", c))?;
+        if ordinal >= count.max(0) as usize {
+            return Err(Error::invalid(format!(
+                "CUDA device ordinal {ordinal} is out of range ({count} device(s))"
+            )));
+        }
+        let ctx = cudarc::driver::CudaContext::new(ordinal)
+            .map_err(|e| error::map("cuDevicePrimaryCtxRetain", e.0 as u32))?;
+        let raw_ctx = CuContext(ctx.cu_ctx());
+        ffi::forget_bound_context();
+        ffi::bind(raw_ctx).map_err(|c| error::map("cuCtxSetCurrent", c))?;
+        let cu_device = ctx.cu_device();
+        let attr = |a| {
+            ffi::device_attribute(cu_device, a).map_err(|c| error::map("cuDeviceGetAttribute", c))
+        };
+        use sys::CUdevice_attribute as A;
+        let pools = attr(A::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)? > 0;
+        let managed = attr(A::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY)? > 0;
+        let major = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        let (least, greatest) = ffi::ctx_stream_priority_range()
+            .map_err(|c| error::map("cuCtxGetStreamPriorityRange", c))?;
+        let driver = ffi::driver_version().unwrap_or(0);
+        let default_pool = if pools {
+            ffi::device_default_mem_pool(cu_device).ok()
+        } else {
+            None
+        };
+        let sentinel = ffi::stream_create(crate::conv::CU_STREAM_NON_BLOCKING)
+            .map_err(|c| error::map("cuStreamCreate", c))?;
+        let kernels = load_kernels();
+        let mut caps = Capabilities::CAPTURE
+            | Capabilities::ATTRIBUTES
+            | Capabilities::INTERPROCESS_EVENTS
+            | Capabilities::STREAM_IDS
+            | Capabilities::LEGACY_DEFAULT_STREAM;
+        if least != greatest {
+            caps |= Capabilities::PRIORITY;
+        }
+        if pools {
+            caps |= Capabilities::STREAM_ORDERED_ALLOC;
+        }
+        if managed {
+            caps |= Capabilities::MANAGED_MEMORY;
+        }
+        if kernels.is_ok() {
+            caps |= Capabilities::KERNELS | Capabilities::FAULT_INJECTION;
+        } else if let Err(e) = &kernels {
+            tracing::warn!(error = %e, "built-in kernels unavailable");
+        }
+        if count > 1 {
+            caps |= Capabilities::CROSS_DEVICE_WAIT;
+        }
+        let name = ctx
+            .name()
+            .unwrap_or_else(|_| format!("CUDA device {ordinal}"));
+        let info = DeviceInfo {
+            backend: BackendKind::Cuda,
+            ordinal,
+            name: format!("{name} (sm_{major}{minor})"),
+            priority_range: PriorityRange {
+                least,
+                greatest,
+                default: 0,
+            },
+            capabilities: caps,
+            max_streams: None,
+            driver: format!(
+                "CUDA driver {}.{} ({driver})",
+                driver / 1000,
+                (driver % 1000) / 10
+            ),
+        };
+        Ok(Self {
+            shared: Arc::new(Shared {
+                ctx,
+                raw_ctx,
+                cu_device,
+                info,
+                pending: PendingCallbacks::default(),
+                watching: AtomicBool::new(false),
+                sticky: OnceLock::new(),
+                sentinel,
+                kernels,
+                default_pool,
+                managed_memory: managed,
+                sentinel_lock: Mutex::new(()),
+            }),
+        })
+    }
+
+    /// The cudarc context (the device's primary context) for interop.
+    pub fn cudarc_context(&self) -> &Arc<cudarc::driver::CudaContext> {
+        &self.shared.ctx
+    }
+
+    /// The raw primary context.
+    pub fn raw_context(&self) -> CuContext {
+        self.shared.raw_ctx
+    }
+
+    /// The `CUdevice` ordinal handle.
+    pub fn cu_device(&self) -> i32 {
+        self.shared.cu_device
+    }
+
+    /// The sticky error that poisoned this device's context, if any (only a new process
+    /// recovers: reference row 6).
+    pub fn sticky_error(&self) -> Option<Error> {
+        self.shared.sticky_error()
+    }
+
+    /// Callbacks enqueued on this device that have not run (or been failed) yet.
+    pub fn pending_callbacks(&self) -> usize {
+        self.shared.pending.pending()
+    }
+
+    /// Makes the next call on this thread re-bind the context with `cuCtxSetCurrent`: call it
+    /// after switching contexts on this thread through another library (the per-thread cache
+    /// only sees xstream's own switches).
+    pub fn rebind_thread(&self) -> Result<()> {
+        ffi::forget_bound_context();
+        self.shared.enter()
+    }
+
+    /// The calling thread's per-thread default stream (`CU_STREAM_PER_THREAD`). CUDA-only.
+    /// The handle means "the per-thread stream of whichever thread uses it": use the value on
+    /// the thread that made it.
+    ///
+    /// # Errors
+    /// Vendor errors while reading its properties.
+    pub fn per_thread_stream(&self) -> Result<CudaStream> {
+        self.shared.enter()?;
+        CudaStream::special(self, CuStream::PER_THREAD)
+    }
+
+    /// Allocates managed (unified) memory (`cuMemAllocManaged`, `CU_MEM_ATTACH_GLOBAL`), for
+    /// [`CudaStream::attach_mem_async`]. Capability [`Capabilities::MANAGED_MEMORY`].
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without managed memory; [`Error::OutOfMemory`].
+    pub fn alloc_managed(&self, len: usize) -> Result<crate::CudaManagedBuffer> {
+        crate::memory::alloc_managed(self, len)
+    }
+
+    /// A stream-ordered allocator over `stream` and the device's default memory pool.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::STREAM_ORDERED_ALLOC`].
+    pub fn async_allocator(&self, stream: &CudaStream) -> Result<Arc<crate::CudaAsyncAllocator>> {
+        crate::memory::CudaAsyncAllocator::new(self, stream)
+    }
+}
+
+impl Device for CudaDevice {
+    type B = CudaBackend;
+
+    fn info(&self) -> &DeviceInfo {
+        &self.shared.info
+    }
+
+    fn create_stream(&self, desc: &StreamDesc) -> Result<CudaStream> {
+        CudaStream::create(self, desc)
+    }
+
+    fn default_stream(&self) -> Result<CudaStream> {
+        self.shared.enter()?;
+        CudaStream::special(self, CuStream::LEGACY)
+    }
+
+    fn create_event(&self, desc: &EventDesc) -> Result<CudaEvent> {
+        CudaEvent::create(self, desc)
+    }
+
+    fn alloc(&self, len: usize) -> Result<CudaBuffer> {
+        crate::memory::alloc(self, len)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.shared.enter()?;
+        self.shared
+            .check("cuCtxSynchronize", ffi::ctx_synchronize())
+    }
+}

@@ -1,0 +1,258 @@
+//! [`CudaEvent`].
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use xstream_core::callback::in_callback;
+use xstream_core::completion::{poll_until, Completion};
+use xstream_core::{check_timeout, Error, Event, EventDesc, EventFlags, Result, Status};
+
+use crate::conv::CUDA_FLAGS;
+use crate::ffi::{self, CuEvent};
+use crate::stream::StreamState;
+use crate::{error, CudaBackend, CudaDevice, CudaStream};
+
+/// Owns the native event; destroyed when the event and every poller check using it are gone.
+struct EventHandle {
+    raw: CuEvent,
+    dev: CudaDevice,
+}
+
+impl Drop for EventHandle {
+    fn drop(&mut self) {
+        let (raw, ctx) = (self.raw, self.dev.shared.raw_ctx);
+        let destroy = move || {
+            if ffi::bind(ctx).is_ok() {
+                let _ = ffi::event_destroy(raw);
+            }
+        };
+        if in_callback() {
+            xstream_core::callback::dispatch(Box::new(move || {
+                ffi::ensure_relaxed_capture_mode();
+                destroy();
+            }));
+        } else {
+            destroy();
+        }
+    }
+}
+
+#[derive(Default)]
+struct RecordState {
+    recorded: bool,
+    /// The stream whose capture recorded the event (queries on it then follow the capture
+    /// rules).
+    captured_by: Option<Arc<StreamState>>,
+}
+
+/// A CUDA event. `Send + Sync` (driver handles are thread-safe). "Recorded" is tracked by
+/// xstream, because CUDA reports `CUDA_ERROR_INVALID_HANDLE` both for a never-recorded event
+/// and for a timing-disabled one in `cuEventElapsedTime` (reference row 7).
+pub struct CudaEvent {
+    dev: CudaDevice,
+    handle: Arc<EventHandle>,
+    flags: EventFlags,
+    state: Mutex<RecordState>,
+}
+
+impl fmt::Debug for CudaEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CudaEvent")
+            .field("raw", &self.handle.raw)
+            .field("flags", &self.flags)
+            .finish()
+    }
+}
+
+impl CudaEvent {
+    pub(crate) fn create(dev: &CudaDevice, desc: &EventDesc) -> Result<Self> {
+        let sh = &dev.shared;
+        sh.enter()?;
+        let t = CUDA_FLAGS.event_to_native(desc.flags, desc.policy)?;
+        let raw = sh.check("cuEventCreate", ffi::event_create(t.native))?;
+        let (native, _) = CUDA_FLAGS.event_from_native(t.native);
+        // Hints (EXTERNAL) stay in the effective flags; native bits are read from what was
+        // passed (INTERPROCESS implies DISABLE_TIMING).
+        let hints = t.effective.difference(
+            EventFlags::BLOCKING_SYNC | EventFlags::DISABLE_TIMING | EventFlags::INTERPROCESS,
+        );
+        Ok(Self {
+            dev: dev.clone(),
+            handle: Arc::new(EventHandle {
+                raw,
+                dev: dev.clone(),
+            }),
+            flags: native | hints,
+            state: Mutex::new(RecordState::default()),
+        })
+    }
+
+    pub(crate) fn raw(&self) -> CuEvent {
+        self.handle.raw
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RecordState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Gates calls that are illegal on an event recorded by a capture in progress.
+    fn gate(&self, op: &'static str) -> Result<bool> {
+        let g = self.lock();
+        if !g.recorded {
+            return Ok(false);
+        }
+        if let Some(st) = &g.captured_by {
+            if st.capture.is_capturing() {
+                st.capture.gate(op)?;
+            }
+        }
+        Ok(true)
+    }
+
+    fn fail(&self, api: &'static str, c: ffi::Code) -> Error {
+        let e = self.dev.shared.fail(api, c);
+        if matches!(e, Error::Capture { .. }) {
+            if let Some(st) = &self.lock().captured_by {
+                st.capture.invalidate();
+            }
+        }
+        e
+    }
+
+    /// Whether the event was ever recorded (tracked by xstream).
+    pub fn is_recorded(&self) -> bool {
+        self.lock().recorded
+    }
+}
+
+impl Event for CudaEvent {
+    type B = CudaBackend;
+    type Raw = CuEvent;
+
+    fn device(&self) -> &CudaDevice {
+        &self.dev
+    }
+
+    fn flags(&self) -> EventFlags {
+        self.flags
+    }
+
+    fn record(&self, stream: &CudaStream) -> Result<()> {
+        self.dev.shared.enter()?;
+        if stream.cuda_device().shared.raw_ctx != self.dev.shared.raw_ctx {
+            // Reference row 11: a record must use the stream's own context.
+            return Err(Error::WrongDevice(
+                "an event can only be recorded on a stream of its own device/context".into(),
+            ));
+        }
+        stream.state.capture.gate_enqueue("event record")?;
+        let raw_stream = xstream_core::Stream::as_raw(stream);
+        if let Err(c) = ffi::event_record(self.raw(), raw_stream) {
+            let e = self.dev.shared.fail("cuEventRecord", c);
+            if matches!(e, Error::Capture { .. }) {
+                stream.state.capture.invalidate();
+            }
+            return Err(e);
+        }
+        let mut g = self.lock();
+        g.recorded = true;
+        g.captured_by = stream
+            .state
+            .capture
+            .is_capturing()
+            .then(|| Arc::clone(&stream.state));
+        Ok(())
+    }
+
+    fn query(&self) -> Result<Status> {
+        self.dev.shared.enter()?;
+        if !self.gate("event query")? {
+            return Ok(Status::Ready);
+        }
+        match ffi::event_query(self.raw()) {
+            Ok(()) => Ok(Status::Ready),
+            Err(ffi::NOT_READY) => Ok(Status::Pending),
+            Err(c) => Err(self.fail("cuEventQuery", c)),
+        }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.dev.shared.enter()?;
+        if !self.gate("event synchronize")? {
+            return Ok(());
+        }
+        ffi::event_synchronize(self.raw()).map_err(|c| self.fail("cuEventSynchronize", c))
+    }
+
+    fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
+        check_timeout(timeout)?;
+        self.dev.shared.enter()?;
+        if !self.gate("event synchronize")? {
+            return Ok(());
+        }
+        let start = Instant::now();
+        let mut nap = Duration::from_micros(20);
+        loop {
+            match ffi::event_query(self.raw()) {
+                Ok(()) => return Ok(()),
+                Err(ffi::NOT_READY) => {}
+                Err(c) => return Err(self.fail("cuEventQuery", c)),
+            }
+            let elapsed = start.elapsed();
+            if elapsed >= timeout {
+                return Err(Error::Timeout(timeout));
+            }
+            std::thread::sleep(nap.min(timeout - elapsed));
+            nap = (nap * 2).min(Duration::from_millis(1));
+        }
+    }
+
+    fn elapsed_ms(&self, end: &Self) -> Result<f32> {
+        self.dev.shared.enter()?;
+        if self.flags.contains(EventFlags::DISABLE_TIMING)
+            || end.flags.contains(EventFlags::DISABLE_TIMING)
+        {
+            return Err(Error::TimingDisabled);
+        }
+        if !self.is_recorded() || !end.is_recorded() {
+            return Err(Error::EventNotRecorded);
+        }
+        self.gate("elapsed_ms")?;
+        end.gate("elapsed_ms")?;
+        ffi::event_elapsed_ms(self.raw(), end.raw()).map_err(|c| {
+            if c == ffi::NOT_READY {
+                Error::NotReady
+            } else {
+                self.fail("cuEventElapsedTime_v2", c)
+            }
+        })
+    }
+
+    fn completed(&self) -> Result<Completion> {
+        self.dev.shared.enter()?;
+        if !self.gate("event completed")? {
+            return Ok(Completion::ready(Ok(())));
+        }
+        let handle = Arc::clone(&self.handle);
+        Ok(poll_until(Box::new(move || {
+            // The shared poller thread: RELAXED so it never breaks a user's capture.
+            ffi::ensure_relaxed_capture_mode();
+            match ffi::event_query(handle.raw) {
+                Ok(()) => Some(Ok(())),
+                Err(ffi::NOT_READY) => None,
+                Err(c) => {
+                    let e = error::map("cuEventQuery", c);
+                    if e.is_sticky() {
+                        handle.dev.shared.poison(&e);
+                    }
+                    Some(Err(e))
+                }
+            }
+        })))
+    }
+
+    fn as_raw(&self) -> CuEvent {
+        self.raw()
+    }
+}

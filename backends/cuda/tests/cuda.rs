@@ -1,0 +1,605 @@
+//! CUDA-specific tests. Every test skips (prints `SKIP: <test>: <reason>` and passes) when no
+//! CUDA device is available. Run with `--test-threads=1` on the GPU machine. Fault tests run in
+//! a child process (a device fault poisons the whole process, reference row 6).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use xstream_core::{
+    lcg_reference, Allocator, Backend, CaptureErrorKind, CaptureMode, CaptureStatus, Device, Error,
+    Event, EventDesc, EventFlags, Graph, Kernel, Ownership, Priority, Status, Stream, StreamDesc,
+    StreamFlags, TranslationPolicy,
+};
+use xstream_cuda::{CudaBackend, CudaDevice};
+
+const CHILD_ENV: &str = "XSTREAM_CUDA_CHILD";
+
+fn device(test: &str) -> Option<CudaDevice> {
+    if let Err(e) = CudaBackend::availability() {
+        eprintln!("SKIP: {test}: {e}");
+        return None;
+    }
+    match CudaBackend::open(0) {
+        Ok(d) => Some(d),
+        Err(e) => panic!("{test}: CUDA is available but open(0) failed: {e}"),
+    }
+}
+
+fn nb() -> StreamDesc {
+    StreamDesc::new().flags(StreamFlags::NON_BLOCKING)
+}
+
+/// In the parent: runs `test` in a child process and returns its output. In the child:
+/// returns `None` (run the body).
+fn in_child(test: &str) -> Option<std::process::Output> {
+    if std::env::var(CHILD_ENV).as_deref() == Ok(test) {
+        return None;
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    let out = std::process::Command::new(exe)
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, test)
+        .output()
+        .expect("spawn child");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    eprintln!("--- child {test} ---\n{text}\n--- end child ---");
+    Some(out)
+}
+
+fn child_ok(out: &std::process::Output) -> bool {
+    out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD-OK")
+}
+
+#[test]
+fn priority_clamping_is_read_back_and_reported() {
+    let Some(d) = device("priority_clamping_is_read_back_and_reported") else {
+        return;
+    };
+    let r = d.info().priority_range;
+    assert_eq!(r.default, 0);
+    let hi = d.create_stream(&nb().priority(Priority::Highest)).unwrap();
+    assert_eq!(hi.priority(), r.greatest);
+    assert_eq!(hi.native_priority().unwrap(), r.greatest);
+    let lo = d.create_stream(&nb().priority(Priority::Lowest)).unwrap();
+    assert_eq!(lo.priority(), r.least);
+    // Strict refuses out-of-range native values; best effort clamps and reports.
+    assert!(d
+        .create_stream(&nb().priority(Priority::Native(-100)))
+        .is_err());
+    let c = d
+        .create_stream(
+            &nb()
+                .priority(Priority::Native(-100))
+                .policy(TranslationPolicy::BestEffort),
+        )
+        .unwrap();
+    assert_eq!(c.priority(), r.greatest);
+    assert_eq!(c.report().priority.clamped_from, Some(-100));
+    assert_eq!(c.native_priority().unwrap(), r.greatest);
+}
+
+#[test]
+fn flags_are_read_back() {
+    let Some(d) = device("flags_are_read_back") else {
+        return;
+    };
+    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    assert_eq!(s.native_flags().unwrap(), 0);
+    assert!(!s.flags().contains(StreamFlags::NON_BLOCKING));
+    let s = d.create_stream(&nb().priority(Priority::High)).unwrap();
+    assert_eq!(s.native_flags().unwrap(), 1);
+    assert!(s.flags().contains(StreamFlags::NON_BLOCKING));
+    assert!(d
+        .create_stream(&nb().flags(StreamFlags::CPU_SCHEDULE))
+        .is_err());
+    let s = d
+        .create_stream(
+            &nb()
+                .flags(StreamFlags::CPU_SCHEDULE | StreamFlags::FAST_LAUNCH)
+                .policy(TranslationPolicy::BestEffort),
+        )
+        .unwrap();
+    assert_eq!(s.report().flags.dropped.len(), 1);
+    assert!(!s.flags().contains(StreamFlags::CPU_SCHEDULE));
+    let def = d.default_stream().unwrap();
+    assert_eq!(def.ownership(), Ownership::Default);
+    assert_eq!(def.native_flags().unwrap(), 0);
+    assert_eq!(def.native_device().unwrap(), d.cu_device());
+    assert_eq!(s.native_context().unwrap(), d.raw_context());
+    let (ctx, green) = s.native_context_v2().unwrap();
+    assert_eq!(ctx, d.raw_context());
+    assert_eq!(green, None);
+    let e = d
+        .create_event(&EventDesc::new().flags(EventFlags::INTERPROCESS))
+        .unwrap();
+    assert!(e.flags().contains(EventFlags::DISABLE_TIMING));
+}
+
+#[test]
+fn ids_are_unique_and_not_recycled() {
+    let Some(d) = device("ids_are_unique_and_not_recycled") else {
+        return;
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut raws = std::collections::HashSet::new();
+    for _ in 0..50 {
+        let s = d.create_stream(&nb()).unwrap();
+        assert!(seen.insert(s.id()), "id {} reused", s.id());
+        assert_eq!(s.native_id().unwrap(), s.id());
+        raws.insert(format!("{:?}", s.as_raw()));
+    }
+    // Handles were recycled (reference row 3), ids were not.
+    eprintln!("50 streams, {} distinct handles", raws.len());
+    let a = d.default_stream().unwrap();
+    let b = d.default_stream().unwrap();
+    assert_eq!(a.id(), b.id());
+}
+
+#[test]
+fn capture_rules() {
+    let Some(d) = device("capture_rules") else {
+        return;
+    };
+    let s = d.create_stream(&nb()).unwrap();
+    // Default stream: not capturable.
+    let def = d.default_stream().unwrap();
+    assert!(matches!(
+        def.begin_capture(CaptureMode::Global),
+        Err(Error::Capture {
+            kind: CaptureErrorKind::NotCapturable,
+            ..
+        })
+    ));
+    // Twice: AlreadyCapturing, still valid.
+    s.begin_capture(CaptureMode::Global).unwrap();
+    assert!(matches!(
+        s.begin_capture(CaptureMode::Global),
+        Err(Error::Capture {
+            kind: CaptureErrorKind::AlreadyCapturing,
+            ..
+        })
+    ));
+    assert_eq!(s.capture_status(), CaptureStatus::Active);
+    assert_eq!(s.native_capture_status().unwrap(), CaptureStatus::Active);
+    let info = s.capture_info().unwrap();
+    assert_eq!(info.status, CaptureStatus::Active);
+    assert!(info.id != 0);
+    s.launch(Kernel::Delay(Duration::from_micros(10))).unwrap();
+    let deps = s.capture_info().unwrap().dependencies;
+    assert_eq!(deps.len(), 1);
+    s.update_capture_dependencies(&deps, xstream_cuda::DependencyUpdate::Set)
+        .unwrap();
+    let g = s.end_capture().unwrap();
+    assert_eq!(g.node_count(), 1);
+    // Synchronize during capture invalidates.
+    s.begin_capture(CaptureMode::Global).unwrap();
+    assert!(matches!(
+        s.synchronize(),
+        Err(Error::Capture {
+            kind: CaptureErrorKind::Unsupported,
+            ..
+        })
+    ));
+    assert_eq!(s.capture_status(), CaptureStatus::Invalidated);
+    assert!(matches!(
+        s.end_capture(),
+        Err(Error::Capture {
+            kind: CaptureErrorKind::Invalidated,
+            ..
+        })
+    ));
+    s.synchronize().unwrap();
+    // Callbacks are refused during capture (and invalidate it).
+    s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    assert!(matches!(
+        s.host_callback(|_| {}),
+        Err(Error::Capture {
+            kind: CaptureErrorKind::Unsupported,
+            ..
+        })
+    ));
+    assert!(s.end_capture().is_err());
+    // Status callbacks too; and query.
+    s.begin_capture(CaptureMode::Relaxed).unwrap();
+    assert!(s.add_status_callback(|_| {}).is_err());
+    assert!(s.end_capture().is_err());
+    s.begin_capture(CaptureMode::Relaxed).unwrap();
+    assert!(s.query().is_err());
+    assert!(s.end_capture().is_err());
+    assert_eq!(s.query().unwrap(), Status::Ready);
+    // Capture into a new graph, external wait.
+    let e = d.create_event(&EventDesc::new()).unwrap();
+    let other = d.create_stream(&nb()).unwrap();
+    e.record(&other).unwrap();
+    s.begin_capture_to_new_graph(CaptureMode::Global).unwrap();
+    s.wait_event_external(&e).unwrap();
+    s.launch(Kernel::Delay(Duration::from_micros(1))).unwrap();
+    let g = s.end_capture().unwrap();
+    assert!(g.node_count() >= 1);
+    g.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    // Thread capture mode exchange.
+    let old = xstream_cuda::exchange_thread_capture_mode(CaptureMode::Relaxed).unwrap();
+    assert_eq!(old, CaptureMode::Global);
+    xstream_cuda::exchange_thread_capture_mode(old).unwrap();
+}
+
+#[test]
+fn replay_runs_lcg_n_times() {
+    let Some(d) = device("replay_runs_lcg_n_times") else {
+        return;
+    };
+    let s = d.create_stream(&nb()).unwrap();
+    let n_words = 1 << 16;
+    let init: Vec<u8> = (0..n_words as u32).flat_map(|i| i.to_le_bytes()).collect();
+    let buf = d.alloc(init.len()).unwrap();
+    s.write(&buf, 0, init.clone()).unwrap();
+    s.begin_capture(CaptureMode::Global).unwrap();
+    s.launch(Kernel::Lcg {
+        buf: &buf,
+        rounds: 3,
+    })
+    .unwrap();
+    let g = s.end_capture().unwrap();
+    assert_eq!(g.node_count(), 1);
+    let n = 5;
+    for _ in 0..n {
+        g.launch(&s).unwrap();
+    }
+    drop(g); // the queued replays keep what they use
+    let rb = s.read(&buf, 0, init.len()).unwrap();
+    s.synchronize().unwrap();
+    let mut expect = init;
+    lcg_reference(&mut expect, 3 * n);
+    assert_eq!(rb.take().unwrap(), expect);
+}
+
+#[test]
+fn write_read_copy_memset_round_trip() {
+    let Some(d) = device("write_read_copy_memset_round_trip") else {
+        return;
+    };
+    let s = d.create_stream(&nb()).unwrap();
+    let a = d.alloc(4096).unwrap();
+    let b = d.alloc(4096).unwrap();
+    assert!(s.read(&a, 4000, 100).is_err());
+    let z = s.read(&a, 0, 4096).unwrap();
+    s.synchronize().unwrap();
+    assert!(z.take().unwrap().iter().all(|&x| x == 0));
+    s.write(&a, 0, vec![7u8; 4096]).unwrap();
+    s.memset(&a, 100, 10, 9).unwrap();
+    s.copy(&a, 0, &b, 0, 4096).unwrap();
+    let r = s.read(&b, 95, 20).unwrap();
+    drop(a); // deferred free
+    s.synchronize().unwrap();
+    let got = r.take().unwrap();
+    assert_eq!(&got[..5], &[7; 5]);
+    assert_eq!(&got[5..15], &[9; 10]);
+    assert_eq!(&got[15..], &[7; 5]);
+}
+
+#[test]
+fn never_recorded_event_and_elapsed_time() {
+    let Some(d) = device("never_recorded_event_and_elapsed_time") else {
+        return;
+    };
+    let s = d.create_stream(&nb()).unwrap();
+    let e = d.create_event(&EventDesc::new()).unwrap();
+    assert_eq!(e.query().unwrap(), Status::Ready);
+    e.synchronize().unwrap();
+    s.wait_event(&e).unwrap();
+    assert!(e.completed().unwrap().wait().is_ok());
+    let f = d.create_event(&EventDesc::new()).unwrap();
+    assert!(matches!(e.elapsed_ms(&f), Err(Error::EventNotRecorded)));
+    let nt = d
+        .create_event(&EventDesc::new().flags(EventFlags::DISABLE_TIMING))
+        .unwrap();
+    assert!(matches!(e.elapsed_ms(&nt), Err(Error::TimingDisabled)));
+    e.record(&s).unwrap();
+    s.launch(Kernel::Delay(Duration::from_millis(20))).unwrap();
+    f.record(&s).unwrap();
+    assert!(matches!(e.elapsed_ms(&f), Err(Error::NotReady)));
+    let c = f.completed().unwrap();
+    c.wait().unwrap();
+    let ms = e.elapsed_ms(&f).unwrap();
+    assert!((19.0..100.0).contains(&ms), "{ms}");
+    let blocking = d
+        .create_event(&EventDesc::new().flags(EventFlags::BLOCKING_SYNC))
+        .unwrap();
+    s.launch(Kernel::Delay(Duration::from_millis(5))).unwrap();
+    blocking.record(&s).unwrap();
+    assert!(matches!(
+        blocking.synchronize_timeout(Duration::from_micros(100)),
+        Err(Error::Timeout(_))
+    ));
+    blocking.synchronize().unwrap();
+}
+
+#[test]
+fn callbacks_run_once_and_panics_are_reported() {
+    let Some(d) = device("callbacks_run_once_and_panics_are_reported") else {
+        return;
+    };
+    let s = d.create_stream(&nb()).unwrap();
+    let n = Arc::new(AtomicUsize::new(0));
+    for _ in 0..10 {
+        let n = n.clone();
+        s.host_callback(move |r| {
+            assert!(r.is_ok());
+            // xstream calls are refused inside.
+            assert!(matches!(CudaBackend::open(0), Err(Error::NotPermitted(_))));
+            n.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    }
+    s.host_callback(|_| panic!("boom")).unwrap();
+    assert!(matches!(s.synchronize(), Err(Error::CallbackPanicked(m)) if m == "boom"));
+    assert_eq!(n.load(Ordering::SeqCst), 10);
+    s.synchronize().unwrap();
+    let (tx, rx) = mpsc::channel();
+    s.add_status_callback(move |r| tx.send(r.is_ok()).unwrap())
+        .unwrap();
+    assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap());
+    s.completed().unwrap().wait().unwrap();
+    let (tx, rx) = mpsc::channel();
+    s.notify(move |r| {
+        // The second tier may call xstream.
+        tx.send(r.is_ok() && CudaBackend::is_available()).unwrap()
+    })
+    .unwrap();
+    assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap());
+    assert_eq!(d.pending_callbacks(), 0);
+}
+
+fn fault_body(d: &CudaDevice, place_on_other: bool) {
+    let s = d.create_stream(&nb()).unwrap();
+    let t = d.create_stream(&nb()).unwrap();
+    let fired = Arc::new(AtomicUsize::new(0));
+    let errs = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel();
+    let target = if place_on_other { &t } else { &s };
+    if place_on_other {
+        t.launch(Kernel::Delay(Duration::from_millis(300))).unwrap();
+    }
+    s.launch(Kernel::Fault).unwrap();
+    for _ in 0..3 {
+        let (fired, errs, tx) = (fired.clone(), errs.clone(), tx.clone());
+        target
+            .host_callback(move |r| {
+                fired.fetch_add(1, Ordering::SeqCst);
+                if let Err(e) = r {
+                    assert!(e.is_sticky(), "{e}");
+                    errs.fetch_add(1, Ordering::SeqCst);
+                }
+                let _ = tx.send(());
+            })
+            .unwrap();
+    }
+    // Nobody calls xstream: the watcher must fail them.
+    for _ in 0..3 {
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("pending callback failed by xstream");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(fired.load(Ordering::SeqCst), 3, "exactly once");
+    assert_eq!(errs.load(Ordering::SeqCst), 3);
+    let e = s.synchronize().unwrap_err();
+    assert!(e.is_sticky());
+    assert_eq!(e.native().unwrap().name, "CUDA_ERROR_ILLEGAL_ADDRESS");
+    assert!(t.synchronize().unwrap_err().is_sticky());
+    assert!(d.sticky_error().is_some());
+    // Callbacks after the fault: refused at enqueue (never silently dropped).
+    let late = Arc::new(AtomicUsize::new(0));
+    let l2 = late.clone();
+    assert!(s
+        .host_callback(move |_| {
+            l2.fetch_add(1, Ordering::SeqCst);
+        })
+        .is_err());
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(late.load(Ordering::SeqCst), 0);
+    assert_eq!(d.pending_callbacks(), 0);
+    println!("CHILD-OK");
+}
+
+#[test]
+fn fault_is_sticky_and_fails_pending_callbacks_once() {
+    let name = "fault_is_sticky_and_fails_pending_callbacks_once";
+    if std::env::var(CHILD_ENV).is_err() && CudaBackend::availability().is_err() {
+        eprintln!("SKIP: {name}: {}", CudaBackend::availability().unwrap_err());
+        return;
+    }
+    match in_child(name) {
+        Some(out) => assert!(child_ok(&out), "child failed"),
+        None => {
+            let d = device(name).unwrap();
+            fault_body(&d, false);
+        }
+    }
+}
+
+#[test]
+fn fault_fails_callbacks_on_other_streams() {
+    let name = "fault_fails_callbacks_on_other_streams";
+    if std::env::var(CHILD_ENV).is_err() && CudaBackend::availability().is_err() {
+        eprintln!("SKIP: {name}: {}", CudaBackend::availability().unwrap_err());
+        return;
+    }
+    match in_child(name) {
+        Some(out) => assert!(child_ok(&out), "child failed"),
+        None => {
+            let d = device(name).unwrap();
+            fault_body(&d, true);
+        }
+    }
+}
+
+#[test]
+fn destroy_with_pending_work_completes_it() {
+    let Some(d) = device("destroy_with_pending_work_completes_it") else {
+        return;
+    };
+    let (tx, rx) = mpsc::channel();
+    let buf = d.alloc(1 << 20).unwrap();
+    {
+        let s = d.create_stream(&nb()).unwrap();
+        s.launch(Kernel::Delay(Duration::from_millis(50))).unwrap();
+        s.launch(Kernel::Lcg {
+            buf: &buf,
+            rounds: 1,
+        })
+        .unwrap();
+        s.host_callback(move |r| tx.send(r.is_ok()).unwrap())
+            .unwrap();
+        let t = Instant::now();
+        drop(s);
+        assert!(t.elapsed() < Duration::from_millis(20), "drop blocked");
+    }
+    drop(buf); // deferred behind the queued kernel
+    assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap());
+    d.synchronize().unwrap();
+}
+
+#[test]
+fn fast_sync_and_timeouts() {
+    let Some(d) = device("fast_sync_and_timeouts") else {
+        return;
+    };
+    let s = d
+        .create_stream(&nb().flags(StreamFlags::NON_BLOCKING | StreamFlags::FAST_SYNC))
+        .unwrap();
+    assert!(s.flags().contains(StreamFlags::FAST_SYNC));
+    assert_eq!(s.report().flags.emulated.len(), 1);
+    s.launch(Kernel::Delay(Duration::from_millis(5))).unwrap();
+    let t = Instant::now();
+    s.synchronize().unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(4));
+    let n = d.create_stream(&nb()).unwrap();
+    assert!(matches!(
+        n.synchronize_timeout(Duration::ZERO),
+        Err(Error::InvalidArgument(_))
+    ));
+    n.launch(Kernel::Delay(Duration::from_millis(200))).unwrap();
+    let t = Instant::now();
+    assert!(matches!(
+        n.synchronize_timeout(Duration::from_millis(20)),
+        Err(Error::Timeout(_))
+    ));
+    let waited = t.elapsed();
+    assert!(waited >= Duration::from_millis(20) && waited < Duration::from_millis(150));
+    assert_eq!(n.query().unwrap(), Status::Pending);
+    n.synchronize_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(n.query().unwrap(), Status::Ready);
+}
+
+#[test]
+fn persistent_stream_records() {
+    let Some(d) = device("persistent_stream_records") else {
+        return;
+    };
+    let s = d
+        .create_stream(&nb().flags(StreamFlags::NON_BLOCKING | StreamFlags::PERSISTENT))
+        .unwrap();
+    assert!(s.is_capturing());
+    s.launch(Kernel::Delay(Duration::from_millis(500))).unwrap();
+    let t = Instant::now();
+    s.synchronize().unwrap();
+    assert_eq!(s.query().unwrap(), Status::Ready);
+    assert!(t.elapsed() < Duration::from_millis(100), "nothing runs");
+    let g = s.end_capture().unwrap();
+    assert_eq!(g.node_count(), 1);
+    assert!(s.is_capturing());
+}
+
+#[test]
+fn allocator_and_attributes() {
+    let Some(d) = device("allocator_and_attributes") else {
+        return;
+    };
+    use xstream_core::{StreamAttr, StreamAttrValue, SyncPolicy};
+    let s = d.create_stream(&nb()).unwrap();
+    assert!(s.allocator().unwrap().is_none());
+    match d.async_allocator(&s) {
+        Ok(a) => {
+            let b = a.alloc(1 << 20).unwrap();
+            assert_ne!(a.address(b), 0);
+            assert_eq!(a.live_blocks(), 1);
+            a.free(b);
+            assert_eq!(a.live_blocks(), 0);
+            s.set_allocator(Some(a)).unwrap();
+            assert!(s.allocator().unwrap().is_some());
+            let p = xstream_cuda::memory::alloc_async(&s, 4096).unwrap();
+            xstream_cuda::memory::free_async(&s, p).unwrap();
+            s.synchronize().unwrap();
+        }
+        Err(e) => eprintln!("no memory pools: {e}"),
+    }
+    s.set_attribute(StreamAttrValue::SyncPolicy(SyncPolicy::BlockingSync))
+        .unwrap();
+    assert_eq!(
+        s.attribute(StreamAttr::SyncPolicy).unwrap(),
+        StreamAttrValue::SyncPolicy(SyncPolicy::BlockingSync)
+    );
+    let r = d.info().priority_range;
+    s.set_attribute(StreamAttrValue::Priority(r.greatest))
+        .unwrap();
+    assert_eq!(s.priority(), r.greatest);
+    let t = d.create_stream(&nb()).unwrap();
+    t.copy_attributes_from(&s).unwrap();
+    assert_eq!(t.priority(), r.greatest);
+    let _ = t.attribute(StreamAttr::AccessPolicyWindow).unwrap();
+    assert!(matches!(
+        s.attribute(StreamAttr::FailureMode),
+        Err(Error::Unsupported { .. })
+    ));
+    if d.info()
+        .capabilities
+        .contains(xstream_core::Capabilities::MANAGED_MEMORY)
+    {
+        let m = d.alloc_managed(1 << 16).unwrap();
+        s.attach_mem_async(&m, xstream_cuda::MemAttach::Single)
+            .unwrap();
+        s.synchronize().unwrap();
+    }
+}
+
+#[test]
+fn interop_and_special_streams() {
+    let Some(d) = device("interop_and_special_streams") else {
+        return;
+    };
+    let cs = d.cudarc_context().new_stream().unwrap();
+    let x = xstream_cuda::CudaStream::from_cudarc(&d, cs.clone()).unwrap();
+    assert_eq!(x.ownership(), Ownership::Borrowed);
+    assert_eq!(x.as_raw().as_ptr(), cs.cu_stream());
+    x.launch(Kernel::Delay(Duration::from_micros(10))).unwrap();
+    x.synchronize().unwrap();
+    let own = d.create_stream(&nb()).unwrap();
+    let back = own.cudarc_stream().clone();
+    assert_eq!(back.cu_stream(), own.as_raw().as_ptr());
+    drop(back);
+    // SAFETY: `own` outlives the borrowed view.
+    #[allow(unsafe_code)]
+    let b = unsafe { xstream_cuda::CudaStream::from_raw(&d, own.as_raw()) }.unwrap();
+    assert_eq!(b.id(), own.id());
+    assert_eq!(b.ownership(), Ownership::Borrowed);
+    drop(b);
+    let pt = d.per_thread_stream().unwrap();
+    pt.launch(Kernel::Delay(Duration::from_micros(10))).unwrap();
+    pt.synchronize().unwrap();
+    let def = d.default_stream().unwrap();
+    def.launch(Kernel::Delay(Duration::from_micros(10)))
+        .unwrap();
+    def.synchronize().unwrap();
+    // Work from another thread (context bound there by xstream).
+    let d2 = d.clone();
+    std::thread::spawn(move || {
+        let s = d2.create_stream(&nb()).unwrap();
+        s.launch(Kernel::Delay(Duration::from_micros(10))).unwrap();
+        s.synchronize().unwrap();
+    })
+    .join()
+    .unwrap();
+}
