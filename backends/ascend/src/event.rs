@@ -33,6 +33,9 @@ pub(crate) struct EventInner {
     recorded: AtomicBool,
     /// The stream state of the latest record made during a capture.
     captured_on: Mutex<Option<Arc<StreamState>>>,
+    /// Whether `captured_on` may be `Some`: lets record and query skip its lock on the common
+    /// (never captured) path, so those hot paths take no lock.
+    capture_seen: AtomicBool,
 }
 
 impl Drop for EventInner {
@@ -41,8 +44,13 @@ impl Drop for EventInner {
         let raw = self.raw;
         let destroy = move || {
             let d = &device.inner;
-            if d.bind().is_ok() {
-                let _ = result::event::destroy(d.t, raw);
+            // Retry once, binding from scratch: one failed call would leak the event for good
+            // (found by the fault sweep, tests/tests/fault_sweep.rs).
+            for _ in 0..2 {
+                if d.bind().is_ok() && result::event::destroy(d.t, raw).is_ok() {
+                    break;
+                }
+                AscendDevice::invalidate_thread_binding();
             }
         };
         if xstream_core::callback::in_callback() {
@@ -91,6 +99,7 @@ impl AscendEvent {
                 raw,
                 recorded: AtomicBool::new(false),
                 captured_on: Mutex::new(None),
+                capture_seen: AtomicBool::new(false),
             }),
             flags: tr.effective,
             native: tr.native,
@@ -117,6 +126,9 @@ impl AscendEvent {
 
     /// Gates query/synchronize of an event recorded during a capture that is still running.
     fn gate(&self, op: &'static str) -> Result<()> {
+        if !self.inner.capture_seen.load(Ordering::Acquire) {
+            return Ok(());
+        }
         let g = self
             .inner
             .captured_on
@@ -167,15 +179,16 @@ impl Event for AscendEvent {
         d.bind()?;
         result::event::record(d.t, self.inner.raw, stream.state.raw)?;
         self.inner.recorded.store(true, Ordering::Release);
-        *self
-            .inner
-            .captured_on
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = stream
-            .state
-            .capture
-            .is_capturing()
-            .then(|| Arc::clone(&stream.state));
+        let capturing = stream.state.capture.is_capturing();
+        if capturing || self.inner.capture_seen.load(Ordering::Acquire) {
+            let mut g = self
+                .inner
+                .captured_on
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            *g = capturing.then(|| Arc::clone(&stream.state));
+            self.inner.capture_seen.store(capturing, Ordering::Release);
+        }
         Ok(())
     }
 
@@ -218,9 +231,10 @@ impl Event for AscendEvent {
             return result::event::synchronize_timeout(d.t, self.inner.raw, ms)
                 .map_err(|e| d.observe(with_timeout(e, timeout)));
         }
-        let end = Instant::now() + timeout;
+        // `checked_add`: `now + Duration::MAX` panics; too large a timeout is no deadline.
+        let end = Instant::now().checked_add(timeout);
         while status(result::event::query_status(d.t, self.inner.raw)?) != Status::Ready {
-            if Instant::now() >= end {
+            if end.is_some_and(|end| Instant::now() >= end) {
                 return Err(Error::Timeout(timeout));
             }
             std::thread::sleep(Duration::from_micros(100));

@@ -119,8 +119,13 @@ impl Drop for StreamState {
         let capturing = self.capture.is_capturing();
         reap(Box::new(move || {
             let d = &device.inner;
+            // One failed call here would leak the stream for good (found by the fault sweep,
+            // tests/tests/fault_sweep.rs): bind again from scratch before giving up.
             if d.bind().is_err() {
-                return;
+                AscendDevice::invalidate_thread_binding();
+                if d.bind().is_err() {
+                    return;
+                }
             }
             if capturing && owned {
                 let (_, m) = result::model::capture_end(d.t, raw);
@@ -136,10 +141,32 @@ impl Drop for StreamState {
                 let _ = result::allocator::unregister(d.t, raw);
                 callback::alloc_obj_free(obj);
             }
-            if owned {
-                let _ = result::stream::destroy(d.t, raw);
+            if owned && result::stream::destroy(d.t, raw).is_err() {
+                // Retry once (transient failure), then force (leaks nothing either way).
+                if result::stream::destroy(d.t, raw).is_err() {
+                    let _ = result::stream::destroy_force(d.t, raw);
+                }
             }
         }));
+    }
+}
+
+/// Host memory a queued copy may still read or write. Only the callback the runtime runs after
+/// the copy frees it; dropped any other way (that callback's launch failed, so nobody can say
+/// when the copy is done) it is leaked rather than freed under the runtime's feet.
+struct InFlight<T>(Option<T>);
+
+impl<T> InFlight<T> {
+    fn take(mut self) -> T {
+        self.0.take().expect("taken once")
+    }
+}
+
+impl<T> Drop for InFlight<T> {
+    fn drop(&mut self) {
+        if let Some(v) = self.0.take() {
+            std::mem::forget(v);
+        }
     }
 }
 
@@ -396,6 +423,13 @@ impl AscendStream {
 
     /// Launches an exactly-once callback (report style), subscribing the stream first.
     fn launch_cb(&self, f: HostCallback) -> Result<()> {
+        self.launch_report(f, true)
+    }
+
+    /// As [`Self::launch_cb`]; `track: false` keeps the callback away from xstream's failure
+    /// path, so only the runtime runs it: for callbacks that free memory a queued copy may
+    /// still use (failing them early was a use-after-free found by the fault sweep).
+    fn launch_report(&self, f: HostCallback, track: bool) -> Result<()> {
         self.claim_style(STYLE_REPORT)?;
         let d = &self.device.inner;
         {
@@ -417,7 +451,9 @@ impl AscendStream {
             t: d.t,
         };
         callback::launch(d.t, self.state.raw, data).map_err(|e| d.observe(e))?;
-        d.pending.track(&slot);
+        if track {
+            d.pending.track(&slot);
+        }
         Ok(())
     }
 
@@ -427,7 +463,8 @@ impl AscendStream {
             self.state.enqueued(Some(k));
             Ok(())
         } else {
-            self.launch_cb(Box::new(move |_| drop(k)))
+            let k = InFlight(Some(k));
+            self.launch_report(Box::new(move |_| drop(k.take())), false)
         }
     }
 
@@ -499,11 +536,12 @@ impl Stream for AscendStream {
                 result::stream::synchronize_timeout(d.t, self.state.raw, Self::timeout_ms(timeout))
                     .map_err(|e| d.observe(with_timeout(e, timeout)))?;
             } else {
-                let end = Instant::now() + timeout;
+                // `checked_add`: `now + Duration::MAX` panics; too large is no deadline.
+                let end = Instant::now().checked_add(timeout);
                 while result::stream::query(d.t, self.state.raw).map_err(|e| d.observe(e))?
                     != consts::ACL_STREAM_STATUS_COMPLETE
                 {
-                    if Instant::now() >= end {
+                    if end.is_some_and(|end| Instant::now() >= end) {
                         return Err(Error::Timeout(timeout));
                     }
                     std::thread::sleep(Duration::from_micros(100));
@@ -527,7 +565,12 @@ impl Stream for AscendStream {
         }
         let d = &self.device.inner;
         result::stream::wait_event(d.t, self.state.raw, event.as_raw_event())?;
-        self.state.enqueued(Some(Box::new(event.keep_alive())));
+        // Outside capture nothing needs the event alive (aclrtDestroyEvent is safe before the
+        // wait completes), so no keep-alive is boxed: the wait does not allocate. A captured
+        // graph keeps the event for its replays.
+        if self.state.capture.is_capturing() {
+            self.state.enqueued(Some(Box::new(event.keep_alive())));
+        }
         Ok(())
     }
 
@@ -603,6 +646,11 @@ impl Stream for AscendStream {
         }
         if let Err(e) = r {
             destroy(model);
+            // The call itself may have failed with the runtime still capturing: end once more
+            // so the stream is usable at once and can be destroyed (a leak found by the fault
+            // sweep). Outside a capture this is a harmless `STREAM_NOT_CAPTURED`.
+            let (_, again) = result::model::capture_end(d.t, self.state.raw);
+            destroy(again);
             return Err(match e {
                 Error::Capture { .. } => Error::Capture {
                     op: "end_capture",
@@ -827,10 +875,14 @@ impl Stream for AscendStream {
             )?;
         }
         let keep = Arc::clone(&src.inner);
-        self.launch_cb(Box::new(move |r| {
-            drop(keep);
-            fill.fill(r.map(|_| host));
-        }))?;
+        let host = InFlight(Some(host));
+        self.launch_report(
+            Box::new(move |r| {
+                drop(keep);
+                fill.fill(r.map(|_| host.take()));
+            }),
+            false,
+        )?;
         Ok(rb)
     }
 

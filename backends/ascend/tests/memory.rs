@@ -59,3 +59,58 @@ fn allocator_register_get_unregister() {
         Err(Error::NotOwned { .. })
     ));
 }
+
+/// A vendor library finds the allocator through `aclrtAllocatorGetByStream` and calls the C
+/// function pointers; they must reach the registered Rust allocator.
+#[test]
+#[allow(unsafe_code)]
+fn registered_allocator_is_callable_through_the_c_abi() {
+    use std::ffi::c_void;
+    let d = common::device(0);
+    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let h = HostAllocator::new();
+    s.set_allocator(Some(h.clone())).unwrap();
+    d.bind().unwrap();
+    let get = d
+        .fns()
+        .aclrtAllocatorGetByStream
+        .expect("the simulator exports aclrtAllocatorGetByStream");
+    let mut desc: *mut c_void = std::ptr::null_mut();
+    let mut obj: *mut c_void = std::ptr::null_mut();
+    let (mut alloc, mut free, mut advise, mut addr) = (None, None, None, None);
+    // SAFETY: prototype from the ACL headers; every out-pointer points to a live local.
+    let rc = unsafe {
+        get(
+            s.as_raw().0,
+            &mut desc,
+            &mut obj,
+            &mut alloc,
+            &mut free,
+            &mut advise,
+            &mut addr,
+        )
+    };
+    assert_eq!(rc, 0);
+    assert!(!obj.is_null());
+    let (alloc, free, advise, addr) = (
+        alloc.expect("alloc fn"),
+        free.expect("free fn"),
+        advise.expect("advise fn"),
+        addr.expect("get-address fn"),
+    );
+    // SAFETY: the functions and `obj` were registered by xstream for this stream, which is
+    // alive; each block is freed exactly once.
+    unsafe {
+        let b1 = alloc(obj, 64);
+        assert!(!b1.is_null());
+        assert_eq!(h.live_blocks(), 1);
+        assert!(!addr(b1).is_null());
+        let b2 = advise(obj, 16, 0x1000 as *mut c_void);
+        assert!(!b2.is_null());
+        assert_eq!(h.live_blocks(), 2);
+        free(obj, b1);
+        free(obj, b2);
+    }
+    assert_eq!(h.live_blocks(), 0);
+    s.set_allocator(None).unwrap();
+}

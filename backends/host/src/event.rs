@@ -223,7 +223,9 @@ impl HostEvent {
         let Some(slot) = self.executing_slot(op)? else {
             return Ok(());
         };
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // A timeout too large for `Instant` (e.g. `Duration::MAX`) means no deadline: `now + t`
+        // panicked on overflow (found by tests/tests/bad_input.rs).
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         if !slot.wait(deadline, map_event_wait(self.inner.native)) {
             return Err(Error::Timeout(timeout.unwrap_or_default()));
         }

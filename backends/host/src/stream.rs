@@ -213,7 +213,9 @@ impl HostStream {
         self.queue.capture.gate("stream_synchronize")?;
         let target = self.queue.enqueued();
         let mode = map_stream_wait(self.queue.native_flags, self.queue.attrs().sync);
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // A timeout too large for `Instant` (e.g. `Duration::MAX`) means no deadline: `now + t`
+        // panicked on overflow (found by tests/tests/bad_input.rs).
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         if !self.queue.wait_for(target, deadline, mode) {
             return Err(Error::Timeout(timeout.unwrap_or_default()));
         }

@@ -1,0 +1,582 @@
+//! Bad input at every public entry point, on the host backend and on the Ascend backend over
+//! the ACL simulator: invalid flag bits and refused combinations, out-of-range priorities,
+//! zero / tiny / huge timeouts (a `Duration` cannot be negative), out-of-range offsets and
+//! lengths (including `usize::MAX`), impossible allocations, device ordinals that do not
+//! exist, events and buffers of another device, a stream used after its device was reset
+//! behind xstream's back, capture misuse, elapsed time misuse, a callback that panics, a
+//! callback that calls xstream, and library paths that are not an ACL library.
+//!
+//! Each case runs under a watchdog (no hang) and `catch_unwind` (no panic) and must answer
+//! the documented error (or succeed where the contract says so). Every case is counted; the
+//! totals are printed (`docs/reliability.md`).
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::channel;
+use std::sync::Arc;
+use std::time::Duration;
+
+use xstream_core::{
+    Backend, CaptureMode, Device, Error, Event, EventDesc, EventFlags, Kernel, Priority, Stream,
+    StreamDesc, StreamFlags, TranslationPolicy,
+};
+
+static CASES: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs one case: no panic, no hang, and `check` accepts the answer.
+fn case<T: Send + 'static>(
+    what: &str,
+    f: impl FnOnce() -> xstream_core::Result<T> + Send + 'static,
+    check: impl FnOnce(&xstream_core::Result<T>) -> bool,
+) {
+    CASES.fetch_add(1, Ordering::Relaxed);
+    let r = common::watchdog(what, Duration::from_secs(20), f);
+    let ok = check(&r);
+    assert!(
+        ok,
+        "{what}: unexpected answer {:?}",
+        r.as_ref().map(|_| "Ok(..)")
+    );
+}
+
+fn invalid<T>(r: &xstream_core::Result<T>) -> bool {
+    matches!(r, Err(Error::InvalidArgument(_)))
+}
+
+/// The portable cases, generic over the backend.
+fn generic_cases<B: Backend>(dev: B::Device) {
+    let k = B::KIND;
+    // Unknown flag bits: InvalidArgument under both policies.
+    for policy in [TranslationPolicy::Strict, TranslationPolicy::BestEffort] {
+        for bits in [0x8000_0000u32, 0xFFFF_FF00, u32::MAX] {
+            let d = dev.clone();
+            case(
+                &format!("{k}: stream flags {bits:#x} {policy:?}"),
+                move || {
+                    d.create_stream(
+                        &StreamDesc::new()
+                            .flags(StreamFlags::from_bits_retain(bits))
+                            .policy(policy),
+                    )
+                    .map(drop)
+                },
+                |r| matches!(r, Err(Error::InvalidArgument(_))),
+            );
+            let d = dev.clone();
+            case(
+                &format!("{k}: event flags {bits:#x} {policy:?}"),
+                move || {
+                    d.create_event(
+                        &EventDesc::new()
+                            .flags(EventFlags::from_bits_retain(bits))
+                            .policy(policy),
+                    )
+                    .map(drop)
+                },
+                |r| matches!(r, Err(Error::InvalidArgument(_))),
+            );
+        }
+    }
+    // Every combination of the defined flags: a stream or a named refusal, never a panic.
+    for bits in 0..=StreamFlags::all().bits() {
+        let Some(f) = StreamFlags::from_bits(bits) else {
+            continue;
+        };
+        for policy in [TranslationPolicy::Strict, TranslationPolicy::BestEffort] {
+            let d = dev.clone();
+            case(
+                &format!("{k}: stream flags {f:?} {policy:?}"),
+                move || {
+                    let s = d.create_stream(&StreamDesc::new().flags(f).policy(policy))?;
+                    if !f.contains(StreamFlags::PERSISTENT) {
+                        s.synchronize()?;
+                    }
+                    Ok(())
+                },
+                |r| {
+                    matches!(
+                        r,
+                        Ok(())
+                            | Err(Error::RejectedCombination { .. })
+                            | Err(Error::UnsupportedFlag { .. })
+                    )
+                },
+            );
+        }
+    }
+    for bits in 0..=EventFlags::all().bits() {
+        let Some(f) = EventFlags::from_bits(bits) else {
+            continue;
+        };
+        for policy in [TranslationPolicy::Strict, TranslationPolicy::BestEffort] {
+            let d = dev.clone();
+            case(
+                &format!("{k}: event flags {f:?} {policy:?}"),
+                move || {
+                    d.create_event(&EventDesc::new().flags(f).policy(policy))
+                        .map(drop)
+                },
+                |r| {
+                    matches!(
+                        r,
+                        Ok(())
+                            | Err(Error::RejectedCombination { .. })
+                            | Err(Error::UnsupportedFlag { .. })
+                            // the chip lacks the feature (ACL: IPC events, 207000)
+                            | Err(Error::Unsupported { .. })
+                    )
+                },
+            );
+        }
+    }
+    // Out-of-range priorities: refused under strict, clamped and reported under best effort.
+    let range = dev.info().priority_range;
+    for v in [i32::MIN, i32::MAX, -1_000_000, 1_000_000] {
+        if range.contains(v) {
+            continue;
+        }
+        let d = dev.clone();
+        case(
+            &format!("{k}: priority {v} strict"),
+            move || {
+                d.create_stream(
+                    &StreamDesc::new()
+                        .priority(Priority::Native(v))
+                        .policy(TranslationPolicy::Strict),
+                )
+                .map(drop)
+            },
+            invalid,
+        );
+        let d = dev.clone();
+        case(
+            &format!("{k}: priority {v} best effort"),
+            move || {
+                let s = d.create_stream(
+                    &StreamDesc::new()
+                        .priority(Priority::Native(v))
+                        .policy(TranslationPolicy::BestEffort),
+                )?;
+                Ok((s.report().priority.clamped_from, s.priority()))
+            },
+            |r| matches!(r, Ok((Some(c), p)) if *c == v && range.contains(*p)),
+        );
+    }
+    // Timeouts: zero is InvalidArgument; tiny and huge values work.
+    let s = dev.create_stream(&StreamDesc::new()).expect("stream");
+    let e = dev.create_event(&EventDesc::new()).expect("event");
+    e.record(&s).expect("record");
+    for (t, zero) in [
+        (Duration::ZERO, true),
+        (Duration::from_nanos(1), false),
+        (Duration::from_secs(u64::MAX), false),
+        (Duration::MAX, false),
+    ] {
+        let s2 = dev.create_stream(&StreamDesc::new()).expect("stream");
+        case(
+            &format!("{k}: stream synchronize_timeout({t:?})"),
+            move || s2.synchronize_timeout(t),
+            move |r| {
+                if zero {
+                    invalid(r)
+                } else {
+                    // 1 ns may expire before the record ran: Timeout is right then
+                    r.is_ok() || matches!(r, Err(Error::Timeout(_)))
+                }
+            },
+        );
+        let e2 = dev.create_event(&EventDesc::new()).expect("event");
+        e2.record(&s).expect("record");
+        case(
+            &format!("{k}: event synchronize_timeout({t:?})"),
+            move || e2.synchronize_timeout(t),
+            move |r| {
+                if zero {
+                    invalid(r)
+                } else {
+                    // 1 ns may expire before the record ran: Timeout is right then
+                    r.is_ok() || matches!(r, Err(Error::Timeout(_)))
+                }
+            },
+        );
+    }
+    // A timeout that expires: Timeout, and the stream stays usable.
+    let s3 = dev.create_stream(&StreamDesc::new()).expect("stream");
+    case(
+        &format!("{k}: expiring timeout"),
+        move || {
+            s3.launch(Kernel::Delay(Duration::from_millis(200)))?;
+            let r = s3.synchronize_timeout(Duration::from_millis(1));
+            s3.synchronize()?;
+            r
+        },
+        |r| matches!(r, Err(Error::Timeout(_))),
+    );
+    // Offsets and lengths out of range, including overflow.
+    let buf = dev.alloc(64).expect("alloc");
+    let bad: [(usize, usize); 4] = [(0, 65), (64, 1), (usize::MAX, 1), (1, usize::MAX)];
+    for (off, len) in bad {
+        let d = dev.clone();
+        let what = format!("{k}: memset/read/copy at {off}+{len}");
+        case(
+            &what,
+            move || {
+                let st = d.create_stream(&StreamDesc::new())?;
+                let b = d.alloc(64)?;
+                let r1 = st.memset(&b, off, len, 0);
+                let r2 = st.read(&b, off, len).map(drop);
+                let r3 = st.copy(&b, off, &b, 0, len);
+                let r4 = st.copy(&b, 0, &b, off, len);
+                let r5 = if len < 1 << 20 {
+                    st.write(&b, off, vec![0; len])
+                } else {
+                    st.write(&b, off, vec![0; 65])
+                };
+                st.synchronize()?;
+                for r in [r1, r2, r3, r4, r5] {
+                    if !matches!(r, Err(Error::InvalidArgument(_))) {
+                        return Err(Error::NotReady); // something was not refused
+                    }
+                }
+                Ok(())
+            },
+            |r| r.is_ok(),
+        );
+    }
+    // Impossible allocations: a clear error, not an abort.
+    for len in [usize::MAX, usize::MAX / 2, 1usize << 60] {
+        let d = dev.clone();
+        case(
+            &format!("{k}: alloc({len})"),
+            move || d.alloc(len).map(drop),
+            |r| {
+                matches!(
+                    r,
+                    Err(Error::OutOfMemory { .. })
+                        | Err(Error::InvalidArgument(_))
+                        | Err(Error::Native(_))
+                )
+            },
+        );
+    }
+    // A kernel over a buffer whose length is not a multiple of 4.
+    let d = dev.clone();
+    case(
+        &format!("{k}: lcg over 7 bytes"),
+        move || {
+            let st = d.create_stream(&StreamDesc::new())?;
+            let b = d.alloc(7)?;
+            let r = st.launch(Kernel::Lcg { buf: &b, rounds: 1 });
+            st.synchronize()?;
+            r
+        },
+        |r| {
+            matches!(
+                r,
+                Err(Error::InvalidArgument(_)) | Err(Error::Unsupported { .. })
+            )
+        },
+    );
+    // Device ordinals that do not exist.
+    for n in [64usize, 1 << 20, usize::MAX] {
+        case(
+            &format!("{k}: open({n})"),
+            move || B::open(n).map(drop),
+            |r| {
+                matches!(
+                    r,
+                    Err(Error::InvalidArgument(_)) | Err(Error::NotAvailable { .. })
+                )
+            },
+        );
+    }
+    // Capture misuse.
+    let d = dev.clone();
+    case(
+        &format!("{k}: end_capture without begin"),
+        move || d.create_stream(&StreamDesc::new())?.end_capture().map(drop),
+        |r| matches!(r, Err(Error::Capture { .. })),
+    );
+    if dev
+        .info()
+        .capabilities
+        .contains(xstream_core::Capabilities::CAPTURE)
+    {
+        let d = dev.clone();
+        case(
+            &format!("{k}: begin_capture twice, callback during capture"),
+            move || {
+                let st = d.create_stream(&StreamDesc::new())?;
+                st.begin_capture(CaptureMode::Global)?;
+                let twice = st.begin_capture(CaptureMode::Global);
+                let cb = st.host_callback(|_| {});
+                let end = st.end_capture().map(drop);
+                st.synchronize()?;
+                match (twice, cb, end) {
+                    (
+                        Err(Error::Capture { .. }),
+                        Err(Error::Capture { .. }),
+                        Err(Error::Capture { .. }),
+                    ) => Ok(()),
+                    other => Err(Error::invalid(format!("{other:?}"))),
+                }
+            },
+            |r| r.is_ok(),
+        );
+        let d = dev.clone();
+        case(
+            &format!("{k}: begin_capture on the default stream"),
+            move || d.default_stream()?.begin_capture(CaptureMode::Global),
+            |r| matches!(r, Err(Error::Capture { .. })),
+        );
+    }
+    // Elapsed time misuse.
+    let d = dev.clone();
+    case(
+        &format!("{k}: elapsed_ms on unrecorded / timing-disabled events"),
+        move || {
+            let a = d.create_event(&EventDesc::new())?;
+            let b = d.create_event(&EventDesc::new())?;
+            let r1 = a.elapsed_ms(&b);
+            let n = d.create_event(&EventDesc::new().flags(EventFlags::DISABLE_TIMING))?;
+            let st = d.create_stream(&StreamDesc::new())?;
+            n.record(&st)?;
+            a.record(&st)?;
+            st.synchronize()?;
+            let r2 = n.elapsed_ms(&a);
+            match (r1, r2) {
+                (Err(Error::EventNotRecorded), Err(Error::TimingDisabled)) => Ok(()),
+                other => Err(Error::invalid(format!("{other:?}"))),
+            }
+        },
+        |r| r.is_ok(),
+    );
+    // A callback that panics: reported by the next synchronize, once; the stream goes on.
+    let d = dev.clone();
+    case(
+        &format!("{k}: panicking callback"),
+        move || {
+            let st = d.create_stream(&StreamDesc::new())?;
+            st.host_callback(|_| panic!("deliberate panic in a callback (bad_input test)"))?;
+            let first = st.synchronize();
+            let ran = Arc::new(AtomicUsize::new(0));
+            let r2 = ran.clone();
+            st.host_callback(move |r| {
+                if r.is_ok() {
+                    r2.fetch_add(1, Ordering::SeqCst);
+                }
+            })?;
+            let second = st.synchronize();
+            match (first, second, ran.load(Ordering::SeqCst)) {
+                (Err(Error::CallbackPanicked(m)), Ok(()), 1) if m.contains("deliberate") => Ok(()),
+                other => Err(Error::invalid(format!("{other:?}"))),
+            }
+        },
+        |r| r.is_ok(),
+    );
+    // A callback that calls xstream: NotPermitted inside, no deadlock; notify may call it.
+    let d = dev.clone();
+    case(
+        &format!("{k}: callback calling xstream"),
+        move || {
+            let st = d.create_stream(&StreamDesc::new())?;
+            let (tx, rx) = channel();
+            let d2 = d.clone();
+            let st2 = d.create_stream(&StreamDesc::new())?;
+            st.host_callback(move |_| {
+                let a = d2.create_stream(&StreamDesc::new()).map(drop);
+                let b = st2.synchronize();
+                let c = d2.synchronize();
+                let e = B::open(0).map(drop);
+                let _ = tx.send([a, b, c, e]);
+            })?;
+            st.synchronize()?;
+            let got = rx
+                .recv()
+                .map_err(|_| Error::invalid("callback did not run"))?;
+            if !got.iter().all(|r| matches!(r, Err(Error::NotPermitted(_)))) {
+                return Err(Error::invalid(format!("{got:?}")));
+            }
+            let (tx, rx) = channel();
+            let d3 = d.clone();
+            st.notify(move |_| {
+                let _ = tx.send(d3.create_stream(&StreamDesc::new()).map(drop));
+            })?;
+            rx.recv_timeout(Duration::from_secs(10))
+                .map_err(|_| Error::invalid("notify did not run"))?
+        },
+        |r| r.is_ok(),
+    );
+    drop((s, e, buf));
+}
+
+fn host_device(n: usize) -> xstream_host::HostDevice {
+    xstream_host::HostBackend::open(n).expect("host device")
+}
+
+#[test]
+fn host_backend_refuses_bad_input() {
+    generic_cases::<xstream_host::HostBackend>(host_device(0));
+    // Events and buffers of another (isolated) host device.
+    let a = host_device(0);
+    let b = xstream_host::HostDevice::new_isolated(7);
+    wrong_device::<xstream_host::HostBackend>(a, b);
+    println!(
+        "bad input (host): {} cases so far",
+        CASES.load(Ordering::SeqCst)
+    );
+}
+
+/// Events and buffers of device `b` used with streams of device `a`.
+fn wrong_device<B: Backend>(a: B::Device, b: B::Device) {
+    let k = B::KIND;
+    let (a2, b2) = (a.clone(), b.clone());
+    case(
+        &format!("{k}: record an event of another device"),
+        move || {
+            let s = a2.create_stream(&StreamDesc::new())?;
+            let e = b2.create_event(&EventDesc::new())?;
+            e.record(&s)
+        },
+        |r| matches!(r, Err(Error::WrongDevice(_))),
+    );
+    let (a2, b2) = (a.clone(), b.clone());
+    case(
+        &format!("{k}: wait on an event of another device"),
+        move || {
+            let s = a2.create_stream(&StreamDesc::new())?;
+            let sb = b2.create_stream(&StreamDesc::new())?;
+            let e = b2.create_event(&EventDesc::new())?;
+            e.record(&sb)?;
+            let r = s.wait_event(&e);
+            s.synchronize()?;
+            r
+        },
+        |r| {
+            matches!(r, Err(Error::WrongDevice(_)))
+                || (r.is_ok()
+                    && a.info()
+                        .capabilities
+                        .contains(xstream_core::Capabilities::CROSS_DEVICE_WAIT))
+        },
+    );
+    let (a2, b2) = (a.clone(), b.clone());
+    case(
+        &format!("{k}: memset a buffer of another device"),
+        move || {
+            let s = a2.create_stream(&StreamDesc::new())?;
+            let buf = b2.alloc(16)?;
+            s.memset(&buf, 0, 16, 1)
+        },
+        // Host buffers are process memory usable from any host device: the host backend
+        // accepts them (a finding recorded in docs/reliability.md); device backends refuse.
+        move |r| {
+            matches!(r, Err(Error::WrongDevice(_)))
+                || (r.is_ok() && k == xstream_core::BackendKind::Host)
+        },
+    );
+}
+
+#[test]
+fn ascend_backend_refuses_bad_input() {
+    let _g = common::global_lock();
+    common::setup();
+    generic_cases::<xstream_ascend::AscendBackend>(common::ascend_device(0));
+    wrong_device::<xstream_ascend::AscendBackend>(
+        common::ascend_device(0),
+        common::ascend_device(1),
+    );
+    println!(
+        "bad input (ascend): {} cases so far",
+        CASES.load(Ordering::SeqCst)
+    );
+}
+
+#[test]
+fn ascend_stream_after_device_reset_behind_our_back() {
+    let _g = common::global_lock();
+    common::setup();
+    let sim = common::Sim::get();
+    let d = common::ascend_device(1);
+    let s = d.create_stream(&StreamDesc::new()).expect("stream");
+    let e = d.create_event(&EventDesc::new()).expect("event");
+    let buf = d.alloc(64).expect("alloc");
+    s.memset(&buf, 0, 64, 1).expect("memset");
+    s.synchronize().expect("sync");
+    // Reset the device until its primary context is gone (xstream holds one reference).
+    let mut n = 0;
+    while sim.reset_device(1) == 0 && n < 8 {
+        n += 1;
+    }
+    assert!(n >= 1, "aclrtResetDevice(1) refused");
+    let ops: Vec<(&str, xstream_core::Result<()>)> = vec![
+        ("memset", s.memset(&buf, 0, 64, 2)),
+        ("record", e.record(&s)),
+        ("synchronize", s.synchronize()),
+        ("query", s.query().map(drop)),
+        ("callback", s.host_callback(|_| {})),
+        ("event sync", e.synchronize()),
+        ("new stream", d.create_stream(&StreamDesc::new()).map(drop)),
+        ("device sync", d.synchronize()),
+    ];
+    CASES.fetch_add(ops.len(), Ordering::SeqCst);
+    let failed = ops.iter().filter(|(_, r)| r.is_err()).count();
+    for (what, r) in &ops {
+        println!("after reset: {what}: {r:?}");
+    }
+    assert!(
+        failed >= 3,
+        "a dead context was used without errors: {ops:?}"
+    );
+    // Dropping everything neither panics nor hangs; a fresh open works again.
+    common::watchdog("drop after reset", Duration::from_secs(20), move || {
+        drop((s, e, buf, d));
+    });
+    assert!(common::eventually(Duration::from_secs(10), || {
+        xstream_ascend::AscendBackend::open(1)
+            .and_then(|d| {
+                d.create_stream(&StreamDesc::new())
+                    .and_then(|s| s.synchronize())
+            })
+            .is_ok()
+    }));
+}
+
+#[test]
+fn not_an_acl_library() {
+    use xstream_ascend::loader::{load_error, try_load};
+    type Accept = fn(&Error) -> bool;
+    let cases: Vec<(String, Accept)> = vec![
+        ("/nonexistent/libascendcl.so".into(), |e| {
+            matches!(e, Error::NotAvailable { .. })
+        }),
+        ("/etc/hostname".into(), |e| {
+            matches!(e, Error::NotAvailable { .. })
+        }),
+        ("/tmp".into(), |e| matches!(e, Error::NotAvailable { .. })),
+        ("libc.so.6".into(), |e| {
+            matches!(e, Error::MissingSymbol { .. })
+        }),
+        ("libm.so.6".into(), |e| {
+            matches!(e, Error::MissingSymbol { .. })
+        }),
+        ("".into(), |e| {
+            matches!(e, Error::NotAvailable { .. } | Error::MissingSymbol { .. })
+        }),
+    ];
+    for (path, ok) in cases {
+        CASES.fetch_add(1, Ordering::SeqCst);
+        let p2 = path.clone();
+        let r = common::watchdog("try_load", Duration::from_secs(20), move || {
+            try_load(&[p2]).map(drop).map_err(|e| load_error(&e))
+        });
+        match r {
+            Err(e) => {
+                assert!(ok(&e), "{path}: {e:?}");
+                assert!(!e.to_string().is_empty());
+            }
+            Ok(()) => panic!("{path} loaded as an ACL library"),
+        }
+    }
+}
