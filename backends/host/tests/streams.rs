@@ -26,6 +26,10 @@ fn ms(d: Duration) -> u128 {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "asserts wall-clock bounds; Miri runs far slower than native"
+)]
 fn events_order_two_streams() {
     let d = dev();
     let (a, b, c) = (nb(&d), nb(&d), nb(&d));
@@ -289,6 +293,10 @@ fn query_pending_then_ready() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "asserts wall-clock bounds; Miri runs far slower than native"
+)]
 fn default_stream_rule() {
     let d = dev();
     let def = d.default_stream().unwrap();

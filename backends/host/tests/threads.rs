@@ -18,6 +18,10 @@ fn threads() -> usize {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "reads /proc and spawns a thousand threads; too slow under Miri"
+)]
 fn thousand_streams_leave_no_threads() {
     let d = HostDevice::new_isolated(0);
     let buf = d.alloc(16).unwrap();

@@ -14,10 +14,11 @@
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{channel, Sender};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 
+use crate::sync::{Arc, AtomicBool, Mutex};
 use crate::{Error, Result};
 
 /// A boxed stream-blocking host callback.
@@ -83,10 +84,19 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Holds the first panic of a stream's callbacks until the next synchronize reports it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PanicSlot {
     flag: AtomicBool,
     msg: Mutex<Option<String>>,
+}
+
+impl Default for PanicSlot {
+    fn default() -> Self {
+        Self {
+            flag: AtomicBool::new(false),
+            msg: Mutex::new(None),
+        }
+    }
 }
 
 impl PanicSlot {
@@ -164,9 +174,17 @@ impl CallbackSlot {
 
 /// The callbacks of one context (or stream) that the vendor has not run yet, so xstream can
 /// fail them itself when the vendor never will.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PendingCallbacks {
     slots: Mutex<Vec<Arc<CallbackSlot>>>,
+}
+
+impl Default for PendingCallbacks {
+    fn default() -> Self {
+        Self {
+            slots: Mutex::new(Vec::new()),
+        }
+    }
 }
 
 impl PendingCallbacks {
@@ -208,6 +226,7 @@ type Job = Box<dyn FnOnce() + Send + 'static>;
 /// time, in submission order, outside any vendor callback, so they may call xstream. A panic
 /// is caught and logged.
 pub fn dispatch(job: Job) {
+    use std::sync::Mutex;
     static TX: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
     let tx = TX.get_or_init(|| {
         let (tx, rx) = channel::<Job>();
@@ -235,7 +254,7 @@ pub fn dispatch(job: Job) {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;

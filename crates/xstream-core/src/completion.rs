@@ -9,13 +9,14 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Condvar, OnceLock};
+
+use crate::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use crate::{Error, Result};
 
-#[derive(Default)]
 struct State {
     result: Option<Result<()>>,
     waker: Option<Waker>,
@@ -48,7 +49,10 @@ impl std::fmt::Debug for CompletionSignal {
 
 /// A connected future / signal pair.
 pub fn completion() -> (Completion, CompletionSignal) {
-    let state = Arc::new(Mutex::new(State::default()));
+    let state = Arc::new(Mutex::new(State {
+        result: None,
+        waker: None,
+    }));
     (
         Completion {
             state: Arc::clone(&state),
@@ -132,10 +136,10 @@ impl Future for Completion {
 struct ThreadWaker(std::thread::Thread);
 
 impl Wake for ThreadWaker {
-    fn wake(self: Arc<Self>) {
+    fn wake(self: std::sync::Arc<Self>) {
         self.0.unpark();
     }
-    fn wake_by_ref(self: &Arc<Self>) {
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
         self.0.unpark();
     }
 }
@@ -143,7 +147,7 @@ impl Wake for ThreadWaker {
 /// Drives a future to completion on the calling thread by parking it between polls.
 pub fn block_on<F: Future>(fut: F) -> F::Output {
     let mut fut = std::pin::pin!(fut);
-    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let waker = Waker::from(std::sync::Arc::new(ThreadWaker(std::thread::current())));
     let mut cx = Context::from_waker(&waker);
     loop {
         if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
@@ -157,7 +161,7 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
 pub type PollFn = Box<dyn FnMut() -> Option<Result<()>> + Send + 'static>;
 
 struct Poller {
-    queue: Mutex<Vec<(PollFn, CompletionSignal)>>,
+    queue: std::sync::Mutex<Vec<(PollFn, CompletionSignal)>>,
     cv: Condvar,
 }
 
@@ -165,7 +169,7 @@ fn poller() -> &'static Poller {
     static P: OnceLock<Poller> = OnceLock::new();
     static STARTED: OnceLock<()> = OnceLock::new();
     let p = P.get_or_init(|| Poller {
-        queue: Mutex::new(Vec::new()),
+        queue: std::sync::Mutex::new(Vec::new()),
         cv: Condvar::new(),
     });
     STARTED.get_or_init(|| {
@@ -227,7 +231,7 @@ pub fn poll_until(check: PollFn) -> Completion {
     c
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -39,6 +39,7 @@ pub mod error;
 pub mod flags;
 pub mod pool;
 pub mod priority;
+mod sync;
 pub mod translate;
 
 pub use allocator::{Allocator, AllocatorSlot, Block, HostAllocator};

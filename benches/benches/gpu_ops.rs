@@ -1,0 +1,1243 @@
+//! GPU per-operation costs, side by side: xstream's CUDA backend (through the `xstream_core`
+//! traits), the raw driver (`cudarc::driver::sys`, same operation, same flags) and cudarc's safe
+//! API (`CudaContext` / `CudaStream` / `CudaEvent`, where it has the operation).
+//!
+//! A plain `main` (no criterion), for the GPU machine: `bash gpu-bundle/gpu-run.sh` with
+//! `BENCH=1`, or directly `gpu-bundle/bench/gpu_ops`. Without a usable CUDA device it prints
+//! `SKIP: no CUDA device: <reason>` and exits 0.
+//!
+//! # Method
+//! Every operation runs a warm-up batch per variant, then [`REPS`] repeats of a batch of `N`
+//! iterations; the variants are interleaved within each repeat (the order rotates), so clock
+//! and thermal drift hit all of them alike. A cell is the host-side ns per operation: the
+//! median over the repeats, with p10 and p90 (nearest rank). Work that an operation enqueues
+//! is drained after each batch, outside the timed region, unless the row says "+ sync".
+//!
+//! Output: a Markdown table (printed last), a JSON line, and, when `$OUT` is set,
+//! `$OUT/gpu_bench.md` and `$OUT/gpu_bench.json`.
+
+use std::ffi::{c_void, CStr};
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::sys;
+use xstream_core::{
+    Backend, CaptureMode, Device, Error, Event, EventDesc, EventFlags, Graph, Kernel, PoolConfig,
+    PriorityClass, Stream, StreamDesc, StreamFlags, StreamPool,
+};
+use xstream_cuda::{ptx_source, CudaBackend, CudaDevice, CudaEvent, CudaStream};
+
+/// Repeats per operation (after one warm-up batch).
+const REPS: usize = 7;
+/// `CU_STREAM_NON_BLOCKING`.
+const CU_STREAM_NON_BLOCKING: u32 = 1;
+/// `CU_EVENT_DISABLE_TIMING`.
+const CU_EVENT_DISABLE_TIMING: u32 = 2;
+/// Rounds of the 4-stream launch/record/wait chain.
+const CHAIN_ROUNDS: usize = 16;
+/// Kernels in the captured graph (and in the direct-launch comparison).
+const GRAPH_NODES: usize = 100;
+/// The kernel length of the synchronize-latency section.
+const SYNC_KERNEL: Duration = Duration::from_millis(2);
+/// Streams and events created and dropped by the memory-flatness section.
+const FLAT_COUNT: usize = 100_000;
+
+/// A hand-written empty kernel (no nvcc needed), for the "empty PTX entry" row.
+const EMPTY_PTX: &str = ".version 8.0\n.target sm_90\n.address_size 64\n\n\
+.visible .entry xs_bench_empty()\n{\n    ret;\n}\n\0";
+
+type BenchResult<T> = std::result::Result<T, String>;
+
+fn main() {
+    if let Err(e) = CudaBackend::availability() {
+        let reason = match e {
+            Error::NotAvailable { reason, .. } => reason,
+            other => other.to_string(),
+        };
+        println!("SKIP: no CUDA device: {reason}");
+        return;
+    }
+    if let Err(e) = run() {
+        eprintln!("gpu_ops: FAILED: {e}");
+        std::process::exit(1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics and rows
+
+/// Median, p10 and p90 of per-operation nanoseconds over the repeats.
+#[derive(Debug, Clone, Copy)]
+struct Stat {
+    med: f64,
+    p10: f64,
+    p90: f64,
+}
+
+fn stat(v: &[f64]) -> Stat {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let at = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize];
+    Stat {
+        med: at(0.5),
+        p10: at(0.1),
+        p90: at(0.9),
+    }
+}
+
+/// What a row is checked against (the issue's targets).
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    /// Informational only.
+    Info,
+    /// xstream − raw ≤ this many ns.
+    OverheadNs(f64),
+    /// xstream − raw ≤ this percentage of raw.
+    OverheadPct(f64),
+    /// xstream ≤ this many ns, absolute.
+    AbsNs(f64),
+}
+
+impl Target {
+    fn label(self) -> String {
+        match self {
+            Target::Info => "info".into(),
+            Target::OverheadNs(n) => format!("≤ +{n:.0} ns vs raw"),
+            Target::OverheadPct(p) => format!("≤ +{p:.0}% vs raw"),
+            Target::AbsNs(n) => format!("≤ {}", fmt_ns(n)),
+        }
+    }
+}
+
+struct Row {
+    op: String,
+    iters: u64,
+    x: Option<Stat>,
+    raw: Option<Stat>,
+    safe: Option<Stat>,
+    target: Target,
+}
+
+impl Row {
+    fn overhead(&self) -> Option<(f64, f64)> {
+        let (x, r) = (self.x?, self.raw?);
+        Some((x.med - r.med, (x.med - r.med) / r.med * 100.0))
+    }
+
+    /// `PASS` / `FAIL` / `-`, against the target and (where cudarc has the op) "no slower than
+    /// cudarc's safe API" (medians, 3% tolerance for noise).
+    fn verdict(&self) -> String {
+        let Some(x) = self.x else {
+            return "-".into();
+        };
+        let mut fails = Vec::new();
+        let checked = match self.target {
+            Target::Info => false,
+            Target::OverheadNs(n) => {
+                if let Some((d, _)) = self.overhead() {
+                    if d > n {
+                        fails.push("overhead");
+                    }
+                }
+                true
+            }
+            Target::OverheadPct(p) => {
+                if let Some((_, pct)) = self.overhead() {
+                    if pct > p {
+                        fails.push("overhead");
+                    }
+                }
+                true
+            }
+            Target::AbsNs(n) => {
+                if x.med > n {
+                    fails.push("absolute");
+                }
+                true
+            }
+        };
+        let mut vs_safe = false;
+        if let Some(s) = self.safe {
+            vs_safe = true;
+            if x.med > s.med * 1.03 {
+                fails.push("slower than cudarc");
+            }
+        }
+        if !checked && !vs_safe {
+            "-".into()
+        } else if fails.is_empty() {
+            "PASS".into()
+        } else {
+            format!("FAIL ({})", fails.join(", "))
+        }
+    }
+}
+
+fn fmt_ns(v: f64) -> String {
+    if v.abs() < 10_000.0 {
+        format!("{v:.0} ns")
+    } else if v.abs() < 10_000_000.0 {
+        format!("{:.1} µs", v / 1e3)
+    } else {
+        format!("{:.2} ms", v / 1e6)
+    }
+}
+
+fn fmt_cell(s: Option<Stat>) -> String {
+    let Some(s) = s else {
+        return "n/a".into();
+    };
+    let (div, unit) = if s.med < 10_000.0 {
+        (1.0, "ns")
+    } else if s.med < 10_000_000.0 {
+        (1e3, "µs")
+    } else {
+        (1e6, "ms")
+    };
+    let prec = usize::from(div > 1.0);
+    format!(
+        "{:.p$} {unit} ({:.p$}–{:.p$})",
+        s.med / div,
+        s.p10 / div,
+        s.p90 / div,
+        p = prec
+    )
+}
+
+/// One variant: runs a batch of `n` iterations and returns the timed part.
+type Batch<'a> = Box<dyn FnMut(u64) -> Duration + 'a>;
+
+/// Times `n` calls of `f`.
+fn timed(n: u64, mut f: impl FnMut()) -> Duration {
+    let t = Instant::now();
+    for _ in 0..n {
+        f();
+    }
+    t.elapsed()
+}
+
+/// Runs the variants (warm-up, then [`REPS`] interleaved repeats) and returns the row.
+fn compare(
+    op: &str,
+    n: u64,
+    target: Target,
+    x: Option<Batch<'_>>,
+    raw: Option<Batch<'_>>,
+    safe: Option<Batch<'_>>,
+) -> Row {
+    let mut vs: [Option<Batch<'_>>; 3] = [x, raw, safe];
+    for b in vs.iter_mut().flatten() {
+        b(n);
+    }
+    let mut samples: [Vec<f64>; 3] = Default::default();
+    for rep in 0..REPS {
+        for k in 0..3 {
+            let i = (k + rep) % 3;
+            if let Some(b) = vs[i].as_mut() {
+                let d = b(n);
+                samples[i].push(d.as_nanos() as f64 / n as f64);
+            }
+        }
+    }
+    let st = |i: usize| (!samples[i].is_empty()).then(|| stat(&samples[i]));
+    let row = Row {
+        op: op.into(),
+        iters: n,
+        x: st(0),
+        raw: st(1),
+        safe: st(2),
+        target,
+    };
+    eprintln!(
+        "  {:<52} xstream {:>26} | raw {:>26} | safe {:>26}",
+        row.op,
+        fmt_cell(row.x),
+        fmt_cell(row.raw),
+        fmt_cell(row.safe)
+    );
+    row
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw driver helpers
+
+fn ck(r: sys::CUresult, what: &str) {
+    assert!(r == sys::CUresult::CUDA_SUCCESS, "{what} failed with {r:?}");
+}
+
+fn raw_stream() -> sys::CUstream {
+    let mut s = ptr::null_mut();
+    // SAFETY: valid out-pointer; the device's primary context is current on this thread.
+    ck(
+        unsafe { sys::cuStreamCreate(&mut s, CU_STREAM_NON_BLOCKING) },
+        "cuStreamCreate",
+    );
+    s
+}
+
+fn raw_event(flags: u32) -> sys::CUevent {
+    let mut e = ptr::null_mut();
+    // SAFETY: valid out-pointer; context current.
+    ck(
+        unsafe { sys::cuEventCreate(&mut e, flags) },
+        "cuEventCreate",
+    );
+    e
+}
+
+fn raw_sync(s: sys::CUstream) {
+    // SAFETY: `s` is a live stream created by this program.
+    ck(
+        unsafe { sys::cuStreamSynchronize(s) },
+        "cuStreamSynchronize",
+    );
+}
+
+/// Loads a NUL-terminated PTX text and returns the named function (the module stays loaded
+/// for the life of the process).
+fn raw_function(ptx_nul: &str, name: &CStr) -> sys::CUfunction {
+    let mut m = ptr::null_mut();
+    // SAFETY: `ptx_nul` is NUL-terminated PTX text; valid out-pointer; context current.
+    ck(
+        unsafe { sys::cuModuleLoadData(&mut m, ptx_nul.as_ptr() as *const c_void) },
+        "cuModuleLoadData",
+    );
+    let mut f = ptr::null_mut();
+    // SAFETY: `m` is a loaded module; `name` is NUL-terminated; valid out-pointer.
+    ck(
+        unsafe { sys::cuModuleGetFunction(&mut f, m, name.as_ptr()) },
+        "cuModuleGetFunction",
+    );
+    f
+}
+
+/// Launches `xs_delay(ns)` (the kernel xstream's `Kernel::Delay` uses) on one thread.
+fn raw_launch_delay(f: sys::CUfunction, s: sys::CUstream, ns: u64) {
+    let mut ns = ns;
+    let mut params = [&mut ns as *mut u64 as *mut c_void];
+    // SAFETY: `f` takes one .u64 parameter, `params` points to it and lives across the call
+    // (the driver copies it); `s` is live.
+    ck(
+        unsafe {
+            sys::cuLaunchKernel(
+                f,
+                1,
+                1,
+                1,
+                1,
+                1,
+                1,
+                0,
+                s,
+                params.as_mut_ptr(),
+                ptr::null_mut(),
+            )
+        },
+        "cuLaunchKernel",
+    );
+}
+
+/// Launches a parameterless kernel on one thread.
+fn raw_launch_empty(f: sys::CUfunction, s: sys::CUstream) {
+    // SAFETY: `f` takes no parameters; `s` is live.
+    ck(
+        unsafe { sys::cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, ptr::null_mut(), ptr::null_mut()) },
+        "cuLaunchKernel",
+    );
+}
+
+unsafe extern "C" fn empty_host_fn(_user: *mut c_void) {}
+
+/// Round-trip counter of the raw host function.
+static RAW_RT: AtomicU64 = AtomicU64::new(0);
+/// Round-trip counter of the xstream host callback.
+static XS_RT: AtomicU64 = AtomicU64::new(0);
+
+unsafe extern "C" fn bump_host_fn(user: *mut c_void) {
+    // SAFETY: `user` is `&RAW_RT`, a static.
+    let c = unsafe { &*(user as *const AtomicU64) };
+    c.fetch_add(1, Ordering::Release);
+}
+
+/// A raw blocking "future": the host function sets `done` and unparks the waiter.
+struct Parker {
+    done: AtomicBool,
+    thread: Thread,
+}
+
+unsafe extern "C" fn unpark_host_fn(user: *mut c_void) {
+    // SAFETY: `user` points to a `Parker` that outlives every host function enqueued with it
+    // (it is dropped only after the stream was synchronized).
+    let p = unsafe { &*(user as *const Parker) };
+    p.done.store(true, Ordering::Release);
+    p.thread.unpark();
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer; CLOCK_THREAD_CPUTIME_ID is always supported on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn rss_bytes() -> u64 {
+    let pages: u64 = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * page.max(0) as u64
+}
+
+fn device_free_bytes() -> u64 {
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: valid out-pointers; context current.
+    ck(
+        unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) },
+        "cuMemGetInfo",
+    );
+    free as u64
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(o, "\\u{:04x}", c as u32);
+            }
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+fn json_stat(s: Option<Stat>) -> String {
+    match s {
+        None => "null".into(),
+        Some(s) => format!(
+            "{{\"med\":{:.1},\"p10\":{:.1},\"p90\":{:.1}}}",
+            s.med, s.p10, s.p90
+        ),
+    }
+}
+
+fn xs(r: xstream_core::Result<()>) {
+    if let Err(e) = r {
+        panic!("xstream call failed: {e}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run
+
+#[allow(clippy::too_many_lines)]
+fn run() -> BenchResult<()> {
+    let wall0 = Instant::now();
+    let dev: CudaDevice = CudaBackend::open(0).map_err(|e| format!("open(0): {e}"))?;
+    let ctx = Arc::clone(dev.cudarc_context());
+    let info = xstream_core::Device::info(&dev).clone();
+    // Everything below runs on this thread, with the primary context current (xstream bound it).
+    dev.rebind_thread().map_err(|e| e.to_string())?;
+    let mut ctx_flags = 0u32;
+    // SAFETY: valid out-pointer; context current.
+    ck(
+        unsafe { sys::cuCtxGetFlags(&mut ctx_flags) },
+        "cuCtxGetFlags",
+    );
+    let sched = match ctx_flags & 0x7 {
+        0 => "AUTO",
+        1 => "SPIN",
+        2 => "YIELD",
+        4 => "BLOCKING_SYNC",
+        _ => "?",
+    };
+    eprintln!(
+        "gpu_ops: {} ({}), context sched {sched}; {REPS} repeats per op",
+        info.name, info.driver
+    );
+
+    let nb = StreamDesc::new().flags(StreamFlags::NON_BLOCKING);
+    let dt = EventDesc::new().flags(EventFlags::DISABLE_TIMING);
+    let e = |r: xstream_core::Result<CudaStream>| r.map_err(|e| e.to_string());
+    let ev = |r: xstream_core::Result<CudaEvent>| r.map_err(|e| e.to_string());
+    let sf = |r: std::result::Result<
+        Arc<cudarc::driver::CudaStream>,
+        cudarc::driver::DriverError,
+    >| { r.map_err(|e| format!("cudarc: {e:?}")) };
+
+    // Long-lived objects, one set per variant.
+    let xa = e(dev.create_stream(&nb))?;
+    let xb = e(dev.create_stream(&nb))?;
+    let xe = ev(dev.create_event(&dt))?;
+    let ra = raw_stream();
+    let rb = raw_stream();
+    let re = raw_event(CU_EVENT_DISABLE_TIMING);
+    let sa = sf(ctx.new_stream())?;
+    let sb = sf(ctx.new_stream())?;
+    let se = ctx
+        .new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+        .map_err(|e| format!("cudarc: {e:?}"))?;
+    let delay_ptx = ptx_source("sm_90") + "\0";
+    let delay_fn = raw_function(&delay_ptx, c"xs_delay");
+    let empty_fn = raw_function(EMPTY_PTX, c"xs_bench_empty");
+    // Make sure xstream loaded its kernels (lazily or not) before timing.
+    xs(xa.launch(Kernel::Delay(Duration::ZERO)));
+    xs(xa.synchronize());
+
+    let mut rows: Vec<Row> = Vec::new();
+    eprintln!("== per-operation costs (median (p10–p90) per op)");
+
+    rows.push(compare(
+        "cheapest driver call (cuCtxGetCurrent)",
+        100_000,
+        Target::Info,
+        None,
+        Some(Box::new(|n| {
+            timed(n, || {
+                let mut c = ptr::null_mut();
+                // SAFETY: valid out-pointer.
+                black_box(unsafe { sys::cuCtxGetCurrent(&mut c) });
+                black_box(c);
+            })
+        })),
+        None,
+    ));
+
+    rows.push(compare(
+        "stream create+destroy (NON_BLOCKING)",
+        1000,
+        Target::OverheadPct(2.0),
+        Some(Box::new(|n| {
+            timed(n, || {
+                drop(black_box(dev.create_stream(&nb).expect("create_stream")))
+            })
+        })),
+        Some(Box::new(|n| {
+            timed(n, || {
+                let s = raw_stream();
+                // SAFETY: `s` was just created and is not used again.
+                ck(unsafe { sys::cuStreamDestroy_v2(s) }, "cuStreamDestroy");
+            })
+        })),
+        Some(Box::new(|n| {
+            timed(n, || drop(black_box(ctx.new_stream().expect("new_stream"))))
+        })),
+    ));
+
+    let pool = StreamPool::<CudaBackend>::new(dev.clone(), PoolConfig::default())
+        .map_err(|e| e.to_string())?;
+    for _ in 0..64 {
+        pool.get(PriorityClass::Normal).map_err(|e| e.to_string())?;
+    }
+    rows.push(compare(
+        "pooled stream acquire (StreamPool::get + drop)",
+        200_000,
+        Target::AbsNs(100.0),
+        Some(Box::new(|n| {
+            timed(n, || {
+                drop(black_box(pool.get(PriorityClass::Normal).expect("pool")))
+            })
+        })),
+        None,
+        None,
+    ));
+
+    for (label, xflags, rflags, sflags) in [
+        (
+            "event create+destroy (DISABLE_TIMING)",
+            EventFlags::DISABLE_TIMING,
+            CU_EVENT_DISABLE_TIMING,
+            sys::CUevent_flags::CU_EVENT_DISABLE_TIMING,
+        ),
+        (
+            "event create+destroy (default, timing)",
+            EventFlags::empty(),
+            0,
+            sys::CUevent_flags::CU_EVENT_DEFAULT,
+        ),
+    ] {
+        let d = EventDesc::new().flags(xflags);
+        rows.push(compare(
+            label,
+            20_000,
+            Target::OverheadPct(2.0),
+            Some(Box::new(|n| {
+                timed(n, || {
+                    drop(black_box(dev.create_event(&d).expect("create_event")))
+                })
+            })),
+            Some(Box::new(|n| {
+                timed(n, || {
+                    let ev = raw_event(rflags);
+                    // SAFETY: `ev` was just created and is not used again.
+                    ck(unsafe { sys::cuEventDestroy_v2(ev) }, "cuEventDestroy");
+                })
+            })),
+            Some(Box::new(|n| {
+                timed(n, || {
+                    drop(black_box(ctx.new_event(Some(sflags)).expect("new_event")))
+                })
+            })),
+        ));
+    }
+
+    rows.push(compare(
+        "event record (idle stream)",
+        50_000,
+        Target::OverheadNs(20.0),
+        Some(Box::new(|n| {
+            let d = timed(n, || xs(xe.record(&xa)));
+            xs(xa.synchronize());
+            d
+        })),
+        Some(Box::new(|n| {
+            let d = timed(n, || {
+                // SAFETY: live event and stream.
+                ck(unsafe { sys::cuEventRecord(re, ra) }, "cuEventRecord");
+            });
+            raw_sync(ra);
+            d
+        })),
+        Some(Box::new(|n| {
+            let d = timed(n, || se.record(&sa).expect("record"));
+            sa.synchronize().expect("sync");
+            d
+        })),
+    ));
+
+    // The events are recorded and complete now.
+    rows.push(compare(
+        "event query (complete)",
+        100_000,
+        Target::OverheadNs(20.0),
+        Some(Box::new(|n| {
+            timed(n, || {
+                black_box(xe.query().expect("query"));
+            })
+        })),
+        Some(Box::new(|n| {
+            timed(n, || {
+                // SAFETY: live event.
+                ck(unsafe { sys::cuEventQuery(re) }, "cuEventQuery");
+            })
+        })),
+        Some(Box::new(|n| {
+            timed(n, || {
+                black_box(se.try_is_complete().expect("query"));
+            })
+        })),
+    ));
+
+    rows.push(compare(
+        "stream query (idle)",
+        100_000,
+        Target::OverheadNs(20.0),
+        Some(Box::new(|n| {
+            timed(n, || {
+                black_box(xa.query().expect("query"));
+            })
+        })),
+        Some(Box::new(|n| {
+            timed(n, || {
+                // SAFETY: live stream.
+                ck(unsafe { sys::cuStreamQuery(ra) }, "cuStreamQuery");
+            })
+        })),
+        None,
+    ));
+
+    rows.push(compare(
+        "record on A + wait on B",
+        50_000,
+        Target::OverheadNs(20.0),
+        Some(Box::new(|n| {
+            let d = timed(n, || {
+                xs(xe.record(&xa));
+                xs(xb.wait_event(&xe));
+            });
+            xs(xb.synchronize());
+            d
+        })),
+        Some(Box::new(|n| {
+            let d = timed(n, || {
+                // SAFETY: live handles.
+                ck(unsafe { sys::cuEventRecord(re, ra) }, "cuEventRecord");
+                // SAFETY: live handles.
+                ck(
+                    unsafe { sys::cuStreamWaitEvent(rb, re, 0) },
+                    "cuStreamWaitEvent",
+                );
+            });
+            raw_sync(rb);
+            d
+        })),
+        Some(Box::new(|n| {
+            let d = timed(n, || {
+                se.record(&sa).expect("record");
+                sb.wait(&se).expect("wait");
+            });
+            sb.synchronize().expect("sync");
+            d
+        })),
+    ));
+
+    rows.push(compare(
+        "synchronize (idle stream)",
+        50_000,
+        Target::OverheadNs(20.0),
+        Some(Box::new(|n| timed(n, || xs(xa.synchronize())))),
+        Some(Box::new(|n| timed(n, || raw_sync(ra)))),
+        Some(Box::new(|n| timed(n, || sa.synchronize().expect("sync")))),
+    ));
+
+    rows.push(compare(
+        "host callback enqueue (empty)",
+        2000,
+        Target::OverheadPct(2.0),
+        Some(Box::new(|n| {
+            let d = timed(n, || xs(xa.host_callback(|_| {})));
+            xs(xa.synchronize());
+            d
+        })),
+        Some(Box::new(|n| {
+            let d = timed(n, || {
+                // SAFETY: live stream; the function ignores its (null) argument.
+                ck(
+                    unsafe { sys::cuLaunchHostFunc(ra, Some(empty_host_fn), ptr::null_mut()) },
+                    "cuLaunchHostFunc",
+                );
+            });
+            raw_sync(ra);
+            d
+        })),
+        None,
+    ));
+
+    rows.push(compare(
+        "host callback round trip (enqueue → runs → seen)",
+        2000,
+        Target::AbsNs(7500.0),
+        Some(Box::new(|n| {
+            timed(n, || {
+                let want = XS_RT.load(Ordering::Acquire) + 1;
+                xs(xa.host_callback(|_| {
+                    XS_RT.fetch_add(1, Ordering::Release);
+                }));
+                while XS_RT.load(Ordering::Acquire) < want {
+                    std::hint::spin_loop();
+                }
+            })
+        })),
+        Some(Box::new(|n| {
+            timed(n, || {
+                let want = RAW_RT.load(Ordering::Acquire) + 1;
+                // SAFETY: live stream; the user pointer is a static.
+                ck(
+                    unsafe {
+                        sys::cuLaunchHostFunc(
+                            ra,
+                            Some(bump_host_fn),
+                            &RAW_RT as *const AtomicU64 as *mut c_void,
+                        )
+                    },
+                    "cuLaunchHostFunc",
+                );
+                while RAW_RT.load(Ordering::Acquire) < want {
+                    std::hint::spin_loop();
+                }
+            })
+        })),
+        None,
+    ));
+
+    let parker = Box::new(Parker {
+        done: AtomicBool::new(false),
+        thread: std::thread::current(),
+    });
+    rows.push(compare(
+        "future completion (completed().wait(), idle; raw: host fn + park)",
+        2000,
+        Target::AbsNs(8000.0),
+        Some(Box::new(|n| {
+            timed(n, || xs(xa.completed().expect("completed").wait()))
+        })),
+        Some(Box::new(|n| {
+            let p: &Parker = &parker;
+            timed(n, || {
+                p.done.store(false, Ordering::Relaxed);
+                // SAFETY: live stream; `parker` outlives the host function (synchronized
+                // below before it is dropped).
+                ck(
+                    unsafe {
+                        sys::cuLaunchHostFunc(
+                            ra,
+                            Some(unpark_host_fn),
+                            p as *const Parker as *mut c_void,
+                        )
+                    },
+                    "cuLaunchHostFunc",
+                );
+                while !p.done.load(Ordering::Acquire) {
+                    std::thread::park();
+                }
+            })
+        })),
+        None,
+    ));
+    raw_sync(ra);
+    drop(parker);
+
+    rows.push(compare(
+        "kernel launch (xs_delay(0), same kernel)",
+        2000,
+        Target::OverheadPct(2.0),
+        Some(Box::new(|n| {
+            let d = timed(n, || xs(xa.launch(Kernel::Delay(Duration::ZERO))));
+            xs(xa.synchronize());
+            d
+        })),
+        Some(Box::new(|n| {
+            let d = timed(n, || raw_launch_delay(delay_fn, ra, 0));
+            raw_sync(ra);
+            d
+        })),
+        None,
+    ));
+    rows.push(compare(
+        "kernel launch (empty PTX entry, raw only)",
+        2000,
+        Target::Info,
+        None,
+        Some(Box::new(|n| {
+            let d = timed(n, || raw_launch_empty(empty_fn, ra));
+            raw_sync(ra);
+            d
+        })),
+        None,
+    ));
+    rows.push(compare(
+        "kernel launch + synchronize",
+        1000,
+        Target::OverheadPct(2.0),
+        Some(Box::new(|n| {
+            timed(n, || {
+                xs(xa.launch(Kernel::Delay(Duration::ZERO)));
+                xs(xa.synchronize());
+            })
+        })),
+        Some(Box::new(|n| {
+            timed(n, || {
+                raw_launch_delay(delay_fn, ra, 0);
+                raw_sync(ra);
+            })
+        })),
+        None,
+    ));
+
+    // 4-stream chains.
+    let xs4: Vec<CudaStream> = (0..4)
+        .map(|_| e(dev.create_stream(&nb)))
+        .collect::<BenchResult<_>>()?;
+    let xe4: Vec<CudaEvent> = (0..4)
+        .map(|_| ev(dev.create_event(&dt)))
+        .collect::<BenchResult<_>>()?;
+    let rs4: Vec<sys::CUstream> = (0..4).map(|_| raw_stream()).collect();
+    let re4: Vec<sys::CUevent> = (0..4).map(|_| raw_event(CU_EVENT_DISABLE_TIMING)).collect();
+    rows.push(compare(
+        &format!("chain: 4 streams × {CHAIN_ROUNDS} rounds (launch, record, wait) + sync"),
+        100,
+        Target::OverheadPct(2.0),
+        Some(Box::new(|n| {
+            timed(n, || {
+                for _ in 0..CHAIN_ROUNDS {
+                    for i in 0..4 {
+                        xs(xs4[i].launch(Kernel::Delay(Duration::ZERO)));
+                        xs(xe4[i].record(&xs4[i]));
+                        xs(xs4[(i + 1) % 4].wait_event(&xe4[i]));
+                    }
+                }
+                for s in &xs4 {
+                    xs(s.synchronize());
+                }
+            })
+        })),
+        Some(Box::new(|n| {
+            timed(n, || {
+                for _ in 0..CHAIN_ROUNDS {
+                    for i in 0..4 {
+                        raw_launch_delay(delay_fn, rs4[i], 0);
+                        // SAFETY: live handles.
+                        ck(
+                            unsafe { sys::cuEventRecord(re4[i], rs4[i]) },
+                            "cuEventRecord",
+                        );
+                        // SAFETY: live handles.
+                        ck(
+                            unsafe { sys::cuStreamWaitEvent(rs4[(i + 1) % 4], re4[i], 0) },
+                            "cuStreamWaitEvent",
+                        );
+                    }
+                }
+                for &s in &rs4 {
+                    raw_sync(s);
+                }
+            })
+        })),
+        None,
+    ));
+
+    // Graphs: capture GRAPH_NODES launches once, replay.
+    let xg_stream = e(dev.create_stream(&nb))?;
+    xs(xg_stream.begin_capture(CaptureMode::ThreadLocal));
+    for _ in 0..GRAPH_NODES {
+        xs(xg_stream.launch(Kernel::Delay(Duration::ZERO)));
+    }
+    let xgraph = xg_stream.end_capture().map_err(|e| e.to_string())?;
+    if xgraph.node_count() != GRAPH_NODES {
+        return Err(format!(
+            "xstream graph has {} nodes, expected {GRAPH_NODES}",
+            xgraph.node_count()
+        ));
+    }
+    let rg_stream = raw_stream();
+    // SAFETY: live stream, not capturing.
+    ck(
+        unsafe {
+            sys::cuStreamBeginCapture_v2(
+                rg_stream,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            )
+        },
+        "cuStreamBeginCapture",
+    );
+    for _ in 0..GRAPH_NODES {
+        raw_launch_delay(delay_fn, rg_stream, 0);
+    }
+    let mut rgraph = ptr::null_mut();
+    // SAFETY: the stream is capturing; valid out-pointer.
+    ck(
+        unsafe { sys::cuStreamEndCapture(rg_stream, &mut rgraph) },
+        "cuStreamEndCapture",
+    );
+    let mut rexec = ptr::null_mut();
+    // SAFETY: `rgraph` is the captured graph; valid out-pointer.
+    ck(
+        unsafe { sys::cuGraphInstantiateWithFlags(&mut rexec, rgraph, 0) },
+        "cuGraphInstantiateWithFlags",
+    );
+    rows.push(compare(
+        &format!("graph replay ({GRAPH_NODES} kernel nodes) + sync"),
+        200,
+        Target::OverheadPct(2.0),
+        Some(Box::new(|n| {
+            timed(n, || {
+                xs(xgraph.launch(&xg_stream));
+                xs(xg_stream.synchronize());
+            })
+        })),
+        Some(Box::new(|n| {
+            timed(n, || {
+                // SAFETY: live executable graph and stream.
+                ck(
+                    unsafe { sys::cuGraphLaunch(rexec, rg_stream) },
+                    "cuGraphLaunch",
+                );
+                raw_sync(rg_stream);
+            })
+        })),
+        None,
+    ));
+    rows.push(compare(
+        &format!("{GRAPH_NODES} direct kernel launches + sync"),
+        100,
+        Target::OverheadPct(2.0),
+        Some(Box::new(|n| {
+            timed(n, || {
+                for _ in 0..GRAPH_NODES {
+                    xs(xg_stream.launch(Kernel::Delay(Duration::ZERO)));
+                }
+                xs(xg_stream.synchronize());
+            })
+        })),
+        Some(Box::new(|n| {
+            timed(n, || {
+                for _ in 0..GRAPH_NODES {
+                    raw_launch_delay(delay_fn, rg_stream, 0);
+                }
+                raw_sync(rg_stream);
+            })
+        })),
+        None,
+    ));
+
+    // Synchronize latency for a ~2 ms kernel.
+    eprintln!("== synchronize latency for a {SYNC_KERNEL:?} kernel");
+    let fast = e(dev.create_stream(
+        &StreamDesc::new().flags(StreamFlags::NON_BLOCKING | StreamFlags::FAST_SYNC),
+    ))?;
+    let kernel_ns = u64::try_from(SYNC_KERNEL.as_nanos()).unwrap_or(u64::MAX);
+    let sync_rows = sync_section(&[
+        (
+            "xstream synchronize (plain stream: cuStreamSynchronize)",
+            Box::new(|| {
+                xs(xa.launch(Kernel::Delay(SYNC_KERNEL)));
+                xs(xa.synchronize());
+            }),
+        ),
+        (
+            "xstream synchronize (FAST_SYNC: spin on cuStreamQuery)",
+            Box::new(|| {
+                xs(fast.launch(Kernel::Delay(SYNC_KERNEL)));
+                xs(fast.synchronize());
+            }),
+        ),
+        (
+            "xstream synchronize_timeout(1 s) (sleep-poll emulation)",
+            Box::new(|| {
+                xs(xa.launch(Kernel::Delay(SYNC_KERNEL)));
+                xs(xa.synchronize_timeout(Duration::from_secs(1)));
+            }),
+        ),
+        (
+            "raw cuStreamSynchronize",
+            Box::new(|| {
+                raw_launch_delay(delay_fn, ra, kernel_ns);
+                raw_sync(ra);
+            }),
+        ),
+        (
+            "raw spin on cuStreamQuery",
+            Box::new(|| {
+                raw_launch_delay(delay_fn, ra, kernel_ns);
+                loop {
+                    // SAFETY: live stream.
+                    let r = unsafe { sys::cuStreamQuery(ra) };
+                    if r == sys::CUresult::CUDA_SUCCESS {
+                        break;
+                    }
+                    assert!(
+                        r == sys::CUresult::CUDA_ERROR_NOT_READY,
+                        "cuStreamQuery: {r:?}"
+                    );
+                    std::hint::spin_loop();
+                }
+            }),
+        ),
+    ]);
+
+    // Memory flatness.
+    eprintln!("== memory flatness ({FLAT_COUNT} streams, {FLAT_COUNT} events)");
+    for _ in 0..1000 {
+        drop(e(dev.create_stream(&nb))?);
+        drop(ev(dev.create_event(&dt))?);
+    }
+    let flat_t0 = Instant::now();
+    let (rss0, free0) = (rss_bytes(), device_free_bytes());
+    for _ in 0..FLAT_COUNT {
+        drop(e(dev.create_stream(&nb))?);
+    }
+    let (rss1, free1) = (rss_bytes(), device_free_bytes());
+    for _ in 0..FLAT_COUNT {
+        drop(ev(dev.create_event(&dt))?);
+    }
+    let (rss2, free2) = (rss_bytes(), device_free_bytes());
+    eprintln!("   took {:?}", flat_t0.elapsed());
+
+    // Clean up raw objects.
+    // SAFETY: every handle below was created by this program, its work is synchronized, and
+    // none is used again.
+    unsafe {
+        sys::cuGraphExecDestroy(rexec);
+        sys::cuGraphDestroy(rgraph);
+        sys::cuStreamDestroy_v2(rg_stream);
+        for &s in &rs4 {
+            sys::cuStreamDestroy_v2(s);
+        }
+        for &ev in &re4 {
+            sys::cuEventDestroy_v2(ev);
+        }
+        sys::cuEventDestroy_v2(re);
+        sys::cuStreamDestroy_v2(ra);
+        sys::cuStreamDestroy_v2(rb);
+    }
+    xs(dev.synchronize());
+
+    // ------------------------------------------------------------------ report
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "### xstream CUDA vs raw driver vs cudarc safe — {} ({}), sched {sched}, {REPS} reps, host ns/op median (p10–p90)\n",
+        info.name, info.driver
+    );
+    md.push_str(
+        "| operation | xstream | raw sys | cudarc safe | overhead vs raw | target | verdict |\n",
+    );
+    md.push_str("|---|---:|---:|---:|---:|---|---|\n");
+    for r in &rows {
+        let ov = match r.overhead() {
+            Some((d, p)) => format!("{:+.0} ns ({p:+.1}%)", d),
+            None => "-".into(),
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {ov} | {} | {} |",
+            r.op,
+            fmt_cell(r.x),
+            fmt_cell(r.raw),
+            fmt_cell(r.safe),
+            r.target.label(),
+            r.verdict()
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n**Synchronize after a {} kernel** (median of {REPS} reps; latency = wall − kernel length; CPU = waiting thread's CPU time / wall)\n",
+        fmt_ns(kernel_ns as f64)
+    );
+    md.push_str("| variant | wall | latency over kernel | thread CPU |\n|---|---:|---:|---:|\n");
+    for s in &sync_rows {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {:.0}% |",
+            s.name,
+            fmt_cell(Some(s.wall)),
+            fmt_ns(s.wall.med - kernel_ns as f64),
+            s.cpu_pct
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n**Memory flatness** (xstream create+drop): {FLAT_COUNT} streams: RSS {:.1} → {:.1} MiB, device free {:.1} → {:.1} MiB; {FLAT_COUNT} events: RSS → {:.1} MiB, device free → {:.1} MiB\n",
+        mib(rss0),
+        mib(rss1),
+        mib(free0),
+        mib(free1),
+        mib(rss2),
+        mib(free2)
+    );
+    let _ = writeln!(
+        md,
+        "total bench time {:.1} s",
+        wall0.elapsed().as_secs_f64()
+    );
+
+    let mut js = String::new();
+    let _ = write!(
+        js,
+        "{{\"bench\":\"gpu_ops\",\"device\":{},\"driver\":{},\"sched\":{},\"reps\":{REPS},\"rows\":[",
+        json_str(&info.name),
+        json_str(&info.driver),
+        json_str(sched)
+    );
+    for (i, r) in rows.iter().enumerate() {
+        let (od, op) = r
+            .overhead()
+            .map_or(("null".to_string(), "null".to_string()), |(d, p)| {
+                (format!("{d:.1}"), format!("{p:.2}"))
+            });
+        let _ = write!(
+            js,
+            "{}{{\"op\":{},\"iters\":{},\"xstream\":{},\"raw\":{},\"safe\":{},\"overhead_ns\":{od},\"overhead_pct\":{op},\"target\":{},\"verdict\":{}}}",
+            if i > 0 { "," } else { "" },
+            json_str(&r.op),
+            r.iters,
+            json_stat(r.x),
+            json_stat(r.raw),
+            json_stat(r.safe),
+            json_str(&r.target.label()),
+            json_str(&r.verdict())
+        );
+    }
+    js.push_str("],\"sync\":[");
+    for (i, s) in sync_rows.iter().enumerate() {
+        let _ = write!(
+            js,
+            "{}{{\"variant\":{},\"kernel_ns\":{kernel_ns},\"wall\":{},\"cpu_pct\":{:.1}}}",
+            if i > 0 { "," } else { "" },
+            json_str(s.name),
+            json_stat(Some(s.wall)),
+            s.cpu_pct
+        );
+    }
+    let _ = write!(
+        js,
+        "],\"memory\":{{\"count\":{FLAT_COUNT},\"rss_before\":{rss0},\"rss_after_streams\":{rss1},\"rss_after_events\":{rss2},\"dev_free_before\":{free0},\"dev_free_after_streams\":{free1},\"dev_free_after_events\":{free2}}},\"total_s\":{:.2}}}",
+        wall0.elapsed().as_secs_f64()
+    );
+
+    println!("{js}");
+    println!();
+    println!("{md}");
+    if let Ok(out) = std::env::var("OUT") {
+        let dir = std::path::Path::new(&out);
+        let _ = std::fs::create_dir_all(dir);
+        std::fs::write(dir.join("gpu_bench.md"), &md).map_err(|e| e.to_string())?;
+        std::fs::write(dir.join("gpu_bench.json"), js + "\n").map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// A named launch-and-wait iteration of the synchronize-latency section.
+type SyncVariant<'a> = (&'static str, Box<dyn Fn() + 'a>);
+
+struct SyncRow {
+    name: &'static str,
+    wall: Stat,
+    cpu_pct: f64,
+}
+
+/// Per variant: a warm-up, then [`REPS`] interleaved repeats of 12 launch+wait iterations;
+/// wall ns per iteration (median, p10, p90) and the waiting thread's CPU share (median).
+fn sync_section(variants: &[SyncVariant<'_>]) -> Vec<SyncRow> {
+    const N: u32 = 12;
+    for (_, f) in variants {
+        f();
+    }
+    let mut wall: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    for rep in 0..REPS {
+        for k in 0..variants.len() {
+            let i = (k + rep) % variants.len();
+            let (c0, t0) = (thread_cpu_ns(), Instant::now());
+            for _ in 0..N {
+                (variants[i].1)();
+            }
+            let w = t0.elapsed().as_nanos() as f64;
+            let c = thread_cpu_ns().saturating_sub(c0) as f64;
+            wall[i].push(w / f64::from(N));
+            cpu[i].push(c / w * 100.0);
+        }
+    }
+    variants
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| {
+            let r = SyncRow {
+                name,
+                wall: stat(&wall[i]),
+                cpu_pct: stat(&cpu[i]).med,
+            };
+            eprintln!(
+                "  {:<58} wall {:>24}  cpu {:>3.0}%",
+                r.name,
+                fmt_cell(Some(r.wall)),
+                r.cpu_pct
+            );
+            r
+        })
+        .collect()
+}

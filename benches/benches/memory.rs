@@ -1,0 +1,146 @@
+//! Memory: process RSS (`/proc/self/statm`) before and after creating and dropping 100 000
+//! streams and 100 000 events, one at a time, on the host backend, on the Ascend backend over
+//! the simulator, and with the raw simulator calls for reference. Each case first runs 1 000
+//! warm-up create/drop pairs (allocator arenas, thread-locals, the reaper thread), then waits
+//! until the simulator's live-object counts are back to where they were (the Ascend backend
+//! destroys streams on its reaper thread), then measures. Prints one line per case; the target
+//! is |after − before| ≤ 1 MiB.
+//!
+//! Run: `cargo bench -p xstream-benches --bench memory`.
+#![allow(unsafe_code)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use xstream_ascend::AscendBackend;
+use xstream_core::{Backend, Device, Error, EventDesc, EventFlags, StreamDesc, StreamFlags};
+use xstream_host::HostBackend;
+
+use common::RawAcl;
+
+const N: usize = 100_000;
+const WARM: usize = 1_000;
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Waits (up to 30 s) until the simulator holds no more streams and events than `base`.
+fn settle_sim(base: (u64, u64)) {
+    let t = RawAcl::get();
+    let end = Instant::now() + Duration::from_secs(30);
+    // SAFETY: no arguments.
+    while unsafe { ((t.live_streams)(), (t.live_events)()) } > base && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn sim_live() -> (u64, u64) {
+    let t = RawAcl::get();
+    // SAFETY: no arguments.
+    unsafe { ((t.live_streams)(), (t.live_events)()) }
+}
+
+/// Runs `op` WARM times, settles, measures RSS, runs it N times, settles, measures again.
+fn case(backend: &str, what: &str, sim: bool, mut op: impl FnMut()) -> bool {
+    let base = if sim { sim_live() } else { (0, 0) };
+    let settle = || {
+        if sim {
+            settle_sim(base);
+        }
+    };
+    for _ in 0..WARM {
+        op();
+    }
+    settle();
+    let before = common::rss_bytes();
+    let t0 = Instant::now();
+    for _ in 0..N {
+        op();
+    }
+    let took = t0.elapsed();
+    settle();
+    let after = common::rss_bytes();
+    let delta = after as f64 - before as f64;
+    let flat = delta.abs() <= MIB;
+    println!(
+        "memory {backend:<14} {what:<26} n={N} rss_before={:.2} MiB rss_after={:.2} MiB \
+         delta={:+.1} KiB ({:.2} s, {:.0} ns/pair) flat_within_1MiB={}",
+        before as f64 / MIB,
+        after as f64 / MIB,
+        delta / 1024.0,
+        took.as_secs_f64(),
+        took.as_nanos() as f64 / N as f64,
+        if flat { "yes" } else { "NO" }
+    );
+    flat
+}
+
+/// Creates a stream, retrying while the device is at its stream limit (the backend destroys
+/// dropped streams asynchronously, so a create right after many drops can find it full).
+fn create_retry<D: Device>(dev: &D, desc: &StreamDesc, retries: &mut u64) {
+    loop {
+        match dev.create_stream(desc) {
+            Ok(s) => return drop(s),
+            Err(Error::ResourceExhausted { .. }) => {
+                *retries += 1;
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            Err(e) => panic!("create_stream: {e}"),
+        }
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing to parse.
+    let nb = StreamDesc::new().flags(StreamFlags::NON_BLOCKING);
+    let ed = EventDesc::new().flags(EventFlags::DISABLE_TIMING);
+    let timed = EventDesc::new();
+    let mut all = true;
+
+    let host = HostBackend::open(0).expect("host device");
+    all &= case("host", "stream create+drop", false, || {
+        drop(host.create_stream(&nb).unwrap())
+    });
+    all &= case("host", "event create+drop", false, || {
+        drop(host.create_event(&ed).unwrap())
+    });
+    all &= case("host", "timed event create+drop", false, || {
+        drop(host.create_event(&timed).unwrap())
+    });
+
+    common::setup();
+    let dev = AscendBackend::open(0).expect("open the simulated Ascend device");
+    let mut retries = 0u64;
+    all &= case("ascend-sim", "stream create+drop", true, || {
+        create_retry(&dev, &nb, &mut retries)
+    });
+    if retries > 0 {
+        println!("memory ascend-sim: {retries} create retries at the simulator's stream limit");
+    }
+    all &= case("ascend-sim", "event create+drop", true, || {
+        drop(dev.create_event(&ed).unwrap())
+    });
+    all &= case("ascend-sim", "timed event create+drop", true, || {
+        drop(dev.create_event(&timed).unwrap())
+    });
+
+    let t = RawAcl::get();
+    dev.bind().expect("bind the device context");
+    all &= case("ascend-sim raw", "aclrtCreate/DestroyStream", true, || {
+        let s = t.stream();
+        // SAFETY: an idle stream created just above.
+        assert_eq!(unsafe { (t.destroy_stream)(s) }, 0);
+    });
+    all &= case("ascend-sim raw", "aclrtCreate/DestroyEvent", true, || {
+        let e = t.event();
+        // SAFETY: an event created just above.
+        assert_eq!(unsafe { (t.destroy_event)(e) }, 0);
+    });
+    println!(
+        "memory summary: {}",
+        if all {
+            "every case flat within 1 MiB"
+        } else {
+            "some case grew by more than 1 MiB (see above)"
+        }
+    );
+}
