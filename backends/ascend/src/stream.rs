@@ -52,6 +52,9 @@ pub(crate) struct StreamState {
     owned: bool,
     /// Set once the handle was force-destroyed.
     gone: std::sync::atomic::AtomicBool,
+    /// Host memory of copies whose release callback could not be launched: nobody can tell
+    /// when the copy is done, so it is released only after the stream is destroyed.
+    orphans: Mutex<Vec<Keep>>,
 }
 
 impl StreamState {
@@ -69,6 +72,7 @@ impl StreamState {
             keep: Mutex::new(Vec::new()),
             nodes: AtomicUsize::new(0),
             alloc: Mutex::new(None),
+            orphans: Mutex::new(Vec::new()),
             device,
             owned,
             gone: std::sync::atomic::AtomicBool::new(false),
@@ -117,6 +121,7 @@ impl Drop for StreamState {
             .unwrap_or_else(|e| e.into_inner())
             .take();
         let capturing = self.capture.is_capturing();
+        let orphans = std::mem::take(self.orphans.get_mut().unwrap_or_else(|e| e.into_inner()));
         reap(Box::new(move || {
             let d = &device.inner;
             // One failed call here would leak the stream for good (found by the fault sweep,
@@ -124,6 +129,8 @@ impl Drop for StreamState {
             if d.bind().is_err() {
                 AscendDevice::invalidate_thread_binding();
                 if d.bind().is_err() {
+                    // The stream may still run copies into the orphaned memory: never free it.
+                    std::mem::forget(orphans);
                     return;
                 }
             }
@@ -147,25 +154,39 @@ impl Drop for StreamState {
                     let _ = result::stream::destroy_force(d.t, raw);
                 }
             }
+            // The stream is synchronized and destroyed: no copy can touch these any more.
+            drop(orphans);
         }));
     }
 }
 
 /// Host memory a queued copy may still read or write. Only the callback the runtime runs after
 /// the copy frees it; dropped any other way (that callback's launch failed, so nobody can say
-/// when the copy is done) it is leaked rather than freed under the runtime's feet.
-struct InFlight<T>(Option<T>);
+/// when the copy is done) it moves to the stream's orphans, released after the stream is
+/// synchronized and destroyed, never under the runtime's feet.
+struct InFlight<T: Send + Sync + 'static>(Option<(T, Arc<StreamState>)>);
 
-impl<T> InFlight<T> {
+impl<T: Send + Sync + 'static> InFlight<T> {
+    fn new(v: T, state: &Arc<StreamState>) -> Self {
+        Self(Some((v, Arc::clone(state))))
+    }
+
     fn take(mut self) -> T {
-        self.0.take().expect("taken once")
+        match self.0.take() {
+            Some((v, _)) => v,
+            None => unreachable!("an InFlight value is taken once"),
+        }
     }
 }
 
-impl<T> Drop for InFlight<T> {
+impl<T: Send + Sync + 'static> Drop for InFlight<T> {
     fn drop(&mut self) {
-        if let Some(v) = self.0.take() {
-            std::mem::forget(v);
+        if let Some((v, state)) = self.0.take() {
+            state
+                .orphans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Box::new(v));
         }
     }
 }
@@ -463,7 +484,7 @@ impl AscendStream {
             self.state.enqueued(Some(k));
             Ok(())
         } else {
-            let k = InFlight(Some(k));
+            let k = InFlight::new(k, &self.state);
             self.launch_report(Box::new(move |_| drop(k.take())), false)
         }
     }
@@ -875,7 +896,7 @@ impl Stream for AscendStream {
             )?;
         }
         let keep = Arc::clone(&src.inner);
-        let host = InFlight(Some(host));
+        let host = InFlight::new(host, &self.state);
         self.launch_report(
             Box::new(move |r| {
                 drop(keep);

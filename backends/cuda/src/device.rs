@@ -4,6 +4,7 @@ use std::ffi::CStr;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use cudarc::driver::sys;
 use xstream_core::callback::{ensure_not_in_callback, CallbackSlot, PendingCallbacks};
@@ -118,6 +119,13 @@ impl Drop for Shared {
     }
 }
 
+/// How often the fault watcher queries the driver while callbacks are pending: the delay
+/// after which a fault is noticed even if nobody calls xstream (the driver itself takes
+/// 100-150 ms to report one, reference row 6).
+const WATCH_PERIOD: Duration = Duration::from_millis(1);
+/// How long the watcher stays registered after the last pending callback ran.
+const WATCH_LINGER: Duration = Duration::from_millis(50);
+
 /// Tracks `slot` as pending and makes sure a watcher polls for faults while anything is
 /// pending (see the crate docs, "Callback failure path").
 pub(crate) fn track_pending(shared: &Arc<Shared>, slot: &Arc<CallbackSlot>) {
@@ -126,12 +134,20 @@ pub(crate) fn track_pending(shared: &Arc<Shared>, slot: &Arc<CallbackSlot>) {
         return;
     }
     let s = Arc::clone(shared);
+    // The check runs on the shared poller thread every 10-200 µs; it does real work (a driver
+    // query, a scan of the pending list) at most once per `WATCH_PERIOD`, so it neither
+    // competes with the driver's callback thread nor costs the enqueuing thread anything. It
+    // stays registered for `WATCH_LINGER` after the last callback ran, so a steady stream of
+    // callbacks registers it once instead of once per callback.
+    let mut last = Instant::now();
+    let mut idle_since: Option<Instant> = None;
     let watcher = poll_until(Box::new(move || {
         // The poller is xstream's thread: never let its queries break a user's capture.
         ffi::ensure_relaxed_capture_mode();
         if let Some(e) = s.sticky_error() {
             s.pending.fail_all(&e);
-        } else {
+        } else if last.elapsed() >= WATCH_PERIOD {
+            last = Instant::now();
             match ffi::stream_query(s.sentinel) {
                 Ok(()) | Err(ffi::NOT_READY) => {}
                 Err(code) => {
@@ -141,8 +157,15 @@ pub(crate) fn track_pending(shared: &Arc<Shared>, slot: &Arc<CallbackSlot>) {
                     }
                 }
             }
+        } else {
+            return None;
         }
         if s.pending.pending() > 0 {
+            idle_since = None;
+            return None;
+        }
+        let idle = *idle_since.get_or_insert_with(Instant::now);
+        if idle.elapsed() < WATCH_LINGER {
             return None;
         }
         s.watching.store(false, Ordering::SeqCst);

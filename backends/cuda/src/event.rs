@@ -1,6 +1,7 @@
 //! [`CudaEvent`].
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,7 +41,6 @@ impl Drop for EventHandle {
 
 #[derive(Default)]
 struct RecordState {
-    recorded: bool,
     /// The stream whose capture recorded the event (queries on it then follow the capture
     /// rules).
     captured_by: Option<Arc<StreamState>>,
@@ -53,6 +53,10 @@ pub struct CudaEvent {
     dev: CudaDevice,
     handle: Arc<EventHandle>,
     flags: EventFlags,
+    /// Recorded at least once (record / query never take a lock for this).
+    recorded: AtomicBool,
+    /// The latest record was made during a capture; only then is `state` consulted.
+    captured: AtomicBool,
     state: Mutex<RecordState>,
 }
 
@@ -84,6 +88,8 @@ impl CudaEvent {
                 dev: dev.clone(),
             }),
             flags: native | hints,
+            recorded: AtomicBool::new(false),
+            captured: AtomicBool::new(false),
             state: Mutex::new(RecordState::default()),
         })
     }
@@ -98,11 +104,13 @@ impl CudaEvent {
 
     /// Gates calls that are illegal on an event recorded by a capture in progress.
     fn gate(&self, op: &'static str) -> Result<bool> {
-        let g = self.lock();
-        if !g.recorded {
+        if !self.recorded.load(Ordering::Acquire) {
             return Ok(false);
         }
-        if let Some(st) = &g.captured_by {
+        if !self.captured.load(Ordering::Acquire) {
+            return Ok(true);
+        }
+        if let Some(st) = &self.lock().captured_by {
             if st.capture.is_capturing() {
                 st.capture.gate(op)?;
             }
@@ -122,7 +130,7 @@ impl CudaEvent {
 
     /// Whether the event was ever recorded (tracked by xstream).
     pub fn is_recorded(&self) -> bool {
-        self.lock().recorded
+        self.recorded.load(Ordering::Acquire)
     }
 }
 
@@ -155,13 +163,12 @@ impl Event for CudaEvent {
             }
             return Err(e);
         }
-        let mut g = self.lock();
-        g.recorded = true;
-        g.captured_by = stream
-            .state
-            .capture
-            .is_capturing()
-            .then(|| Arc::clone(&stream.state));
+        let capturing = stream.state.capture.is_capturing();
+        if capturing || self.captured.load(Ordering::Acquire) {
+            self.lock().captured_by = capturing.then(|| Arc::clone(&stream.state));
+            self.captured.store(capturing, Ordering::Release);
+        }
+        self.recorded.store(true, Ordering::Release);
         Ok(())
     }
 

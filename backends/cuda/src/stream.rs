@@ -1,7 +1,7 @@
 //! [`CudaStream`]: the portable [`Stream`] over a `CUstream`, plus CUDA-only extensions.
 
 use std::fmt;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -74,6 +74,8 @@ pub(crate) struct StreamState {
     allocator: AllocatorSlot,
     /// Buffers (and bytes) used by work enqueued since the last observed completion.
     keep: Mutex<Vec<Keep>>,
+    /// `keep.len()`, readable without the lock (query and synchronize skip the lock when 0).
+    keep_len: AtomicUsize,
     /// What the capture in progress references (moves into the graph).
     capture_keep: Mutex<Vec<Keep>>,
     persistent: bool,
@@ -199,15 +201,15 @@ impl CudaStream {
             owned: true,
             dev: dev.clone(),
         };
-        // Effective values are read back (reference rows 1 and 2).
-        let effective = sh.check("cuStreamGetPriority", ffi::stream_get_priority(raw))?;
-        if effective != outcome.native {
-            outcome.clamped_from.get_or_insert(outcome.native);
-            outcome.native = effective;
+        // No read-back calls on this path: the driver clamps a priority into the range that
+        // `resolve` already clamped to (reference row 1), and `cuStreamGetFlags` returns exactly
+        // the flags passed (row 2). `native_priority()` / `native_flags()` read them back on
+        // demand, and the GPU tests check that both agree with these values.
+        if outcome.clamped_from.is_none() && !sh.info.priority_range.contains(outcome.native) {
+            outcome.clamped_from = Some(outcome.native);
+            outcome.native = sh.info.priority_range.clamp(outcome.native);
         }
-        let native_flags = sh.check("cuStreamGetFlags", ffi::stream_get_flags(raw))?;
-        let (nb, _) = CUDA_FLAGS.stream_from_native(native_flags);
-        let flags = t.effective.difference(StreamFlags::NON_BLOCKING) | nb;
+        let flags = t.effective;
         let persistent = t.emulated.contains(StreamFlags::PERSISTENT);
         let s = Self::build(
             dev,
@@ -351,27 +353,37 @@ impl CudaStream {
         let flush = {
             let mut g = lock(&self.state.keep);
             g.push(k);
-            (g.len() >= KEEP_FLUSH).then(|| std::mem::take(&mut *g))
+            let v = (g.len() >= KEEP_FLUSH).then(|| std::mem::take(&mut *g));
+            self.state.keep_len.store(g.len(), Ordering::Release);
+            v
         };
         if let Some(v) = flush {
             if let Err(v) = release_after(&self.dev, self.raw(), v) {
-                lock(&self.state.keep).extend(v);
+                let mut g = lock(&self.state.keep);
+                g.extend(v);
+                self.state.keep_len.store(g.len(), Ordering::Release);
             }
         }
     }
 
     /// Drops keep-alive entries older than `n` (their work completed).
     fn completed_up_to(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
         let done: Vec<Keep> = {
             let mut g = lock(&self.state.keep);
             let n = n.min(g.len());
-            g.drain(..n).collect()
+            let done = g.drain(..n).collect();
+            self.state.keep_len.store(g.len(), Ordering::Release);
+            done
         };
         drop(done);
     }
 
+    /// Entries in the keep list now (no lock).
     fn keep_len(&self) -> usize {
-        lock(&self.state.keep).len()
+        self.state.keep_len.load(Ordering::Acquire)
     }
 
     /// Enqueues a host function firing `slot` (no capture gate: callers gate).

@@ -78,6 +78,18 @@ fn priority_clamping_is_read_back_and_reported() {
     assert_eq!(c.priority(), r.greatest);
     assert_eq!(c.report().priority.clamped_from, Some(-100));
     assert_eq!(c.native_priority().unwrap(), r.greatest);
+    // priority() is computed at creation, not read back: it must equal the driver's value.
+    for p in [
+        Priority::Lowest,
+        Priority::Low,
+        Priority::Normal,
+        Priority::High,
+        Priority::Highest,
+        Priority::Native(r.greatest),
+    ] {
+        let s = d.create_stream(&nb().priority(p)).unwrap();
+        assert_eq!(s.priority(), s.native_priority().unwrap(), "{p:?}");
+    }
 }
 
 #[test]
