@@ -1,8 +1,8 @@
 //! [`CudaStream`]: the portable [`Stream`] over a `CUstream`, plus CUDA-only extensions.
 
 use std::fmt;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use xstream_core::callback::{dispatch, in_callback, CallbackSlot, HostCallback, PanicSlot};
@@ -27,7 +27,8 @@ const KEEP_FLUSH: usize = 256;
 /// Owns (or borrows) the native handle; destroys an owned one when the last reference goes.
 pub(crate) struct StreamHandle {
     pub raw: CuStream,
-    pub inner: Arc<cudarc::driver::CudaStream>,
+    /// The cudarc view, made on first use (`cudarc_stream()`), so creation pays nothing for it.
+    pub inner: OnceLock<Arc<cudarc::driver::CudaStream>>,
     owned: bool,
     dev: CudaDevice,
 }
@@ -37,7 +38,7 @@ impl Drop for StreamHandle {
         if !self.owned {
             return;
         }
-        if Arc::strong_count(&self.inner) > 1 {
+        if self.inner.get().is_some_and(|i| Arc::strong_count(i) > 1) {
             // Somebody still holds the cudarc wrapper handed out by `cudarc_stream()`: never
             // destroy a handle that is still reachable. The stream is leaked (documented).
             tracing::warn!(stream = ?self.raw, "cudarc wrapper still shared; CUstream not destroyed");
@@ -94,7 +95,8 @@ pub struct CudaStream {
     dev: CudaDevice,
     pub(crate) handle: Arc<StreamHandle>,
     pub(crate) state: Arc<StreamState>,
-    id: u64,
+    /// `cuStreamGetId`, read on first use (creation makes no extra driver call).
+    id: OnceLock<u64>,
     name: Option<String>,
     flags: StreamFlags,
     report: CreationReport,
@@ -104,7 +106,7 @@ pub struct CudaStream {
 impl fmt::Debug for CudaStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CudaStream")
-            .field("id", &self.id)
+            .field("id", &self.id.get())
             .field("raw", &self.handle.raw)
             .field("name", &self.name)
             .field("flags", &self.flags)
@@ -163,7 +165,6 @@ impl CudaStream {
         let sh = &dev.shared;
         let raw = handle.raw;
         let handle = Arc::new(handle);
-        let id = sh.check("cuStreamGetId", ffi::stream_get_id(raw))?;
         let state = StreamState {
             persistent,
             fast_sync,
@@ -174,7 +175,7 @@ impl CudaStream {
             dev: dev.clone(),
             handle,
             state: Arc::new(state),
-            id,
+            id: OnceLock::new(),
             name,
             flags,
             report,
@@ -197,7 +198,7 @@ impl CudaStream {
         };
         let handle = StreamHandle {
             raw,
-            inner: ffi::cudarc_wrap_borrowed(&sh.ctx, raw),
+            inner: OnceLock::new(),
             owned: true,
             dev: dev.clone(),
         };
@@ -236,11 +237,11 @@ impl CudaStream {
         let (flags, priority) = Self::read_props(dev, raw)?;
         let handle = StreamHandle {
             raw,
-            inner: ffi::cudarc_wrap_borrowed(&sh.ctx, raw),
+            inner: OnceLock::new(),
             owned: false,
             dev: dev.clone(),
         };
-        Self::build(
+        let s = Self::build(
             dev,
             handle,
             Some(
@@ -256,7 +257,11 @@ impl CudaStream {
             Ownership::Default,
             false,
             false,
-        )
+        )?;
+        // A special handle means "of the current context": read its id now, while the
+        // context is bound, rather than lazily from wherever `id()` is first called.
+        let _ = xstream_core::Stream::id(&s);
+        Ok(s)
     }
 
     fn plain_report(priority: i32) -> CreationReport {
@@ -294,7 +299,7 @@ impl CudaStream {
         let (flags, priority) = Self::read_props(dev, raw)?;
         let handle = StreamHandle {
             raw,
-            inner: stream,
+            inner: OnceLock::from(stream),
             owned: false,
             dev: dev.clone(),
         };
@@ -314,7 +319,9 @@ impl CudaStream {
     /// allowed; an owned xstream stream whose cudarc wrapper is still shared when it drops is
     /// not destroyed (leaked with a warning) rather than left dangling.
     pub fn cudarc_stream(&self) -> &Arc<cudarc::driver::CudaStream> {
-        &self.handle.inner
+        self.handle
+            .inner
+            .get_or_init(|| ffi::cudarc_wrap_borrowed(&self.dev.shared.ctx, self.handle.raw))
     }
 
     /// The device.
@@ -801,7 +808,18 @@ impl Stream for CudaStream {
     }
 
     fn id(&self) -> u64 {
-        self.id
+        *self.id.get_or_init(|| {
+            // The driver's id (unique, never reused: reference row 3). Should the call fail
+            // (a poisoned context), a process-local id from a disjoint range keeps ids unique.
+            static FALLBACK: AtomicU64 = AtomicU64::new(1);
+            // A created stream carries its context (reference row 4), so no bind is needed
+            // (binding is refused inside host callbacks); special handles are primed at
+            // creation, when binding is allowed.
+            match ffi::stream_get_id(self.raw()) {
+                Ok(id) => id,
+                Err(_) => (1 << 63) | FALLBACK.fetch_add(1, Ordering::Relaxed),
+            }
+        })
     }
 
     fn name(&self) -> Option<&str> {
@@ -1181,7 +1199,7 @@ impl Stream for CudaStream {
         let (flags, priority) = Self::read_props(device, raw)?;
         let handle = StreamHandle {
             raw,
-            inner: ffi::cudarc_wrap_borrowed(&sh.ctx, raw),
+            inner: OnceLock::new(),
             owned: false,
             dev: device.clone(),
         };
