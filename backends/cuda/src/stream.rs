@@ -162,8 +162,6 @@ impl CudaStream {
         persistent: bool,
         fast_sync: bool,
     ) -> Result<Self> {
-        let sh = &dev.shared;
-        let raw = handle.raw;
         let handle = Arc::new(handle);
         let state = StreamState {
             persistent,
@@ -233,7 +231,6 @@ impl CudaStream {
 
     /// A legacy default (`CU_STREAM_LEGACY`) or per-thread (`CU_STREAM_PER_THREAD`) handle.
     pub(crate) fn special(dev: &CudaDevice, raw: CuStream) -> Result<Self> {
-        let sh = &dev.shared;
         let (flags, priority) = Self::read_props(dev, raw)?;
         let handle = StreamHandle {
             raw,
