@@ -12,7 +12,7 @@ use xstream_core::{check_timeout, Error, Event, EventDesc, EventFlags, Result, S
 use crate::conv::CUDA_FLAGS;
 use crate::ffi::{self, CuEvent};
 use crate::stream::StreamState;
-use crate::{error, CudaBackend, CudaDevice, CudaStream};
+use crate::{error, CudaBackend, CudaDevice, CudaStream, TIMED_WAIT_MAX_NAP};
 
 /// Owns the native event; destroyed when the event and every poller check using it are gone.
 struct EventHandle {
@@ -211,7 +211,7 @@ impl Event for CudaEvent {
                 return Err(Error::Timeout(timeout));
             }
             std::thread::sleep(nap.min(timeout - elapsed));
-            nap = (nap * 2).min(Duration::from_millis(1));
+            nap = (nap * 2).min(TIMED_WAIT_MAX_NAP);
         }
     }
 

@@ -37,9 +37,9 @@
 //!   reachable as [`CudaStream::add_status_callback`] (runs even after a fault, with the
 //!   status).
 //! - **Timeouts** are emulated: `cuStreamQuery`/`cuEventQuery` plus sleeps starting at 20 µs
-//!   and doubling to 1 ms. Expect ~50-60 µs wake-up latency at the first step and ~8 % of a
-//!   core while waiting (reference row 10). `FAST_SYNC` streams spin on `cuStreamQuery`
-//!   instead (~2 µs, one busy core).
+//!   and doubling to [`TIMED_WAIT_MAX_NAP`] (100 µs), so a wait wakes at most ~100 µs plus the
+//!   sleep's overshoot after the work completes (measured: docs/performance.md). `FAST_SYNC`
+//!   streams spin on `cuStreamQuery` instead (one busy core).
 //! - **Buffer lifetime**: see [`memory`]: enqueues keep their buffers alive; release is
 //!   deferred behind the stream's work with a host function (never an early `cuMemFree`).
 //!   `write` relies on CUDA staging pageable sources before `cuMemcpyHtoDAsync` returns (the
@@ -70,6 +70,12 @@ use std::sync::OnceLock;
 use xstream_core::{Backend, BackendKind, Error, FlagTable, Result};
 
 pub use conv::CUDA_FLAGS;
+
+/// The longest sleep between two queries of the emulated `synchronize_timeout` (stream and
+/// event): sleeps start at 20 µs and double up to this, bounding the wake-up delay after the
+/// work completes. 100 µs keeps the waiting thread at a few percent of a core
+/// (docs/performance.md).
+pub const TIMED_WAIT_MAX_NAP: std::time::Duration = std::time::Duration::from_micros(100);
 pub use device::{ptx_source, CudaDevice};
 pub use event::CudaEvent;
 pub use ffi::{

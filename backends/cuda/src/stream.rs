@@ -19,7 +19,7 @@ use crate::conv::{self, CUDA_FLAGS};
 use crate::device::track_pending;
 use crate::ffi::{self, CuGraphNode, CuStream};
 use crate::memory::Keep;
-use crate::{error, CudaBackend, CudaBuffer, CudaDevice, CudaEvent, CudaGraph};
+use crate::{error, CudaBackend, CudaBuffer, CudaDevice, CudaEvent, CudaGraph, TIMED_WAIT_MAX_NAP};
 
 /// Keep-alive entries above which a stream hands its list to a host function.
 const KEEP_FLUSH: usize = 256;
@@ -895,7 +895,7 @@ impl Stream for CudaStream {
                 std::hint::spin_loop();
             } else {
                 std::thread::sleep(nap.min(timeout - elapsed));
-                nap = (nap * 2).min(Duration::from_millis(1));
+                nap = (nap * 2).min(TIMED_WAIT_MAX_NAP);
             }
         }
         self.completed_up_to(n);
