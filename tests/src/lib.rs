@@ -7,6 +7,8 @@
 //! Each check returns [`Outcome::Pass`] with a short detail, [`Outcome::Skip`] with the reason
 //! (a capability the device lacks), or an error string saying what broke.
 
+pub mod simulator;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

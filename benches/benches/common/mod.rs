@@ -15,49 +15,9 @@ pub const ACL_EVENT_SYNC: u32 = 0x1;
 /// `ACL_CALLBACK_BLOCK`.
 pub const ACL_CALLBACK_BLOCK: i32 = 1;
 
-/// Path of the simulator `libascendcl.so`: `XSTREAM_ACL_LIBRARY`, else next to the running
-/// executable (`target/<profile>/deps`), else the profile directory, else built there with
-/// `cargo build [--release] -p xstream-ascend-sim` (release for the benches, so the raw and
-/// xstream numbers both run against an optimised simulator).
-pub fn sim_path() -> PathBuf {
-    if let Ok(p) = std::env::var("XSTREAM_ACL_LIBRARY") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe.parent().expect("deps dir").to_path_buf();
-    let in_deps = deps.join("libascendcl.so");
-    if in_deps.exists() {
-        return in_deps;
-    }
-    let profile_dir = deps.parent().expect("profile dir").to_path_buf();
-    let lib = profile_dir.join("libascendcl.so");
-    if !lib.exists() {
-        let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = std::process::Command::new(cargo);
-        cmd.args(["build", "-p", "xstream-ascend-sim"]);
-        if profile_dir.file_name().is_some_and(|n| n != "debug") {
-            cmd.arg("--release");
-        }
-        let status = cmd
-            .env("CARGO_TARGET_DIR", &target_dir)
-            .status()
-            .expect("run cargo build -p xstream-ascend-sim");
-        assert!(status.success(), "building the simulator failed");
-    }
-    assert!(lib.exists(), "simulator not found at {}", lib.display());
-    lib
-}
-
 /// Points the Ascend backend at the simulator (before its first load); returns the path.
 pub fn setup() -> PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let p = sim_path();
-        std::env::set_var("XSTREAM_ACL_LIBRARY", &p);
-        p
-    })
-    .clone()
+    xstream_conformance::simulator::setup(1)
 }
 
 type P = *mut c_void;

@@ -1,11 +1,11 @@
 //! Shared helpers of the reliability tests (`stress.rs`, `fault_sweep.rs`, `bad_input.rs`):
-//! locating the ACL simulator (copied from `ascend_sim.rs`), its `xsim*` controls, a lock
+//! locating the ACL simulator (`xstream_conformance::simulator`), its `xsim*` controls, a lock
 //! for simulator globals, a small deterministic RNG and a watchdog against hangs.
 #![allow(dead_code)]
 
 use std::ffi::{c_char, CString};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, Once, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Serializes tests that change simulator globals (faults, limits, poison) or count its live
@@ -15,47 +15,10 @@ pub fn global_lock() -> MutexGuard<'static, ()> {
     M.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn sim_path() -> PathBuf {
-    if let Ok(p) = std::env::var("XSTREAM_ACL_LIBRARY") {
-        return PathBuf::from(p);
-    }
-    // target/<profile>/deps/<test binary> → target/<profile>/libascendcl.so
-    let exe = std::env::current_exe().expect("current_exe");
-    let profile = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("profile dir")
-        .to_path_buf();
-    let in_deps = exe.parent().expect("deps dir").join("libascendcl.so");
-    if in_deps.exists() {
-        return in_deps;
-    }
-    let lib = profile.join("libascendcl.so");
-    if !lib.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = std::process::Command::new(cargo)
-            .args(["build", "-p", "xstream-ascend-sim"])
-            .env("CARGO_TARGET_DIR", profile.parent().expect("target dir"))
-            .status()
-            .expect("run cargo build -p xstream-ascend-sim");
-        assert!(status.success(), "building the ACL simulator failed");
-    }
-    assert!(lib.exists(), "ACL simulator not found at {}", lib.display());
-    lib
-}
-
 /// Points `XSTREAM_ACL_LIBRARY` at the simulator (before the backend's first load) and asks
 /// it for two devices. Returns the library path.
 pub fn setup() -> PathBuf {
-    static ONCE: Once = Once::new();
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    ONCE.call_once(|| {
-        let p = sim_path();
-        std::env::set_var("XSTREAM_ACL_LIBRARY", &p);
-        std::env::set_var("XSIM_DEVICES", "2");
-        let _ = PATH.set(p);
-    });
-    PATH.get().expect("set above").clone()
+    xstream_conformance::simulator::setup(2)
 }
 
 /// The simulator's `xsim*` controls, opened from the same path as the backend (so the same

@@ -3,7 +3,7 @@
 
 use std::ffi::CString;
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, Once, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// Serializes tests that change simulator globals (faults, limits, poison).
 pub fn global_lock() -> MutexGuard<'static, ()> {
@@ -11,50 +11,10 @@ pub fn global_lock() -> MutexGuard<'static, ()> {
     M.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn sim_path() -> PathBuf {
-    if let Ok(p) = std::env::var("XSTREAM_ACL_LIBRARY") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().expect("current_exe");
-    // target/<profile>/deps/<test> → target/<profile>/libascendcl.so
-    let profile_dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("profile dir")
-        .to_path_buf();
-    // `cargo test` builds the simulator as a dependency of its own tests, into deps/; a
-    // top-level `cargo build -p xstream-ascend-sim` puts it in the profile directory.
-    let in_deps = exe.parent().expect("deps dir").join("libascendcl.so");
-    if in_deps.exists() {
-        return in_deps;
-    }
-    let lib = profile_dir.join("libascendcl.so");
-    if !lib.exists() {
-        let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = std::process::Command::new(cargo)
-            .args(["build", "-p", "xstream-ascend-sim"])
-            .env("CARGO_TARGET_DIR", &target_dir)
-            .status()
-            .expect("run cargo build -p xstream-ascend-sim");
-        assert!(status.success(), "building the simulator failed");
-    }
-    assert!(lib.exists(), "simulator not found at {}", lib.display());
-    lib
-}
-
-/// Points `XSTREAM_ACL_LIBRARY` at the simulator (before the first load) and asks it for two
+/// Points `XSTREAM_ACL_LIBRARY` at the simulator (before the first load) and asks for two
 /// devices.
 pub fn setup() -> PathBuf {
-    static ONCE: Once = Once::new();
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    ONCE.call_once(|| {
-        let p = sim_path();
-        std::env::set_var("XSTREAM_ACL_LIBRARY", &p);
-        std::env::set_var("XSIM_DEVICES", "2");
-        let _ = PATH.set(p);
-    });
-    PATH.get().unwrap().clone()
+    xstream_conformance::simulator::setup(2)
 }
 
 /// The simulator's `xsim*` helpers, opened from the same library (same handle).
