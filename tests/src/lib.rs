@@ -182,6 +182,15 @@ pub fn run<B: Backend>(
     sum
 }
 
+/// Reports a test that skipped because its hardware is absent: `SKIP: <test>: <reason>`,
+/// written straight to the process's stderr so that `cargo test`'s output capture does not
+/// hide it (a skipped test must never look like a silent pass).
+pub fn report_skip(test: &str, reason: &dyn std::fmt::Display) {
+    use std::io::Write as _;
+    let line = format!("SKIP: {test}: {reason}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 /// Prints one line per check (`PASS`/`SKIP`/`FAIL name: detail`), the form used by tests and
 /// the CLI.
 pub fn print_line<B: Backend>(c: &Check<B>, r: &CheckResult, took: Duration) {

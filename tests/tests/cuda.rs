@@ -7,8 +7,7 @@ use xstream_cuda::CudaBackend;
 #[test]
 fn conformance_on_cuda() {
     if let Err(e) = CudaBackend::availability() {
-        eprintln!("SKIP: conformance_on_cuda: {e}");
-        println!("SKIP: conformance_on_cuda: {e}");
+        xstream_conformance::report_skip("conformance_on_cuda", &e);
         return;
     }
     let env = Env::<CudaBackend> {

@@ -25,7 +25,7 @@ const BUF: usize = 64 * 1024;
 
 fn device(test: &str) -> Option<CudaDevice> {
     if let Err(e) = CudaBackend::availability() {
-        eprintln!("SKIP: {test}: {e}");
+        xstream_conformance::report_skip(test, &e);
         return None;
     }
     match CudaBackend::open(0) {

@@ -17,7 +17,7 @@ const CHILD_ENV: &str = "XSTREAM_CUDA_CHILD";
 
 fn device(test: &str) -> Option<CudaDevice> {
     if let Err(e) = CudaBackend::availability() {
-        eprintln!("SKIP: {test}: {e}");
+        xstream_conformance::report_skip(test, &e);
         return None;
     }
     match CudaBackend::open(0) {
@@ -420,7 +420,7 @@ fn fault_body(d: &CudaDevice, place_on_other: bool) {
 fn fault_is_sticky_and_fails_pending_callbacks_once() {
     let name = "fault_is_sticky_and_fails_pending_callbacks_once";
     if std::env::var(CHILD_ENV).is_err() && CudaBackend::availability().is_err() {
-        eprintln!("SKIP: {name}: {}", CudaBackend::availability().unwrap_err());
+        xstream_conformance::report_skip(name, &CudaBackend::availability().unwrap_err());
         return;
     }
     match in_child(name) {
@@ -436,7 +436,7 @@ fn fault_is_sticky_and_fails_pending_callbacks_once() {
 fn fault_fails_callbacks_on_other_streams() {
     let name = "fault_fails_callbacks_on_other_streams";
     if std::env::var(CHILD_ENV).is_err() && CudaBackend::availability().is_err() {
-        eprintln!("SKIP: {name}: {}", CudaBackend::availability().unwrap_err());
+        xstream_conformance::report_skip(name, &CudaBackend::availability().unwrap_err());
         return;
     }
     match in_child(name) {
