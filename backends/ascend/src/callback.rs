@@ -127,6 +127,7 @@ pub(crate) fn launch_host_func(t: &'static AclFns, stream: RawStream, data: CbDa
 /// The `aclrtCallback` every xstream callback goes through. Never unwinds.
 unsafe extern "C" fn trampoline(data: *mut c_void) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
+        let _span = tracing::trace_span!("acl_host_callback").entered();
         if data.is_null() {
             return;
         }

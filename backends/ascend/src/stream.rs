@@ -109,6 +109,7 @@ impl Drop for StreamState {
         let Some(device) = self.device.take() else {
             return;
         };
+        tracing::debug!(stream = ?self.raw, owned = self.owned, "acl stream released to the reaper");
         if self.gone.load(Ordering::Acquire) {
             return;
         }
@@ -251,6 +252,7 @@ impl AscendStream {
                 .unwrap_or(prio.native),
             None => prio.native,
         };
+        tracing::debug!(stream = ?raw, name = desc.name.as_deref(), flags = ?tr.effective, priority, "acl stream created");
         Ok(Self {
             id: vendor_id(device, raw),
             device: device.clone(),
@@ -537,6 +539,7 @@ impl Stream for AscendStream {
 
     fn synchronize(&self) -> Result<()> {
         ensure_not_in_callback()?;
+        let _span = tracing::trace_span!("stream_synchronize", stream = ?self.state.raw, name = self.name.as_deref()).entered();
         if !self.persistent {
             self.state.capture.gate("synchronize")?;
             let d = &self.device.inner;

@@ -394,6 +394,7 @@ pub(crate) fn stream_attach_mem_async(
 /// The `cuLaunchHostFunc` trampoline: `user` is `Arc::into_raw` of a [`CallbackSlot`].
 extern "C" fn host_fn_trampoline(user: *mut c_void) {
     let r = catch_unwind(AssertUnwindSafe(|| {
+        let _span = tracing::trace_span!("cuda_host_callback").entered();
         // SAFETY: `user` came from `Arc::into_raw(Arc<CallbackSlot>)` in `launch_host_func`,
         // and the driver calls a host function at most once, so the reference is consumed once.
         let slot = unsafe { Arc::from_raw(user as *const CallbackSlot) };

@@ -226,6 +226,7 @@ impl CudaStream {
         if persistent {
             s.begin_capture_inner(CaptureMode::Relaxed)?;
         }
+        tracing::debug!(stream = ?raw, name = s.name.as_deref(), flags = ?s.flags, priority = s.report.priority.native, "cuda stream created");
         Ok(s)
     }
 
@@ -760,6 +761,7 @@ fn release_after(
 
 impl Drop for CudaStream {
     fn drop(&mut self) {
+        tracing::debug!(stream = ?self.handle.raw, name = self.name.as_deref(), ownership = ?self.ownership, "cuda stream dropped");
         let dev = self.dev.clone();
         let handle = Arc::clone(&self.handle);
         let state = Arc::clone(&self.state);
@@ -857,6 +859,7 @@ impl Stream for CudaStream {
     }
 
     fn synchronize(&self) -> Result<()> {
+        let _span = tracing::trace_span!("stream_synchronize", stream = ?self.handle.raw, name = self.name.as_deref()).entered();
         if self.state.fast_sync {
             return self.synchronize_spin();
         }
