@@ -615,3 +615,43 @@ fn interop_and_special_streams() {
     .join()
     .unwrap();
 }
+
+/// Two GPUs: a stream of device 1 waits on an event recorded on device 0 (the driver allows
+/// cross-device waits), and only completes after device 0's work.
+#[test]
+fn cross_device_wait_orders_work() {
+    let test = "cross_device_wait_orders_work";
+    let Some(d0) = device(test) else {
+        return;
+    };
+    let n = CudaBackend::device_count().unwrap();
+    if n < 2 {
+        xstream_conformance::report_skip(test, &format!("needs 2 CUDA devices, found {n}"));
+        return;
+    }
+    let d1 = CudaBackend::open(1).unwrap();
+    assert!(d1
+        .info()
+        .capabilities
+        .contains(xstream_core::Capabilities::CROSS_DEVICE_WAIT));
+    let a = d0.create_stream(&nb()).unwrap();
+    let b = d1.create_stream(&nb()).unwrap();
+    let e = d0
+        .create_event(&EventDesc::new().flags(EventFlags::DISABLE_TIMING))
+        .unwrap();
+    a.launch(Kernel::Delay(Duration::from_millis(300))).unwrap();
+    e.record(&a).unwrap();
+    b.wait_event(&e).unwrap();
+    let marker = d1.create_event(&EventDesc::new()).unwrap();
+    marker.record(&b).unwrap();
+    // b has no work of its own: it is pending only because of the wait on device 0.
+    assert_eq!(b.query().unwrap(), Status::Pending);
+    assert_eq!(marker.query().unwrap(), Status::Pending);
+    b.synchronize().unwrap();
+    assert_eq!(
+        a.query().unwrap(),
+        Status::Ready,
+        "b finished before a's work"
+    );
+    assert_eq!(marker.query().unwrap(), Status::Ready);
+}
