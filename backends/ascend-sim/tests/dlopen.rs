@@ -4,12 +4,15 @@
 use std::ffi::{c_char, c_void, CStr, CString};
 
 fn lib_path() -> std::path::PathBuf {
-    // target/<profile>/deps/dlopen-<hash> → target/<profile>/libascendcl.so
+    // `cargo test` builds the cdylib as a dependency of this test, next to it in
+    // target/<profile>/deps; `cargo build -p xstream-ascend-sim` puts it in target/<profile>.
     let exe = std::env::current_exe().expect("current_exe");
-    exe.parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir")
-        .join("libascendcl.so")
+    let deps = exe.parent().expect("deps dir");
+    let in_deps = deps.join("libascendcl.so");
+    if in_deps.exists() {
+        return in_deps;
+    }
+    deps.parent().expect("profile dir").join("libascendcl.so")
 }
 
 unsafe fn sym(h: *mut c_void, name: &str) -> *mut c_void {
