@@ -1,120 +1,17 @@
 //! Shared helpers of the reliability tests (`stress.rs`, `fault_sweep.rs`, `bad_input.rs`):
 //! locating the ACL simulator (`xstream_conformance::simulator`), its `xsim*` controls, a lock
 //! for simulator globals, a small deterministic RNG and a watchdog against hangs.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
-use std::ffi::{c_char, CString};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-/// Serializes tests that change simulator globals (faults, limits, poison) or count its live
-/// objects.
-pub fn global_lock() -> MutexGuard<'static, ()> {
-    static M: Mutex<()> = Mutex::new(());
-    M.lock().unwrap_or_else(|e| e.into_inner())
-}
+pub use xstream_conformance::simulator::{global_lock, Controls as Sim};
 
 /// Points `XSTREAM_ACL_LIBRARY` at the simulator (before the backend's first load) and asks
 /// it for two devices. Returns the library path.
 pub fn setup() -> PathBuf {
     xstream_conformance::simulator::setup(2)
-}
-
-/// The simulator's `xsim*` controls, opened from the same path as the backend (so the same
-/// loaded library instance).
-pub struct Sim {
-    lib: libloading::Library,
-}
-
-impl Sim {
-    /// The process-wide handle.
-    pub fn get() -> &'static Sim {
-        static S: OnceLock<Sim> = OnceLock::new();
-        S.get_or_init(|| {
-            let p = setup();
-            // SAFETY: the simulator has no initialisers with preconditions.
-            let lib = unsafe { libloading::Library::new(&p) }.expect("dlopen simulator");
-            Sim { lib }
-        })
-    }
-
-    fn f0<R>(&self, name: &std::ffi::CStr) -> R
-    where
-        R: Copy,
-    {
-        // SAFETY: every symbol used through this helper is `fn() -> R` (simulator README).
-        unsafe {
-            let f = self
-                .lib
-                .get::<unsafe extern "C" fn() -> R>(name.to_bytes_with_nul())
-                .expect("xsim symbol");
-            f()
-        }
-    }
-
-    /// `xsimSetFaults(spec)`.
-    pub fn set_faults(&self, spec: &str) -> i32 {
-        let c = CString::new(spec).expect("no NUL");
-        // SAFETY: prototype from the simulator README.
-        unsafe {
-            let f = self
-                .lib
-                .get::<unsafe extern "C" fn(*const c_char) -> i32>(b"xsimSetFaults\0")
-                .expect("xsimSetFaults");
-            f(c.as_ptr())
-        }
-    }
-
-    /// `xsimCallCount(symbol)`.
-    pub fn call_count(&self, symbol: &str) -> u64 {
-        let c = CString::new(symbol).expect("no NUL");
-        // SAFETY: prototype from the simulator README.
-        unsafe {
-            let f = self
-                .lib
-                .get::<unsafe extern "C" fn(*const c_char) -> u64>(b"xsimCallCount\0")
-                .expect("xsimCallCount");
-            f(c.as_ptr())
-        }
-    }
-
-    /// `xsimReset()`.
-    pub fn reset(&self) -> i32 {
-        self.f0(c"xsimReset")
-    }
-
-    /// `xsimReleaseHang()`.
-    pub fn release_hang(&self) -> i32 {
-        self.f0(c"xsimReleaseHang")
-    }
-
-    /// `xsimLiveStreams()`.
-    pub fn live_streams(&self) -> u64 {
-        self.f0(c"xsimLiveStreams")
-    }
-
-    /// `xsimLiveEvents()`.
-    pub fn live_events(&self) -> u64 {
-        self.f0(c"xsimLiveEvents")
-    }
-
-    /// `xsimLiveThreads()`.
-    pub fn live_threads(&self) -> u64 {
-        self.f0(c"xsimLiveThreads")
-    }
-
-    /// `aclrtResetDevice(ordinal)` called behind the backend's back.
-    pub fn reset_device(&self, ordinal: i32) -> i32 {
-        // SAFETY: ACL prototype (facts sheet §4).
-        unsafe {
-            let f = self
-                .lib
-                .get::<unsafe extern "C" fn(i32) -> i32>(b"aclrtResetDevice\0")
-                .expect("aclrtResetDevice");
-            f(ordinal)
-        }
-    }
 }
 
 /// Opens device `n` of the simulator.
