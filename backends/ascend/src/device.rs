@@ -2,7 +2,7 @@
 //!
 //! **Context binding.** ACL contexts are per thread (facts sheet 6.8). A device holds the
 //! primary context of its ordinal (`aclrtSetDevice` + `aclrtGetCurrentContext`, released with
-//! `aclrtResetDevice` when the last clone drops). Every entry point calls [`DeviceInner::bind`],
+//! `aclrtResetDevice` when the last clone drops). Every entry point calls `DeviceInner::bind`,
 //! which calls `aclrtSetCurrentContext` only when a thread-local cache says another context
 //! (or none) is current. Code that switches contexts behind xstream's back on the same thread
 //! must call [`AscendDevice::invalidate_thread_binding`].

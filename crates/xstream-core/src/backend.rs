@@ -9,7 +9,7 @@
 //! Every type here is `Send + Sync`: any call works from any thread, and backends bind the
 //! vendor context to the calling thread themselves. The one exception is the inside of a
 //! stream-blocking host callback, where every call returns
-//! [`Error::NotPermitted`](crate::Error::NotPermitted).
+//! [`Error::NotPermitted`].
 
 use std::fmt;
 use std::marker::PhantomData;
