@@ -416,36 +416,32 @@ fn fault_body(d: &CudaDevice, place_on_other: bool) {
     println!("CHILD-OK");
 }
 
-#[test]
-fn fault_is_sticky_and_fails_pending_callbacks_once() {
-    let name = "fault_is_sticky_and_fails_pending_callbacks_once";
-    if std::env::var(CHILD_ENV).is_err() && CudaBackend::availability().is_err() {
-        xstream_conformance::report_skip(name, &CudaBackend::availability().unwrap_err());
-        return;
+/// Runs `fault_body` in a child process (a fault poisons the whole process, reference row 6);
+/// the parent checks the child's verdict. Skips without a GPU.
+fn fault_test(name: &str, other_streams: bool) {
+    if std::env::var(CHILD_ENV).is_err() {
+        if let Err(e) = CudaBackend::availability() {
+            xstream_conformance::report_skip(name, &e);
+            return;
+        }
     }
     match in_child(name) {
         Some(out) => assert!(child_ok(&out), "child failed"),
         None => {
             let d = device(name).unwrap();
-            fault_body(&d, false);
+            fault_body(&d, other_streams);
         }
     }
 }
 
 #[test]
+fn fault_is_sticky_and_fails_pending_callbacks_once() {
+    fault_test("fault_is_sticky_and_fails_pending_callbacks_once", false);
+}
+
+#[test]
 fn fault_fails_callbacks_on_other_streams() {
-    let name = "fault_fails_callbacks_on_other_streams";
-    if std::env::var(CHILD_ENV).is_err() && CudaBackend::availability().is_err() {
-        xstream_conformance::report_skip(name, &CudaBackend::availability().unwrap_err());
-        return;
-    }
-    match in_child(name) {
-        Some(out) => assert!(child_ok(&out), "child failed"),
-        None => {
-            let d = device(name).unwrap();
-            fault_body(&d, true);
-        }
-    }
+    fault_test("fault_fails_callbacks_on_other_streams", true);
 }
 
 #[test]
