@@ -125,7 +125,7 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
     }
     vec![
         c!(flag_table_total, "every portable flag has exactly one translation row"),
-        c!(flag_policy, "strict refuses unsupported flags by name; best effort reports them; vendor-rejected combinations are refused up front"),
+        c!(flag_policy, "strict refuses unsupported flags by name and vendor-rejected combinations up front; best effort creates anyway and reports what it dropped"),
         c!(priority_mapping, "portable priorities map through the native range; clamps are reported, strict refuses"),
         c!(stream_ids_unique, "stream ids are unique and never reused"),
         c!(bad_input, "invalid arguments give clear errors"),
@@ -282,18 +282,33 @@ fn flag_policy<B: Backend>(env: &Env<B>) -> CheckResult {
             } else {
                 StreamFlags::FAST_LAUNCH
             };
-            match dev.create_stream(
-                &StreamDesc::new()
-                    .flags(*f | other)
-                    .policy(TranslationPolicy::BestEffort),
-            ) {
+            match dev.create_stream(&StreamDesc::new().flags(*f | other)) {
                 Err(Error::RejectedCombination { .. }) => rules += 1,
-                other => {
+                got => {
                     return Err(format!(
-                        "{f:?} with another flag: expected RejectedCombination, got {other:?}"
+                        "strict {f:?} with another flag: expected RejectedCombination, got {got:?}"
                     ))
                 }
             }
+            // Best effort creates anyway, keeping the rule's flag and reporting the drop.
+            let s = dev
+                .create_stream(
+                    &StreamDesc::new()
+                        .flags(*f | other)
+                        .policy(TranslationPolicy::BestEffort),
+                )
+                .ctx(&format!("best-effort {f:?} with another flag"))?;
+            let name = other.name();
+            ensure!(
+                s.flags().contains(*f) && !s.flags().contains(other),
+                "best effort kept the wrong flag: {:?}",
+                s.flags()
+            );
+            ensure!(
+                s.report().flags.dropped.iter().any(|(d, _)| *d == name),
+                "best effort did not report {name} as dropped: {:?}",
+                s.report().flags
+            );
         }
     }
     for row in t.event.rows {
@@ -307,6 +322,23 @@ fn flag_policy<B: Backend>(env: &Env<B>) -> CheckResult {
                     ))
                 }
             }
+            // Best effort creates the event anyway and its report names the drop.
+            let e = dev
+                .create_event(
+                    &EventDesc::new()
+                        .flags(row.flag)
+                        .policy(TranslationPolicy::BestEffort),
+                )
+                .ctx("best-effort event")?;
+            ensure!(
+                e.report()
+                    .dropped
+                    .iter()
+                    .any(|(f, _)| *f == row.flag.name()),
+                "best-effort event did not report {} as dropped: {:?}",
+                row.flag.name(),
+                e.report()
+            );
         }
     }
     pass(format!(

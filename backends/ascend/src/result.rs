@@ -127,6 +127,17 @@ pub(crate) mod device {
             aclrtGetCurrentContext(p)
         ))))
     }
+    pub(crate) fn create_context(t: &AclFns, ordinal: i32) -> Result<RawContext> {
+        opt(t.aclrtCreateContext, "aclrtCreateContext")?;
+        Ok(RawContext(out!(*mut c_void, |p| call!(
+            opt t,
+            aclrtCreateContext(p, ordinal)
+        ))))
+    }
+    pub(crate) fn destroy_context(t: &AclFns, c: RawContext) -> Result<()> {
+        opt(t.aclrtDestroyContext, "aclrtDestroyContext")?;
+        call!(opt t, aclrtDestroyContext(c.0))
+    }
     pub(crate) fn set_current_context(t: &AclFns, c: RawContext) -> Result<()> {
         call!(t, aclrtSetCurrentContext(c.0))
     }

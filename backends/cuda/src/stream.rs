@@ -269,6 +269,7 @@ impl CudaStream {
                 requested: Priority::Native(priority),
                 native: priority,
                 clamped_from: None,
+                collapsed_into: None,
             },
         }
     }

@@ -200,6 +200,7 @@ impl HostDevice {
                 requested: Priority::Normal,
                 native: HOST_PRIORITY_RANGE.default,
                 clamped_from: None,
+                collapsed_into: None,
             },
         };
         let default_queue = Queue::new(

@@ -649,6 +649,9 @@ pub trait Event: Send + Sync + fmt::Debug + 'static {
     fn device(&self) -> &DeviceOf<Self::B>;
     /// Its effective flags.
     fn flags(&self) -> EventFlags;
+    /// What happened to each requested flag at creation (native, hinted, emulated, or
+    /// dropped under best effort), as [`Stream::report`] says for streams.
+    fn report(&self) -> &FlagReport;
 
     /// Captures the stream's work so far; waits and queries refer to the latest record.
     ///
