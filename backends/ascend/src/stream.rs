@@ -66,14 +66,17 @@ pub(crate) struct StreamState {
     /// The value of `work` when a host wait last saw the stream idle: a query with nothing
     /// enqueued since then is Ready without asking the runtime.
     idle_at: AtomicU64,
+    /// The stream's native flags among [`MARKER_SYNC_FLAGS`] (host waits go through an
+    /// internal event when non-zero).
+    marker_flags: u32,
 }
 
 impl StreamState {
     pub(crate) fn new_default() -> Arc<Self> {
-        Arc::new(Self::new(RawStream(std::ptr::null_mut()), None, false))
+        Arc::new(Self::new(RawStream(std::ptr::null_mut()), None, false, 0))
     }
 
-    fn new(raw: RawStream, device: Option<AscendDevice>, owned: bool) -> Self {
+    fn new(raw: RawStream, device: Option<AscendDevice>, owned: bool, native: u32) -> Self {
         Self {
             raw,
             capture: CaptureCell::new(),
@@ -87,6 +90,7 @@ impl StreamState {
             pending: PendingCallbacks::default(),
             work: AtomicU64::new(0),
             idle_at: AtomicU64::new(0),
+            marker_flags: native & MARKER_SYNC_FLAGS,
             device,
             owned,
             gone: std::sync::atomic::AtomicBool::new(false),
@@ -231,13 +235,11 @@ pub struct AscendStream {
     priority: AtomicI32,
     report: CreationReport,
     persistent: bool,
-    /// CPU_SCHEDULE / DEVICE_USE_ONLY: `aclrtSynchronizeStream` and `aclrtStreamQuery` say
-    /// nothing true about such a stream, so host waits go through an internal event.
-    marker_sync: bool,
 }
 
 /// The stream flags on which ACL's host synchronize returns at once and its query is
-/// meaningless (PERSISTENT streams run nothing themselves, so they need no wait).
+/// meaningless (PERSISTENT streams run nothing themselves, so they need no wait): host waits on
+/// such a stream go through an internal event recorded on it.
 const MARKER_SYNC_FLAGS: u32 = consts::ACL_STREAM_CPU_SCHEDULE | consts::ACL_STREAM_DEVICE_USE_ONLY;
 
 /// How a host wait through an internal event ends.
@@ -261,7 +263,25 @@ fn marker_wait(
     }
     let ev = result::event::create_with_flag(d.t, consts::ACL_EVENT_SYNC)?;
     let r = (|| {
-        result::event::record(d.t, ev, state.raw)?;
+        result::event::record(d.t, ev, state.raw).map_err(|e| {
+            if e.is_sticky() {
+                return e;
+            }
+            // Never fall back to ACL's own synchronize, which would return before the work.
+            let flag = if state.marker_flags & consts::ACL_STREAM_DEVICE_USE_ONLY != 0 {
+                "DEVICE_USE_ONLY"
+            } else {
+                "CPU_SCHEDULE"
+            };
+            Error::unsupported(
+                BackendKind::Ascend,
+                format!(
+                    "a host wait on a stream created with {flag}: ACL's own synchronize and \
+                     query say nothing about its work, and the runtime refused the event record \
+                     xstream waits on instead ({e})"
+                ),
+            )
+        })?;
         match how {
             MarkerWait::Query => Ok(match result::event::query_status(d.t, ev)? {
                 consts::ACL_EVENT_RECORDED_STATUS_COMPLETE => Status::Ready,
@@ -345,7 +365,7 @@ impl AscendStream {
             r => r?,
         };
         let persistent = tr.native & consts::ACL_STREAM_PERSISTENT != 0;
-        let state = Arc::new(StreamState::new(raw, Some(device.clone()), true));
+        let state = Arc::new(StreamState::new(raw, Some(device.clone()), true, tr.native));
         if persistent {
             let _ = state.capture.begin();
         }
@@ -370,7 +390,6 @@ impl AscendStream {
                 priority: prio,
             },
             persistent,
-            marker_sync: tr.native & MARKER_SYNC_FLAGS != 0,
         })
     }
 
@@ -392,7 +411,6 @@ impl AscendStream {
             flags,
             native_flags: native,
             priority: AtomicI32::new(priority),
-            marker_sync: native & MARKER_SYNC_FLAGS != 0,
             report: CreationReport {
                 flags: FlagReport::default(),
                 priority: PriorityOutcome {
@@ -696,7 +714,7 @@ impl Stream for AscendStream {
         self.state.capture.gate("query")?;
         let d = &self.device.inner;
         d.bind()?;
-        if self.marker_sync {
+        if self.state.marker_flags != 0 {
             return marker_wait(d, &self.state, MarkerWait::Query);
         }
         match result::stream::query(d.t, self.state.raw).map_err(|e| d.observe(e))? {
@@ -712,7 +730,7 @@ impl Stream for AscendStream {
             self.state.capture.gate("synchronize")?;
             let d = &self.device.inner;
             d.bind()?;
-            if self.marker_sync {
+            if self.state.marker_flags != 0 {
                 marker_wait(d, &self.state, MarkerWait::Forever)?;
             } else {
                 result::stream::synchronize(d.t, self.state.raw).map_err(|e| d.observe(e))?;
@@ -728,7 +746,7 @@ impl Stream for AscendStream {
             self.state.capture.gate("synchronize_timeout")?;
             let d = &self.device.inner;
             d.bind()?;
-            if self.marker_sync {
+            if self.state.marker_flags != 0 {
                 marker_wait(d, &self.state, MarkerWait::Within(timeout))?;
             } else if d.t.aclrtSynchronizeStreamWithTimeout.is_some() {
                 result::stream::synchronize_timeout(d.t, self.state.raw, Self::timeout_ms(timeout))
@@ -1187,7 +1205,7 @@ impl Stream for AscendStream {
             Some(_) => result::stream::get_priority(d.t, raw)? as i32,
             None => d.info.priority_range.default,
         };
-        let state = Arc::new(StreamState::new(raw, Some(device.clone()), false));
+        let state = Arc::new(StreamState::new(raw, Some(device.clone()), false, native));
         if native & consts::ACL_STREAM_PERSISTENT != 0 {
             let _ = state.capture.begin();
         }

@@ -2,6 +2,9 @@
 //! native bits, best effort that creates anyway, reported semantic changes, host waits that
 //! really wait, force-destroy scoped to its stream, and the edge cases of allocation, capture
 //! node counts, the stream limit and priorities.
+//!
+//! Some tests inject simulator faults or lower its limits (process-wide), so every test here
+//! holds the global lock.
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,6 +27,7 @@ fn best_effort(f: StreamFlags) -> StreamDesc {
 
 #[test]
 fn combination_rules_look_at_native_bits() {
+    let _g = global_lock();
     let d = common::device(0);
     // NON_BLOCKING is inherent on ACL (no bit): 0x20 alone, which the runtime accepts.
     let s = d
@@ -65,6 +69,7 @@ fn combination_rules_look_at_native_bits() {
 
 #[test]
 fn best_effort_creates_and_reports_the_drop() {
+    let _g = global_lock();
     let d = common::device(0);
     for extra in [
         StreamFlags::FAST_SYNC,
@@ -89,6 +94,7 @@ fn best_effort_creates_and_reports_the_drop() {
 
 #[test]
 fn interprocess_consults_the_probed_capability() {
+    let _g = global_lock();
     let d = common::device(0);
     assert!(!d
         .info()
@@ -126,6 +132,7 @@ fn interprocess_consults_the_probed_capability() {
 
 #[test]
 fn blocking_request_is_reported() {
+    let _g = global_lock();
     let d = common::device(0);
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     assert!(!s.report().flags.is_exact(), "{:?}", s.report().flags);
@@ -143,6 +150,7 @@ fn blocking_request_is_reported() {
 
 #[test]
 fn host_waits_are_real_on_cpu_schedule_and_device_use_only() {
+    let _g = global_lock();
     let d = common::device(0);
     for f in [StreamFlags::CPU_SCHEDULE, StreamFlags::DEVICE_USE_ONLY] {
         let s = d.create_stream(&StreamDesc::new().flags(f)).unwrap();
@@ -174,7 +182,29 @@ fn host_waits_are_real_on_cpu_schedule_and_device_use_only() {
 }
 
 #[test]
+fn host_wait_refused_by_the_runtime_names_the_flag() {
+    let _g = global_lock();
+    let d = common::device(0);
+    let sim = Sim::get();
+    let s = d
+        .create_stream(&StreamDesc::new().flags(StreamFlags::DEVICE_USE_ONLY))
+        .unwrap();
+    s.launch(Kernel::Delay(Duration::from_millis(50))).unwrap();
+    // A runtime that refuses the internal record: a clear error, never an early return.
+    assert_eq!(sim.set_faults("aclrtRecordEvent:1:107000"), 0);
+    let e = s.synchronize().unwrap_err();
+    sim.set_faults("");
+    assert!(
+        matches!(&e, Error::Unsupported { what, .. } if what.contains("DEVICE_USE_ONLY")),
+        "{e:?}"
+    );
+    s.synchronize().unwrap();
+    sim.reset();
+}
+
+#[test]
 fn destroy_force_cancels_only_its_own_callbacks() {
+    let _g = global_lock();
     let d = common::device(0);
     let a = d.create_stream(&StreamDesc::new()).unwrap();
     let b = d.create_stream(&StreamDesc::new()).unwrap();
@@ -205,6 +235,7 @@ fn destroy_force_cancels_only_its_own_callbacks() {
 
 #[test]
 fn alloc_too_large_is_out_of_memory() {
+    let _g = global_lock();
     let d = common::device(0);
     for len in [usize::MAX, usize::MAX / 2 + 1] {
         let e = d.alloc(len).unwrap_err();
@@ -215,6 +246,7 @@ fn alloc_too_large_is_out_of_memory() {
 
 #[test]
 fn captured_write_is_one_node() {
+    let _g = global_lock();
     let d = common::device(0);
     let buf = d.alloc(64).unwrap();
     let s = d
@@ -248,6 +280,7 @@ fn creation_at_the_limit_waits_for_pending_destroys() {
 
 #[test]
 fn priority_attribute_and_collapse() {
+    let _g = global_lock();
     let d = common::device(0);
     let s = d
         .create_stream(&StreamDesc::new().priority(Priority::Lowest))
