@@ -399,12 +399,34 @@ fn priority_mapping<B: Backend>(env: &Env<B>) -> CheckResult {
         "clamp not reported: {:?}",
         c.report().priority
     );
+    // A class the range cannot tell from Normal says so in the creation report.
+    let mut collapsed = Vec::new();
+    for p in [
+        Priority::Lowest,
+        Priority::Low,
+        Priority::Normal,
+        Priority::High,
+        Priority::Highest,
+    ] {
+        let s = dev.create_stream(&nb().priority(p)).ctx("class")?;
+        let same = s.report().priority.native == r.default && p != Priority::Normal;
+        ensure!(
+            s.report().priority.collapsed_into == same.then_some(Priority::Normal),
+            "{p:?} → native {}: collapse report {:?}",
+            s.report().priority.native,
+            s.report().priority.collapsed_into
+        );
+        if same {
+            collapsed.push(format!("{p:?}"));
+        }
+    }
     pass(format!(
-        "range least {} greatest {} default {}; {beyond} clamped to {}",
+        "range least {} greatest {} default {}; {beyond} clamped to {}; equal to Normal: [{}]",
         r.least,
         r.greatest,
         r.default,
-        c.priority()
+        c.priority(),
+        collapsed.join(", ")
     ))
 }
 
