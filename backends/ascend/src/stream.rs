@@ -249,7 +249,7 @@ enum MarkerWait {
     Within(Duration),
 }
 
-/// Records an internal event on `raw` and waits on it (or queries it): the host-side wait for
+/// Records an internal event on the stream and waits on it (or queries it): the host-side wait for
 /// streams whose own synchronize/query the runtime does not honour.
 fn marker_wait(
     d: &crate::device::DeviceInner,
@@ -332,8 +332,7 @@ fn vendor_id(d: &AscendDevice, raw: RawStream) -> u64 {
 impl AscendStream {
     pub(crate) fn create(device: &AscendDevice, desc: &StreamDesc) -> Result<Self> {
         ensure_not_in_callback()?;
-        let tr = ACL_FLAGS.stream_to_native(desc.flags, desc.policy)?;
-        let mut tr = tr;
+        let mut tr = ACL_FLAGS.stream_to_native(desc.flags, desc.policy)?;
         if !desc.flags.contains(StreamFlags::NON_BLOCKING) {
             // Ordering changes: report it, so `is_exact()` is false.
             tr.report.hints.push((
