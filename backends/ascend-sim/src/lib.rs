@@ -24,11 +24,22 @@
 mod api;
 mod api2;
 pub mod codes;
+pub mod exception;
+mod ext;
+pub mod hostfunc;
+pub mod memory;
 mod rt;
+pub mod stream_config;
+pub mod value;
 mod xsim;
 
 pub use api::*;
 pub use api2::*;
+pub use exception::*;
+pub use hostfunc::*;
+pub use memory::*;
+pub use stream_config::*;
+pub use value::*;
 pub use xsim::*;
 
 use std::ffi::c_void;
