@@ -2,9 +2,10 @@
 //! getters.
 //!
 //! When a simulated device fault task runs (`xsimLaunchFault`; a context poisoned by the
-//! `poison:` fault rule has no faulting task and reports nothing), the registered callback is called once on the stream's worker thread, before any
-//! later task of that stream runs, with an `aclrtExceptionInfo*` that is valid only during the
-//! call. Its fields, read through the getters:
+//! `poison:` fault rule has no faulting task and reports nothing), the registered callback is
+//! called once on the stream's worker thread, before the context is poisoned (so a synchronize
+//! that returns the fault's code runs after the callback) and before any later task of that
+//! stream, with an `aclrtExceptionInfo*` that is valid only during the call. Its fields, read through the getters:
 //!
 //! | Getter | Value in the simulator |
 //! | --- | --- |

@@ -865,8 +865,10 @@ impl Stream {
                 }
             }
             Task::Fault(code) if !poisoned => {
-                self.ctx.poison.store(code, SeqCst);
+                // Report before poisoning, so a synchronize that sees the code can rely on the
+                // exception callback having run.
                 crate::exception::raise(self, code);
+                self.ctx.poison.store(code, SeqCst);
             }
             Task::Ext(x) if !poisoned => x.run(self, epoch),
             _ => {}
