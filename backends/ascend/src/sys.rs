@@ -209,15 +209,18 @@ macro_rules! acl_table {
             /// Names of every optional symbol, in table order.
             pub const OPTIONAL: &'static [&'static CStr] = &[$($oc),*];
 
-            /// Fills the table from `resolve` (symbol name to address; null when absent).
+            /// Fills the table from `resolve` (symbol name to address; null when absent). Each
+            /// address is transmuted to the field's declared function-pointer type: nothing here
+            /// (or anywhere at run time) can check a C prototype, so the declarations below are
+            /// trusted. Presence is all that is checked.
             ///
             /// # Errors
             /// [`LoadError::MissingSymbol`] for the first required symbol `resolve` lacks.
             ///
             /// # Safety
             /// Every non-null address `resolve` returns must be a function with exactly the C
-            /// prototype of the symbol of that name (facts sheet, section 4), valid for as long
-            /// as the table lives.
+            /// prototype this table declares for the symbol of that name (the public ACL
+            /// headers' prototype), valid for as long as the table lives.
             pub unsafe fn load_with(
                 library: &str,
                 mut resolve: impl FnMut(&CStr) -> *mut c_void,
@@ -385,9 +388,10 @@ impl AclFns {
                 Err(_) => std::ptr::null_mut(),
             }
         };
-        // SAFETY: the symbols come from an ACL runtime whose exported names carry the C
-        // prototypes of the facts sheet; `lib` is stored in the table below, so the pointers
-        // live as long as the table.
+        // SAFETY: trusted, not checked: the library is an ACL runtime whose exported names
+        // carry the prototypes of the public ACL headers, which this table's declarations
+        // follow (the loader refuses a runtime that reports another ACL major version); `lib`
+        // is stored in the table below, so the pointers live as long as the table.
         let mut t = unsafe { Self::load_with(path, resolve) }.map_err(|e| (e.to_string(), e))?;
         t._lib = Some(lib);
         Ok(t)
