@@ -147,3 +147,32 @@ fn the_simulator_exports_every_group_completely() {
         .iter()
         .all(|l| l.ends_with("complete")));
 }
+
+#[test]
+fn callback_after_a_fault_gets_the_located_error() {
+    let _g = global_lock();
+    let d = common::device(1);
+    let nb = StreamDesc::new().flags(StreamFlags::NON_BLOCKING);
+    let (s, releaser) = (d.create_stream(&nb).unwrap(), d.create_stream(&nb).unwrap());
+    let gate = d.alloc(8).unwrap();
+    releaser.memset(&gate, 0, 8, 0).unwrap();
+    releaser.synchronize().unwrap();
+    // The value wait holds the stream, so the fault and the callback are both enqueued on a
+    // healthy context before the fault runs.
+    s.wait_value64(&gate, 0, 1, WaitCondition::Eq).unwrap(); // task 1
+    s.launch(Kernel::Fault).unwrap(); // task 2
+    let (tx, rx) = std::sync::mpsc::channel();
+    s.host_callback(move |r| {
+        let _ = tx.send(r);
+    })
+    .unwrap();
+    releaser.write_value64(&gate, 0, 1).unwrap();
+    let r = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the callback ran");
+    let _ = s.synchronize();
+    Sim::get().reset();
+    let e = r.expect_err("the callback after a fault must get the error");
+    let want = format!("device exception: stream {}, task 2", acl_stream_id(&s));
+    assert!(e.to_string().contains(&want), "`{want}` not in {e}");
+}
