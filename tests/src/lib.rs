@@ -7,6 +7,7 @@
 //! Each check returns [`Outcome::Pass`] with a short detail, [`Outcome::Skip`] with the reason
 //! (a capability the device lacks), or an error string saying what broke.
 
+mod memop;
 pub mod simulator;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -148,6 +149,11 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         c!(futures_resolve, "stream and event futures resolve; dropping a pending one is harmless"),
         c!(pool_round_robin_and_lease, "the pool hands out streams round-robin and leases exclusively"),
         c!(allocator_lookup, "a registered allocator is found from its stream"),
+        Check {
+            name: "value_wait_write",
+            about: "a memory wait blocks only its stream until a write releases it (32/64-bit, GEQ across a wrap)",
+            run: memop::value_wait_write::<B>,
+        },
     ]
 }
 

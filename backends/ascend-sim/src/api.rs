@@ -371,7 +371,7 @@ fn effective_priority(p: u32) -> R<u32> {
     }
 }
 
-fn create_stream(out: *mut *mut c_void, priority: u32, flag: u32) -> R {
+pub(crate) fn create_stream(out: *mut *mut c_void, priority: u32, flag: u32) -> R {
     non_null(out, "stream")?;
     let ctx = cur_ctx()?;
     let flags = flag & 0x3F;

@@ -197,34 +197,8 @@ impl AscendDevice {
         if !range.is_flat() {
             caps |= Capabilities::PRIORITY;
         }
-        if t.aclmdlRICaptureBegin.is_some()
-            && t.aclmdlRICaptureEnd.is_some()
-            && t.aclmdlRIExecuteAsync.is_some()
-            && t.aclmdlRIDestroy.is_some()
-        {
-            caps |= Capabilities::CAPTURE;
-        }
-        if t.aclrtGetStreamAttribute.is_some() && t.aclrtSetStreamAttribute.is_some() {
-            caps |= Capabilities::ATTRIBUTES;
-        }
-        if t.aclrtSynchronizeStreamWithTimeout.is_some() {
-            caps |= Capabilities::NATIVE_TIMED_SYNC;
-        }
-        if t.aclrtAllocatorRegister.is_some()
-            && t.aclrtAllocatorUnregister.is_some()
-            && t.aclrtAllocatorCreateDesc.is_some()
-        {
-            caps |= Capabilities::ALLOCATOR_REGISTRY;
-        }
-        if t.aclrtStreamGetId.is_some() {
-            caps |= Capabilities::STREAM_IDS;
-        }
-        if t.xsimLaunchDelay.is_some() && t.xsimLaunchLcg.is_some() {
-            caps |= Capabilities::KERNELS;
-        }
-        if t.xsimLaunchFault.is_some() {
-            caps |= Capabilities::FAULT_INJECTION;
-        }
+        // Symbol-gated capabilities: a group counts only when all its symbols are exported.
+        caps |= crate::loader::symbol_capabilities(t);
         // Probe IPC events honestly: the chip may refuse them (207000).
         if let Ok(e) = result::event::create_ex_with_flag(t, consts::ACL_EVENT_IPC) {
             caps |= Capabilities::INTERPROCESS_EVENTS;
@@ -246,7 +220,10 @@ impl AscendDevice {
             priority_range: range,
             capabilities: caps,
             max_streams,
-            driver: format!("ACL runtime from {}", t.library),
+            driver: match t.version {
+                Some((a, b, c)) => format!("ACL runtime {a}.{b}.{c} from {}", t.library),
+                None => format!("ACL runtime from {}", t.library),
+            },
         };
         DeviceInner {
             t,

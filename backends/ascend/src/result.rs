@@ -18,6 +18,11 @@ use crate::sys::{
     RawStream,
 };
 
+pub(crate) mod exception;
+pub(crate) mod stream_config;
+pub(crate) mod value;
+pub(crate) mod version;
+
 /// The `aclGetRecentErrMsg` text, when the library exports it and has one.
 pub(crate) fn recent_message(t: &AclFns) -> Option<String> {
     let f = t.aclGetRecentErrMsg?;
@@ -37,7 +42,7 @@ pub(crate) fn check(t: &AclFns, api: &'static str, code: aclError) -> Result<()>
     if code == 0 {
         Ok(())
     } else {
-        Err(map_error(api, code, recent_message(t)))
+        Err(exception::annotate(map_error(api, code, recent_message(t))))
     }
 }
 

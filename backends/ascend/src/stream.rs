@@ -30,6 +30,8 @@ use crate::result;
 use crate::sys::{aclrtStreamAttrValue, consts, RawStream};
 use crate::AscendBackend;
 
+mod memop;
+
 type Keep = Box<dyn Any + Send + Sync>;
 
 /// How long stream creation at the device limit waits for queued destroys to finish.
@@ -351,7 +353,7 @@ impl AscendStream {
                 let p = u32::try_from(prio.native).map_err(|_| {
                     Error::invalid(format!("ACL priority {} is negative", prio.native))
                 })?;
-                result::stream::create_with_config(d.t, p, tr.native)
+                result::stream_config::create(d.t, p, tr.native)
             }
         };
         let raw = match create() {
@@ -1182,6 +1184,36 @@ impl Stream for AscendStream {
             }
         }
         Ok(())
+    }
+
+    // ---- Stream memory operations (see `stream::memop`) ----
+
+    fn wait_value32(
+        &self,
+        _buf: &AscendBuffer,
+        _offset: usize,
+        _value: u32,
+        _cond: xstream_core::WaitCondition,
+    ) -> Result<()> {
+        Err(memop::no_32bit("wait_value32"))
+    }
+
+    fn wait_value64(
+        &self,
+        buf: &AscendBuffer,
+        offset: usize,
+        value: u64,
+        cond: xstream_core::WaitCondition,
+    ) -> Result<()> {
+        memop::value64(self, "wait_value64", buf, offset, value, Some(cond))
+    }
+
+    fn write_value32(&self, _buf: &AscendBuffer, _offset: usize, _value: u32) -> Result<()> {
+        Err(memop::no_32bit("write_value32"))
+    }
+
+    fn write_value64(&self, buf: &AscendBuffer, offset: usize, value: u64) -> Result<()> {
+        memop::value64(self, "write_value64", buf, offset, value, None)
     }
 
     fn as_raw(&self) -> RawStream {

@@ -34,7 +34,9 @@ fn injected_faults_map_and_backend_keeps_working() {
     let e = d.create_stream(&StreamDesc::new()).unwrap_err();
     assert!(matches!(e, Error::ResourceExhausted { .. }), "{e:?}");
     assert_eq!(sim.set_faults("aclrtCreateStream:1:207008"), 0);
-    d.create_stream(&StreamDesc::new()).unwrap();
+    // Kept alive to the end: a dropped stream is destroyed on the reaper, whose synchronize
+    // would race this test's injected synchronize fault below.
+    let _kept = d.create_stream(&StreamDesc::new()).unwrap();
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     assert_eq!(sim.set_faults("aclrtSynchronizeStream:1:507035"), 0);
     let e = s.synchronize().unwrap_err();

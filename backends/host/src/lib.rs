@@ -65,6 +65,7 @@ pub mod conv;
 mod device;
 mod event;
 mod graph;
+mod memop;
 mod stream;
 mod worker;
 

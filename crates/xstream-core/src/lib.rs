@@ -17,6 +17,7 @@
 //! | [`pool`] | per-device stream pools with round-robin sharing and exclusive leases |
 //! | [`allocator`] | per-stream allocators |
 //! | [`attr`] | typed stream attributes |
+//! | [`memop`] | stream memory operations (wait on / write a word of device memory) |
 //! | [`error`] | the one error type, keeping vendor codes |
 //!
 //! Design choices:
@@ -37,6 +38,7 @@ pub mod capture;
 pub mod completion;
 pub mod error;
 pub mod flags;
+pub mod memop;
 pub mod pool;
 pub mod priority;
 mod sync;
@@ -56,6 +58,7 @@ pub use capture::{CaptureCell, CaptureMode, CaptureStatus};
 pub use completion::{block_on, Completion};
 pub use error::{CaptureErrorKind, Error, NativeError, Result};
 pub use flags::{EventFlags, StreamFlags};
+pub use memop::WaitCondition;
 pub use pool::{Lease, PoolConfig, PriorityClass, StreamPool};
 pub use priority::{Priority, PriorityOutcome, PriorityRange};
 pub use translate::{
