@@ -186,9 +186,15 @@ pub fn run<B: Backend>(
 /// written straight to the process's stderr so that `cargo test`'s output capture does not
 /// hide it (a skipped test must never look like a silent pass).
 pub fn report_skip(test: &str, reason: &dyn std::fmt::Display) {
+    report_skip_line(&format!("SKIP: {test}: {reason}"));
+}
+
+/// Writes `line` and a newline straight to the process's stderr, past `cargo test`'s capture.
+fn report_skip_line(line: &str) {
     use std::io::Write as _;
-    let line = format!("SKIP: {test}: {reason}\n");
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(format!("{line}\n").as_bytes());
 }
 
 /// Prints one line per check (`PASS`/`SKIP`/`FAIL name: detail`), the form used by tests and

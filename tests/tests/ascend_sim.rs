@@ -8,6 +8,9 @@ use xstream_core::Backend;
 
 #[test]
 fn conformance_on_ascend_simulator() {
+    if !xstream_conformance::simulator::run_in_child(2) {
+        return;
+    }
     xstream_conformance::simulator::setup(2);
     AscendBackend::availability().expect("the simulator must load through dlopen");
     let env = Env::<AscendBackend> {
