@@ -108,6 +108,43 @@ fn nb() -> StreamDesc {
     StreamDesc::new().flags(StreamFlags::NON_BLOCKING)
 }
 
+/// How long a [`Gate`] holds its stream at most (a guard against hangs, never a timing
+/// bound: a check fails when the gate gave up instead of being opened).
+const GATE_LIMIT: Duration = Duration::from_secs(10);
+
+/// A host callback that holds its stream until [`Gate::open`]: the work queued behind it
+/// stays pending whatever the load of the machine, so checks observe ordering, not time.
+struct Gate {
+    tx: std::sync::mpsc::Sender<()>,
+    released: Arc<Mutex<Option<bool>>>,
+}
+
+impl Gate {
+    /// Enqueues the holding callback on `s`.
+    fn hold<B: Backend>(s: &B::Stream) -> Result<Gate, String> {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let released = Arc::new(Mutex::new(None));
+        let r2 = released.clone();
+        s.host_callback(move |_| {
+            let opened = rx.recv_timeout(GATE_LIMIT).is_ok();
+            *r2.lock().unwrap() = Some(opened);
+        })
+        .ctx("gate callback")?;
+        Ok(Gate { tx, released })
+    }
+
+    /// Lets the stream go on.
+    fn open(&self) {
+        let _ = self.tx.send(());
+    }
+
+    /// Whether the gate ran and was opened by [`Gate::open`] (not given up after
+    /// [`GATE_LIMIT`]); call after the stream synchronized.
+    fn released(&self) -> bool {
+        *self.released.lock().unwrap() == Some(true)
+    }
+}
+
 fn read_all<B: Backend>(s: &B::Stream, buf: &B::Buffer) -> Result<Vec<u8>, String> {
     let rb = s.read(buf, 0, buf.len()).ctx("read")?;
     s.synchronize().ctx("synchronize after read")?;
@@ -188,7 +225,7 @@ const ACL_KERNELS: &str = "the built-in kernels exist only in the ACL runtime si
 const ACL_CAPTURE: &str = "the aclmdlRICapture* functions are optional: runtimes without them \
                            leave the device without CAPTURE";
 
-static CUDA_MAY_SKIP: [MaySkip; 10] = [
+static CUDA_MAY_SKIP: [MaySkip; 7] = [
     MaySkip {
         check: "callback_error_after_fault",
         when: SkipWhen::Always,
@@ -202,18 +239,7 @@ static CUDA_MAY_SKIP: [MaySkip; 10] = [
         CUDA_KERNELS,
     ),
     lacks("wait_takes_snapshot", Capabilities::KERNELS, CUDA_KERNELS),
-    lacks(
-        "query_pending_then_ready",
-        Capabilities::KERNELS,
-        CUDA_KERNELS,
-    ),
-    lacks("sync_timeout_recovers", Capabilities::KERNELS, CUDA_KERNELS),
     lacks("event_timing", Capabilities::KERNELS, CUDA_KERNELS),
-    lacks(
-        "stream_drop_does_not_cancel",
-        Capabilities::KERNELS,
-        CUDA_KERNELS,
-    ),
     lacks("default_stream_rule", Capabilities::KERNELS, CUDA_KERNELS),
     lacks(
         "capture_defers_and_replays",
@@ -222,7 +248,7 @@ static CUDA_MAY_SKIP: [MaySkip; 10] = [
     ),
 ];
 
-static ASCEND_MAY_SKIP: [MaySkip; 12] = [
+static ASCEND_MAY_SKIP: [MaySkip; 9] = [
     // Expected to be removed once the simulator isolates a fault to one device within the
     // process and the check runs there (a Lacks(FAULT_INJECTION) entry then covers real CANN).
     MaySkip {
@@ -238,18 +264,7 @@ static ASCEND_MAY_SKIP: [MaySkip; 12] = [
         ACL_KERNELS,
     ),
     lacks("wait_takes_snapshot", Capabilities::KERNELS, ACL_KERNELS),
-    lacks(
-        "query_pending_then_ready",
-        Capabilities::KERNELS,
-        ACL_KERNELS,
-    ),
-    lacks("sync_timeout_recovers", Capabilities::KERNELS, ACL_KERNELS),
     lacks("event_timing", Capabilities::KERNELS, ACL_KERNELS),
-    lacks(
-        "stream_drop_does_not_cancel",
-        Capabilities::KERNELS,
-        ACL_KERNELS,
-    ),
     lacks("default_stream_rule", Capabilities::KERNELS, ACL_KERNELS),
     lacks(
         "capture_defers_and_replays",
@@ -724,48 +739,50 @@ fn wait_takes_snapshot<B: Backend>(env: &Env<B>) -> CheckResult {
 }
 
 fn query_pending_then_ready<B: Backend>(env: &Env<B>) -> CheckResult {
-    need!(env, Capabilities::KERNELS, "a delay kernel");
     let s = env.device.create_stream(&nb()).ctx("create")?;
     ensure!(
         s.query().ctx("idle query")? == Status::Ready,
         "idle stream not Ready"
     );
-    s.launch(Kernel::Delay(Duration::from_millis(100)))
-        .ctx("delay")?;
+    let gate = Gate::hold::<B>(&s)?;
     ensure!(
         s.query().ctx("busy query")? == Status::Pending,
-        "busy stream not Pending"
+        "stream held by a gate not Pending"
     );
+    gate.open();
     s.synchronize().ctx("sync")?;
+    ensure!(gate.released(), "the gate was not released by the test");
     ensure!(
         s.query().ctx("query after sync")? == Status::Ready,
         "not Ready after synchronize"
     );
-    pass("Ready → Pending → Ready")
+    pass("Ready → Pending (held) → Ready")
 }
 
 fn sync_timeout_recovers<B: Backend>(env: &Env<B>) -> CheckResult {
-    need!(env, Capabilities::KERNELS, "a delay kernel");
     let s = env.device.create_stream(&nb()).ctx("create")?;
-    s.launch(Kernel::Delay(Duration::from_millis(300)))
-        .ctx("delay")?;
-    let t = Instant::now();
+    let buf = env.device.alloc(64).ctx("alloc")?;
+    let gate = Gate::hold::<B>(&s)?;
+    s.memset(&buf, 0, 64, 6).ctx("memset behind the gate")?;
     match s.synchronize_timeout(Duration::from_millis(20)) {
         Err(Error::Timeout(_)) => {}
         other => return Err(format!("expected Timeout, got {other:?}")),
     }
-    let waited = t.elapsed();
     ensure!(
-        waited < Duration::from_millis(250),
-        "timeout took {waited:?}"
+        s.query().ctx("query after the timeout")? == Status::Pending,
+        "the work behind the gate is not pending after the timeout"
     );
+    gate.open();
     s.synchronize().ctx("synchronize after timeout")?;
+    ensure!(gate.released(), "the gate was not released by the test");
     s.synchronize_timeout(Duration::from_secs(5))
         .ctx("timed sync on idle stream")?;
-    pass(format!(
-        "timed out after {:.1} ms, then synchronized",
-        waited.as_secs_f64() * 1e3
-    ))
+    let got = read_all::<B>(&s, &buf)?;
+    ensure!(
+        got.iter().all(|&x| x == 6),
+        "the work queued before the timeout did not complete"
+    );
+    pass("Timeout while the work was held, then it completed and the stream synchronized")
 }
 
 fn event_timing<B: Backend>(env: &Env<B>) -> CheckResult {
@@ -969,30 +986,31 @@ fn callback_error_after_fault<B: Backend>(env: &Env<B>) -> CheckResult {
 }
 
 fn stream_drop_does_not_cancel<B: Backend>(env: &Env<B>) -> CheckResult {
-    need!(env, Capabilities::KERNELS, "a delay kernel");
     let dev = &env.device;
     let buf = dev.alloc(128).ctx("alloc")?;
     let ran = Arc::new(Mutex::new(None));
-    {
-        let s = dev.create_stream(&nb()).ctx("create")?;
-        s.launch(Kernel::Delay(Duration::from_millis(50)))
-            .ctx("delay")?;
-        s.memset(&buf, 0, 128, 3).ctx("memset")?;
-        let r2 = ran.clone();
-        s.host_callback(move |r| *r2.lock().unwrap() = Some(r.is_ok()))
-            .ctx("callback")?;
-        let t = Instant::now();
-        drop(s);
-        ensure!(
-            t.elapsed() < Duration::from_millis(40),
-            "drop blocked for {:?}",
-            t.elapsed()
-        );
-    }
+    let s = dev.create_stream(&nb()).ctx("create")?;
+    let gate = Gate::hold::<B>(&s)?;
+    s.memset(&buf, 0, 128, 3).ctx("memset")?;
+    let r2 = ran.clone();
+    s.host_callback(move |r| *r2.lock().unwrap() = Some(r.is_ok()))
+        .ctx("callback")?;
+    // The gate opens only after drop returns: a drop that waited for the work would wait
+    // until the gate gives up, and the gate would report that.
+    drop(s);
+    ensure!(
+        ran.lock().unwrap().is_none(),
+        "the work ran before the gate opened"
+    );
+    gate.open();
     let t = Instant::now();
-    while ran.lock().unwrap().is_none() && t.elapsed() < Duration::from_secs(5) {
+    while ran.lock().unwrap().is_none() && t.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(1));
     }
+    ensure!(
+        gate.released(),
+        "drop blocked until the queued work gave up waiting"
+    );
     dev.synchronize().ctx("device synchronize")?;
     ensure!(
         *ran.lock().unwrap() == Some(true),
@@ -1005,7 +1023,7 @@ fn stream_drop_does_not_cancel<B: Backend>(env: &Env<B>) -> CheckResult {
         got.iter().all(|&x| x == 3),
         "work of the dropped stream did not complete"
     );
-    pass("drop returned at once; work and callback completed")
+    pass("drop returned while the work was held; work and callback completed after")
 }
 
 fn default_stream_rule<B: Backend>(env: &Env<B>) -> CheckResult {
