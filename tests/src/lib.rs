@@ -225,7 +225,7 @@ const ACL_KERNELS: &str = "the built-in kernels exist only in the ACL runtime si
 const ACL_CAPTURE: &str = "the aclmdlRICapture* functions are optional: runtimes without them \
                            leave the device without CAPTURE";
 
-static CUDA_MAY_SKIP: [MaySkip; 7] = [
+static CUDA_MAY_SKIP: [MaySkip; 6] = [
     MaySkip {
         check: "callback_error_after_fault",
         when: SkipWhen::Always,
@@ -240,7 +240,6 @@ static CUDA_MAY_SKIP: [MaySkip; 7] = [
     ),
     lacks("wait_takes_snapshot", Capabilities::KERNELS, CUDA_KERNELS),
     lacks("event_timing", Capabilities::KERNELS, CUDA_KERNELS),
-    lacks("default_stream_rule", Capabilities::KERNELS, CUDA_KERNELS),
     lacks(
         "capture_defers_and_replays",
         Capabilities::KERNELS,
@@ -248,7 +247,7 @@ static CUDA_MAY_SKIP: [MaySkip; 7] = [
     ),
 ];
 
-static ASCEND_MAY_SKIP: [MaySkip; 9] = [
+static ASCEND_MAY_SKIP: [MaySkip; 8] = [
     // Expected to be removed once the simulator isolates a fault to one device within the
     // process and the check runs there (a Lacks(FAULT_INJECTION) entry then covers real CANN).
     MaySkip {
@@ -265,7 +264,6 @@ static ASCEND_MAY_SKIP: [MaySkip; 9] = [
     ),
     lacks("wait_takes_snapshot", Capabilities::KERNELS, ACL_KERNELS),
     lacks("event_timing", Capabilities::KERNELS, ACL_KERNELS),
-    lacks("default_stream_rule", Capabilities::KERNELS, ACL_KERNELS),
     lacks(
         "capture_defers_and_replays",
         Capabilities::KERNELS,
@@ -1028,53 +1026,88 @@ fn stream_drop_does_not_cancel<B: Backend>(env: &Env<B>) -> CheckResult {
 
 fn default_stream_rule<B: Backend>(env: &Env<B>) -> CheckResult {
     let dev = &env.device;
-    if !dev
+    let legacy = dev
         .info()
         .capabilities
-        .contains(Capabilities::LEGACY_DEFAULT_STREAM)
-    {
-        let s = dev.create_stream(&StreamDesc::new()).ctx("create")?;
+        .contains(Capabilities::LEGACY_DEFAULT_STREAM);
+    let ds = dev.default_stream().ctx("default stream")?;
+    let plain = dev.create_stream(&StreamDesc::new()).ctx("plain")?;
+    let nonblocking = dev.create_stream(&nb()).ctx("non-blocking")?;
+    // Streams that never wait for the default stream: work on them completes (their
+    // synchronize returns) while the default stream is held by a gate. A stream that waited
+    // would keep its synchronize until the gate gave up, and the gate would report that.
+    let mut independent = vec![("non-blocking", &nonblocking)];
+    if !legacy {
         ensure!(
-            s.flags().contains(StreamFlags::NON_BLOCKING),
+            plain.flags().contains(StreamFlags::NON_BLOCKING),
             "backend without the legacy rule must report NON_BLOCKING as inherent"
         );
-        return pass("no legacy default stream: every stream is non-blocking (inherent)");
+        independent.push(("plain (inherently non-blocking)", &plain));
     }
-    need!(env, Capabilities::KERNELS, "a delay kernel");
-    let ds = dev.default_stream().ctx("default stream")?;
-    let blocking = dev.create_stream(&StreamDesc::new()).ctx("blocking")?;
-    let nonblocking = dev.create_stream(&nb()).ctx("non-blocking")?;
+    for (what, s) in independent {
+        let held = dev.alloc(64).ctx("alloc")?;
+        let own = dev.alloc(64).ctx("alloc")?;
+        let gate = Gate::hold::<B>(&ds)?;
+        ds.memset(&held, 0, 64, 9)
+            .ctx("memset on the default stream")?;
+        s.memset(&own, 0, 64, 1).ctx("memset")?;
+        s.synchronize()
+            .ctx("synchronize while the default stream is held")?;
+        gate.open();
+        ds.synchronize().ctx("default stream synchronize")?;
+        ensure!(
+            gate.released(),
+            "the {what} stream waited for the held default stream"
+        );
+        ensure!(
+            read_all::<B>(s, &own)?.iter().all(|&x| x == 1),
+            "work of the {what} stream did not complete"
+        );
+        // And the default stream does not wait for it.
+        let gate = Gate::hold::<B>(s)?;
+        s.memset(&held, 0, 64, 2).ctx("memset behind the gate")?;
+        ds.memset(&own, 0, 64, 3)
+            .ctx("memset on the default stream")?;
+        ds.synchronize()
+            .ctx("default stream synchronize while the other is held")?;
+        gate.open();
+        s.synchronize().ctx("synchronize")?;
+        ensure!(
+            gate.released(),
+            "the default stream waited for the held {what} stream"
+        );
+    }
+    if !legacy {
+        return pass(
+            "no legacy default stream: plain and non-blocking streams neither wait for the \
+             default stream nor hold it (observed with the default stream held)",
+        );
+    }
+    // Legacy rule: a blocking stream and the default stream wait for each other. The reads
+    // are enqueued while the other stream is held: they see the held stream's bytes only if
+    // they waited for it.
     let b1 = dev.alloc(64).ctx("alloc")?;
-    ds.launch(Kernel::Delay(Duration::from_millis(60)))
-        .ctx("delay")?;
+    let gate = Gate::hold::<B>(&ds)?;
     ds.memset(&b1, 0, 64, 5).ctx("memset")?;
-    let got = read_all::<B>(&blocking, &b1)?;
+    let rb = plain.read(&b1, 0, 64).ctx("read on the blocking stream")?;
+    gate.open();
+    plain.synchronize().ctx("synchronize")?;
     ensure!(
-        got.iter().all(|&x| x == 5),
+        rb.take().ctx("readback")?.iter().all(|&x| x == 5),
         "blocking stream did not wait for the default stream"
     );
-    let b2 = dev.alloc(64).ctx("alloc")?;
-    ds.launch(Kernel::Delay(Duration::from_millis(300)))
-        .ctx("delay")?;
-    ds.memset(&b2, 0, 64, 9).ctx("memset")?;
-    let got = read_all::<B>(&nonblocking, &b2)?;
-    ensure!(
-        got.iter().all(|&x| x == 0),
-        "non-blocking stream waited for the default stream"
-    );
-    // And the default stream waits for blocking streams.
     let b3 = dev.alloc(64).ctx("alloc")?;
-    blocking
-        .launch(Kernel::Delay(Duration::from_millis(60)))
-        .ctx("delay")?;
-    blocking.memset(&b3, 0, 64, 4).ctx("memset")?;
-    let got = read_all::<B>(&ds, &b3)?;
+    let gate = Gate::hold::<B>(&plain)?;
+    plain.memset(&b3, 0, 64, 4).ctx("memset")?;
+    let rb = ds.read(&b3, 0, 64).ctx("read on the default stream")?;
+    gate.open();
+    ds.synchronize().ctx("synchronize")?;
     ensure!(
-        got.iter().all(|&x| x == 4),
+        rb.take().ctx("readback")?.iter().all(|&x| x == 4),
         "default stream did not wait for a blocking stream"
     );
     dev.synchronize().ctx("device sync")?;
-    pass("blocking ↔ default ordered both ways; non-blocking independent")
+    pass("blocking ↔ default ordered both ways; non-blocking independent (observed with gates)")
 }
 
 // ---------------------------------------------------------------------------------------
