@@ -181,12 +181,35 @@ fn drop_does_not_block_and_reaps() {
     if !common::in_sim_process() {
         return;
     }
+    let _g = common::global_lock();
     let d = common::device(0);
+    let sim = common::Sim::get();
+    let before = sim.live_streams();
     let s = d.create_stream(&StreamDesc::new()).unwrap();
-    s.launch(Kernel::Delay(Duration::from_millis(200))).unwrap();
+    // Hold the stream after a short kernel until released: a drop that waited for the work
+    // would not return before the release below.
+    // SAFETY: a live stream of the simulator.
+    assert_eq!(unsafe { sim.hang_stream(s.as_raw().0) }, 0);
+    s.launch(Kernel::Delay(Duration::from_micros(1))).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(s);
+        let _ = tx.send(());
+    });
+    let returned = rx.recv_timeout(Duration::from_secs(10)).is_ok();
+    assert_eq!(sim.release_hang(), 0);
+    assert!(returned, "drop blocked on the held stream");
+    sim.set_faults("");
+    // Reaped once the work completed.
     let t0 = std::time::Instant::now();
-    drop(s);
-    assert!(t0.elapsed() < Duration::from_millis(150));
+    while sim.live_streams() > before && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        sim.live_streams(),
+        before,
+        "the dropped stream was not destroyed"
+    );
     let f = d.create_stream(&StreamDesc::new()).unwrap();
     f.launch(Kernel::Delay(Duration::from_millis(200))).unwrap();
     f.destroy_force().unwrap();
