@@ -428,6 +428,7 @@ fn flag_table_total<B: Backend>(_env: &Env<B>) -> CheckResult {
 
 fn flag_policy<B: Backend>(env: &Env<B>) -> CheckResult {
     let t = B::flag_table();
+    check_portable_kinds(t)?;
     let dev = &env.device;
     let mut tried = 0;
     for row in t.stream.rows {
@@ -524,6 +525,86 @@ fn flag_policy<B: Backend>(env: &Env<B>) -> CheckResult {
     pass(format!(
         "{tried} stream flags created, {rules} combination rules enforced"
     ))
+}
+
+/// A kind of translation row, for [`portable_kinds`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Native bits.
+    Native,
+    /// Always the backend's behaviour (`Native { set: 0, clear: 0 }`).
+    Inherent,
+    /// Emulated by xstream.
+    Emulated,
+    /// Accepted with no effect.
+    Hint,
+    /// Refused under strict, dropped under best effort.
+    Unsupported,
+}
+
+/// The kind of a translation row.
+pub fn kind_of(t: Translation) -> Kind {
+    match t {
+        Translation::Native { set: 0, clear: 0 } => Kind::Inherent,
+        Translation::Native { .. } => Kind::Native,
+        Translation::Emulated(_) => Kind::Emulated,
+        Translation::Hint(_) => Kind::Hint,
+        Translation::Unsupported(_) => Kind::Unsupported,
+    }
+}
+
+/// The portable rule for flag `name` (a stream flag when `stream`): the kinds any backend may
+/// give it, and why. A flag whose behaviour a program can observe (ordering, timing, whether
+/// work runs, sharing) must never be a hint: a backend that cannot provide it must refuse it
+/// (strict) or report it dropped (best effort).
+pub fn portable_kinds(stream: bool, name: &str) -> (&'static [Kind], &'static str) {
+    use Kind::*;
+    const ANY: &[Kind] = &[Native, Inherent, Emulated, Hint, Unsupported];
+    const OBSERVABLE: &[Kind] = &[Native, Inherent, Emulated, Unsupported];
+    match (stream, name) {
+        (true, "NON_BLOCKING") => (
+            &[Native, Inherent],
+            "ordering against the default stream is core semantics on every backend",
+        ),
+        (true, "PERSISTENT") => (OBSERVABLE, "decides whether enqueued work runs"),
+        (true, "CPU_SCHEDULE") | (true, "DEVICE_USE_ONLY") => {
+            (OBSERVABLE, "decides who may use the stream")
+        }
+        (false, "DISABLE_TIMING") => (OBSERVABLE, "elapsed time must be refused"),
+        (false, "INTERPROCESS") => (OBSERVABLE, "another process must be able to open the event"),
+        (false, "DEVICE_USE_ONLY") => (OBSERVABLE, "decides who may use the event"),
+        _ => (
+            ANY,
+            "a performance request: accepting it with no effect is harmless",
+        ),
+    }
+}
+
+/// Checks one backend's table against [`portable_kinds`].
+///
+/// # Errors
+/// Names the rows that break a portable rule.
+pub fn check_portable_kinds(t: &xstream_core::FlagTable) -> Result<(), String> {
+    let mut bad = Vec::new();
+    for row in t.stream.rows {
+        let (ok, why) = portable_kinds(true, row.flag.name());
+        let k = kind_of(row.translation);
+        if !ok.contains(&k) {
+            bad.push(format!("stream {} is {k:?} ({why})", row.flag.name()));
+        }
+    }
+    for row in t.event.rows {
+        let (ok, why) = portable_kinds(false, row.flag.name());
+        let k = kind_of(row.translation);
+        if !ok.contains(&k) {
+            bad.push(format!("event {} is {k:?} ({why})", row.flag.name()));
+        }
+    }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{} table: {}", t.backend, bad.join("; ")))
+    }
 }
 
 fn priority_mapping<B: Backend>(env: &Env<B>) -> CheckResult {
