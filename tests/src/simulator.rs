@@ -63,7 +63,7 @@ pub fn configured(devices: u32) -> bool {
 }
 
 /// Runs the calling test in a child process of the running test binary started with the
-/// simulator's environment ([`env`]), unless this process already has it.
+/// simulator's environment ([`env()`]), unless this process already has it.
 ///
 /// Returns `true` when this process is configured: the caller runs the test body. Returns
 /// `false` after the child ran the same test (`<name> --exact`, the name of the calling
@@ -120,7 +120,7 @@ pub fn run_in_child(devices: u32) -> bool {
 
 /// For a program's `main` (a bench), before it starts any thread: unless this process is
 /// configured for `devices` devices, runs the same executable with the same arguments and the
-/// simulator's environment ([`env`]), then exits with its status.
+/// simulator's environment ([`env()`]), then exits with its status.
 ///
 /// # Panics
 /// When the executable cannot be started again.
