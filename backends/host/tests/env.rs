@@ -39,6 +39,7 @@ fn check_case(value: Option<&str>) {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "starts child processes, which Miri cannot run")]
 fn device_count_from_env() {
     if let Ok(case) = std::env::var(CASE) {
         let value = std::env::var(DEVICES_ENV).ok();

@@ -93,6 +93,10 @@ fn never_recorded_event_is_complete() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "many threads held by gates; too slow under Miri (run natively by cargo test)"
+)]
 fn wait_takes_a_snapshot_of_the_record() {
     let d = dev();
     let (a, b, idle) = (nb(&d), nb(&d), nb(&d));
@@ -138,6 +142,10 @@ fn event_sync_timeout_and_blocking_sync() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "many threads held by gates; too slow under Miri (run natively by cargo test)"
+)]
 fn cross_device_wait_and_wrong_device_record() {
     let (d1, d2) = (dev(), dev());
     let (s1, s2) = (nb(&d1), nb(&d2));

@@ -26,6 +26,10 @@ fn nb(d: &HostDevice) -> HostStream {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "many threads held by gates; too slow under Miri (run natively by cargo test)"
+)]
 fn events_order_two_streams() {
     let d = dev();
     let (a, b, c) = (nb(&d), nb(&d), nb(&d));
@@ -300,6 +304,10 @@ fn query_pending_then_ready() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "many threads held by gates; too slow under Miri (run natively by cargo test)"
+)]
 fn default_stream_rule() {
     let d = dev();
     let def = d.default_stream().unwrap();
