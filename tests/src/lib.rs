@@ -138,6 +138,11 @@ impl Gate {
         let _ = self.tx.send(());
     }
 
+    /// Whether the gate already stopped holding its stream without being opened.
+    fn gave_up(&self) -> bool {
+        *self.released.lock().unwrap() == Some(false)
+    }
+
     /// Whether the gate ran and was opened by [`Gate::open`] (not given up after
     /// [`GATE_LIMIT`]); call after the stream synchronized.
     fn released(&self) -> bool {
@@ -1084,6 +1089,10 @@ fn stream_drop_does_not_cancel<B: Backend>(env: &Env<B>) -> CheckResult {
     // The gate opens only after drop returns: a drop that waited for the work would wait
     // until the gate gives up, and the gate would report that.
     drop(s);
+    ensure!(
+        !gate.gave_up(),
+        "drop blocked until the queued work gave up waiting"
+    );
     ensure!(
         ran.lock().unwrap().is_none(),
         "the work ran before the gate opened"
