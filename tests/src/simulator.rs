@@ -1,5 +1,7 @@
-//! Locating the ACL runtime simulator (`backends/ascend-sim`: a test double of
-//! `libascendcl.so`, not hardware) for every test and bench that dlopens it.
+//! The ACL runtime simulator (`backends/ascend-sim`: a test double of `libascendcl.so`, not
+//! hardware) for every test and bench that dlopens it: locating it, starting test processes
+//! with its environment (never setting it inside a running process), and its `xsim*`
+//! controls.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
