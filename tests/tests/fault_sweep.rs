@@ -288,9 +288,22 @@ struct Tally {
     leaks: Vec<String>,
 }
 
-fn settle(sim: &Sim, s0: u64, e0: u64) -> bool {
+/// Waits until the simulator is back to `s0` live streams, `e0` live events and no worker
+/// threads, and the backend's reaper has released every buffer and graph made since the last
+/// `xsimReset` (a buffer or graph can be released after the streams that kept it alive, so
+/// the stream count alone does not show it). `injected` is the function that failed once
+/// since the reset, if any: a failed `aclrtMalloc` or `aclmdlRICaptureEnd` made nothing to
+/// release. Without this barrier a late release of one injection's objects would take the
+/// next injection's fault.
+fn settle(sim: &Sim, s0: u64, e0: u64, injected: Option<&str>) -> bool {
+    let failed = |f: &str| u64::from(injected == Some(f));
     eventually(Duration::from_secs(10), || {
-        sim.live_streams() == s0 && sim.live_events() == e0 && sim.live_threads() == 0
+        sim.live_streams() == s0
+            && sim.live_events() == e0
+            && sim.live_threads() == 0
+            && sim.call_count("aclrtFree") + failed("aclrtMalloc") >= sim.call_count("aclrtMalloc")
+            && sim.call_count("aclmdlRIDestroy") + failed("aclmdlRICaptureEnd")
+                >= sim.call_count("aclmdlRICaptureEnd")
     })
 }
 
@@ -303,7 +316,7 @@ fn sweep(symbols: &[&'static str], codes: &[i32]) -> Tally {
     assert!(w.errors.is_empty(), "clean workload failed: {:?}", w.errors);
     drop(w);
     let (mut s0, mut e0) = (0, 0);
-    assert!(settle(sim, s0, e0), "baseline not reached");
+    assert!(settle(sim, s0, e0, None), "baseline not reached");
     let threads0 = common::process_threads();
     let mut tally = Tally::default();
     for &sym in symbols {
@@ -318,7 +331,7 @@ fn sweep(symbols: &[&'static str], codes: &[i32]) -> Tally {
             let dev2 = dev.clone();
             let seen = common::watchdog(&case, Duration::from_secs(30), move || workload(&dev2));
             // Background calls (the reaper) may come after the workload returns.
-            let leak_free = settle(sim, s0, e0);
+            let leak_free = settle(sim, s0, e0, Some(sym));
             let hit = sim.call_count(sym) > before;
             sim.set_faults("");
             tally.injected += 1;
@@ -377,7 +390,7 @@ fn sweep(symbols: &[&'static str], codes: &[i32]) -> Tally {
                 again.errors
             );
             drop(again);
-            assert!(settle(sim, s0, e0), "{case}: follow-up leaked");
+            assert!(settle(sim, s0, e0, Some(sym)), "{case}: follow-up leaked");
         }
     }
     let threads = common::process_threads();
@@ -396,12 +409,12 @@ fn called_symbols() -> Vec<&'static str> {
     let w = workload(&dev);
     assert!(w.errors.is_empty(), "{:?}", w.errors);
     drop(w);
-    settle(sim, 0, 0);
+    assert!(settle(sim, 0, 0, None), "baseline not reached");
     sim.reset();
     let w = workload(&dev);
     assert!(w.errors.is_empty(), "{:?}", w.errors);
     drop(w);
-    settle(sim, 0, 0);
+    assert!(settle(sim, 0, 0, None), "baseline not reached");
     ACL_SYMBOLS
         .iter()
         .copied()
@@ -551,7 +564,7 @@ fn device_open_fails_cleanly_under_every_code() {
             s.synchronize().expect("sync");
             drop(s);
             drop(d);
-            assert!(settle(sim, 0, 0), "{case}: leaked");
+            assert!(settle(sim, 0, 0, None), "{case}: leaked");
         }
     }
     println!(
