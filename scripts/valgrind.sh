@@ -28,7 +28,9 @@ for b in $bins; do
     # Exit code 99 is valgrind's (memory errors or definite leaks); any other failure is the
     # test harness, e.g. a wall-clock assertion missed under valgrind's ~30x slowdown: those
     # tests run natively in `cargo test`, so here it is reported, not counted.
-    XSIM_DEVICES=2 valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite \
+    # The simulator's environment is given here: a simulator test started without it reruns
+    # itself in a child process (tests/src/simulator.rs), which valgrind would not see.
+    XSTREAM_ACL_LIBRARY="$PWD/target/debug/libascendcl.so" XSIM_DEVICES=2 valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite \
         --show-leak-kinds=definite --error-exitcode=99 --log-file="$log" \
         "$b" --test-threads=2 >"$log.out" 2>&1
     rc=$?

@@ -332,6 +332,8 @@ fn paired() {
 criterion_group!(benches, xstream, raw);
 
 fn main() {
+    // The simulator's environment is given to a new process, never set in this one.
+    xstream_conformance::simulator::reexec_configured(1);
     benches();
     paired();
     Criterion::default().configure_from_args().final_summary();

@@ -90,6 +90,8 @@ fn create_retry<D: Device>(dev: &D, desc: &StreamDesc, retries: &mut u64) {
 }
 
 fn main() {
+    // The simulator's environment is given to a new process, never set in this one.
+    xstream_conformance::simulator::reexec_configured(1);
     // `cargo bench` passes `--bench`; nothing to parse.
     let nb = StreamDesc::new().flags(StreamFlags::NON_BLOCKING);
     let ed = EventDesc::new().flags(EventFlags::DISABLE_TIMING);

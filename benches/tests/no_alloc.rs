@@ -87,6 +87,9 @@ fn report(backend: &str, op: &str, xstream: u64, raw: Option<u64>) {
 
 #[test]
 fn ascend_hot_paths_add_no_allocation() {
+    if !xstream_conformance::simulator::run_in_child(1) {
+        return;
+    }
     common::setup();
     let t = common::RawAcl::get();
     let dev = AscendBackend::open(0).expect("open the simulated Ascend device");

@@ -1,5 +1,7 @@
-//! Locating the ACL runtime simulator (`backends/ascend-sim`: a test double of
-//! `libascendcl.so`, not hardware) for every test and bench that dlopens it.
+//! The ACL runtime simulator (`backends/ascend-sim`: a test double of `libascendcl.so`, not
+//! hardware) for every test and bench that dlopens it: locating it, starting test processes
+//! with its environment (never setting it inside a running process), and its `xsim*`
+//! controls.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -41,18 +43,115 @@ pub fn path() -> PathBuf {
     lib
 }
 
-/// Points the Ascend backend at the simulator (`XSTREAM_ACL_LIBRARY`) and asks the simulator
-/// for `devices` devices (`XSIM_DEVICES`), once per process and before the first load.
-/// Returns the library path.
+/// The environment a process using the simulator must be started with: `XSTREAM_ACL_LIBRARY`
+/// (the library, from [`path`]) and `XSIM_DEVICES` (`devices`).
+///
+/// Both are read once, by the backend's loader and by the simulator. They are never set from
+/// inside a running test process (`std::env::set_var` races with `getenv` on other threads):
+/// a process is started with them, by [`run_in_child`] or [`reexec_configured`] through
+/// `Command::env`, or by the user.
+pub fn env(devices: u32) -> [(&'static str, std::ffi::OsString); 2] {
+    [
+        ("XSTREAM_ACL_LIBRARY", path().into_os_string()),
+        ("XSIM_DEVICES", devices.to_string().into()),
+    ]
+}
+
+/// Whether this process was started with the simulator's environment for `devices` devices
+/// (reads only).
+pub fn configured(devices: u32) -> bool {
+    std::env::var_os("XSTREAM_ACL_LIBRARY").is_some_and(|p| !p.is_empty())
+        && std::env::var("XSIM_DEVICES").is_ok_and(|n| n.trim() == devices.to_string())
+}
+
+/// Runs the calling test in a child process of the running test binary started with the
+/// simulator's environment ([`env()`]), unless this process already has it.
+///
+/// Returns `true` when this process is configured: the caller runs the test body. Returns
+/// `false` after the child ran the same test (`<name> --exact`, the name of the calling
+/// libtest thread) and passed: the caller returns. The child's output is passed on (`SKIP`
+/// lines straight to stderr, like [`crate::report_skip`]).
+///
+/// # Panics
+/// When the child fails, or does not run exactly one test (a wrong name), or when called
+/// from a thread that libtest did not name after its test.
+#[must_use]
+pub fn run_in_child(devices: u32) -> bool {
+    if configured(devices) {
+        return true;
+    }
+    let thread = std::thread::current();
+    let name = thread
+        .name()
+        .filter(|n| *n != "main")
+        .expect("run_in_child is called from a libtest test thread");
+    let exe = std::env::current_exe().expect("current_exe");
+    let out = std::process::Command::new(exe)
+        // `--include-ignored`: this process already chose to run the test.
+        .args([
+            name,
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .envs(env(devices))
+        .output()
+        .expect("start the test binary again");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    print!("{stdout}");
+    for line in stderr.lines() {
+        if line.starts_with("SKIP: ") {
+            crate::report_skip_line(line);
+        } else {
+            eprintln!("{line}");
+        }
+    }
+    assert!(
+        out.status.success(),
+        "{name} failed in its simulator child process ({})",
+        out.status
+    );
+    assert!(
+        stdout.contains("test result: ok. 1 passed"),
+        "the child process did not run {name} exactly once"
+    );
+    false
+}
+
+/// For a program's `main` (a bench), before it starts any thread: unless this process is
+/// configured for `devices` devices, runs the same executable with the same arguments and the
+/// simulator's environment ([`env()`]), then exits with its status.
+///
+/// # Panics
+/// When the executable cannot be started again.
+pub fn reexec_configured(devices: u32) {
+    if configured(devices) {
+        return;
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    let status = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .envs(env(devices))
+        .status()
+        .expect("start the program again");
+    std::process::exit(status.code().unwrap_or(1));
+}
+
+/// The simulator's path, in a process started with its environment ([`run_in_child`],
+/// [`reexec_configured`], or by the user).
+///
+/// # Panics
+/// When this process is not configured for `devices` devices: the environment can no longer
+/// be set safely once threads run.
 pub fn setup(devices: u32) -> PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let p = path();
-        std::env::set_var("XSTREAM_ACL_LIBRARY", &p);
-        std::env::set_var("XSIM_DEVICES", devices.to_string());
-        p
-    })
-    .clone()
+    assert!(
+        configured(devices),
+        "the process must be started with XSTREAM_ACL_LIBRARY and XSIM_DEVICES={devices} \
+         (tests: `if !simulator::run_in_child({devices}) {{ return; }}` first)"
+    );
+    path()
 }
 
 /// Serializes the tests of one process that change simulator globals (faults, limits, poison)
@@ -70,10 +169,10 @@ pub struct Controls {
 }
 
 impl Controls {
-    /// The process-wide handle (calls [`setup`] with two devices first).
+    /// The process-wide handle, in a process configured for two devices ([`setup`]).
     ///
     /// # Panics
-    /// When the simulator cannot be loaded.
+    /// When the process is not configured, or the simulator cannot be loaded.
     pub fn get() -> &'static Controls {
         static C: OnceLock<Controls> = OnceLock::new();
         C.get_or_init(|| {
@@ -84,9 +183,18 @@ impl Controls {
         })
     }
 
-    fn sym<T: Copy>(&self, name: &std::ffi::CStr) -> T {
-        // SAFETY: every caller names `T` as the symbol's prototype from the simulator README
-        // or the ACL facts sheet; the library outlives `self`.
+    /// The symbol `name` of the simulator, read as a `T`.
+    ///
+    /// # Safety
+    /// `T` must be the symbol's exact type: an `unsafe extern "C" fn` pointer with the
+    /// prototype the simulator README (or, for ACL functions, the ACL documentation) gives for
+    /// `name`. A wrong `T` makes every later call through it undefined behaviour.
+    ///
+    /// # Panics
+    /// When the symbol is missing.
+    unsafe fn sym<T: Copy>(&self, name: &std::ffi::CStr) -> T {
+        // SAFETY: the caller guarantees `T` is the symbol's type; the library outlives
+        // `self`, and `T: Copy` leaves no borrow of the library behind.
         unsafe {
             *self
                 .lib
@@ -98,14 +206,17 @@ impl Controls {
     /// `xsimSetFaults(spec)`: 0, or 100000 for a malformed spec.
     pub fn set_faults(&self, spec: &str) -> i32 {
         let c = std::ffi::CString::new(spec).expect("no NUL in a fault spec");
-        let f: unsafe extern "C" fn(*const std::ffi::c_char) -> i32 = self.sym(c"xsimSetFaults");
+        // SAFETY: `aclError xsimSetFaults(const char*)` (simulator README).
+        let f: unsafe extern "C" fn(*const std::ffi::c_char) -> i32 =
+            unsafe { self.sym(c"xsimSetFaults") };
         // SAFETY: `c` is a valid C string for the duration of the call.
         unsafe { f(c.as_ptr()) }
     }
 
     /// `xsimSetLimits(streams, events)` (0 restores the product's default).
     pub fn set_limits(&self, streams: u32, events: u32) -> i32 {
-        let f: unsafe extern "C" fn(u32, u32) -> i32 = self.sym(c"xsimSetLimits");
+        // SAFETY: `aclError xsimSetLimits(uint32_t, uint32_t)` (simulator README).
+        let f: unsafe extern "C" fn(u32, u32) -> i32 = unsafe { self.sym(c"xsimSetLimits") };
         // SAFETY: plain integer arguments.
         unsafe { f(streams, events) }
     }
@@ -113,46 +224,78 @@ impl Controls {
     /// `xsimCallCount(symbol)`.
     pub fn call_count(&self, symbol: &str) -> u64 {
         let c = std::ffi::CString::new(symbol).expect("no NUL in a symbol name");
-        let f: unsafe extern "C" fn(*const std::ffi::c_char) -> u64 = self.sym(c"xsimCallCount");
+        // SAFETY: `uint64_t xsimCallCount(const char*)` (simulator README).
+        let f: unsafe extern "C" fn(*const std::ffi::c_char) -> u64 =
+            unsafe { self.sym(c"xsimCallCount") };
         // SAFETY: `c` is a valid C string for the duration of the call.
         unsafe { f(c.as_ptr()) }
     }
 
-    fn call0<R>(&self, name: &std::ffi::CStr) -> R {
-        let f: unsafe extern "C" fn() -> R = self.sym(name);
-        // SAFETY: the named symbols take no arguments (simulator README).
+    /// Calls the argument-less control `name`.
+    ///
+    /// # Safety
+    /// `name`'s prototype (simulator README) takes no argument and returns exactly `R`.
+    unsafe fn call0<R>(&self, name: &std::ffi::CStr) -> R {
+        // SAFETY: the caller guarantees the prototype `R name(void)`.
+        let f: unsafe extern "C" fn() -> R = unsafe { self.sym(name) };
+        // SAFETY: no arguments; the simulator's controls have no preconditions.
         unsafe { f() }
     }
 
     /// `xsimReset()`: clears faults, counters, hangs and poison.
     pub fn reset(&self) -> i32 {
-        self.call0(c"xsimReset")
+        // SAFETY: `aclError xsimReset(void)` (simulator README).
+        unsafe { self.call0(c"xsimReset") }
     }
 
     /// `xsimReleaseHang()`.
     pub fn release_hang(&self) -> i32 {
-        self.call0(c"xsimReleaseHang")
+        // SAFETY: `aclError xsimReleaseHang(void)` (simulator README).
+        unsafe { self.call0(c"xsimReleaseHang") }
     }
 
     /// `xsimLiveStreams()` (default streams not counted).
     pub fn live_streams(&self) -> u64 {
-        self.call0(c"xsimLiveStreams")
+        // SAFETY: `uint64_t xsimLiveStreams(void)` (simulator README).
+        unsafe { self.call0(c"xsimLiveStreams") }
     }
 
     /// `xsimLiveEvents()`.
     pub fn live_events(&self) -> u64 {
-        self.call0(c"xsimLiveEvents")
+        // SAFETY: `uint64_t xsimLiveEvents(void)` (simulator README).
+        unsafe { self.call0(c"xsimLiveEvents") }
     }
 
     /// `xsimLiveThreads()`: threads the simulator itself runs.
     pub fn live_threads(&self) -> u64 {
-        self.call0(c"xsimLiveThreads")
+        // SAFETY: `uint64_t xsimLiveThreads(void)` (simulator README).
+        unsafe { self.call0(c"xsimLiveThreads") }
     }
 
     /// `aclrtResetDevice(ordinal)`, called behind the backend's back.
     pub fn reset_device(&self, ordinal: i32) -> i32 {
-        let f: unsafe extern "C" fn(i32) -> i32 = self.sym(c"aclrtResetDevice");
-        // SAFETY: ACL prototype (facts sheet section 4.1).
+        // SAFETY: `aclError aclrtResetDevice(int32_t deviceId)` (ACL documentation).
+        let f: unsafe extern "C" fn(i32) -> i32 = unsafe { self.sym(c"aclrtResetDevice") };
+        // SAFETY: a plain integer argument.
         unsafe { f(ordinal) }
+    }
+
+    /// Holds the stream `stream` (a raw `aclrtStream` of this library) after its current or
+    /// next task until [`Controls::release_hang`]: sets the fault spec `hang:ID` (replacing
+    /// the rules) with the stream's id. Returns the first non-zero code, or 0.
+    ///
+    /// # Safety
+    /// `stream` must be a live stream handle of this simulator.
+    pub unsafe fn hang_stream(&self, stream: *mut std::ffi::c_void) -> i32 {
+        // SAFETY: `aclError aclrtStreamGetId(aclrtStream, int32_t*)` (ACL documentation).
+        let get_id: unsafe extern "C" fn(*mut std::ffi::c_void, *mut i32) -> i32 =
+            unsafe { self.sym(c"aclrtStreamGetId") };
+        let mut id = 0;
+        // SAFETY: the caller guarantees a live stream; `id` is a live local.
+        let rc = unsafe { get_id(stream, &mut id) };
+        if rc != 0 {
+            return rc;
+        }
+        self.set_faults(&format!("hang:{id}"))
     }
 }

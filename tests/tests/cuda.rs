@@ -1,6 +1,6 @@
 //! The conformance suite on the CUDA backend; skips (printing the reason) without a GPU.
 
-use xstream_conformance::{print_line, run, Env};
+use xstream_conformance::{assert_conforms, report_line, run, Env};
 use xstream_core::Backend;
 use xstream_cuda::CudaBackend;
 
@@ -14,8 +14,6 @@ fn conformance_on_cuda() {
         device: CudaBackend::open(0).expect("CUDA device 0"),
         isolated: None,
     };
-    let sum = run(&env, None, print_line);
-    println!("cuda: {sum:?}");
-    assert_eq!(sum.failed, 0, "conformance failures on CUDA");
-    assert!(sum.passed >= 20, "too few checks passed: {sum:?}");
+    let sum = run(&env, None, report_line);
+    assert_conforms::<CudaBackend>("cuda", &sum);
 }

@@ -361,6 +361,9 @@ fn host_8_threads_x_10k() {
 
 #[test]
 fn simulator_8_threads_x_10k() {
+    if !common::in_sim_process() {
+        return;
+    }
     sim_run(10_000);
 }
 
@@ -373,5 +376,8 @@ fn host_8_threads_x_100k() {
 #[test]
 #[ignore = "slow: 8 x 100k operations; scripts/reliability.sh runs it"]
 fn simulator_8_threads_x_100k() {
+    if !common::in_sim_process() {
+        return;
+    }
     sim_run(100_000);
 }

@@ -8,6 +8,9 @@ use xstream_core::{
 
 #[test]
 fn capture_and_replay() {
+    if !common::in_sim_process() {
+        return;
+    }
     let d = common::device(0);
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     let buf = d.alloc(16).unwrap();
@@ -48,6 +51,9 @@ fn capture_and_replay() {
 
 #[test]
 fn illegal_ops_invalidate() {
+    if !common::in_sim_process() {
+        return;
+    }
     let d = common::device(0);
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     s.begin_capture(CaptureMode::ThreadLocal).unwrap();
@@ -93,6 +99,9 @@ fn illegal_ops_invalidate() {
 
 #[test]
 fn persistent_stream_builds_a_graph() {
+    if !common::in_sim_process() {
+        return;
+    }
     let d = common::device(1);
     let p = d
         .create_stream(&StreamDesc::new().flags(StreamFlags::PERSISTENT))

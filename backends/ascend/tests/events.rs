@@ -9,6 +9,9 @@ use xstream_core::{
 
 #[test]
 fn status_and_elapsed() {
+    if !common::in_sim_process() {
+        return;
+    }
     let d = common::device(0);
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     let a = d.create_event(&EventDesc::new()).unwrap();
@@ -39,6 +42,9 @@ fn status_and_elapsed() {
 
 #[test]
 fn timing_disabled_and_waits() {
+    if !common::in_sim_process() {
+        return;
+    }
     let d = common::device(0);
     let s1 = d.create_stream(&StreamDesc::new()).unwrap();
     let s2 = d.create_stream(&StreamDesc::new()).unwrap();
@@ -69,6 +75,9 @@ fn timing_disabled_and_waits() {
 
 #[test]
 fn special_kinds() {
+    if !common::in_sim_process() {
+        return;
+    }
     let d = common::device(0);
     let ext = d
         .create_event(&EventDesc::new().flags(EventFlags::EXTERNAL))
@@ -108,6 +117,9 @@ fn special_kinds() {
 
 #[test]
 fn cross_device_rejected() {
+    if !common::in_sim_process() {
+        return;
+    }
     let d0 = common::device(0);
     let d1 = common::device(1);
     let s0 = d0.create_stream(&StreamDesc::new()).unwrap();

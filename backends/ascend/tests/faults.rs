@@ -1,14 +1,17 @@
 //! Fault injection and limits (simulator globals: every test holds the global lock).
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use common::{global_lock, Sim};
 use xstream_core::{Device, Error, Kernel, Stream, StreamDesc};
 
 #[test]
 fn stream_limit_is_resource_exhausted() {
+    if !common::in_sim_process() {
+        return;
+    }
     let _g = global_lock();
     let d = common::device(0);
     let sim = Sim::get();
@@ -22,6 +25,9 @@ fn stream_limit_is_resource_exhausted() {
 
 #[test]
 fn injected_faults_map_and_backend_keeps_working() {
+    if !common::in_sim_process() {
+        return;
+    }
     let _g = global_lock();
     let d = common::device(0);
     let sim = Sim::get();
@@ -53,38 +59,91 @@ fn injected_faults_map_and_backend_keeps_working() {
     sim.reset();
 }
 
+/// Waits (up to `limit`, a guard against hangs, never a timing bound) until `f` holds.
+fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let t0 = Instant::now();
+    while !f() {
+        if t0.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
+/// The statuses one callback ran with, one entry per run.
+type Log = Arc<Mutex<Vec<Result<(), Error>>>>;
+
 #[test]
 fn device_fault_fails_callbacks_exactly_once() {
+    if !common::in_sim_process() {
+        return;
+    }
     let _g = global_lock();
     let d = common::device(1);
     let s = d.create_stream(&StreamDesc::new()).unwrap();
-    let n = Arc::new(AtomicUsize::new(0));
-    let errs = Arc::new(AtomicUsize::new(0));
+    let sim = Sim::get();
+    // One status log per callback: each entry is the status of one run.
+    let logs: Vec<Log> = (0..4).map(|_| Arc::new(Mutex::new(Vec::new()))).collect();
+    let log_of = |i: usize| {
+        let log = logs[i].clone();
+        move |r: Result<(), Error>| log.lock().unwrap().push(r)
+    };
+    // Hold the stream after a short kernel, so the fault task (and the callbacks behind it)
+    // cannot run before every callback is enqueued.
+    // SAFETY: a live stream of the simulator.
+    assert_eq!(unsafe { sim.hang_stream(s.as_raw().0) }, 0);
+    s.launch(Kernel::Delay(Duration::from_micros(1))).unwrap();
     s.launch(Kernel::Fault).unwrap();
-    for _ in 0..3 {
-        let (n, errs) = (n.clone(), errs.clone());
-        // The fault poisons the context; enqueue may already fail (then the callback is dropped).
-        let _ = s.host_callback(move |r| {
-            n.fetch_add(1, Ordering::SeqCst);
-            if r.is_err() {
-                errs.fetch_add(1, Ordering::SeqCst);
-            }
-        });
+    for i in 0..3 {
+        s.host_callback(log_of(i)).unwrap();
     }
+    assert!(
+        logs.iter().all(|l| l.lock().unwrap().is_empty()),
+        "a callback ran before the stream was released"
+    );
+    assert_eq!(sim.release_hang(), 0);
     let e = s.synchronize().unwrap_err();
     assert!(e.is_sticky(), "{e:?}");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    assert_eq!(n.load(Ordering::SeqCst), errs.load(Ordering::SeqCst));
-    assert_eq!(d.pending_callbacks(), 0);
+    // Once the fault has run, the context is poisoned: an enqueue is refused, and its
+    // callback must never run.
+    let refused = s.host_callback(log_of(3));
+    assert!(
+        matches!(&refused, Err(e) if e.is_sticky()),
+        "enqueue on a poisoned context: {refused:?}"
+    );
+    // Callbacks failed by the fault may still be finishing on another thread.
+    assert!(
+        eventually(Duration::from_secs(10), || d.pending_callbacks() == 0
+            && logs[..3].iter().all(|l| !l.lock().unwrap().is_empty())),
+        "the callbacks did not all run"
+    );
+    let never = logs[3].lock().unwrap();
+    assert!(never.is_empty(), "the refused callback ran: {never:?}");
+    for (i, log) in logs[..3].iter().enumerate() {
+        let got = log.lock().unwrap();
+        assert_eq!(
+            got.len(),
+            1,
+            "callback {i} ran {} times: {got:?}",
+            got.len()
+        );
+        assert!(
+            matches!(&got[0], Err(e) if e.is_sticky()),
+            "callback {i} ran with {:?}, expected the sticky device error",
+            got[0]
+        );
+    }
     Sim::get().reset();
     s.synchronize().unwrap();
-    let ok = Arc::new(AtomicUsize::new(0));
+    let ok = Arc::new(Mutex::new(Vec::new()));
     let ok2 = ok.clone();
-    s.host_callback(move |r| {
-        assert!(r.is_ok());
-        ok2.fetch_add(1, Ordering::SeqCst);
-    })
-    .unwrap();
+    s.host_callback(move |r| ok2.lock().unwrap().push(r))
+        .unwrap();
     s.synchronize().unwrap();
-    assert_eq!(ok.load(Ordering::SeqCst), 1);
+    let got = ok.lock().unwrap();
+    assert!(
+        got.len() == 1 && got[0].is_ok(),
+        "after the reset the callback must run once with Ok: {got:?}"
+    );
 }

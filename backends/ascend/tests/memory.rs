@@ -7,6 +7,9 @@ use xstream_core::{Allocator, Buffer, Device, Error, HostAllocator, Kernel, Stre
 
 #[test]
 fn write_read_copy_memset_lcg() {
+    if !common::in_sim_process() {
+        return;
+    }
     let d = common::device(0);
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     let a = d.alloc(8).unwrap();
@@ -38,6 +41,9 @@ fn write_read_copy_memset_lcg() {
 
 #[test]
 fn allocator_register_get_unregister() {
+    if !common::in_sim_process() {
+        return;
+    }
     let d = common::device(0);
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     assert!(s.allocator().unwrap().is_none());
@@ -65,6 +71,9 @@ fn allocator_register_get_unregister() {
 #[test]
 #[allow(unsafe_code)]
 fn registered_allocator_is_callable_through_the_c_abi() {
+    if !common::in_sim_process() {
+        return;
+    }
     use std::ffi::c_void;
     let d = common::device(0);
     let s = d.create_stream(&StreamDesc::new()).unwrap();

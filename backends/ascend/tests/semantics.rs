@@ -27,6 +27,9 @@ fn best_effort(f: StreamFlags) -> StreamDesc {
 
 #[test]
 fn combination_rules_look_at_native_bits() {
+    if !common::in_sim_process() {
+        return;
+    }
     let _g = global_lock();
     let d = common::device(0);
     // NON_BLOCKING is inherent on ACL (no bit): 0x20 alone, which the runtime accepts.
@@ -69,6 +72,9 @@ fn combination_rules_look_at_native_bits() {
 
 #[test]
 fn best_effort_creates_and_reports_the_drop() {
+    if !common::in_sim_process() {
+        return;
+    }
     let _g = global_lock();
     let d = common::device(0);
     for extra in [
@@ -94,6 +100,9 @@ fn best_effort_creates_and_reports_the_drop() {
 
 #[test]
 fn interprocess_consults_the_probed_capability() {
+    if !common::in_sim_process() {
+        return;
+    }
     let _g = global_lock();
     let d = common::device(0);
     assert!(!d
@@ -132,6 +141,9 @@ fn interprocess_consults_the_probed_capability() {
 
 #[test]
 fn blocking_request_is_reported() {
+    if !common::in_sim_process() {
+        return;
+    }
     let _g = global_lock();
     let d = common::device(0);
     let s = d.create_stream(&StreamDesc::new()).unwrap();
@@ -150,6 +162,9 @@ fn blocking_request_is_reported() {
 
 #[test]
 fn host_waits_are_real_on_cpu_schedule_and_device_use_only() {
+    if !common::in_sim_process() {
+        return;
+    }
     let _g = global_lock();
     let d = common::device(0);
     for f in [StreamFlags::CPU_SCHEDULE, StreamFlags::DEVICE_USE_ONLY] {
@@ -183,6 +198,9 @@ fn host_waits_are_real_on_cpu_schedule_and_device_use_only() {
 
 #[test]
 fn host_wait_refused_by_the_runtime_names_the_flag() {
+    if !common::in_sim_process() {
+        return;
+    }
     let _g = global_lock();
     let d = common::device(0);
     let sim = Sim::get();
@@ -204,6 +222,9 @@ fn host_wait_refused_by_the_runtime_names_the_flag() {
 
 #[test]
 fn destroy_force_cancels_only_its_own_callbacks() {
+    if !common::in_sim_process() {
+        return;
+    }
     let _g = global_lock();
     let d = common::device(0);
     let a = d.create_stream(&StreamDesc::new()).unwrap();
@@ -235,6 +256,9 @@ fn destroy_force_cancels_only_its_own_callbacks() {
 
 #[test]
 fn alloc_too_large_is_out_of_memory() {
+    if !common::in_sim_process() {
+        return;
+    }
     let _g = global_lock();
     let d = common::device(0);
     for len in [usize::MAX, usize::MAX / 2 + 1] {
@@ -246,6 +270,9 @@ fn alloc_too_large_is_out_of_memory() {
 
 #[test]
 fn captured_write_is_one_node() {
+    if !common::in_sim_process() {
+        return;
+    }
     let _g = global_lock();
     let d = common::device(0);
     let buf = d.alloc(64).unwrap();
@@ -264,6 +291,9 @@ fn captured_write_is_one_node() {
 
 #[test]
 fn creation_at_the_limit_waits_for_pending_destroys() {
+    if !common::in_sim_process() {
+        return;
+    }
     let _g = global_lock();
     let d = common::device(0);
     let sim = Sim::get();
@@ -280,6 +310,9 @@ fn creation_at_the_limit_waits_for_pending_destroys() {
 
 #[test]
 fn priority_attribute_and_collapse() {
+    if !common::in_sim_process() {
+        return;
+    }
     let _g = global_lock();
     let d = common::device(0);
     let s = d

@@ -8,6 +8,9 @@ use xstream_core::{
     CaptureErrorKind, CaptureMode, CaptureStatus, Device, Error, Event, EventDesc, EventFlags,
     Graph, Kernel, Status, Stream, StreamDesc, StreamFlags as F, TranslationPolicy,
 };
+mod common;
+
+use common::Gate;
 use xstream_host::{HostDevice, HostStream};
 
 fn dev() -> HostDevice {
@@ -92,27 +95,29 @@ fn never_recorded_event_is_complete() {
 #[test]
 #[cfg_attr(
     miri,
-    ignore = "asserts wall-clock bounds; Miri runs far slower than native"
+    ignore = "many threads held by gates; too slow under Miri (run natively by cargo test)"
 )]
 fn wait_takes_a_snapshot_of_the_record() {
     let d = dev();
     let (a, b, idle) = (nb(&d), nb(&d), nb(&d));
     let e = d.create_event(&EventDesc::new()).unwrap();
-    a.launch(Kernel::Delay(Duration::from_millis(100))).unwrap();
+    let gate = Gate::hold(&a);
     e.record(&a).unwrap();
-    let t0 = Instant::now();
     b.wait_event(&e).unwrap();
     e.record(&idle).unwrap(); // re-record on an idle stream: completes at once
+                              // The latest record is the idle one: this returns while `a` is held (waiting for the
+                              // first record would keep it until the gate gave up).
     e.synchronize().unwrap();
-    assert!(
-        t0.elapsed() < Duration::from_millis(60),
-        "latest record is the idle one"
+    assert_eq!(
+        b.query().unwrap(),
+        Status::Pending,
+        "the wait did not keep the first record"
     );
+    gate.open();
     b.synchronize().unwrap();
     assert!(
-        t0.elapsed() >= Duration::from_millis(90),
-        "the wait kept the first record: {:?}",
-        t0.elapsed()
+        gate.released(),
+        "event synchronize waited for the first record"
     );
 }
 
@@ -122,13 +127,16 @@ fn event_sync_timeout_and_blocking_sync() {
     let s = nb(&d);
     for flags in [EventFlags::empty(), EventFlags::BLOCKING_SYNC] {
         let e = d.create_event(&EventDesc::new().flags(flags)).unwrap();
-        s.launch(Kernel::Delay(Duration::from_millis(60))).unwrap();
+        let gate = Gate::hold(&s);
         e.record(&s).unwrap();
         assert!(matches!(
             e.synchronize_timeout(Duration::from_millis(5)),
             Err(Error::Timeout(_))
         ));
+        assert_eq!(e.query().unwrap(), Status::Pending);
+        gate.open();
         e.synchronize().unwrap();
+        assert!(gate.released());
         assert_eq!(e.query().unwrap(), Status::Ready);
     }
 }
@@ -136,7 +144,7 @@ fn event_sync_timeout_and_blocking_sync() {
 #[test]
 #[cfg_attr(
     miri,
-    ignore = "asserts wall-clock bounds; Miri runs far slower than native"
+    ignore = "many threads held by gates; too slow under Miri (run natively by cargo test)"
 )]
 fn cross_device_wait_and_wrong_device_record() {
     let (d1, d2) = (dev(), dev());
@@ -144,13 +152,19 @@ fn cross_device_wait_and_wrong_device_record() {
     let e1 = d1.create_event(&EventDesc::new()).unwrap();
     assert!(matches!(e1.record(&s2), Err(Error::WrongDevice(_))));
     let buf = d2.alloc(4).unwrap();
-    s1.launch(Kernel::Delay(Duration::from_millis(40))).unwrap();
+    let gate = Gate::hold(&s1);
     e1.record(&s1).unwrap();
     s2.wait_event(&e1).unwrap();
     s2.memset(&buf, 0, 4, 8).unwrap();
-    let t0 = Instant::now();
+    assert_eq!(s2.query().unwrap(), Status::Pending);
+    assert_eq!(
+        buf.snapshot(),
+        vec![0; 4],
+        "ran before the other device's record"
+    );
+    gate.open();
     s2.synchronize().unwrap();
-    assert!(t0.elapsed() >= Duration::from_millis(30));
+    assert!(gate.released());
     assert_eq!(buf.snapshot(), vec![8; 4]);
 }
 
@@ -335,16 +349,19 @@ fn persistent_stream_records_from_creation() {
     assert_eq!(p.capture_status(), CaptureStatus::Active);
     let buf = d.alloc(8).unwrap();
     p.memset(&buf, 0, 8, 9).unwrap();
-    p.launch(Kernel::Delay(Duration::from_millis(200))).unwrap();
     assert_eq!(p.query().unwrap(), Status::Ready);
-    let t0 = Instant::now();
     p.synchronize().unwrap();
-    assert!(t0.elapsed() < Duration::from_millis(100));
     assert_eq!(p.capture_status(), CaptureStatus::Active, "not invalidated");
     assert_eq!(buf.snapshot(), vec![0; 8], "nothing executed");
     let g = p.end_capture().unwrap();
-    assert_eq!(g.node_count(), 2);
+    assert_eq!(g.node_count(), 1);
     assert_eq!(p.capture_status(), CaptureStatus::Active, "records again");
+    // A recorded hour-long delay: query and synchronize still return (they would hang if
+    // they ran or waited for it); the graph holding it is never launched.
+    p.launch(Kernel::Delay(Duration::from_secs(3600))).unwrap();
+    assert_eq!(p.query().unwrap(), Status::Ready);
+    p.synchronize().unwrap();
+    assert_eq!(p.end_capture().unwrap().node_count(), 1);
     let g2 = p.end_capture().unwrap();
     assert_eq!(g2.node_count(), 0);
     let s = nb(&d);
@@ -367,7 +384,7 @@ fn fault_poisons_the_device() {
         }
     };
     let buf = d.alloc(4).unwrap();
-    t.launch(Kernel::Delay(Duration::from_millis(150))).unwrap();
+    let held = Gate::hold(&t);
     t.host_callback(cb("t-pending")).unwrap();
     s.launch(Kernel::Delay(Duration::from_millis(20))).unwrap();
     s.launch(Kernel::Fault).unwrap();
@@ -394,12 +411,18 @@ fn fault_poisons_the_device() {
         vec![0; 4],
         "work after the fault is skipped"
     );
-    // The pending callback on the other stream fails at once, not after its delay.
+    // The pending callback on the other stream fails while that stream is still held, not
+    // after its earlier work (the wait is a guard against hangs).
     let t0 = Instant::now();
-    while calls.load(Ordering::SeqCst) < 2 && t0.elapsed() < Duration::from_secs(2) {
+    while calls.load(Ordering::SeqCst) < 2 && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(1));
     }
-    assert!(t0.elapsed() < Duration::from_millis(120));
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "the held stream's pending callback was not failed at once"
+    );
+    held.open();
     assert!(t.synchronize().unwrap_err().is_sticky());
     assert_eq!(
         calls.load(Ordering::SeqCst),

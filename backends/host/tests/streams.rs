@@ -1,9 +1,13 @@
-//! Stream behaviour of the host backend, proven by buffer contents, orders and timings.
+//! Stream behaviour of the host backend, proven by buffer contents and orders (gates hold
+//! streams where a test needs work to be pending; no wall-clock bounds).
+
+mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::Gate;
 use xstream_core::{
     Backend, Buffer, CaptureErrorKind, Device, Error, EventDesc, FailureMode, HostAllocator,
     Kernel, Ownership, PoolConfig, Priority, PriorityClass, Status, Stream, StreamAttr,
@@ -21,14 +25,10 @@ fn nb(d: &HostDevice) -> HostStream {
         .unwrap()
 }
 
-fn ms(d: Duration) -> u128 {
-    d.as_millis()
-}
-
 #[test]
 #[cfg_attr(
     miri,
-    ignore = "asserts wall-clock bounds; Miri runs far slower than native"
+    ignore = "many threads held by gates; too slow under Miri (run natively by cargo test)"
 )]
 fn events_order_two_streams() {
     let d = dev();
@@ -37,7 +37,7 @@ fn events_order_two_streams() {
     let dst = d.alloc(64).unwrap();
     let unordered = d.alloc(64).unwrap();
     let e = d.create_event(&EventDesc::new()).unwrap();
-    a.launch(Kernel::Delay(Duration::from_millis(50))).unwrap();
+    let gate = Gate::hold(&a);
     a.memset(&src, 0, 64, 7).unwrap();
     e.record(&a).unwrap();
     b.wait_event(&e).unwrap();
@@ -48,7 +48,9 @@ fn events_order_two_streams() {
     c.copy(&src, 0, &unordered, 0, 64).unwrap();
     c.synchronize().unwrap();
     assert_eq!(unordered.snapshot(), vec![0; 64]);
+    gate.open();
     b.synchronize().unwrap();
+    assert!(gate.released());
     assert_eq!(rb.take().unwrap(), vec![7; 64]);
     assert!(matches!(rb.take(), Err(Error::NotReady)));
 }
@@ -233,20 +235,22 @@ fn notify_may_call_xstream() {
 fn sync_timeout_then_recovery() {
     let d = dev();
     let s = nb(&d);
-    s.launch(Kernel::Delay(Duration::from_millis(200))).unwrap();
-    let t0 = Instant::now();
+    let gate = Gate::hold(&s);
     assert!(matches!(
         s.synchronize_timeout(Duration::from_millis(10)),
         Err(Error::Timeout(t)) if t == Duration::from_millis(10)
     ));
-    assert!(t0.elapsed() < Duration::from_millis(150));
     assert!(matches!(
         s.synchronize_timeout(Duration::ZERO),
         Err(Error::InvalidArgument(_))
     ));
     assert_eq!(s.query().unwrap(), Status::Pending);
+    gate.open();
     s.synchronize().unwrap();
-    assert!(t0.elapsed() >= Duration::from_millis(190));
+    assert!(
+        gate.released(),
+        "the gate gave up: synchronize did not wait for it"
+    );
     assert_eq!(s.query().unwrap(), Status::Ready);
     s.synchronize_timeout(Duration::from_millis(10)).unwrap();
 }
@@ -262,15 +266,20 @@ fn fast_sync_and_spin_policy_wait_correctly() {
     let buf = d.alloc(8).unwrap();
     s.launch(Kernel::Delay(Duration::from_millis(20))).unwrap();
     s.memset(&buf, 0, 8, 3).unwrap();
-    let t0 = Instant::now();
     s.synchronize().unwrap();
-    assert!(t0.elapsed() >= Duration::from_millis(10));
-    assert_eq!(buf.snapshot(), vec![3; 8]);
-    s.launch(Kernel::Delay(Duration::from_millis(100))).unwrap();
+    assert_eq!(
+        buf.snapshot(),
+        vec![3; 8],
+        "spin synchronize returned early"
+    );
+    let gate = Gate::hold(&s);
     assert!(matches!(
         s.synchronize_timeout(Duration::from_millis(5)),
         Err(Error::Timeout(_))
     ));
+    gate.open();
+    s.synchronize().unwrap();
+    assert!(gate.released());
     let y = nb(&d);
     y.set_attribute(StreamAttrValue::SyncPolicy(SyncPolicy::Yield))
         .unwrap();
@@ -285,9 +294,11 @@ fn query_pending_then_ready() {
     let d = dev();
     let s = nb(&d);
     assert_eq!(s.query().unwrap(), Status::Ready);
-    s.launch(Kernel::Delay(Duration::from_millis(50))).unwrap();
+    let gate = Gate::hold(&s);
     assert_eq!(s.query().unwrap(), Status::Pending);
+    gate.open();
     s.synchronize().unwrap();
+    assert!(gate.released());
     assert_eq!(s.query().unwrap(), Status::Ready);
     assert_eq!(s.enqueued_count(), s.completed_count());
 }
@@ -295,7 +306,7 @@ fn query_pending_then_ready() {
 #[test]
 #[cfg_attr(
     miri,
-    ignore = "asserts wall-clock bounds; Miri runs far slower than native"
+    ignore = "many threads held by gates; too slow under Miri (run natively by cargo test)"
 )]
 fn default_stream_rule() {
     let d = dev();
@@ -303,48 +314,51 @@ fn default_stream_rule() {
     assert_eq!(def.ownership(), Ownership::Default);
     let blocking = d.create_stream(&StreamDesc::new()).unwrap();
     let nonblocking = nb(&d);
-    let buf = d.alloc(4).unwrap();
+    let (buf, copy) = (d.alloc(4).unwrap(), d.alloc(4).unwrap());
 
-    // A blocking stream's new work waits for the default stream's earlier work.
-    def.launch(Kernel::Delay(Duration::from_millis(100)))
-        .unwrap();
-    let t0 = Instant::now();
-    nonblocking.memset(&buf, 0, 4, 1).unwrap();
+    // With the default stream held: a non-blocking stream's work completes (a stream that
+    // waited would keep its synchronize until the gate gave up); a blocking stream's copy
+    // waits, so it sees the default stream's bytes written after the gate.
+    let gate = Gate::hold(&def);
+    def.memset(&buf, 0, 4, 5).unwrap();
+    nonblocking.memset(&copy, 0, 4, 1).unwrap();
     nonblocking.synchronize().unwrap();
-    let nb_took = t0.elapsed();
-    blocking.memset(&buf, 0, 4, 2).unwrap();
+    assert_eq!(copy.snapshot(), vec![1; 4]);
+    blocking.copy(&buf, 0, &copy, 0, 4).unwrap();
+    assert_eq!(blocking.query().unwrap(), Status::Pending);
+    gate.open();
     blocking.synchronize().unwrap();
-    let b_took = t0.elapsed();
     assert!(
-        nb_took < Duration::from_millis(60),
-        "non-blocking waited {nb_took:?}"
+        gate.released(),
+        "the non-blocking stream waited for the default stream"
     );
-    assert!(
-        b_took >= Duration::from_millis(90),
-        "blocking waited only {b_took:?}"
+    assert_eq!(
+        copy.snapshot(),
+        vec![5; 4],
+        "blocking copy ran before the default stream's work"
     );
 
-    // The default stream's new work waits for every blocking stream's earlier work.
-    blocking
-        .launch(Kernel::Delay(Duration::from_millis(100)))
-        .unwrap();
-    nonblocking
-        .launch(Kernel::Delay(Duration::from_millis(300)))
-        .unwrap();
-    let t0 = Instant::now();
-    def.memset(&buf, 0, 4, 3).unwrap();
+    // The default stream's new work waits for every blocking stream's earlier work, and not
+    // for non-blocking streams.
+    let held_blocking = Gate::hold(&blocking);
+    let held_nonblocking = Gate::hold(&nonblocking);
+    blocking.memset(&buf, 0, 4, 6).unwrap();
+    def.copy(&buf, 0, &copy, 0, 4).unwrap();
+    assert_eq!(def.query().unwrap(), Status::Pending);
+    held_blocking.open();
     def.synchronize().unwrap();
-    let took = t0.elapsed();
-    assert!(
-        took >= Duration::from_millis(90),
-        "default waited only {took:?}"
+    assert_eq!(
+        copy.snapshot(),
+        vec![6; 4],
+        "default stream did not wait for a blocking one"
     );
-    assert!(
-        took < Duration::from_millis(280),
-        "default waited for NON_BLOCKING: {took:?}"
-    );
-    assert_eq!(buf.snapshot(), vec![3; 4]);
+    held_nonblocking.open();
     nonblocking.synchronize().unwrap();
+    assert!(held_blocking.released());
+    assert!(
+        held_nonblocking.released(),
+        "the default stream waited for a NON_BLOCKING stream"
+    );
 }
 
 #[test]
@@ -352,19 +366,19 @@ fn device_synchronize_covers_every_stream_and_dropped_ones() {
     let d = dev();
     let flag = Arc::new(AtomicUsize::new(0));
     let s = nb(&d);
-    s.launch(Kernel::Delay(Duration::from_millis(60))).unwrap();
+    let gate = Gate::hold(&s);
     let f2 = flag.clone();
     s.host_callback(move |r| {
         assert!(r.is_ok());
         f2.fetch_add(1, Ordering::SeqCst);
     })
     .unwrap();
-    let t0 = Instant::now();
+    // The gate opens only after drop returns: a blocking drop would make the gate give up.
     drop(s);
-    assert!(t0.elapsed() < Duration::from_millis(30), "drop blocked");
     assert_eq!(flag.load(Ordering::SeqCst), 0);
+    gate.open();
     d.synchronize().unwrap();
-    assert!(t0.elapsed() >= Duration::from_millis(50));
+    assert!(gate.released(), "drop blocked until the work gave up");
     assert_eq!(
         flag.load(Ordering::SeqCst),
         1,
@@ -608,22 +622,21 @@ fn pool_round_robin_and_exclusive_leases() {
 fn completion_futures() {
     let d = dev();
     let s = nb(&d);
-    s.launch(Kernel::Delay(Duration::from_millis(30))).unwrap();
+    let gate = Gate::hold(&s);
     let c = s.completed().unwrap();
-    assert!(!c.is_done());
-    let t0 = Instant::now();
+    assert!(!c.is_done(), "stream future done while the stream is held");
+    gate.open();
     c.wait().unwrap();
-    assert!(t0.elapsed() >= Duration::from_millis(20));
+    assert!(gate.released());
 
     let e = d.create_event(&EventDesc::new()).unwrap();
     xstream_core::block_on(e.completed().unwrap()).unwrap(); // never recorded
-    s.launch(Kernel::Delay(Duration::from_millis(30))).unwrap();
+    let gate = Gate::hold(&s);
     e.record(&s).unwrap();
     let c = e.completed().unwrap();
-    assert!(!c.is_done());
-    let t0 = Instant::now();
+    assert!(!c.is_done(), "event future done while its record is held");
+    gate.open();
     xstream_core::block_on(c).unwrap();
-    assert!(t0.elapsed() >= Duration::from_millis(20));
+    assert!(gate.released());
     assert_eq!(e.query().unwrap(), Status::Ready);
-    assert!(ms(t0.elapsed()) < 5_000);
 }

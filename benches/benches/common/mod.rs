@@ -15,7 +15,9 @@ pub const ACL_EVENT_SYNC: u32 = 0x1;
 /// `ACL_CALLBACK_BLOCK`.
 pub const ACL_CALLBACK_BLOCK: i32 = 1;
 
-/// Points the Ascend backend at the simulator (before its first load); returns the path.
+/// The simulator's path, in a process started with its environment for one device (a bench's
+/// `main` calls `xstream_conformance::simulator::reexec_configured(1)` first; a test calls
+/// `run_in_child(1)`).
 pub fn setup() -> PathBuf {
     xstream_conformance::simulator::setup(1)
 }

@@ -5,8 +5,16 @@ use std::path::PathBuf;
 
 pub use xstream_conformance::simulator::{global_lock, Controls as Sim};
 
-/// Points `XSTREAM_ACL_LIBRARY` at the simulator (before the backend's first load) and asks
-/// it for two devices. Returns the library path.
+/// Whether the calling test runs its body here: `false` after it ran (and passed) in a child
+/// process started with the simulator's environment for two devices
+/// (`xstream_conformance::simulator::run_in_child`). Every simulator test starts with
+/// `if !common::in_sim_process() { return; }`.
+#[must_use]
+pub fn in_sim_process() -> bool {
+    xstream_conformance::simulator::run_in_child(2)
+}
+
+/// The simulator's path, in a process started with its environment for two devices.
 pub fn setup() -> PathBuf {
     xstream_conformance::simulator::setup(2)
 }
