@@ -187,9 +187,34 @@ pub fn auto() -> BackendKind {
         .unwrap_or(FALLBACK)
 }
 
+/// The first available backend (in [`auto`]'s order) whose device 0 has every capability in
+/// `needs`, or [`FALLBACK`]. Use it when the job needs more than the portable minimum: an NPU
+/// whose runtime lacks the built-in kernels is skipped for a job that launches them, instead
+/// of being chosen and failing.
+pub fn auto_for(needs: Capabilities) -> BackendKind {
+    BackendKind::ALL
+        .into_iter()
+        .find(|k| {
+            availability(*k).is_ok()
+                && dispatch!(*k, B => B::open(0).map(|d| d.info().capabilities.contains(needs)))
+                    .unwrap_or(false)
+        })
+        .unwrap_or(FALLBACK)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_for_skips_backends_without_the_capability() {
+        // The host backend has the built-in kernels, so a kernel job always finds a backend
+        // that has them; a capability no device has falls back.
+        let k = auto_for(Capabilities::KERNELS);
+        let caps = dispatch!(k, B => B::open(0).map(|d| d.info().capabilities)).unwrap();
+        assert!(caps.contains(Capabilities::KERNELS));
+        assert_eq!(auto_for(Capabilities::all()), FALLBACK);
+    }
 
     #[test]
     fn host_is_compiled_and_available_by_default() {
