@@ -169,6 +169,7 @@ fn host_pipeline_runs_verifies_and_reports_all_stages() {
         chunks: 7,
         chunk_bytes: 8192,
         rounds: 4,
+        timeline: true,
     };
     let mut p = Pipeline::<HostBackend>::new(&d, cfg).unwrap();
     for _ in 0..2 {
@@ -192,4 +193,47 @@ fn host_pipeline_runs_verifies_and_reports_all_stages() {
         ),
         Err(Error::InvalidArgument(_))
     ));
+}
+
+#[test]
+fn ascend_sim_refuses_a_pageable_source_in_a_capture_and_runs_the_copy_stages() {
+    use xstream_ascend::AscendBackend;
+    xstream_conformance::simulator::setup(2);
+    let _g = xstream_conformance::simulator::global_lock();
+    let d = AscendBackend::open(0).expect("simulated Ascend device");
+    let s = d
+        .create_stream(&StreamDesc::new().flags(xstream_core::StreamFlags::NON_BLOCKING))
+        .unwrap();
+    let buf = d.alloc(256).unwrap();
+    // Outside a capture the pageable path works (staged by the runtime).
+    s.write(&buf, 0, vec![1u8; 256]).unwrap();
+    s.synchronize().unwrap();
+    // Inside one, a pageable host source is refused with the runtime's error.
+    s.begin_capture(xstream_core::CaptureMode::Global).unwrap();
+    let e = s.write(&buf, 0, vec![2u8; 256]).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("page-locked") || e.native().is_some_and(|n| n.code == 100_000),
+        "{text}"
+    );
+    let _ = s.end_capture();
+    s.synchronize().unwrap();
+    // The pipeline still runs its copy stages on a backend whose page-locked path or kernels
+    // are missing, and says which stage it could not run.
+    let cfg = PipelineConfig {
+        streams: 2,
+        chunks: 4,
+        chunk_bytes: 4096,
+        rounds: 2,
+        timeline: true,
+    };
+    let mut p = Pipeline::<AscendBackend>::new(&d, cfg).unwrap();
+    let r = p.run().unwrap();
+    p.verify().unwrap();
+    assert_eq!(r.chunks.len(), 4);
+    let kernels = d
+        .info()
+        .capabilities
+        .contains(xstream_core::Capabilities::KERNELS);
+    assert_eq!(r.compute_skipped.is_none(), kernels);
 }

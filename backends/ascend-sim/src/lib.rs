@@ -24,6 +24,7 @@
 mod api;
 mod api2;
 pub mod codes;
+mod host_mem;
 mod rt;
 mod xsim;
 

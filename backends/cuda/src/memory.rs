@@ -87,6 +87,8 @@ pub(crate) struct Ordered {
     len: usize,
     owner: Arc<StreamHandle>,
     users: Mutex<Users>,
+    /// Freed (by `free_async` or drop).
+    freed: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -94,8 +96,6 @@ struct Users {
     slots: [Option<Arc<StreamHandle>>; USER_SLOTS],
     /// More streams used it than there are slots: the free waits for the whole context.
     overflow: bool,
-    /// Freed (by `free_async` or drop).
-    freed: bool,
 }
 
 impl Ordered {
@@ -116,11 +116,11 @@ impl Ordered {
     /// `cuMemFreeAsync` on `on`, after every tracked user's work.
     fn free_on(&self, on: CuStream) -> Result<()> {
         let sh = &self.dev.shared;
-        let mut u = self.users.lock().unwrap_or_else(|e| e.into_inner());
-        if std::mem::replace(&mut u.freed, true) {
+        if self.freed.swap(true, std::sync::atomic::Ordering::AcqRel) {
             return Err(Error::invalid("stream-ordered buffer freed twice"));
         }
         sh.enter()?;
+        let mut u = self.users.lock().unwrap_or_else(|e| e.into_inner());
         let mut others = u
             .slots
             .iter_mut()
@@ -150,8 +150,9 @@ impl Ordered {
 
 impl Drop for Ordered {
     fn drop(&mut self) {
-        let freed = self.users.lock().unwrap_or_else(|e| e.into_inner()).freed;
-        if freed || self.dev.shared.sticky_error().is_some() {
+        if self.freed.load(std::sync::atomic::Ordering::Acquire)
+            || self.dev.shared.sticky_error().is_some()
+        {
             return;
         }
         if in_callback() {
@@ -164,8 +165,9 @@ impl Drop for Ordered {
                 users: Mutex::new(std::mem::take(
                     &mut *self.users.lock().unwrap_or_else(|e| e.into_inner()),
                 )),
+                freed: std::sync::atomic::AtomicBool::new(false),
             };
-            self.users.lock().unwrap_or_else(|e| e.into_inner()).freed = true;
+            self.freed.store(true, std::sync::atomic::Ordering::Release);
             dispatch(Box::new(move || {
                 ffi::ensure_relaxed_capture_mode();
                 drop(o);
@@ -274,6 +276,7 @@ pub(crate) fn alloc_ordered(stream: &CudaStream, len: usize) -> Result<CudaBuffe
             len,
             owner: Arc::clone(&stream.handle),
             users: Mutex::new(Users::default()),
+            freed: std::sync::atomic::AtomicBool::new(false),
         }),
     })
 }

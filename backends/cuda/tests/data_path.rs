@@ -245,3 +245,51 @@ fn many_host_buffer_and_async_allocation_cycles_run_clean() {
     }
     s.synchronize().unwrap();
 }
+
+fn rss_bytes() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = s
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+#[test]
+fn memory_is_flat_after_100k_host_buffer_and_async_allocation_cycles() {
+    let Some(d) = device("memory_is_flat_after_100k_host_buffer_and_async_allocation_cycles")
+    else {
+        return;
+    };
+    let s = d.create_stream(&nb()).unwrap();
+    let buf = d.alloc(4096).unwrap();
+    let cycle = |i: usize| {
+        let h = d.alloc_host(4096, &HostAllocDesc::new()).unwrap();
+        s.copy_to_device(&h, 0, &buf, 0, 4096).unwrap();
+        let x = s.alloc_async(4096).unwrap();
+        s.copy(&buf, 0, &x, 0, 4096).unwrap();
+        s.free_async(x).unwrap();
+        if i % 256 == 0 {
+            s.synchronize().unwrap();
+        }
+    };
+    for i in 0..1000 {
+        cycle(i);
+    }
+    s.synchronize().unwrap();
+    let before = rss_bytes();
+    for i in 0..100_000 {
+        cycle(i);
+    }
+    s.synchronize().unwrap();
+    let after = rss_bytes();
+    let delta = after as f64 - before as f64;
+    println!(
+        "memory cuda 100k (alloc_host + copy + drop, alloc_async + free_async): rss {:.2} -> {:.2} MiB ({:+.1} KiB)",
+        before as f64 / 1048576.0,
+        after as f64 / 1048576.0,
+        delta / 1024.0
+    );
+    assert!(delta.abs() <= 4.0 * 1048576.0, "RSS grew by {delta} bytes");
+}

@@ -204,6 +204,7 @@ pub fn pipelines(dev: &CudaDevice) -> Result<Vec<PipeRow>, String> {
                 chunks,
                 chunk_bytes: chunk_mib << 20,
                 rounds: ROUNDS,
+                timeline: false,
             };
             let bytes = cfg.chunks * cfg.chunk_bytes;
             let mut p = Pipeline::<CudaBackend>::new(dev, cfg).map_err(|e| e.to_string())?;
