@@ -270,7 +270,7 @@ fn memory_is_flat_after_100k_host_buffer_and_async_allocation_cycles() {
         let x = s.alloc_async(4096).unwrap();
         s.copy(&buf, 0, &x, 0, 4096).unwrap();
         s.free_async(x).unwrap();
-        if i % 256 == 0 {
+        if i.is_multiple_of(256) {
             s.synchronize().unwrap();
         }
     };

@@ -248,7 +248,10 @@ impl<B: Backend> Pipeline<B> {
             }
             match self.inputs.get(c) {
                 Some(i) => s.copy_to_device(i, 0, buf, 0, len)?,
-                None => s.write(buf, 0, pageable[c].clone())?,
+                None => {
+                    let data = pageable.get(c).ok_or(Error::NotReady)?;
+                    s.write(buf, 0, data.clone())?;
+                }
             }
             if let Some(ev) = ev {
                 ev[1].record(s)?;
