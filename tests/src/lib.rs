@@ -7,6 +7,7 @@
 //! Each check returns [`Outcome::Pass`] with a short detail, [`Outcome::Skip`] with the reason
 //! (a capability the device lacks), or an error string saying what broke.
 
+mod memop;
 pub mod simulator;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -125,7 +126,7 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
     }
     vec![
         c!(flag_table_total, "every portable flag has exactly one translation row"),
-        c!(flag_policy, "strict refuses unsupported flags by name; best effort reports them; vendor-rejected combinations are refused up front"),
+        c!(flag_policy, "strict refuses unsupported flags by name and vendor-rejected combinations up front; best effort creates anyway and reports what it dropped"),
         c!(priority_mapping, "portable priorities map through the native range; clamps are reported, strict refuses"),
         c!(stream_ids_unique, "stream ids are unique and never reused"),
         c!(bad_input, "invalid arguments give clear errors"),
@@ -148,6 +149,11 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         c!(futures_resolve, "stream and event futures resolve; dropping a pending one is harmless"),
         c!(pool_round_robin_and_lease, "the pool hands out streams round-robin and leases exclusively"),
         c!(allocator_lookup, "a registered allocator is found from its stream"),
+        Check {
+            name: "value_wait_write",
+            about: "a memory wait blocks only its stream until a write releases it (32/64-bit, GEQ across a wrap)",
+            run: memop::value_wait_write::<B>,
+        },
     ]
 }
 
@@ -282,18 +288,33 @@ fn flag_policy<B: Backend>(env: &Env<B>) -> CheckResult {
             } else {
                 StreamFlags::FAST_LAUNCH
             };
-            match dev.create_stream(
-                &StreamDesc::new()
-                    .flags(*f | other)
-                    .policy(TranslationPolicy::BestEffort),
-            ) {
+            match dev.create_stream(&StreamDesc::new().flags(*f | other)) {
                 Err(Error::RejectedCombination { .. }) => rules += 1,
-                other => {
+                got => {
                     return Err(format!(
-                        "{f:?} with another flag: expected RejectedCombination, got {other:?}"
+                        "strict {f:?} with another flag: expected RejectedCombination, got {got:?}"
                     ))
                 }
             }
+            // Best effort creates anyway, keeping the rule's flag and reporting the drop.
+            let s = dev
+                .create_stream(
+                    &StreamDesc::new()
+                        .flags(*f | other)
+                        .policy(TranslationPolicy::BestEffort),
+                )
+                .ctx(&format!("best-effort {f:?} with another flag"))?;
+            let name = other.name();
+            ensure!(
+                s.flags().contains(*f) && !s.flags().contains(other),
+                "best effort kept the wrong flag: {:?}",
+                s.flags()
+            );
+            ensure!(
+                s.report().flags.dropped.iter().any(|(d, _)| *d == name),
+                "best effort did not report {name} as dropped: {:?}",
+                s.report().flags
+            );
         }
     }
     for row in t.event.rows {
@@ -307,6 +328,23 @@ fn flag_policy<B: Backend>(env: &Env<B>) -> CheckResult {
                     ))
                 }
             }
+            // Best effort creates the event anyway and its report names the drop.
+            let e = dev
+                .create_event(
+                    &EventDesc::new()
+                        .flags(row.flag)
+                        .policy(TranslationPolicy::BestEffort),
+                )
+                .ctx("best-effort event")?;
+            ensure!(
+                e.report()
+                    .dropped
+                    .iter()
+                    .any(|(f, _)| *f == row.flag.name()),
+                "best-effort event did not report {} as dropped: {:?}",
+                row.flag.name(),
+                e.report()
+            );
         }
     }
     pass(format!(
@@ -367,12 +405,34 @@ fn priority_mapping<B: Backend>(env: &Env<B>) -> CheckResult {
         "clamp not reported: {:?}",
         c.report().priority
     );
+    // A class the range cannot tell from Normal says so in the creation report.
+    let mut collapsed = Vec::new();
+    for p in [
+        Priority::Lowest,
+        Priority::Low,
+        Priority::Normal,
+        Priority::High,
+        Priority::Highest,
+    ] {
+        let s = dev.create_stream(&nb().priority(p)).ctx("class")?;
+        let same = s.report().priority.native == r.default && p != Priority::Normal;
+        ensure!(
+            s.report().priority.collapsed_into == same.then_some(Priority::Normal),
+            "{p:?} → native {}: collapse report {:?}",
+            s.report().priority.native,
+            s.report().priority.collapsed_into
+        );
+        if same {
+            collapsed.push(format!("{p:?}"));
+        }
+    }
     pass(format!(
-        "range least {} greatest {} default {}; {beyond} clamped to {}",
+        "range least {} greatest {} default {}; {beyond} clamped to {}; equal to Normal: [{}]",
         r.least,
         r.greatest,
         r.default,
-        c.priority()
+        c.priority(),
+        collapsed.join(", ")
     ))
 }
 

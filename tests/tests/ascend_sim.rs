@@ -12,7 +12,9 @@ fn conformance_on_ascend_simulator() {
     AscendBackend::availability().expect("the simulator must load through dlopen");
     let env = Env::<AscendBackend> {
         device: AscendBackend::open(0).expect("simulated Ascend device"),
-        isolated: None,
+        // A context of its own: the deliberate fault of `callback_error_after_fault` poisons
+        // only that context.
+        isolated: Some(|| xstream_ascend::AscendDevice::new_isolated(0)),
     };
     let sum = run(&env, None, print_line);
     println!("ascend (simulator): {sum:?}");
@@ -21,4 +23,10 @@ fn conformance_on_ascend_simulator() {
         "conformance failures on the Ascend simulator"
     );
     assert!(sum.passed >= 20, "too few checks passed: {sum:?}");
+    let fault = run(&env, Some("callback_error_after_fault"), print_line);
+    assert_eq!(
+        (fault.passed, fault.skipped),
+        (1, 0),
+        "callback_error_after_fault must run on the simulator"
+    );
 }

@@ -371,7 +371,7 @@ fn effective_priority(p: u32) -> R<u32> {
     }
 }
 
-fn create_stream(out: *mut *mut c_void, priority: u32, flag: u32) -> R {
+pub(crate) fn create_stream(out: *mut *mut c_void, priority: u32, flag: u32) -> R {
     non_null(out, "stream")?;
     let ctx = cur_ctx()?;
     let flags = flag & 0x3F;
@@ -470,8 +470,8 @@ pub unsafe extern "C" fn aclrtDestroyStreamForce(stream: *mut c_void) -> i32 {
 fn sync_stream(h: *mut c_void, dl: Option<Instant>) -> R {
     cur_ctx()?;
     let s = stream_of(h)?;
-    if let Some(c) = s.capture() {
-        c.invalidate();
+    if s.capture().is_some() {
+        // Refused, but the capture stays valid (the runtime does not invalidate it).
         return err(
             ACL_ERROR_RT_STREAM_CAPTURED,
             "synchronize of a capturing stream",
@@ -519,8 +519,8 @@ pub unsafe extern "C" fn aclrtStreamQuery(stream: *mut c_void, status: *mut i32)
         non_null(status, "status")?;
         cur_ctx()?;
         let s = stream_of(stream)?;
-        if let Some(c) = s.capture() {
-            c.invalidate();
+        if s.capture().is_some() {
+            // Refused, but the capture stays valid (the runtime does not invalidate it).
             return err(ACL_ERROR_RT_STREAM_CAPTURED, "query of a capturing stream");
         }
         check_default_in_capture(&s)?;

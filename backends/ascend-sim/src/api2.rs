@@ -604,6 +604,8 @@ fn new_ri() -> Arc<Ri> {
 #[no_mangle]
 pub unsafe extern "C" fn aclmdlRICaptureBegin(stream: *mut c_void, mode: i32) -> i32 {
     ffi("aclmdlRICaptureBegin", true, || {
+        // The ACL layer's NULL check runs before the runtime's default-stream rule.
+        non_null(stream, "stream")?;
         if !(0..=2).contains(&mode) {
             return err(ACL_ERROR_INVALID_PARAM, format!("bad capture mode {mode}"));
         }

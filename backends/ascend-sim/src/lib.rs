@@ -3,8 +3,11 @@
 //! This crate is **not** an NPU driver and does not talk to Ascend hardware. It builds a
 //! `libascendcl.so` (cdylib, `[lib] name = "ascendcl"`) that implements, on the CPU, the subset of
 //! the ACL runtime C ABI that the xstream Ascend backend uses: init, devices and contexts,
-//! streams, events, report-style and host-func callbacks, the per-stream allocator registry,
-//! async memory copies, capture / model run instances (`aclmdlRI*`) and error reporting. The
+//! streams, events, report-style and host-func callbacks, host-func subscriptions, the
+//! per-stream allocator registry, synchronous and async memory copies, value wait / write,
+//! stream configuration handles, exception info, capture / model run instances (`aclmdlRI*`),
+//! the runtime version and error reporting. Each newer vendor area lives in a module named after
+//! it (`hostfunc`, `exception`, `value`, `stream_config`, `memory`). The
 //! semantics follow the project facts sheet (`shared/reference/ascend-acl-runtime.md`,
 //! section 6); every choice made where the sheet is UNCONFIRMED is listed in the crate's
 //! `README.md`.
@@ -24,12 +27,23 @@
 mod api;
 mod api2;
 pub mod codes;
+pub mod exception;
+mod ext;
 mod host_mem;
+pub mod hostfunc;
+pub mod memory;
 mod rt;
+pub mod stream_config;
+pub mod value;
 mod xsim;
 
 pub use api::*;
 pub use api2::*;
+pub use exception::*;
+pub use hostfunc::*;
+pub use memory::*;
+pub use stream_config::*;
+pub use value::*;
 pub use xsim::*;
 
 use std::ffi::c_void;

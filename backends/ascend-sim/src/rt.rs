@@ -538,6 +538,8 @@ pub(crate) enum Task {
         rounds: u32,
     },
     Fault(i32),
+    /// Work of a vendor area that lives in its own module (value wait/write, ...).
+    Ext(Arc<dyn crate::ext::ExtTask>),
 }
 
 impl Task {
@@ -656,6 +658,8 @@ pub(crate) struct Stream {
     pub(crate) priority: AtomicU32,
     pub(crate) st: Mutex<SState>,
     pub(crate) cv: Condvar,
+    /// Tasks this stream's worker has started (the simulator's task id of the last one).
+    pub(crate) tasks_run: AtomicU32,
 }
 
 impl Stream {
@@ -758,7 +762,7 @@ impl Stream {
         }
     }
 
-    fn cancelled(&self, epoch: u64) -> bool {
+    pub(crate) fn cancelled(&self, epoch: u64) -> bool {
         let g = lock(&self.st);
         g.epoch != epoch
     }
@@ -774,6 +778,7 @@ impl Stream {
     }
 
     fn run(&self, t: Task, epoch: u64) {
+        self.tasks_run.fetch_add(1, SeqCst);
         let poisoned = self.ctx.poisoned() != 0;
         match t {
             Task::Copy { dst, src, n } if !poisoned => {
@@ -828,11 +833,14 @@ impl Stream {
             }
             Task::HostFunc { f, data } => {
                 let d = Arc::new(Done::default());
-                self.ctx.hf_submit(Report {
+                let rep = Report {
                     f,
                     data,
                     done: Some(d.clone()),
-                });
+                };
+                if let Err(rep) = crate::hostfunc::deliver(self.id, rep) {
+                    self.ctx.hf_submit(rep);
+                }
                 self.wait_done(&d, epoch);
             }
             Task::Delay(us) if !poisoned => {
@@ -857,8 +865,12 @@ impl Stream {
                 }
             }
             Task::Fault(code) if !poisoned => {
+                // Report before poisoning, so a synchronize that sees the code can rely on the
+                // exception callback having run.
+                crate::exception::raise(self, code);
                 self.ctx.poison.store(code, SeqCst);
             }
+            Task::Ext(x) if !poisoned => x.run(self, epoch),
             _ => {}
         }
     }
@@ -1106,6 +1118,7 @@ pub(crate) fn new_stream(
         priority: AtomicU32::new(priority),
         st: Mutex::new(SState::default()),
         cv: Condvar::new(),
+        tasks_run: AtomicU32::new(0),
     });
     if !hidden {
         r.streams.insert(Arc::as_ptr(&s) as usize, s.clone());
@@ -1115,6 +1128,7 @@ pub(crate) fn new_stream(
 
 /// Removes a stream from the registry and marks it destroyed (work must already be handled).
 pub(crate) fn retire_stream(s: &Arc<Stream>) {
+    crate::hostfunc::forget_stream(s.id);
     let key = Arc::as_ptr(s) as usize;
     let tid = {
         let mut g = lock(&s.st);

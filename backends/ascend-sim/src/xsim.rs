@@ -75,7 +75,9 @@ pub unsafe extern "C" fn xsimLaunchFault(stream: *mut c_void, code: i32) -> i32 
         if code == 0 {
             return err(ACL_ERROR_INVALID_PARAM, "fault code must be non-zero");
         }
-        enqueue_stream(stream)?.push(Task::Fault(code))
+        let s = enqueue_stream(stream)?;
+        crate::exception::note_launcher(s.id);
+        s.push(Task::Fault(code))
     })
 }
 
@@ -213,4 +215,30 @@ pub unsafe extern "C" fn xsimVersion() -> *const c_char {
     )
     .as_ptr()
     .cast()
+}
+
+static VERSION: std::sync::Mutex<Option<(i32, i32, i32)>> = std::sync::Mutex::new(None);
+
+/// The version `aclrtGetVersion` reports (default 1.17.0).
+pub(crate) fn acl_version() -> (i32, i32, i32) {
+    lock(&VERSION).unwrap_or((1, 17, 0))
+}
+
+/// `aclError xsimSetVersion(int32_t major, int32_t minor, int32_t patch)`: the version
+/// `aclrtGetVersion` reports from now on (so loaders can be tested against other releases);
+/// `0, 0, 0` restores 1.17.0. Negative parts → 100000.
+///
+/// # Safety
+/// No pointer arguments.
+#[no_mangle]
+pub unsafe extern "C" fn xsimSetVersion(major: i32, minor: i32, patch: i32) -> i32 {
+    ffi("xsimSetVersion", false, || {
+        if major < 0 || minor < 0 || patch < 0 {
+            return err(ACL_ERROR_INVALID_PARAM, "negative version part");
+        }
+        *lock(&VERSION) = (major, minor, patch)
+            .ne(&(0, 0, 0))
+            .then_some((major, minor, patch));
+        Ok(())
+    })
 }

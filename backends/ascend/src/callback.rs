@@ -277,3 +277,14 @@ pub(crate) fn reap(job: Job) {
     drop(g);
     let _ = catch_unwind(AssertUnwindSafe(job));
 }
+
+/// Waits (at most `limit`) until every job queued on the reaper before this call has run:
+/// stream creation at the device limit calls it so that streams dropped just before are
+/// destroyed first. Returns whether the reaper got there in time.
+pub(crate) fn reap_flush(limit: std::time::Duration) -> bool {
+    let (tx, rx) = channel::<()>();
+    reap(Box::new(move || {
+        let _ = tx.send(());
+    }));
+    rx.recv_timeout(limit).is_ok()
+}

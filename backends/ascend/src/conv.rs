@@ -2,10 +2,14 @@
 //! its ACL constant. Mirrors `docs/FLAGS.md`.
 //!
 //! Streams: `aclrtCreateStreamWithConfig(stream, priority, flag)`; the runtime refuses
-//! `ACL_STREAM_DEVICE_USE_ONLY` with any other flag (107000), which the table's rule catches
+//! `ACL_STREAM_DEVICE_USE_ONLY` with any other flag bit (107000), which the table's rule catches
 //! before the call. Events: every portable event starts from `ACL_EVENT_SYNC |
 //! ACL_EVENT_TIME_LINE` (waitable, timed); `DISABLE_TIMING` clears `TIME_LINE`; the special
-//! kinds (IPC, EXTERNAL, DEVICE_USE_ONLY) replace the base and must stand alone.
+//! kinds (IPC, EXTERNAL, DEVICE_USE_ONLY) replace the base and their bit must stand alone.
+//!
+//! The rules are checked on the native bits: portable flags without an ACL bit
+//! (`NON_BLOCKING`, inherent; `BLOCKING_SYNC`, a hint; `DISABLE_TIMING` next to a special
+//! kind, whose base it clears anyway) may accompany a lone flag.
 
 use xstream_core::{
     BackendKind, Combination, EventFlags, FlagRow, FlagSet, FlagTable, StreamFlags, Translation,
@@ -55,7 +59,7 @@ static STREAM_ROWS: &[FlagRow<StreamFlags>] = &[
     },
     FlagRow {
         flag: StreamFlags::CPU_SCHEDULE,
-        native_name: "ACL_STREAM_CPU_SCHEDULE",
+        native_name: "ACL_STREAM_CPU_SCHEDULE (host synchronize/query wait on an internal event)",
         translation: Translation::Native {
             set: ACL_STREAM_CPU_SCHEDULE,
             clear: 0,
@@ -63,7 +67,8 @@ static STREAM_ROWS: &[FlagRow<StreamFlags>] = &[
     },
     FlagRow {
         flag: StreamFlags::DEVICE_USE_ONLY,
-        native_name: "ACL_STREAM_DEVICE_USE_ONLY",
+        native_name:
+            "ACL_STREAM_DEVICE_USE_ONLY (host synchronize/query wait on an internal event)",
         translation: Translation::Native {
             set: ACL_STREAM_DEVICE_USE_ONLY,
             clear: 0,
@@ -90,7 +95,8 @@ static EVENT_ROWS: &[FlagRow<EventFlags>] = &[
     },
     FlagRow {
         flag: EventFlags::INTERPROCESS,
-        native_name: "ACL_EVENT_IPC (aclrtCreateEventExWithFlag)",
+        native_name:
+            "ACL_EVENT_IPC (aclrtCreateEventExWithFlag; only on devices with INTERPROCESS_EVENTS)",
         translation: Translation::Native {
             set: ACL_EVENT_IPC,
             clear: BASE_EVENT,
@@ -117,8 +123,9 @@ static EVENT_ROWS: &[FlagRow<EventFlags>] = &[
 /// The Ascend backend's flag table.
 ///
 /// `NON_BLOCKING` is **inherent**: ACL streams never synchronize implicitly with the default
-/// stream (facts sheet 6.4), so every stream behaves as non-blocking and a blocking request
-/// (no `NON_BLOCKING`) is only a hint that ACL cannot honour.
+/// stream, so every stream behaves as non-blocking; a blocking request (no `NON_BLOCKING`)
+/// cannot be honoured and is listed among the creation report's hints (so `is_exact()` is
+/// false).
 pub static ACL_FLAGS: FlagTable = FlagTable {
     backend: BackendKind::Ascend,
     stream: FlagSet {
@@ -126,7 +133,7 @@ pub static ACL_FLAGS: FlagTable = FlagTable {
         rows: STREAM_ROWS,
         rules: &[Combination::Alone(
             StreamFlags::DEVICE_USE_ONLY,
-            "ACL_STREAM_DEVICE_USE_ONLY must be the only stream flag (runtime returns 107000)",
+            "the runtime refuses ACL_STREAM_DEVICE_USE_ONLY with any other flag bit (107000)",
         )],
     },
     event: FlagSet {
@@ -135,15 +142,15 @@ pub static ACL_FLAGS: FlagTable = FlagTable {
         rules: &[
             Combination::Alone(
                 EventFlags::INTERPROCESS,
-                "ACL_EVENT_IPC must stand alone (aclrtCreateEventExWithFlag)",
+                "aclrtCreateEventExWithFlag takes ACL_EVENT_IPC only alone",
             ),
             Combination::Alone(
                 EventFlags::EXTERNAL,
-                "ACL_EVENT_EXTERNAL must stand alone (aclrtCreateEventWithFlag)",
+                "aclrtCreateEventWithFlag takes ACL_EVENT_EXTERNAL only alone",
             ),
             Combination::Alone(
                 EventFlags::DEVICE_USE_ONLY,
-                "ACL_EVENT_DEVICE_USE_ONLY must stand alone (aclrtCreateEventWithFlag)",
+                "aclrtCreateEventWithFlag takes ACL_EVENT_DEVICE_USE_ONLY only alone",
             ),
         ],
     },
@@ -186,13 +193,47 @@ mod tests {
             )
             .unwrap();
         assert_eq!(t.native, 0x3);
-        assert!(matches!(
-            ACL_FLAGS.stream_to_native(
-                StreamFlags::DEVICE_USE_ONLY | StreamFlags::FAST_SYNC,
-                TranslationPolicy::BestEffort
-            ),
-            Err(Error::RejectedCombination { .. })
-        ));
+        // The rule is on native bits: NON_BLOCKING is inherent (no bit), so it may accompany
+        // DEVICE_USE_ONLY; FAST_SYNC has a bit: strict refuses, best effort drops it.
+        let t = ACL_FLAGS
+            .stream_to_native(
+                StreamFlags::DEVICE_USE_ONLY | StreamFlags::NON_BLOCKING,
+                TranslationPolicy::Strict,
+            )
+            .unwrap();
+        assert_eq!(t.native, 0x20);
+        let (own, _) = ACL_FLAGS.stream_from_native(t.native);
+        assert_eq!(
+            ACL_FLAGS
+                .stream_to_native(own, TranslationPolicy::Strict)
+                .unwrap()
+                .native,
+            0x20,
+            "a DEVICE_USE_ONLY stream's own flags() create a stream"
+        );
+        for extra in [
+            StreamFlags::FAST_SYNC,
+            StreamFlags::FAST_LAUNCH,
+            StreamFlags::HUGE,
+        ] {
+            assert!(matches!(
+                ACL_FLAGS.stream_to_native(
+                    StreamFlags::DEVICE_USE_ONLY | extra,
+                    TranslationPolicy::Strict
+                ),
+                Err(Error::RejectedCombination { .. })
+            ));
+            let t = ACL_FLAGS
+                .stream_to_native(
+                    StreamFlags::DEVICE_USE_ONLY | extra,
+                    TranslationPolicy::BestEffort,
+                )
+                .unwrap();
+            assert_eq!(t.native, 0x20);
+            assert_eq!(t.report.dropped.len(), 1);
+            assert_eq!(t.report.dropped[0].0, extra.iter_names().next().unwrap().0);
+            assert!(!t.effective.contains(extra));
+        }
         assert_eq!(ACL_FLAGS.stream_from_native(0x100).1, 0x100);
     }
 
@@ -210,12 +251,34 @@ mod tests {
         assert_eq!(n(EventFlags::EXTERNAL), 0x20);
         assert_eq!(n(EventFlags::DEVICE_USE_ONLY), 0x10);
         assert_eq!(n(EventFlags::BLOCKING_SYNC), 0x9);
-        assert!(ACL_FLAGS
-            .event_to_native(
-                EventFlags::INTERPROCESS | EventFlags::DISABLE_TIMING,
+        // Each of these is a lone native flag: the portable companions carry no bit.
+        for (f, bit) in [
+            (EventFlags::INTERPROCESS | EventFlags::DISABLE_TIMING, 0x40),
+            (EventFlags::INTERPROCESS | EventFlags::BLOCKING_SYNC, 0x40),
+            (EventFlags::EXTERNAL | EventFlags::DISABLE_TIMING, 0x20),
+            (EventFlags::EXTERNAL | EventFlags::BLOCKING_SYNC, 0x20),
+            (
+                EventFlags::DEVICE_USE_ONLY | EventFlags::DISABLE_TIMING,
+                0x10,
+            ),
+        ] {
+            assert_eq!(n(f), bit, "{f:?}");
+        }
+        assert!(matches!(
+            ACL_FLAGS.event_to_native(
+                EventFlags::INTERPROCESS | EventFlags::EXTERNAL,
                 TranslationPolicy::Strict
+            ),
+            Err(Error::RejectedCombination { .. })
+        ));
+        let t = ACL_FLAGS
+            .event_to_native(
+                EventFlags::INTERPROCESS | EventFlags::EXTERNAL,
+                TranslationPolicy::BestEffort,
             )
-            .is_err());
+            .unwrap();
+        assert_eq!(t.native, 0x40);
+        assert_eq!(t.report.dropped[0].0, "EXTERNAL");
         let (f, unknown) = ACL_FLAGS.event_from_native(0x1);
         assert_eq!(f, EventFlags::DISABLE_TIMING);
         assert_eq!(unknown, 0);

@@ -43,6 +43,9 @@ pub(crate) struct DeviceInner {
     pub(crate) pending: PendingCallbacks,
     reporter: Mutex<Option<Reporter>>,
     pub(crate) default_state: Arc<StreamState>,
+    /// A context of its own (`aclrtCreateContext`), destroyed with the device, instead of the
+    /// ordinal's primary context.
+    isolated: bool,
 }
 
 impl std::fmt::Debug for DeviceInner {
@@ -106,7 +109,11 @@ impl Drop for DeviceInner {
         }
         self.pending
             .fail_all(&Error::CallbackCancelled("the Ascend device was dropped"));
-        let _ = result::device::reset(self.t, self.ordinal as i32);
+        if self.isolated {
+            let _ = result::device::destroy_context(self.t, self.ctx);
+        } else {
+            let _ = result::device::reset(self.t, self.ordinal as i32);
+        }
         EPOCH.fetch_add(1, Ordering::AcqRel);
     }
 }
@@ -123,16 +130,22 @@ fn registry() -> &'static Mutex<HashMap<usize, Weak<DeviceInner>>> {
     R.get_or_init(Default::default)
 }
 
+/// Refuses an ordinal the runtime does not have.
+fn check_ordinal(t: &AclFns, ordinal: usize) -> Result<()> {
+    let count = result::device::count(t)? as usize;
+    if ordinal >= count {
+        return Err(Error::invalid(format!(
+            "Ascend device {ordinal} does not exist ({count} device(s))"
+        )));
+    }
+    Ok(())
+}
+
 impl AscendDevice {
     pub(crate) fn open(ordinal: usize) -> Result<Self> {
         ensure_not_in_callback()?;
         let t = crate::loader::acl()?;
-        let count = result::device::count(t)? as usize;
-        if ordinal >= count {
-            return Err(Error::invalid(format!(
-                "Ascend device {ordinal} does not exist ({count} device(s))"
-            )));
-        }
+        check_ordinal(t, ordinal)?;
         let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
         if let Some(d) = reg.get(&ordinal).and_then(Weak::upgrade) {
             return Ok(Self { inner: d });
@@ -145,6 +158,32 @@ impl AscendDevice {
                 return Err(e);
             }
         };
+        let inner = Arc::new(Self::inner(t, ordinal, ctx, false));
+        reg.insert(ordinal, Arc::downgrade(&inner));
+        Ok(Self { inner })
+    }
+
+    /// Opens device `ordinal` in a context of its own (`aclrtCreateContext`), not shared with
+    /// [`Backend::open`](xstream_core::Backend::open): a device fault poisons only this
+    /// context, so a test may fault it on purpose. The context is destroyed
+    /// (`aclrtDestroyContext`) when the last clone drops. ACL-only extension.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an unknown ordinal; [`Error::Unsupported`] without
+    /// `aclrtCreateContext`; vendor errors.
+    pub fn new_isolated(ordinal: usize) -> Result<Self> {
+        ensure_not_in_callback()?;
+        let t = crate::loader::acl()?;
+        check_ordinal(t, ordinal)?;
+        let ctx = result::device::create_context(t, ordinal as i32)?;
+        Ok(Self {
+            inner: Arc::new(Self::inner(t, ordinal, ctx, true)),
+        })
+    }
+
+    /// Probes the capabilities of the context `ctx` (current on this thread) and builds the
+    /// device state.
+    fn inner(t: &'static AclFns, ordinal: usize, ctx: RawContext, isolated: bool) -> DeviceInner {
         note_bound(ctx);
         let range = match result::device::priority_range(t) {
             Some(Ok((least, greatest))) => PriorityRange {
@@ -158,34 +197,8 @@ impl AscendDevice {
         if !range.is_flat() {
             caps |= Capabilities::PRIORITY;
         }
-        if t.aclmdlRICaptureBegin.is_some()
-            && t.aclmdlRICaptureEnd.is_some()
-            && t.aclmdlRIExecuteAsync.is_some()
-            && t.aclmdlRIDestroy.is_some()
-        {
-            caps |= Capabilities::CAPTURE;
-        }
-        if t.aclrtGetStreamAttribute.is_some() && t.aclrtSetStreamAttribute.is_some() {
-            caps |= Capabilities::ATTRIBUTES;
-        }
-        if t.aclrtSynchronizeStreamWithTimeout.is_some() {
-            caps |= Capabilities::NATIVE_TIMED_SYNC;
-        }
-        if t.aclrtAllocatorRegister.is_some()
-            && t.aclrtAllocatorUnregister.is_some()
-            && t.aclrtAllocatorCreateDesc.is_some()
-        {
-            caps |= Capabilities::ALLOCATOR_REGISTRY;
-        }
-        if t.aclrtStreamGetId.is_some() {
-            caps |= Capabilities::STREAM_IDS;
-        }
-        if t.xsimLaunchDelay.is_some() && t.xsimLaunchLcg.is_some() {
-            caps |= Capabilities::KERNELS;
-        }
-        if t.xsimLaunchFault.is_some() {
-            caps |= Capabilities::FAULT_INJECTION;
-        }
+        // Symbol-gated capabilities: a group counts only when all its symbols are exported.
+        caps |= crate::loader::symbol_capabilities(t);
         // Probe IPC events honestly: the chip may refuse them (207000).
         if let Ok(e) = result::event::create_ex_with_flag(t, consts::ACL_EVENT_IPC) {
             caps |= Capabilities::INTERPROCESS_EVENTS;
@@ -207,9 +220,12 @@ impl AscendDevice {
             priority_range: range,
             capabilities: caps,
             max_streams,
-            driver: format!("ACL runtime from {}", t.library),
+            driver: match t.version {
+                Some((a, b, c)) => format!("ACL runtime {a}.{b}.{c} from {}", t.library),
+                None => format!("ACL runtime from {}", t.library),
+            },
         };
-        let inner = Arc::new(DeviceInner {
+        DeviceInner {
             t,
             ordinal,
             ctx,
@@ -217,9 +233,8 @@ impl AscendDevice {
             pending: PendingCallbacks::default(),
             reporter: Mutex::new(None),
             default_state: StreamState::new_default(),
-        });
-        reg.insert(ordinal, Arc::downgrade(&inner));
-        Ok(Self { inner })
+            isolated,
+        }
     }
 
     /// The ACL context handle.
@@ -284,6 +299,14 @@ impl Device for AscendDevice {
         }
         let d = &self.inner;
         d.bind()?;
+        if len > isize::MAX as usize {
+            // No address space holds it; ACL's parameter check would call it an invalid
+            // argument (100000), but for the caller it is running out of memory.
+            return Err(Error::OutOfMemory {
+                backend: BackendKind::Ascend,
+                detail: format!("{len} bytes is more than any address space holds"),
+            });
+        }
         let ptr = result::memory::malloc(d.t, len, consts::ACL_MEM_MALLOC_HUGE_FIRST)?;
         let buf = AscendBuffer {
             inner: Arc::new(BufInner {

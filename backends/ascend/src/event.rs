@@ -4,7 +4,8 @@
 //! ACL_EVENT_TIME_LINE)` when the library has it (CUDA-like: a wait uses the record current at
 //! enqueue time; usable across captured streams), else `aclrtCreateEventWithFlag` with the same
 //! bits. `DISABLE_TIMING` drops `TIME_LINE`; `INTERPROCESS` is `ExWithFlag(ACL_EVENT_IPC)` alone
-//! (refused with 207000 → [`Error::Unsupported`] on chips without IPC events); `EXTERNAL` and
+//! (on chips without IPC events, which the device probes when it opens, strict refuses it with
+//! [`Error::UnsupportedFlag`] and best effort drops it and reports the drop); `EXTERNAL` and
 //! `DEVICE_USE_ONLY` are `aclrtCreateEventWithFlag` alone. xstream tracks "recorded" itself
 //! (ACL reports never-recorded events as complete, and elapsed time on them fails with 507000).
 
@@ -14,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use xstream_core::completion::poll_until;
 use xstream_core::{
-    check_timeout, ensure_not_in_callback, Completion, Error, Event, EventDesc, EventFlags, Result,
-    Status, Stream,
+    check_timeout, ensure_not_in_callback, BackendKind, Capabilities, Completion, Error, Event,
+    EventDesc, EventFlags, FlagReport, Result, Status, Stream, TranslationPolicy,
 };
 
 use crate::callback::reap;
@@ -67,6 +68,7 @@ pub struct AscendEvent {
     inner: Arc<EventInner>,
     flags: EventFlags,
     native: u32,
+    report: FlagReport,
 }
 
 impl std::fmt::Debug for AscendEvent {
@@ -82,8 +84,33 @@ impl std::fmt::Debug for AscendEvent {
 impl AscendEvent {
     pub(crate) fn create(device: &AscendDevice, desc: &EventDesc) -> Result<Self> {
         ensure_not_in_callback()?;
-        let tr = ACL_FLAGS.event_to_native(desc.flags, desc.policy)?;
         let d = &device.inner;
+        // Unknown bits and broken rules are refused first, whatever the device can do.
+        let mut tr = ACL_FLAGS.event_to_native(desc.flags, desc.policy)?;
+        if tr.effective.contains(EventFlags::INTERPROCESS)
+            && !d
+                .info
+                .capabilities
+                .contains(Capabilities::INTERPROCESS_EVENTS)
+        {
+            // The device probed ACL_EVENT_IPC at open and the chip refused it.
+            const WHY: &str = "this chip has no IPC events (aclrtCreateEventExWithFlag with \
+                               ACL_EVENT_IPC was refused when the device was opened)";
+            if desc.policy == TranslationPolicy::Strict {
+                return Err(Error::UnsupportedFlag {
+                    backend: BackendKind::Ascend,
+                    flag: "INTERPROCESS",
+                    reason: WHY,
+                });
+            }
+            let dropped = tr.report.dropped;
+            tr = ACL_FLAGS.event_to_native(
+                tr.effective.difference(EventFlags::INTERPROCESS),
+                desc.policy,
+            )?;
+            tr.report.dropped = dropped;
+            tr.report.dropped.push(("INTERPROCESS", WHY));
+        }
         d.bind()?;
         let special = consts::ACL_EVENT_EXTERNAL | consts::ACL_EVENT_DEVICE_USE_ONLY;
         let ipc = tr.native & consts::ACL_EVENT_IPC != 0;
@@ -103,6 +130,7 @@ impl AscendEvent {
             }),
             flags: tr.effective,
             native: tr.native,
+            report: tr.report,
         })
     }
 
@@ -165,6 +193,10 @@ impl Event for AscendEvent {
         self.flags
     }
 
+    fn report(&self) -> &FlagReport {
+        &self.report
+    }
+
     fn record(&self, stream: &AscendStream) -> Result<()> {
         ensure_not_in_callback()?;
         if !stream.device().same(&self.inner.device) {
@@ -175,6 +207,7 @@ impl Event for AscendEvent {
             )));
         }
         stream.state.capture.gate_enqueue("record")?;
+        stream.state.touch();
         let d = &self.inner.device.inner;
         d.bind()?;
         result::event::record(d.t, self.inner.raw, stream.state.raw)?;

@@ -112,6 +112,7 @@ impl Graph for AscendGraph {
             ));
         }
         stream.state.capture.gate_enqueue("graph launch")?;
+        stream.state.touch();
         let d = &self.device.inner;
         d.bind()?;
         result::model::execute_async(d.t, self.model, stream.state.raw)

@@ -6,6 +6,18 @@
 //! `libascendcl.so` (the dynamic loader's search path). The first that opens **and** has every
 //! required symbol wins; a library without the ACL symbols gives [`LoadError::MissingSymbol`].
 //!
+//! # What is checked at load
+//! The C symbols are bound by name and transmuted to the function-pointer types declared in
+//! [`crate::sys`]; nothing at run time can check a prototype, so the ABI is trusted from those
+//! declarations (written from the public ACL headers). What the loader does check:
+//! * every **required** symbol is present ([`LoadError::MissingSymbol`] otherwise);
+//! * when the runtime exports `aclrtGetVersion`, its ACL API major version is the one the
+//!   declarations follow ([`LoadError::UnsupportedVersion`] otherwise); the version is kept in
+//!   [`AclFns::version`] and shown in the device's `driver` string;
+//! * optional symbols are used per **capability group** ([`GROUPS`]): a group is used only
+//!   when every symbol of it is present; a partly exported group counts as absent and is listed
+//!   by [`group_report`], so a runtime with half an API never gets half a feature.
+//!
 //! The table is loaded once per process into a `OnceLock<Result<_, LoadError>>`; `aclInit` is
 //! called once after it (`ACL_ERROR_REPEAT_INITIALIZE` counts as success). xstream never calls
 //! `aclFinalize` from a destructor (a process-exit destructor could race with runtime threads);
@@ -13,7 +25,7 @@
 
 use std::sync::OnceLock;
 
-use xstream_core::{BackendKind, Error, Result};
+use xstream_core::{BackendKind, Capabilities, Error, Result};
 
 use crate::sys::{AclFns, LoadError};
 
@@ -54,9 +66,12 @@ pub fn try_load(candidates: &[String]) -> std::result::Result<AclFns, LoadError>
     let mut tried = Vec::new();
     let mut missing = None;
     for c in candidates {
-        match AclFns::open(c) {
+        match AclFns::open(c).and_then(|t| check_version(t).map_err(|e| (e.to_string(), e))) {
             Ok(t) => return Ok(t),
-            Err((_, e @ LoadError::MissingSymbol { .. })) => {
+            Err((
+                _,
+                e @ (LoadError::MissingSymbol { .. } | LoadError::UnsupportedVersion { .. }),
+            )) => {
                 tried.push((c.clone(), e.to_string()));
                 missing.get_or_insert(e);
             }
@@ -73,11 +88,177 @@ pub fn load_error(e: &LoadError) -> Error {
             library: library.clone(),
             symbol,
         },
-        LoadError::NotFound { .. } => Error::NotAvailable {
+        LoadError::NotFound { .. } | LoadError::UnsupportedVersion { .. } => Error::NotAvailable {
             backend: BackendKind::Ascend,
             reason: e.to_string(),
         },
     }
+}
+
+/// Reads the runtime's ACL API version (when it exports `aclrtGetVersion`) into the table and
+/// refuses a major version other than [`consts::ACL_MAJOR_VERSION`](crate::sys::consts).
+///
+/// # Errors
+/// [`LoadError::UnsupportedVersion`].
+pub fn check_version(mut t: AclFns) -> std::result::Result<AclFns, LoadError> {
+    t.version = crate::result::version::query(&t);
+    match t.version {
+        Some(v) if v.0 != crate::sys::consts::ACL_MAJOR_VERSION => {
+            Err(LoadError::UnsupportedVersion {
+                library: t.library.clone(),
+                found: v,
+            })
+        }
+        _ => Ok(t),
+    }
+}
+
+/// A set of optional symbols that one feature needs together.
+#[derive(Debug, Clone, Copy)]
+pub struct SymbolGroup {
+    /// The feature, in words.
+    pub name: &'static str,
+    /// The device capability it gives, if any.
+    pub capability: Option<Capabilities>,
+    /// Every symbol it needs.
+    pub symbols: &'static [&'static str],
+}
+
+/// The exception-info API: device faults are reported with their stream and task.
+pub const EXCEPTION_INFO: SymbolGroup = SymbolGroup {
+    name: "exception location in fault errors",
+    capability: None,
+    symbols: &[
+        "aclrtSetExceptionInfoCallback",
+        "aclrtGetTaskIdFromExceptionInfo",
+        "aclrtGetStreamIdFromExceptionInfo",
+        "aclrtGetThreadIdFromExceptionInfo",
+    ],
+};
+
+/// The stream configuration API: streams are created through `aclrtCreateStreamV2`.
+pub const STREAM_CONFIG: SymbolGroup = SymbolGroup {
+    name: "stream creation through the configuration API",
+    capability: None,
+    symbols: &[
+        "aclrtCreateStreamConfigHandle",
+        "aclrtSetStreamConfigOpt",
+        "aclrtDestroyStreamConfigHandle",
+        "aclrtCreateStreamV2",
+    ],
+};
+
+/// The capability groups of optional symbols. A group counts only when all its symbols are
+/// present.
+pub const GROUPS: &[SymbolGroup] = &[
+    SymbolGroup {
+        name: "capture",
+        capability: Some(Capabilities::CAPTURE),
+        symbols: &[
+            "aclmdlRICaptureBegin",
+            "aclmdlRICaptureEnd",
+            "aclmdlRIExecuteAsync",
+            "aclmdlRIDestroy",
+        ],
+    },
+    SymbolGroup {
+        name: "stream attributes",
+        capability: Some(Capabilities::ATTRIBUTES),
+        symbols: &["aclrtGetStreamAttribute", "aclrtSetStreamAttribute"],
+    },
+    SymbolGroup {
+        name: "timed synchronize",
+        capability: Some(Capabilities::NATIVE_TIMED_SYNC),
+        symbols: &["aclrtSynchronizeStreamWithTimeout"],
+    },
+    SymbolGroup {
+        name: "allocator registry",
+        capability: Some(Capabilities::ALLOCATOR_REGISTRY),
+        symbols: &[
+            "aclrtAllocatorRegister",
+            "aclrtAllocatorUnregister",
+            "aclrtAllocatorCreateDesc",
+        ],
+    },
+    SymbolGroup {
+        name: "stream ids",
+        capability: Some(Capabilities::STREAM_IDS),
+        symbols: &["aclrtStreamGetId"],
+    },
+    SymbolGroup {
+        name: "simulated kernels (simulator only)",
+        capability: Some(Capabilities::KERNELS),
+        symbols: &["xsimLaunchDelay", "xsimLaunchLcg"],
+    },
+    SymbolGroup {
+        name: "fault injection (simulator only)",
+        capability: Some(Capabilities::FAULT_INJECTION),
+        symbols: &["xsimLaunchFault"],
+    },
+    SymbolGroup {
+        name: "64-bit stream memory operations",
+        capability: Some(Capabilities::VALUE_OPS_64),
+        symbols: &["aclrtValueWait", "aclrtValueWrite"],
+    },
+    EXCEPTION_INFO,
+    STREAM_CONFIG,
+];
+
+/// How much of a group a table has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupState {
+    /// Every symbol: the feature is used.
+    Complete,
+    /// None: the feature is off.
+    Absent,
+    /// Some but not all: the feature is off; the missing names.
+    Partial(Vec<&'static str>),
+}
+
+/// The state of group `g` in `t`.
+pub fn group_state(t: &AclFns, g: &SymbolGroup) -> GroupState {
+    let present = t.present_optional();
+    let missing: Vec<&'static str> = g
+        .symbols
+        .iter()
+        .copied()
+        .filter(|s| !present.contains(s))
+        .collect();
+    if missing.is_empty() {
+        GroupState::Complete
+    } else if missing.len() == g.symbols.len() {
+        GroupState::Absent
+    } else {
+        GroupState::Partial(missing)
+    }
+}
+
+/// Whether `t` has every symbol of `g`.
+pub fn has_group(t: &AclFns, g: &SymbolGroup) -> bool {
+    group_state(t, g) == GroupState::Complete
+}
+
+/// The capabilities of the complete groups of `t`.
+pub fn symbol_capabilities(t: &AclFns) -> Capabilities {
+    GROUPS
+        .iter()
+        .filter(|g| has_group(t, g))
+        .filter_map(|g| g.capability)
+        .fold(Capabilities::empty(), |a, c| a | c)
+}
+
+/// One line per group: `name: complete | absent | partial (missing a, b) -> off`.
+pub fn group_report(t: &AclFns) -> Vec<String> {
+    GROUPS
+        .iter()
+        .map(|g| match group_state(t, g) {
+            GroupState::Complete => format!("{}: complete", g.name),
+            GroupState::Absent => format!("{}: absent", g.name),
+            GroupState::Partial(m) => {
+                format!("{}: partial (missing {}) -> off", g.name, m.join(", "))
+            }
+        })
+        .collect()
 }
 
 /// The process-wide table (loaded on first use, never panics).
@@ -98,7 +279,11 @@ pub fn table() -> Result<&'static AclFns> {
 pub fn acl() -> Result<&'static AclFns> {
     static INIT: OnceLock<std::result::Result<(), Error>> = OnceLock::new();
     let t = table()?;
-    INIT.get_or_init(|| crate::result::init(t)).clone()?;
+    INIT.get_or_init(|| {
+        crate::result::init(t)?;
+        crate::result::exception::install(t)
+    })
+    .clone()?;
     Ok(t)
 }
 
@@ -146,6 +331,55 @@ mod tests {
         assert!(t.aclrtCreateStreamWithConfig.is_none());
         assert!(t.xsimLaunchDelay.is_none());
         assert!(t.present_optional().is_empty());
+    }
+
+    #[test]
+    fn partial_group_is_off_and_reported() {
+        let addr = dummy as *const () as *mut c_void;
+        // Required symbols plus only half of the value-operation group.
+        // SAFETY: the table is never called; only presence is checked.
+        let t = unsafe {
+            AclFns::load_with("fake", |n: &CStr| {
+                if AclFns::REQUIRED.contains(&n) || n == c"aclrtValueWait" {
+                    addr
+                } else {
+                    std::ptr::null_mut()
+                }
+            })
+        }
+        .unwrap();
+        let g = GROUPS
+            .iter()
+            .find(|g| g.capability == Some(Capabilities::VALUE_OPS_64))
+            .unwrap();
+        assert_eq!(
+            group_state(&t, g),
+            GroupState::Partial(vec!["aclrtValueWrite"])
+        );
+        assert!(!symbol_capabilities(&t).contains(Capabilities::VALUE_OPS_64));
+        assert!(!has_group(&t, &STREAM_CONFIG));
+        assert!(group_report(&t)
+            .iter()
+            .any(|l| l.contains("partial (missing aclrtValueWrite) -> off")));
+        // No aclrtGetVersion: no version, and the table is accepted.
+        assert_eq!(check_version(t).unwrap().version, None);
+    }
+
+    #[test]
+    fn every_group_symbol_is_in_the_table() {
+        let names: Vec<&str> = AclFns::OPTIONAL
+            .iter()
+            .map(|c| c.to_str().unwrap())
+            .collect();
+        for g in GROUPS {
+            for s in g.symbols {
+                assert!(
+                    names.contains(s),
+                    "{s} of group {} is not an optional field",
+                    g.name
+                );
+            }
+        }
     }
 
     #[test]

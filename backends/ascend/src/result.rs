@@ -18,6 +18,11 @@ use crate::sys::{
     RawStream,
 };
 
+pub(crate) mod exception;
+pub(crate) mod stream_config;
+pub(crate) mod value;
+pub(crate) mod version;
+
 /// The `aclGetRecentErrMsg` text, when the library exports it and has one.
 pub(crate) fn recent_message(t: &AclFns) -> Option<String> {
     let f = t.aclGetRecentErrMsg?;
@@ -37,7 +42,7 @@ pub(crate) fn check(t: &AclFns, api: &'static str, code: aclError) -> Result<()>
     if code == 0 {
         Ok(())
     } else {
-        Err(map_error(api, code, recent_message(t)))
+        Err(exception::annotate(map_error(api, code, recent_message(t))))
     }
 }
 
@@ -126,6 +131,17 @@ pub(crate) mod device {
             t,
             aclrtGetCurrentContext(p)
         ))))
+    }
+    pub(crate) fn create_context(t: &AclFns, ordinal: i32) -> Result<RawContext> {
+        opt(t.aclrtCreateContext, "aclrtCreateContext")?;
+        Ok(RawContext(out!(*mut c_void, |p| call!(
+            opt t,
+            aclrtCreateContext(p, ordinal)
+        ))))
+    }
+    pub(crate) fn destroy_context(t: &AclFns, c: RawContext) -> Result<()> {
+        opt(t.aclrtDestroyContext, "aclrtDestroyContext")?;
+        call!(opt t, aclrtDestroyContext(c.0))
     }
     pub(crate) fn set_current_context(t: &AclFns, c: RawContext) -> Result<()> {
         call!(t, aclrtSetCurrentContext(c.0))
@@ -348,6 +364,14 @@ pub(crate) mod memory {
                 len,
                 ordinal,
             })
+        }
+
+        /// Copies `src` to the start of the block (staging before a captured copy).
+        pub(crate) fn fill(&self, src: &[u8]) {
+            let n = src.len().min(self.len);
+            // SAFETY: the block is valid for `len` bytes, `n <= len`, and nothing else uses
+            // it yet (it was just allocated by the caller).
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr, n) };
         }
     }
 

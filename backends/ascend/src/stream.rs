@@ -8,11 +8,11 @@
 //! way to drop queued work (`aclrtDestroyStreamForce`).
 
 use std::any::Any;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use xstream_core::callback::{CallbackSlot, HostCallback, PanicSlot};
+use xstream_core::callback::{CallbackSlot, HostCallback, PanicSlot, PendingCallbacks};
 use xstream_core::{
     check_range, check_timeout, ensure_not_in_callback, Allocator, BackendKind, Borrowed,
     CaptureCell, CaptureErrorKind, CaptureMode, CaptureStatus, CreationReport, Error, FailureMode,
@@ -30,7 +30,12 @@ use crate::result;
 use crate::sys::{aclrtStreamAttrValue, consts, RawStream};
 use crate::AscendBackend;
 
+mod memop;
+
 type Keep = Box<dyn Any + Send + Sync>;
+
+/// How long stream creation at the device limit waits for queued destroys to finish.
+const REAP_FLUSH_LIMIT: Duration = Duration::from_secs(10);
 
 const STYLE_NONE: u8 = 0;
 const STYLE_REPORT: u8 = 1;
@@ -55,14 +60,25 @@ pub(crate) struct StreamState {
     /// Host memory of copies whose release callback could not be launched: nobody can tell
     /// when the copy is done, so it is released only after the stream is destroyed.
     orphans: Mutex<Vec<Keep>>,
+    /// This stream's callbacks that have not run yet (also tracked by the device, which fails
+    /// them on a sticky error); [`AscendStream::destroy_force`] fails only these.
+    pub(crate) pending: PendingCallbacks,
+    /// Counts enqueues (any work, callback, record or graph launch).
+    work: AtomicU64,
+    /// The value of `work` when a host wait last saw the stream idle: a query with nothing
+    /// enqueued since then is Ready without asking the runtime.
+    idle_at: AtomicU64,
+    /// The stream's native flags among [`MARKER_SYNC_FLAGS`] (host waits go through an
+    /// internal event when non-zero).
+    marker_flags: u32,
 }
 
 impl StreamState {
     pub(crate) fn new_default() -> Arc<Self> {
-        Arc::new(Self::new(RawStream(std::ptr::null_mut()), None, false))
+        Arc::new(Self::new(RawStream(std::ptr::null_mut()), None, false, 0))
     }
 
-    fn new(raw: RawStream, device: Option<AscendDevice>, owned: bool) -> Self {
+    fn new(raw: RawStream, device: Option<AscendDevice>, owned: bool, native: u32) -> Self {
         Self {
             raw,
             capture: CaptureCell::new(),
@@ -73,6 +89,10 @@ impl StreamState {
             nodes: AtomicUsize::new(0),
             alloc: Mutex::new(None),
             orphans: Mutex::new(Vec::new()),
+            pending: PendingCallbacks::default(),
+            work: AtomicU64::new(0),
+            idle_at: AtomicU64::new(0),
+            marker_flags: native & MARKER_SYNC_FLAGS,
             device,
             owned,
             gone: std::sync::atomic::AtomicBool::new(false),
@@ -91,9 +111,19 @@ impl StreamState {
         if self.capture.is_capturing() {
             self.nodes.fetch_add(1, Ordering::Relaxed);
             if let Some(k) = k {
-                self.keep.lock().unwrap_or_else(|e| e.into_inner()).push(k);
+                self.kept(k);
             }
         }
+    }
+
+    /// Notes that something was enqueued on the stream.
+    pub(crate) fn touch(&self) {
+        self.work.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Keeps `k` alive for the graph being captured, without counting a node.
+    fn kept(&self, k: Keep) {
+        self.keep.lock().unwrap_or_else(|e| e.into_inner()).push(k);
     }
 
     pub(crate) fn take_capture(&self) -> (usize, Vec<Keep>) {
@@ -203,9 +233,83 @@ pub struct AscendStream {
     name: Option<String>,
     flags: StreamFlags,
     native_flags: u32,
-    priority: i32,
+    /// The priority xstream last set (read back from the runtime when it can say).
+    priority: AtomicI32,
     report: CreationReport,
     persistent: bool,
+}
+
+/// The stream flags on which ACL's host synchronize returns at once and its query is
+/// meaningless (PERSISTENT streams run nothing themselves, so they need no wait): host waits on
+/// such a stream go through an internal event recorded on it.
+const MARKER_SYNC_FLAGS: u32 = consts::ACL_STREAM_CPU_SCHEDULE | consts::ACL_STREAM_DEVICE_USE_ONLY;
+
+/// How a host wait through an internal event ends.
+enum MarkerWait {
+    Query,
+    Forever,
+    Within(Duration),
+}
+
+/// Records an internal event on the stream and waits on it (or queries it): the host-side wait for
+/// streams whose own synchronize/query the runtime does not honour.
+fn marker_wait(
+    d: &crate::device::DeviceInner,
+    state: &StreamState,
+    how: MarkerWait,
+) -> Result<Status> {
+    let seen = state.work.load(Ordering::Acquire);
+    if matches!(how, MarkerWait::Query) && state.idle_at.load(Ordering::Acquire) == seen {
+        // Nothing was enqueued since a host wait saw the stream idle.
+        return Ok(Status::Ready);
+    }
+    let ev = result::event::create_with_flag(d.t, consts::ACL_EVENT_SYNC)?;
+    let r = (|| {
+        result::event::record(d.t, ev, state.raw).map_err(|e| {
+            if e.is_sticky() {
+                return e;
+            }
+            // Never fall back to ACL's own synchronize, which would return before the work.
+            let flag = if state.marker_flags & consts::ACL_STREAM_DEVICE_USE_ONLY != 0 {
+                "DEVICE_USE_ONLY"
+            } else {
+                "CPU_SCHEDULE"
+            };
+            Error::unsupported(
+                BackendKind::Ascend,
+                format!(
+                    "a host wait on a stream created with {flag}: ACL's own synchronize and \
+                     query say nothing about its work, and the runtime refused the event record \
+                     xstream waits on instead ({e})"
+                ),
+            )
+        })?;
+        match how {
+            MarkerWait::Query => Ok(match result::event::query_status(d.t, ev)? {
+                consts::ACL_EVENT_RECORDED_STATUS_COMPLETE => Status::Ready,
+                _ => Status::Pending,
+            }),
+            MarkerWait::Forever => result::event::synchronize(d.t, ev).map(|_| Status::Ready),
+            MarkerWait::Within(timeout) => {
+                let end = Instant::now().checked_add(timeout);
+                while result::event::query_status(d.t, ev)?
+                    != consts::ACL_EVENT_RECORDED_STATUS_COMPLETE
+                {
+                    if end.is_some_and(|end| Instant::now() >= end) {
+                        return Err(Error::Timeout(timeout));
+                    }
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                Ok(Status::Ready)
+            }
+        }
+    })();
+    // aclrtDestroyEvent does not block; the event goes once its record completed.
+    let _ = result::event::destroy(d.t, ev);
+    if let Ok(Status::Ready) = r {
+        state.idle_at.store(seen, Ordering::Release);
+    }
+    r.map_err(|e| d.observe(e))
 }
 
 impl std::fmt::Debug for AscendStream {
@@ -230,19 +334,39 @@ fn vendor_id(d: &AscendDevice, raw: RawStream) -> u64 {
 impl AscendStream {
     pub(crate) fn create(device: &AscendDevice, desc: &StreamDesc) -> Result<Self> {
         ensure_not_in_callback()?;
-        let tr = ACL_FLAGS.stream_to_native(desc.flags, desc.policy)?;
+        let mut tr = ACL_FLAGS.stream_to_native(desc.flags, desc.policy)?;
+        if !desc.flags.contains(StreamFlags::NON_BLOCKING) {
+            // Ordering changes: report it, so `is_exact()` is false.
+            tr.report.hints.push((
+                "blocking (NON_BLOCKING not requested)",
+                "ACL streams never synchronize implicitly with the default stream: the stream \
+                 is non-blocking; order it against the default stream with events",
+            ));
+        }
         let d = &device.inner;
         let prio = d.info.priority_range.resolve(desc.priority, desc.policy)?;
         d.bind()?;
-        let raw = if tr.native == 0 && prio.native == d.info.priority_range.default {
-            result::stream::create(d.t)?
-        } else {
-            let p = u32::try_from(prio.native)
-                .map_err(|_| Error::invalid(format!("ACL priority {} is negative", prio.native)))?;
-            result::stream::create_with_config(d.t, p, tr.native)?
+        let create = || {
+            if tr.native == 0 && prio.native == d.info.priority_range.default {
+                result::stream::create(d.t)
+            } else {
+                let p = u32::try_from(prio.native).map_err(|_| {
+                    Error::invalid(format!("ACL priority {} is negative", prio.native))
+                })?;
+                result::stream_config::create(d.t, p, tr.native)
+            }
+        };
+        let raw = match create() {
+            // Dropped streams wait on the reaper to be destroyed: let those destroys finish
+            // before reporting that the device is out of streams.
+            Err(Error::ResourceExhausted { .. }) if callback::reap_flush(REAP_FLUSH_LIMIT) => {
+                d.bind()?;
+                create()?
+            }
+            r => r?,
         };
         let persistent = tr.native & consts::ACL_STREAM_PERSISTENT != 0;
-        let state = Arc::new(StreamState::new(raw, Some(device.clone()), true));
+        let state = Arc::new(StreamState::new(raw, Some(device.clone()), true, tr.native));
         if persistent {
             let _ = state.capture.begin();
         }
@@ -261,7 +385,7 @@ impl AscendStream {
             name: desc.name.clone(),
             flags: tr.effective,
             native_flags: tr.native,
-            priority,
+            priority: AtomicI32::new(priority),
             report: CreationReport {
                 flags: tr.report,
                 priority: prio,
@@ -287,13 +411,14 @@ impl AscendStream {
             name: None,
             flags,
             native_flags: native,
-            priority,
+            priority: AtomicI32::new(priority),
             report: CreationReport {
                 flags: FlagReport::default(),
                 priority: PriorityOutcome {
                     requested: Priority::Native(priority),
                     native: priority,
                     clamped_from: None,
+                    collapsed_into: None,
                 },
             },
         }
@@ -338,8 +463,9 @@ impl AscendStream {
         result::stream::set_failure_mode(d.t, self.state.raw, m)
     }
 
-    /// Destroys the stream now with `aclrtDestroyStreamForce`, dropping queued work (callbacks
-    /// not yet run are failed with [`Error::CallbackCancelled`]). ACL-only extension.
+    /// Destroys the stream now with `aclrtDestroyStreamForce`, dropping queued work: this
+    /// stream's callbacks not yet run are failed with [`Error::CallbackCancelled`]; other
+    /// streams of the device are not touched. ACL-only extension.
     ///
     /// # Errors
     /// [`Error::NotOwned`] for default/borrowed streams; vendor errors.
@@ -360,7 +486,8 @@ impl AscendStream {
         result::stream::destroy_force(d.t, self.state.raw)?;
         // The handle is gone: keep the state from destroying it again.
         self.state.gone.store(true, Ordering::Release);
-        d.pending
+        self.state
+            .pending
             .fail_all(&Error::CallbackCancelled("stream force-destroyed"));
         Ok(())
     }
@@ -404,8 +531,61 @@ impl AscendStream {
             state: Arc::clone(&self.state),
             t: d.t,
         };
+        self.state.touch();
         callback::launch_host_func(d.t, self.state.raw, data)?;
         d.pending.track(&slot);
+        self.state.pending.track(&slot);
+        Ok(())
+    }
+
+    /// Sets the priority with `aclrtSetStreamAttribute(ACL_STREAM_ATTR_PRIORITY)` (CANN 9.1 and
+    /// later): refused as [`Error::Unsupported`] without the symbol or when the runtime does
+    /// not know the attribute; out of the device range is [`Error::InvalidArgument`].
+    fn set_priority(&self, p: i32) -> Result<()> {
+        let d = &self.device.inner;
+        let range = d.info.priority_range;
+        if !range.contains(p) {
+            return Err(Error::invalid(format!(
+                "native priority {p} is outside the device range [least {}, greatest {}]",
+                range.least, range.greatest
+            )));
+        }
+        if p == self.priority() {
+            return Ok(());
+        }
+        let unsupported = || {
+            Error::unsupported(
+                BackendKind::Ascend,
+                "changing a stream's priority after creation (needs aclrtSetStreamAttribute with ACL_STREAM_ATTR_PRIORITY, CANN 9.1 or later)",
+            )
+        };
+        if d.t.aclrtSetStreamAttribute.is_none() || self.state.raw.0.is_null() {
+            return Err(unsupported());
+        }
+        let v = aclrtStreamAttrValue {
+            streamPriority: p as u32,
+        };
+        match result::stream::set_attribute(
+            d.t,
+            self.state.raw,
+            consts::ACL_STREAM_ATTR_PRIORITY,
+            v,
+        ) {
+            Ok(()) => {}
+            // A runtime older than the attribute refuses the unknown attribute value.
+            Err(e)
+                if matches!(e, Error::Unsupported { .. })
+                    || matches!(e.native().map(|n| n.code), Some(100_000 | 107_000)) =>
+            {
+                return Err(unsupported())
+            }
+            Err(e) => return Err(e),
+        }
+        let now = match d.t.aclrtStreamGetPriority {
+            Some(_) => result::stream::get_priority(d.t, self.state.raw)? as i32,
+            None => p,
+        };
+        self.priority.store(now, Ordering::Relaxed);
         Ok(())
     }
 
@@ -441,6 +621,7 @@ impl AscendStream {
     fn enter(&self, op: &'static str) -> Result<()> {
         ensure_not_in_callback()?;
         self.state.capture.gate_enqueue(op)?;
+        self.state.touch();
         self.device.inner.bind()
     }
 
@@ -473,9 +654,11 @@ impl AscendStream {
             state: Arc::clone(&self.state),
             t: d.t,
         };
+        self.state.touch();
         callback::launch(d.t, self.state.raw, data).map_err(|e| d.observe(e))?;
         if track {
             d.pending.track(&slot);
+            self.state.pending.track(&slot);
         }
         Ok(())
     }
@@ -483,7 +666,8 @@ impl AscendStream {
     /// Keeps `k` alive until the stream got past this point (graph keep-alive in capture).
     fn keep_until_done(&self, k: Keep) -> Result<()> {
         if self.state.capture.is_capturing() {
-            self.state.enqueued(Some(k));
+            // The write itself was counted as the node; this only keeps its memory alive.
+            self.state.kept(k);
             Ok(())
         } else {
             let k = InFlight::new(k, &self.state);
@@ -514,7 +698,7 @@ impl Stream for AscendStream {
         self.flags
     }
     fn priority(&self) -> i32 {
-        self.priority
+        self.priority.load(Ordering::Relaxed)
     }
     fn report(&self) -> &CreationReport {
         &self.report
@@ -531,6 +715,9 @@ impl Stream for AscendStream {
         self.state.capture.gate("query")?;
         let d = &self.device.inner;
         d.bind()?;
+        if self.state.marker_flags != 0 {
+            return marker_wait(d, &self.state, MarkerWait::Query);
+        }
         match result::stream::query(d.t, self.state.raw).map_err(|e| d.observe(e))? {
             consts::ACL_STREAM_STATUS_COMPLETE => Ok(Status::Ready),
             _ => Ok(Status::Pending),
@@ -544,7 +731,11 @@ impl Stream for AscendStream {
             self.state.capture.gate("synchronize")?;
             let d = &self.device.inner;
             d.bind()?;
-            result::stream::synchronize(d.t, self.state.raw).map_err(|e| d.observe(e))?;
+            if self.state.marker_flags != 0 {
+                marker_wait(d, &self.state, MarkerWait::Forever)?;
+            } else {
+                result::stream::synchronize(d.t, self.state.raw).map_err(|e| d.observe(e))?;
+            }
         }
         self.state.panics.take()
     }
@@ -556,7 +747,9 @@ impl Stream for AscendStream {
             self.state.capture.gate("synchronize_timeout")?;
             let d = &self.device.inner;
             d.bind()?;
-            if d.t.aclrtSynchronizeStreamWithTimeout.is_some() {
+            if self.state.marker_flags != 0 {
+                marker_wait(d, &self.state, MarkerWait::Within(timeout))?;
+            } else if d.t.aclrtSynchronizeStreamWithTimeout.is_some() {
                 result::stream::synchronize_timeout(d.t, self.state.raw, Self::timeout_ms(timeout))
                     .map_err(|e| d.observe(with_timeout(e, timeout)))?;
             } else {
@@ -694,7 +887,14 @@ impl Stream for AscendStream {
         ensure_not_in_callback()?;
         let d = &self.device.inner;
         match attr {
-            StreamAttr::Priority => Ok(StreamAttrValue::Priority(self.priority)),
+            StreamAttr::Priority => {
+                if d.t.aclrtStreamGetPriority.is_some() && !self.state.raw.0.is_null() {
+                    d.bind()?;
+                    let p = result::stream::get_priority(d.t, self.state.raw)? as i32;
+                    self.priority.store(p, Ordering::Relaxed);
+                }
+                Ok(StreamAttrValue::Priority(self.priority()))
+            }
             StreamAttr::FailureMode => {
                 d.bind()?;
                 let v = result::stream::get_attribute(
@@ -761,15 +961,7 @@ impl Stream for AscendStream {
                 consts::ACL_STREAM_ATTR_USER_CUSTOM_TAG,
                 u32_attr(tag),
             ),
-            StreamAttrValue::Priority(p) => {
-                if p == self.priority {
-                    return Ok(());
-                }
-                Err(Error::unsupported(
-                    BackendKind::Ascend,
-                    "changing a stream's priority after creation (ACL fixes it at aclrtCreateStreamWithConfig)",
-                ))
-            }
+            StreamAttrValue::Priority(p) => self.set_priority(p),
             StreamAttrValue::SyncPolicy(_) | StreamAttrValue::AccessPolicyWindow(_) => {
                 Err(Error::unsupported(
                     BackendKind::Ascend,
@@ -866,6 +1058,24 @@ impl Stream for AscendStream {
             return Ok(());
         }
         let d = &self.device.inner;
+        if self.state.capture.is_capturing() {
+            // ACL: host memory in a captured asynchronous copy must be page-locked. Stage the
+            // bytes in `aclrtMallocHost` memory, which the graph keeps for its replays.
+            let stage = result::memory::HostAlloc::new(d.t, d.ordinal, data.len())?;
+            stage.fill(&data);
+            result::memory::memcpy(
+                d.t,
+                result::memory::at(dst.inner.ptr, offset),
+                xstream_core::HostAllocation::as_ptr(&stage)
+                    .cast_const()
+                    .cast(),
+                data.len(),
+                consts::ACL_MEMCPY_HOST_TO_DEVICE,
+                self.state.raw,
+            )?;
+            self.state.enqueued(Some(Box::new(Arc::clone(&dst.inner))));
+            return self.keep_until_done(Box::new((stage, Arc::clone(&dst.inner))));
+        }
         // `data` (moved into the keep-alive below) and the buffer stay alive until the copy ran.
         result::memory::memcpy(
             d.t,
@@ -1043,6 +1253,36 @@ impl Stream for AscendStream {
         Ok(())
     }
 
+    // ---- Stream memory operations (see `stream::memop`) ----
+
+    fn wait_value32(
+        &self,
+        _buf: &AscendBuffer,
+        _offset: usize,
+        _value: u32,
+        _cond: xstream_core::WaitCondition,
+    ) -> Result<()> {
+        Err(memop::no_32bit("wait_value32"))
+    }
+
+    fn wait_value64(
+        &self,
+        buf: &AscendBuffer,
+        offset: usize,
+        value: u64,
+        cond: xstream_core::WaitCondition,
+    ) -> Result<()> {
+        memop::value64(self, "wait_value64", buf, offset, value, Some(cond))
+    }
+
+    fn write_value32(&self, _buf: &AscendBuffer, _offset: usize, _value: u32) -> Result<()> {
+        Err(memop::no_32bit("write_value32"))
+    }
+
+    fn write_value64(&self, buf: &AscendBuffer, offset: usize, value: u64) -> Result<()> {
+        memop::value64(self, "write_value64", buf, offset, value, None)
+    }
+
     fn as_raw(&self) -> RawStream {
         self.state.raw
     }
@@ -1063,7 +1303,7 @@ impl Stream for AscendStream {
             Some(_) => result::stream::get_priority(d.t, raw)? as i32,
             None => d.info.priority_range.default,
         };
-        let state = Arc::new(StreamState::new(raw, Some(device.clone()), false));
+        let state = Arc::new(StreamState::new(raw, Some(device.clone()), false, native));
         if native & consts::ACL_STREAM_PERSISTENT != 0 {
             let _ = state.capture.begin();
         }

@@ -19,6 +19,9 @@ use std::ffi::{c_char, c_void, CStr};
 pub type aclError = i32;
 /// `aclrtCallback` / `aclrtHostFunc`: `void (*)(void*)`.
 pub type aclrtCallback = unsafe extern "C" fn(*mut c_void);
+/// `aclrtExceptionInfoCallback`: `void (*)(aclrtExceptionInfo*)`; the info is opaque and read
+/// through the `aclrtGet*FromExceptionInfo` getters.
+pub type aclrtExceptionInfoCallback = unsafe extern "C" fn(*mut c_void);
 /// `aclrtAllocatorAllocFunc`.
 pub type aclrtAllocatorAllocFunc = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
 /// `aclrtAllocatorFreeFunc`.
@@ -119,6 +122,12 @@ pub mod consts {
     pub const ACL_MODEL_STREAM_FLAG_HEAD: u32 = 0;
     /// `ACL_RT_THREAD_LEVEL` (`aclrtLastErrLevel`).
     pub const ACL_RT_THREAD_LEVEL: i32 = 0;
+    /// `ACL_RT_STREAM_FLAG` (`aclrtStreamConfigAttr`; value passed as `uint32_t`).
+    pub const ACL_RT_STREAM_FLAG: i32 = 2;
+    /// `ACL_RT_STREAM_PRIORITY` (`aclrtStreamConfigAttr`; value passed as `uint32_t`).
+    pub const ACL_RT_STREAM_PRIORITY: i32 = 3;
+    /// `ACL_MAJOR_VERSION` of the ACL API this crate's declarations follow (1.x).
+    pub const ACL_MAJOR_VERSION: i32 = 1;
 }
 
 /// Why a table could not be filled.
@@ -135,6 +144,14 @@ pub enum LoadError {
         library: String,
         /// The first required symbol that is missing.
         symbol: &'static str,
+    },
+    /// A library whose `aclrtGetVersion` reports an ACL API major version other than the one
+    /// these declarations follow ([`consts::ACL_MAJOR_VERSION`]): its prototypes may differ.
+    UnsupportedVersion {
+        /// The library.
+        library: String,
+        /// `major.minor.patch` as reported.
+        found: (i32, i32, i32),
     },
 }
 
@@ -154,6 +171,11 @@ impl std::fmt::Display for LoadError {
             LoadError::MissingSymbol { library, symbol } => write!(
                 f,
                 "{library} lacks the required ACL symbol `{symbol}` (not an ACL runtime, or too old)"
+            ),
+            LoadError::UnsupportedVersion { library, found: (a, b, c) } => write!(
+                f,
+                "{library} reports ACL API {a}.{b}.{c}; xstream declares the {}.x prototypes",
+                consts::ACL_MAJOR_VERSION
             ),
         }
     }
@@ -176,6 +198,8 @@ macro_rules! acl_table {
                pub $o: Option<unsafe extern "C" fn($($oa),*) $(-> $or)?>, )*
             /// Where the table came from (a path or name).
             pub library: String,
+            /// `aclrtGetVersion` (major, minor, patch), read by the loader when exported.
+            pub version: Option<(i32, i32, i32)>,
             pub(crate) _lib: Option<libloading::Library>,
         }
 
@@ -185,15 +209,18 @@ macro_rules! acl_table {
             /// Names of every optional symbol, in table order.
             pub const OPTIONAL: &'static [&'static CStr] = &[$($oc),*];
 
-            /// Fills the table from `resolve` (symbol name to address; null when absent).
+            /// Fills the table from `resolve` (symbol name to address; null when absent). Each
+            /// address is transmuted to the field's declared function-pointer type: nothing here
+            /// (or anywhere at run time) can check a C prototype, so the declarations below are
+            /// trusted. Presence is all that is checked.
             ///
             /// # Errors
             /// [`LoadError::MissingSymbol`] for the first required symbol `resolve` lacks.
             ///
             /// # Safety
             /// Every non-null address `resolve` returns must be a function with exactly the C
-            /// prototype of the symbol of that name (facts sheet, section 4), valid for as long
-            /// as the table lives.
+            /// prototype this table declares for the symbol of that name (the public ACL
+            /// headers' prototype), valid for as long as the table lives.
             pub unsafe fn load_with(
                 library: &str,
                 mut resolve: impl FnMut(&CStr) -> *mut c_void,
@@ -220,6 +247,7 @@ macro_rules! acl_table {
                         }
                     }, )*
                     library: library.to_string(),
+                    version: None,
                     _lib: None,
                 })
             }
@@ -309,6 +337,20 @@ acl_table! {
         aclmdlRIEndTask = c"aclmdlRIEndTask": fn(P, P) -> aclError;
         aclmdlRIBuildEnd = c"aclmdlRIBuildEnd": fn(P, P) -> aclError;
         aclmdlRIUnbindStream = c"aclmdlRIUnbindStream": fn(P, P) -> aclError;
+        aclrtGetVersion = c"aclrtGetVersion": fn(*mut i32, *mut i32, *mut i32) -> aclError;
+        aclrtMemcpy = c"aclrtMemcpy": fn(P, usize, *const c_void, usize, i32) -> aclError;
+        aclrtSetExceptionInfoCallback = c"aclrtSetExceptionInfoCallback": fn(Option<aclrtExceptionInfoCallback>) -> aclError;
+        aclrtGetTaskIdFromExceptionInfo = c"aclrtGetTaskIdFromExceptionInfo": fn(*const c_void) -> u32;
+        aclrtGetStreamIdFromExceptionInfo = c"aclrtGetStreamIdFromExceptionInfo": fn(*const c_void) -> u32;
+        aclrtGetThreadIdFromExceptionInfo = c"aclrtGetThreadIdFromExceptionInfo": fn(*const c_void) -> u32;
+        aclrtGetDeviceIdFromExceptionInfo = c"aclrtGetDeviceIdFromExceptionInfo": fn(*const c_void) -> u32;
+        aclrtGetErrorCodeFromExceptionInfo = c"aclrtGetErrorCodeFromExceptionInfo": fn(*const c_void) -> u32;
+        aclrtValueWait = c"aclrtValueWait": fn(P, u64, u32, P) -> aclError;
+        aclrtValueWrite = c"aclrtValueWrite": fn(P, u64, u32, P) -> aclError;
+        aclrtCreateStreamConfigHandle = c"aclrtCreateStreamConfigHandle": fn() -> P;
+        aclrtSetStreamConfigOpt = c"aclrtSetStreamConfigOpt": fn(P, i32, *const c_void, usize) -> aclError;
+        aclrtDestroyStreamConfigHandle = c"aclrtDestroyStreamConfigHandle": fn(P) -> aclError;
+        aclrtCreateStreamV2 = c"aclrtCreateStreamV2": fn(PP, *const c_void) -> aclError;
         xsimLaunchDelay = c"xsimLaunchDelay": fn(P, u64) -> aclError;
         xsimLaunchLcg = c"xsimLaunchLcg": fn(P, P, usize, u32) -> aclError;
         xsimLaunchFault = c"xsimLaunchFault": fn(P, i32) -> aclError;
@@ -348,9 +390,10 @@ impl AclFns {
                 Err(_) => std::ptr::null_mut(),
             }
         };
-        // SAFETY: the symbols come from an ACL runtime whose exported names carry the C
-        // prototypes of the facts sheet; `lib` is stored in the table below, so the pointers
-        // live as long as the table.
+        // SAFETY: trusted, not checked: the library is an ACL runtime whose exported names
+        // carry the prototypes of the public ACL headers, which this table's declarations
+        // follow (the loader refuses a runtime that reports another ACL major version); `lib`
+        // is stored in the table below, so the pointers live as long as the table.
         let mut t = unsafe { Self::load_with(path, resolve) }.map_err(|e| (e.to_string(), e))?;
         t._lib = Some(lib);
         Ok(t)

@@ -81,13 +81,27 @@ fn special_kinds() {
     let e = d
         .create_event(&EventDesc::new().flags(EventFlags::INTERPROCESS))
         .unwrap_err();
-    assert!(matches!(e, Error::Unsupported { .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            Error::UnsupportedFlag {
+                flag: "INTERPROCESS",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert!(!d
         .info()
         .capabilities
         .contains(xstream_core::Capabilities::INTERPROCESS_EVENTS));
+    // The rule is on native bits: DISABLE_TIMING adds none next to EXTERNAL.
+    let ext = d
+        .create_event(&EventDesc::new().flags(EventFlags::EXTERNAL | EventFlags::DISABLE_TIMING))
+        .unwrap();
+    assert_eq!(ext.native_flags(), 0x20);
     assert!(matches!(
-        d.create_event(&EventDesc::new().flags(EventFlags::EXTERNAL | EventFlags::DISABLE_TIMING)),
+        d.create_event(&EventDesc::new().flags(EventFlags::EXTERNAL | EventFlags::DEVICE_USE_ONLY)),
         Err(Error::RejectedCombination { .. })
     ));
 }

@@ -36,6 +36,15 @@ fn each_flag_and_combination() {
         )
         .unwrap_err();
     assert!(matches!(e, Error::RejectedCombination { .. }), "{e:?}");
+    // Best effort creates anyway (see tests/semantics.rs for the report).
+    let s = d
+        .create_stream(
+            &StreamDesc::new()
+                .flags(StreamFlags::DEVICE_USE_ONLY | StreamFlags::FAST_SYNC)
+                .policy(TranslationPolicy::BestEffort),
+        )
+        .unwrap();
+    assert_eq!(s.native_flags().unwrap(), 0x20);
 }
 
 #[test]

@@ -359,6 +359,7 @@ impl CudaDevice {
         if count > 1 {
             caps |= Capabilities::CROSS_DEVICE_WAIT;
         }
+        caps |= crate::stream::memop::capabilities(cu_device);
         let name = ctx
             .name()
             .unwrap_or_else(|_| format!("CUDA device {ordinal}"));

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use xstream_core::callback::in_callback;
 use xstream_core::completion::{poll_until, Completion};
-use xstream_core::{check_timeout, Error, Event, EventDesc, EventFlags, Result, Status};
+use xstream_core::{
+    check_timeout, Error, Event, EventDesc, EventFlags, FlagReport, Result, Status,
+};
 
 use crate::conv::CUDA_FLAGS;
 use crate::ffi::{self, CuEvent};
@@ -53,6 +55,7 @@ pub struct CudaEvent {
     dev: CudaDevice,
     handle: Arc<EventHandle>,
     flags: EventFlags,
+    report: FlagReport,
     /// Recorded at least once (record / query never take a lock for this).
     recorded: AtomicBool,
     /// The latest record was made during a capture; only then is `state` consulted.
@@ -88,6 +91,7 @@ impl CudaEvent {
                 dev: dev.clone(),
             }),
             flags: native | hints,
+            report: t.report,
             recorded: AtomicBool::new(false),
             captured: AtomicBool::new(false),
             state: Mutex::new(RecordState::default()),
@@ -144,6 +148,10 @@ impl Event for CudaEvent {
 
     fn flags(&self) -> EventFlags {
         self.flags
+    }
+
+    fn report(&self) -> &FlagReport {
+        &self.report
     }
 
     fn record(&self, stream: &CudaStream) -> Result<()> {

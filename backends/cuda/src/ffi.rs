@@ -694,6 +694,32 @@ pub(crate) fn memset_d8_async(p: u64, value: u8, len: usize, s: CuStream) -> CuR
     ok(unsafe { sys::cuMemsetD8Async(p, value, len, s.0) })
 }
 
+/// `cuStreamWaitValue32` (the `_v2` symbol, CUDA >= 11.7): `flags` is a
+/// `CU_STREAM_WAIT_VALUE_*` comparison.
+pub(crate) fn stream_wait_value32(s: CuStream, addr: u64, value: u32, flags: u32) -> CuResult<()> {
+    // SAFETY: `addr` is an aligned word inside a live allocation the stream keeps (checked by
+    // the caller); `s` is live.
+    ok(unsafe { sys::cuStreamWaitValue32_v2(s.0, addr, value, flags) })
+}
+
+/// `cuStreamWaitValue64` (`_v2`).
+pub(crate) fn stream_wait_value64(s: CuStream, addr: u64, value: u64, flags: u32) -> CuResult<()> {
+    // SAFETY: as in `stream_wait_value32`.
+    ok(unsafe { sys::cuStreamWaitValue64_v2(s.0, addr, value, flags) })
+}
+
+/// `cuStreamWriteValue32` (`_v2`, `CU_STREAM_WRITE_VALUE_DEFAULT`).
+pub(crate) fn stream_write_value32(s: CuStream, addr: u64, value: u32) -> CuResult<()> {
+    // SAFETY: as in `stream_wait_value32`.
+    ok(unsafe { sys::cuStreamWriteValue32_v2(s.0, addr, value, 0) })
+}
+
+/// `cuStreamWriteValue64` (`_v2`, `CU_STREAM_WRITE_VALUE_DEFAULT`).
+pub(crate) fn stream_write_value64(s: CuStream, addr: u64, value: u64) -> CuResult<()> {
+    // SAFETY: as in `stream_wait_value32`.
+    ok(unsafe { sys::cuStreamWriteValue64_v2(s.0, addr, value, 0) })
+}
+
 /// `cuMemcpyHtoDAsync`. `src` must stay alive until the copy has consumed it: for pageable
 /// memory (every `Vec`) CUDA stages the source before returning (CUDA "API synchronization
 /// behavior"); during capture the caller keeps it alive with the graph.

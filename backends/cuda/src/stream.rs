@@ -21,6 +21,8 @@ use crate::ffi::{self, CuGraphNode, CuStream};
 use crate::memory::Keep;
 use crate::{error, CudaBackend, CudaBuffer, CudaDevice, CudaEvent, CudaGraph, TIMED_WAIT_MAX_NAP};
 
+pub(crate) mod memop;
+
 /// Keep-alive entries above which a stream hands its list to a host function.
 const KEEP_FLUSH: usize = 256;
 
@@ -269,6 +271,7 @@ impl CudaStream {
                 requested: Priority::Native(priority),
                 native: priority,
                 clamped_from: None,
+                collapsed_into: None,
             },
         }
     }
@@ -1239,6 +1242,36 @@ impl Stream for CudaStream {
             }
             Kernel::Fault => self.check("cuLaunchKernel", ffi::launch_fault(k.fault, self.raw())),
         }
+    }
+
+    // ---- Stream memory operations (see `stream::memop`) ----
+
+    fn wait_value32(
+        &self,
+        buf: &CudaBuffer,
+        offset: usize,
+        value: u32,
+        cond: xstream_core::WaitCondition,
+    ) -> Result<()> {
+        memop::op(self, memop::Op::Wait32(value, cond), buf, offset)
+    }
+
+    fn wait_value64(
+        &self,
+        buf: &CudaBuffer,
+        offset: usize,
+        value: u64,
+        cond: xstream_core::WaitCondition,
+    ) -> Result<()> {
+        memop::op(self, memop::Op::Wait64(value, cond), buf, offset)
+    }
+
+    fn write_value32(&self, buf: &CudaBuffer, offset: usize, value: u32) -> Result<()> {
+        memop::op(self, memop::Op::Write32(value), buf, offset)
+    }
+
+    fn write_value64(&self, buf: &CudaBuffer, offset: usize, value: u64) -> Result<()> {
+        memop::op(self, memop::Op::Write64(value), buf, offset)
     }
 
     fn as_raw(&self) -> CuStream {

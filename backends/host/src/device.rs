@@ -30,7 +30,9 @@ pub const HOST_CAPABILITIES: Capabilities = Capabilities::PRIORITY
     .union(Capabilities::KERNELS)
     .union(Capabilities::FAULT_INJECTION)
     .union(Capabilities::CROSS_DEVICE_WAIT)
-    .union(Capabilities::LEGACY_DEFAULT_STREAM);
+    .union(Capabilities::LEGACY_DEFAULT_STREAM)
+    .union(Capabilities::VALUE_OPS_32)
+    .union(Capabilities::VALUE_OPS_64);
 
 /// Process-wide ids for streams and events (never recycled).
 pub(crate) fn next_id() -> u64 {
@@ -200,6 +202,7 @@ impl HostDevice {
                 requested: Priority::Normal,
                 native: HOST_PRIORITY_RANGE.default,
                 clamped_from: None,
+                collapsed_into: None,
             },
         };
         let default_queue = Queue::new(

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use xstream_core::callback::ensure_not_in_callback;
 use xstream_core::completion::{completion, CompletionSignal};
 use xstream_core::{
-    check_timeout, CaptureErrorKind, Completion, Error, Event, EventDesc, EventFlags, Result,
-    Status,
+    check_timeout, CaptureErrorKind, Completion, Error, Event, EventDesc, EventFlags, FlagReport,
+    Result, Status,
 };
 
 use crate::conv::{map_event_wait, WaitMode, HOST_FLAGS};
@@ -134,6 +134,7 @@ pub(crate) struct EventInner {
     pub device: HostDevice,
     pub flags: EventFlags,
     pub native: u32,
+    pub report: FlagReport,
     latest: Mutex<Latest>,
 }
 
@@ -180,6 +181,7 @@ impl HostEvent {
                 device: device.clone(),
                 flags: t.effective,
                 native: t.native,
+                report: t.report,
                 latest: Mutex::new(Latest::Never),
             }),
         })
@@ -244,6 +246,10 @@ impl Event for HostEvent {
 
     fn flags(&self) -> EventFlags {
         self.inner.flags
+    }
+
+    fn report(&self) -> &FlagReport {
+        &self.inner.report
     }
 
     fn record(&self, stream: &HostStream) -> Result<()> {

@@ -66,6 +66,7 @@ mod device;
 mod event;
 mod graph;
 mod hostmem;
+mod memop;
 mod stream;
 mod worker;
 

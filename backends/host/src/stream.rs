@@ -7,7 +7,7 @@ use xstream_core::callback::{ensure_not_in_callback, CallbackSlot, HostCallback}
 use xstream_core::{
     check_range, check_timeout, Allocator, BackendKind, Borrowed, CaptureErrorKind, CaptureMode,
     CaptureStatus, CreationReport, Error, Kernel, Ownership, Readback, Result, Status, Stream,
-    StreamAttr, StreamAttrValue, StreamDesc, StreamFlags,
+    StreamAttr, StreamAttrValue, StreamDesc, StreamFlags, WaitCondition,
 };
 
 use crate::conv::{map_stream_wait, HOST_FLAGS, HOST_PRIORITY_RANGE};
@@ -613,6 +613,44 @@ impl Stream for HostStream {
             Kernel::Fault => Node::Fault,
         };
         self.submit("launch", node)
+    }
+
+    // ---- Stream memory operations (crate::memop) ----
+
+    fn wait_value32(
+        &self,
+        buf: &HostBuffer,
+        offset: usize,
+        value: u32,
+        cond: WaitCondition,
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        let n = crate::memop::node("wait_value32", buf, offset, 4, value.into(), Some(cond))?;
+        self.submit("wait_value32", n)
+    }
+
+    fn wait_value64(
+        &self,
+        buf: &HostBuffer,
+        offset: usize,
+        value: u64,
+        cond: WaitCondition,
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        let n = crate::memop::node("wait_value64", buf, offset, 8, value, Some(cond))?;
+        self.submit("wait_value64", n)
+    }
+
+    fn write_value32(&self, buf: &HostBuffer, offset: usize, value: u32) -> Result<()> {
+        ensure_not_in_callback()?;
+        let n = crate::memop::node("write_value32", buf, offset, 4, value.into(), None)?;
+        self.submit("write_value32", n)
+    }
+
+    fn write_value64(&self, buf: &HostBuffer, offset: usize, value: u64) -> Result<()> {
+        ensure_not_in_callback()?;
+        let n = crate::memop::node("write_value64", buf, offset, 8, value, None)?;
+        self.submit("write_value64", n)
     }
 
     fn as_raw(&self) -> u64 {

@@ -84,6 +84,8 @@ pub(crate) enum Node {
     /// A wait on a record made earlier in the same capture of the same stream: satisfied by
     /// stream order, kept as a node so the graph shows it.
     WaitLocal,
+    /// A stream memory operation (wait on / write a word).
+    Value(crate::memop::ValueOp),
 }
 
 /// Executable work.
@@ -507,6 +509,7 @@ fn run_node(q: &Queue, n: Node) {
         Node::Fault => {
             let _ = q.shared.poison("kernel");
         }
+        Node::Value(op) => op.run(q),
         // Bound to `Op::Record` before execution; a wait on a local record is satisfied by
         // stream order.
         Node::Record(_) | Node::WaitLocal => {}

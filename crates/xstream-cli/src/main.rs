@@ -66,6 +66,20 @@ fn info() -> Result<()> {
     Ok(())
 }
 
+/// The `xstream info` line naming the priority classes a device cannot tell from `Normal`.
+fn collapsed_line(r: &xstream::PriorityRange) -> Option<String> {
+    let c = r.collapsed_classes();
+    if c.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = c.iter().map(|p| format!("{p:?}")).collect();
+    Some(format!(
+        "priority classes equal to Normal (native {}): {}",
+        r.default,
+        names.join(", ")
+    ))
+}
+
 fn print_devices<B: Backend>() -> Result<()> {
     let n = B::device_count()?;
     println!("  devices: {n}");
@@ -81,6 +95,9 @@ fn print_devices<B: Backend>() -> Result<()> {
             r.default,
             if r.is_flat() { ", single level" } else { "" }
         );
+        if let Some(line) = collapsed_line(&r) {
+            println!("     {line}");
+        }
         if let Some(m) = info.max_streams {
             println!("     max streams: {m}");
         }
@@ -133,7 +150,10 @@ fn conform(backend: &str, filter: Option<&str>) -> Result<bool> {
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => conform_on::<xstream::CudaBackend>(None, filter),
         #[cfg(feature = "ascend")]
-        BackendKind::Ascend => conform_on::<xstream::AscendBackend>(None, filter),
+        BackendKind::Ascend => conform_on::<xstream::AscendBackend>(
+            Some(|| xstream::ascend::AscendDevice::new_isolated(0)),
+            filter,
+        ),
         #[allow(unreachable_patterns)]
         other => Err(Error::NotCompiled(other)),
     }
@@ -192,6 +212,23 @@ mod tests {
             doc[at + marker.len()..] == generated,
             "docs/FLAGS.md is stale: regenerate its tail with `cargo run -p xstream-cli -- flags`"
         );
+    }
+
+    #[test]
+    fn info_names_collapsed_priorities() {
+        let acl = xstream::PriorityRange {
+            least: 7,
+            greatest: 0,
+            default: 0,
+        };
+        let line = collapsed_line(&acl).expect("ACL collapses High and Highest");
+        assert!(line.contains("High, Highest"), "{line}");
+        let wide = xstream::PriorityRange {
+            least: 4,
+            greatest: -4,
+            default: 0,
+        };
+        assert_eq!(collapsed_line(&wide), None);
     }
 
     #[test]

@@ -106,6 +106,10 @@ bitflags::bitflags! {
         /// The legacy default-stream rule (blocking streams synchronize with the default
         /// stream).
         const LEGACY_DEFAULT_STREAM = 1 << 12;
+        /// 32-bit stream memory operations ([`Stream::wait_value32`], [`Stream::write_value32`]).
+        const VALUE_OPS_32 = 1 << 20;
+        /// 64-bit stream memory operations ([`Stream::wait_value64`], [`Stream::write_value64`]).
+        const VALUE_OPS_64 = 1 << 21;
     }
 }
 
@@ -738,6 +742,61 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
         Ok(())
     }
 
+    // ---- Stream memory operations (see the `memop` module for the shared rules) ----
+
+    /// Enqueues a wait: later work of this stream starts once the little-endian `u32` at
+    /// `offset` of `buf` satisfies `cond` against `value`.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::VALUE_OPS_32`];
+    /// [`Error::InvalidArgument`] for a misaligned or out-of-bounds word; vendor errors.
+    fn wait_value32(
+        &self,
+        buf: &BufferOf<Self::B>,
+        offset: usize,
+        value: u32,
+        cond: crate::WaitCondition,
+    ) -> Result<()> {
+        let _ = (buf, offset, value, cond);
+        Err(crate::memop::unsupported(Self::B::KIND, "wait_value32"))
+    }
+
+    /// As [`Stream::wait_value32`] on a `u64` word.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::VALUE_OPS_64`]; as
+    /// [`Stream::wait_value32`].
+    fn wait_value64(
+        &self,
+        buf: &BufferOf<Self::B>,
+        offset: usize,
+        value: u64,
+        cond: crate::WaitCondition,
+    ) -> Result<()> {
+        let _ = (buf, offset, value, cond);
+        Err(crate::memop::unsupported(Self::B::KIND, "wait_value64"))
+    }
+
+    /// Enqueues a write of the little-endian `u32` `value` at `offset` of `buf`.
+    ///
+    /// # Errors
+    /// As [`Stream::wait_value32`].
+    fn write_value32(&self, buf: &BufferOf<Self::B>, offset: usize, value: u32) -> Result<()> {
+        let _ = (buf, offset, value);
+        Err(crate::memop::unsupported(Self::B::KIND, "write_value32"))
+    }
+
+    /// Enqueues a write of the little-endian `u64` `value` at `offset` of `buf`.
+    ///
+    /// # Errors
+    /// As [`Stream::wait_value64`].
+    fn write_value64(&self, buf: &BufferOf<Self::B>, offset: usize, value: u64) -> Result<()> {
+        let _ = (buf, offset, value);
+        Err(crate::memop::unsupported(Self::B::KIND, "write_value64"))
+    }
+
+    // ---- end of stream memory operations ----
+
     /// The native handle.
     fn as_raw(&self) -> Self::Raw;
 
@@ -769,6 +828,9 @@ pub trait Event: Send + Sync + fmt::Debug + 'static {
     fn device(&self) -> &DeviceOf<Self::B>;
     /// Its effective flags.
     fn flags(&self) -> EventFlags;
+    /// What happened to each requested flag at creation (native, hinted, emulated, or
+    /// dropped under best effort), as [`Stream::report`] says for streams.
+    fn report(&self) -> &FlagReport;
 
     /// Captures the stream's work so far; waits and queries refer to the latest record.
     ///

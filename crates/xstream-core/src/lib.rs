@@ -20,6 +20,7 @@
 //! | [`hostmem`] | page-locked host buffers and the host side of asynchronous copies |
 //! | [`pipeline`] | the main job (copy-in, compute, copy-out over N streams) as a library |
 //! | [`attr`] | typed stream attributes |
+//! | [`memop`] | stream memory operations (wait on / write a word of device memory) |
 //! | [`error`] | the one error type, keeping vendor codes |
 //!
 //! Design choices:
@@ -42,6 +43,7 @@ pub mod completion;
 pub mod error;
 pub mod flags;
 pub mod hostmem;
+pub mod memop;
 pub mod pipeline;
 pub mod pool;
 pub mod priority;
@@ -66,6 +68,7 @@ pub use hostmem::{
     translate_host_flags, AlignedAlloc, HostAllocDesc, HostAllocation, HostBuffer, HostFlagRow,
     HostMemFlags, HostSpan,
 };
+pub use memop::WaitCondition;
 pub use pool::{Lease, PoolConfig, PriorityClass, StreamPool};
 pub use priority::{Priority, PriorityOutcome, PriorityRange};
 pub use translate::{

@@ -46,6 +46,11 @@ pub struct PriorityOutcome {
     pub native: i32,
     /// The requested native value, when it was out of range and clamped.
     pub clamped_from: Option<i32>,
+    /// Set when the requested class lands on the same native value as [`Priority::Normal`]
+    /// although it asks for something else (the device's range cannot tell them apart, e.g.
+    /// ACL, where the default is already the most urgent value, so `High` and `Highest` equal
+    /// `Normal`): `Some(Priority::Normal)`.
+    pub collapsed_into: Option<Priority>,
 }
 
 impl PriorityRange {
@@ -99,6 +104,7 @@ impl PriorityRange {
                 requested: p,
                 native,
                 clamped_from: None,
+                collapsed_into: self.collapses(p).then_some(Priority::Normal),
             });
         }
         match policy {
@@ -110,8 +116,36 @@ impl PriorityRange {
                 requested: p,
                 native: self.clamp(native),
                 clamped_from: Some(native),
+                collapsed_into: None,
             }),
         }
+    }
+
+    /// Whether the class `p` maps to the default (`Normal`) native value although it names
+    /// another class: the device cannot make it more (or less) urgent than a default stream.
+    pub fn collapses(&self, p: Priority) -> bool {
+        let native = match p {
+            Priority::Lowest => self.least,
+            Priority::Low => self.default + (self.least - self.default) / 2,
+            Priority::High => self.default + (self.greatest - self.default) / 2,
+            Priority::Highest => self.greatest,
+            Priority::Normal | Priority::Native(_) => return false,
+        };
+        native == self.default
+    }
+
+    /// The portable classes that collapse onto `Normal` on this range (empty when every class
+    /// is distinct from the default), for reports such as `xstream info`.
+    pub fn collapsed_classes(&self) -> Vec<Priority> {
+        [
+            Priority::Lowest,
+            Priority::Low,
+            Priority::High,
+            Priority::Highest,
+        ]
+        .into_iter()
+        .filter(|p| self.collapses(*p))
+        .collect()
     }
 
     /// Orders two native values: `Greater` when `a` is more urgent than `b`.
@@ -157,6 +191,26 @@ mod tests {
         assert_eq!(r(Priority::Highest), 0);
         assert_eq!(r(Priority::Low), 3);
         assert_eq!(ACL.compare(0, 7), Ordering::Greater);
+    }
+
+    #[test]
+    fn collapse_onto_normal_is_reported() {
+        let o = |p| ACL.resolve(p, TranslationPolicy::Strict).unwrap();
+        assert_eq!(o(Priority::High).collapsed_into, Some(Priority::Normal));
+        assert_eq!(o(Priority::Highest).collapsed_into, Some(Priority::Normal));
+        assert_eq!(o(Priority::Normal).collapsed_into, None);
+        assert_eq!(o(Priority::Low).collapsed_into, None);
+        assert_eq!(
+            ACL.collapsed_classes(),
+            vec![Priority::High, Priority::Highest]
+        );
+        // CUDA's default is its least urgent value: Lowest and Low are Normal there.
+        assert_eq!(
+            CUDA.collapsed_classes(),
+            vec![Priority::Lowest, Priority::Low]
+        );
+        let c = |p| CUDA.resolve(p, TranslationPolicy::Strict).unwrap();
+        assert_eq!(c(Priority::Highest).collapsed_into, None);
     }
 
     #[test]

@@ -53,12 +53,20 @@ pub struct FlagRow<F: 'static> {
     pub translation: Translation,
 }
 
-/// A combination rule a vendor enforces at creation.
+/// A combination rule a vendor enforces at creation, checked on the **native bits** a request
+/// produces, never on the portable set: a flag with no native bit (an inherent flag, a hint, an
+/// emulated flag, or one that only clears base bits the rule's flag clears anyway) never breaks
+/// a rule.
+///
+/// Under [`TranslationPolicy::Strict`] a broken rule is [`Error::RejectedCombination`]. Under
+/// [`TranslationPolicy::BestEffort`] the object is created anyway: the rule's own flag is kept
+/// (it selects the kind of object) and each flag that breaks the rule is dropped and listed in
+/// [`FlagReport::dropped`] with the rule's reason.
 #[derive(Debug, Clone, Copy)]
 pub enum Combination<F: 'static> {
-    /// The flag must be the only flag.
+    /// The flag's native bits must be the only native bits of the request.
     Alone(F, &'static str),
-    /// These flags may not all be set together.
+    /// These flags may not all be set together (best effort keeps the first in table order).
     NotTogether(F, &'static str),
 }
 
@@ -69,7 +77,7 @@ pub struct FlagSet<F: 'static> {
     pub base: u32,
     /// One row per portable flag; [`FlagTable::check_total`] proves it.
     pub rows: &'static [FlagRow<F>],
-    /// Rules checked before the vendor is called.
+    /// Rules checked (on the native bits) before the vendor is called.
     pub rules: &'static [Combination<F>],
 }
 
@@ -148,26 +156,15 @@ where
         if unknown != 0 {
             return Err(Error::invalid(format!("unknown flag bits {unknown:#x}")));
         }
-        for rule in self.rules {
-            let broken = match *rule {
-                Combination::Alone(f, _) => flags.contains(f) && flags != f,
-                Combination::NotTogether(f, _) => flags.contains(f),
-            };
-            if broken {
-                let reason = match *rule {
-                    Combination::Alone(_, r) | Combination::NotTogether(_, r) => r,
-                };
-                return Err(Error::RejectedCombination {
-                    backend,
-                    flags: format!("{flags:?}"),
-                    reason,
-                });
-            }
-        }
+        let mut dropped = Vec::new();
+        let flags = self.apply_rules(backend, flags, policy, &mut dropped)?;
         let mut native = self.base;
         let mut effective = F::empty();
         let mut emulated = F::empty();
-        let mut report = FlagReport::default();
+        let mut report = FlagReport {
+            dropped,
+            ..FlagReport::default()
+        };
         for row in self.rows {
             let name = flag_name(row.flag);
             let requested = flags.contains(row.flag);
@@ -212,6 +209,80 @@ where
             emulated,
             report,
         })
+    }
+
+    /// The native bits `flags` would produce (base bits, then each native row in order).
+    fn native_of(&self, flags: F) -> u32 {
+        self.rows
+            .iter()
+            .filter(|r| flags.contains(r.flag))
+            .fold(self.base, |n, r| match r.translation {
+                Translation::Native { set, clear } => (n | set) & !clear,
+                _ => n,
+            })
+    }
+
+    /// Checks the combination rules on the **native bits** the request produces (a flag with no
+    /// native bit, such as an inherent flag or a hint, never breaks a rule). Strict refuses a
+    /// broken rule; best effort keeps the rule's flag and drops the flags that break it, each
+    /// reported in `dropped` with the rule's reason.
+    fn apply_rules(
+        &self,
+        backend: BackendKind,
+        mut flags: F,
+        policy: TranslationPolicy,
+        dropped: &mut Vec<(&'static str, &'static str)>,
+    ) -> Result<F> {
+        for rule in self.rules {
+            let (keep, breakers, reason) = match *rule {
+                Combination::Alone(f, why) => {
+                    if !flags.contains(f) || self.native_of(flags) == self.native_of(f) {
+                        continue;
+                    }
+                    // Every other flag that changes the native bits breaks the rule.
+                    let breakers: Vec<F> = self
+                        .rows
+                        .iter()
+                        .filter(|r| r.flag != f && flags.contains(r.flag))
+                        .filter(|r| self.native_of(f.union(r.flag)) != self.native_of(f))
+                        .map(|r| r.flag)
+                        .collect();
+                    (f, breakers, why)
+                }
+                Combination::NotTogether(set, why) => {
+                    if !flags.contains(set) {
+                        continue;
+                    }
+                    // Keep the first flag of the set (table order), drop the rest.
+                    let members: Vec<F> = self
+                        .rows
+                        .iter()
+                        .filter(|r| set.contains(r.flag))
+                        .map(|r| r.flag)
+                        .collect();
+                    let keep = members.first().copied().unwrap_or(set);
+                    (keep, members.into_iter().skip(1).collect(), why)
+                }
+            };
+            match policy {
+                TranslationPolicy::Strict => {
+                    return Err(Error::RejectedCombination {
+                        backend,
+                        flags: format!("{flags:?}"),
+                        reason,
+                    })
+                }
+                TranslationPolicy::BestEffort => {
+                    for b in breakers {
+                        if b != keep && flags.contains(b) {
+                            flags = flags.difference(b);
+                            dropped.push((flag_name(b), reason));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(flags)
     }
 
     fn decode_native(&self, native: u32) -> (F, u32) {
@@ -344,12 +415,12 @@ impl FlagTable {
             .rules
             .iter()
             .map(|r| match r {
-                Combination::Alone(f, why) => format!("stream `{f:?}` must stand alone: {why}"),
-                Combination::NotTogether(f, why) => format!("stream `{f:?}` not together: {why}"),
+                Combination::Alone(f, why) => format!("stream `{f:?}` must be the only native bit (flags without a native bit may accompany it; best effort drops the others): {why}"),
+                Combination::NotTogether(f, why) => format!("stream `{f:?}` not together (best effort keeps the first): {why}"),
             })
             .chain(self.event.rules.iter().map(|r| match r {
-                Combination::Alone(f, why) => format!("event `{f:?}` must stand alone: {why}"),
-                Combination::NotTogether(f, why) => format!("event `{f:?}` not together: {why}"),
+                Combination::Alone(f, why) => format!("event `{f:?}` must be the only native bit (flags without a native bit may accompany it; best effort drops the others): {why}"),
+                Combination::NotTogether(f, why) => format!("event `{f:?}` not together (best effort keeps the first): {why}"),
             }))
             .collect();
         if !rules.is_empty() {
@@ -455,13 +526,37 @@ mod tests {
 
     #[test]
     fn combination_rule_and_unknown_bits() {
+        // NON_BLOCKING sets a native bit here: strict refuses, best effort drops it.
         assert!(matches!(
             T.stream_to_native(
                 StreamFlags::DEVICE_USE_ONLY | StreamFlags::NON_BLOCKING,
-                TranslationPolicy::BestEffort
+                TranslationPolicy::Strict
             ),
             Err(Error::RejectedCombination { .. })
         ));
+        let t = T
+            .stream_to_native(
+                StreamFlags::DEVICE_USE_ONLY | StreamFlags::NON_BLOCKING,
+                TranslationPolicy::BestEffort,
+            )
+            .unwrap();
+        assert_eq!(t.native, 0x20);
+        assert_eq!(t.report.dropped, vec![("NON_BLOCKING", "alone")]);
+        assert!(!t.effective.contains(StreamFlags::NON_BLOCKING));
+        assert!(t.effective.contains(StreamFlags::DEVICE_USE_ONLY));
+        // The rule is about native bits: a hint, an emulated flag and an inherent flag carry
+        // none, so they may accompany the lone flag even under strict.
+        let t = T
+            .stream_to_native(
+                StreamFlags::DEVICE_USE_ONLY
+                    | StreamFlags::FAST_LAUNCH
+                    | StreamFlags::FAST_SYNC
+                    | StreamFlags::HUGE,
+                TranslationPolicy::Strict,
+            )
+            .unwrap();
+        assert_eq!(t.native, 0x20);
+        assert!(t.report.dropped.is_empty());
         assert!(T
             .stream_to_native(StreamFlags::DEVICE_USE_ONLY, TranslationPolicy::Strict)
             .is_ok());

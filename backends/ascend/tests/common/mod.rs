@@ -17,3 +17,27 @@ pub fn device(n: usize) -> xstream_ascend::AscendDevice {
     <xstream_ascend::AscendBackend as xstream_core::Backend>::open(n)
         .expect("open simulated device")
 }
+
+/// Lowers the simulator's stream limit to 3 more than the live streams, then creates streams
+/// (calling `each` on every one) until creation fails. Returns the streams and the error; the
+/// caller restores the limit with `Sim::get().set_limits(0, 0)`.
+pub fn fill_to_limit(
+    d: &xstream_ascend::AscendDevice,
+    each: impl Fn(&xstream_ascend::AscendStream),
+) -> (Vec<xstream_ascend::AscendStream>, xstream_core::Error) {
+    use xstream_core::Device;
+    let sim = Sim::get();
+    let before = sim.live_streams() as u32;
+    assert_eq!(sim.set_limits(before + 3, 0), 0);
+    let mut v = Vec::new();
+    loop {
+        match d.create_stream(&xstream_core::StreamDesc::new()) {
+            Ok(s) => {
+                each(&s);
+                v.push(s);
+            }
+            Err(e) => return (v, e),
+        }
+        assert!(v.len() < 10, "limit not enforced");
+    }
+}

@@ -1,0 +1,97 @@
+//! Stream memory operations on CUDA: `cuStreamWaitValue32/64` and `cuStreamWriteValue32/64`
+//! (the `_v2` entry points every driver this crate accepts exports).
+//!
+//! Capabilities come from the device: 32-bit operations are always available on the drivers
+//! this crate accepts (CUDA 12 made stream memory operations available without the old
+//! kernel-module switch); 64-bit ones when `CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS`
+//! is non-zero. [`WaitCondition::Nor`] additionally needs
+//! `CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR`; without it the wait is refused with
+//! [`Error::Unsupported`] before the driver is called.
+
+use cudarc::driver::sys;
+use xstream_core::memop::check_word;
+use xstream_core::{BackendKind, Capabilities, Device, Error, Result, WaitCondition};
+
+use super::CudaStream;
+use crate::{ffi, CudaBuffer};
+
+/// One operation.
+pub(crate) enum Op {
+    Wait32(u32, WaitCondition),
+    Wait64(u64, WaitCondition),
+    Write32(u32),
+    Write64(u64),
+}
+
+impl Op {
+    fn name(&self) -> &'static str {
+        match self {
+            Op::Wait32(..) => "cuStreamWaitValue32",
+            Op::Wait64(..) => "cuStreamWaitValue64",
+            Op::Write32(_) => "cuStreamWriteValue32",
+            Op::Write64(_) => "cuStreamWriteValue64",
+        }
+    }
+
+    fn width(&self) -> usize {
+        match self {
+            Op::Wait32(..) | Op::Write32(_) => 4,
+            Op::Wait64(..) | Op::Write64(_) => 8,
+        }
+    }
+}
+
+fn attr(dev: sys::CUdevice, a: sys::CUdevice_attribute) -> bool {
+    ffi::device_attribute(dev, a).is_ok_and(|v| v > 0)
+}
+
+/// The value-operation capabilities of `dev`.
+pub(crate) fn capabilities(dev: sys::CUdevice) -> Capabilities {
+    use sys::CUdevice_attribute as A;
+    let mut c = Capabilities::VALUE_OPS_32;
+    if attr(dev, A::CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS) {
+        c |= Capabilities::VALUE_OPS_64;
+    }
+    c
+}
+
+/// Checks and enqueues `op` on the word at `offset` of `buf`.
+pub(crate) fn op(s: &CudaStream, op: Op, buf: &CudaBuffer, offset: usize) -> Result<()> {
+    let what = op.name();
+    let cap = if op.width() == 4 {
+        Capabilities::VALUE_OPS_32
+    } else {
+        Capabilities::VALUE_OPS_64
+    };
+    if !s.dev.info().capabilities.contains(cap) {
+        return Err(Error::unsupported(
+            BackendKind::Cuda,
+            format!("{what}: the device does not report {cap:?}"),
+        ));
+    }
+    if matches!(
+        op,
+        Op::Wait32(_, WaitCondition::Nor) | Op::Wait64(_, WaitCondition::Nor)
+    ) && !attr(
+        s.dev.cu_device(),
+        sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR,
+    ) {
+        return Err(Error::unsupported(
+            BackendKind::Cuda,
+            format!("{what} with NOR: CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR is 0"),
+        ));
+    }
+    check_word(what, buf.len_bytes(), offset, op.width())?;
+    s.enter()?;
+    s.gate_enqueue(what)?;
+    let addr = buf.ptr() + offset as u64;
+    let r = match op {
+        Op::Wait32(v, c) => ffi::stream_wait_value32(s.raw(), addr, v, c as u32),
+        Op::Wait64(v, c) => ffi::stream_wait_value64(s.raw(), addr, v, c as u32),
+        Op::Write32(v) => ffi::stream_write_value32(s.raw(), addr, v),
+        Op::Write64(v) => ffi::stream_write_value64(s.raw(), addr, v),
+    };
+    s.check(what, r)?;
+    s.keep_buf(buf);
+    Ok(())
+}
