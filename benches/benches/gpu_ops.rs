@@ -53,6 +53,8 @@ const EMPTY_PTX: &str = ".version 8.0\n.target sm_90\n.address_size 64\n\n\
 
 type BenchResult<T> = std::result::Result<T, String>;
 
+mod gpu_data;
+
 fn main() {
     if let Err(e) = CudaBackend::availability() {
         let reason = match e {
@@ -213,6 +215,98 @@ fn fmt_cell(s: Option<Stat>) -> String {
 type Batch<'a> = Box<dyn FnMut(u64) -> Duration + 'a>;
 
 /// Times `n` calls of `f`.
+/// Idle-stream query, event query and idle synchronize, xstream vs raw, labelled with the
+/// context state (the driver's idle paths differ before and after the first kernel).
+fn state_rows(
+    state: &str,
+    xa: &CudaStream,
+    xe: &CudaEvent,
+    ra: sys::CUstream,
+    re: sys::CUevent,
+) -> Vec<Row> {
+    xs(xe.record(xa));
+    xs(xa.synchronize());
+    // SAFETY: live event and stream made by `run`.
+    ck(unsafe { sys::cuEventRecord(re, ra) }, "cuEventRecord");
+    raw_sync(ra);
+    vec![
+        compare(
+            &format!("idle stream query ({state})"),
+            100_000,
+            Target::OverheadNs(20.0),
+            Some(Box::new(|n| timed(n, || drop(black_box(xa.query()))))),
+            Some(Box::new(|n| {
+                // SAFETY: live stream.
+                timed(n, || {
+                    // SAFETY: live handle made by `run`.
+                    black_box(unsafe { sys::cuStreamQuery(ra) });
+                })
+            })),
+            None,
+        ),
+        compare(
+            &format!("completed event query ({state})"),
+            100_000,
+            Target::OverheadNs(20.0),
+            Some(Box::new(|n| timed(n, || drop(black_box(xe.query()))))),
+            Some(Box::new(|n| {
+                // SAFETY: live event.
+                timed(n, || {
+                    // SAFETY: live handle made by `run`.
+                    black_box(unsafe { sys::cuEventQuery(re) });
+                })
+            })),
+            None,
+        ),
+        compare(
+            &format!("idle stream synchronize ({state})"),
+            100_000,
+            Target::OverheadNs(20.0),
+            Some(Box::new(|n| timed(n, || drop(black_box(xa.synchronize()))))),
+            Some(Box::new(|n| {
+                // SAFETY: live stream.
+                timed(n, || {
+                    // SAFETY: live handle made by `run`.
+                    black_box(unsafe { sys::cuStreamSynchronize(ra) });
+                })
+            })),
+            None,
+        ),
+    ]
+}
+
+/// `alloc_async` + `free_async` (1 MiB, the device's default pool) vs the raw pair.
+fn alloc_async_row(xa: &CudaStream, ra: sys::CUstream) -> Row {
+    const LEN: usize = 1 << 20;
+    compare(
+        "alloc_async + free_async (1 MiB, default pool)",
+        20_000,
+        Target::OverheadPct(5.0),
+        Some(Box::new(|n| {
+            let d = timed(n, || {
+                let b = xa.alloc_async(LEN).expect("alloc_async");
+                xa.free_async(black_box(b)).expect("free_async");
+            });
+            xs(xa.synchronize());
+            d
+        })),
+        Some(Box::new(|n| {
+            let d = timed(n, || {
+                let mut p = 0;
+                // SAFETY: valid out-pointer, live stream; the block is freed right after in
+                // stream order and never touched.
+                unsafe {
+                    ck(sys::cuMemAllocAsync(&mut p, LEN, ra), "cuMemAllocAsync");
+                    ck(sys::cuMemFreeAsync(black_box(p), ra), "cuMemFreeAsync");
+                }
+            });
+            raw_sync(ra);
+            d
+        })),
+        None,
+    )
+}
+
 fn timed(n: u64, mut f: impl FnMut()) -> Duration {
     let t = Instant::now();
     for _ in 0..n {
@@ -493,11 +587,16 @@ fn run() -> BenchResult<()> {
     let delay_ptx = ptx_source("sm_90") + "\0";
     let delay_fn = raw_function(&delay_ptx, c"xs_delay");
     let empty_fn = raw_function(EMPTY_PTX, c"xs_bench_empty");
+    let mut rows: Vec<Row> = Vec::new();
+    eprintln!("== idle-path costs in a context that has not run a kernel yet");
+    rows.extend(state_rows("context never ran a kernel", &xa, &xe, ra, re));
     // Make sure xstream loaded its kernels (lazily or not) before timing.
     xs(xa.launch(Kernel::Delay(Duration::ZERO)));
     xs(xa.synchronize());
+    eprintln!("== the same after a kernel ran");
+    rows.extend(state_rows("after kernels", &xa, &xe, ra, re));
+    rows.push(alloc_async_row(&xa, ra));
 
-    let mut rows: Vec<Row> = Vec::new();
     eprintln!("== per-operation costs (median (p10–p90) per op)");
 
     rows.push(compare(
@@ -1129,6 +1228,11 @@ fn run() -> BenchResult<()> {
         mib(rss2),
         mib(free2)
     );
+    eprintln!("== data path (page-locked copies, pipelines)");
+    let bws = gpu_data::bandwidth(&dev)?;
+    let pipes = gpu_data::pipelines(&dev)?;
+    let data_md = gpu_data::markdown(&pipes, &bws);
+    md.push_str(&data_md);
     let _ = writeln!(
         md,
         "total bench time {:.1} s",

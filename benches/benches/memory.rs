@@ -1,5 +1,7 @@
 //! Memory: process RSS (`/proc/self/statm`) before and after creating and dropping 100 000
-//! streams and 100 000 events, one at a time, on the host backend, on the Ascend backend over
+//! streams and 100 000 events, one at a time (and 100 000 data-path cycles: a page-locked host
+//! buffer allocated, copied and dropped plus an `alloc_async` / `free_async` pair), on the host
+//! backend, on the Ascend backend over
 //! the simulator, and with the raw simulator calls for reference. Each case first runs 1 000
 //! warm-up create/drop pairs (allocator arenas, thread-locals, the reaper thread), then waits
 //! until the simulator's live-object counts are back to where they were (the Ascend backend
@@ -14,7 +16,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use xstream_ascend::AscendBackend;
-use xstream_core::{Backend, Device, Error, EventDesc, EventFlags, StreamDesc, StreamFlags};
+use xstream_core::{
+    Backend, Device, Error, EventDesc, EventFlags, HostAllocDesc, Stream, StreamDesc, StreamFlags,
+};
 use xstream_host::HostBackend;
 
 use common::RawAcl;
@@ -109,8 +113,39 @@ fn main() {
         drop(host.create_event(&timed).unwrap())
     });
 
+    // The data path: a page-locked host buffer allocated, copied in and dropped, and a
+    // stream-ordered buffer allocated and freed, per cycle.
+    let hs = host.create_stream(&nb).unwrap();
+    let hb = host.alloc(4096).unwrap();
+    let mut i = 0u64;
+    all &= case("host", "host buffer + alloc_async", false, || {
+        let h = host.alloc_host(4096, &HostAllocDesc::new()).unwrap();
+        hs.copy_to_device(&h, 0, &hb, 0, 4096).unwrap();
+        let x = hs.alloc_async(4096).unwrap();
+        hs.free_async(x).unwrap();
+        i += 1;
+        if i.is_multiple_of(256) {
+            hs.synchronize().unwrap();
+        }
+    });
+    hs.synchronize().unwrap();
+
     common::setup();
     let dev = AscendBackend::open(0).expect("open the simulated Ascend device");
+    let s = dev.create_stream(&nb).unwrap();
+    let db = dev.alloc(4096).unwrap();
+    all &= case("ascend-sim", "host buffer + alloc_async", true, || {
+        let h = dev.alloc_host(4096, &HostAllocDesc::new()).unwrap();
+        s.copy_to_device(&h, 0, &db, 0, 4096).unwrap();
+        let x = s.alloc_async(4096).unwrap();
+        s.free_async(x).unwrap();
+        i += 1;
+        if i.is_multiple_of(256) {
+            s.synchronize().unwrap();
+        }
+    });
+    s.synchronize().unwrap();
+    drop(s);
     let mut retries = 0u64;
     all &= case("ascend-sim", "stream create+drop", true, || {
         create_retry(&dev, &nb, &mut retries)

@@ -187,3 +187,67 @@ fn host_hot_path_allocations() {
     // The host backend is a CPU emulation: record and wait enqueue work on a worker thread and
     // may allocate; the counts are reported in docs/performance.md, not asserted.
 }
+
+/// Allocations of the calls of `op` alone, over `groups` groups of 100 calls; `between` runs
+/// after each group, uncounted (a synchronize that trims keep-alive lists).
+fn count_grouped(groups: u64, mut op: impl FnMut(), mut between: impl FnMut()) -> u64 {
+    let mut total = 0;
+    for g in 0..groups + 1 {
+        let before = ALLOCS.with(Cell::get);
+        for _ in 0..100 {
+            op();
+        }
+        // The first group warms up (keep-list capacity, lazily made fence events).
+        if g > 0 {
+            total += ALLOCS.with(Cell::get) - before;
+        }
+        between();
+    }
+    total
+}
+
+#[test]
+fn data_path_allocations() {
+    use xstream_core::{Device as _, HostAllocDesc};
+    // Host backend: the reference (an emulation whose enqueues may allocate): reported.
+    let dev = HostBackend::open(0).unwrap();
+    let s = dev.create_stream(&StreamDesc::new()).unwrap();
+    let h = dev.alloc_host(4096, &HostAllocDesc::new()).unwrap();
+    let b = dev.alloc(4096).unwrap();
+    let h2d = count_grouped(
+        10,
+        || s.copy_to_device(&h, 0, &b, 0, 4096).unwrap(),
+        || s.synchronize().unwrap(),
+    );
+    report("host", "copy_to_device", h2d, None);
+
+    // CUDA: asserted zero per copy and per alloc_async + free_async (GPU machine only).
+    use xstream_cuda::CudaBackend;
+    if let Err(e) = CudaBackend::availability() {
+        xstream_conformance::report_skip("data_path_allocations (cuda part)", &e);
+        return;
+    }
+    let dev = CudaBackend::open(0).unwrap();
+    let s = dev
+        .create_stream(&StreamDesc::new().flags(StreamFlags::NON_BLOCKING))
+        .unwrap();
+    let mut h = dev.alloc_host(4096, &HostAllocDesc::new()).unwrap();
+    let b = dev.alloc(4096).unwrap();
+    let sync = || s.synchronize().unwrap();
+    let h2d = count_grouped(10, || s.copy_to_device(&h, 0, &b, 0, 4096).unwrap(), sync);
+    let d2h = count_grouped(10, || s.copy_to_host(&b, 0, &mut h, 0, 4096).unwrap(), sync);
+    let aa = count_grouped(
+        10,
+        || {
+            let x = s.alloc_async(4096).unwrap();
+            s.free_async(x).unwrap();
+        },
+        sync,
+    );
+    report("cuda", "copy_to_device", h2d, None);
+    report("cuda", "copy_to_host", d2h, None);
+    report("cuda", "alloc_async+free_async", aa, None);
+    assert_eq!(h2d, 0, "copy_to_device allocated");
+    assert_eq!(d2h, 0, "copy_to_host allocated");
+    assert_eq!(aa, 0, "alloc_async + free_async allocated");
+}

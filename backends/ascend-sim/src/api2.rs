@@ -499,7 +499,12 @@ pub unsafe extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> i32 {
 /// `host_ptr` must be NULL or valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize) -> i32 {
-    ffi("aclrtMallocHost", true, || sim_alloc(host_ptr, size))
+    ffi("aclrtMallocHost", true, || {
+        sim_alloc(host_ptr, size)?;
+        // SAFETY: sim_alloc wrote the block's address through the checked-non-NULL pointer.
+        crate::host_mem::add(unsafe { *host_ptr } as usize, size);
+        Ok(())
+    })
 }
 
 /// `aclError aclrtFreeHost(void* hostPtr)`.
@@ -508,12 +513,17 @@ pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize
 /// `host_ptr` must come from `aclrtMallocHost` and not be in use by queued work.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> i32 {
-    ffi("aclrtFreeHost", true, || sim_free(host_ptr))
+    ffi("aclrtFreeHost", true, || {
+        sim_free(host_ptr)?;
+        crate::host_mem::remove(host_ptr as usize);
+        Ok(())
+    })
 }
 
 /// `aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src, size_t count,
 /// aclrtMemcpyKind kind, aclrtStream stream)`: executes in stream order on the stream's worker
-/// (pageable host memory is treated like pinned memory). `count > destMax` → 100000.
+/// (pageable host memory is treated like pinned memory, except inside a capture, where a
+/// pageable host side is refused: see `host_mem`). `count > destMax` → 100000.
 ///
 /// # Safety
 /// Both ranges must stay valid until the copy has executed.
@@ -536,6 +546,9 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
             return err(ACL_ERROR_INVALID_PARAM, format!("bad memcpy kind {kind}"));
         }
         let s = enqueue_stream(stream)?;
+        if s.capture().is_some() {
+            crate::host_mem::check_captured_copy(kind, dst as usize, src as usize, count)?;
+        }
         s.push(Task::Copy {
             dst: dst as usize,
             src: src as usize,

@@ -29,6 +29,7 @@ mod api2;
 pub mod codes;
 pub mod exception;
 mod ext;
+mod host_mem;
 pub mod hostfunc;
 pub mod memory;
 mod rt;

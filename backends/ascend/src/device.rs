@@ -322,6 +322,31 @@ impl Device for AscendDevice {
         Ok(buf)
     }
 
+    fn alloc_host(
+        &self,
+        len: usize,
+        desc: &xstream_core::HostAllocDesc,
+    ) -> Result<xstream_core::HostBuffer<AscendBackend>> {
+        ensure_not_in_callback()?;
+        if len == 0 {
+            return Err(Error::invalid("a host buffer needs at least one byte"));
+        }
+        let (_, flags, report) = xstream_core::translate_host_flags(
+            xstream_core::BackendKind::Ascend,
+            ACL_HOST_MEM_FLAGS,
+            desc.flags,
+            desc.policy,
+        )?;
+        self.inner.bind()?;
+        let mem = result::memory::HostAlloc::new(self.inner.t, self.inner.ordinal, len)?;
+        Ok(xstream_core::HostBuffer::from_allocation(
+            self,
+            Arc::new(mem),
+            flags,
+            report,
+        ))
+    }
+
     fn synchronize(&self) -> Result<()> {
         ensure_not_in_callback()?;
         let d = &self.inner;
@@ -351,6 +376,27 @@ impl Drop for BufInner {
         }));
     }
 }
+
+/// `aclrtMallocHost` has no flags: its memory is usable by every device of the process
+/// (PORTABLE is inherent); mapping into the device address space and write-combining are not
+/// offered.
+pub const ACL_HOST_MEM_FLAGS: &[xstream_core::HostFlagRow] = &[
+    xstream_core::HostFlagRow {
+        flag: xstream_core::HostMemFlags::PORTABLE,
+        native: Some(0),
+        reason: "",
+    },
+    xstream_core::HostFlagRow {
+        flag: xstream_core::HostMemFlags::DEVICE_MAPPED,
+        native: None,
+        reason: "aclrtMallocHost has no mapping flag",
+    },
+    xstream_core::HostFlagRow {
+        flag: xstream_core::HostMemFlags::WRITE_COMBINED,
+        native: None,
+        reason: "aclrtMallocHost has no write-combining flag",
+    },
+];
 
 /// Device memory from `aclrtMalloc` (`ACL_MEM_MALLOC_HUGE_FIRST`). Dropping it frees it with
 /// `aclrtFree` on the reaper thread once the device's queued work has completed.

@@ -331,6 +331,84 @@ pub(crate) mod memory {
         let dst = p.0.cast::<u8>().wrapping_add(offset).cast::<c_void>();
         call!(t, aclrtMemsetAsync(dst, len, i32::from(value), len, s.0))
     }
+    /// Page-locked host memory from `aclrtMallocHost` (zeroed), released with
+    /// `aclrtFreeHost` on drop (by the caller's keep-alive rules, after every copy using it).
+    #[derive(Debug)]
+    pub(crate) struct HostAlloc {
+        t: &'static AclFns,
+        ptr: *mut u8,
+        len: usize,
+        ordinal: usize,
+    }
+
+    // SAFETY: plain host bytes owned by this value; access synchronised by the HostBuffer
+    // fence.
+    unsafe impl Send for HostAlloc {}
+    // SAFETY: as above.
+    unsafe impl Sync for HostAlloc {}
+
+    impl HostAlloc {
+        pub(crate) fn new(t: &'static AclFns, ordinal: usize, len: usize) -> Result<Self> {
+            let p = out!(*mut c_void, |p| call!(opt t, aclrtMallocHost(p, len)));
+            if p.is_null() {
+                return Err(Error::OutOfMemory {
+                    backend: xstream_core::BackendKind::Ascend,
+                    detail: format!("{len} bytes of page-locked host memory"),
+                });
+            }
+            // SAFETY: the runtime returned `len` writable bytes at `p`.
+            unsafe { std::ptr::write_bytes(p.cast::<u8>(), 0, len) };
+            Ok(Self {
+                t,
+                ptr: p.cast(),
+                len,
+                ordinal,
+            })
+        }
+
+        /// Copies `src` to the start of the block (staging before a captured copy).
+        pub(crate) fn fill(&self, src: &[u8]) {
+            let n = src.len().min(self.len);
+            // SAFETY: the block is valid for `len` bytes, `n <= len`, and nothing else uses
+            // it yet (it was just allocated by the caller).
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr, n) };
+        }
+    }
+
+    impl Drop for HostAlloc {
+        fn drop(&mut self) {
+            let (t, p) = (self.t, self.ptr as usize);
+            let free = move || {
+                let r = (|| call!(opt t, aclrtFreeHost(p as *mut c_void)))();
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "aclrtFreeHost failed");
+                }
+            };
+            // No runtime calls inside a callback: hand the release to the dispatcher thread.
+            if xstream_core::callback::in_callback() {
+                xstream_core::callback::dispatch(Box::new(free));
+            } else {
+                free();
+            }
+        }
+    }
+
+    // SAFETY: `ptr` is fixed for the value's life and valid for `len` bytes.
+    unsafe impl xstream_core::HostAllocation for HostAlloc {
+        fn as_ptr(&self) -> *mut u8 {
+            self.ptr
+        }
+        fn len(&self) -> usize {
+            self.len
+        }
+        fn page_locked(&self) -> bool {
+            true
+        }
+        fn ordinal(&self) -> usize {
+            self.ordinal
+        }
+    }
+
     /// `dst + offset` as a raw pointer.
     pub(crate) fn at(p: DevPtr, offset: usize) -> *mut c_void {
         p.0.cast::<u8>().wrapping_add(offset).cast()

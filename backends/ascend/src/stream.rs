@@ -1058,6 +1058,24 @@ impl Stream for AscendStream {
             return Ok(());
         }
         let d = &self.device.inner;
+        if self.state.capture.is_capturing() {
+            // ACL: host memory in a captured asynchronous copy must be page-locked. Stage the
+            // bytes in `aclrtMallocHost` memory, which the graph keeps for its replays.
+            let stage = result::memory::HostAlloc::new(d.t, d.ordinal, data.len())?;
+            stage.fill(&data);
+            result::memory::memcpy(
+                d.t,
+                result::memory::at(dst.inner.ptr, offset),
+                xstream_core::HostAllocation::as_ptr(&stage)
+                    .cast_const()
+                    .cast(),
+                data.len(),
+                consts::ACL_MEMCPY_HOST_TO_DEVICE,
+                self.state.raw,
+            )?;
+            self.state.enqueued(Some(Box::new(Arc::clone(&dst.inner))));
+            return self.keep_until_done(Box::new((stage, Arc::clone(&dst.inner))));
+        }
         // `data` (moved into the keep-alive below) and the buffer stay alive until the copy ran.
         result::memory::memcpy(
             d.t,
@@ -1069,6 +1087,55 @@ impl Stream for AscendStream {
         )?;
         self.state.enqueued(Some(Box::new(Arc::clone(&dst.inner))));
         self.keep_until_done(Box::new((data, Arc::clone(&dst.inner))))
+    }
+
+    fn enqueue_copy_to_device(
+        &self,
+        src: xstream_core::HostSpan,
+        dst: &AscendBuffer,
+        dst_offset: usize,
+    ) -> Result<()> {
+        self.enter("copy_to_device")?;
+        self.check_buf(dst)?;
+        check_range("copy_to_device", dst.inner.len, dst_offset, src.len())?;
+        result::memory::memcpy(
+            self.device.inner.t,
+            result::memory::at(dst.inner.ptr, dst_offset),
+            src.as_ptr().cast_const().cast(),
+            src.len(),
+            consts::ACL_MEMCPY_HOST_TO_DEVICE,
+            self.state.raw,
+        )?;
+        self.state.enqueued(Some(Box::new(Arc::clone(&dst.inner))));
+        self.keep_until_done(Box::new((src, Arc::clone(&dst.inner))))
+    }
+
+    fn enqueue_copy_to_host(
+        &self,
+        src: &AscendBuffer,
+        src_offset: usize,
+        dst: xstream_core::HostSpan,
+    ) -> Result<()> {
+        self.enter("copy_to_host")?;
+        self.check_buf(src)?;
+        check_range("copy_to_host", src.inner.len, src_offset, dst.len())?;
+        result::memory::memcpy(
+            self.device.inner.t,
+            dst.as_ptr().cast(),
+            result::memory::at(src.inner.ptr, src_offset).cast_const(),
+            dst.len(),
+            consts::ACL_MEMCPY_DEVICE_TO_HOST,
+            self.state.raw,
+        )?;
+        self.state.enqueued(Some(Box::new(Arc::clone(&src.inner))));
+        self.keep_until_done(Box::new((dst, Arc::clone(&src.inner))))
+    }
+
+    fn free_async(&self, buf: AscendBuffer) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.check_buf(&buf)?;
+        drop(buf);
+        Ok(())
     }
 
     fn read(&self, src: &AscendBuffer, offset: usize, len: usize) -> Result<Readback> {

@@ -301,6 +301,8 @@ acl_table! {
         aclrtPeekAtLastError = c"aclrtPeekAtLastError": fn(i32) -> aclError;
         aclrtCreateContext = c"aclrtCreateContext": fn(PP, i32) -> aclError;
         aclrtDestroyContext = c"aclrtDestroyContext": fn(P) -> aclError;
+        aclrtMallocHost = c"aclrtMallocHost": fn(PP, usize) -> aclError;
+        aclrtFreeHost = c"aclrtFreeHost": fn(P) -> aclError;
         aclrtDeviceGetStreamPriorityRange = c"aclrtDeviceGetStreamPriorityRange": fn(*mut i32, *mut i32) -> aclError;
         aclrtCreateStreamWithConfig = c"aclrtCreateStreamWithConfig": fn(PP, u32, u32) -> aclError;
         aclrtDestroyStreamForce = c"aclrtDestroyStreamForce": fn(P) -> aclError;

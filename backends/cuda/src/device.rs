@@ -485,6 +485,14 @@ impl Device for CudaDevice {
         crate::memory::alloc(self, len)
     }
 
+    fn alloc_host(
+        &self,
+        len: usize,
+        desc: &xstream_core::HostAllocDesc,
+    ) -> Result<xstream_core::HostBuffer<CudaBackend>> {
+        crate::hostmem::alloc_host(self, len, desc)
+    }
+
     fn synchronize(&self) -> Result<()> {
         self.shared.enter()?;
         self.shared

@@ -743,6 +743,147 @@ pub(crate) fn memcpy_dtod_async(dst: u64, src: u64, len: usize, s: CuStream) -> 
     ok(unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, len, s.0) })
 }
 
+/// `cuMemcpyHtoDAsync` from page-locked memory: a true asynchronous copy. `src` is a span
+/// of a live page-locked allocation that the caller keeps alive (stream keep list) until the
+/// stream got past the copy.
+pub(crate) fn memcpy_htod_async_span(
+    dst: u64,
+    src: &xstream_core::HostSpan,
+    s: CuStream,
+) -> CuResult<()> {
+    // SAFETY: the span lies inside a live allocation that the caller keeps until completion
+    // and that host code does not touch meanwhile (HostBuffer fence); destination checked.
+    ok(unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr() as *const c_void, src.len(), s.0) })
+}
+
+/// `cuMemcpyDtoHAsync` into page-locked memory; as [`memcpy_htod_async_span`].
+pub(crate) fn memcpy_dtoh_async_span(
+    dst: &xstream_core::HostSpan,
+    src: u64,
+    s: CuStream,
+) -> CuResult<()> {
+    // SAFETY: as in `memcpy_htod_async_span`; the host buffer was borrowed mutably to
+    // enqueue this copy, so no host reference to those bytes is alive.
+    ok(unsafe { sys::cuMemcpyDtoHAsync_v2(dst.as_ptr() as *mut c_void, src, dst.len(), s.0) })
+}
+
+/// `cuMemPoolSetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)`.
+pub(crate) fn mem_pool_set_release_threshold(pool: CuMemPool, bytes: u64) -> CuResult<()> {
+    let mut v: u64 = bytes;
+    // SAFETY: live pool; the attribute takes a pointer to a cuuint64_t.
+    ok(unsafe {
+        sys::cuMemPoolSetAttribute(
+            pool.0,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            &mut v as *mut u64 as *mut c_void,
+        )
+    })
+}
+
+/// Page-locked host memory from `cuMemHostAlloc`, or caller memory page-locked with
+/// `cuMemHostRegister`; released (`cuMemFreeHost` / `cuMemHostUnregister`) on drop.
+#[derive(Debug)]
+pub(crate) struct PinnedAlloc {
+    ptr: *mut u8,
+    len: usize,
+    ctx: CuContext,
+    ordinal: usize,
+    /// The caller's memory, for a registration (unregistered, then dropped).
+    registered: Option<Vec<u8>>,
+}
+
+// SAFETY: the pointer is plain host memory owned by this value; access is synchronised by the
+// HostBuffer fence.
+unsafe impl Send for PinnedAlloc {}
+// SAFETY: as above.
+unsafe impl Sync for PinnedAlloc {}
+
+impl PinnedAlloc {
+    /// `cuMemHostAlloc(len, flags)` in the bound context, zeroed.
+    pub(crate) fn alloc(ctx: CuContext, ordinal: usize, len: usize, flags: u32) -> CuResult<Self> {
+        let mut p: *mut c_void = ptr::null_mut();
+        // SAFETY: valid out-pointer; context bound by the caller.
+        ok(unsafe { sys::cuMemHostAlloc(&mut p, len, flags) })?;
+        // SAFETY: the driver returned `len` writable bytes at `p`.
+        unsafe { ptr::write_bytes(p as *mut u8, 0, len) };
+        Ok(Self {
+            ptr: p as *mut u8,
+            len,
+            ctx,
+            ordinal,
+            registered: None,
+        })
+    }
+
+    /// `cuMemHostRegister` of the caller's bytes (taken over; returned to nobody).
+    pub(crate) fn register(
+        ctx: CuContext,
+        ordinal: usize,
+        mut v: Vec<u8>,
+        flags: u32,
+    ) -> CuResult<Self> {
+        let (p, len) = (v.as_mut_ptr(), v.len());
+        // SAFETY: the Vec's heap block is valid for `len` bytes and is not moved or freed
+        // before the unregistration in `drop` (the Vec is kept in `registered`).
+        ok(unsafe { sys::cuMemHostRegister_v2(p as *mut c_void, len, flags) })?;
+        Ok(Self {
+            ptr: p,
+            len,
+            ctx,
+            ordinal,
+            registered: Some(v),
+        })
+    }
+}
+
+impl Drop for PinnedAlloc {
+    fn drop(&mut self) {
+        let (p, ctx, reg) = (self.ptr as usize, self.ctx, self.registered.take());
+        let free = move || {
+            if bind(ctx).is_ok() {
+                // SAFETY: `p` came from cuMemHostAlloc / cuMemHostRegister of this context and
+                // no queued copy uses it (its last user dropped its keep-alive clone).
+                let r = unsafe {
+                    if reg.is_some() {
+                        sys::cuMemHostUnregister(p as *mut c_void)
+                    } else {
+                        sys::cuMemFreeHost(p as *mut c_void)
+                    }
+                };
+                if r != sys::CUresult::CUDA_SUCCESS {
+                    tracing::debug!(code = r as u32, "releasing page-locked host memory failed");
+                }
+            }
+            drop(reg);
+        };
+        if xstream_core::callback::in_callback() {
+            xstream_core::callback::dispatch(Box::new(move || {
+                ensure_relaxed_capture_mode();
+                free();
+            }));
+        } else {
+            free();
+        }
+    }
+}
+
+// SAFETY: `ptr` is fixed for the value's life and valid for `len` bytes (driver allocation or
+// the kept Vec's block).
+unsafe impl xstream_core::HostAllocation for PinnedAlloc {
+    fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn page_locked(&self) -> bool {
+        true
+    }
+    fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Modules and kernels
 

@@ -62,6 +62,7 @@ pub mod error;
 mod event;
 mod ffi;
 mod graph;
+mod hostmem;
 pub mod memory;
 mod stream;
 
@@ -83,6 +84,7 @@ pub use ffi::{
     CuStream,
 };
 pub use graph::CudaGraph;
+pub use hostmem::{CUDA_HOST_MEM_FLAGS, CUDA_HOST_REGISTER_FLAGS};
 pub use memory::{CudaAsyncAllocator, CudaBuffer, CudaManagedBuffer};
 pub use stream::{
     exchange_thread_capture_mode, CaptureInfo, CudaStream, DependencyUpdate, MemAttach,

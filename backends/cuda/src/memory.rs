@@ -56,45 +56,255 @@ pub(crate) enum Keep {
     Buffer(#[allow(dead_code)] Arc<Alloc>),
     /// Host bytes a captured copy reads at every replay.
     Bytes(#[allow(dead_code)] Vec<u8>),
+    /// Page-locked host memory an asynchronous copy uses.
+    Host(#[allow(dead_code)] xstream_core::HostSpan),
     /// A graph's list, kept by a launch of it.
     Shared(#[allow(dead_code)] Arc<Vec<Keep>>),
 }
 
-/// A zero-initialised device buffer (`cuMemAlloc`). `Send + Sync`. See the module docs for
-/// when its memory is freed.
+/// A device buffer: zero-initialised from [`Device::alloc`](xstream_core::Device::alloc)
+/// (`cuMemAlloc`), or stream-ordered from
+/// [`Stream::alloc_async`](xstream_core::Stream::alloc_async) (`cuMemAllocAsync`, content
+/// undefined). `Send + Sync`. See the module docs for when its memory is freed.
 pub struct CudaBuffer {
-    alloc: Arc<Alloc>,
+    mem: Mem,
+}
+
+enum Mem {
+    Plain(Arc<Alloc>),
+    Ordered(Ordered),
+}
+
+/// How many other streams a stream-ordered buffer tracks without a context-wide wait.
+const USER_SLOTS: usize = 4;
+
+/// A stream-ordered allocation: freed with `cuMemFreeAsync` on a stream, ordered after the
+/// work of its owner stream (stream order) and of every other stream that used it (tracked
+/// here, like PyTorch's `record_stream`).
+pub(crate) struct Ordered {
+    dev: CudaDevice,
+    ptr: u64,
+    len: usize,
+    owner: Arc<StreamHandle>,
+    users: Mutex<Users>,
+    /// Freed (by `free_async` or drop).
+    freed: std::sync::atomic::AtomicBool,
+}
+
+#[derive(Default)]
+struct Users {
+    slots: [Option<Arc<StreamHandle>>; USER_SLOTS],
+    /// More streams used it than there are slots: the free waits for the whole context.
+    overflow: bool,
+}
+
+impl Ordered {
+    fn note_use(&self, s: &Arc<StreamHandle>) {
+        if Arc::ptr_eq(s, &self.owner) {
+            return;
+        }
+        let mut u = self.users.lock().unwrap_or_else(|e| e.into_inner());
+        if u.slots.iter().flatten().any(|x| Arc::ptr_eq(x, s)) {
+            return;
+        }
+        match u.slots.iter_mut().find(|x| x.is_none()) {
+            Some(slot) => *slot = Some(Arc::clone(s)),
+            None => u.overflow = true,
+        }
+    }
+
+    /// `cuMemFreeAsync` on `on`, after every tracked user's work.
+    fn free_on(&self, on: CuStream) -> Result<()> {
+        let sh = &self.dev.shared;
+        if self.freed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return Err(Error::invalid("stream-ordered buffer freed twice"));
+        }
+        sh.enter()?;
+        let mut u = self.users.lock().unwrap_or_else(|e| e.into_inner());
+        let mut others = u
+            .slots
+            .iter_mut()
+            .filter_map(Option::take)
+            .chain((self.owner.raw != on).then(|| Arc::clone(&self.owner)))
+            .peekable();
+        if others.peek().is_some() {
+            // One event serves every user: a wait snapshots the record at call time.
+            let ev = sh.check("cuEventCreate", ffi::event_create(0x2))?;
+            let mut r = Ok(());
+            for h in others {
+                r = r
+                    .and_then(|()| sh.check("cuEventRecord", ffi::event_record(ev, h.raw)))
+                    .and_then(|()| {
+                        sh.check("cuStreamWaitEvent", ffi::stream_wait_event(on, ev, 0))
+                    });
+            }
+            let _ = ffi::event_destroy(ev);
+            r?;
+        }
+        if u.overflow {
+            sh.check("cuCtxSynchronize", ffi::ctx_synchronize())?;
+        }
+        sh.check("cuMemFreeAsync", ffi::mem_free_async(self.ptr, on))
+    }
+}
+
+impl Drop for Ordered {
+    fn drop(&mut self) {
+        if self.freed.load(std::sync::atomic::Ordering::Acquire)
+            || self.dev.shared.sticky_error().is_some()
+        {
+            return;
+        }
+        if in_callback() {
+            // No driver calls here: hand the free to the dispatcher thread.
+            let o = Ordered {
+                dev: self.dev.clone(),
+                ptr: self.ptr,
+                len: self.len,
+                owner: Arc::clone(&self.owner),
+                users: Mutex::new(std::mem::take(
+                    &mut *self.users.lock().unwrap_or_else(|e| e.into_inner()),
+                )),
+                freed: std::sync::atomic::AtomicBool::new(false),
+            };
+            self.freed.store(true, std::sync::atomic::Ordering::Release);
+            dispatch(Box::new(move || {
+                ffi::ensure_relaxed_capture_mode();
+                drop(o);
+            }));
+            return;
+        }
+        if let Err(e) = self.free_on(self.owner.raw) {
+            tracing::debug!(error = %e, "stream-ordered free at drop failed");
+        }
+    }
 }
 
 impl fmt::Debug for CudaBuffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CudaBuffer")
-            .field("ptr", &format_args!("{:#x}", self.alloc.ptr))
-            .field("len", &self.alloc.len)
+            .field("ptr", &format_args!("{:#x}", self.ptr()))
+            .field("len", &self.len_bytes())
+            .field("stream_ordered", &matches!(self.mem, Mem::Ordered(_)))
             .finish()
     }
 }
 
 impl CudaBuffer {
     pub(crate) fn ptr(&self) -> u64 {
-        self.alloc.ptr
+        match &self.mem {
+            Mem::Plain(a) => a.ptr,
+            Mem::Ordered(o) => o.ptr,
+        }
     }
     pub(crate) fn len_bytes(&self) -> usize {
-        self.alloc.len
+        match &self.mem {
+            Mem::Plain(a) => a.len,
+            Mem::Ordered(o) => o.len,
+        }
     }
-    pub(crate) fn keep(&self) -> Keep {
-        Keep::Buffer(Arc::clone(&self.alloc))
+    fn dev(&self) -> &CudaDevice {
+        match &self.mem {
+            Mem::Plain(a) => &a.dev,
+            Mem::Ordered(o) => &o.dev,
+        }
+    }
+    /// Whether it came from `alloc_async`.
+    pub fn is_stream_ordered(&self) -> bool {
+        matches!(self.mem, Mem::Ordered(_))
+    }
+    /// What a stream must keep alive for work that uses the buffer (nothing for a
+    /// stream-ordered buffer, whose free is ordered after its users instead).
+    pub(crate) fn keep_for(&self, s: &Arc<StreamHandle>) -> Option<Keep> {
+        match &self.mem {
+            Mem::Plain(a) => Some(Keep::Buffer(Arc::clone(a))),
+            Mem::Ordered(o) => {
+                o.note_use(s);
+                None
+            }
+        }
+    }
+    /// Refuses a buffer of another context (device) than `dev`'s.
+    pub(crate) fn check_device(&self, op: &str, dev: &CudaDevice) -> Result<()> {
+        let mine = self.dev();
+        if mine.shared.raw_ctx != dev.shared.raw_ctx {
+            return Err(Error::WrongDevice(format!(
+                "{op}: the buffer belongs to CUDA device {} (context {:?}), the stream to device \
+                 {} (context {:?})",
+                mine.shared.info.ordinal,
+                mine.shared.raw_ctx,
+                dev.shared.info.ordinal,
+                dev.shared.raw_ctx
+            )));
+        }
+        Ok(())
     }
 }
 
 impl Buffer for CudaBuffer {
     type B = CudaBackend;
     fn len(&self) -> usize {
-        self.alloc.len
+        self.len_bytes()
     }
     fn device_address(&self) -> u64 {
-        self.alloc.ptr
+        self.ptr()
     }
+}
+
+/// `cuMemAllocAsync` on `stream` (the device's current pool): a stream-ordered buffer.
+pub(crate) fn alloc_ordered(stream: &CudaStream, len: usize) -> Result<CudaBuffer> {
+    if len == 0 {
+        return Err(Error::invalid("a buffer needs at least one byte"));
+    }
+    let dev = stream.cuda_device();
+    let sh = &dev.shared;
+    sh.enter()?;
+    if sh.default_pool.is_none() {
+        return Err(Error::unsupported(
+            BackendKind::Cuda,
+            "stream-ordered allocation (CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 0)",
+        ));
+    }
+    let ptr = sh.check(
+        "cuMemAllocAsync",
+        ffi::mem_alloc_async(len, stream.handle.raw),
+    )?;
+    Ok(CudaBuffer {
+        mem: Mem::Ordered(Ordered {
+            dev: dev.clone(),
+            ptr,
+            len,
+            owner: Arc::clone(&stream.handle),
+            users: Mutex::new(Users::default()),
+            freed: std::sync::atomic::AtomicBool::new(false),
+        }),
+    })
+}
+
+/// `cuMemFreeAsync` of a stream-ordered buffer on `stream` (after its other users); a plain
+/// buffer is dropped under its keep-alive rule.
+pub(crate) fn free_ordered(stream: &CudaStream, buf: CudaBuffer) -> Result<()> {
+    buf.check_device("free_async", stream.cuda_device())?;
+    match &buf.mem {
+        Mem::Plain(_) => Ok(()),
+        Mem::Ordered(o) => o.free_on(stream.handle.raw),
+    }
+}
+
+/// See [`CudaDevice::set_pool_release_threshold`].
+pub(crate) fn set_pool_release_threshold(dev: &CudaDevice, bytes: u64) -> Result<()> {
+    let sh = &dev.shared;
+    sh.enter()?;
+    let Some(pool) = sh.default_pool else {
+        return Err(Error::unsupported(
+            BackendKind::Cuda,
+            "stream-ordered allocation",
+        ));
+    };
+    sh.check(
+        "cuMemPoolSetAttribute",
+        ffi::mem_pool_set_release_threshold(pool, bytes),
+    )
 }
 
 pub(crate) fn alloc(dev: &CudaDevice, len: usize) -> Result<CudaBuffer> {
@@ -105,11 +315,11 @@ pub(crate) fn alloc(dev: &CudaDevice, len: usize) -> Result<CudaBuffer> {
     sh.enter()?;
     let ptr = sh.check("cuMemAlloc", ffi::mem_alloc(len))?;
     let buf = CudaBuffer {
-        alloc: Arc::new(Alloc {
+        mem: Mem::Plain(Arc::new(Alloc {
             dev: dev.clone(),
             ptr,
             len,
-        }),
+        })),
     };
     // Zero on the internal stream and wait: `cuMemsetD8` (sync) would run on the legacy stream
     // and could race with work on NON_BLOCKING streams.

@@ -374,6 +374,18 @@ impl CudaStream {
         }
     }
 
+    /// Keeps a buffer used by work just enqueued (see [`CudaBuffer::keep_for`]).
+    pub(crate) fn keep_buf(&self, b: &CudaBuffer) {
+        if b.is_stream_ordered() && self.state.capture.is_capturing() {
+            // A graph could replay after the stream-ordered free: refuse by invalidating.
+            tracing::warn!("stream-ordered buffer used in a capture: capture invalidated");
+            self.state.capture.invalidate();
+        }
+        if let Some(k) = b.keep_for(&self.handle) {
+            self.keep(k);
+        }
+    }
+
     /// Drops keep-alive entries older than `n` (their work completed).
     fn completed_up_to(&self, n: usize) {
         if n == 0 {
@@ -1078,7 +1090,7 @@ impl Stream for CudaStream {
             "cuMemsetD8Async",
             ffi::memset_d8_async(buf.ptr() + offset as u64, value, len, self.raw()),
         )?;
-        self.keep(buf.keep());
+        self.keep_buf(buf);
         Ok(())
     }
 
@@ -1092,7 +1104,7 @@ impl Stream for CudaStream {
             "cuMemcpyHtoDAsync",
             ffi::memcpy_htod_async(dst.ptr() + offset as u64, &data, self.raw()),
         )?;
-        self.keep(dst.keep());
+        self.keep_buf(dst);
         if self.state.capture.is_capturing() {
             self.keep(Keep::Bytes(data));
         }
@@ -1109,7 +1121,7 @@ impl Stream for CudaStream {
             "cuMemcpyDtoHAsync",
             ffi::memcpy_dtoh_async(&mut host, src.ptr() + offset as u64, self.raw()),
         )?;
-        self.keep(src.keep());
+        self.keep_buf(src);
         let (rb, fill) = Readback::new();
         let holder = Arc::new(Mutex::new(Some(host)));
         let h2 = Arc::clone(&holder);
@@ -1148,9 +1160,58 @@ impl Stream for CudaStream {
                 self.raw(),
             ),
         )?;
-        self.keep(src.keep());
-        self.keep(dst.keep());
+        self.keep_buf(src);
+        self.keep_buf(dst);
         Ok(())
+    }
+
+    fn enqueue_copy_to_device(
+        &self,
+        src: xstream_core::HostSpan,
+        dst: &CudaBuffer,
+        dst_offset: usize,
+    ) -> Result<()> {
+        dst.check_device("copy_to_device", &self.dev)?;
+        check_range("copy_to_device", dst.len_bytes(), dst_offset, src.len())?;
+        self.enter()?;
+        self.gate_enqueue("copy_to_device")?;
+        self.check(
+            "cuMemcpyHtoDAsync",
+            ffi::memcpy_htod_async_span(dst.ptr() + dst_offset as u64, &src, self.raw()),
+        )?;
+        self.keep_buf(dst);
+        self.keep(Keep::Host(src));
+        Ok(())
+    }
+
+    fn enqueue_copy_to_host(
+        &self,
+        src: &CudaBuffer,
+        src_offset: usize,
+        dst: xstream_core::HostSpan,
+    ) -> Result<()> {
+        src.check_device("copy_to_host", &self.dev)?;
+        check_range("copy_to_host", src.len_bytes(), src_offset, dst.len())?;
+        self.enter()?;
+        self.gate_enqueue("copy_to_host")?;
+        self.check(
+            "cuMemcpyDtoHAsync",
+            ffi::memcpy_dtoh_async_span(&dst, src.ptr() + src_offset as u64, self.raw()),
+        )?;
+        self.keep_buf(src);
+        self.keep(Keep::Host(dst));
+        Ok(())
+    }
+
+    fn alloc_async(&self, len: usize) -> Result<CudaBuffer> {
+        // `alloc_ordered` enters the context (which refuses inside callbacks).
+        self.gate_enqueue("alloc_async")?;
+        crate::memory::alloc_ordered(self, len)
+    }
+
+    fn free_async(&self, buf: CudaBuffer) -> Result<()> {
+        self.gate_enqueue("free_async")?;
+        crate::memory::free_ordered(self, buf)
     }
 
     fn launch(&self, kernel: Kernel<'_, CudaBuffer>) -> Result<()> {
@@ -1176,7 +1237,7 @@ impl Stream for CudaStream {
                     "cuLaunchKernel",
                     ffi::launch_lcg(k.lcg, self.raw(), grid, BLOCK, buf.ptr(), words, rounds),
                 )?;
-                self.keep(buf.keep());
+                self.keep_buf(buf);
                 Ok(())
             }
             Kernel::Fault => self.check("cuLaunchKernel", ffi::launch_fault(k.fault, self.raw())),

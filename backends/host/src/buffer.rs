@@ -13,6 +13,8 @@ pub(crate) struct BufInner {
     data: Mutex<Vec<u8>>,
     addr: u64,
     len: usize,
+    /// The device ordinal it was allocated on.
+    ordinal: usize,
 }
 
 impl std::fmt::Debug for BufInner {
@@ -32,6 +34,10 @@ impl BufInner {
     pub(crate) fn addr(&self) -> u64 {
         self.addr
     }
+
+    pub(crate) fn ordinal(&self) -> usize {
+        self.ordinal
+    }
 }
 
 /// A host buffer: `len` zero-initialised bytes on the heap.
@@ -44,7 +50,7 @@ pub struct HostBuffer {
 }
 
 impl HostBuffer {
-    pub(crate) fn alloc(len: usize) -> Result<Self> {
+    pub(crate) fn alloc(len: usize, ordinal: usize) -> Result<Self> {
         if len == 0 {
             return Err(Error::invalid("cannot allocate a zero-length buffer"));
         }
@@ -60,6 +66,7 @@ impl HostBuffer {
                 data: Mutex::new(v),
                 addr,
                 len,
+                ordinal,
             }),
         })
     }

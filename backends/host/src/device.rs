@@ -287,7 +287,17 @@ impl Device for HostDevice {
     fn alloc(&self, len: usize) -> Result<HostBuffer> {
         ensure_not_in_callback()?;
         self.inner.shared.check()?;
-        HostBuffer::alloc(len)
+        HostBuffer::alloc(len, self.inner.info.ordinal)
+    }
+
+    fn alloc_host(
+        &self,
+        len: usize,
+        desc: &xstream_core::HostAllocDesc,
+    ) -> Result<xstream_core::HostBuffer<crate::HostBackend>> {
+        ensure_not_in_callback()?;
+        self.inner.shared.check()?;
+        crate::hostmem::alloc_host(self, len, desc)
     }
 
     fn synchronize(&self) -> Result<()> {

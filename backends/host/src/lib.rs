@@ -65,6 +65,7 @@ pub mod conv;
 mod device;
 mod event;
 mod graph;
+mod hostmem;
 mod memop;
 mod stream;
 mod worker;
@@ -76,6 +77,7 @@ pub use conv::{HOST_FLAGS, HOST_PRIORITY_RANGE};
 pub use device::{HostDevice, DEVICES_ENV, HOST_CAPABILITIES, MAX_DEVICES};
 pub use event::HostEvent;
 pub use graph::HostGraph;
+pub use hostmem::HOST_MEM_FLAGS;
 pub use stream::HostStream;
 
 /// The host backend: CPU threads.

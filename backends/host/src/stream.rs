@@ -142,6 +142,18 @@ impl HostStream {
         }
     }
 
+    /// Refuses a buffer allocated on another device than the stream's.
+    fn check_buffer_device(&self, op: &str, buf: &HostBuffer) -> Result<()> {
+        let mine = xstream_core::Device::info(&self.device).ordinal;
+        if buf.inner.ordinal() != mine {
+            return Err(Error::WrongDevice(format!(
+                "{op}: the buffer belongs to host device {}, the stream to device {mine}",
+                buf.inner.ordinal()
+            )));
+        }
+        Ok(())
+    }
+
     pub(crate) fn record_event(&self, event: &HostEvent) -> Result<()> {
         if !event.inner.device.same_context(&self.device) {
             return Err(Error::WrongDevice(format!(
@@ -536,6 +548,50 @@ impl Stream for HostStream {
                 len,
             },
         )
+    }
+
+    fn enqueue_copy_to_device(
+        &self,
+        src: xstream_core::HostSpan,
+        dst: &HostBuffer,
+        dst_offset: usize,
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.check_buffer_device("copy_to_device", dst)?;
+        check_range("copy_to_device", dst.inner_len(), dst_offset, src.len())?;
+        self.submit(
+            "copy_to_device",
+            Node::FromHost {
+                src,
+                dst: Arc::clone(&dst.inner),
+                offset: dst_offset,
+            },
+        )
+    }
+
+    fn enqueue_copy_to_host(
+        &self,
+        src: &HostBuffer,
+        src_offset: usize,
+        dst: xstream_core::HostSpan,
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.check_buffer_device("copy_to_host", src)?;
+        check_range("copy_to_host", src.inner_len(), src_offset, dst.len())?;
+        self.submit(
+            "copy_to_host",
+            Node::ToHost {
+                src: Arc::clone(&src.inner),
+                offset: src_offset,
+                dst,
+            },
+        )
+    }
+
+    fn free_async(&self, buf: HostBuffer) -> Result<()> {
+        self.check_buffer_device("free_async", &buf)?;
+        drop(buf);
+        Ok(())
     }
 
     fn launch(&self, kernel: Kernel<'_, HostBuffer>) -> Result<()> {

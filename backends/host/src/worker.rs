@@ -32,6 +32,7 @@ use crate::buffer::BufInner;
 use crate::conv::WaitMode;
 use crate::device::DeviceShared;
 use crate::event::{EventInner, RecordSlot};
+use xstream_core::HostSpan;
 
 /// How long an idle worker waits for more work before its thread exits.
 pub(crate) const LINGER: Duration = Duration::from_millis(20);
@@ -66,6 +67,18 @@ pub(crate) enum Node {
         rounds: u32,
     },
     Fault,
+    /// A copy from page-locked host memory into a buffer.
+    FromHost {
+        src: HostSpan,
+        dst: Arc<BufInner>,
+        offset: usize,
+    },
+    /// A copy from a buffer into page-locked host memory.
+    ToHost {
+        src: Arc<BufInner>,
+        offset: usize,
+        dst: HostSpan,
+    },
     /// An event record: bound to a fresh record slot each time the graph is launched.
     Record(Arc<EventInner>),
     /// A wait on a record made earlier in the same capture of the same stream: satisfied by
@@ -481,6 +494,16 @@ fn run_node(q: &Queue, n: Node) {
             dst_offset,
             len,
         } => copy(&src, src_offset, &dst, dst_offset, len),
+        Node::FromHost { src, dst, offset } => {
+            if let Some(d) = dst.lock().get_mut(offset..offset + src.len()) {
+                let _ = src.read_into(d);
+            }
+        }
+        Node::ToHost { src, offset, dst } => {
+            if let Some(s) = src.lock().get(offset..offset + dst.len()) {
+                let _ = dst.write_from(s);
+            }
+        }
         Node::Delay(d) => std::thread::sleep(d),
         Node::Lcg { buf, rounds } => lcg(&mut buf.lock(), rounds),
         Node::Fault => {

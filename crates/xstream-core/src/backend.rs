@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use crate::callback::HostCallback;
 use crate::completion::{completion, Completion};
+use crate::hostmem::{HostAllocDesc, HostBuffer, HostSpan};
 use crate::{
     Allocator, CaptureMode, CaptureStatus, Error, EventFlags, FlagReport, FlagTable, Priority,
     PriorityOutcome, PriorityRange, Result, StreamAttr, StreamAttrValue, StreamFlags,
@@ -417,6 +418,21 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// The first error of any stream; sticky errors.
     fn synchronize(&self) -> Result<()>;
+
+    // ---- Data path: page-locked host memory (see `crate::hostmem`) ----
+
+    /// Allocates `len` bytes of page-locked host memory bound to this device (zeroed).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `len == 0`; flag errors per the desc's policy;
+    /// [`Error::OutOfMemory`]; [`Error::Unsupported`] where the backend has no such memory.
+    fn alloc_host(&self, len: usize, desc: &HostAllocDesc) -> Result<HostBuffer<Self::B>> {
+        let _ = (len, desc);
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "page-locked host memory (not yet)",
+        ))
+    }
 }
 
 /// A device buffer.
@@ -621,6 +637,110 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// [`Error::Unsupported`] without [`Capabilities::KERNELS`]; bad arguments.
     fn launch(&self, kernel: Kernel<'_, BufferOf<Self::B>>) -> Result<()>;
+
+    // ---- Data path: async copies with page-locked host memory, stream-ordered allocation
+    // (see `crate::hostmem`) ----
+
+    /// Enqueues one native asynchronous host-to-device copy of `len` bytes from `src` at
+    /// `src_offset` to `dst` at `dst_offset`, with no staging. The host buffer is kept alive
+    /// and fenced until the copy completed (see [`crate::hostmem`]); no heap allocation.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] out of bounds or for `len == 0`; [`Error::WrongDevice`] for
+    /// a buffer of another device; [`Error::Unsupported`] inside a capture or where the
+    /// backend has no page-locked copies; vendor errors.
+    fn copy_to_device(
+        &self,
+        src: &HostBuffer<Self::B>,
+        src_offset: usize,
+        dst: &BufferOf<Self::B>,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        crate::hostmem::copy_to_device(self, src, src_offset, dst, dst_offset, len)
+    }
+
+    /// Enqueues one native asynchronous device-to-host copy into a page-locked host buffer;
+    /// the bytes are readable through [`HostBuffer::as_slice`] (which waits for the copy).
+    ///
+    /// # Errors
+    /// As [`Stream::copy_to_device`].
+    fn copy_to_host(
+        &self,
+        src: &BufferOf<Self::B>,
+        src_offset: usize,
+        dst: &mut HostBuffer<Self::B>,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        crate::hostmem::copy_to_host(self, src, src_offset, dst, dst_offset, len)
+    }
+
+    /// Backend hook of [`Stream::copy_to_device`]: the range checks, the device check of the
+    /// host side and the fence are done; the backend checks that `dst` is of its device and
+    /// keeps `src` (and `dst`) alive until the copy completed.
+    ///
+    /// # Errors
+    /// [`Error::WrongDevice`]; vendor errors; [`Error::Unsupported`] by default.
+    fn enqueue_copy_to_device(
+        &self,
+        src: HostSpan,
+        dst: &BufferOf<Self::B>,
+        dst_offset: usize,
+    ) -> Result<()> {
+        let _ = (src, dst, dst_offset);
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "asynchronous copies from page-locked host memory (not yet)",
+        ))
+    }
+
+    /// Backend hook of [`Stream::copy_to_host`]; as [`Stream::enqueue_copy_to_device`].
+    ///
+    /// # Errors
+    /// As [`Stream::enqueue_copy_to_device`].
+    fn enqueue_copy_to_host(
+        &self,
+        src: &BufferOf<Self::B>,
+        src_offset: usize,
+        dst: HostSpan,
+    ) -> Result<()> {
+        let _ = (src, src_offset, dst);
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "asynchronous copies to page-locked host memory (not yet)",
+        ))
+    }
+
+    /// Allocates `len` bytes in stream order: the buffer may be used by work enqueued on this
+    /// stream after this call (and on other streams once they wait for this one). Its content
+    /// is undefined. The default is the portable reference: an ordinary allocation, usable at
+    /// once on any stream.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `len == 0`; [`Error::OutOfMemory`]; vendor errors.
+    fn alloc_async(&self, len: usize) -> Result<BufferOf<Self::B>> {
+        self.device().alloc(len)
+    }
+
+    /// Frees `buf` in stream order: after the work enqueued on this stream so far, and after
+    /// the work of every other stream that used it (enqueued before this call). Taking the
+    /// buffer by value makes a use after free or a double free a compile error. The default
+    /// drops it under the backend's buffer lifetime rule (memory freed when the last queued
+    /// work using it completed).
+    ///
+    /// # Errors
+    /// [`Error::WrongDevice`] for a buffer of another device; vendor errors.
+    fn free_async(&self, buf: BufferOf<Self::B>) -> Result<()> {
+        drop(buf);
+        Ok(())
+    }
 
     // ---- Stream memory operations (see the `memop` module for the shared rules) ----
 

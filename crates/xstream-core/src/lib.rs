@@ -3,8 +3,9 @@
 //! The portable semantics of xstream: one Stream / Event / host-callback model over NVIDIA
 //! GPUs (CUDA driver), Huawei Ascend NPUs (ACL runtime) and CPU threads (the reference).
 //!
-//! This crate holds no vendor code and no `unsafe` blocks (one `unsafe fn` is declared:
-//! [`Stream::from_raw`], whose contract the caller must uphold). It defines:
+//! This crate holds no vendor code. Its only `unsafe` blocks are in [`hostmem`] (the aligned
+//! host allocation and the byte views of page-locked host buffers); one `unsafe fn` is
+//! declared: [`Stream::from_raw`], whose contract the caller must uphold. It defines:
 //!
 //! | module | what |
 //! |---|---|
@@ -16,6 +17,8 @@
 //! | [`completion`] | executor-agnostic futures for stream and event completion |
 //! | [`pool`] | per-device stream pools with round-robin sharing and exclusive leases |
 //! | [`allocator`] | per-stream allocators |
+//! | [`hostmem`] | page-locked host buffers and the host side of asynchronous copies |
+//! | [`pipeline`] | the main job (copy-in, compute, copy-out over N streams) as a library |
 //! | [`attr`] | typed stream attributes |
 //! | [`memop`] | stream memory operations (wait on / write a word of device memory) |
 //! | [`error`] | the one error type, keeping vendor codes |
@@ -27,7 +30,8 @@
 //!   [`TranslationPolicy::Strict`] or listed in the [`FlagReport`] under best effort;
 //!   clamped priorities are reported; callbacks the vendor drops are failed by xstream.
 //! - **Errors keep the vendor's code** ([`NativeError`]) and say whether they are sticky.
-// No unsafe code, except the declaration of `Stream::from_raw`, whose contract is unsafe.
+// No unsafe code, except the declaration of `Stream::from_raw`, whose contract is unsafe,
+// and the `hostmem` module (which allows it locally).
 #![deny(unsafe_code)]
 
 pub mod allocator;
@@ -38,7 +42,9 @@ pub mod capture;
 pub mod completion;
 pub mod error;
 pub mod flags;
+pub mod hostmem;
 pub mod memop;
+pub mod pipeline;
 pub mod pool;
 pub mod priority;
 mod sync;
@@ -58,6 +64,10 @@ pub use capture::{CaptureCell, CaptureMode, CaptureStatus};
 pub use completion::{block_on, Completion};
 pub use error::{CaptureErrorKind, Error, NativeError, Result};
 pub use flags::{EventFlags, StreamFlags};
+pub use hostmem::{
+    translate_host_flags, AlignedAlloc, HostAllocDesc, HostAllocation, HostBuffer, HostFlagRow,
+    HostMemFlags, HostSpan,
+};
 pub use memop::WaitCondition;
 pub use pool::{Lease, PoolConfig, PriorityClass, StreamPool};
 pub use priority::{Priority, PriorityOutcome, PriorityRange};

@@ -29,6 +29,46 @@
 //! let id = xstream::dispatch!(kind, B => roundtrip::<B>()).unwrap();
 //! assert!(id > 0);
 //! ```
+//!
+//! # The data path
+//! Page-locked host buffers ([`Device::alloc_host`]) move data with one native asynchronous
+//! copy each way ([`Stream::copy_to_device`], [`Stream::copy_to_host`]); stream-ordered
+//! buffers come from [`Stream::alloc_async`] and go back with [`Stream::free_async`]:
+//!
+//! ```
+//! # #[cfg(feature = "host")] {
+//! use xstream::{Backend, Device, HostAllocDesc, Stream, StreamDesc};
+//! let d = xstream::HostBackend::open(0).unwrap();
+//! let s = d.create_stream(&StreamDesc::new()).unwrap();
+//! let mut h = d.alloc_host(16, &HostAllocDesc::new()).unwrap();
+//! h.as_mut_slice().unwrap().fill(7);
+//! let b = s.alloc_async(16).unwrap();
+//! s.copy_to_device(&h, 0, &b, 0, 16).unwrap();
+//! s.copy_to_host(&b, 0, &mut h, 0, 16).unwrap();
+//! s.free_async(b).unwrap();
+//! assert_eq!(h.as_slice().unwrap(), &[7u8; 16]); // waits for the copy back
+//! # }
+//! ```
+//!
+//! `free_async` takes the buffer, so a use after it, or a second free, does not compile:
+//!
+//! ```compile_fail
+//! use xstream::{Backend, Device, Stream, StreamDesc};
+//! let d = xstream::HostBackend::open(0).unwrap();
+//! let s = d.create_stream(&StreamDesc::new()).unwrap();
+//! let b = s.alloc_async(16).unwrap();
+//! s.free_async(b).unwrap();
+//! s.memset(&b, 0, 16, 1).unwrap(); // use after free_async: `b` was moved
+//! ```
+//!
+//! ```compile_fail
+//! use xstream::{Backend, Device, Stream, StreamDesc};
+//! let d = xstream::HostBackend::open(0).unwrap();
+//! let s = d.create_stream(&StreamDesc::new()).unwrap();
+//! let b = s.alloc_async(16).unwrap();
+//! s.free_async(b).unwrap();
+//! s.free_async(b).unwrap(); // double free: `b` was moved
+//! ```
 #![forbid(unsafe_code)]
 
 pub use xstream_core::*;
@@ -187,9 +227,34 @@ pub fn auto() -> BackendKind {
         .unwrap_or(FALLBACK)
 }
 
+/// The first available backend (in [`auto`]'s order) whose device 0 has every capability in
+/// `needs`, or [`FALLBACK`]. Use it when the job needs more than the portable minimum: an NPU
+/// whose runtime lacks the built-in kernels is skipped for a job that launches them, instead
+/// of being chosen and failing.
+pub fn auto_for(needs: Capabilities) -> BackendKind {
+    BackendKind::ALL
+        .into_iter()
+        .find(|k| {
+            availability(*k).is_ok()
+                && dispatch!(*k, B => B::open(0).map(|d| d.info().capabilities.contains(needs)))
+                    .unwrap_or(false)
+        })
+        .unwrap_or(FALLBACK)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_for_skips_backends_without_the_capability() {
+        // The host backend has the built-in kernels, so a kernel job always finds a backend
+        // that has them; a capability no device has falls back.
+        let k = auto_for(Capabilities::KERNELS);
+        let caps = dispatch!(k, B => B::open(0).map(|d| d.info().capabilities)).unwrap();
+        assert!(caps.contains(Capabilities::KERNELS));
+        assert_eq!(auto_for(Capabilities::all()), FALLBACK);
+    }
 
     #[test]
     fn host_is_compiled_and_available_by_default() {

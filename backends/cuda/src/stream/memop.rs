@@ -92,6 +92,6 @@ pub(crate) fn op(s: &CudaStream, op: Op, buf: &CudaBuffer, offset: usize) -> Res
         Op::Write64(v) => ffi::stream_write_value64(s.raw(), addr, v),
     };
     s.check(what, r)?;
-    s.keep(buf.keep());
+    s.keep_buf(buf);
     Ok(())
 }

@@ -1,0 +1,139 @@
+//! Page-locked host memory on CUDA: `cuMemHostAlloc` with the portable flags translated
+//! through [`CUDA_HOST_MEM_FLAGS`], and `cuMemHostRegister` of memory the caller already has
+//! ([`CudaDevice::register_host`]).
+
+use std::sync::Arc;
+
+use xstream_core::{
+    translate_host_flags, BackendKind, Error, HostAllocDesc, HostBuffer, HostFlagRow, HostMemFlags,
+    Result,
+};
+
+use crate::ffi::PinnedAlloc;
+use crate::{CudaBackend, CudaDevice};
+
+/// `cuMemHostAlloc` flags: every portable flag is native.
+pub const CUDA_HOST_MEM_FLAGS: &[HostFlagRow] = &[
+    HostFlagRow {
+        flag: HostMemFlags::PORTABLE,
+        native: Some(0x1), // CU_MEMHOSTALLOC_PORTABLE
+        reason: "",
+    },
+    HostFlagRow {
+        flag: HostMemFlags::DEVICE_MAPPED,
+        native: Some(0x2), // CU_MEMHOSTALLOC_DEVICEMAP
+        reason: "",
+    },
+    HostFlagRow {
+        flag: HostMemFlags::WRITE_COMBINED,
+        native: Some(0x4), // CU_MEMHOSTALLOC_WRITECOMBINED
+        reason: "",
+    },
+];
+
+/// `cuMemHostRegister` flags: write-combining cannot be applied to existing memory.
+pub const CUDA_HOST_REGISTER_FLAGS: &[HostFlagRow] = &[
+    HostFlagRow {
+        flag: HostMemFlags::PORTABLE,
+        native: Some(0x1), // CU_MEMHOSTREGISTER_PORTABLE
+        reason: "",
+    },
+    HostFlagRow {
+        flag: HostMemFlags::DEVICE_MAPPED,
+        native: Some(0x2), // CU_MEMHOSTREGISTER_DEVICEMAP
+        reason: "",
+    },
+    HostFlagRow {
+        flag: HostMemFlags::WRITE_COMBINED,
+        native: None,
+        reason: "cuMemHostRegister cannot make existing memory write-combined",
+    },
+];
+
+fn oom(e: Error, len: usize) -> Error {
+    match e {
+        Error::OutOfMemory { .. } => Error::OutOfMemory {
+            backend: BackendKind::Cuda,
+            detail: format!("{len} bytes of page-locked host memory"),
+        },
+        other => other,
+    }
+}
+
+pub(crate) fn alloc_host(
+    dev: &CudaDevice,
+    len: usize,
+    desc: &HostAllocDesc,
+) -> Result<HostBuffer<CudaBackend>> {
+    if len == 0 {
+        return Err(Error::invalid("a host buffer needs at least one byte"));
+    }
+    let (bits, flags, report) = translate_host_flags(
+        BackendKind::Cuda,
+        CUDA_HOST_MEM_FLAGS,
+        desc.flags,
+        desc.policy,
+    )?;
+    let sh = &dev.shared;
+    sh.enter()?;
+    let mem = sh
+        .check(
+            "cuMemHostAlloc",
+            PinnedAlloc::alloc(sh.raw_ctx, sh.info.ordinal, len, bits),
+        )
+        .map_err(|e| oom(e, len))?;
+    Ok(HostBuffer::from_allocation(
+        dev,
+        Arc::new(mem),
+        flags,
+        report,
+    ))
+}
+
+impl CudaDevice {
+    /// Page-locks memory the caller already has (`cuMemHostRegister`) and wraps it as a
+    /// [`HostBuffer`]; the memory is unregistered and freed when the buffer (and every copy
+    /// that uses it) is gone.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty vector; flag errors per the desc's policy
+    /// (`WRITE_COMBINED` has no registration flag); vendor errors.
+    pub fn register_host(
+        &self,
+        data: Vec<u8>,
+        desc: &HostAllocDesc,
+    ) -> Result<HostBuffer<CudaBackend>> {
+        if data.is_empty() {
+            return Err(Error::invalid("cannot register an empty host range"));
+        }
+        let (bits, flags, report) = translate_host_flags(
+            BackendKind::Cuda,
+            CUDA_HOST_REGISTER_FLAGS,
+            desc.flags,
+            desc.policy,
+        )?;
+        let sh = &self.shared;
+        sh.enter()?;
+        let mem = sh.check(
+            "cuMemHostRegister",
+            PinnedAlloc::register(sh.raw_ctx, sh.info.ordinal, data, bits),
+        )?;
+        Ok(HostBuffer::from_allocation(
+            self,
+            Arc::new(mem),
+            flags,
+            report,
+        ))
+    }
+
+    /// Sets the release threshold of the device's default memory pool, which
+    /// [`Stream::alloc_async`](xstream_core::Stream::alloc_async) draws from: the bytes the
+    /// pool keeps reserved across synchronizations instead of returning them to the system
+    /// (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`; `u64::MAX` keeps everything).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without memory pools; vendor errors.
+    pub fn set_pool_release_threshold(&self, bytes: u64) -> Result<()> {
+        crate::memory::set_pool_release_threshold(self, bytes)
+    }
+}

@@ -1,0 +1,405 @@
+//! The data path on the GPU, side by side with the raw driver in one process and one context
+//! state (after kernels): the demo pipeline (`xstream_core::pipeline`) against the same
+//! pipeline on `cudarc::driver::sys` (same kernel, same launch shape, same chunking, page-locked
+//! host buffers from `cuMemHostAlloc`), page-locked copy bandwidth against raw
+//! `cuMemcpyHtoDAsync` / `cuMemcpyDtoHAsync`, and `alloc_async` + `free_async` against
+//! `cuMemAllocAsync` + `cuMemFreeAsync`.
+
+use std::ffi::c_void;
+use std::fmt::Write as _;
+use std::ptr;
+use std::time::Instant;
+
+use cudarc::driver::sys;
+use xstream_core::pipeline::{Pipeline, PipelineConfig};
+use xstream_core::{Buffer, Device, HostAllocDesc, Stream, StreamDesc, StreamFlags};
+use xstream_cuda::{CudaBackend, CudaDevice};
+
+use super::{ck, raw_event, raw_function, raw_stream, raw_sync, stat, Stat, REPS};
+
+/// LCG rounds of the pipeline rows (as the demo's default).
+const ROUNDS: u32 = 32;
+
+/// One pipeline row: GB/s (end to end over the device timeline) per repeat.
+pub struct PipeRow {
+    pub streams: usize,
+    pub chunk_mib: usize,
+    pub chunks: usize,
+    pub x: Stat,
+    pub raw: Stat,
+}
+
+/// One bandwidth row (GB/s per repeat).
+pub struct BwRow {
+    pub dir: &'static str,
+    pub mib: usize,
+    pub x: Stat,
+    pub raw: Stat,
+}
+
+/// The raw-driver pipeline of the same shape as [`Pipeline`].
+struct RawPipe {
+    streams: Vec<sys::CUstream>,
+    slots: Vec<[u64; 2]>,
+    ins: Vec<*mut u8>,
+    outs: Vec<*mut u8>,
+    lcg: sys::CUfunction,
+    cfg: PipelineConfig,
+    origin: sys::CUevent,
+    end: sys::CUevent,
+    tails: Vec<sys::CUevent>,
+}
+
+fn host_alloc(len: usize) -> *mut u8 {
+    let mut p: *mut c_void = ptr::null_mut();
+    // SAFETY: valid out-pointer; context current.
+    ck(
+        unsafe { sys::cuMemHostAlloc(&mut p, len, 0) },
+        "cuMemHostAlloc",
+    );
+    p as *mut u8
+}
+
+fn dev_alloc(len: usize) -> u64 {
+    let mut d = 0;
+    // SAFETY: valid out-pointer; context current.
+    ck(unsafe { sys::cuMemAlloc_v2(&mut d, len) }, "cuMemAlloc");
+    d
+}
+
+impl RawPipe {
+    fn new(cfg: PipelineConfig, lcg: sys::CUfunction) -> Self {
+        let streams: Vec<_> = (0..cfg.streams).map(|_| raw_stream()).collect();
+        let slots = (0..cfg.streams)
+            .map(|_| [dev_alloc(cfg.chunk_bytes), dev_alloc(cfg.chunk_bytes)])
+            .collect();
+        let ins: Vec<_> = (0..cfg.chunks)
+            .map(|_| host_alloc(cfg.chunk_bytes))
+            .collect();
+        let outs = (0..cfg.chunks)
+            .map(|_| host_alloc(cfg.chunk_bytes))
+            .collect();
+        for (c, p) in ins.iter().enumerate() {
+            // SAFETY: `p` is a live cuMemHostAlloc block of chunk_bytes bytes.
+            let s = unsafe { std::slice::from_raw_parts_mut(*p, cfg.chunk_bytes) };
+            for (k, b) in s.iter_mut().enumerate() {
+                *b = xstream_core::pipeline::input_byte(c, k);
+            }
+        }
+        Self {
+            streams,
+            slots,
+            ins,
+            outs,
+            lcg,
+            cfg,
+            origin: raw_event(0),
+            end: raw_event(0),
+            tails: (0..cfg.streams).map(|_| raw_event(2)).collect(),
+        }
+    }
+
+    /// One run; returns the device timeline in ms.
+    fn run(&self) -> f32 {
+        let (n, len) = (self.cfg.streams, self.cfg.chunk_bytes);
+        let words = (len / 4) as u64;
+        let grid = words.div_ceil(256).clamp(1, 4096) as u32;
+        // SAFETY: every call below gets live handles made by `new`; host blocks of `len` bytes
+        // that nothing else touches until the final synchronize; kernel params point to live
+        // locals for the duration of the launch call.
+        unsafe {
+            for s in &self.streams {
+                ck(sys::cuStreamSynchronize(*s), "sync");
+            }
+            ck(sys::cuEventRecord(self.origin, self.streams[0]), "record");
+            for s in &self.streams[1..] {
+                ck(sys::cuStreamWaitEvent(*s, self.origin, 0), "wait");
+            }
+            for c in 0..self.cfg.chunks {
+                let s = self.streams[c % n];
+                let buf = self.slots[c % n][(c / n) % 2];
+                ck(
+                    sys::cuMemcpyHtoDAsync_v2(buf, self.ins[c] as *const c_void, len, s),
+                    "HtoD",
+                );
+                let (mut d, mut w, mut r) = (buf, words, ROUNDS);
+                let mut params = [
+                    &mut d as *mut u64 as *mut c_void,
+                    &mut w as *mut u64 as *mut c_void,
+                    &mut r as *mut u32 as *mut c_void,
+                ];
+                ck(
+                    sys::cuLaunchKernel(
+                        self.lcg,
+                        grid,
+                        1,
+                        1,
+                        256,
+                        1,
+                        1,
+                        0,
+                        s,
+                        params.as_mut_ptr(),
+                        ptr::null_mut(),
+                    ),
+                    "launch",
+                );
+                ck(
+                    sys::cuMemcpyDtoHAsync_v2(self.outs[c] as *mut c_void, buf, len, s),
+                    "DtoH",
+                );
+            }
+            for (e, s) in self.tails.iter().zip(&self.streams) {
+                ck(sys::cuEventRecord(*e, *s), "record");
+                ck(sys::cuStreamWaitEvent(self.streams[0], *e, 0), "wait");
+            }
+            ck(sys::cuEventRecord(self.end, self.streams[0]), "record");
+            ck(sys::cuEventSynchronize(self.end), "sync");
+            let mut ms = 0f32;
+            ck(
+                sys::cuEventElapsedTime_v2(&mut ms, self.origin, self.end),
+                "elapsed",
+            );
+            ms
+        }
+    }
+}
+
+impl Drop for RawPipe {
+    fn drop(&mut self) {
+        // SAFETY: every handle was made by `new`, all work is done (synchronized), each is
+        // released once.
+        unsafe {
+            for s in &self.streams {
+                let _ = sys::cuStreamSynchronize(*s);
+            }
+            for p in self.ins.iter().chain(&self.outs) {
+                let _ = sys::cuMemFreeHost(*p as *mut c_void);
+            }
+            for d in self.slots.iter().flatten() {
+                let _ = sys::cuMemFree_v2(*d);
+            }
+            for s in &self.streams {
+                let _ = sys::cuStreamDestroy_v2(*s);
+            }
+            for e in self.tails.iter().chain([&self.origin, &self.end]) {
+                let _ = sys::cuEventDestroy_v2(*e);
+            }
+        }
+    }
+}
+
+fn gbs(bytes: usize, ms: f64) -> f64 {
+    bytes as f64 / (ms.max(1e-9) * 1e6)
+}
+
+/// Demo pipeline vs raw pipeline at 1 and 4 streams, 1 MiB and 64 MiB chunks.
+pub fn pipelines(dev: &CudaDevice) -> Result<Vec<PipeRow>, String> {
+    let lcg = raw_function(&(xstream_cuda::ptx_source("sm_90") + "\0"), c"xs_lcg");
+    let mut rows = Vec::new();
+    for (chunk_mib, chunks) in [(1usize, 64usize), (64, 16)] {
+        for streams in [1usize, 4] {
+            let cfg = PipelineConfig {
+                streams,
+                chunks,
+                chunk_bytes: chunk_mib << 20,
+                rounds: ROUNDS,
+                timeline: false,
+            };
+            let bytes = cfg.chunks * cfg.chunk_bytes;
+            let mut p = Pipeline::<CudaBackend>::new(dev, cfg).map_err(|e| e.to_string())?;
+            let raw = RawPipe::new(cfg, lcg);
+            // Warm-up, and a correctness check of both.
+            p.run().map_err(|e| e.to_string())?;
+            p.verify().map_err(|e| e.to_string())?;
+            raw.run();
+            let (mut xs, mut rs) = (Vec::new(), Vec::new());
+            for rep in 0..REPS {
+                let mut x = || -> Result<(), String> {
+                    let r = p.run().map_err(|e| e.to_string())?;
+                    xs.push(gbs(bytes, f64::from(r.device_ms)));
+                    Ok(())
+                };
+                if rep % 2 == 0 {
+                    x()?;
+                    rs.push(gbs(bytes, f64::from(raw.run())));
+                } else {
+                    rs.push(gbs(bytes, f64::from(raw.run())));
+                    x()?;
+                }
+            }
+            let row = PipeRow {
+                streams,
+                chunk_mib,
+                chunks,
+                x: stat(&xs),
+                raw: stat(&rs),
+            };
+            eprintln!(
+                "  pipeline {streams} stream(s) × {chunks} chunks of {chunk_mib} MiB: xstream {:.2} GB/s, raw {:.2} GB/s ({:.1}%)",
+                row.x.med,
+                row.raw.med,
+                row.x.med / row.raw.med * 100.0
+            );
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// Page-locked copy bandwidth: `copy_to_device` / `copy_to_host` vs raw async copies of the
+/// same size on one stream (k copies then a synchronize, host wall).
+pub fn bandwidth(dev: &CudaDevice) -> Result<Vec<BwRow>, String> {
+    let e = |r: xstream_core::Error| r.to_string();
+    let s = dev
+        .create_stream(&StreamDesc::new().flags(StreamFlags::NON_BLOCKING))
+        .map_err(e)?;
+    let rs = raw_stream();
+    let mut rows = Vec::new();
+    for mib in [1usize, 64, 256] {
+        let len = mib << 20;
+        let k = (1024 / mib).clamp(4, 256);
+        let mut hb = dev.alloc_host(len, &HostAllocDesc::new()).map_err(e)?;
+        let db = dev.alloc(len).map_err(e)?;
+        let rh = host_alloc(len);
+        let rd = dev_alloc(len);
+        for dir in ["H2D", "D2H"] {
+            let mut x = |n: usize| -> Result<f64, String> {
+                let t = Instant::now();
+                for _ in 0..n {
+                    if dir == "H2D" {
+                        s.copy_to_device(&hb, 0, &db, 0, len).map_err(e)?;
+                    } else {
+                        s.copy_to_host(&db, 0, &mut hb, 0, len).map_err(e)?;
+                    }
+                }
+                s.synchronize().map_err(e)?;
+                Ok(gbs(len * n, t.elapsed().as_secs_f64() * 1e3))
+            };
+            let r = |n: usize| -> f64 {
+                let t = Instant::now();
+                for _ in 0..n {
+                    // SAFETY: live page-locked block and device allocation of `len` bytes,
+                    // live stream; synchronized below before anything else touches them.
+                    unsafe {
+                        if dir == "H2D" {
+                            ck(
+                                sys::cuMemcpyHtoDAsync_v2(rd, rh as *const c_void, len, rs),
+                                "HtoD",
+                            );
+                        } else {
+                            ck(
+                                sys::cuMemcpyDtoHAsync_v2(rh as *mut c_void, rd, len, rs),
+                                "DtoH",
+                            );
+                        }
+                    }
+                }
+                raw_sync(rs);
+                gbs(len * n, t.elapsed().as_secs_f64() * 1e3)
+            };
+            x(2)?;
+            r(2);
+            let (mut xs, mut raws) = (Vec::new(), Vec::new());
+            for rep in 0..REPS {
+                if rep % 2 == 0 {
+                    xs.push(x(k)?);
+                    raws.push(r(k));
+                } else {
+                    raws.push(r(k));
+                    xs.push(x(k)?);
+                }
+            }
+            let row = BwRow {
+                dir,
+                mib,
+                x: stat(&xs),
+                raw: stat(&raws),
+            };
+            eprintln!(
+                "  page-locked {dir} {mib} MiB: xstream {:.2} GB/s, raw {:.2} GB/s ({:.1}%)",
+                row.x.med,
+                row.raw.med,
+                row.x.med / row.raw.med * 100.0
+            );
+            rows.push(row);
+        }
+        // SAFETY: synchronized above; released once.
+        unsafe {
+            let _ = sys::cuMemFreeHost(rh as *mut c_void);
+            let _ = sys::cuMemFree_v2(rd);
+        }
+        let _ = db.len();
+    }
+    // SAFETY: idle stream made here.
+    unsafe {
+        let _ = sys::cuStreamDestroy_v2(rs);
+    }
+    Ok(rows)
+}
+
+/// The measured cells of a row: xstream, raw, their ratio and the verdict against `min_pct`.
+fn cells(x: Stat, raw: Stat, min_pct: f64) -> String {
+    let ratio = x.med / raw.med * 100.0;
+    format!(
+        "{:.2} ({:.2}–{:.2}) | {:.2} ({:.2}–{:.2}) | {ratio:.1}% | ≥ {min_pct:.0}%: {} |",
+        x.med,
+        x.p10,
+        x.p90,
+        raw.med,
+        raw.p10,
+        raw.p90,
+        if ratio >= min_pct { "PASS" } else { "FAIL" }
+    )
+}
+
+/// The Markdown of the data-path rows.
+pub fn markdown(pipes: &[PipeRow], bws: &[BwRow]) -> String {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "\n**Demo pipeline vs the same pipeline on the raw driver** (GB/s end to end over the device timeline, median (p10–p90) of {REPS} reps, {ROUNDS} LCG rounds, page-locked host buffers)\n"
+    );
+    md.push_str("| streams | chunks × size | xstream | raw | xstream / raw | target |\n|---:|---|---:|---:|---:|---|\n");
+    for r in pipes {
+        let _ = writeln!(
+            md,
+            "| {} | {} × {} MiB | {}",
+            r.streams,
+            r.chunks,
+            r.chunk_mib,
+            cells(r.x, r.raw, 85.0)
+        );
+    }
+    for mib in [1usize, 64] {
+        let get = |n: usize| {
+            pipes
+                .iter()
+                .find(|r| r.streams == n && r.chunk_mib == mib)
+                .map(|r| r.x.med)
+        };
+        if let (Some(a), Some(b)) = (get(1), get(4)) {
+            let _ = writeln!(
+                md,
+                "\n4 streams vs 1 stream, {mib} MiB chunks (xstream): {:.2}× (target ≥ 1.8×: {})",
+                b / a,
+                if b / a >= 1.8 { "PASS" } else { "FAIL" }
+            );
+        }
+    }
+    let _ = writeln!(
+        md,
+        "\n**Page-locked copy bandwidth** (GB/s, one stream, k back-to-back copies + synchronize, median (p10–p90) of {REPS} reps)\n"
+    );
+    md.push_str("| direction | size | xstream | raw | xstream / raw | target |\n|---|---:|---:|---:|---:|---|\n");
+    for r in bws {
+        let _ = writeln!(
+            md,
+            "| {} | {} MiB | {}",
+            r.dir,
+            r.mib,
+            cells(r.x, r.raw, 90.0)
+        );
+    }
+    md
+}

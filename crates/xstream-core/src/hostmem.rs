@@ -1,0 +1,564 @@
+//! Page-locked host memory bound to a device, and the host side of asynchronous copies.
+//!
+//! A [`HostBuffer`] is host memory that a device's copy engines can read and write directly:
+//! CUDA `cuMemHostAlloc` / `cuMemHostRegister`, ACL `aclrtMallocHost`, and on the host backend
+//! an aligned heap block. Copies between it and device buffers are single native asynchronous
+//! copies ([`Stream::copy_to_device`], [`Stream::copy_to_host`]), with no staging and no heap
+//! allocation per copy.
+//!
+//! # Safety model
+//! - **Lifetime.** The allocation lives in an `Arc`; every copy hands a clone (a [`HostSpan`])
+//!   to the backend, which keeps it until the copy has completed (the same keep-alive rule as
+//!   device buffers). Dropping a `HostBuffer` never frees memory a queued copy still uses.
+//! - **Host access.** Each buffer carries a *fence*: an event recorded behind the last copy
+//!   that used it. [`HostBuffer::as_slice`] and [`HostBuffer::as_mut_slice`] wait for that
+//!   event first, so the host never reads bytes a copy is still writing, nor writes bytes a
+//!   copy is still reading. A copy into the buffer ([`Stream::copy_to_host`]) takes it by
+//!   `&mut`, so no slice of it can be alive while the copy is enqueued.
+//! - **Several streams.** A copy on another stream than the buffer's last one first makes its
+//!   stream wait on the fence, so uses of one buffer are ordered.
+//!
+//! Page-locked copies are refused during capture on every backend for now (the fence would be
+//! recorded into the graph instead of executed); the pageable path
+//! ([`Stream::write`]) keeps its own rules.
+#![allow(unsafe_code)]
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::{
+    Backend, BackendKind, Device, DeviceOf, Error, Event, EventDesc, EventFlags, EventOf,
+    FlagReport, Result, Stream, TranslationPolicy,
+};
+
+bitflags::bitflags! {
+    /// Portable flags of page-locked host allocations (CUDA `CU_MEMHOSTALLOC_*`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct HostMemFlags: u32 {
+        /// Page-locked for every context/device of the backend, not only the one it was
+        /// allocated for (CUDA `CU_MEMHOSTALLOC_PORTABLE`).
+        const PORTABLE = 1 << 0;
+        /// Mapped into the device's address space (CUDA `CU_MEMHOSTALLOC_DEVICEMAP`).
+        const DEVICE_MAPPED = 1 << 1;
+        /// Write-combined: fast for the host to write and the device to read, very slow for
+        /// the host to read (CUDA `CU_MEMHOSTALLOC_WRITECOMBINED`).
+        const WRITE_COMBINED = 1 << 2;
+    }
+}
+
+impl HostMemFlags {
+    /// The name of a single flag, as in `docs/coverage.md`.
+    pub fn name(self) -> &'static str {
+        match self {
+            f if f == Self::PORTABLE => "PORTABLE",
+            f if f == Self::DEVICE_MAPPED => "DEVICE_MAPPED",
+            f if f == Self::WRITE_COMBINED => "WRITE_COMBINED",
+            _ => "(several flags)",
+        }
+    }
+}
+
+/// One row of a backend's host-memory flag table.
+#[derive(Debug, Clone, Copy)]
+pub struct HostFlagRow {
+    /// The portable flag.
+    pub flag: HostMemFlags,
+    /// The native bit, or `None` when the backend cannot honour the flag.
+    pub native: Option<u32>,
+    /// Why the flag has no native bit (shown in errors and reports).
+    pub reason: &'static str,
+}
+
+/// Translates host-memory flags through a backend's table under `policy`.
+///
+/// Returns the native bits, the effective portable flags and the report.
+///
+/// # Errors
+/// [`Error::UnsupportedFlag`] under [`TranslationPolicy::Strict`] for a flag without a
+/// native bit.
+pub fn translate_host_flags(
+    backend: BackendKind,
+    table: &[HostFlagRow],
+    flags: HostMemFlags,
+    policy: TranslationPolicy,
+) -> Result<(u32, HostMemFlags, FlagReport)> {
+    let mut native = 0u32;
+    let mut effective = HostMemFlags::empty();
+    let mut report = FlagReport::default();
+    for f in flags.iter() {
+        let row = table.iter().find(|r| r.flag == f);
+        match row.and_then(|r| r.native.map(|n| (r, n))) {
+            Some((_, bits)) => {
+                native |= bits;
+                effective |= f;
+                report.native.push(f.name());
+            }
+            None => {
+                let reason = row.map_or("not in the backend's table", |r| r.reason);
+                if policy == TranslationPolicy::Strict {
+                    return Err(Error::UnsupportedFlag {
+                        backend,
+                        flag: f.name(),
+                        reason,
+                    });
+                }
+                report.dropped.push((f.name(), reason));
+            }
+        }
+    }
+    Ok((native, effective, report))
+}
+
+/// How to allocate a [`HostBuffer`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostAllocDesc {
+    /// Portable flags.
+    pub flags: HostMemFlags,
+    /// What to do with flags the backend cannot honour.
+    pub policy: TranslationPolicy,
+}
+
+impl HostAllocDesc {
+    /// No flags, strict policy.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the flags.
+    pub fn flags(mut self, flags: HostMemFlags) -> Self {
+        self.flags = flags;
+        self
+    }
+    /// Sets the policy.
+    pub fn policy(mut self, p: TranslationPolicy) -> Self {
+        self.policy = p;
+        self
+    }
+}
+
+/// A backend's host allocation (page-locked where the backend has such memory). Its `Drop`
+/// releases the memory.
+///
+/// # Safety
+/// [`as_ptr`](HostAllocation::as_ptr) must return the same non-null pointer for the whole
+/// life of the value, valid for reads and writes of [`len`](HostAllocation::len) bytes, and
+/// not used by anything else than xstream while the value lives.
+pub unsafe trait HostAllocation: Send + Sync + fmt::Debug + 'static {
+    /// The first byte.
+    fn as_ptr(&self) -> *mut u8;
+    /// Its length in bytes (at least one).
+    fn len(&self) -> usize;
+    /// Whether it is empty (never).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Whether the memory is page-locked (directly usable by the copy engines).
+    fn page_locked(&self) -> bool;
+    /// The device ordinal it is bound to.
+    fn ordinal(&self) -> usize;
+}
+
+/// The host backend's allocation, and the model of page-locked memory where there is no
+/// vendor: a zero-initialised, page-aligned heap block.
+#[derive(Debug)]
+pub struct AlignedAlloc {
+    ptr: std::ptr::NonNull<u8>,
+    layout: std::alloc::Layout,
+    ordinal: usize,
+}
+
+// SAFETY: the block is plain bytes owned by this value; access is synchronised by the
+// HostBuffer fence.
+unsafe impl Send for AlignedAlloc {}
+// SAFETY: as above.
+unsafe impl Sync for AlignedAlloc {}
+
+/// The alignment of [`AlignedAlloc`] blocks (one page).
+pub const HOST_ALIGN: usize = 4096;
+
+impl AlignedAlloc {
+    /// Allocates `len` zeroed bytes aligned to [`HOST_ALIGN`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `len == 0` or a size that overflows;
+    /// [`Error::OutOfMemory`] when the heap refuses.
+    pub fn new(backend: BackendKind, ordinal: usize, len: usize) -> Result<Self> {
+        if len == 0 {
+            return Err(Error::invalid("a host buffer needs at least one byte"));
+        }
+        let layout = std::alloc::Layout::from_size_align(len, HOST_ALIGN)
+            .map_err(|e| Error::invalid(format!("host buffer of {len} bytes: {e}")))?;
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = std::ptr::NonNull::new(p).ok_or_else(|| Error::OutOfMemory {
+            backend,
+            detail: format!("{len}-byte host buffer"),
+        })?;
+        Ok(Self {
+            ptr,
+            layout,
+            ordinal,
+        })
+    }
+}
+
+impl Drop for AlignedAlloc {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+// SAFETY: the pointer is fixed for the value's life and valid for `layout.size()` bytes.
+unsafe impl HostAllocation for AlignedAlloc {
+    fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+    fn len(&self) -> usize {
+        self.layout.size()
+    }
+    fn page_locked(&self) -> bool {
+        true
+    }
+    fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+}
+
+/// A range of a [`HostBuffer`] handed to a backend for one copy. It keeps the allocation
+/// alive; backends hold it (or its clone) until the copy completed. Only this module makes
+/// them, from a live `HostBuffer` whose fence covers the copy.
+#[derive(Debug, Clone)]
+pub struct HostSpan {
+    mem: Arc<dyn HostAllocation>,
+    offset: usize,
+    len: usize,
+}
+
+impl HostSpan {
+    /// The first byte of the range (for the vendor's copy call).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.mem.as_ptr().wrapping_add(self.offset)
+    }
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Whether the memory is page-locked.
+    pub fn page_locked(&self) -> bool {
+        self.mem.page_locked()
+    }
+    /// Copies the range into `dst` (the host backend's copy engine). `dst.len()` must equal
+    /// the span's length.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] on a length mismatch.
+    pub fn read_into(&self, dst: &mut [u8]) -> Result<()> {
+        if dst.len() != self.len {
+            return Err(Error::invalid("host span length mismatch"));
+        }
+        // SAFETY: offset+len is inside the allocation (checked when the span was made); the
+        // fence keeps host code off the bytes while the copy is queued; `dst` is another
+        // object (a device buffer's storage).
+        unsafe { std::ptr::copy_nonoverlapping(self.as_ptr(), dst.as_mut_ptr(), self.len) };
+        Ok(())
+    }
+    /// Copies `src` into the range. `src.len()` must equal the span's length.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] on a length mismatch.
+    pub fn write_from(&self, src: &[u8]) -> Result<()> {
+        if src.len() != self.len {
+            return Err(Error::invalid("host span length mismatch"));
+        }
+        // SAFETY: as in `read_into`; the buffer was borrowed mutably to enqueue this copy.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.as_ptr(), self.len) };
+        Ok(())
+    }
+}
+
+struct Fence<B: Backend> {
+    event: Option<EventOf<B>>,
+    /// The stream of the last use (its id), 0 when none.
+    stream: u64,
+}
+
+/// Page-locked host memory bound to a device of backend `B`. See the module docs.
+pub struct HostBuffer<B: Backend> {
+    mem: Arc<dyn HostAllocation>,
+    device: DeviceOf<B>,
+    flags: HostMemFlags,
+    report: FlagReport,
+    fence: Mutex<Fence<B>>,
+}
+
+impl<B: Backend> fmt::Debug for HostBuffer<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostBuffer")
+            .field("backend", &B::KIND)
+            .field("ptr", &self.mem.as_ptr())
+            .field("len", &self.mem.len())
+            .field("flags", &self.flags)
+            .field("page_locked", &self.mem.page_locked())
+            .finish()
+    }
+}
+
+impl<B: Backend> HostBuffer<B> {
+    /// Wraps a backend allocation (backend side of [`Device::alloc_host`]).
+    pub fn from_allocation(
+        device: &DeviceOf<B>,
+        mem: Arc<dyn HostAllocation>,
+        flags: HostMemFlags,
+        report: FlagReport,
+    ) -> Self {
+        Self {
+            mem,
+            device: device.clone(),
+            flags,
+            report,
+            fence: Mutex::new(Fence {
+                event: None,
+                stream: 0,
+            }),
+        }
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.mem.len()
+    }
+    /// Whether it is empty (never).
+    pub fn is_empty(&self) -> bool {
+        self.mem.is_empty()
+    }
+    /// The device it is bound to.
+    pub fn device(&self) -> &DeviceOf<B> {
+        &self.device
+    }
+    /// The effective flags.
+    pub fn flags(&self) -> HostMemFlags {
+        self.flags
+    }
+    /// What allocation did with the requested flags.
+    pub fn report(&self) -> &FlagReport {
+        &self.report
+    }
+    /// Whether the memory is page-locked.
+    pub fn is_page_locked(&self) -> bool {
+        self.mem.page_locked()
+    }
+    /// The host address of the first byte.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.mem.as_ptr()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Fence<B>> {
+        self.fence.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until every copy that used the buffer has completed.
+    ///
+    /// # Errors
+    /// The copies' errors (a device fault).
+    pub fn wait_idle(&self) -> Result<()> {
+        let g = self.lock();
+        if let Some(ev) = &g.event {
+            ev.synchronize()?;
+        }
+        Ok(())
+    }
+
+    /// The bytes, once every copy that used the buffer has completed.
+    ///
+    /// # Errors
+    /// As [`HostBuffer::wait_idle`].
+    pub fn as_slice(&self) -> Result<&[u8]> {
+        self.wait_idle()?;
+        // SAFETY: the allocation is valid for len bytes while `self.mem` lives (HostAllocation
+        // contract); no copy is in flight (fence waited) and none can start that writes it
+        // while this shared borrow lives (copies into the buffer need `&mut self`).
+        Ok(unsafe { std::slice::from_raw_parts(self.mem.as_ptr(), self.mem.len()) })
+    }
+
+    /// The bytes, writable, once every copy that used the buffer has completed.
+    ///
+    /// # Errors
+    /// As [`HostBuffer::wait_idle`].
+    pub fn as_mut_slice(&mut self) -> Result<&mut [u8]> {
+        self.wait_idle()?;
+        // SAFETY: as in `as_slice`; `&mut self` excludes every other borrow and every new
+        // copy while the slice lives.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.mem.as_ptr(), self.mem.len()) })
+    }
+
+    /// Checks a copy's arguments, orders it after the buffer's last use, enqueues it with
+    /// `enqueue` and moves the fence behind it.
+    fn fenced_copy(
+        &self,
+        stream: &B::Stream,
+        what: &str,
+        offset: usize,
+        len: usize,
+        enqueue: impl FnOnce(HostSpan) -> Result<()>,
+    ) -> Result<()> {
+        crate::check_range(what, self.len(), offset, len)?;
+        if len == 0 {
+            return Err(Error::invalid(format!(
+                "{what}: a copy needs at least one byte"
+            )));
+        }
+        let sdev = stream.device().info().ordinal;
+        if sdev != self.mem.ordinal() && !self.flags.contains(HostMemFlags::PORTABLE) {
+            return Err(Error::WrongDevice(format!(
+                "{what}: the host buffer is bound to device {} and is not PORTABLE, the stream \
+                 is on device {sdev}",
+                self.mem.ordinal()
+            )));
+        }
+        if stream.is_capturing() {
+            return Err(Error::unsupported(
+                B::KIND,
+                format!("{what} with a page-locked host buffer inside a capture (not yet)"),
+            ));
+        }
+        let mut g = self.lock();
+        if g.event.is_none() {
+            g.event = Some(
+                stream
+                    .device()
+                    .create_event(&EventDesc::new().flags(EventFlags::DISABLE_TIMING))?,
+            );
+        }
+        let sid = stream.id();
+        let ev = g.event.as_ref().ok_or(Error::NotReady)?;
+        if g.stream != 0 && g.stream != sid {
+            stream.wait_event(ev)?;
+        }
+        enqueue(HostSpan {
+            mem: Arc::clone(&self.mem),
+            offset,
+            len,
+        })?;
+        ev.record(stream)?;
+        g.stream = sid;
+        Ok(())
+    }
+}
+
+/// The copies of the data path, as provided methods over the backends' hooks
+/// ([`Stream::enqueue_copy_to_device`], [`Stream::enqueue_copy_to_host`]).
+pub(crate) fn copy_to_device<S>(
+    stream: &S,
+    src: &HostBuffer<S::B>,
+    src_offset: usize,
+    dst: &crate::BufferOf<S::B>,
+    dst_offset: usize,
+    len: usize,
+) -> Result<()>
+where
+    S: Stream,
+    S::B: Backend<Stream = S>,
+{
+    crate::check_range(
+        "copy_to_device destination",
+        crate::Buffer::len(dst),
+        dst_offset,
+        len,
+    )?;
+    src.fenced_copy(stream, "copy_to_device", src_offset, len, |span| {
+        stream.enqueue_copy_to_device(span, dst, dst_offset)
+    })
+}
+
+pub(crate) fn copy_to_host<S>(
+    stream: &S,
+    src: &crate::BufferOf<S::B>,
+    src_offset: usize,
+    dst: &mut HostBuffer<S::B>,
+    dst_offset: usize,
+    len: usize,
+) -> Result<()>
+where
+    S: Stream,
+    S::B: Backend<Stream = S>,
+{
+    crate::check_range(
+        "copy_to_host source",
+        crate::Buffer::len(src),
+        src_offset,
+        len,
+    )?;
+    dst.fenced_copy(stream, "copy_to_host", dst_offset, len, |span| {
+        stream.enqueue_copy_to_host(src, src_offset, span)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLE: &[HostFlagRow] = &[
+        HostFlagRow {
+            flag: HostMemFlags::PORTABLE,
+            native: Some(1),
+            reason: "",
+        },
+        HostFlagRow {
+            flag: HostMemFlags::WRITE_COMBINED,
+            native: None,
+            reason: "no such memory",
+        },
+    ];
+
+    #[test]
+    fn strict_refuses_and_best_effort_drops() {
+        let f = HostMemFlags::PORTABLE | HostMemFlags::WRITE_COMBINED;
+        let e = translate_host_flags(BackendKind::Host, TABLE, f, TranslationPolicy::Strict)
+            .unwrap_err();
+        assert!(matches!(
+            e,
+            Error::UnsupportedFlag {
+                flag: "WRITE_COMBINED",
+                ..
+            }
+        ));
+        let (bits, eff, rep) =
+            translate_host_flags(BackendKind::Host, TABLE, f, TranslationPolicy::BestEffort)
+                .unwrap();
+        assert_eq!(bits, 1);
+        assert_eq!(eff, HostMemFlags::PORTABLE);
+        assert_eq!(rep.dropped, vec![("WRITE_COMBINED", "no such memory")]);
+        // A flag missing from the table is refused too.
+        assert!(translate_host_flags(
+            BackendKind::Host,
+            TABLE,
+            HostMemFlags::DEVICE_MAPPED,
+            TranslationPolicy::Strict
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn aligned_alloc_is_zeroed_page_aligned_and_refuses_zero() {
+        let a = AlignedAlloc::new(BackendKind::Host, 0, 10_000).unwrap();
+        assert_eq!(a.as_ptr() as usize % HOST_ALIGN, 0);
+        assert_eq!(a.len(), 10_000);
+        let span = HostSpan {
+            mem: Arc::new(a),
+            offset: 9_990,
+            len: 10,
+        };
+        let mut out = [7u8; 10];
+        span.read_into(&mut out).unwrap();
+        assert_eq!(out, [0u8; 10]);
+        span.write_from(&[5u8; 10]).unwrap();
+        span.read_into(&mut out).unwrap();
+        assert_eq!(out, [5u8; 10]);
+        assert!(span.read_into(&mut [0u8; 3]).is_err());
+        assert!(AlignedAlloc::new(BackendKind::Host, 0, 0).is_err());
+    }
+}
