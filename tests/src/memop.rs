@@ -45,6 +45,14 @@ fn widths<B: Backend>() -> [Width<B>; 2] {
     ]
 }
 
+/// Prints the step the check is at when `XSTREAM_CHECK_TRACE` is set: a wait that never
+/// releases shows where it stopped.
+fn step(what: &str) {
+    if std::env::var_os("XSTREAM_CHECK_TRACE").is_some() {
+        eprintln!("value_wait_write: {what}");
+    }
+}
+
 fn word(bytes: &[u8], at: usize, width: usize) -> u64 {
     let mut b = [0u8; 8];
     b[..width].copy_from_slice(&bytes[at..at + width]);
@@ -86,12 +94,15 @@ pub(crate) fn value_wait_write<B: Backend>(env: &Env<B>) -> CheckResult {
         }
         let releaser = env.device.create_stream(&nb).ctx("create releaser")?;
         let reader = env.device.create_stream(&nb).ctx("create reader")?;
+        step(&format!("{n}-byte: memset"));
         waiter.memset(&buf, 0, 64, 0).ctx("memset")?;
         waiter.synchronize().ctx("sync memset")?;
 
         // Phase 1: EQ released by another stream's write.
+        step("wait EQ 7");
         (w.wait)(&waiter, &buf, 0, 7, WaitCondition::Eq).ctx("wait EQ 7")?;
         (w.write)(&waiter, &buf, 16, 42).ctx("write after the wait")?;
+        step("timed synchronize of the blocked waiter");
         match waiter.synchronize_timeout(Duration::from_millis(50)) {
             Err(Error::Timeout(_)) => {}
             other => {
@@ -100,13 +111,16 @@ pub(crate) fn value_wait_write<B: Backend>(env: &Env<B>) -> CheckResult {
                 ))
             }
         }
+        step("read on the reader stream while the waiter is blocked");
         let before = read_word::<B>(&reader, &buf, 16, n)?;
         if before != 0 {
             return Err(format!(
                 "{n}-byte: work after the wait ran before the release ({before})"
             ));
         }
+        step("release by the releaser stream");
         (w.write)(&releaser, &buf, 0, 7).ctx("release")?;
+        step("synchronize the released waiter");
         waiter.synchronize().ctx("waiter after release")?;
         let after = read_word::<B>(&reader, &buf, 16, n)?;
         if after != 42 {
@@ -121,6 +135,7 @@ pub(crate) fn value_wait_write<B: Backend>(env: &Env<B>) -> CheckResult {
         } else {
             u64::MAX
         };
+        step("GEQ across a wrap");
         (w.write)(&waiter, &buf, 8, top - 1).ctx("counter near the top")?;
         (w.wait)(&waiter, &buf, 8, top, WaitCondition::Geq).ctx("wait GEQ top")?;
         (w.write)(&waiter, &buf, 24, 5).ctx("write after GEQ")?;
@@ -129,9 +144,11 @@ pub(crate) fn value_wait_write<B: Backend>(env: &Env<B>) -> CheckResult {
             other => return Err(format!("{n}-byte: GEQ passed below its value: {other:?}")),
         }
         // The counter wraps to 1, which is "after" the top in wrapping arithmetic.
+        step("host write of the wrapped counter");
         releaser
             .write(&buf, 8, 1u64.to_le_bytes()[..n].to_vec())
             .ctx("host write of the wrapped counter")?;
+        step("synchronize the waiter after the wrap");
         waiter.synchronize().ctx("waiter after wrap")?;
         let got = read_word::<B>(&reader, &buf, 24, n)?;
         if got != 5 {

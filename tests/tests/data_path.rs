@@ -198,6 +198,10 @@ fn host_pipeline_runs_verifies_and_reports_all_stages() {
 #[test]
 fn ascend_sim_stages_captured_writes_and_runs_the_copy_stages() {
     use xstream_ascend::AscendBackend;
+    // Runs in a child process started with the simulator's environment.
+    if !xstream_conformance::simulator::run_in_child(2) {
+        return;
+    }
     xstream_conformance::simulator::setup(2);
     let _g = xstream_conformance::simulator::global_lock();
     let d = AscendBackend::open(0).expect("simulated Ascend device");
