@@ -76,16 +76,23 @@ fn read_word<B: Backend>(
 pub(crate) fn value_wait_write<B: Backend>(env: &Env<B>) -> CheckResult {
     let nb = StreamDesc::new().flags(StreamFlags::NON_BLOCKING);
     let mut done = Vec::new();
-    for w in widths::<B>() {
+    // Every buffer lives until the end of the check: freeing device memory synchronizes the
+    // device on CUDA (`cuMemFree`), and a free made while a stream is blocked on a value wait
+    // stalls the driver until the wait is released (seen on an H200: the next host-blocking
+    // call of another stream never returned). xstream frees dropped buffers on its reaper.
+    let bufs = [
+        env.device.alloc(64).ctx("alloc")?,
+        env.device.alloc(64).ctx("alloc")?,
+    ];
+    for (w, buf) in widths::<B>().into_iter().zip(&bufs) {
         let n = w.bytes;
         let waiter = env.device.create_stream(&nb).ctx("create waiter")?;
-        let buf = env.device.alloc(64).ctx("alloc")?;
         if !env.device.info().capabilities.contains(w.cap) {
-            match (w.wait)(&waiter, &buf, 0, 1, WaitCondition::Eq) {
+            match (w.wait)(&waiter, buf, 0, 1, WaitCondition::Eq) {
                 Err(Error::Unsupported { .. }) => {}
                 other => return Err(format!("{n}-byte wait without {:?}: {other:?}", w.cap)),
             }
-            match (w.write)(&waiter, &buf, 0, 1) {
+            match (w.write)(&waiter, buf, 0, 1) {
                 Err(Error::Unsupported { .. }) => {}
                 other => return Err(format!("{n}-byte write without {:?}: {other:?}", w.cap)),
             }
@@ -95,13 +102,13 @@ pub(crate) fn value_wait_write<B: Backend>(env: &Env<B>) -> CheckResult {
         let releaser = env.device.create_stream(&nb).ctx("create releaser")?;
         let reader = env.device.create_stream(&nb).ctx("create reader")?;
         step(&format!("{n}-byte: memset"));
-        waiter.memset(&buf, 0, 64, 0).ctx("memset")?;
+        waiter.memset(buf, 0, 64, 0).ctx("memset")?;
         waiter.synchronize().ctx("sync memset")?;
 
         // Phase 1: EQ released by another stream's write.
         step("wait EQ 7");
-        (w.wait)(&waiter, &buf, 0, 7, WaitCondition::Eq).ctx("wait EQ 7")?;
-        (w.write)(&waiter, &buf, 16, 42).ctx("write after the wait")?;
+        (w.wait)(&waiter, buf, 0, 7, WaitCondition::Eq).ctx("wait EQ 7")?;
+        (w.write)(&waiter, buf, 16, 42).ctx("write after the wait")?;
         step("timed synchronize of the blocked waiter");
         match waiter.synchronize_timeout(Duration::from_millis(50)) {
             Err(Error::Timeout(_)) => {}
@@ -112,17 +119,17 @@ pub(crate) fn value_wait_write<B: Backend>(env: &Env<B>) -> CheckResult {
             }
         }
         step("read on the reader stream while the waiter is blocked");
-        let before = read_word::<B>(&reader, &buf, 16, n)?;
+        let before = read_word::<B>(&reader, buf, 16, n)?;
         if before != 0 {
             return Err(format!(
                 "{n}-byte: work after the wait ran before the release ({before})"
             ));
         }
         step("release by the releaser stream");
-        (w.write)(&releaser, &buf, 0, 7).ctx("release")?;
+        (w.write)(&releaser, buf, 0, 7).ctx("release")?;
         step("synchronize the released waiter");
         waiter.synchronize().ctx("waiter after release")?;
-        let after = read_word::<B>(&reader, &buf, 16, n)?;
+        let after = read_word::<B>(&reader, buf, 16, n)?;
         if after != 42 {
             return Err(format!(
                 "{n}-byte: write after the wait gave {after}, expected 42"
@@ -136,9 +143,9 @@ pub(crate) fn value_wait_write<B: Backend>(env: &Env<B>) -> CheckResult {
             u64::MAX
         };
         step("GEQ across a wrap");
-        (w.write)(&waiter, &buf, 8, top - 1).ctx("counter near the top")?;
-        (w.wait)(&waiter, &buf, 8, top, WaitCondition::Geq).ctx("wait GEQ top")?;
-        (w.write)(&waiter, &buf, 24, 5).ctx("write after GEQ")?;
+        (w.write)(&waiter, buf, 8, top - 1).ctx("counter near the top")?;
+        (w.wait)(&waiter, buf, 8, top, WaitCondition::Geq).ctx("wait GEQ top")?;
+        (w.write)(&waiter, buf, 24, 5).ctx("write after GEQ")?;
         match waiter.synchronize_timeout(Duration::from_millis(50)) {
             Err(Error::Timeout(_)) => {}
             other => return Err(format!("{n}-byte: GEQ passed below its value: {other:?}")),
@@ -146,22 +153,22 @@ pub(crate) fn value_wait_write<B: Backend>(env: &Env<B>) -> CheckResult {
         // The counter wraps to 1, which is "after" the top in wrapping arithmetic.
         step("host write of the wrapped counter");
         releaser
-            .write(&buf, 8, 1u64.to_le_bytes()[..n].to_vec())
+            .write(buf, 8, 1u64.to_le_bytes()[..n].to_vec())
             .ctx("host write of the wrapped counter")?;
         step("synchronize the waiter after the wrap");
         waiter.synchronize().ctx("waiter after wrap")?;
-        let got = read_word::<B>(&reader, &buf, 24, n)?;
+        let got = read_word::<B>(&reader, buf, 24, n)?;
         if got != 5 {
             return Err(format!("{n}-byte: write after GEQ gave {got}"));
         }
 
         // Bad words.
         for (off, why) in [(n / 2, "misaligned"), (64, "outside the buffer")] {
-            match (w.wait)(&waiter, &buf, off, 0, WaitCondition::Geq) {
+            match (w.wait)(&waiter, buf, off, 0, WaitCondition::Geq) {
                 Err(Error::InvalidArgument(_)) => {}
                 other => return Err(format!("{n}-byte wait {why}: {other:?}")),
             }
-            match (w.write)(&waiter, &buf, off, 0) {
+            match (w.write)(&waiter, buf, off, 0) {
                 Err(Error::InvalidArgument(_)) => {}
                 other => return Err(format!("{n}-byte write {why}: {other:?}")),
             }
