@@ -119,7 +119,11 @@ fn advise_and_every_trampoline_reach_the_rust_allocator_with_their_arguments() {
         assert!(!b2.is_null());
         assert_eq!(rec.inner.live_blocks(), 2);
         let a1 = (r.addr)(b1) as u64;
-        assert_eq!(a1, rec.inner.address(Block(1)), "address of the advised block");
+        assert_eq!(
+            a1,
+            rec.inner.address(Block(1)),
+            "address of the advised block"
+        );
         assert_ne!(a1, 0);
         (r.free)(r.obj, b1);
         (r.free)(r.obj, b2);
