@@ -4,11 +4,17 @@
 # line per step and ends with `reliability: P passed, F failed, S skipped`.
 # A step passes on exit status 0, is skipped on 77 (the tool cannot run on this machine, with
 # the reason printed), and fails on anything else. Exits 1 when a step FAILed.
+# Usage: scripts/reliability.sh [GROUP...]   groups: slow loom miri fuzz valgrind (default: all).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 SKIP=77
 passed=0; failed=0; skipped=0
+groups="${*:-slow loom miri fuzz valgrind}"
+for g in $groups; do
+    case "$g" in slow | loom | miri | fuzz | valgrind) ;; *) echo "unknown group: $g" >&2; exit 2 ;; esac
+done
+want() { [[ " $groups " == *" $1 "* ]]; }
 step() { # name, command...
     local name="$1"; shift
     local t0=$SECONDS rc
@@ -40,11 +46,15 @@ ignored_tests() { # test target
 
 # The only #[ignore]d tests of the workspace are the two 8 x 100k stress runs; the fault sweep
 # and bad-input tests are not ignored and run in every `cargo test --workspace`.
-echo "== #[ignore]d (slow) tests: 8 x 100k stress on host and simulator"
-step "slow tests (stress, 8 x 100k)" ignored_tests stress
+if want slow; then
+    echo "== #[ignore]d (slow) tests: 8 x 100k stress on host and simulator"
+    step "slow tests (stress, 8 x 100k)" ignored_tests stress
+fi
 
-echo "== loom models (callback slot fire-once, panic slot, completion wake-ups)"
-step "loom" env RUSTFLAGS="--cfg loom" cargo test -p xstream-core --test loom --release --target-dir target/loom
+if want loom; then
+    echo "== loom models (callback slot fire-once, panic slot, completion wake-ups)"
+    step "loom" env RUSTFLAGS="--cfg loom" cargo test -p xstream-core --test loom --release --target-dir target/loom
+fi
 
 miri_available() {
     rustup toolchain install nightly --profile minimal --component miri,rust-src >/dev/null 2>&1 ||
@@ -57,17 +67,23 @@ miri() { # cargo miri test arguments...
     fi
     MIRIFLAGS="-Zmiri-ignore-leaks -Zmiri-disable-isolation" cargo +nightly miri test "$@"
 }
-echo "== Miri"
-step "miri xstream-core" miri -p xstream-core --lib
-# The host backend's unit and integration tests (a test Miri cannot run is ignored under Miri
-# with the reason in its `#[cfg_attr(miri, ignore = "...")]`).
-step "miri xstream-host" miri -p xstream-host
+if want miri; then
+    echo "== Miri"
+    step "miri xstream-core" miri -p xstream-core --lib
+    # The host backend's unit and integration tests (a test Miri cannot run is ignored under
+    # Miri with the reason in its `#[cfg_attr(miri, ignore = "...")]`).
+    step "miri xstream-host" miri -p xstream-host
+fi
 
-echo "== fuzz (bounded)"
-step "fuzz" scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+if want fuzz; then
+    echo "== fuzz (bounded)"
+    step "fuzz" scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+fi
 
-echo "== valgrind"
-step "valgrind" scripts/valgrind.sh
+if want valgrind; then
+    echo "== valgrind"
+    step "valgrind" scripts/valgrind.sh
+fi
 
 echo "reliability: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -7,7 +7,7 @@
 # The log of every failing binary is kept under $VALGRIND_LOG_DIR (default target/valgrind-logs).
 # Environment: VALGRIND_PACKAGES (default "xstream-host xstream-conformance xstream-ascend"),
 # VALGRIND_ONLY (a test target name: run only that binary), VALGRIND_TIMEOUT (seconds per
-# binary, default 1200).
+# binary, default 1200), VALGRIND (the valgrind command, default valgrind).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -18,8 +18,9 @@ SKIP=77
 # timing that valgrind's ~30x slowdown could break.
 HARNESS_ONLY=()
 
-if ! command -v valgrind >/dev/null 2>&1; then
-    echo "SKIP valgrind: valgrind not installed"
+vg="${VALGRIND:-valgrind}"
+if ! command -v "$vg" >/dev/null 2>&1; then
+    echo "SKIP valgrind: $vg not installed"
     exit $SKIP
 fi
 if ! command -v python3 >/dev/null 2>&1; then
@@ -78,7 +79,7 @@ while IFS=$'\t' read -r name b; do
     log="$logdir/$name.log"; out="$logdir/$name.out"
     # Threads the runtimes leave behind (dispatcher, poller, reaper) are still reachable at
     # exit: only "definitely lost" leaks and memory errors count (exit code 99).
-    XSIM_DEVICES=2 timeout "${VALGRIND_TIMEOUT:-1200}" valgrind --quiet --leak-check=full \
+    XSIM_DEVICES=2 timeout "${VALGRIND_TIMEOUT:-1200}" "$vg" --quiet --leak-check=full \
         --errors-for-leak-kinds=definite --show-leak-kinds=definite --error-exitcode=99 \
         --log-file="$log" "$b" --test-threads=2 >"$out" 2>&1
     rc=$?
