@@ -13,10 +13,13 @@ cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 SKIP=77
 
-# Test failures that are allowed ONLY when memcheck's log is clean: "target::test path" and the
-# reason. A failure of any other test fails the binary. Empty: no test depends on wall-clock
-# timing that valgrind's ~30x slowdown could break.
-HARNESS_ONLY=()
+# Test failures that are allowed ONLY when memcheck's log is clean: "target::test path", a tab,
+# and the reason. A failure of any other test fails the binary. Keep this list short: each entry
+# is a test whose assertion depends on thread timing that valgrind's slowdown (one thread at a
+# time, ~30x slower) can break; the same test runs natively in `cargo test`.
+HARNESS_ONLY=(
+    "events::status_and_elapsed	a 10 ms timed wait must expire while a 200 ms simulated kernel runs; under valgrind on a loaded 2-core machine the kernel has been seen to finish first (2026-11-23; passed on rerun, memcheck log clean)"
+)
 
 vg="${VALGRIND:-valgrind}"
 if ! command -v "$vg" >/dev/null 2>&1; then
