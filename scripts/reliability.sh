@@ -35,7 +35,7 @@ ignored_tests() { # test target
     local out rc n
     out=$(cargo test -p xstream-conformance --test "$1" -- --ignored 2>&1)
     rc=$?
-    grep -E '^test |^test result|panicked' <<<"$out"
+    grep -E '^test |^test result|panicked|^error' <<<"$out"
     [ "$rc" -eq 0 ] || return 1
     n=$(sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p' <<<"$out" | head -1)
     if [ "${n:-0}" -eq 0 ]; then
