@@ -5,46 +5,14 @@
 # tables as tables.md); the tables are printed at the end.
 # Usage: scripts/cpu-bench.sh [PAIRED_RUNS]   (default 3: the paired A/B part runs once inside
 # the criterion run and PAIRED_RUNS - 1 more times alone). About 3 minutes on 2 cores once built.
+#        scripts/cpu-bench.sh --tables DIR    (only print the tables of the logs in DIR again)
 # Method: criterion with the settings of `xstream_benches::short_group` (20 samples, 300 ms
 # warm-up, 1 s measurement per benchmark); tables give criterion's median.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
-paired_runs="${1:-3}"
-out="${CPU_BENCH_OUT:-docs/cpu-runs/$(date -u +%F)}"
-mkdir -p "$out"
-
-{
-    echo "date: $(date -u '+%F %T UTC')"
-    echo "commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo ' (with uncommitted changes)')"
-    echo "kernel: $(uname -srm)"
-    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) online CPUs"
-    echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
-    echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "rustc: $(rustc --version)"
-} >"$out/machine.txt"
-cat "$out/machine.txt"
-
-# Build first (the simulator in release, so that both sides call an optimised one).
-cargo build --release -p xstream-ascend-sim
-cargo bench -p xstream-benches --no-run
-export XSTREAM_ACL_LIBRARY="$PWD/target/release/libascendcl.so"
-
-echo "== host_ops"
-cargo bench -p xstream-benches --bench host_ops 2>&1 | tee "$out/host_ops.log"
-echo "== ascend_sim (criterion + paired run 1)"
-cargo bench -p xstream-benches --bench ascend_sim 2>&1 | tee "$out/ascend_sim.log"
-for i in $(seq 2 "$paired_runs"); do
-    echo "== ascend_sim paired run $i (the filter NONE skips the criterion part)"
-    cargo bench -p xstream-benches --bench ascend_sim -- NONE 2>&1 | tee "$out/ascend_sim_paired_$i.log"
-done
-echo "== memory (100k create/drop)"
-cargo bench -p xstream-benches --bench memory 2>&1 | tee "$out/memory.log"
-echo "== allocation counts"
-cargo test -p xstream-benches --test no_alloc -- --nocapture --test-threads=1 2>&1 | tee "$out/no_alloc.log"
-echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/machine.txt"
-
-python3 - "$out" <<'EOF' | tee "$out/tables.md"
+tables() { # DIR: the tables of the logs in DIR, in Markdown
+    python3 - "$1" <<'EOF'
 import re, sys, glob, os
 d = sys.argv[1]
 UNIT = {"ps": 1e-3, "ns": 1.0, "µs": 1e3, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -118,12 +86,51 @@ for k, name in OPS:
 print(f"\n### Allocations per 1000 calls ({date}, docs/cpu-runs/{date}/no_alloc.log)\n")
 print("| backend | operation | xstream | raw |")
 print("|---|---|---|---|")
-for m in re.finditer(r"^allocs (\S+)\s+(.+?)\s+xstream=\s*(\d+) raw=\s*(\S+)", open(f"{d}/no_alloc.log", encoding="utf-8").read(), re.M):
+for m in re.finditer(r"allocs (\S+)\s+(.+?)\s+xstream=\s*(\d+) raw=\s*(\S+)", open(f"{d}/no_alloc.log", encoding="utf-8").read(), re.M):
     print(f"| {m.group(1)} | {m.group(2)} | {m.group(3)} | {m.group(4)} |")
 
 print(f"\n### Memory: 100k create/drop ({date}, docs/cpu-runs/{date}/memory.log)\n")
 print("| backend | what | RSS before | RSS after | delta | ns/pair | flat within 1 MiB? |")
 print("|---|---|---|---|---|---|---|")
 for m in re.finditer(r"^memory (.{14}) (.+?)\s+n=\d+ rss_before=(\S+) MiB rss_after=(\S+) MiB delta=(\S+) KiB \((\S+) s, (\S+) ns/pair\) flat_within_1MiB=(\S+)", open(f"{d}/memory.log", encoding="utf-8").read(), re.M):
-    print(f"| {m.group(1).strip()} | {m.group(2)} | {m.group(3)} MiB | {m.group(4)} MiB | {m.group(5)} KiB | {m.group(7)} | {'yes' if m.group(8) == 'true' else 'no'} |")
+    print(f"| {m.group(1).strip()} | {m.group(2)} | {m.group(3)} MiB | {m.group(4)} MiB | {m.group(5)} KiB | {m.group(7)} | {m.group(8)} |")
 EOF
+}
+if [ "${1:-}" = "--tables" ]; then
+    tables "${2:?usage: scripts/cpu-bench.sh --tables DIR}"
+    exit 0
+fi
+paired_runs="${1:-3}"
+out="${CPU_BENCH_OUT:-docs/cpu-runs/$(date -u +%F)}"
+mkdir -p "$out"
+
+{
+    echo "date: $(date -u '+%F %T UTC')"
+    echo "commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo ' (with uncommitted changes)')"
+    echo "kernel: $(uname -srm)"
+    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) online CPUs"
+    echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+    echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "rustc: $(rustc --version)"
+} >"$out/machine.txt"
+cat "$out/machine.txt"
+
+# Build first (the simulator in release, so that both sides call an optimised one).
+cargo build --release -p xstream-ascend-sim
+cargo bench -p xstream-benches --no-run
+export XSTREAM_ACL_LIBRARY="$PWD/target/release/libascendcl.so"
+
+echo "== host_ops"
+cargo bench -p xstream-benches --bench host_ops 2>&1 | tee "$out/host_ops.log"
+echo "== ascend_sim (criterion + paired run 1)"
+cargo bench -p xstream-benches --bench ascend_sim 2>&1 | tee "$out/ascend_sim.log"
+for i in $(seq 2 "$paired_runs"); do
+    echo "== ascend_sim paired run $i (the filter NONE skips the criterion part)"
+    cargo bench -p xstream-benches --bench ascend_sim -- NONE 2>&1 | tee "$out/ascend_sim_paired_$i.log"
+done
+echo "== memory (100k create/drop)"
+cargo bench -p xstream-benches --bench memory 2>&1 | tee "$out/memory.log"
+echo "== allocation counts"
+cargo test -p xstream-benches --test no_alloc -- --nocapture --test-threads=1 2>&1 | tee "$out/no_alloc.log"
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/machine.txt"
+tables "$out" | tee "$out/tables.md"
