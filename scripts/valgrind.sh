@@ -1,47 +1,129 @@
 #!/usr/bin/env bash
-# The host and simulator test binaries once under valgrind memcheck (no "definitely lost").
-# Prints PASS / SKIP / FAIL lines and the leak summary of each binary.
+# The host, Ascend (simulator) and conformance test binaries once each under valgrind memcheck.
+# Prints one PASS / FAIL line per binary and a summary line.
+# Exit status: 0 every binary clean, 1 something FAILed (build, no binary, memcheck error,
+# crash, test failure), 77 SKIP (valgrind or python3 not installed): scripts/reliability.sh
+# prints SKIP for 77, never PASS.
+# The log of every failing binary is kept under $VALGRIND_LOG_DIR (default target/valgrind-logs).
+# Environment: VALGRIND_PACKAGES (default "xstream-host xstream-conformance xstream-ascend"),
+# VALGRIND_ONLY (a test target name: run only that binary), VALGRIND_TIMEOUT (seconds per
+# binary, default 1200), VALGRIND (the valgrind command, default valgrind).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v valgrind >/dev/null 2>&1; then
-    echo "SKIP valgrind: not installed"
-    exit 0
+export CARGO_TERM_COLOR=never
+SKIP=77
+
+# Test failures that are allowed ONLY when memcheck's log is clean: "package/target::test", a tab,
+# and the reason. A failure of any other test fails the binary. Keep this list short: each entry
+# is a test whose assertion depends on thread timing that valgrind's slowdown (one thread at a
+# time, ~30x slower) can break; the same test runs natively in `cargo test`.
+HARNESS_ONLY=(
+    "xstream-ascend/streams::drop_does_not_block_and_reaps	asserts that dropping a stream with a 200 ms kernel queued returns within 150 ms (an upper wall-clock bound); under valgrind on a loaded 2-core machine the drop itself took longer (2026-11-23, memcheck log clean)"
+    "xstream-host/streams::callback_later_work_waits_for_it	checks 5 ms after enqueueing that a memset queued behind a 30 ms callback has not run; under valgrind on a loaded 2-core machine the 5 ms sleep outlasted the callback (2026-11-23, memcheck log clean)"
+    "xstream-ascend/events::status_and_elapsed	a 10 ms timed wait must expire while a 200 ms simulated kernel runs; under valgrind on a loaded 2-core machine the kernel has been seen to finish first (2026-11-23; passed on rerun, memcheck log clean)"
+)
+
+vg="${VALGRIND:-valgrind}"
+if ! command -v "$vg" >/dev/null 2>&1; then
+    echo "SKIP valgrind: $vg not installed"
+    exit $SKIP
 fi
-command -v python3 >/dev/null 2>&1 || { echo "SKIP valgrind: python3 needed to read cargo's JSON"; exit 0; }
-cargo build -p xstream-ascend-sim >/dev/null 2>&1
-bins=$(cargo test --no-run --message-format=json -p xstream-host -p xstream-conformance -p xstream-ascend 2>/dev/null |
-    python3 -c '
-import json, sys
-for line in sys.stdin:
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "SKIP valgrind: python3 needed to read cargo's JSON"
+    exit $SKIP
+fi
+logdir="${VALGRIND_LOG_DIR:-target/valgrind-logs}"
+mkdir -p "$logdir"
+rm -f "$logdir"/*.log "$logdir"/*.out
+
+if ! cargo build -p xstream-ascend-sim >"$logdir/build.log" 2>&1; then
+    echo "FAIL valgrind: building the simulator failed (log: $logdir/build.log)"
+    exit 1
+fi
+pkg_args=()
+for p in ${VALGRIND_PACKAGES:-xstream-host xstream-conformance xstream-ascend}; do
+    pkg_args+=(-p "$p")
+done
+if ! cargo test --no-run --message-format=json "${pkg_args[@]}" >"$logdir/build.json" \
+    2>"$logdir/build.log"; then
+    echo "FAIL valgrind: building the test binaries failed (log: $logdir/build.log)"
+    exit 1
+fi
+bins=$(VALGRIND_ONLY="${VALGRIND_ONLY:-}" python3 -c '
+import json, os, sys
+only = os.environ["VALGRIND_ONLY"]
+for line in open(sys.argv[1]):
     try: m = json.loads(line)
     except ValueError: continue
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         name = m["target"]["name"]
-        if name in ("cuda",): continue   # no GPU here; nothing to check
-        print(m["executable"])
-')
-status=0
-for b in $bins; do
-    log="$(mktemp)"
+        if name == "cuda": continue   # needs a GPU: it only prints SKIP here
+        if only and name != only: continue
+        pid = m["package_id"]         # "path+file:///...#xstream-host@0.1.0" or "xstream-host 0.1.0 (...)"
+        if "#" in pid:
+            frag = pid.split("#")[-1]
+            pkg = frag.split("@")[0] if "@" in frag else pid.split("#")[0].rstrip("/").split("/")[-1]
+        else:
+            pkg = pid.split(" ")[0]
+        print(pkg + "/" + name + "\t" + m["executable"])
+' "$logdir/build.json")
+if [ -z "$bins" ]; then
+    echo "FAIL valgrind: no test binary found (nothing would be checked)"
+    exit 1
+fi
+
+# A memcheck log is clean when nothing but valgrind's own informational warnings is in it
+# (--quiet prints only errors). Anything else, including lines this filter does not know,
+# counts as an error.
+log_is_clean() {
+    ! grep -v -E '^==[0-9]+== (Warning: (set address range perms|noted but unhandled ioctl|client switching stacks)|   (This could cause|with no size/direction hints|To fix this|See README)|$)' "$1" | grep -q .
+}
+allowed_failure() { # test path: listed in HARNESS_ONLY?
+    local t
+    for t in "${HARNESS_ONLY[@]}"; do [ "${t%%$'\t'*}" = "$1" ] && return 0; done
+    return 1
+}
+
+total=0; failed=0
+while IFS=$'\t' read -r name b; do
+    total=$((total + 1))
+    log="$logdir/${name//\//-}.log"; out="$logdir/${name//\//-}.out"
     # Threads the runtimes leave behind (dispatcher, poller, reaper) are still reachable at
-    # exit: only "definitely lost" and memory errors fail.
-    # Exit code 99 is valgrind's (memory errors or definite leaks); any other failure is the
-    # test harness, e.g. a wall-clock assertion missed under valgrind's ~30x slowdown: those
-    # tests run natively in `cargo test`, so here it is reported, not counted.
+    # exit: only "definitely lost" leaks and memory errors count (exit code 99).
     # The simulator's environment is given here: a simulator test started without it reruns
     # itself in a child process (tests/src/simulator.rs), which valgrind would not see.
-    XSTREAM_ACL_LIBRARY="$PWD/target/debug/libascendcl.so" XSIM_DEVICES=2 valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite \
-        --show-leak-kinds=definite --error-exitcode=99 --log-file="$log" \
-        "$b" --test-threads=2 >"$log.out" 2>&1
+    XSTREAM_ACL_LIBRARY="$PWD/target/debug/libascendcl.so" XSIM_DEVICES=2 timeout "${VALGRIND_TIMEOUT:-1200}" "$vg" --quiet --leak-check=full \
+        --errors-for-leak-kinds=definite --show-leak-kinds=definite --error-exitcode=99 \
+        --log-file="$log" "$b" --test-threads=2 >"$out" 2>&1
     rc=$?
-    if [ "$rc" -eq 0 ]; then
-        echo "PASS valgrind $(basename "$b")"
-    elif [ "$rc" -eq 99 ]; then
-        echo "FAIL valgrind $(basename "$b")"; cat "$log"; status=1
+    why=""
+    if ! log_is_clean "$log"; then
+        why="memcheck reported errors (rc=$rc)"
+    elif [ "$rc" -eq 0 ]; then
+        :
+    elif [ "$rc" -eq 101 ] && grep -q '^test result: FAILED' "$out"; then
+        # The harness ran to its end and some tests failed: allowed only if each is listed.
+        for t in $(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$out"); do
+            allowed_failure "$name::$t" || why="${why:-test failures under valgrind:} $t"
+        done
+    elif [ "$rc" -eq 124 ]; then
+        why="timed out after ${VALGRIND_TIMEOUT:-1200}s"
     else
-        echo "PASS valgrind $(basename "$b") (memcheck clean; test harness rc=$rc under valgrind: $(grep -E '^test .* FAILED$' "$log.out" | tr '\n' ' '))"
+        why="exit status $rc (crash, abort or panic outside a test)"
     fi
-    rm -f "$log.out"
-    rm -f "$log"
-done
-exit $status
+    if [ -z "$why" ]; then
+        if [ "$rc" -eq 0 ]; then
+            echo "PASS valgrind $name"
+        else
+            echo "PASS valgrind $name (memcheck clean; listed harness-only failures under valgrind:" \
+                "$(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$out" | tr '\n' ' '))"
+        fi
+        rm -f "$log" "$out"
+    else
+        failed=$((failed + 1))
+        echo "FAIL valgrind $name: $why (logs: $log, $out)"
+        head -40 "$log"
+    fi
+done <<<"$bins"
+echo "valgrind: $total binaries, $((total - failed)) clean, $failed failed"
+[ "$failed" -eq 0 ]

@@ -92,7 +92,7 @@ fn stat(v: &[f64]) -> Stat {
     }
 }
 
-/// What a row is checked against (the targets).
+/// What a row is checked against (the project's performance targets, `docs/performance.md`).
 #[derive(Debug, Clone, Copy)]
 enum Target {
     /// Informational only.

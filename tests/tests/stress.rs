@@ -11,7 +11,7 @@
 //! - on the simulator, live streams and events return to their baseline after every object
 //!   is dropped and its worker threads have exited.
 //!
-//! The ordinary run is the 8 × 10,000 operations per backend (about 3 s in all); the
+//! The ordinary run is 8 × 10,000 operations per backend (about 3 s in all); the
 //! `#[ignore]`d runs (`scripts/reliability.sh`) are 8 × 100,000.
 
 mod common;

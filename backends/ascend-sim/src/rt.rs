@@ -329,7 +329,7 @@ pub(crate) fn fault_hit(name: &str) -> Option<i32> {
     let mut hit = None;
     for r in g.rules.iter_mut().filter(|r| r.sym == name) {
         r.seen += 1;
-        if hit.is_none() && r.nth.map_or(true, |n| n == r.seen) {
+        if hit.is_none() && r.nth.is_none_or(|n| n == r.seen) {
             hit = Some(r.code);
         }
     }

@@ -51,7 +51,7 @@ pub unsafe extern "C" fn xsimLaunchLcg(
         if dev_ptr.is_null() && words > 0 {
             return err(ACL_ERROR_INVALID_PARAM, "devPtr is NULL");
         }
-        if (dev_ptr as usize) % 4 != 0 {
+        if !(dev_ptr as usize).is_multiple_of(4) {
             return err(ACL_ERROR_INVALID_PARAM, "devPtr is not 4-byte aligned");
         }
         enqueue_stream(stream)?.push(Task::Lcg {

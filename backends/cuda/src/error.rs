@@ -210,7 +210,7 @@ mod tests {
     #[test]
     fn table_is_sorted_unique_and_complete_for_the_reference_codes() {
         assert!(CODES.windows(2).all(|w| w[0].code < w[1].code));
-        // Every code the seeds and the reference sheet name.
+        // Every code the CUDA Driver API reference names for the stream, event and graph calls.
         for name in [
             "CUDA_SUCCESS",
             "CUDA_ERROR_DEINITIALIZED",
@@ -231,6 +231,7 @@ mod tests {
             "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
             "CUDA_ERROR_CAPTURED_EVENT",
             "CUDA_ERROR_ILLEGAL_STATE",
+            "CUDA_ERROR_LOSSY_QUERY",
         ] {
             assert!(CODES.iter().any(|r| r.name == name), "{name} missing");
         }

@@ -73,8 +73,8 @@ unsafe impl Sync for RawAcl {}
 macro_rules! sym {
     ($lib:expr, $name:literal) => {{
         let name: &CStr = $name;
-        // SAFETY: the field's type is the C prototype of the symbol (facts sheet / simulator
-        // README); the pointer is copied out while the library stays loaded in `RawAcl`.
+        // SAFETY: the field's type is the C prototype of the symbol (CANN AscendCL API
+        // reference; the simulator README lists them); the pointer is copied out while the library stays loaded in `RawAcl`.
         unsafe { *$lib.get(name.to_bytes_with_nul()).expect("symbol") }
     }};
 }
