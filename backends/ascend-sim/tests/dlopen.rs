@@ -31,7 +31,7 @@ fn dlopen_cdylib_and_call_through_pointers() {
     // SAFETY: loading our own cdylib; its initializers are Rust statics only.
     let h = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     assert!(!h.is_null(), "dlopen failed");
-    // SAFETY: the symbols have exactly these C prototypes (facts sheet section 4).
+    // SAFETY: the symbols have exactly these C prototypes (the CANN AscendCL API reference).
     unsafe {
         let init: unsafe extern "C" fn(*const c_char) -> i32 =
             std::mem::transmute(sym(h, "aclInit"));

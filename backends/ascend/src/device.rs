@@ -1,6 +1,6 @@
 //! [`AscendDevice`] (context binding, capabilities) and [`AscendBuffer`].
 //!
-//! **Context binding.** ACL contexts are per thread (facts sheet 6.8). A device holds the
+//! **Context binding.** ACL contexts are per thread (CANN AscendCL API reference). A device holds the
 //! primary context of its ordinal (`aclrtSetDevice` + `aclrtGetCurrentContext`, released with
 //! `aclrtResetDevice` when the last clone drops). Every entry point calls `DeviceInner::bind`,
 //! which calls `aclrtSetCurrentContext` only when a thread-local cache says another context

@@ -7,7 +7,7 @@ use xstream_core::{BackendKind, CaptureErrorKind, Error, NativeError};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AclError(pub i32);
 
-/// `(code, name, sticky)` for every code xstream knows (facts sheet, section 5, plus the
+/// `(code, name, sticky)` for every code xstream knows (the CANN AscendCL API reference's return-code list, plus the
 /// device-fault codes of `rt_error_codes.h`).
 pub const CODES: &[(i32, &str, bool)] = &[
     (100_000, "ACL_ERROR_INVALID_PARAM", false),

@@ -512,7 +512,7 @@ pub(crate) mod allocator {
             call!(opt t, aclrtAllocatorSetGetAddrFromBlockFuncToDesc(desc, f.addr))?;
             call!(opt t, aclrtAllocatorRegister(s.0, desc))
         })();
-        // The registry copies the desc's fields (facts sheet 6.13): destroy it either way.
+        // The registry copies the desc's fields (CANN AscendCL API reference): destroy it either way.
         let _ = (|| call!(opt t, aclrtAllocatorDestroyDesc(desc)))();
         r
     }

@@ -48,7 +48,7 @@ pub union aclrtStreamAttrValue {
 
 const _: () = assert!(std::mem::size_of::<aclrtStreamAttrValue>() == 16);
 
-/// ACL constants (values from the facts sheet, sections 2 and 3).
+/// ACL constants (values from the CANN AscendCL API reference).
 pub mod consts {
     /// `ACL_SUCCESS`.
     pub const ACL_SUCCESS: i32 = 0;
@@ -417,7 +417,7 @@ pub struct RawModel(pub *mut c_void);
 pub struct DevPtr(pub *mut c_void);
 
 // SAFETY: ACL handles are opaque tokens that the runtime accepts from any thread once the
-// owning context is current on that thread (facts sheet 6.8); xstream binds the context before
+// owning context is current on that thread (CANN AscendCL API reference); xstream binds the context before
 // every call, so moving or sharing the token between threads is sound.
 unsafe impl Send for RawStream {}
 // SAFETY: as above; the token itself is immutable.
