@@ -4,14 +4,18 @@
 //! time with `libloading`: nothing links against CANN, and a machine without it gets
 //! [`Error::NotAvailable`] listing every place searched.
 //!
+//! ## Modules
 //! | layer | module | what |
 //! |---|---|---|
 //! | sys | [`sys`] | `AclFns`: the raw function table (C names; required vs `Option` symbols) |
 //! | loader | [`loader`] | discovery, the process-wide table, `aclInit` once |
-//! | result | `result` (private) | `Result`-returning wrappers, `MaybeUninit` out-params |
+//! | result | `result` (private), `result/` | `Result`-returning wrappers, `MaybeUninit` out-params |
 //! | error | [`error`] | [`AclError`], the name table, the mapping to [`Error`] |
 //! | conv | [`conv`] | [`ACL_FLAGS`], the flag translation table |
-//! | safe | [`device`], [`stream`], [`event`], [`graph`] | RAII types implementing the core traits |
+//! | device | [`device`] | [`AscendDevice`] (context binding, capabilities), [`AscendBuffer`] |
+//! | stream | [`stream`], `stream/` | [`AscendStream`]: the portable impl; `stream/`: create, capture, callback, memory, memop, attribute, native (ACL-only), drop |
+//! | event | [`event`] | [`AscendEvent`] |
+//! | graph | [`graph`] | [`AscendGraph`]: a model run instance from capture |
 //! | callbacks | `callback` (private) | report thread, reaper, `extern "C"` trampolines |
 //!
 //! Design choices:

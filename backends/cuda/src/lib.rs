@@ -5,11 +5,17 @@
 //! libcuda is opened at run time, so this crate builds and its tests run, as skips, on machines
 //! without a GPU).
 //!
+//! ## Modules
 //! | layer | module | what |
 //! |---|---|---|
 //! | sys | `cudarc::driver::sys` | the raw table (cudarc) |
-//! | result | `ffi` (private) | the only `unsafe` code: typed wrappers, trampolines, handle newtypes |
-//! | safe | [`CudaDevice`], [`CudaStream`], [`CudaEvent`], [`CudaGraph`], [`CudaBuffer`] | the xstream-core traits |
+//! | result | `ffi` (private), `ffi/` | the only `unsafe` code: typed wrappers, trampolines, handle newtypes; one file per area (context, stream, callback, graph, event, memory, kernel, attribute) |
+//! | backend | `lib.rs` | [`CudaBackend`]: availability probe, device count, open |
+//! | device | `device` | [`CudaDevice`]: primary context, pending callbacks, sticky state, kernels |
+//! | stream | `stream`, `stream/` | [`CudaStream`]: the portable impl; `stream/`: create, capture, callback, memory, memop, attribute, native (CUDA-only), drop |
+//! | event | `event` | [`CudaEvent`] |
+//! | graph | `graph` | [`CudaGraph`]: instantiate once, replay with `cuGraphLaunch` |
+//! | memory | [`memory`], `hostmem` | [`CudaBuffer`], managed and stream-ordered memory; page-locked host memory |
 //! | tables | [`conv`], [`error`] | flags, enums, `CUresult` mapping |
 //!
 //! ## Design choices

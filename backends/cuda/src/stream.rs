@@ -1,30 +1,43 @@
 //! [`CudaStream`]: the portable [`Stream`] over a `CUstream`, plus CUDA-only extensions.
+//!
+//! This file holds the type, its state and the [`Stream`] impl (status, waits, callbacks,
+//! capture entry points, kernels); each other concern has its own file:
+//! - `create`: owned, special default and shared construction;
+//! - `capture`: begin/end under the capture cell, CUDA-only capture extensions;
+//! - `callback`: `cuLaunchHostFunc` slots, `cuStreamAddCallback`;
+//! - `memory`: memset, write, read, copies, the keep-alive list;
+//! - `memop`: `cuStreamWaitValue*` / `cuStreamWriteValue*`;
+//! - `attribute`: stream attributes and the allocator slot;
+//! - `native`: CUDA-only extras (cudarc interop, getters, external waits, managed attach);
+//! - `drop`: `cuStreamDestroy` and deferred release behind queued work.
 
 use std::fmt;
 use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use xstream_core::callback::{dispatch, in_callback, CallbackSlot, HostCallback, PanicSlot};
+use xstream_core::callback::{HostCallback, PanicSlot};
 use xstream_core::{
-    check_range, check_timeout, Allocator, AllocatorSlot, Borrowed, CaptureCell, CaptureErrorKind,
-    CaptureMode, CaptureStatus, CreationReport, Error, FlagReport, Kernel, Ownership, Priority,
-    PriorityOutcome, Readback, Result, Status, Stream, StreamAttr, StreamAttrValue, StreamDesc,
-    StreamFlags,
+    check_timeout, Allocator, AllocatorSlot, Borrowed, CaptureCell, CaptureErrorKind, CaptureMode,
+    CaptureStatus, CreationReport, Error, Kernel, Ownership, Readback, Result, Status, Stream,
+    StreamAttr, StreamAttrValue, StreamFlags,
 };
 
-use cudarc::driver::sys;
-
-use crate::conv::{self, CUDA_FLAGS};
-use crate::device::track_pending;
-use crate::ffi::{self, CuGraphNode, CuStream};
+use crate::ffi::{self, CuStream};
 use crate::memory::Keep;
-use crate::{error, CudaBackend, CudaBuffer, CudaDevice, CudaEvent, CudaGraph, TIMED_WAIT_MAX_NAP};
+use crate::{CudaBackend, CudaBuffer, CudaDevice, CudaEvent, CudaGraph, TIMED_WAIT_MAX_NAP};
 
+mod attribute;
+mod callback;
+mod capture;
+mod create;
+mod drop;
 pub(crate) mod memop;
+mod memory;
+mod native;
 
-/// Keep-alive entries above which a stream hands its list to a host function.
-const KEEP_FLUSH: usize = 256;
+pub use capture::{exchange_thread_capture_mode, CaptureInfo, DependencyUpdate};
+pub use native::MemAttach;
 
 /// Owns (or borrows) the native handle; destroys an owned one when the last reference goes.
 pub(crate) struct StreamHandle {
@@ -33,40 +46,6 @@ pub(crate) struct StreamHandle {
     pub inner: OnceLock<Arc<cudarc::driver::CudaStream>>,
     owned: bool,
     dev: CudaDevice,
-}
-
-impl Drop for StreamHandle {
-    fn drop(&mut self) {
-        if !self.owned {
-            return;
-        }
-        if self.inner.get().is_some_and(|i| Arc::strong_count(i) > 1) {
-            // Somebody still holds the cudarc wrapper handed out by `cudarc_stream()`: never
-            // destroy a handle that is still reachable. The stream is leaked (documented).
-            tracing::warn!(stream = ?self.raw, "cudarc wrapper still shared; CUstream not destroyed");
-            return;
-        }
-        let (raw, dev) = (self.raw, self.dev.clone());
-        let destroy = move || {
-            ffi::ensure_relaxed_capture_mode();
-            if ffi::bind(dev.shared.raw_ctx).is_ok() {
-                // Non-blocking: the driver releases the stream after its work (row 8).
-                if let Err(c) = ffi::stream_destroy(raw) {
-                    tracing::debug!(code = c, "cuStreamDestroy failed");
-                }
-            }
-        };
-        if in_callback() {
-            dispatch(Box::new(destroy));
-        } else {
-            // On the caller's thread: do not switch its capture mode.
-            if ffi::bind(self.dev.shared.raw_ctx).is_ok() {
-                if let Err(c) = ffi::stream_destroy(self.raw) {
-                    tracing::debug!(code = c, "cuStreamDestroy failed");
-                }
-            }
-        }
-    }
 }
 
 /// Per-stream xstream state.
@@ -119,217 +98,7 @@ impl fmt::Debug for CudaStream {
     }
 }
 
-/// What `cuStreamGetCaptureInfo_v3` reports.
-#[derive(Debug, Clone)]
-pub struct CaptureInfo {
-    /// The capture status.
-    pub status: CaptureStatus,
-    /// The driver's unique capture id (0 when not capturing).
-    pub id: u64,
-    /// The capture's current dependency set (the nodes the next captured work will follow).
-    pub dependencies: Vec<CuGraphNode>,
-    /// The graph being captured into (owned by the capture; null when not capturing).
-    pub graph: ffi::CuGraph,
-}
-
-/// How [`CudaStream::update_capture_dependencies`] changes the dependency set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DependencyUpdate {
-    /// `CU_STREAM_ADD_CAPTURE_DEPENDENCIES`.
-    Add,
-    /// `CU_STREAM_SET_CAPTURE_DEPENDENCIES`.
-    Set,
-}
-
-/// Where managed memory attached with [`CudaStream::attach_mem_async`] is accessible.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemAttach {
-    /// `CU_MEM_ATTACH_GLOBAL`: any stream of any device.
-    Global,
-    /// `CU_MEM_ATTACH_HOST`: the host only.
-    Host,
-    /// `CU_MEM_ATTACH_SINGLE`: this stream only.
-    Single,
-}
-
 impl CudaStream {
-    #[allow(clippy::too_many_arguments)] // private constructor; every field is distinct
-    fn build(
-        dev: &CudaDevice,
-        handle: StreamHandle,
-        name: Option<String>,
-        flags: StreamFlags,
-        report: CreationReport,
-        ownership: Ownership,
-        persistent: bool,
-        fast_sync: bool,
-    ) -> Result<Self> {
-        let handle = Arc::new(handle);
-        let state = StreamState {
-            persistent,
-            fast_sync,
-            priority: AtomicI32::new(report.priority.native),
-            ..StreamState::default()
-        };
-        Ok(Self {
-            dev: dev.clone(),
-            handle,
-            state: Arc::new(state),
-            id: OnceLock::new(),
-            name,
-            flags,
-            report,
-            ownership,
-        })
-    }
-
-    pub(crate) fn create(dev: &CudaDevice, desc: &StreamDesc) -> Result<Self> {
-        let sh = &dev.shared;
-        sh.enter()?;
-        let t = CUDA_FLAGS.stream_to_native(desc.flags, desc.policy)?;
-        let mut outcome = sh.info.priority_range.resolve(desc.priority, desc.policy)?;
-        let raw = if desc.priority == Priority::Normal {
-            sh.check("cuStreamCreate", ffi::stream_create(t.native))?
-        } else {
-            sh.check(
-                "cuStreamCreateWithPriority",
-                ffi::stream_create_with_priority(t.native, outcome.native),
-            )?
-        };
-        let handle = StreamHandle {
-            raw,
-            inner: OnceLock::new(),
-            owned: true,
-            dev: dev.clone(),
-        };
-        // No read-back calls on this path: the driver clamps a priority into the range that
-        // `resolve` already clamped to (reference row 1), and `cuStreamGetFlags` returns exactly
-        // the flags passed (row 2). `native_priority()` / `native_flags()` read them back on
-        // demand, and the GPU tests check that both agree with these values.
-        if outcome.clamped_from.is_none() && !sh.info.priority_range.contains(outcome.native) {
-            outcome.clamped_from = Some(outcome.native);
-            outcome.native = sh.info.priority_range.clamp(outcome.native);
-        }
-        let flags = t.effective;
-        let persistent = t.emulated.contains(StreamFlags::PERSISTENT);
-        let s = Self::build(
-            dev,
-            handle,
-            desc.name.clone(),
-            flags,
-            CreationReport {
-                flags: t.report,
-                priority: outcome,
-            },
-            Ownership::Owned,
-            persistent,
-            t.emulated.contains(StreamFlags::FAST_SYNC),
-        )?;
-        if persistent {
-            s.begin_capture_inner(CaptureMode::Relaxed)?;
-        }
-        tracing::debug!(stream = ?raw, name = s.name.as_deref(), flags = ?s.flags, priority = s.report.priority.native, "cuda stream created");
-        Ok(s)
-    }
-
-    /// A legacy default (`CU_STREAM_LEGACY`) or per-thread (`CU_STREAM_PER_THREAD`) handle.
-    pub(crate) fn special(dev: &CudaDevice, raw: CuStream) -> Result<Self> {
-        let (flags, priority) = Self::read_props(dev, raw)?;
-        let handle = StreamHandle {
-            raw,
-            inner: OnceLock::new(),
-            owned: false,
-            dev: dev.clone(),
-        };
-        let s = Self::build(
-            dev,
-            handle,
-            Some(
-                if raw == CuStream::LEGACY {
-                    "legacy-default"
-                } else {
-                    "per-thread-default"
-                }
-                .into(),
-            ),
-            flags,
-            Self::plain_report(priority),
-            Ownership::Default,
-            false,
-            false,
-        )?;
-        // A special handle means "of the current context": read its id now, while the
-        // context is bound, rather than lazily from wherever `id()` is first called.
-        let _ = xstream_core::Stream::id(&s);
-        Ok(s)
-    }
-
-    fn plain_report(priority: i32) -> CreationReport {
-        CreationReport {
-            flags: FlagReport::default(),
-            priority: PriorityOutcome {
-                requested: Priority::Native(priority),
-                native: priority,
-                clamped_from: None,
-                collapsed_into: None,
-            },
-        }
-    }
-
-    fn read_props(dev: &CudaDevice, raw: CuStream) -> Result<(StreamFlags, i32)> {
-        let sh = &dev.shared;
-        let nf = sh.check("cuStreamGetFlags", ffi::stream_get_flags(raw))?;
-        let p = sh.check("cuStreamGetPriority", ffi::stream_get_priority(raw))?;
-        Ok((CUDA_FLAGS.stream_from_native(nf).0, p))
-    }
-
-    /// Wraps a cudarc stream without copying: xstream keeps the `Arc` (so the stream lives at
-    /// least as long as this value) and never destroys it ([`Ownership::Borrowed`]).
-    ///
-    /// # Errors
-    /// [`Error::WrongDevice`] when the stream belongs to another context; vendor errors.
-    pub fn from_cudarc(dev: &CudaDevice, stream: Arc<cudarc::driver::CudaStream>) -> Result<Self> {
-        let sh = &dev.shared;
-        sh.enter()?;
-        if stream.context().cu_ctx() != sh.raw_ctx.0 {
-            return Err(Error::WrongDevice(
-                "the cudarc stream belongs to another CUDA context".into(),
-            ));
-        }
-        let raw = CuStream(stream.cu_stream());
-        let (flags, priority) = Self::read_props(dev, raw)?;
-        let handle = StreamHandle {
-            raw,
-            inner: OnceLock::from(stream),
-            owned: false,
-            dev: dev.clone(),
-        };
-        Self::build(
-            dev,
-            handle,
-            None,
-            flags,
-            Self::plain_report(priority),
-            Ownership::Borrowed,
-            false,
-            false,
-        )
-    }
-
-    /// The cudarc view of this stream, for cudarc APIs (no copy). Cloning the `Arc` is
-    /// allowed; an owned xstream stream whose cudarc wrapper is still shared when it drops is
-    /// not destroyed (leaked with a warning) rather than left dangling.
-    pub fn cudarc_stream(&self) -> &Arc<cudarc::driver::CudaStream> {
-        self.handle
-            .inner
-            .get_or_init(|| ffi::cudarc_wrap_borrowed(&self.dev.shared.ctx, self.handle.raw))
-    }
-
-    /// The device.
-    pub fn cuda_device(&self) -> &CudaDevice {
-        &self.dev
-    }
-
     // -- internal helpers ---------------------------------------------------------------
 
     fn raw(&self) -> CuStream {
@@ -353,127 +122,6 @@ impl CudaStream {
         r.map_err(|c| self.fail(api, c))
     }
 
-    pub(crate) fn keep(&self, k: Keep) {
-        if self.state.capture.is_capturing() {
-            lock(&self.state.capture_keep).push(k);
-            return;
-        }
-        let flush = {
-            let mut g = lock(&self.state.keep);
-            g.push(k);
-            let v = (g.len() >= KEEP_FLUSH).then(|| std::mem::take(&mut *g));
-            self.state.keep_len.store(g.len(), Ordering::Release);
-            v
-        };
-        if let Some(v) = flush {
-            if let Err(v) = release_after(&self.dev, self.raw(), v) {
-                let mut g = lock(&self.state.keep);
-                g.extend(v);
-                self.state.keep_len.store(g.len(), Ordering::Release);
-            }
-        }
-    }
-
-    /// Keeps a buffer used by work just enqueued (see [`CudaBuffer::keep_for`]).
-    pub(crate) fn keep_buf(&self, b: &CudaBuffer) {
-        if b.is_stream_ordered() && self.state.capture.is_capturing() {
-            // A graph could replay after the stream-ordered free: refuse by invalidating.
-            tracing::warn!("stream-ordered buffer used in a capture: capture invalidated");
-            self.state.capture.invalidate();
-        }
-        if let Some(k) = b.keep_for(&self.handle) {
-            self.keep(k);
-        }
-    }
-
-    /// Drops keep-alive entries older than `n` (their work completed).
-    fn completed_up_to(&self, n: usize) {
-        if n == 0 {
-            return;
-        }
-        let done: Vec<Keep> = {
-            let mut g = lock(&self.state.keep);
-            let n = n.min(g.len());
-            let done = g.drain(..n).collect();
-            self.state.keep_len.store(g.len(), Ordering::Release);
-            done
-        };
-        drop(done);
-    }
-
-    /// Entries in the keep list now (no lock).
-    fn keep_len(&self) -> usize {
-        self.state.keep_len.load(Ordering::Acquire)
-    }
-
-    /// Enqueues a host function firing `slot` (no capture gate: callers gate).
-    pub(crate) fn enqueue_slot(&self, f: HostCallback) -> Result<()> {
-        if let Some(e) = self.dev.shared.sticky_error() {
-            return Err(e);
-        }
-        let slot = CallbackSlot::new(f, Arc::clone(&self.state.panics));
-        self.check(
-            "cuLaunchHostFunc",
-            ffi::launch_host_func(self.raw(), Arc::clone(&slot)),
-        )?;
-        track_pending(&self.dev.shared, &slot);
-        Ok(())
-    }
-
-    fn begin_capture_inner(&self, mode: CaptureMode) -> Result<()> {
-        self.state.capture.begin()?;
-        if let Err(c) = ffi::stream_begin_capture(self.raw(), conv::map_capture_mode(mode)) {
-            let _ = self.state.capture.end();
-            return Err(self.dev.shared.fail("cuStreamBeginCapture", c));
-        }
-        Ok(())
-    }
-
-    fn capture_allowed(&self) -> Result<()> {
-        match self.ownership {
-            Ownership::Owned => Ok(()),
-            Ownership::Default => Err(Error::Capture {
-                op: "begin_capture",
-                kind: CaptureErrorKind::NotCapturable,
-            }),
-            Ownership::Borrowed => Err(Error::NotOwned {
-                kind: "borrowed",
-                op: "begin a capture",
-            }),
-        }
-    }
-
-    fn end_capture_inner(&self) -> Result<CudaGraph> {
-        if !self.state.capture.is_capturing() {
-            return Err(Error::Capture {
-                op: "end_capture",
-                kind: CaptureErrorKind::NotCapturing,
-            });
-        }
-        let (r, graph) = ffi::stream_end_capture(self.raw());
-        let keep = std::mem::take(&mut *lock(&self.state.capture_keep));
-        let cell = self.state.capture.end();
-        let destroy = |g: ffi::CuGraph| {
-            if !g.is_null() {
-                let _ = ffi::graph_destroy(g);
-            }
-        };
-        if let Err(c) = r {
-            destroy(graph);
-            let e = self.dev.shared.fail("cuStreamEndCapture", c);
-            return Err(match (e, cell) {
-                // xstream saw the capture invalidated first: report that.
-                (_, Err(e2)) => e2,
-                (e, Ok(())) => e,
-            });
-        }
-        if let Err(e) = cell {
-            destroy(graph);
-            return Err(e);
-        }
-        CudaGraph::instantiate(&self.dev, graph, keep)
-    }
-
     fn gate(&self, op: &'static str) -> Result<()> {
         self.state.capture.gate(op)
     }
@@ -491,326 +139,10 @@ impl CudaStream {
             }
         }
     }
-
-    // -- CUDA-only extensions ------------------------------------------------------------
-
-    /// `cuStreamGetFlags`: the native flags (0 = `CU_STREAM_DEFAULT`, 1 = `NON_BLOCKING`).
-    ///
-    /// # Errors
-    /// Vendor errors.
-    pub fn native_flags(&self) -> Result<u32> {
-        self.enter()?;
-        self.check("cuStreamGetFlags", ffi::stream_get_flags(self.raw()))
-    }
-
-    /// `cuStreamGetPriority`: the effective (clamped) native priority.
-    ///
-    /// # Errors
-    /// Vendor errors.
-    pub fn native_priority(&self) -> Result<i32> {
-        self.enter()?;
-        self.check("cuStreamGetPriority", ffi::stream_get_priority(self.raw()))
-    }
-
-    /// `cuStreamGetId`, read now (for the per-thread stream this is the calling thread's).
-    ///
-    /// # Errors
-    /// Vendor errors.
-    pub fn native_id(&self) -> Result<u64> {
-        self.enter()?;
-        self.check("cuStreamGetId", ffi::stream_get_id(self.raw()))
-    }
-
-    /// `cuStreamGetDevice`: the device ordinal handle of the stream.
-    ///
-    /// # Errors
-    /// Vendor errors.
-    pub fn native_device(&self) -> Result<i32> {
-        self.enter()?;
-        self.check("cuStreamGetDevice", ffi::stream_get_device(self.raw()))
-    }
-
-    /// `cuStreamGetCtx`: the stream's context.
-    ///
-    /// # Errors
-    /// Vendor errors.
-    pub fn native_context(&self) -> Result<ffi::CuContext> {
-        self.enter()?;
-        self.check("cuStreamGetCtx", ffi::stream_get_ctx(self.raw()))
-    }
-
-    /// `cuStreamGetCtx_v2`: the stream's context and its green context address (`None` for
-    /// a regular context).
-    ///
-    /// # Errors
-    /// Vendor errors.
-    pub fn native_context_v2(&self) -> Result<(ffi::CuContext, Option<usize>)> {
-        self.enter()?;
-        let (c, g) = self.check("cuStreamGetCtx_v2", ffi::stream_get_ctx_v2(self.raw()))?;
-        Ok((c, (g != 0).then_some(g)))
-    }
-
-    /// `cuStreamIsCapturing`, as the driver sees it.
-    ///
-    /// # Errors
-    /// Vendor errors.
-    pub fn native_capture_status(&self) -> Result<CaptureStatus> {
-        self.enter()?;
-        let s = self.check("cuStreamIsCapturing", ffi::stream_is_capturing(self.raw()))?;
-        Ok(conv::capture_status_from_native(s))
-    }
-
-    /// `cuStreamGetCaptureInfo_v3` (the CUDA 13 form of `cuStreamGetCaptureInfo`).
-    ///
-    /// # Errors
-    /// Vendor errors.
-    pub fn capture_info(&self) -> Result<CaptureInfo> {
-        self.enter()?;
-        let i = self.check(
-            "cuStreamGetCaptureInfo_v3",
-            ffi::stream_get_capture_info(self.raw()),
-        )?;
-        Ok(CaptureInfo {
-            status: conv::capture_status_from_native(i.status),
-            id: i.id,
-            dependencies: i.deps,
-            graph: i.graph,
-        })
-    }
-
-    /// `cuStreamUpdateCaptureDependencies_v2` (the CUDA 13 form; no edge data): adds to or
-    /// replaces the capture's dependency set with nodes from [`CudaStream::capture_info`].
-    ///
-    /// # Errors
-    /// [`CaptureErrorKind::NotCapturing`]; vendor errors.
-    pub fn update_capture_dependencies(
-        &self,
-        nodes: &[CuGraphNode],
-        how: DependencyUpdate,
-    ) -> Result<()> {
-        self.enter()?;
-        if !self.state.capture.is_capturing() {
-            return Err(Error::Capture {
-                op: "update_capture_dependencies",
-                kind: CaptureErrorKind::NotCapturing,
-            });
-        }
-        let flags = match how {
-            DependencyUpdate::Add => 0x0,
-            DependencyUpdate::Set => 0x1,
-        };
-        self.check(
-            "cuStreamUpdateCaptureDependencies_v2",
-            ffi::stream_update_capture_dependencies(self.raw(), nodes, flags),
-        )
-    }
-
-    /// `cuStreamBeginCaptureToGraph`: captures into a new, empty graph made with
-    /// `cuGraphCreate` (no initial dependencies). End it with [`Stream::end_capture`].
-    ///
-    /// # Errors
-    /// As [`Stream::begin_capture`].
-    pub fn begin_capture_to_new_graph(&self, mode: CaptureMode) -> Result<()> {
-        self.enter()?;
-        self.capture_allowed()?;
-        let g = self.check("cuGraphCreate", ffi::graph_create())?;
-        self.state.capture.begin()?;
-        if let Err(c) =
-            ffi::stream_begin_capture_to_graph(self.raw(), g, conv::map_capture_mode(mode))
-        {
-            let _ = self.state.capture.end();
-            let _ = ffi::graph_destroy(g);
-            return Err(self.dev.shared.fail("cuStreamBeginCaptureToGraph", c));
-        }
-        Ok(())
-    }
-
-    /// `cuStreamWaitEvent(.., CU_EVENT_WAIT_EXTERNAL)`: during capture, waits on the event's
-    /// record as an external dependency (an event-wait node) instead of a graph edge.
-    ///
-    /// # Errors
-    /// Capture and vendor errors.
-    pub fn wait_event_external(&self, event: &CudaEvent) -> Result<()> {
-        self.enter()?;
-        self.gate_enqueue("wait_event_external")?;
-        self.check(
-            "cuStreamWaitEvent",
-            ffi::stream_wait_event(self.raw(), event.raw(), conv::CU_EVENT_WAIT_EXTERNAL),
-        )
-    }
-
-    /// `cuStreamAddCallback`: a status-carrying callback. Unlike host functions, CUDA runs it
-    /// exactly once **even after a device fault**, with the error (reference row 6): `f`
-    /// gets `Ok(())` or the mapped error. It blocks later work on the stream while it runs;
-    /// xstream calls inside return [`Error::NotPermitted`]; a panic is caught and reported by
-    /// the next `synchronize`. Not capturable: refused during capture (capture invalidated).
-    ///
-    /// # Errors
-    /// Capture errors; vendor errors (then `f` is dropped without being called).
-    pub fn add_status_callback<F>(&self, f: F) -> Result<()>
-    where
-        F: FnOnce(Result<()>) + Send + 'static,
-    {
-        self.enter()?;
-        self.gate("add_status_callback")?;
-        let slot = CallbackSlot::new(Box::new(f), Arc::clone(&self.state.panics));
-        let s2 = Arc::clone(&slot);
-        let shared = Arc::clone(&self.dev.shared);
-        let r = ffi::stream_add_callback(
-            self.raw(),
-            Box::new(move |code| {
-                let status = if code == 0 {
-                    Ok(())
-                } else {
-                    let e = error::map("cuStreamAddCallback", code);
-                    if e.is_sticky() {
-                        // No driver calls here: records the error, fails the other pending
-                        // callbacks.
-                        shared.poison(&e);
-                    }
-                    Err(e)
-                };
-                s2.fire(status);
-            }),
-        );
-        self.check("cuStreamAddCallback", r)?;
-        track_pending(&self.dev.shared, &slot);
-        Ok(())
-    }
-
-    /// `cuStreamAttachMemAsync`: attaches managed memory to this stream (capability
-    /// [`xstream_core::Capabilities::MANAGED_MEMORY`]).
-    ///
-    /// # Errors
-    /// [`Error::Unsupported`]; bounds; vendor errors.
-    pub fn attach_mem_async(&self, mem: &crate::CudaManagedBuffer, how: MemAttach) -> Result<()> {
-        self.enter()?;
-        if !self.dev.shared.managed_memory {
-            return Err(Error::unsupported(
-                xstream_core::BackendKind::Cuda,
-                "managed memory on this device",
-            ));
-        }
-        self.gate_enqueue("attach_mem_async")?;
-        let flags = match how {
-            MemAttach::Global => 0x1,
-            MemAttach::Host => 0x2,
-            MemAttach::Single => 0x4,
-        };
-        // Length 0 means the whole allocation.
-        self.check(
-            "cuStreamAttachMemAsync",
-            ffi::stream_attach_mem_async(self.raw(), mem.ptr(), 0, flags),
-        )
-    }
-
-    /// Synchronizes by spin-polling `cuStreamQuery` (what `FAST_SYNC` streams do): ~2 µs
-    /// wake-up, one busy core (reference row 10).
-    ///
-    /// # Errors
-    /// As [`Stream::synchronize`].
-    pub fn synchronize_spin(&self) -> Result<()> {
-        self.enter()?;
-        if self.state.persistent {
-            return self.state.panics.take();
-        }
-        self.gate("synchronize")?;
-        let n = self.keep_len();
-        self.spin_until_idle()?;
-        self.completed_up_to(n);
-        self.state.panics.take()
-    }
-}
-
-/// `cuThreadExchangeStreamCaptureMode`: sets the calling thread's capture interaction mode
-/// and returns the previous one.
-///
-/// # Errors
-/// Vendor errors; [`Error::NotAvailable`] when CUDA is not usable here.
-pub fn exchange_thread_capture_mode(mode: CaptureMode) -> Result<CaptureMode> {
-    xstream_core::ensure_not_in_callback()?;
-    crate::availability_checked()?;
-    let old = ffi::exchange_capture_mode(conv::map_capture_mode(mode))
-        .map_err(|c| error::map("cuThreadExchangeStreamCaptureMode", c))?;
-    Ok(conv::capture_mode_from_native(old))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Hands `v` to a host function behind the stream's current work; the host function moves it
-/// to the dispatcher thread, which drops it (freeing device memory needs a driver call, which
-/// is not permitted inside a host function). Returns `v` back when enqueueing failed.
-fn release_after(
-    dev: &CudaDevice,
-    raw: CuStream,
-    v: Vec<Keep>,
-) -> std::result::Result<(), Vec<Keep>> {
-    if dev.shared.sticky_error().is_some() {
-        // Nothing runs any more on a poisoned context.
-        drop(v);
-        return Ok(());
-    }
-    let holder = Arc::new(Mutex::new(Some(v)));
-    let h2 = Arc::clone(&holder);
-    let slot = CallbackSlot::new(
-        Box::new(move |_r| {
-            if let Some(v) = lock(&h2).take() {
-                dispatch(Box::new(move || {
-                    ffi::ensure_relaxed_capture_mode();
-                    drop(v);
-                }));
-            }
-        }),
-        Arc::new(PanicSlot::default()),
-    );
-    match ffi::launch_host_func(raw, Arc::clone(&slot)) {
-        Ok(()) => {
-            track_pending(&dev.shared, &slot);
-            Ok(())
-        }
-        Err(_) => Err(lock(&holder).take().unwrap_or_default()),
-    }
-}
-
-impl Drop for CudaStream {
-    fn drop(&mut self) {
-        tracing::debug!(stream = ?self.handle.raw, name = self.name.as_deref(), ownership = ?self.ownership, "cuda stream dropped");
-        let dev = self.dev.clone();
-        let handle = Arc::clone(&self.handle);
-        let state = Arc::clone(&self.state);
-        let release = move || {
-            if ffi::bind(dev.shared.raw_ctx).is_err() {
-                return;
-            }
-            if state.capture.is_capturing() {
-                let (_, g) = ffi::stream_end_capture(handle.raw);
-                if !g.is_null() {
-                    let _ = ffi::graph_destroy(g);
-                }
-                let _ = state.capture.end();
-                lock(&state.capture_keep).clear();
-            }
-            let v = std::mem::take(&mut *lock(&state.keep));
-            if !v.is_empty() {
-                if let Err(v) = release_after(&dev, handle.raw, v) {
-                    // Work may still use these buffers: never free them early.
-                    tracing::warn!(n = v.len(), "could not defer buffer release; leaking");
-                    std::mem::forget(v);
-                }
-            }
-            drop(handle);
-        };
-        if in_callback() {
-            dispatch(Box::new(move || {
-                ffi::ensure_relaxed_capture_mode();
-                release();
-            }));
-        } else {
-            release();
-        }
-    }
 }
 
 impl Stream for CudaStream {
@@ -963,180 +295,35 @@ impl Stream for CudaStream {
     }
 
     fn attribute(&self, attr: StreamAttr) -> Result<StreamAttrValue> {
-        use sys::CUstreamAttrID as Id;
-        self.enter()?;
-        let get = |id| {
-            self.check(
-                "cuStreamGetAttribute",
-                ffi::stream_get_attribute(self.raw(), id),
-            )
-        };
-        match attr {
-            StreamAttr::Priority => {
-                let v = get(Id::CU_LAUNCH_ATTRIBUTE_PRIORITY)?;
-                Ok(StreamAttrValue::Priority(ffi::attr_priority(&v)))
-            }
-            StreamAttr::SyncPolicy => {
-                let v = get(Id::CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY)?;
-                Ok(StreamAttrValue::SyncPolicy(conv::sync_policy_from_native(
-                    ffi::attr_sync_policy(&v),
-                )))
-            }
-            StreamAttr::AccessPolicyWindow => {
-                let v = get(Id::CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW)?;
-                Ok(StreamAttrValue::AccessPolicyWindow(
-                    conv::access_policy_window_from_native(&ffi::attr_access_policy_window(&v)),
-                ))
-            }
-            StreamAttr::FailureMode | StreamAttr::UserTag => Err(Error::unsupported(
-                xstream_core::BackendKind::Cuda,
-                format!("stream attribute {attr:?} (ACL only)"),
-            )),
-        }
+        attribute::attribute(self, attr)
     }
 
     fn set_attribute(&self, value: StreamAttrValue) -> Result<()> {
-        use sys::CUstreamAttrID as Id;
-        value.validate()?;
-        self.enter()?;
-        match self.ownership {
-            Ownership::Owned => {}
-            Ownership::Borrowed => {
-                return Err(Error::NotOwned {
-                    kind: "borrowed",
-                    op: "set attributes",
-                })
-            }
-            Ownership::Default => {
-                return Err(Error::NotOwned {
-                    kind: "default",
-                    op: "set attributes",
-                })
-            }
-        }
-        let (id, v) = match value {
-            StreamAttrValue::Priority(p) => {
-                (Id::CU_LAUNCH_ATTRIBUTE_PRIORITY, ffi::attr_from_priority(p))
-            }
-            StreamAttrValue::SyncPolicy(p) => (
-                Id::CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY,
-                ffi::attr_from_sync_policy(conv::map_sync_policy(p)),
-            ),
-            StreamAttrValue::AccessPolicyWindow(w) => (
-                Id::CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW,
-                ffi::attr_from_access_policy_window(conv::map_access_policy_window(&w)),
-            ),
-            StreamAttrValue::FailureMode(_) | StreamAttrValue::UserTag(_) => {
-                return Err(Error::unsupported(
-                    xstream_core::BackendKind::Cuda,
-                    format!("stream attribute {:?} (ACL only)", value.attr()),
-                ))
-            }
-        };
-        self.check(
-            "cuStreamSetAttribute",
-            ffi::stream_set_attribute(self.raw(), id, &v),
-        )?;
-        if matches!(value, StreamAttrValue::Priority(_)) {
-            let p = self.check("cuStreamGetPriority", ffi::stream_get_priority(self.raw()))?;
-            self.state.priority.store(p, Ordering::Relaxed);
-        }
-        Ok(())
+        attribute::set_attribute(self, value)
     }
 
     fn copy_attributes_from(&self, src: &Self) -> Result<()> {
-        self.enter()?;
-        if self.ownership != Ownership::Owned {
-            return Err(Error::NotOwned {
-                kind: if self.ownership == Ownership::Borrowed {
-                    "borrowed"
-                } else {
-                    "default"
-                },
-                op: "set attributes",
-            });
-        }
-        self.check(
-            "cuStreamCopyAttributes",
-            ffi::stream_copy_attributes(self.raw(), src.raw()),
-        )?;
-        let p = self.check("cuStreamGetPriority", ffi::stream_get_priority(self.raw()))?;
-        self.state.priority.store(p, Ordering::Relaxed);
-        Ok(())
+        attribute::copy_attributes_from(self, src)
     }
 
     fn set_allocator(&self, allocator: Option<Arc<dyn Allocator>>) -> Result<()> {
-        xstream_core::ensure_not_in_callback()?;
-        if self.ownership == Ownership::Borrowed {
-            return Err(Error::NotOwned {
-                kind: "borrowed",
-                op: "register an allocator",
-            });
-        }
-        self.state.allocator.set(allocator);
-        Ok(())
+        attribute::set_allocator(self, allocator)
     }
 
     fn allocator(&self) -> Result<Option<Arc<dyn Allocator>>> {
-        xstream_core::ensure_not_in_callback()?;
-        Ok(self.state.allocator.get())
+        attribute::allocator(self)
     }
 
     fn memset(&self, buf: &CudaBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        check_range("memset", buf.len_bytes(), offset, len)?;
-        self.enter()?;
-        self.gate_enqueue("memset")?;
-        self.check(
-            "cuMemsetD8Async",
-            ffi::memset_d8_async(buf.ptr() + offset as u64, value, len, self.raw()),
-        )?;
-        self.keep_buf(buf);
-        Ok(())
+        memory::memset(self, buf, offset, len, value)
     }
 
     fn write(&self, dst: &CudaBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
-        check_range("write", dst.len_bytes(), offset, data.len())?;
-        self.enter()?;
-        self.gate_enqueue("write")?;
-        // `data` is pageable: CUDA stages it before cuMemcpyHtoDAsync returns, so it may be
-        // dropped afterwards; a captured copy reads it at every replay, so the graph keeps it.
-        self.check(
-            "cuMemcpyHtoDAsync",
-            ffi::memcpy_htod_async(dst.ptr() + offset as u64, &data, self.raw()),
-        )?;
-        self.keep_buf(dst);
-        if self.state.capture.is_capturing() {
-            self.keep(Keep::Bytes(data));
-        }
-        Ok(())
+        memory::write(self, dst, offset, data)
     }
 
     fn read(&self, src: &CudaBuffer, offset: usize, len: usize) -> Result<Readback> {
-        check_range("read", src.len_bytes(), offset, len)?;
-        self.enter()?;
-        // Delivered by a one-shot host function: not replayable, so refused during capture.
-        self.gate("read")?;
-        let mut host = vec![0u8; len].into_boxed_slice();
-        self.check(
-            "cuMemcpyDtoHAsync",
-            ffi::memcpy_dtoh_async(&mut host, src.ptr() + offset as u64, self.raw()),
-        )?;
-        self.keep_buf(src);
-        let (rb, fill) = Readback::new();
-        let holder = Arc::new(Mutex::new(Some(host)));
-        let h2 = Arc::clone(&holder);
-        let r = self.enqueue_slot(Box::new(move |r| {
-            let bytes = lock(&h2).take();
-            fill.fill(r.map(|()| bytes.map(|b| b.into_vec()).unwrap_or_default()));
-        }));
-        if let Err(e) = r {
-            // The copy may still be in flight: never free its destination.
-            if let Some(b) = lock(&holder).take() {
-                std::mem::forget(b);
-            }
-            return Err(e);
-        }
-        Ok(rb)
+        memory::read(self, src, offset, len)
     }
 
     fn copy(
@@ -1147,22 +334,7 @@ impl Stream for CudaStream {
         dst_offset: usize,
         len: usize,
     ) -> Result<()> {
-        check_range("copy source", src.len_bytes(), src_offset, len)?;
-        check_range("copy destination", dst.len_bytes(), dst_offset, len)?;
-        self.enter()?;
-        self.gate_enqueue("copy")?;
-        self.check(
-            "cuMemcpyDtoDAsync",
-            ffi::memcpy_dtod_async(
-                dst.ptr() + dst_offset as u64,
-                src.ptr() + src_offset as u64,
-                len,
-                self.raw(),
-            ),
-        )?;
-        self.keep_buf(src);
-        self.keep_buf(dst);
-        Ok(())
+        memory::copy(self, src, src_offset, dst, dst_offset, len)
     }
 
     fn enqueue_copy_to_device(
@@ -1171,17 +343,7 @@ impl Stream for CudaStream {
         dst: &CudaBuffer,
         dst_offset: usize,
     ) -> Result<()> {
-        dst.check_device("copy_to_device", &self.dev)?;
-        check_range("copy_to_device", dst.len_bytes(), dst_offset, src.len())?;
-        self.enter()?;
-        self.gate_enqueue("copy_to_device")?;
-        self.check(
-            "cuMemcpyHtoDAsync",
-            ffi::memcpy_htod_async_span(dst.ptr() + dst_offset as u64, &src, self.raw()),
-        )?;
-        self.keep_buf(dst);
-        self.keep(Keep::Host(src));
-        Ok(())
+        memory::enqueue_copy_to_device(self, src, dst, dst_offset)
     }
 
     fn enqueue_copy_to_host(
@@ -1190,17 +352,7 @@ impl Stream for CudaStream {
         src_offset: usize,
         dst: xstream_core::HostSpan,
     ) -> Result<()> {
-        src.check_device("copy_to_host", &self.dev)?;
-        check_range("copy_to_host", src.len_bytes(), src_offset, dst.len())?;
-        self.enter()?;
-        self.gate_enqueue("copy_to_host")?;
-        self.check(
-            "cuMemcpyDtoHAsync",
-            ffi::memcpy_dtoh_async_span(&dst, src.ptr() + src_offset as u64, self.raw()),
-        )?;
-        self.keep_buf(src);
-        self.keep(Keep::Host(dst));
-        Ok(())
+        memory::enqueue_copy_to_host(self, src, src_offset, dst)
     }
 
     fn alloc_async(&self, len: usize) -> Result<CudaBuffer> {

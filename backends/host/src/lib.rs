@@ -10,11 +10,12 @@
 //! | backend | `lib.rs` | [`HostBackend`]: availability, device count, open, flag table |
 //! | tables | [`conv`] | [`HOST_FLAGS`] as pure data; wait-mode mapping |
 //! | device | `device.rs` | [`HostDevice`]: shared per-ordinal context, sticky fault, stream registry |
-//! | stream | `stream.rs` | [`HostStream`]: enqueue, capture, attributes, default-stream rule |
+//! | stream | `stream.rs`, `stream/` | [`HostStream`]: enqueue, default-stream rule; `stream/`: create, capture, memory, memop, attribute, native |
 //! | worker | `worker.rs` | the queue, the work items (data), the worker thread |
 //! | event | `event.rs` | [`HostEvent`]: one record slot per record, snapshot waits, timing |
 //! | graph | `graph.rs` | [`HostGraph`]: captured work replayed any number of times |
 //! | memory | `buffer.rs` | [`HostBuffer`]: zero-initialised heap bytes |
+//! | host memory | `hostmem.rs` | page-locked host memory (the reference), [`HOST_MEM_FLAGS`] |
 //!
 //! # Design choices
 //! - **One worker thread per stream**, spawned by the first enqueue and exiting when the queue
@@ -66,7 +67,6 @@ mod device;
 mod event;
 mod graph;
 mod hostmem;
-mod memop;
 mod stream;
 mod worker;
 

@@ -1,20 +1,35 @@
 //! Host streams: handles over a [`Queue`] executed by one worker thread.
+//!
+//! This file holds the type, submission, host waits and the [`Stream`] impl; each other concern
+//! has its own file, named as in the other backends:
+//! - `create`: owned streams and the default stream;
+//! - `capture`: the capture list, begin and end;
+//! - `memory`: memset, write, read, copies;
+//! - `memop`: wait/write value operations (the reference of `xstream_core::memop`);
+//! - `attribute`: stream attributes and the allocator slot;
+//! - `native`: host-only extras (native bits, queue counters).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use xstream_core::callback::{ensure_not_in_callback, CallbackSlot, HostCallback};
 use xstream_core::{
-    check_range, check_timeout, Allocator, BackendKind, Borrowed, CaptureErrorKind, CaptureMode,
-    CaptureStatus, CreationReport, Error, Kernel, Ownership, Readback, Result, Status, Stream,
-    StreamAttr, StreamAttrValue, StreamDesc, StreamFlags, WaitCondition,
+    check_timeout, Allocator, Borrowed, CaptureErrorKind, CaptureMode, CaptureStatus,
+    CreationReport, Error, Kernel, Ownership, Readback, Result, Status, Stream, StreamAttr,
+    StreamAttrValue, StreamFlags, WaitCondition,
 };
 
-use crate::conv::{map_stream_wait, HOST_FLAGS, HOST_PRIORITY_RANGE};
-use crate::device::next_id;
+use crate::conv::map_stream_wait;
 use crate::event::{Latest, RecordSlot};
-use crate::worker::{CaptureRec, Node, Op, Queue, QueueKind};
+use crate::worker::{Node, Op, Queue};
 use crate::{HostBackend, HostBuffer, HostDevice, HostEvent, HostGraph};
+
+mod attribute;
+mod capture;
+mod create;
+pub(crate) mod memop;
+mod memory;
+mod native;
 
 /// A host stream: an in-order queue executed by a worker thread.
 ///
@@ -30,64 +45,6 @@ pub struct HostStream {
 }
 
 impl HostStream {
-    pub(crate) fn create(device: &HostDevice, desc: &StreamDesc) -> Result<Self> {
-        let t = HOST_FLAGS.stream_to_native(desc.flags, desc.policy)?;
-        let p = HOST_PRIORITY_RANGE.resolve(desc.priority, desc.policy)?;
-        let kind = if t.effective.contains(StreamFlags::NON_BLOCKING) {
-            QueueKind::NonBlocking
-        } else {
-            QueueKind::Blocking
-        };
-        let q = Queue::new(
-            next_id(),
-            desc.name.clone(),
-            Arc::clone(device.shared()),
-            t.effective,
-            t.native,
-            kind,
-            CreationReport {
-                flags: t.report,
-                priority: p,
-            },
-            p.native,
-        );
-        device.shared().register(&q);
-        tracing::debug!(stream = q.id, name = ?q.name, flags = ?q.flags, priority = p.native,
-            "create host stream");
-        let s = Self {
-            queue: q,
-            device: device.clone(),
-            ownership: Ownership::Owned,
-        };
-        if s.queue.flags.contains(StreamFlags::PERSISTENT) {
-            s.start_capture(CaptureMode::Relaxed)?;
-        }
-        Ok(s)
-    }
-
-    pub(crate) fn default_of(device: &HostDevice) -> Self {
-        Self {
-            queue: Arc::clone(device.default_queue()),
-            device: device.clone(),
-            ownership: Ownership::Default,
-        }
-    }
-
-    /// The stream's native bits (see [`crate::conv`]).
-    pub fn native_flags(&self) -> u32 {
-        self.queue.native_flags
-    }
-
-    /// Work items enqueued for execution so far (implicit default-stream waits included).
-    pub fn enqueued_count(&self) -> u64 {
-        self.queue.enqueued()
-    }
-
-    /// Work items completed so far.
-    pub fn completed_count(&self) -> u64 {
-        self.queue.completed()
-    }
-
     fn is_persistent_recording(&self) -> bool {
         self.queue.flags.contains(StreamFlags::PERSISTENT) && self.queue.capture.is_capturing()
     }
@@ -100,29 +57,6 @@ impl HostStream {
             }),
             Ownership::Owned | Ownership::Default => Ok(()),
         }
-    }
-
-    fn start_capture(&self, mode: CaptureMode) -> Result<()> {
-        let mut rec = self.queue.capture_rec();
-        self.queue.capture.begin()?;
-        rec.nodes.clear();
-        rec.mode = mode;
-        rec.thread = Some(std::thread::current().id());
-        rec.epoch += 1;
-        Ok(())
-    }
-
-    /// Runs `f` on the capture list when the stream is capturing (`Some`), else `None`.
-    fn with_capture(&self, f: impl FnOnce(&mut CaptureRec) -> Result<()>) -> Option<Result<()>> {
-        if !self.queue.capture.is_capturing() {
-            return None;
-        }
-        let mut rec = self.queue.capture_rec();
-        // Re-checked under the lock that end_capture holds.
-        if !self.queue.capture.is_capturing() {
-            return None;
-        }
-        Some(f(&mut rec))
     }
 
     /// Records `node` when capturing, else enqueues it for execution.
@@ -367,53 +301,11 @@ impl Stream for HostStream {
     }
 
     fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
-        ensure_not_in_callback()?;
-        match self.ownership {
-            Ownership::Default => {
-                return Err(Error::Capture {
-                    op: "begin_capture",
-                    kind: CaptureErrorKind::NotCapturable,
-                })
-            }
-            Ownership::Borrowed => {
-                return Err(Error::NotOwned {
-                    kind: "borrowed",
-                    op: "begin_capture",
-                })
-            }
-            Ownership::Owned => {}
-        }
-        self.device.shared().check()?;
-        self.start_capture(mode)
+        capture::begin_capture(self, mode)
     }
 
     fn end_capture(&self) -> Result<HostGraph> {
-        ensure_not_in_callback()?;
-        let mut rec = self.queue.capture_rec();
-        let me = std::thread::current().id();
-        if self.queue.capture.is_capturing()
-            && rec.mode != CaptureMode::Relaxed
-            && rec.thread != Some(me)
-        {
-            return Err(Error::Capture {
-                op: "end_capture",
-                kind: CaptureErrorKind::WrongThread,
-            });
-        }
-        let nodes = std::mem::take(&mut rec.nodes);
-        let ended = self.queue.capture.end();
-        if self.queue.flags.contains(StreamFlags::PERSISTENT) {
-            // A persistent stream keeps recording: the next graph starts empty.
-            if self.queue.capture.begin().is_ok() {
-                rec.mode = CaptureMode::Relaxed;
-                rec.thread = Some(me);
-                rec.epoch += 1;
-            }
-        }
-        drop(rec);
-        ended?;
-        tracing::debug!(stream = self.queue.id, nodes = nodes.len(), "capture ended");
-        Ok(HostGraph::new(self.device.clone(), nodes))
+        capture::end_capture(self)
     }
 
     fn capture_status(&self) -> CaptureStatus {
@@ -421,110 +313,35 @@ impl Stream for HostStream {
     }
 
     fn attribute(&self, attr: StreamAttr) -> Result<StreamAttrValue> {
-        ensure_not_in_callback()?;
-        let a = *self.queue.attrs();
-        match attr {
-            StreamAttr::Priority => Ok(StreamAttrValue::Priority(a.priority)),
-            StreamAttr::SyncPolicy => Ok(StreamAttrValue::SyncPolicy(a.sync)),
-            StreamAttr::FailureMode => Ok(StreamAttrValue::FailureMode(a.failure)),
-            StreamAttr::UserTag => Ok(StreamAttrValue::UserTag(a.tag)),
-            StreamAttr::AccessPolicyWindow => Err(Error::unsupported(
-                BackendKind::Host,
-                "the AccessPolicyWindow attribute (host memory has no L2 window to steer)",
-            )),
-        }
+        attribute::attribute(self, attr)
     }
 
     fn set_attribute(&self, value: StreamAttrValue) -> Result<()> {
-        ensure_not_in_callback()?;
-        self.check_owned("set_attribute")?;
-        value.validate()?;
-        let mut a = self.queue.attrs();
-        match value {
-            StreamAttrValue::Priority(p) => {
-                if !HOST_PRIORITY_RANGE.contains(p) {
-                    return Err(Error::invalid(format!(
-                        "priority {p} is outside the host range [least {}, greatest {}]",
-                        HOST_PRIORITY_RANGE.least, HOST_PRIORITY_RANGE.greatest
-                    )));
-                }
-                a.priority = p;
-            }
-            StreamAttrValue::SyncPolicy(s) => a.sync = s,
-            StreamAttrValue::FailureMode(f) => a.failure = f,
-            StreamAttrValue::UserTag(t) => a.tag = t,
-            StreamAttrValue::AccessPolicyWindow(_) => {
-                return Err(Error::unsupported(
-                    BackendKind::Host,
-                    "the AccessPolicyWindow attribute (host memory has no L2 window to steer)",
-                ))
-            }
-        }
-        Ok(())
+        attribute::set_attribute(self, value)
     }
 
     fn copy_attributes_from(&self, src: &Self) -> Result<()> {
-        ensure_not_in_callback()?;
-        self.check_owned("copy_attributes_from")?;
-        let v = *src.queue.attrs();
-        *self.queue.attrs() = v;
-        Ok(())
+        attribute::copy_attributes_from(self, src)
     }
 
     fn set_allocator(&self, allocator: Option<Arc<dyn Allocator>>) -> Result<()> {
-        ensure_not_in_callback()?;
-        self.check_owned("set_allocator")?;
-        self.queue.allocator.set(allocator);
-        Ok(())
+        attribute::set_allocator(self, allocator)
     }
 
     fn allocator(&self) -> Result<Option<Arc<dyn Allocator>>> {
-        ensure_not_in_callback()?;
-        Ok(self.queue.allocator.get())
+        attribute::allocator(self)
     }
 
     fn memset(&self, buf: &HostBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        ensure_not_in_callback()?;
-        check_range("memset", buf.inner_len(), offset, len)?;
-        self.submit(
-            "memset",
-            Node::Memset {
-                buf: Arc::clone(&buf.inner),
-                offset,
-                len,
-                value,
-            },
-        )
+        memory::memset(self, buf, offset, len, value)
     }
 
     fn write(&self, dst: &HostBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
-        ensure_not_in_callback()?;
-        check_range("write", dst.inner_len(), offset, data.len())?;
-        self.submit(
-            "write",
-            Node::Write {
-                dst: Arc::clone(&dst.inner),
-                offset,
-                data: Arc::new(data),
-            },
-        )
+        memory::write(self, dst, offset, data)
     }
 
     fn read(&self, src: &HostBuffer, offset: usize, len: usize) -> Result<Readback> {
-        ensure_not_in_callback()?;
-        check_range("read", src.inner_len(), offset, len)?;
-        self.device.shared().check()?;
-        // A Readback is filled once and cannot be refilled by replays, so a read is not
-        // capturable (CUDA likewise refuses pageable device-to-host copies in a capture).
-        self.queue.capture.gate("read")?;
-        let (rb, fill) = Readback::new();
-        self.queue.push(Op::Read {
-            src: Arc::clone(&src.inner),
-            offset,
-            len,
-            fill,
-        })?;
-        Ok(rb)
+        memory::read(self, src, offset, len)
     }
 
     fn copy(
@@ -535,19 +352,7 @@ impl Stream for HostStream {
         dst_offset: usize,
         len: usize,
     ) -> Result<()> {
-        ensure_not_in_callback()?;
-        check_range("copy source", src.inner_len(), src_offset, len)?;
-        check_range("copy destination", dst.inner_len(), dst_offset, len)?;
-        self.submit(
-            "copy",
-            Node::Copy {
-                src: Arc::clone(&src.inner),
-                src_offset,
-                dst: Arc::clone(&dst.inner),
-                dst_offset,
-                len,
-            },
-        )
+        memory::copy(self, src, src_offset, dst, dst_offset, len)
     }
 
     fn enqueue_copy_to_device(
@@ -556,17 +361,7 @@ impl Stream for HostStream {
         dst: &HostBuffer,
         dst_offset: usize,
     ) -> Result<()> {
-        ensure_not_in_callback()?;
-        self.check_buffer_device("copy_to_device", dst)?;
-        check_range("copy_to_device", dst.inner_len(), dst_offset, src.len())?;
-        self.submit(
-            "copy_to_device",
-            Node::FromHost {
-                src,
-                dst: Arc::clone(&dst.inner),
-                offset: dst_offset,
-            },
-        )
+        memory::enqueue_copy_to_device(self, src, dst, dst_offset)
     }
 
     fn enqueue_copy_to_host(
@@ -575,17 +370,7 @@ impl Stream for HostStream {
         src_offset: usize,
         dst: xstream_core::HostSpan,
     ) -> Result<()> {
-        ensure_not_in_callback()?;
-        self.check_buffer_device("copy_to_host", src)?;
-        check_range("copy_to_host", src.inner_len(), src_offset, dst.len())?;
-        self.submit(
-            "copy_to_host",
-            Node::ToHost {
-                src: Arc::clone(&src.inner),
-                offset: src_offset,
-                dst,
-            },
-        )
+        memory::enqueue_copy_to_host(self, src, src_offset, dst)
     }
 
     fn free_async(&self, buf: HostBuffer) -> Result<()> {
@@ -615,7 +400,7 @@ impl Stream for HostStream {
         self.submit("launch", node)
     }
 
-    // ---- Stream memory operations (crate::memop) ----
+    // ---- Stream memory operations (`stream::memop`) ----
 
     fn wait_value32(
         &self,
@@ -625,7 +410,7 @@ impl Stream for HostStream {
         cond: WaitCondition,
     ) -> Result<()> {
         ensure_not_in_callback()?;
-        let n = crate::memop::node("wait_value32", buf, offset, 4, value.into(), Some(cond))?;
+        let n = memop::node("wait_value32", buf, offset, 4, value.into(), Some(cond))?;
         self.submit("wait_value32", n)
     }
 
@@ -637,19 +422,19 @@ impl Stream for HostStream {
         cond: WaitCondition,
     ) -> Result<()> {
         ensure_not_in_callback()?;
-        let n = crate::memop::node("wait_value64", buf, offset, 8, value, Some(cond))?;
+        let n = memop::node("wait_value64", buf, offset, 8, value, Some(cond))?;
         self.submit("wait_value64", n)
     }
 
     fn write_value32(&self, buf: &HostBuffer, offset: usize, value: u32) -> Result<()> {
         ensure_not_in_callback()?;
-        let n = crate::memop::node("write_value32", buf, offset, 4, value.into(), None)?;
+        let n = memop::node("write_value32", buf, offset, 4, value.into(), None)?;
         self.submit("write_value32", n)
     }
 
     fn write_value64(&self, buf: &HostBuffer, offset: usize, value: u64) -> Result<()> {
         ensure_not_in_callback()?;
-        let n = crate::memop::node("write_value64", buf, offset, 8, value, None)?;
+        let n = memop::node("write_value64", buf, offset, 8, value, None)?;
         self.submit("write_value64", n)
     }
 

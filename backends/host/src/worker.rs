@@ -85,7 +85,7 @@ pub(crate) enum Node {
     /// stream order, kept as a node so the graph shows it.
     WaitLocal,
     /// A stream memory operation (wait on / write a word).
-    Value(crate::memop::ValueOp),
+    Value(crate::stream::memop::ValueOp),
 }
 
 /// Executable work.

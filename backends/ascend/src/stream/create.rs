@@ -1,0 +1,132 @@
+//! Creating an [`AscendStream`]: owned streams (`aclrtCreateStream`,
+//! `aclrtCreateStreamWithConfig`, with a reaper flush at the device's stream limit), the
+//! default stream and unowned views; stream ids.
+
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use xstream_core::{
+    ensure_not_in_callback, CreationReport, Error, FlagReport, Ownership, Priority,
+    PriorityOutcome, Result, StreamDesc, StreamFlags,
+};
+
+use super::{AscendStream, StreamState};
+use crate::callback;
+use crate::conv::ACL_FLAGS;
+use crate::device::AscendDevice;
+use crate::result;
+use crate::sys::{consts, RawStream};
+
+/// How long stream creation at the device limit waits for queued destroys to finish.
+const REAP_FLUSH_LIMIT: Duration = Duration::from_secs(10);
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn vendor_id(d: &AscendDevice, raw: RawStream) -> u64 {
+    let t = d.inner.t;
+    match t.aclrtStreamGetId.map(|_| result::stream::get_id(t, raw)) {
+        Some(Ok(id)) if id >= 0 => ((d.inner.ordinal as u64 + 1) << 40) | id as u64,
+        _ => NEXT_ID.fetch_add(1, Ordering::Relaxed),
+    }
+}
+
+impl AscendStream {
+    pub(crate) fn create(device: &AscendDevice, desc: &StreamDesc) -> Result<Self> {
+        ensure_not_in_callback()?;
+        let mut tr = ACL_FLAGS.stream_to_native(desc.flags, desc.policy)?;
+        if !desc.flags.contains(StreamFlags::NON_BLOCKING) {
+            // Ordering changes: report it, so `is_exact()` is false.
+            tr.report.hints.push((
+                "blocking (NON_BLOCKING not requested)",
+                "ACL streams never synchronize implicitly with the default stream: the stream \
+                 is non-blocking; order it against the default stream with events",
+            ));
+        }
+        let d = &device.inner;
+        let prio = d.info.priority_range.resolve(desc.priority, desc.policy)?;
+        d.bind()?;
+        let create = || {
+            if tr.native == 0 && prio.native == d.info.priority_range.default {
+                result::stream::create(d.t)
+            } else {
+                let p = u32::try_from(prio.native).map_err(|_| {
+                    Error::invalid(format!("ACL priority {} is negative", prio.native))
+                })?;
+                result::stream_config::create(d.t, p, tr.native)
+            }
+        };
+        let raw = match create() {
+            // Dropped streams wait on the reaper to be destroyed: let those destroys finish
+            // before reporting that the device is out of streams.
+            Err(Error::ResourceExhausted { .. }) if callback::reap_flush(REAP_FLUSH_LIMIT) => {
+                d.bind()?;
+                create()?
+            }
+            r => r?,
+        };
+        let persistent = tr.native & consts::ACL_STREAM_PERSISTENT != 0;
+        let state = Arc::new(StreamState::new(raw, Some(device.clone()), true, tr.native));
+        if persistent {
+            let _ = state.capture.begin();
+        }
+        let priority = match d.t.aclrtStreamGetPriority {
+            Some(_) => result::stream::get_priority(d.t, raw)
+                .map(|p| p as i32)
+                .unwrap_or(prio.native),
+            None => prio.native,
+        };
+        tracing::debug!(stream = ?raw, name = desc.name.as_deref(), flags = ?tr.effective, priority, "acl stream created");
+        Ok(Self {
+            id: vendor_id(device, raw),
+            device: device.clone(),
+            state,
+            ownership: Ownership::Owned,
+            name: desc.name.clone(),
+            flags: tr.effective,
+            native_flags: tr.native,
+            priority: AtomicI32::new(priority),
+            report: CreationReport {
+                flags: tr.report,
+                priority: prio,
+            },
+            persistent,
+        })
+    }
+
+    pub(super) fn unowned(
+        device: &AscendDevice,
+        state: Arc<StreamState>,
+        ownership: Ownership,
+        native: u32,
+        priority: i32,
+    ) -> Self {
+        let (flags, _) = ACL_FLAGS.stream_from_native(native);
+        Self {
+            id: vendor_id(device, state.raw),
+            device: device.clone(),
+            persistent: native & consts::ACL_STREAM_PERSISTENT != 0,
+            state,
+            ownership,
+            name: None,
+            flags,
+            native_flags: native,
+            priority: AtomicI32::new(priority),
+            report: CreationReport {
+                flags: FlagReport::default(),
+                priority: PriorityOutcome {
+                    requested: Priority::Native(priority),
+                    native: priority,
+                    clamped_from: None,
+                    collapsed_into: None,
+                },
+            },
+        }
+    }
+
+    pub(crate) fn default_of(device: &AscendDevice) -> Self {
+        let state = Arc::clone(&device.inner.default_state);
+        let p = device.inner.info.priority_range.greatest;
+        Self::unowned(device, state, Ownership::Default, 0, p)
+    }
+}

@@ -1,0 +1,227 @@
+//! Data movement on an [`AscendStream`] (memset, write, read, device copies, copies to and
+//! from page-locked host memory) and the host memory queued copies still use ([`InFlight`],
+//! released by a callback behind the copy).
+
+use std::sync::Arc;
+
+use xstream_core::{check_range, ensure_not_in_callback, Readback, Result};
+
+use super::{AscendStream, Keep, StreamState};
+use crate::device::AscendBuffer;
+use crate::result;
+use crate::sys::consts;
+
+/// Host memory a queued copy may still read or write. Only the callback the runtime runs after
+/// the copy frees it; dropped any other way (that callback's launch failed, so nobody can say
+/// when the copy is done) it moves to the stream's orphans, released after the stream is
+/// synchronized and destroyed, never under the runtime's feet.
+struct InFlight<T: Send + Sync + 'static>(Option<(T, Arc<StreamState>)>);
+
+impl<T: Send + Sync + 'static> InFlight<T> {
+    fn new(v: T, state: &Arc<StreamState>) -> Self {
+        Self(Some((v, Arc::clone(state))))
+    }
+
+    fn take(mut self) -> T {
+        match self.0.take() {
+            Some((v, _)) => v,
+            None => unreachable!("an InFlight value is taken once"),
+        }
+    }
+}
+
+impl<T: Send + Sync + 'static> Drop for InFlight<T> {
+    fn drop(&mut self) {
+        if let Some((v, state)) = self.0.take() {
+            state
+                .orphans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Box::new(v));
+        }
+    }
+}
+
+impl AscendStream {
+    /// Keeps `k` alive until the stream got past this point (graph keep-alive in capture).
+    pub(super) fn keep_until_done(&self, k: Keep) -> Result<()> {
+        if self.state.capture.is_capturing() {
+            // The write itself was counted as the node; this only keeps its memory alive.
+            self.state.kept(k);
+            Ok(())
+        } else {
+            let k = InFlight::new(k, &self.state);
+            self.launch_report(Box::new(move |_| drop(k.take())), false)
+        }
+    }
+}
+
+pub(super) fn memset(
+    s: &AscendStream,
+    buf: &AscendBuffer,
+    offset: usize,
+    len: usize,
+    value: u8,
+) -> Result<()> {
+    s.enter("memset")?;
+    s.check_buf(buf)?;
+    check_range("memset", buf.inner.len, offset, len)?;
+    let d = &s.device.inner;
+    result::memory::memset_async(d.t, buf.inner.ptr, offset, len, value, s.state.raw)?;
+    s.state.enqueued(Some(Box::new(Arc::clone(&buf.inner))));
+    Ok(())
+}
+
+pub(super) fn write(
+    s: &AscendStream,
+    dst: &AscendBuffer,
+    offset: usize,
+    data: Vec<u8>,
+) -> Result<()> {
+    s.enter("write")?;
+    s.check_buf(dst)?;
+    check_range("write", dst.inner.len, offset, data.len())?;
+    if data.is_empty() {
+        return Ok(());
+    }
+    let d = &s.device.inner;
+    if s.state.capture.is_capturing() {
+        // ACL: host memory in a captured asynchronous copy must be page-locked. Stage the
+        // bytes in `aclrtMallocHost` memory, which the graph keeps for its replays.
+        let stage = result::memory::HostAlloc::new(d.t, d.ordinal, data.len())?;
+        stage.fill(&data);
+        result::memory::memcpy(
+            d.t,
+            result::memory::at(dst.inner.ptr, offset),
+            xstream_core::HostAllocation::as_ptr(&stage)
+                .cast_const()
+                .cast(),
+            data.len(),
+            consts::ACL_MEMCPY_HOST_TO_DEVICE,
+            s.state.raw,
+        )?;
+        s.state.enqueued(Some(Box::new(Arc::clone(&dst.inner))));
+        return s.keep_until_done(Box::new((stage, Arc::clone(&dst.inner))));
+    }
+    // `data` (moved into the keep-alive below) and the buffer stay alive until the copy ran.
+    result::memory::memcpy(
+        d.t,
+        result::memory::at(dst.inner.ptr, offset),
+        data.as_ptr().cast(),
+        data.len(),
+        consts::ACL_MEMCPY_HOST_TO_DEVICE,
+        s.state.raw,
+    )?;
+    s.state.enqueued(Some(Box::new(Arc::clone(&dst.inner))));
+    s.keep_until_done(Box::new((data, Arc::clone(&dst.inner))))
+}
+
+pub(super) fn enqueue_copy_to_device(
+    s: &AscendStream,
+    src: xstream_core::HostSpan,
+    dst: &AscendBuffer,
+    dst_offset: usize,
+) -> Result<()> {
+    s.enter("copy_to_device")?;
+    s.check_buf(dst)?;
+    check_range("copy_to_device", dst.inner.len, dst_offset, src.len())?;
+    result::memory::memcpy(
+        s.device.inner.t,
+        result::memory::at(dst.inner.ptr, dst_offset),
+        src.as_ptr().cast_const().cast(),
+        src.len(),
+        consts::ACL_MEMCPY_HOST_TO_DEVICE,
+        s.state.raw,
+    )?;
+    s.state.enqueued(Some(Box::new(Arc::clone(&dst.inner))));
+    s.keep_until_done(Box::new((src, Arc::clone(&dst.inner))))
+}
+
+pub(super) fn enqueue_copy_to_host(
+    s: &AscendStream,
+    src: &AscendBuffer,
+    src_offset: usize,
+    dst: xstream_core::HostSpan,
+) -> Result<()> {
+    s.enter("copy_to_host")?;
+    s.check_buf(src)?;
+    check_range("copy_to_host", src.inner.len, src_offset, dst.len())?;
+    result::memory::memcpy(
+        s.device.inner.t,
+        dst.as_ptr().cast(),
+        result::memory::at(src.inner.ptr, src_offset).cast_const(),
+        dst.len(),
+        consts::ACL_MEMCPY_DEVICE_TO_HOST,
+        s.state.raw,
+    )?;
+    s.state.enqueued(Some(Box::new(Arc::clone(&src.inner))));
+    s.keep_until_done(Box::new((dst, Arc::clone(&src.inner))))
+}
+
+pub(super) fn read(
+    s: &AscendStream,
+    src: &AscendBuffer,
+    offset: usize,
+    len: usize,
+) -> Result<Readback> {
+    ensure_not_in_callback()?;
+    s.state.capture.gate("read")?;
+    s.device.inner.bind()?;
+    s.check_buf(src)?;
+    check_range("read", src.inner.len, offset, len)?;
+    let (rb, fill) = Readback::new();
+    let mut host = vec![0u8; len];
+    let d = &s.device.inner;
+    if len > 0 {
+        result::memory::memcpy(
+            d.t,
+            host.as_mut_ptr().cast(),
+            result::memory::at(src.inner.ptr, offset),
+            len,
+            consts::ACL_MEMCPY_DEVICE_TO_HOST,
+            s.state.raw,
+        )?;
+    }
+    let keep = Arc::clone(&src.inner);
+    let host = InFlight::new(host, &s.state);
+    s.launch_report(
+        Box::new(move |r| {
+            drop(keep);
+            fill.fill(r.map(|_| host.take()));
+        }),
+        false,
+    )?;
+    Ok(rb)
+}
+
+pub(super) fn copy(
+    s: &AscendStream,
+    src: &AscendBuffer,
+    src_offset: usize,
+    dst: &AscendBuffer,
+    dst_offset: usize,
+    len: usize,
+) -> Result<()> {
+    s.enter("copy")?;
+    s.check_buf(src)?;
+    s.check_buf(dst)?;
+    check_range("copy source", src.inner.len, src_offset, len)?;
+    check_range("copy destination", dst.inner.len, dst_offset, len)?;
+    if len == 0 {
+        return Ok(());
+    }
+    let d = &s.device.inner;
+    result::memory::memcpy(
+        d.t,
+        result::memory::at(dst.inner.ptr, dst_offset),
+        result::memory::at(src.inner.ptr, src_offset),
+        len,
+        consts::ACL_MEMCPY_DEVICE_TO_DEVICE,
+        s.state.raw,
+    )?;
+    s.state.enqueued(Some(Box::new((
+        Arc::clone(&src.inner),
+        Arc::clone(&dst.inner),
+    ))));
+    Ok(())
+}

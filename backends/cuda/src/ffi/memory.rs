@@ -1,0 +1,250 @@
+//! Memory: allocation (plain, managed, stream-ordered), memset, copies, stream memory
+//! operations, pool thresholds, and page-locked host memory ([`PinnedAlloc`]).
+
+use std::ffi::c_void;
+use std::ptr;
+
+use cudarc::driver::sys;
+
+use super::context::{bind, ensure_relaxed_capture_mode};
+use super::{ok, CuContext, CuMemPool, CuResult, CuStream};
+
+/// `cuMemAlloc`.
+pub(crate) fn mem_alloc(len: usize) -> CuResult<u64> {
+    let mut p = 0;
+    // SAFETY: valid out-pointer; context bound.
+    ok(unsafe { sys::cuMemAlloc_v2(&mut p, len) })?;
+    Ok(p)
+}
+
+/// `cuMemAllocManaged`.
+pub(crate) fn mem_alloc_managed(len: usize, flags: u32) -> CuResult<u64> {
+    let mut p = 0;
+    // SAFETY: valid out-pointer; context bound.
+    ok(unsafe { sys::cuMemAllocManaged(&mut p, len, flags) })?;
+    Ok(p)
+}
+
+/// `cuMemFree`.
+pub(crate) fn mem_free(p: u64) -> CuResult<()> {
+    // SAFETY: `p` is an allocation this crate owns and no pending work uses.
+    ok(unsafe { sys::cuMemFree_v2(p) })
+}
+
+/// `cuMemAllocFromPoolAsync`.
+pub(crate) fn mem_alloc_from_pool_async(len: usize, pool: CuMemPool, s: CuStream) -> CuResult<u64> {
+    let mut p = 0;
+    // SAFETY: valid out-pointer; pool and stream live.
+    ok(unsafe { sys::cuMemAllocFromPoolAsync(&mut p, len, pool.0, s.0) })?;
+    Ok(p)
+}
+
+/// `cuMemAllocAsync` (from the device's current pool).
+pub(crate) fn mem_alloc_async(len: usize, s: CuStream) -> CuResult<u64> {
+    let mut p = 0;
+    // SAFETY: valid out-pointer; stream live.
+    ok(unsafe { sys::cuMemAllocAsync(&mut p, len, s.0) })?;
+    Ok(p)
+}
+
+/// `cuMemFreeAsync`.
+pub(crate) fn mem_free_async(p: u64, s: CuStream) -> CuResult<()> {
+    // SAFETY: `p` came from a stream-ordered allocation; `s` live.
+    ok(unsafe { sys::cuMemFreeAsync(p, s.0) })
+}
+
+/// `cuMemsetD8Async`.
+pub(crate) fn memset_d8_async(p: u64, value: u8, len: usize, s: CuStream) -> CuResult<()> {
+    // SAFETY: the range lies inside a live allocation (checked by the caller); `s` live.
+    ok(unsafe { sys::cuMemsetD8Async(p, value, len, s.0) })
+}
+
+/// `cuStreamWaitValue32` (the `_v2` symbol, CUDA >= 11.7): `flags` is a
+/// `CU_STREAM_WAIT_VALUE_*` comparison.
+pub(crate) fn stream_wait_value32(s: CuStream, addr: u64, value: u32, flags: u32) -> CuResult<()> {
+    // SAFETY: `addr` is an aligned word inside a live allocation the stream keeps (checked by
+    // the caller); `s` is live.
+    ok(unsafe { sys::cuStreamWaitValue32_v2(s.0, addr, value, flags) })
+}
+
+/// `cuStreamWaitValue64` (`_v2`).
+pub(crate) fn stream_wait_value64(s: CuStream, addr: u64, value: u64, flags: u32) -> CuResult<()> {
+    // SAFETY: as in `stream_wait_value32`.
+    ok(unsafe { sys::cuStreamWaitValue64_v2(s.0, addr, value, flags) })
+}
+
+/// `cuStreamWriteValue32` (`_v2`, `CU_STREAM_WRITE_VALUE_DEFAULT`).
+pub(crate) fn stream_write_value32(s: CuStream, addr: u64, value: u32) -> CuResult<()> {
+    // SAFETY: as in `stream_wait_value32`.
+    ok(unsafe { sys::cuStreamWriteValue32_v2(s.0, addr, value, 0) })
+}
+
+/// `cuStreamWriteValue64` (`_v2`, `CU_STREAM_WRITE_VALUE_DEFAULT`).
+pub(crate) fn stream_write_value64(s: CuStream, addr: u64, value: u64) -> CuResult<()> {
+    // SAFETY: as in `stream_wait_value32`.
+    ok(unsafe { sys::cuStreamWriteValue64_v2(s.0, addr, value, 0) })
+}
+
+/// `cuMemcpyHtoDAsync`. `src` must stay alive until the copy has consumed it: for pageable
+/// memory (every `Vec`) CUDA stages the source before returning (CUDA "API synchronization
+/// behavior"); during capture the caller keeps it alive with the graph.
+pub(crate) fn memcpy_htod_async(dst: u64, src: &[u8], s: CuStream) -> CuResult<()> {
+    // SAFETY: `src` is valid for `src.len()` bytes during the call (see above for later);
+    // the destination range was checked by the caller.
+    ok(unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr() as *const c_void, src.len(), s.0) })
+}
+
+/// `cuMemcpyDtoHAsync`. The caller keeps `dst`'s heap memory alive (not moved: a `Box`'s
+/// contents) until the stream got past the copy.
+pub(crate) fn memcpy_dtoh_async(dst: &mut [u8], src: u64, s: CuStream) -> CuResult<()> {
+    // SAFETY: `dst` is valid for writes of `dst.len()` bytes and kept alive by the caller
+    // until completion; the source range was checked.
+    ok(unsafe { sys::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr() as *mut c_void, src, dst.len(), s.0) })
+}
+
+/// `cuMemcpyDtoDAsync`.
+pub(crate) fn memcpy_dtod_async(dst: u64, src: u64, len: usize, s: CuStream) -> CuResult<()> {
+    // SAFETY: both ranges checked by the caller; `s` live.
+    ok(unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, len, s.0) })
+}
+
+/// `cuMemcpyHtoDAsync` from page-locked memory: a true asynchronous copy. `src` is a span
+/// of a live page-locked allocation that the caller keeps alive (stream keep list) until the
+/// stream got past the copy.
+pub(crate) fn memcpy_htod_async_span(
+    dst: u64,
+    src: &xstream_core::HostSpan,
+    s: CuStream,
+) -> CuResult<()> {
+    // SAFETY: the span lies inside a live allocation that the caller keeps until completion
+    // and that host code does not touch meanwhile (HostBuffer fence); destination checked.
+    ok(unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr() as *const c_void, src.len(), s.0) })
+}
+
+/// `cuMemcpyDtoHAsync` into page-locked memory; as [`memcpy_htod_async_span`].
+pub(crate) fn memcpy_dtoh_async_span(
+    dst: &xstream_core::HostSpan,
+    src: u64,
+    s: CuStream,
+) -> CuResult<()> {
+    // SAFETY: as in `memcpy_htod_async_span`; the host buffer was borrowed mutably to
+    // enqueue this copy, so no host reference to those bytes is alive.
+    ok(unsafe { sys::cuMemcpyDtoHAsync_v2(dst.as_ptr() as *mut c_void, src, dst.len(), s.0) })
+}
+
+/// `cuMemPoolSetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)`.
+pub(crate) fn mem_pool_set_release_threshold(pool: CuMemPool, bytes: u64) -> CuResult<()> {
+    let mut v: u64 = bytes;
+    // SAFETY: live pool; the attribute takes a pointer to a cuuint64_t.
+    ok(unsafe {
+        sys::cuMemPoolSetAttribute(
+            pool.0,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            &mut v as *mut u64 as *mut c_void,
+        )
+    })
+}
+
+/// Page-locked host memory from `cuMemHostAlloc`, or caller memory page-locked with
+/// `cuMemHostRegister`; released (`cuMemFreeHost` / `cuMemHostUnregister`) on drop.
+#[derive(Debug)]
+pub(crate) struct PinnedAlloc {
+    ptr: *mut u8,
+    len: usize,
+    ctx: CuContext,
+    ordinal: usize,
+    /// The caller's memory, for a registration (unregistered, then dropped).
+    registered: Option<Vec<u8>>,
+}
+
+// SAFETY: the pointer is plain host memory owned by this value; access is synchronised by the
+// HostBuffer fence.
+unsafe impl Send for PinnedAlloc {}
+// SAFETY: as above.
+unsafe impl Sync for PinnedAlloc {}
+
+impl PinnedAlloc {
+    /// `cuMemHostAlloc(len, flags)` in the bound context, zeroed.
+    pub(crate) fn alloc(ctx: CuContext, ordinal: usize, len: usize, flags: u32) -> CuResult<Self> {
+        let mut p: *mut c_void = ptr::null_mut();
+        // SAFETY: valid out-pointer; context bound by the caller.
+        ok(unsafe { sys::cuMemHostAlloc(&mut p, len, flags) })?;
+        // SAFETY: the driver returned `len` writable bytes at `p`.
+        unsafe { ptr::write_bytes(p as *mut u8, 0, len) };
+        Ok(Self {
+            ptr: p as *mut u8,
+            len,
+            ctx,
+            ordinal,
+            registered: None,
+        })
+    }
+
+    /// `cuMemHostRegister` of the caller's bytes (taken over; returned to nobody).
+    pub(crate) fn register(
+        ctx: CuContext,
+        ordinal: usize,
+        mut v: Vec<u8>,
+        flags: u32,
+    ) -> CuResult<Self> {
+        let (p, len) = (v.as_mut_ptr(), v.len());
+        // SAFETY: the Vec's heap block is valid for `len` bytes and is not moved or freed
+        // before the unregistration in `drop` (the Vec is kept in `registered`).
+        ok(unsafe { sys::cuMemHostRegister_v2(p as *mut c_void, len, flags) })?;
+        Ok(Self {
+            ptr: p,
+            len,
+            ctx,
+            ordinal,
+            registered: Some(v),
+        })
+    }
+}
+
+impl Drop for PinnedAlloc {
+    fn drop(&mut self) {
+        let (p, ctx, reg) = (self.ptr as usize, self.ctx, self.registered.take());
+        let free = move || {
+            if bind(ctx).is_ok() {
+                // SAFETY: `p` came from cuMemHostAlloc / cuMemHostRegister of this context and
+                // no queued copy uses it (its last user dropped its keep-alive clone).
+                let r = unsafe {
+                    if reg.is_some() {
+                        sys::cuMemHostUnregister(p as *mut c_void)
+                    } else {
+                        sys::cuMemFreeHost(p as *mut c_void)
+                    }
+                };
+                if r != sys::CUresult::CUDA_SUCCESS {
+                    tracing::debug!(code = r as u32, "releasing page-locked host memory failed");
+                }
+            }
+            drop(reg);
+        };
+        if xstream_core::callback::in_callback() {
+            xstream_core::callback::dispatch(Box::new(move || {
+                ensure_relaxed_capture_mode();
+                free();
+            }));
+        } else {
+            free();
+        }
+    }
+}
+
+// SAFETY: `ptr` is fixed for the value's life and valid for `len` bytes (driver allocation or
+// the kept Vec's block).
+unsafe impl xstream_core::HostAllocation for PinnedAlloc {
+    fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn page_locked(&self) -> bool {
+        true
+    }
+    fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+}

@@ -1,0 +1,67 @@
+//! Host callbacks on a [`CudaStream`]: `cuLaunchHostFunc` slots (tracked by the device for
+//! the fault path) and the status-carrying `cuStreamAddCallback`.
+
+use std::sync::Arc;
+
+use xstream_core::callback::{CallbackSlot, HostCallback};
+use xstream_core::Result;
+
+use super::CudaStream;
+use crate::device::track_pending;
+use crate::error;
+use crate::ffi;
+
+impl CudaStream {
+    /// Enqueues a host function firing `slot` (no capture gate: callers gate).
+    pub(crate) fn enqueue_slot(&self, f: HostCallback) -> Result<()> {
+        if let Some(e) = self.dev.shared.sticky_error() {
+            return Err(e);
+        }
+        let slot = CallbackSlot::new(f, Arc::clone(&self.state.panics));
+        self.check(
+            "cuLaunchHostFunc",
+            ffi::launch_host_func(self.raw(), Arc::clone(&slot)),
+        )?;
+        track_pending(&self.dev.shared, &slot);
+        Ok(())
+    }
+
+    /// `cuStreamAddCallback`: a status-carrying callback. Unlike host functions, CUDA runs it
+    /// exactly once **even after a device fault**, with the error (reference row 6): `f`
+    /// gets `Ok(())` or the mapped error. It blocks later work on the stream while it runs;
+    /// xstream calls inside return [`Error::NotPermitted`](xstream_core::Error::NotPermitted); a panic is caught and reported by
+    /// the next `synchronize`. Not capturable: refused during capture (capture invalidated).
+    ///
+    /// # Errors
+    /// Capture errors; vendor errors (then `f` is dropped without being called).
+    pub fn add_status_callback<F>(&self, f: F) -> Result<()>
+    where
+        F: FnOnce(Result<()>) + Send + 'static,
+    {
+        self.enter()?;
+        self.gate("add_status_callback")?;
+        let slot = CallbackSlot::new(Box::new(f), Arc::clone(&self.state.panics));
+        let s2 = Arc::clone(&slot);
+        let shared = Arc::clone(&self.dev.shared);
+        let r = ffi::stream_add_callback(
+            self.raw(),
+            Box::new(move |code| {
+                let status = if code == 0 {
+                    Ok(())
+                } else {
+                    let e = error::map("cuStreamAddCallback", code);
+                    if e.is_sticky() {
+                        // No driver calls here: records the error, fails the other pending
+                        // callbacks.
+                        shared.poison(&e);
+                    }
+                    Err(e)
+                };
+                s2.fire(status);
+            }),
+        );
+        self.check("cuStreamAddCallback", r)?;
+        track_pending(&self.dev.shared, &slot);
+        Ok(())
+    }
+}

@@ -1,0 +1,203 @@
+//! Data movement on a [`CudaStream`] (memset, write, read, device copies, copies to and from
+//! page-locked host memory) and the keep-alive list holding what queued work uses.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use xstream_core::{check_range, Readback, Result};
+
+use super::drop::release_after;
+use super::{lock, CudaStream};
+use crate::ffi;
+use crate::memory::Keep;
+use crate::CudaBuffer;
+
+/// Keep-alive entries above which a stream hands its list to a host function.
+const KEEP_FLUSH: usize = 256;
+
+impl CudaStream {
+    pub(crate) fn keep(&self, k: Keep) {
+        if self.state.capture.is_capturing() {
+            lock(&self.state.capture_keep).push(k);
+            return;
+        }
+        let flush = {
+            let mut g = lock(&self.state.keep);
+            g.push(k);
+            let v = (g.len() >= KEEP_FLUSH).then(|| std::mem::take(&mut *g));
+            self.state.keep_len.store(g.len(), Ordering::Release);
+            v
+        };
+        if let Some(v) = flush {
+            if let Err(v) = release_after(&self.dev, self.raw(), v) {
+                let mut g = lock(&self.state.keep);
+                g.extend(v);
+                self.state.keep_len.store(g.len(), Ordering::Release);
+            }
+        }
+    }
+
+    /// Keeps a buffer used by work just enqueued (see [`CudaBuffer::keep_for`]).
+    pub(crate) fn keep_buf(&self, b: &CudaBuffer) {
+        if b.is_stream_ordered() && self.state.capture.is_capturing() {
+            // A graph could replay after the stream-ordered free: refuse by invalidating.
+            tracing::warn!("stream-ordered buffer used in a capture: capture invalidated");
+            self.state.capture.invalidate();
+        }
+        if let Some(k) = b.keep_for(&self.handle) {
+            self.keep(k);
+        }
+    }
+
+    /// Drops keep-alive entries older than `n` (their work completed).
+    pub(super) fn completed_up_to(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let done: Vec<Keep> = {
+            let mut g = lock(&self.state.keep);
+            let n = n.min(g.len());
+            let done = g.drain(..n).collect();
+            self.state.keep_len.store(g.len(), Ordering::Release);
+            done
+        };
+        drop(done);
+    }
+
+    /// Entries in the keep list now (no lock).
+    pub(super) fn keep_len(&self) -> usize {
+        self.state.keep_len.load(Ordering::Acquire)
+    }
+}
+
+pub(super) fn memset(
+    s: &CudaStream,
+    buf: &CudaBuffer,
+    offset: usize,
+    len: usize,
+    value: u8,
+) -> Result<()> {
+    check_range("memset", buf.len_bytes(), offset, len)?;
+    s.enter()?;
+    s.gate_enqueue("memset")?;
+    s.check(
+        "cuMemsetD8Async",
+        ffi::memset_d8_async(buf.ptr() + offset as u64, value, len, s.raw()),
+    )?;
+    s.keep_buf(buf);
+    Ok(())
+}
+
+pub(super) fn write(s: &CudaStream, dst: &CudaBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
+    check_range("write", dst.len_bytes(), offset, data.len())?;
+    s.enter()?;
+    s.gate_enqueue("write")?;
+    // `data` is pageable: CUDA stages it before cuMemcpyHtoDAsync returns, so it may be
+    // dropped afterwards; a captured copy reads it at every replay, so the graph keeps it.
+    s.check(
+        "cuMemcpyHtoDAsync",
+        ffi::memcpy_htod_async(dst.ptr() + offset as u64, &data, s.raw()),
+    )?;
+    s.keep_buf(dst);
+    if s.state.capture.is_capturing() {
+        s.keep(Keep::Bytes(data));
+    }
+    Ok(())
+}
+
+pub(super) fn read(
+    s: &CudaStream,
+    src: &CudaBuffer,
+    offset: usize,
+    len: usize,
+) -> Result<Readback> {
+    check_range("read", src.len_bytes(), offset, len)?;
+    s.enter()?;
+    // Delivered by a one-shot host function: not replayable, so refused during capture.
+    s.gate("read")?;
+    let mut host = vec![0u8; len].into_boxed_slice();
+    s.check(
+        "cuMemcpyDtoHAsync",
+        ffi::memcpy_dtoh_async(&mut host, src.ptr() + offset as u64, s.raw()),
+    )?;
+    s.keep_buf(src);
+    let (rb, fill) = Readback::new();
+    let holder = Arc::new(Mutex::new(Some(host)));
+    let h2 = Arc::clone(&holder);
+    let r = s.enqueue_slot(Box::new(move |r| {
+        let bytes = lock(&h2).take();
+        fill.fill(r.map(|()| bytes.map(|b| b.into_vec()).unwrap_or_default()));
+    }));
+    if let Err(e) = r {
+        // The copy may still be in flight: never free its destination.
+        if let Some(b) = lock(&holder).take() {
+            std::mem::forget(b);
+        }
+        return Err(e);
+    }
+    Ok(rb)
+}
+
+pub(super) fn copy(
+    s: &CudaStream,
+    src: &CudaBuffer,
+    src_offset: usize,
+    dst: &CudaBuffer,
+    dst_offset: usize,
+    len: usize,
+) -> Result<()> {
+    check_range("copy source", src.len_bytes(), src_offset, len)?;
+    check_range("copy destination", dst.len_bytes(), dst_offset, len)?;
+    s.enter()?;
+    s.gate_enqueue("copy")?;
+    s.check(
+        "cuMemcpyDtoDAsync",
+        ffi::memcpy_dtod_async(
+            dst.ptr() + dst_offset as u64,
+            src.ptr() + src_offset as u64,
+            len,
+            s.raw(),
+        ),
+    )?;
+    s.keep_buf(src);
+    s.keep_buf(dst);
+    Ok(())
+}
+
+pub(super) fn enqueue_copy_to_device(
+    s: &CudaStream,
+    src: xstream_core::HostSpan,
+    dst: &CudaBuffer,
+    dst_offset: usize,
+) -> Result<()> {
+    dst.check_device("copy_to_device", &s.dev)?;
+    check_range("copy_to_device", dst.len_bytes(), dst_offset, src.len())?;
+    s.enter()?;
+    s.gate_enqueue("copy_to_device")?;
+    s.check(
+        "cuMemcpyHtoDAsync",
+        ffi::memcpy_htod_async_span(dst.ptr() + dst_offset as u64, &src, s.raw()),
+    )?;
+    s.keep_buf(dst);
+    s.keep(Keep::Host(src));
+    Ok(())
+}
+
+pub(super) fn enqueue_copy_to_host(
+    s: &CudaStream,
+    src: &CudaBuffer,
+    src_offset: usize,
+    dst: xstream_core::HostSpan,
+) -> Result<()> {
+    src.check_device("copy_to_host", &s.dev)?;
+    check_range("copy_to_host", src.len_bytes(), src_offset, dst.len())?;
+    s.enter()?;
+    s.gate_enqueue("copy_to_host")?;
+    s.check(
+        "cuMemcpyDtoHAsync",
+        ffi::memcpy_dtoh_async_span(&dst, src.ptr() + src_offset as u64, s.raw()),
+    )?;
+    s.keep_buf(src);
+    s.keep(Keep::Host(dst));
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! Data movement on a [`HostStream`]: memset, write, read, buffer copies, copies to and
+//! from page-locked host memory, all enqueued as work items.
+
+use std::sync::Arc;
+
+use xstream_core::callback::ensure_not_in_callback;
+use xstream_core::{check_range, Readback, Result};
+
+use super::HostStream;
+use crate::worker::{Node, Op};
+use crate::HostBuffer;
+
+pub(super) fn memset(
+    s: &HostStream,
+    buf: &HostBuffer,
+    offset: usize,
+    len: usize,
+    value: u8,
+) -> Result<()> {
+    ensure_not_in_callback()?;
+    check_range("memset", buf.inner_len(), offset, len)?;
+    s.submit(
+        "memset",
+        Node::Memset {
+            buf: Arc::clone(&buf.inner),
+            offset,
+            len,
+            value,
+        },
+    )
+}
+
+pub(super) fn write(s: &HostStream, dst: &HostBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
+    ensure_not_in_callback()?;
+    check_range("write", dst.inner_len(), offset, data.len())?;
+    s.submit(
+        "write",
+        Node::Write {
+            dst: Arc::clone(&dst.inner),
+            offset,
+            data: Arc::new(data),
+        },
+    )
+}
+
+pub(super) fn read(
+    s: &HostStream,
+    src: &HostBuffer,
+    offset: usize,
+    len: usize,
+) -> Result<Readback> {
+    ensure_not_in_callback()?;
+    check_range("read", src.inner_len(), offset, len)?;
+    s.device.shared().check()?;
+    // A Readback is filled once and cannot be refilled by replays, so a read is not
+    // capturable (CUDA likewise refuses pageable device-to-host copies in a capture).
+    s.queue.capture.gate("read")?;
+    let (rb, fill) = Readback::new();
+    s.queue.push(Op::Read {
+        src: Arc::clone(&src.inner),
+        offset,
+        len,
+        fill,
+    })?;
+    Ok(rb)
+}
+
+pub(super) fn copy(
+    s: &HostStream,
+    src: &HostBuffer,
+    src_offset: usize,
+    dst: &HostBuffer,
+    dst_offset: usize,
+    len: usize,
+) -> Result<()> {
+    ensure_not_in_callback()?;
+    check_range("copy source", src.inner_len(), src_offset, len)?;
+    check_range("copy destination", dst.inner_len(), dst_offset, len)?;
+    s.submit(
+        "copy",
+        Node::Copy {
+            src: Arc::clone(&src.inner),
+            src_offset,
+            dst: Arc::clone(&dst.inner),
+            dst_offset,
+            len,
+        },
+    )
+}
+
+pub(super) fn enqueue_copy_to_device(
+    s: &HostStream,
+    src: xstream_core::HostSpan,
+    dst: &HostBuffer,
+    dst_offset: usize,
+) -> Result<()> {
+    ensure_not_in_callback()?;
+    s.check_buffer_device("copy_to_device", dst)?;
+    check_range("copy_to_device", dst.inner_len(), dst_offset, src.len())?;
+    s.submit(
+        "copy_to_device",
+        Node::FromHost {
+            src,
+            dst: Arc::clone(&dst.inner),
+            offset: dst_offset,
+        },
+    )
+}
+
+pub(super) fn enqueue_copy_to_host(
+    s: &HostStream,
+    src: &HostBuffer,
+    src_offset: usize,
+    dst: xstream_core::HostSpan,
+) -> Result<()> {
+    ensure_not_in_callback()?;
+    s.check_buffer_device("copy_to_host", src)?;
+    check_range("copy_to_host", src.inner_len(), src_offset, dst.len())?;
+    s.submit(
+        "copy_to_host",
+        Node::ToHost {
+            src: Arc::clone(&src.inner),
+            offset: src_offset,
+            dst,
+        },
+    )
+}
