@@ -79,7 +79,7 @@ impl ExtTask for ValueTask {
 
 fn push(addr: *mut c_void, value: u64, wait: Option<u32>, stream: *mut c_void) -> R {
     non_null(addr, "devAddr")?;
-    if addr as usize % 8 != 0 {
+    if !(addr as usize).is_multiple_of(8) {
         return err(ACL_ERROR_INVALID_PARAM, "devAddr must be 8-byte aligned");
     }
     let s = enqueue_stream(stream)?;

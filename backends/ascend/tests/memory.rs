@@ -65,4 +65,3 @@ fn allocator_register_get_unregister() {
         Err(Error::NotOwned { .. })
     ));
 }
-

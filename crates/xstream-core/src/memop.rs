@@ -75,7 +75,7 @@ impl WaitCondition {
 /// # Errors
 /// [`Error::InvalidArgument`] when misaligned or outside the buffer.
 pub fn check_word(what: &str, buf_len: usize, offset: usize, width: usize) -> Result<()> {
-    if offset % width != 0 {
+    if !offset.is_multiple_of(width) {
         return Err(Error::invalid(format!(
             "{what}: offset {offset} is not a multiple of the {width}-byte word"
         )));

@@ -140,7 +140,7 @@ impl<B: Backend> Pipeline<B> {
                 "streams, chunks and chunk size must be at least 1",
             ));
         }
-        if config.chunk_bytes % 4 != 0 {
+        if !config.chunk_bytes.is_multiple_of(4) {
             return Err(Error::invalid(
                 "the chunk size must be a multiple of 4 bytes",
             ));
