@@ -20,7 +20,7 @@
 //!   on a thread that left.
 
 use crate::codes::*;
-use crate::rt::*;
+use crate::stream::*;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::c_void;
 use std::sync::{Condvar, Mutex};

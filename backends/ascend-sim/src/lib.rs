@@ -24,27 +24,27 @@
 //! instead of unwinding across the FFI boundary. The exported functions are also callable from
 //! Rust through this rlib (they are `unsafe` because they take raw C pointers).
 
-mod api;
-mod api2;
+mod capture;
 pub mod codes;
+mod device;
 pub mod exception;
-mod ext;
+mod faults;
 mod host_mem;
 pub mod hostfunc;
 pub mod memory;
-mod rt;
+mod stream;
 pub mod stream_config;
+mod task;
 pub mod value;
-mod xsim;
 
-pub use api::*;
-pub use api2::*;
+pub use capture::*;
+pub use device::*;
 pub use exception::*;
+pub use faults::*;
 pub use hostfunc::*;
 pub use memory::*;
 pub use stream_config::*;
 pub use value::*;
-pub use xsim::*;
 
 use std::ffi::c_void;
 

@@ -6,9 +6,9 @@
 //! invalidated (synchronous copies are illegal in a capture unless the thread switched to
 //! RELAXED).
 
-use crate::api::non_null;
 use crate::codes::*;
-use crate::rt::*;
+use crate::device::non_null;
+use crate::stream::*;
 use std::ffi::c_void;
 
 /// `aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count,
@@ -65,7 +65,7 @@ pub unsafe extern "C" fn aclrtGetVersion(major: *mut i32, minor: *mut i32, patch
         non_null(major, "majorVersion")?;
         non_null(minor, "minorVersion")?;
         non_null(patch, "patchVersion")?;
-        let (a, b, c) = crate::xsim::acl_version();
+        let (a, b, c) = crate::faults::acl_version();
         // SAFETY: checked non-NULL; the caller guarantees validity for writes.
         unsafe {
             major.write(a);

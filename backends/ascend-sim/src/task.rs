@@ -3,7 +3,7 @@
 //! order like any other task, skips it once the context is poisoned, and keeps it in captures
 //! and persistent streams.
 
-use crate::rt::Stream;
+use crate::stream::Stream;
 
 /// A task a stream worker runs in order.
 pub(crate) trait ExtTask: Send + Sync {

@@ -1,9 +1,9 @@
 //! Exported ACL entry points: host callbacks, allocator registry, memory, capture / model run
 //! instances and error reporting.
 
-use crate::api::{non_null, put};
 use crate::codes::*;
-use crate::rt::*;
+use crate::device::{non_null, put};
+use crate::stream::*;
 use crate::{
     AclrtAllocatorAllocAdviseFunc, AclrtAllocatorAllocFunc, AclrtAllocatorFreeFunc,
     AclrtAllocatorGetAddrFromBlockFunc, AclrtCallback,

@@ -539,7 +539,7 @@ pub(crate) enum Task {
     },
     Fault(i32),
     /// Work of a vendor area that lives in its own module (value wait/write, ...).
-    Ext(Arc<dyn crate::ext::ExtTask>),
+    Ext(Arc<dyn crate::task::ExtTask>),
 }
 
 impl Task {

@@ -2,7 +2,7 @@
 //! not export them. Backends must resolve them optionally.
 
 use crate::codes::*;
-use crate::rt::*;
+use crate::stream::*;
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::SeqCst;

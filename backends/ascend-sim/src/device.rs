@@ -1,7 +1,7 @@
 //! Exported ACL entry points: init, device, context, stream and event APIs.
 
 use crate::codes::*;
-use crate::rt::*;
+use crate::stream::*;
 use crate::AclrtStreamAttrValue;
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::Ordering::SeqCst;
