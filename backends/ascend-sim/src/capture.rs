@@ -1,592 +1,96 @@
-//! Exported ACL entry points: host callbacks, allocator registry, memory, capture / model run
-//! instances and error reporting.
+//! Capture and model run instances (`aclmdlRI*`): the `Capture` and `Ri` objects, the
+//! thread's capture mode, the "illegal during capture" rules, capture begin / info / end, the
+//! build API on persistent streams, execute and destroy.
 
 use crate::codes::*;
-use crate::device::{non_null, put};
+use crate::device::*;
+use crate::error::*;
+use crate::registry::*;
 use crate::stream::*;
-use crate::{
-    AclrtAllocatorAllocAdviseFunc, AclrtAllocatorAllocFunc, AclrtAllocatorFreeFunc,
-    AclrtAllocatorGetAddrFromBlockFunc, AclrtCallback,
-};
-use std::alloc::Layout;
-use std::collections::{HashMap, HashSet};
-use std::ffi::{c_char, c_void};
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use crate::task::*;
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::sync::Mutex;
 
-// ---------------------------------------------------------------------------------------------
-// Host callbacks
-// ---------------------------------------------------------------------------------------------
-
-/// `aclError aclrtLaunchCallback(aclrtCallback fn, void* userData, aclrtCallbackBlockType
-/// blockType, aclrtStream stream)`: report-style callback; needs a subscribed thread (107015).
-///
-/// # Safety
-/// `func` must be a valid callback for `user_data`; handles are lookup keys.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtLaunchCallback(
-    func: AclrtCallback,
-    user_data: *mut c_void,
-    block_type: i32,
-    stream: *mut c_void,
-) -> i32 {
-    ffi("aclrtLaunchCallback", true, || {
-        let Some(f) = func else {
-            return err(ACL_ERROR_INVALID_PARAM, "callback is NULL");
-        };
-        if block_type != ACL_CALLBACK_BLOCK && block_type != ACL_CALLBACK_NO_BLOCK {
-            return err(
-                ACL_ERROR_INVALID_PARAM,
-                format!("bad blockType {block_type}"),
-            );
-        }
-        let s = enqueue_stream(stream)?;
-        let Some(tid) = lock(&s.st).sub_tid else {
-            return err(
-                ACL_ERROR_RT_STREAM_NO_CB_REG,
-                "no thread subscribed to this stream",
-            );
-        };
-        s.push(Task::Callback {
-            f,
-            data: user_data as usize,
-            block: block_type == ACL_CALLBACK_BLOCK,
-            tid,
-        })
-    })
+#[derive(Default)]
+pub(crate) struct RiState {
+    pub(crate) tasks: Vec<Task>,
+    pub(crate) built: bool,
+    pub(crate) bound: Vec<Arc<Stream>>,
 }
 
-/// `aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream)`: `threadId` is the
-/// processing thread's `pthread_self()`.
-///
-/// # Safety
-/// `stream` is only used as a lookup key.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtSubscribeReport(thread_id: u64, stream: *mut c_void) -> i32 {
-    ffi("aclrtSubscribeReport", true, || {
-        let s = stream_of(stream)?;
-        let key = Arc::as_ptr(&s) as usize;
-        let mut g = lock(&s.st);
-        if g.sub_tid.is_some() {
-            return err(ACL_ERROR_RT_STREAM_SUBSCRIBE, "stream already subscribed");
-        }
-        if g.hostfunc {
-            return err(
-                ACL_ERROR_RT_STREAM_SUBSCRIBE,
-                "stream uses aclrtLaunchHostFunc",
-            );
-        }
-        let mut subs = lock(subs());
-        let e = subs.entry(thread_id).or_insert_with(|| Sub {
-            device: s.ctx.device,
-            streams: HashSet::new(),
-            pending: Default::default(),
-        });
-        if e.device != s.ctx.device {
-            return err(
-                ACL_ERROR_RT_THREAD_SUBSCRIBE,
-                "thread subscribed on another device",
-            );
-        }
-        e.streams.insert(key);
-        g.sub_tid = Some(thread_id);
-        Ok(())
-    })
-}
-
-/// `aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream)`.
-///
-/// # Safety
-/// `stream` is only used as a lookup key.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtUnSubscribeReport(thread_id: u64, stream: *mut c_void) -> i32 {
-    ffi("aclrtUnSubscribeReport", true, || {
-        let s = stream_of(stream)?;
-        let mut g = lock(&s.st);
-        match g.sub_tid {
-            None => err(ACL_ERROR_RT_STREAM_SUBSCRIBE, "stream not subscribed"),
-            Some(t) if t != thread_id => err(
-                ACL_ERROR_RT_THREAD_SUBSCRIBE,
-                "stream subscribed by another thread",
-            ),
-            Some(_) => {
-                g.sub_tid = None;
-                drop(g);
-                unsubscribe(thread_id, Arc::as_ptr(&s) as usize);
-                Ok(())
-            }
-        }
-    })
-}
-
-/// `aclError aclrtProcessReport(int32_t timeout)`: waits up to `timeout` ms (-1 forever; 0 or
-/// < -1 → 100000) and runs every pending callback inline; none → 507012; thread without
-/// subscription → 107012.
-///
-/// # Safety
-/// Runs user callbacks.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtProcessReport(timeout: i32) -> i32 {
-    ffi("aclrtProcessReport", true, || {
-        let dl = deadline(timeout, ACL_ERROR_INVALID_PARAM)?;
-        let tid = self_tid();
-        let mut g = lock(subs());
-        let batch = loop {
-            let Some(e) = g.get_mut(&tid) else {
-                return err(ACL_ERROR_RT_THREAD_SUBSCRIBE, "thread has no subscription");
-            };
-            if !e.pending.is_empty() {
-                break std::mem::take(&mut e.pending);
-            }
-            let mut slice = Duration::from_millis(100);
-            if let Some(d) = dl {
-                let now = Instant::now();
-                if now >= d {
-                    return err(ACL_ERROR_RT_REPORT_TIMEOUT, "no callback within timeout");
-                }
-                slice = slice.min(d - now);
-            }
-            g = SUBS_CV
-                .wait_timeout(g, slice)
-                .map_or_else(|p| p.into_inner().0, |r| r.0);
-        };
-        if g.get(&tid).is_some_and(|e| e.streams.is_empty()) {
-            g.remove(&tid);
-        }
-        drop(g);
-        for rep in batch {
-            rep.run();
-        }
-        Ok(())
-    })
-}
-
-/// `aclError aclrtLaunchHostFunc(aclrtStream stream, aclrtHostFunc fn, void* args)`: runs on
-/// the context's internal callback thread; always blocks the stream. Mixing with report-style
-/// subscription → 107011.
-///
-/// # Safety
-/// `func` must be a valid host function for `args`; `stream` is a lookup key.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtLaunchHostFunc(
-    stream: *mut c_void,
-    func: AclrtCallback,
-    args: *mut c_void,
-) -> i32 {
-    ffi("aclrtLaunchHostFunc", true, || {
-        let Some(f) = func else {
-            return err(ACL_ERROR_INVALID_PARAM, "host func is NULL");
-        };
-        let s = enqueue_stream(stream)?;
-        {
-            let mut g = lock(&s.st);
-            if g.sub_tid.is_some() {
-                return err(
-                    ACL_ERROR_RT_STREAM_SUBSCRIBE,
-                    "stream uses report-style callbacks",
-                );
-            }
-            g.hostfunc = true;
-        }
-        s.ctx.ensure_hf_thread()?;
-        s.push(Task::HostFunc {
-            f,
-            data: args as usize,
-        })
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Allocator registry
-// ---------------------------------------------------------------------------------------------
-
-#[derive(Clone, Copy, Default)]
-struct Desc {
-    obj: usize,
-    alloc: AclrtAllocatorAllocFunc,
-    free: AclrtAllocatorFreeFunc,
-    advise: AclrtAllocatorAllocAdviseFunc,
-    get_addr: AclrtAllocatorGetAddrFromBlockFunc,
+/// An `aclmdlRI`.
+#[derive(Default)]
+pub(crate) struct Ri {
+    pub(crate) st: Mutex<RiState>,
 }
 
 #[derive(Default)]
-struct AllocReg {
-    descs: HashMap<usize, Desc>,
-    by_stream: HashMap<usize, (usize, Desc)>,
+pub(crate) struct CapState {
+    pub(crate) active: bool,
+    pub(crate) invalidated: bool,
+    pub(crate) joined: Vec<Arc<Stream>>,
 }
 
-fn areg() -> &'static Mutex<AllocReg> {
-    static A: OnceLock<Mutex<AllocReg>> = OnceLock::new();
-    A.get_or_init(Default::default)
+/// An active (or ended) capture.
+pub(crate) struct Capture {
+    pub(crate) origin: usize,
+    pub(crate) mode: i32,
+    pub(crate) thread: u64,
+    pub(crate) ri: Arc<Ri>,
+    pub(crate) st: Mutex<CapState>,
 }
 
-fn with_desc(h: *mut c_void, f: impl FnOnce(&mut Desc)) -> R {
-    non_null(h, "allocatorDesc")?;
-    let mut g = lock(areg());
-    let d = g.descs.get_mut(&(h as usize)).map_or_else(
-        || err(ACL_ERROR_INVALID_PARAM, "unknown allocator desc"),
-        Ok,
-    )?;
-    f(d);
-    Ok(())
+impl Capture {
+    pub(crate) fn invalidate(&self) {
+        lock(&self.st).invalidated = true;
+    }
 }
 
-/// `aclrtAllocatorDesc aclrtAllocatorCreateDesc()`: NULL on failure.
-///
-/// # Safety
-/// No pointer arguments.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorCreateDesc() -> *mut c_void {
-    count_call("aclrtAllocatorCreateDesc");
-    catch_unwind(|| {
-        let h = Box::into_raw(Box::new(0u64)) as usize;
-        lock(areg()).descs.insert(h, Desc::default());
-        h as *mut c_void
-    })
-    .unwrap_or(std::ptr::null_mut())
+/// Active captures.
+pub(crate) static CAPTURES: Mutex<Vec<Arc<Capture>>> = Mutex::new(Vec::new());
+
+thread_local! {
+    static CAP_MODE: Cell<i32> = const { Cell::new(ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) };
 }
 
-/// `aclError aclrtAllocatorDestroyDesc(aclrtAllocatorDesc allocatorDesc)`.
-///
-/// # Safety
-/// `desc` must be NULL or a handle from `aclrtAllocatorCreateDesc`.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorDestroyDesc(desc: *mut c_void) -> i32 {
-    ffi("aclrtAllocatorDestroyDesc", false, || {
-        non_null(desc, "allocatorDesc")?;
-        if lock(areg()).descs.remove(&(desc as usize)).is_none() {
-            return err(ACL_ERROR_INVALID_PARAM, "unknown allocator desc");
-        }
-        // SAFETY: the handle was produced by Box::into_raw in aclrtAllocatorCreateDesc and has
-        // just been removed from the registry, so it is freed exactly once.
-        drop(unsafe { Box::from_raw(desc as *mut u64) });
-        Ok(())
-    })
+/// Thread capture-interaction mode (`aclmdlRICaptureThreadExchangeMode`).
+pub(crate) fn exchange_cap_mode(new: i32) -> i32 {
+    CAP_MODE.with(|c| c.replace(new))
 }
 
-/// `aclError aclrtAllocatorSetObjToDesc(aclrtAllocatorDesc, aclrtAllocator)`.
-///
-/// # Safety
-/// `desc` is a lookup key; `allocator` is stored, never dereferenced.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorSetObjToDesc(
-    desc: *mut c_void,
-    allocator: *mut c_void,
-) -> i32 {
-    ffi("aclrtAllocatorSetObjToDesc", false, || {
-        with_desc(desc, |d| d.obj = allocator as usize)
-    })
+/// Captures that forbid unsafe calls (default stream, device sync) on the calling thread.
+/// Simplification: only the capturing thread is affected (unless it switched to RELAXED).
+pub(crate) fn captures_affecting_me() -> Vec<Arc<Capture>> {
+    let me = self_tid();
+    let mode = CAP_MODE.with(|c| c.get());
+    if mode == ACL_MODEL_RI_CAPTURE_MODE_RELAXED {
+        return Vec::new();
+    }
+    lock(&CAPTURES)
+        .iter()
+        .filter(|c| c.thread == me && c.mode != ACL_MODEL_RI_CAPTURE_MODE_RELAXED)
+        .cloned()
+        .collect()
 }
 
-/// `aclError aclrtAllocatorSetAllocFuncToDesc(aclrtAllocatorDesc, aclrtAllocatorAllocFunc)`.
-///
-/// # Safety
-/// `desc` is a lookup key; the function is stored, never called.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorSetAllocFuncToDesc(
-    desc: *mut c_void,
-    func: AclrtAllocatorAllocFunc,
-) -> i32 {
-    ffi("aclrtAllocatorSetAllocFuncToDesc", false, || {
-        with_desc(desc, |d| d.alloc = func)
-    })
-}
-
-/// `aclError aclrtAllocatorSetFreeFuncToDesc(aclrtAllocatorDesc, aclrtAllocatorFreeFunc)`.
-///
-/// # Safety
-/// `desc` is a lookup key; the function is stored, never called.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorSetFreeFuncToDesc(
-    desc: *mut c_void,
-    func: AclrtAllocatorFreeFunc,
-) -> i32 {
-    ffi("aclrtAllocatorSetFreeFuncToDesc", false, || {
-        with_desc(desc, |d| d.free = func)
-    })
-}
-
-/// `aclError aclrtAllocatorSetAllocAdviseFuncToDesc(aclrtAllocatorDesc,
-/// aclrtAllocatorAllocAdviseFunc)`.
-///
-/// # Safety
-/// `desc` is a lookup key; the function is stored, never called.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorSetAllocAdviseFuncToDesc(
-    desc: *mut c_void,
-    func: AclrtAllocatorAllocAdviseFunc,
-) -> i32 {
-    ffi("aclrtAllocatorSetAllocAdviseFuncToDesc", false, || {
-        with_desc(desc, |d| d.advise = func)
-    })
-}
-
-/// `aclError aclrtAllocatorSetGetAddrFromBlockFuncToDesc(aclrtAllocatorDesc,
-/// aclrtAllocatorGetAddrFromBlockFunc)`.
-///
-/// # Safety
-/// `desc` is a lookup key; the function is stored, never called.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorSetGetAddrFromBlockFuncToDesc(
-    desc: *mut c_void,
-    func: AclrtAllocatorGetAddrFromBlockFunc,
-) -> i32 {
-    ffi("aclrtAllocatorSetGetAddrFromBlockFuncToDesc", false, || {
-        with_desc(desc, |d| d.get_addr = func)
-    })
-}
-
-/// `aclError aclrtAllocatorRegister(aclrtStream stream, aclrtAllocatorDesc allocatorDesc)`:
-/// copies the desc into a map keyed by the stream pointer; stream, obj, alloc, free and getAddr
-/// must be non-NULL (100000); re-register replaces.
-///
-/// # Safety
-/// Handles are lookup keys.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorRegister(stream: *mut c_void, desc: *mut c_void) -> i32 {
-    ffi("aclrtAllocatorRegister", false, || {
-        non_null(stream, "stream")?;
-        non_null(desc, "allocatorDesc")?;
-        let mut g = lock(areg());
-        let d = *g.descs.get(&(desc as usize)).map_or_else(
-            || err(ACL_ERROR_INVALID_PARAM, "unknown allocator desc"),
-            Ok,
-        )?;
-        if d.obj == 0 || d.alloc.is_none() || d.free.is_none() || d.get_addr.is_none() {
+/// Rejects use of a default stream by a thread inside capture (invalidating the capture).
+pub(crate) fn check_default_in_capture(s: &Stream) -> R {
+    if s.is_default {
+        let caps = captures_affecting_me();
+        if !caps.is_empty() {
+            for c in caps {
+                c.invalidate();
+            }
             return err(
-                ACL_ERROR_INVALID_PARAM,
-                "allocator desc lacks obj/alloc/free/getAddrFromBlock",
+                ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT,
+                "default stream used during capture",
             );
         }
-        g.by_stream.insert(stream as usize, (desc as usize, d));
-        Ok(())
-    })
-}
-
-/// `aclError aclrtAllocatorGetByStream(aclrtStream, aclrtAllocatorDesc*, aclrtAllocator*,
-/// aclrtAllocatorAllocFunc*, aclrtAllocatorFreeFunc*, aclrtAllocatorAllocAdviseFunc*,
-/// aclrtAllocatorGetAddrFromBlockFunc*)`: stream and desc out-pointer required; others optional;
-/// unknown stream → 100000.
-///
-/// # Safety
-/// Every non-NULL out-pointer must be valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorGetByStream(
-    stream: *mut c_void,
-    desc: *mut *mut c_void,
-    allocator: *mut *mut c_void,
-    alloc_func: *mut AclrtAllocatorAllocFunc,
-    free_func: *mut AclrtAllocatorFreeFunc,
-    advise_func: *mut AclrtAllocatorAllocAdviseFunc,
-    get_addr_func: *mut AclrtAllocatorGetAddrFromBlockFunc,
-) -> i32 {
-    ffi("aclrtAllocatorGetByStream", false, || {
-        non_null(stream, "stream")?;
-        non_null(desc, "allocatorDesc")?;
-        let (h, d) = lock(areg())
-            .by_stream
-            .get(&(stream as usize))
-            .copied()
-            .map_or_else(
-                || err(ACL_ERROR_INVALID_PARAM, "no allocator registered"),
-                Ok,
-            )?;
-        // SAFETY: caller contract; optional outputs are written only when non-NULL.
-        unsafe {
-            put(desc, h as *mut c_void)?;
-            if !allocator.is_null() {
-                put(allocator, d.obj as *mut c_void)?;
-            }
-            if !alloc_func.is_null() {
-                put(alloc_func, d.alloc)?;
-            }
-            if !free_func.is_null() {
-                put(free_func, d.free)?;
-            }
-            if !advise_func.is_null() {
-                put(advise_func, d.advise)?;
-            }
-            if !get_addr_func.is_null() {
-                put(get_addr_func, d.get_addr)?;
-            }
-        }
-        Ok(())
-    })
-}
-
-/// `aclError aclrtAllocatorUnregister(aclrtStream stream)`: NULL → 100000; unknown or repeated
-/// → 0.
-///
-/// # Safety
-/// `stream` is a lookup key.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorUnregister(stream: *mut c_void) -> i32 {
-    ffi("aclrtAllocatorUnregister", false, || {
-        non_null(stream, "stream")?;
-        lock(areg()).by_stream.remove(&(stream as usize));
-        Ok(())
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Memory
-// ---------------------------------------------------------------------------------------------
-
-const ALIGN: usize = 64;
-
-fn allocs() -> &'static Mutex<HashMap<usize, Layout>> {
-    static A: OnceLock<Mutex<HashMap<usize, Layout>>> = OnceLock::new();
-    A.get_or_init(Default::default)
-}
-
-fn sim_alloc(out: *mut *mut c_void, size: usize) -> R {
-    non_null(out, "pointer")?;
-    if size == 0 {
-        return err(ACL_ERROR_INVALID_PARAM, "size is 0");
     }
-    let layout = Layout::from_size_align(size, ALIGN)
-        .or_else(|_| err(ACL_ERROR_INVALID_PARAM, "size too large"))?;
-    // SAFETY: layout has non-zero size.
-    let p = unsafe { std::alloc::alloc(layout) };
-    if p.is_null() {
-        return err(207_001, "out of memory");
-    }
-    lock(allocs()).insert(p as usize, layout);
-    // SAFETY: checked non-NULL; caller contract.
-    unsafe { put(out, p as *mut c_void) }
-}
-
-fn sim_free(p: *mut c_void) -> R {
-    non_null(p, "pointer")?;
-    let Some(layout) = lock(allocs()).remove(&(p as usize)) else {
-        return err(
-            ACL_ERROR_INVALID_PARAM,
-            "pointer not allocated by the simulator",
-        );
-    };
-    // SAFETY: `p` was returned by std::alloc::alloc with exactly this layout and is freed once.
-    unsafe { std::alloc::dealloc(p as *mut u8, layout) };
     Ok(())
 }
-
-/// `aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy)`: host memory
-/// standing in for device memory (64-byte aligned, policy ignored); needs a current context.
-///
-/// # Safety
-/// `dev_ptr` must be NULL or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtMalloc(dev_ptr: *mut *mut c_void, size: usize, policy: i32) -> i32 {
-    let _ = policy;
-    ffi("aclrtMalloc", true, || {
-        cur_ctx()?;
-        sim_alloc(dev_ptr, size)
-    })
-}
-
-/// `aclError aclrtFree(void* devPtr)`.
-///
-/// # Safety
-/// `dev_ptr` must come from `aclrtMalloc` and not be in use by queued work.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> i32 {
-    ffi("aclrtFree", true, || sim_free(dev_ptr))
-}
-
-/// `aclError aclrtMallocHost(void** hostPtr, size_t size)`: "pinned" host memory.
-///
-/// # Safety
-/// `host_ptr` must be NULL or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize) -> i32 {
-    ffi("aclrtMallocHost", true, || {
-        sim_alloc(host_ptr, size)?;
-        // SAFETY: sim_alloc wrote the block's address through the checked-non-NULL pointer.
-        crate::host_mem::add(unsafe { *host_ptr } as usize, size);
-        Ok(())
-    })
-}
-
-/// `aclError aclrtFreeHost(void* hostPtr)`.
-///
-/// # Safety
-/// `host_ptr` must come from `aclrtMallocHost` and not be in use by queued work.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> i32 {
-    ffi("aclrtFreeHost", true, || {
-        sim_free(host_ptr)?;
-        crate::host_mem::remove(host_ptr as usize);
-        Ok(())
-    })
-}
-
-/// `aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src, size_t count,
-/// aclrtMemcpyKind kind, aclrtStream stream)`: executes in stream order on the stream's worker
-/// (pageable host memory is treated like pinned memory, except inside a capture, where a
-/// pageable host side is refused: see `host_mem`). `count > destMax` → 100000.
-///
-/// # Safety
-/// Both ranges must stay valid until the copy has executed.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtMemcpyAsync(
-    dst: *mut c_void,
-    dest_max: usize,
-    src: *const c_void,
-    count: usize,
-    kind: i32,
-    stream: *mut c_void,
-) -> i32 {
-    ffi("aclrtMemcpyAsync", true, || {
-        non_null(dst, "dst")?;
-        non_null(src, "src")?;
-        if count > dest_max {
-            return err(ACL_ERROR_INVALID_PARAM, "count exceeds destMax");
-        }
-        if !(0..=7).contains(&kind) {
-            return err(ACL_ERROR_INVALID_PARAM, format!("bad memcpy kind {kind}"));
-        }
-        let s = enqueue_stream(stream)?;
-        if s.capture().is_some() {
-            crate::host_mem::check_captured_copy(kind, dst as usize, src as usize, count)?;
-        }
-        s.push(Task::Copy {
-            dst: dst as usize,
-            src: src as usize,
-            n: count,
-        })
-    })
-}
-
-/// `aclError aclrtMemsetAsync(void* devPtr, size_t maxCount, int32_t value, size_t count,
-/// aclrtStream stream)`: `count > maxCount` → 100000.
-///
-/// # Safety
-/// The range must stay valid until the memset has executed.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtMemsetAsync(
-    dev_ptr: *mut c_void,
-    max_count: usize,
-    value: i32,
-    count: usize,
-    stream: *mut c_void,
-) -> i32 {
-    ffi("aclrtMemsetAsync", true, || {
-        non_null(dev_ptr, "devPtr")?;
-        if count > max_count {
-            return err(ACL_ERROR_INVALID_PARAM, "count exceeds maxCount");
-        }
-        let s = enqueue_stream(stream)?;
-        s.push(Task::Set {
-            dst: dev_ptr as usize,
-            val: value as u8,
-            n: count,
-        })
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Capture / model run instances
-// ---------------------------------------------------------------------------------------------
 
 fn new_ri() -> Arc<Ri> {
     let ri = Arc::new(Ri::default());
@@ -933,55 +437,4 @@ pub unsafe extern "C" fn aclmdlRIUnbindStream(model_ri: *mut c_void, stream: *mu
         lock(&ri.st).bound.retain(|b| !Arc::ptr_eq(b, &s));
         Ok(())
     })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Errors
-// ---------------------------------------------------------------------------------------------
-
-/// `const char* aclGetRecentErrMsg()`: the calling thread's last error message, drained by the
-/// call; NULL when none. Valid until the next call on the same thread.
-///
-/// # Safety
-/// No pointer arguments.
-#[no_mangle]
-pub unsafe extern "C" fn aclGetRecentErrMsg() -> *const c_char {
-    count_call("aclGetRecentErrMsg");
-    catch_unwind(take_err_msg).unwrap_or(std::ptr::null())
-}
-
-/// `aclError aclrtPeekAtLastError(aclrtLastErrLevel level)`: the thread's last error code,
-/// not cleared. Level other than `ACL_RT_THREAD_LEVEL` (0) → 100000.
-///
-/// # Safety
-/// No pointer arguments.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtPeekAtLastError(level: i32) -> i32 {
-    count_call("aclrtPeekAtLastError");
-    catch_unwind(AssertUnwindSafe(|| {
-        if level != 0 {
-            ACL_ERROR_INVALID_PARAM
-        } else {
-            last_error(false)
-        }
-    }))
-    .unwrap_or(ACL_ERROR_RT_INTERNAL_ERROR)
-}
-
-/// `aclError aclrtGetLastError(aclrtLastErrLevel level)`: the thread's last error code, then
-/// clears it.
-///
-/// # Safety
-/// No pointer arguments.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtGetLastError(level: i32) -> i32 {
-    count_call("aclrtGetLastError");
-    catch_unwind(AssertUnwindSafe(|| {
-        if level != 0 {
-            ACL_ERROR_INVALID_PARAM
-        } else {
-            last_error(true)
-        }
-    }))
-    .unwrap_or(ACL_ERROR_RT_INTERNAL_ERROR)
 }

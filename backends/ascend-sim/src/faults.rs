@@ -1,65 +1,149 @@
-//! Simulator-only extensions (`xsim*`). These are NOT part of ACL; a real `libascendcl.so` does
-//! not export them. Backends must resolve them optionally.
+//! Fault injection (simulator-only, NOT part of ACL): the fault rules (`XSIM_FAULTS`,
+//! `xsimSetFaults`), call counting (`xsimCallCount`), `hang:` streams (`xsimReleaseHang`), poison
+//! (`poison:`, `xsimLaunchFault`) and `xsimReset`. The README gives the spec grammar.
 
 use crate::codes::*;
+use crate::device::*;
+use crate::error::*;
+use crate::registry::*;
 use crate::stream::*;
-use std::ffi::{c_char, c_void, CStr};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use crate::task::*;
+use std::collections::HashMap;
+use std::ffi::c_char;
+use std::ffi::c_void;
+use std::panic::catch_unwind;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::AtomicI32;
 use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+use std::sync::Condvar;
+use std::sync::Mutex;
+use std::sync::OnceLock;
 
-/// Reads an optional C string argument.
-///
-/// # Safety
-/// `p` must be NULL or a valid NUL-terminated string.
-unsafe fn opt_str(p: *const c_char) -> R<Option<String>> {
-    if p.is_null() {
-        return Ok(None);
+struct Rule {
+    sym: String,
+    nth: Option<u64>,
+    code: i32,
+    seen: u64,
+}
+
+#[derive(Default)]
+struct Faults {
+    rules: Vec<Rule>,
+    counts: HashMap<String, u64>,
+}
+
+fn faults() -> &'static Mutex<Faults> {
+    static F: OnceLock<Mutex<Faults>> = OnceLock::new();
+    F.get_or_init(|| {
+        let f = Mutex::new(Faults::default());
+        if let Ok(spec) = std::env::var("XSIM_FAULTS") {
+            // Bad entries in the environment are ignored (there is nobody to report them to).
+            let mut g = lock(&f);
+            let _ = apply_spec(&mut g, &spec);
+        }
+        f
+    })
+}
+
+/// Global poison code (from `poison:CODE`), consulted by every context.
+pub(crate) static GLOBAL_POISON: AtomicI32 = AtomicI32::new(0);
+
+pub(crate) static HANGS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+pub(crate) static HANG_CV: Condvar = Condvar::new();
+
+fn apply_spec(f: &mut Faults, spec: &str) -> R {
+    let mut rules = Vec::new();
+    let mut hangs = Vec::new();
+    let mut poison = None;
+    for entry in spec.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        let parts: Vec<&str> = entry.split(':').map(str::trim).collect();
+        let bad = || AclErr {
+            code: ACL_ERROR_INVALID_PARAM,
+            msg: format!("bad fault entry '{entry}'"),
+        };
+        match parts.as_slice() {
+            ["hang", id] => hangs.push(id.parse::<i32>().map_err(|_| bad())?),
+            ["poison", code] => poison = Some(code.parse::<i32>().map_err(|_| bad())?),
+            [sym, n, code] => {
+                let nth = if *n == "*" {
+                    None
+                } else {
+                    match n.parse::<u64>() {
+                        Ok(v) if v >= 1 => Some(v),
+                        _ => return Err(bad()),
+                    }
+                };
+                let code = code.parse::<i32>().map_err(|_| bad())?;
+                rules.push(Rule {
+                    sym: sym.to_string(),
+                    nth,
+                    code,
+                    seen: 0,
+                });
+            }
+            _ => return Err(bad()),
+        }
     }
-    // SAFETY: non-NULL, caller guarantees a valid C string.
-    let s = unsafe { CStr::from_ptr(p) };
-    s.to_str()
-        .map(|s| Some(s.to_owned()))
-        .or_else(|_| err(ACL_ERROR_INVALID_PARAM, "string is not UTF-8"))
+    f.rules = rules;
+    if !hangs.is_empty() {
+        lock(&HANGS).extend(hangs);
+    }
+    if let Some(p) = poison {
+        GLOBAL_POISON.store(p, SeqCst);
+    }
+    Ok(())
 }
 
-/// `aclError xsimLaunchDelay(aclrtStream stream, uint64_t micros)`: a simulated kernel that
-/// occupies the stream for `micros` microseconds (interrupted by abort / force destroy).
-///
-/// # Safety
-/// `stream` is a lookup key.
-#[no_mangle]
-pub unsafe extern "C" fn xsimLaunchDelay(stream: *mut c_void, micros: u64) -> i32 {
-    ffi("xsimLaunchDelay", true, || {
-        enqueue_stream(stream)?.push(Task::Delay(micros))
-    })
+/// Replaces the fault rules with `spec` (see README for the grammar).
+pub(crate) fn set_faults(spec: &str) -> R {
+    let mut g = lock(faults());
+    apply_spec(&mut g, spec)
 }
 
-/// `aclError xsimLaunchLcg(aclrtStream stream, void* devPtr, size_t words, uint32_t rounds)`:
-/// a simulated kernel; for each u32 word `x`, `rounds` times `x = x*1664525 + 1013904223`
-/// (wrapping).
-///
-/// # Safety
-/// `dev_ptr` must point to `words` u32 values that stay valid until the kernel has run.
-#[no_mangle]
-pub unsafe extern "C" fn xsimLaunchLcg(
-    stream: *mut c_void,
-    dev_ptr: *mut c_void,
-    words: usize,
-    rounds: u32,
-) -> i32 {
-    ffi("xsimLaunchLcg", true, || {
-        if dev_ptr.is_null() && words > 0 {
-            return err(ACL_ERROR_INVALID_PARAM, "devPtr is NULL");
+/// Counts a call of `name` and returns the injected code if a rule fires.
+pub(crate) fn fault_hit(name: &str) -> Option<i32> {
+    let mut g = lock(faults());
+    *g.counts.entry(name.to_string()).or_insert(0) += 1;
+    let mut hit = None;
+    for r in g.rules.iter_mut().filter(|r| r.sym == name) {
+        r.seen += 1;
+        if hit.is_none() && r.nth.map_or(true, |n| n == r.seen) {
+            hit = Some(r.code);
         }
-        if (dev_ptr as usize) % 4 != 0 {
-            return err(ACL_ERROR_INVALID_PARAM, "devPtr is not 4-byte aligned");
-        }
-        enqueue_stream(stream)?.push(Task::Lcg {
-            ptr: dev_ptr as usize,
-            words,
-            rounds,
-        })
-    })
+    }
+    hit
+}
+
+/// Counts a call without applying faults (for xsim helpers).
+pub(crate) fn count_call(name: &str) {
+    let mut g = lock(faults());
+    *g.counts.entry(name.to_string()).or_insert(0) += 1;
+}
+
+pub(crate) fn call_count(name: &str) -> u64 {
+    lock(faults()).counts.get(name).copied().unwrap_or(0)
+}
+
+/// Clears rules, counters, hangs and poison.
+pub(crate) fn reset_faults() {
+    {
+        let mut g = lock(faults());
+        g.rules.clear();
+        g.counts.clear();
+    }
+    GLOBAL_POISON.store(0, SeqCst);
+    release_hangs();
+    let ctxs: Vec<Arc<Context>> = lock(reg()).ctxs.values().cloned().collect();
+    for c in ctxs {
+        c.poison.store(0, SeqCst);
+    }
+}
+
+pub(crate) fn release_hangs() {
+    lock(&HANGS).clear();
+    HANG_CV.notify_all();
 }
 
 /// `aclError xsimLaunchFault(aclrtStream stream, aclError code)`: when executed, poisons the
@@ -121,70 +205,6 @@ pub unsafe extern "C" fn xsimReset() -> i32 {
     })
 }
 
-/// `aclError xsimSetLimits(uint32_t maxStreams, uint32_t maxEvents)`: per-device limits
-/// overriding `XSIM_MAX_STREAMS` / `XSIM_MAX_EVENTS` / the product; 0 restores the default.
-///
-/// # Safety
-/// No pointer arguments.
-#[no_mangle]
-pub unsafe extern "C" fn xsimSetLimits(max_streams: u32, max_events: u32) -> i32 {
-    ffi("xsimSetLimits", false, || {
-        set_limits(max_streams, max_events);
-        Ok(())
-    })
-}
-
-/// `aclError xsimSetProduct(const char* product)`: `"a2"`, `"310p"` or `"910"` overrides
-/// `XSIM_PRODUCT`; NULL restores it. Unknown name → 100000.
-///
-/// # Safety
-/// `product` must be NULL or a valid C string.
-#[no_mangle]
-pub unsafe extern "C" fn xsimSetProduct(product: *const c_char) -> i32 {
-    ffi("xsimSetProduct", false, || {
-        // SAFETY: caller contract.
-        match unsafe { opt_str(product) }? {
-            None => set_product(None),
-            Some(s) => match parse_product(&s) {
-                Some(p) => set_product(Some(p)),
-                None => return err(ACL_ERROR_INVALID_PARAM, format!("unknown product '{s}'")),
-            },
-        }
-        Ok(())
-    })
-}
-
-/// `uint64_t xsimLiveStreams(void)`: live explicit streams (default streams excluded).
-///
-/// # Safety
-/// No pointer arguments.
-#[no_mangle]
-pub unsafe extern "C" fn xsimLiveStreams() -> u64 {
-    count_call("xsimLiveStreams");
-    catch_unwind(|| live_counts().0).unwrap_or(u64::MAX)
-}
-
-/// `uint64_t xsimLiveEvents(void)`: live events.
-///
-/// # Safety
-/// No pointer arguments.
-#[no_mangle]
-pub unsafe extern "C" fn xsimLiveEvents() -> u64 {
-    count_call("xsimLiveEvents");
-    catch_unwind(|| live_counts().1).unwrap_or(u64::MAX)
-}
-
-/// `uint64_t xsimLiveThreads(void)`: threads the simulator runs right now (stream workers,
-/// which exit when their stream is idle, and per-context host-func threads).
-///
-/// # Safety
-/// No pointer arguments.
-#[no_mangle]
-pub unsafe extern "C" fn xsimLiveThreads() -> u64 {
-    count_call("xsimLiveThreads");
-    LIVE_THREADS.load(SeqCst)
-}
-
 /// `uint64_t xsimCallCount(const char* symbol)`: calls of `symbol` since load or `xsimReset()`
 /// (failed and fault-injected calls included). NULL or unknown → 0.
 ///
@@ -200,45 +220,4 @@ pub unsafe extern "C" fn xsimCallCount(symbol: *const c_char) -> u64 {
         }
     }))
     .unwrap_or(0)
-}
-
-/// `const char* xsimVersion(void)`: static version string naming the simulator.
-///
-/// # Safety
-/// No pointer arguments; the result is a static string.
-#[no_mangle]
-pub unsafe extern "C" fn xsimVersion() -> *const c_char {
-    concat!(
-        "xstream-ascend-sim ",
-        env!("CARGO_PKG_VERSION"),
-        " (ACL 1.17.0 CPU test double)\0"
-    )
-    .as_ptr()
-    .cast()
-}
-
-static VERSION: std::sync::Mutex<Option<(i32, i32, i32)>> = std::sync::Mutex::new(None);
-
-/// The version `aclrtGetVersion` reports (default 1.17.0).
-pub(crate) fn acl_version() -> (i32, i32, i32) {
-    lock(&VERSION).unwrap_or((1, 17, 0))
-}
-
-/// `aclError xsimSetVersion(int32_t major, int32_t minor, int32_t patch)`: the version
-/// `aclrtGetVersion` reports from now on (so loaders can be tested against other releases);
-/// `0, 0, 0` restores 1.17.0. Negative parts → 100000.
-///
-/// # Safety
-/// No pointer arguments.
-#[no_mangle]
-pub unsafe extern "C" fn xsimSetVersion(major: i32, minor: i32, patch: i32) -> i32 {
-    ffi("xsimSetVersion", false, || {
-        if major < 0 || minor < 0 || patch < 0 {
-            return err(ACL_ERROR_INVALID_PARAM, "negative version part");
-        }
-        *lock(&VERSION) = (major, minor, patch)
-            .ne(&(0, 0, 0))
-            .then_some((major, minor, patch));
-        Ok(())
-    })
 }

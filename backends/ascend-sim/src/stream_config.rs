@@ -11,7 +11,7 @@
 //! used (the simulator runs no models that need it).
 
 use crate::codes::*;
-use crate::device::{create_stream, non_null};
+use crate::error::*;
 use crate::stream::*;
 use std::collections::HashSet;
 use std::ffi::c_void;

@@ -18,9 +18,9 @@
 //! model run instance like other tasks.
 
 use crate::codes::*;
-use crate::device::non_null;
+use crate::error::*;
 use crate::stream::*;
-use crate::task::ExtTask;
+use crate::task::*;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
