@@ -11,6 +11,32 @@
 //! section 6); every choice made where the sheet is UNCONFIRMED is listed in the crate's
 //! `README.md`.
 //!
+//! ## Modules
+//!
+//! One module per ACL area, its `extern "C"` exports beside the state they touch:
+//!
+//! | Module | Holds |
+//! | --- | --- |
+//! | `allocator` | the external per-stream allocator registry (`aclrtAllocator*`) |
+//! | `callback` | report callbacks (`aclrtLaunchCallback`, `*Report`) and `aclrtLaunchHostFunc` |
+//! | `capture` | capture and model run instances (`aclmdlRI*`), the capture rules |
+//! | `codes` | ACL error codes and constants |
+//! | `config` | product, limits, device count, clock, version (`aclrtGetVersion`, `xsimSet*`) |
+//! | `device` | init, devices, contexts (`aclInit`, `aclrtSetDevice`, `aclrtCreateContext`, ...) |
+//! | `error` | the export wrapper, the thread's last error / message, argument helpers |
+//! | `event` | events (`aclrtCreateEvent*`, record, query, sync, timestamps, `aclrtStreamWaitEvent`) |
+//! | `exception` | exception info (`aclrtSetExceptionInfoCallback`, `aclrtGet*FromExceptionInfo`) |
+//! | `faults` | fault injection, call counts, hangs, poison (`xsimSetFaults`, `xsimLaunchFault`) |
+//! | `host_mem` | which host ranges are page-locked (the captured-copy rule) |
+//! | `hostfunc` | host-func subscriptions (`aclrtSubscribeHostFunc`, `aclrtProcessHostFunc`) |
+//! | `memory` | `aclrtMalloc/Free`, `aclrtMallocHost/FreeHost`, `aclrtMemcpy`, `*Async` copies |
+//! | `registry` | live handles by address, lookups, live counters (`xsimLive*`) |
+//! | `stream` | the stream object and worker; create, destroy, synchronize, query, abort |
+//! | `stream_attr` | stream properties: failure mode, priority, flags, id, attributes |
+//! | `stream_config` | stream configuration handles and `aclrtCreateStreamV2` |
+//! | `task` | the tasks a stream worker runs; simulated kernels (`xsimLaunchDelay/Lcg`) |
+//! | `value` | `aclrtValueWait` / `aclrtValueWrite` |
+//!
 //! Model of the simulated device:
 //! * "Device memory" is plain host memory; `aclrtMalloc` returns host pointers.
 //! * Each stream runs its tasks in order on a worker thread that is spawned when work is queued
@@ -23,26 +49,25 @@
 //! instead of unwinding across the FFI boundary. The exported functions are also callable from
 //! Rust through this rlib (they are `unsafe` because they take raw C pointers).
 
-// Each ACL area is one module, its `extern "C"` exports beside the state they touch:
-pub mod allocator; // the external per-stream allocator registry (aclrtAllocator*)
-pub mod callback; // report callbacks (aclrtLaunchCallback, *Report) and aclrtLaunchHostFunc
-pub mod capture; // capture and model run instances (aclmdlRI*), the capture rules
-pub mod codes; // ACL error codes and constants
-pub mod config; // product, limits, device count, clock, version (aclrtGetVersion, xsimSet*)
-pub mod device; // init, devices, contexts (aclInit, aclrtSetDevice, aclrtCreateContext, ...)
-pub mod error; // the export wrapper, the thread's last error / message, argument helpers
-pub mod event; // events (aclrtCreateEvent*, record, query, sync, timestamps, aclrtStreamWaitEvent)
-pub mod exception; // exception info (aclrtSetExceptionInfoCallback, aclrtGet*FromExceptionInfo)
-pub mod faults; // fault injection, call counts, hangs, poison (xsimSetFaults, xsimLaunchFault)
-mod host_mem; // which host ranges are page-locked (the captured-copy rule)
-pub mod hostfunc; // host-func subscriptions (aclrtSubscribeHostFunc, aclrtProcessHostFunc)
-pub mod memory; // aclrtMalloc/Free, aclrtMallocHost/FreeHost, aclrtMemcpy, *Async copies
-pub mod registry; // live handles by address, lookups, live counters (xsimLive*)
-pub mod stream; // the stream object and worker; create, destroy, synchronize, query, abort
-pub mod stream_attr; // stream properties: failure mode, priority, flags, id, attributes
-pub mod stream_config; // stream configuration handles and aclrtCreateStreamV2
-pub mod task; // the tasks a stream worker runs; simulated kernels (xsimLaunchDelay/Lcg)
-pub mod value; // aclrtValueWait / aclrtValueWrite
+pub mod allocator;
+pub mod callback;
+pub mod capture;
+pub mod codes;
+pub mod config;
+pub mod device;
+pub mod error;
+pub mod event;
+pub mod exception;
+pub mod faults;
+mod host_mem;
+pub mod hostfunc;
+pub mod memory;
+pub mod registry;
+pub mod stream;
+pub mod stream_attr;
+pub mod stream_config;
+pub mod task;
+pub mod value;
 
 pub use allocator::*;
 pub use callback::*;
