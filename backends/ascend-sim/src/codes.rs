@@ -1,4 +1,4 @@
-//! ACL constants used by the simulator (values from the facts sheet, sections 2, 3 and 5).
+//! ACL constants used by the simulator (values from the CANN AscendCL API reference).
 
 /// `ACL_SUCCESS`.
 pub const ACL_SUCCESS: i32 = 0;

@@ -18,7 +18,8 @@
 //! A NULL `info` gives `0xFFFFFFFF` from every getter. Setting the callback again replaces it;
 //! NULL clears it. The callback is process-wide, as in ACL.
 
-use crate::rt::*;
+use crate::error::*;
+use crate::stream::*;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::SeqCst;

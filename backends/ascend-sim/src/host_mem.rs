@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
 
 use crate::codes::ACL_ERROR_INVALID_PARAM;
-use crate::rt::{err, lock, R};
+use crate::error::{err, lock, R};
 
 /// `ACL_MEMCPY_HOST_TO_DEVICE`.
 const H2D: i32 = 1;

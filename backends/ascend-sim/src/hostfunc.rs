@@ -19,8 +19,11 @@
 //!   calling thread, and later ones go to the internal thread again, so no stream waits forever
 //!   on a thread that left.
 
+use crate::callback::*;
 use crate::codes::*;
-use crate::rt::*;
+use crate::device::*;
+use crate::error::*;
+use crate::registry::*;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::c_void;
 use std::sync::{Condvar, Mutex};

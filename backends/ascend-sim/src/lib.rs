@@ -6,11 +6,35 @@
 //! streams, events, report-style and host-func callbacks, host-func subscriptions, the
 //! per-stream allocator registry, synchronous and async memory copies, value wait / write,
 //! stream configuration handles, exception info, capture / model run instances (`aclmdlRI*`),
-//! the runtime version and error reporting. Each newer vendor area lives in a module named after
-//! it (`hostfunc`, `exception`, `value`, `stream_config`, `memory`). The
-//! semantics follow the project facts sheet (`shared/reference/ascend-acl-runtime.md`,
-//! section 6); every choice made where the sheet is UNCONFIRMED is listed in the crate's
-//! `README.md`.
+//! the runtime version and error reporting. The
+//! semantics follow the CANN AscendCL API reference; every choice made where that reference
+//! leaves the behaviour open is listed in the crate's `README.md`.
+//!
+//! ## Modules
+//!
+//! One module per ACL area, its `extern "C"` exports beside the state they touch:
+//!
+//! | Module | Holds |
+//! | --- | --- |
+//! | `allocator` | the external per-stream allocator registry (`aclrtAllocator*`) |
+//! | `callback` | report callbacks (`aclrtLaunchCallback`, `*Report`) and `aclrtLaunchHostFunc` |
+//! | `capture` | capture and model run instances (`aclmdlRI*`), the capture rules |
+//! | `codes` | ACL error codes and constants |
+//! | `config` | product, limits, device count, clock, version (`aclrtGetVersion`, `xsimSet*`) |
+//! | `device` | init, devices, contexts (`aclInit`, `aclrtSetDevice`, `aclrtCreateContext`, ...) |
+//! | `error` | the export wrapper, the thread's last error / message, argument helpers |
+//! | `event` | events (`aclrtCreateEvent*`, record, query, sync, timestamps, `aclrtStreamWaitEvent`) |
+//! | `exception` | exception info (`aclrtSetExceptionInfoCallback`, `aclrtGet*FromExceptionInfo`) |
+//! | `faults` | fault injection, call counts, hangs, poison (`xsimSetFaults`, `xsimLaunchFault`) |
+//! | `host_mem` | which host ranges are page-locked (the captured-copy rule) |
+//! | `hostfunc` | host-func subscriptions (`aclrtSubscribeHostFunc`, `aclrtProcessHostFunc`) |
+//! | `memory` | `aclrtMalloc/Free`, `aclrtMallocHost/FreeHost`, `aclrtMemcpy`, `*Async` copies |
+//! | `registry` | live handles by address, lookups, live counters (`xsimLive*`) |
+//! | `stream` | the stream object and worker; create, destroy, synchronize, query, abort |
+//! | `stream_attr` | stream properties: failure mode, priority, flags, id, attributes |
+//! | `stream_config` | stream configuration handles and `aclrtCreateStreamV2` |
+//! | `task` | the tasks a stream worker runs; simulated kernels (`xsimLaunchDelay/Lcg`) |
+//! | `value` | `aclrtValueWait` / `aclrtValueWrite` |
 //!
 //! Model of the simulated device:
 //! * "Device memory" is plain host memory; `aclrtMalloc` returns host pointers.
@@ -24,60 +48,40 @@
 //! instead of unwinding across the FFI boundary. The exported functions are also callable from
 //! Rust through this rlib (they are `unsafe` because they take raw C pointers).
 
-mod api;
-mod api2;
+pub mod allocator;
+pub mod callback;
+pub mod capture;
 pub mod codes;
+pub mod config;
+pub mod device;
+pub mod error;
+pub mod event;
 pub mod exception;
-mod ext;
+pub mod faults;
 mod host_mem;
 pub mod hostfunc;
 pub mod memory;
-mod rt;
+pub mod registry;
+pub mod stream;
+pub mod stream_attr;
 pub mod stream_config;
+pub mod task;
 pub mod value;
-mod xsim;
 
-pub use api::*;
-pub use api2::*;
+pub use allocator::*;
+pub use callback::*;
+pub use capture::*;
+pub use config::*;
+pub use device::*;
+pub use error::*;
+pub use event::*;
 pub use exception::*;
+pub use faults::*;
 pub use hostfunc::*;
 pub use memory::*;
+pub use registry::*;
+pub use stream::*;
+pub use stream_attr::*;
 pub use stream_config::*;
+pub use task::*;
 pub use value::*;
-pub use xsim::*;
-
-use std::ffi::c_void;
-
-/// C `aclrtCallback` / `aclrtHostFunc`: `void (*)(void*)`, nullable.
-pub type AclrtCallback = Option<unsafe extern "C" fn(*mut c_void)>;
-/// C `aclrtAllocatorAllocFunc`: `void* (*)(aclrtAllocator, size_t)`, nullable.
-pub type AclrtAllocatorAllocFunc = Option<unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void>;
-/// C `aclrtAllocatorFreeFunc`: `void (*)(aclrtAllocator, aclrtAllocatorBlock)`, nullable.
-pub type AclrtAllocatorFreeFunc = Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>;
-/// C `aclrtAllocatorAllocAdviseFunc`: `void* (*)(aclrtAllocator, size_t, aclrtAllocatorAddr)`.
-pub type AclrtAllocatorAllocAdviseFunc =
-    Option<unsafe extern "C" fn(*mut c_void, usize, *mut c_void) -> *mut c_void>;
-/// C `aclrtAllocatorGetAddrFromBlockFunc`: `void* (*)(aclrtAllocatorBlock)`, nullable.
-pub type AclrtAllocatorGetAddrFromBlockFunc =
-    Option<unsafe extern "C" fn(*mut c_void) -> *mut c_void>;
-
-/// C `aclrtStreamAttrValue` (16 bytes, align 8).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub union AclrtStreamAttrValue {
-    /// `failureMode` (attribute 1).
-    pub failure_mode: u64,
-    /// `overflowSwitch` (attribute 2).
-    pub overflow_switch: u32,
-    /// `userCustomTag` (attribute 3).
-    pub user_custom_tag: u32,
-    /// `cacheOpInfoSwitch` (attribute 4).
-    pub cache_op_info_switch: u32,
-    /// `streamPriority` (attribute 5).
-    pub stream_priority: u32,
-    /// `reserve[4]`.
-    pub reserve: [u32; 4],
-}
-
-const _: () = assert!(std::mem::size_of::<AclrtStreamAttrValue>() == 16);
-const _: () = assert!(std::mem::align_of::<AclrtStreamAttrValue>() == 8);

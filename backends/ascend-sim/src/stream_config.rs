@@ -10,9 +10,9 @@
 //! flag)` would (same flag rules, priority range and limits); the work memory is stored, not
 //! used (the simulator runs no models that need it).
 
-use crate::api::{create_stream, non_null};
 use crate::codes::*;
-use crate::rt::*;
+use crate::error::*;
+use crate::stream::*;
 use std::collections::HashSet;
 use std::ffi::c_void;
 use std::sync::Mutex;

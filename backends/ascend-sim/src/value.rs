@@ -17,10 +17,10 @@
 //! it is skipped on a poisoned context, like every device task. Both calls are captured into a
 //! model run instance like other tasks.
 
-use crate::api::non_null;
 use crate::codes::*;
-use crate::ext::ExtTask;
-use crate::rt::*;
+use crate::error::*;
+use crate::stream::*;
+use crate::task::*;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
