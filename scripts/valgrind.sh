@@ -18,9 +18,6 @@ SKIP=77
 # is a test whose assertion depends on thread timing that valgrind's slowdown (one thread at a
 # time, ~30x slower) can break; the same test runs natively in `cargo test`.
 HARNESS_ONLY=(
-    "xstream-ascend/streams::drop_does_not_block_and_reaps	asserts that dropping a stream with a 200 ms kernel queued returns within 150 ms (an upper wall-clock bound); under valgrind on a loaded 2-core machine the drop itself took longer (2026-11-23, memcheck log clean)"
-    "xstream-host/streams::callback_later_work_waits_for_it	checks 5 ms after enqueueing that a memset queued behind a 30 ms callback has not run; under valgrind on a loaded 2-core machine the 5 ms sleep outlasted the callback (2026-11-23, memcheck log clean)"
-    "xstream-ascend/events::status_and_elapsed	a 10 ms timed wait must expire while a 200 ms simulated kernel runs; under valgrind on a loaded 2-core machine the kernel has been seen to finish first (2026-11-23; passed on rerun, memcheck log clean)"
 )
 
 vg="${VALGRIND:-valgrind}"

@@ -3,6 +3,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::{global_lock, Sim};
 use xstream_core::{
     Device, Error, Event, EventDesc, EventFlags, Kernel, Status, Stream, StreamDesc,
 };
@@ -12,6 +13,9 @@ fn status_and_elapsed() {
     if !common::in_sim_process() {
         return;
     }
+    // The test holds its stream with the simulator's process-wide hang control.
+    let _g = global_lock();
+    let sim = Sim::get();
     let d = common::device(0);
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     let a = d.create_event(&EventDesc::new()).unwrap();
@@ -25,6 +29,10 @@ fn status_and_elapsed() {
     a.synchronize().unwrap();
     assert!(matches!(a.elapsed_ms(&b), Err(Error::EventNotRecorded)));
     a.record(&s).unwrap();
+    // Held after the kernel until the pending state and the timed-out wait are observed (no
+    // race with the kernel's duration, however slow the machine).
+    // SAFETY: a live stream of the simulator.
+    assert_eq!(unsafe { sim.hang_stream(s.as_raw().0) }, 0);
     s.launch(Kernel::Delay(Duration::from_millis(200))).unwrap();
     b.record(&s).unwrap();
     assert_eq!(b.query().unwrap(), Status::Pending);
@@ -33,6 +41,7 @@ fn status_and_elapsed() {
         b.synchronize_timeout(Duration::from_millis(10)),
         Err(Error::Timeout(_))
     ));
+    assert_eq!(sim.release_hang(), 0);
     b.synchronize_timeout(Duration::from_secs(10)).unwrap();
     assert_eq!(b.query().unwrap(), Status::Ready);
     let ms = a.elapsed_ms(&b).unwrap();

@@ -143,21 +143,26 @@ fn callback_later_work_waits_for_it() {
     let d = dev();
     let s = nb(&d);
     let buf = d.alloc(4).unwrap();
-    let (tx, rx) = mpsc::channel();
+    // The callback runs until the test releases it: the memset behind it must not run while
+    // it is held, whatever the machine's speed.
+    let (running_tx, running_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
     s.host_callback(move |_| {
-        std::thread::sleep(Duration::from_millis(30));
-        tx.send(()).unwrap();
+        running_tx.send(()).unwrap();
+        let _ = release_rx.recv_timeout(Duration::from_secs(60));
     })
     .unwrap();
     s.memset(&buf, 0, 4, 9).unwrap();
-    std::thread::sleep(Duration::from_millis(5));
+    running_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the callback started");
     assert_eq!(
         buf.snapshot(),
         vec![0; 4],
         "memset ran before the callback finished"
     );
+    release_tx.send(()).unwrap();
     s.synchronize().unwrap();
-    rx.try_recv().unwrap();
     assert_eq!(buf.snapshot(), vec![9; 4]);
 }
 
