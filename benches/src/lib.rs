@@ -1,5 +1,14 @@
 //! Shared benchmark bodies, generic over the backend, so every backend is measured by the same
 //! code (`benches/host_ops.rs`, the Ascend simulator bench, the GPU bench binary).
+//!
+//! ## Map of the package
+//! - `src/lib.rs` (this file): the shared, backend-generic benchmark bodies.
+//! - `benches/host_ops.rs`, `benches/ascend_sim.rs`: criterion benches of the host backend and
+//!   the ACL runtime simulator; `benches/memory.rs`: memory and data-path benches;
+//!   `benches/common/`: what the bench targets share.
+//! - `benches/gpu_ops/`: the GPU bench binary (`main.rs` and its modules: statistics, timing,
+//!   the raw-driver side, synchronize latency, the JSON writer, the data path).
+//! - `tests/`: checks of the benches' own claims (e.g. no allocation on the data path).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -9,6 +9,11 @@
 //! Each case runs under a watchdog (no hang) and `catch_unwind` (no panic) and must answer
 //! the documented error (or succeed where the contract says so). Every case is counted; the
 //! totals are printed (`docs/reliability.md`).
+//!
+//! One file (past the ~600-line guide) on purpose: the cases are one list written once over
+//! `B: Backend` (`generic_cases`) and run on both backends, counted by the one `CASES` counter
+//! whose total `docs/reliability.md` quotes; splitting by concern would split that count
+//! across test binaries.
 
 mod common;
 

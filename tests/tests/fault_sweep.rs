@@ -26,6 +26,10 @@
 //! Each test runs in its own child process configured for the simulator
 //! (`common::in_sim_process`); the tests hold `common::global_lock()` for the simulator
 //! globals they change.
+//!
+//! One file (just past the ~600-line guide) on purpose: the workload, the mapping oracle, the
+//! absorbing lists with their reasons and the tally are one argument; each list is only
+//! meaningful beside the workload whose order makes the split deterministic.
 
 mod common;
 

@@ -1,6 +1,12 @@
 //! CUDA-specific tests. Every test skips (prints `SKIP: <test>: <reason>` and passes) when no
 //! CUDA device is available. Run with `--test-threads=1` on the GPU machine. Fault tests run in
 //! a child process (a device fault poisons the whole process, reference row 6).
+//!
+//! One file (past the ~600-line guide) on purpose: `docs/coverage.md` names these tests
+//! `cuda:TEST`, and the GPU run executes this one binary with `--test-threads=1`; the fault
+//! tests re-execute it (`in_child`). The tests run in this order of concerns: priorities,
+//! flags and ids; capture and replay; memory; events and callbacks; faults; drop and
+//! synchronize; allocators and attributes; capture dependencies; interop and cross-device.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};

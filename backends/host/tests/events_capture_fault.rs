@@ -10,17 +10,7 @@ use xstream_core::{
 };
 mod common;
 
-use common::Gate;
-use xstream_host::{HostDevice, HostStream};
-
-fn dev() -> HostDevice {
-    HostDevice::new_isolated(0)
-}
-
-fn nb(d: &HostDevice) -> HostStream {
-    d.create_stream(&StreamDesc::new().flags(F::NON_BLOCKING))
-        .unwrap()
-}
+use common::{dev, nb, Gate};
 
 fn capture_err(r: Result<impl std::fmt::Debug, Error>) -> CaptureErrorKind {
     match r {

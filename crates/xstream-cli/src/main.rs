@@ -1,5 +1,8 @@
 //! `xstream`: backend information, flag tables, the multi-stream pipeline demo (the main job)
 //! and the portable conformance checks.
+//!
+//! Modules: `main.rs` (this file: the command line, `info`, `flags`, `conform`) and `demo`
+//! (the multi-stream pipeline demo).
 
 mod demo;
 

@@ -10,321 +10,39 @@
 //! vendor context to the calling thread themselves. The one exception is the inside of a
 //! stream-blocking host callback, where every call returns
 //! [`Error::NotPermitted`].
+//!
+//! # Layout
+//! The traits live here; their value types and helpers live in private submodules, re-exported
+//! at this path: `types` ([`BackendKind`], [`Capabilities`], [`DeviceInfo`], the descriptions,
+//! [`Status`]), `kernel` ([`Kernel`], [`lcg_reference`]), `readback` ([`Readback`]),
+//! `borrowed` ([`Borrowed`]) and `checks` ([`check_range`], [`check_timeout`]).
+//! The five traits stay in one file because they name each other's associated types.
 
 use std::fmt;
-use std::marker::PhantomData;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::callback::HostCallback;
 use crate::completion::{completion, Completion};
 use crate::hostmem::{HostAllocDesc, HostBuffer, HostSpan};
 use crate::{
-    Allocator, CaptureMode, CaptureStatus, Error, EventFlags, FlagReport, FlagTable, Priority,
-    PriorityOutcome, PriorityRange, Result, StreamAttr, StreamAttrValue, StreamFlags,
-    TranslationPolicy,
+    Allocator, CaptureMode, CaptureStatus, Error, EventFlags, FlagReport, FlagTable, Result,
+    StreamAttr, StreamAttrValue, StreamFlags,
 };
 
-/// The backends xstream knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum BackendKind {
-    /// CPU threads: the reference implementation.
-    Host,
-    /// NVIDIA GPUs through the CUDA driver API.
-    Cuda,
-    /// Huawei Ascend NPUs through the ACL runtime.
-    Ascend,
-}
+mod borrowed;
+mod checks;
+mod kernel;
+mod readback;
+mod types;
 
-impl BackendKind {
-    /// Every kind, in preference order for automatic choice (accelerators first).
-    pub const ALL: [BackendKind; 3] = [BackendKind::Cuda, BackendKind::Ascend, BackendKind::Host];
-
-    /// Lower-case name, as used on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendKind::Host => "host",
-            BackendKind::Cuda => "cuda",
-            BackendKind::Ascend => "ascend",
-        }
-    }
-
-    /// The cargo feature that compiles the backend in.
-    pub fn feature(self) -> &'static str {
-        self.name()
-    }
-}
-
-impl fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for BackendKind {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "host" | "cpu" => Ok(BackendKind::Host),
-            "cuda" | "nvidia" => Ok(BackendKind::Cuda),
-            "ascend" | "acl" | "npu" => Ok(BackendKind::Ascend),
-            other => Err(Error::invalid(format!(
-                "unknown backend `{other}` (expected host, cuda or ascend)"
-            ))),
-        }
-    }
-}
-
-bitflags::bitflags! {
-    /// What a device supports beyond the portable minimum.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub struct Capabilities: u32 {
-        /// More than one stream priority level.
-        const PRIORITY = 1 << 0;
-        /// Stream capture to a replayable graph.
-        const CAPTURE = 1 << 1;
-        /// Typed stream attributes (get/set/copy).
-        const ATTRIBUTES = 1 << 2;
-        /// A vendor call for synchronize-with-timeout (otherwise emulated by polling).
-        const NATIVE_TIMED_SYNC = 1 << 3;
-        /// Stream-ordered allocation (memory pools).
-        const STREAM_ORDERED_ALLOC = 1 << 4;
-        /// Managed (unified) memory attachable to streams.
-        const MANAGED_MEMORY = 1 << 5;
-        /// Interprocess events.
-        const INTERPROCESS_EVENTS = 1 << 6;
-        /// A vendor registry of per-stream allocators.
-        const ALLOCATOR_REGISTRY = 1 << 7;
-        /// Vendor stream ids.
-        const STREAM_IDS = 1 << 8;
-        /// The built-in kernels of [`Kernel`].
-        const KERNELS = 1 << 9;
-        /// [`Kernel::Fault`] (a deliberate device fault, for tests).
-        const FAULT_INJECTION = 1 << 10;
-        /// Streams may wait on events of other devices.
-        const CROSS_DEVICE_WAIT = 1 << 11;
-        /// The legacy default-stream rule (blocking streams synchronize with the default
-        /// stream).
-        const LEGACY_DEFAULT_STREAM = 1 << 12;
-        /// 32-bit stream memory operations ([`Stream::wait_value32`], [`Stream::write_value32`]).
-        const VALUE_OPS_32 = 1 << 20;
-        /// 64-bit stream memory operations ([`Stream::wait_value64`], [`Stream::write_value64`]).
-        const VALUE_OPS_64 = 1 << 21;
-    }
-}
-
-/// Static facts about one device.
-#[derive(Debug, Clone)]
-pub struct DeviceInfo {
-    /// Its backend.
-    pub backend: BackendKind,
-    /// Its ordinal within the backend.
-    pub ordinal: usize,
-    /// Its name.
-    pub name: String,
-    /// Its native priority range.
-    pub priority_range: PriorityRange,
-    /// What it supports.
-    pub capabilities: Capabilities,
-    /// How many streams it can hold, when the vendor documents a limit.
-    pub max_streams: Option<u32>,
-    /// Driver or runtime version, in the vendor's words.
-    pub driver: String,
-}
-
-/// How to create a stream.
-#[derive(Debug, Clone, Default)]
-pub struct StreamDesc {
-    /// Portable flags.
-    pub flags: StreamFlags,
-    /// Portable priority.
-    pub priority: Priority,
-    /// What to do with flags the backend cannot honour.
-    pub policy: TranslationPolicy,
-    /// A name shown in traces and, where the vendor allows, in profilers.
-    pub name: Option<String>,
-}
-
-impl StreamDesc {
-    /// A default, blocking, normal-priority, strict stream.
-    pub fn new() -> Self {
-        Self::default()
-    }
-    /// Sets the flags.
-    pub fn flags(mut self, flags: StreamFlags) -> Self {
-        self.flags = flags;
-        self
-    }
-    /// Sets the priority.
-    pub fn priority(mut self, p: Priority) -> Self {
-        self.priority = p;
-        self
-    }
-    /// Sets the policy.
-    pub fn policy(mut self, p: TranslationPolicy) -> Self {
-        self.policy = p;
-        self
-    }
-    /// Sets the name.
-    pub fn name(mut self, n: impl Into<String>) -> Self {
-        self.name = Some(n.into());
-        self
-    }
-}
-
-/// How to create an event.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct EventDesc {
-    /// Portable flags.
-    pub flags: EventFlags,
-    /// What to do with flags the backend cannot honour.
-    pub policy: TranslationPolicy,
-}
-
-impl EventDesc {
-    /// A timing-enabled event, strict policy.
-    pub fn new() -> Self {
-        Self::default()
-    }
-    /// Sets the flags.
-    pub fn flags(mut self, flags: EventFlags) -> Self {
-        self.flags = flags;
-        self
-    }
-    /// Sets the policy.
-    pub fn policy(mut self, p: TranslationPolicy) -> Self {
-        self.policy = p;
-        self
-    }
-}
-
-/// What stream creation did with the request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CreationReport {
-    /// Flag translation.
-    pub flags: FlagReport,
-    /// Priority mapping (with the clamp, if any).
-    pub priority: PriorityOutcome,
-}
-
-/// Who owns a stream's native handle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Ownership {
-    /// xstream created it and destroys it on drop (deferred until its work completes).
-    Owned,
-    /// Somebody else owns it (built with `from_raw`); never destroyed by xstream.
-    Borrowed,
-    /// The device's default stream; never destroyed.
-    Default,
-}
-
-/// Whether submitted work has finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Status {
-    /// Everything submitted so far has completed.
-    Ready,
-    /// Some work is still pending.
-    Pending,
-}
-
-/// Built-in device work, so that portable code (tests, the demo, benchmarks) can put real
-/// work on any backend.
-#[derive(Debug)]
-pub enum Kernel<'a, Buf> {
-    /// Busy the stream for this long (device-side spin).
-    Delay(Duration),
-    /// For each little-endian `u32` word `x` of `buf`, `rounds` times: `x = x * 1664525 +
-    /// 1013904223` (wrapping). Real compute whose result the host can check.
-    Lcg {
-        /// The buffer (its length must be a multiple of 4).
-        buf: &'a Buf,
-        /// Iterations per word.
-        rounds: u32,
-    },
-    /// A deliberate device fault that poisons the context (tests only; capability
-    /// [`Capabilities::FAULT_INJECTION`]).
-    Fault,
-}
-
-/// The host-side reference of [`Kernel::Lcg`], for checking results.
-pub fn lcg_reference(data: &mut [u8], rounds: u32) {
-    for w in data.chunks_exact_mut(4) {
-        let mut x = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-        for _ in 0..rounds {
-            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-        }
-        w.copy_from_slice(&x.to_le_bytes());
-    }
-}
-
-/// The result of an asynchronous device-to-host copy.
-#[derive(Debug, Clone)]
-pub struct Readback {
-    slot: Arc<Mutex<Option<Result<Vec<u8>>>>>,
-}
-
-/// Fills a [`Readback`] (backend side).
-#[derive(Debug)]
-pub struct ReadbackFill {
-    slot: Arc<Mutex<Option<Result<Vec<u8>>>>>,
-}
-
-impl Readback {
-    /// A connected pair.
-    pub fn new() -> (Readback, ReadbackFill) {
-        let slot = Arc::new(Mutex::new(None));
-        (
-            Readback {
-                slot: Arc::clone(&slot),
-            },
-            ReadbackFill { slot },
-        )
-    }
-
-    /// Takes the bytes once the copy completed (after synchronizing the stream).
-    ///
-    /// # Errors
-    /// [`Error::NotReady`] before completion; the copy's error if it failed.
-    pub fn take(&self) -> Result<Vec<u8>> {
-        self.slot
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .unwrap_or(Err(Error::NotReady))
-    }
-}
-
-impl ReadbackFill {
-    /// Delivers the result.
-    pub fn fill(self, r: Result<Vec<u8>>) {
-        *self.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-    }
-}
-
-/// A value borrowed for `'a`: a stream or event wrapping a native handle that somebody else
-/// owns. Dereferences to the value; dropping it never destroys the handle.
-#[derive(Debug)]
-pub struct Borrowed<'a, T> {
-    inner: T,
-    _owner: PhantomData<&'a ()>,
-}
-
-impl<T> Borrowed<'_, T> {
-    /// Wraps a value built over a borrowed handle.
-    pub fn new(inner: T) -> Self {
-        Self {
-            inner,
-            _owner: PhantomData,
-        }
-    }
-}
-
-impl<T> std::ops::Deref for Borrowed<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.inner
-    }
-}
+pub use borrowed::Borrowed;
+pub use checks::{check_range, check_timeout};
+pub use kernel::{lcg_reference, Kernel};
+pub use readback::{Readback, ReadbackFill};
+pub use types::{
+    BackendKind, Capabilities, CreationReport, DeviceInfo, EventDesc, Ownership, Status, StreamDesc,
+};
 
 /// The device type of backend `B`.
 pub type DeviceOf<B> = <B as Backend>::Device;
@@ -888,31 +606,4 @@ pub trait Graph: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// Vendor errors; capture errors.
     fn launch(&self, stream: &StreamOf<Self::B>) -> Result<()>;
-}
-
-/// Validates a timeout argument: zero is refused on every backend (ACL rejects 0).
-///
-/// # Errors
-/// [`Error::InvalidArgument`].
-pub fn check_timeout(timeout: Duration) -> Result<()> {
-    if timeout.is_zero() {
-        Err(Error::invalid(
-            "a zero timeout is not allowed; use query() to poll",
-        ))
-    } else {
-        Ok(())
-    }
-}
-
-/// Validates `offset + len <= buf_len`.
-///
-/// # Errors
-/// [`Error::InvalidArgument`].
-pub fn check_range(what: &str, buf_len: usize, offset: usize, len: usize) -> Result<()> {
-    match offset.checked_add(len) {
-        Some(end) if end <= buf_len => Ok(()),
-        _ => Err(Error::invalid(format!(
-            "{what}: range {offset}..{offset}+{len} is outside the {buf_len}-byte buffer"
-        ))),
-    }
 }

@@ -9,7 +9,7 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`backend`] | the [`Backend`] family of traits (static dispatch) and their value types |
+//! | [`backend`] | the [`Backend`] family of traits (static dispatch); their value types, the built-in kernels, readbacks and borrowed handles in its submodules |
 //! | [`flags`] / [`translate`] | portable flags and per-backend translation tables, as data |
 //! | [`priority`] | ordered portable priorities mapped through native ranges, never clamped silently |
 //! | [`capture`] | the one capture state machine every backend follows |
@@ -22,6 +22,7 @@
 //! | [`attr`] | typed stream attributes |
 //! | [`memop`] | stream memory operations (wait on / write a word of device memory) |
 //! | [`error`] | the one error type, keeping vendor codes |
+//! | `sync` | (private) `std` or loom synchronization primitives for the callback slot and futures |
 //!
 //! Design choices:
 //! - **Static dispatch.** Generic code over `B: Backend` costs nothing at run time and mixing

@@ -11,6 +11,9 @@
 //! | `cuda` | CUDA driver via cudarc, loaded at run time | `cuda` | nothing |
 //! | `ascend` | `libascendcl.so` via libloading | `ascend` | nothing |
 //!
+//! The crate is this one file: the re-export of `xstream_core`, one module per enabled backend
+//! (the table above), automatic backend choice ([`auto`]) and [`dispatch!`].
+//!
 //! Generic code is written over `B: Backend` and costs nothing at run time. Run-time choice
 //! goes through [`dispatch!`], which instantiates the generic code once per compiled backend
 //! and picks one by [`BackendKind`]:

@@ -5,7 +5,8 @@
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use xstream_core::Stream;
+use xstream_core::{Device, Stream, StreamDesc, StreamFlags};
+use xstream_host::{HostDevice, HostStream};
 
 /// How long a gate holds its stream at most: a guard against hangs, never a timing bound (a
 /// test fails when the gate gave up instead of being opened).
@@ -42,4 +43,15 @@ impl Gate {
     pub fn released(&self) -> bool {
         *self.released.lock().unwrap() == Some(true)
     }
+}
+
+/// A device of its own (an isolated context), so tests do not share streams or faults.
+pub fn dev() -> HostDevice {
+    HostDevice::new_isolated(0)
+}
+
+/// A non-blocking stream on `d`.
+pub fn nb(d: &HostDevice) -> HostStream {
+    d.create_stream(&StreamDesc::new().flags(StreamFlags::NON_BLOCKING))
+        .unwrap()
 }

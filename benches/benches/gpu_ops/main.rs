@@ -15,14 +15,26 @@
 //!
 //! Output: a Markdown table (printed last), a JSON line, and, when `$OUT` is set,
 //! `$OUT/gpu_bench.md` and `$OUT/gpu_bench.json`.
+//!
+//! # Layout
+//! - `main.rs` (this file): the constants, `main` and `run`, the one sequence of sections
+//!   (idle paths, per-operation rows, 4-stream chains, graphs, synchronize latency, memory
+//!   flatness) and the report. `run` stays one function, longer than the ~600-line rule,
+//!   because every section reuses the long-lived streams, events and kernels created at its
+//!   top in one context state, and the report reads every section's results.
+//! - `stats.rs`: median / p10 / p90, rows, targets, verdicts, cell formatting.
+//! - `measure.rs`: batches, interleaved repeats, the idle-path and `alloc_async` rows.
+//! - `raw.rs`: the raw-driver side (`cudarc::driver::sys`) and memory readings.
+//! - `sync.rs`: the synchronize-latency section.
+//! - `json.rs`: the JSON writer.
+//! - `gpu_data.rs`: the data path (pipelines, page-locked bandwidth) against the raw driver.
 
-use std::ffi::{c_void, CStr};
+use std::ffi::c_void;
 use std::fmt::Write as _;
 use std::hint::black_box;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::sys;
@@ -54,6 +66,21 @@ const EMPTY_PTX: &str = ".version 8.0\n.target sm_90\n.address_size 64\n\n\
 type BenchResult<T> = std::result::Result<T, String>;
 
 mod gpu_data;
+mod json;
+mod measure;
+mod raw;
+mod stats;
+mod sync;
+
+use json::{json_stat, json_str};
+use measure::{alloc_async_row, compare, state_rows, timed};
+use raw::{
+    bump_host_fn, ck, device_free_bytes, empty_host_fn, raw_event, raw_function, raw_launch_delay,
+    raw_launch_empty, raw_stream, raw_sync, rss_bytes, thread_cpu_ns, unpark_host_fn, xs, Parker,
+    RAW_RT, XS_RT,
+};
+use stats::{fmt_cell, fmt_ns, stat, Row, Stat, Target};
+use sync::sync_section;
 
 fn main() {
     if let Err(e) = CudaBackend::availability() {
@@ -67,470 +94,6 @@ fn main() {
     if let Err(e) = run() {
         eprintln!("gpu_ops: FAILED: {e}");
         std::process::exit(1);
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Statistics and rows
-
-/// Median, p10 and p90 of per-operation nanoseconds over the repeats.
-#[derive(Debug, Clone, Copy)]
-struct Stat {
-    med: f64,
-    p10: f64,
-    p90: f64,
-}
-
-fn stat(v: &[f64]) -> Stat {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let at = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize];
-    Stat {
-        med: at(0.5),
-        p10: at(0.1),
-        p90: at(0.9),
-    }
-}
-
-/// What a row is checked against (the project's performance targets, `docs/performance.md`).
-#[derive(Debug, Clone, Copy)]
-enum Target {
-    /// Informational only.
-    Info,
-    /// xstream − raw ≤ this many ns.
-    OverheadNs(f64),
-    /// xstream − raw ≤ this percentage of raw.
-    OverheadPct(f64),
-    /// xstream ≤ this many ns, absolute.
-    AbsNs(f64),
-}
-
-impl Target {
-    fn label(self) -> String {
-        match self {
-            Target::Info => "info".into(),
-            Target::OverheadNs(n) => format!("≤ +{n:.0} ns vs raw"),
-            Target::OverheadPct(p) => format!("≤ +{p:.0}% vs raw"),
-            Target::AbsNs(n) => format!("≤ {}", fmt_ns(n)),
-        }
-    }
-}
-
-struct Row {
-    op: String,
-    iters: u64,
-    x: Option<Stat>,
-    raw: Option<Stat>,
-    safe: Option<Stat>,
-    target: Target,
-}
-
-impl Row {
-    fn overhead(&self) -> Option<(f64, f64)> {
-        let (x, r) = (self.x?, self.raw?);
-        Some((x.med - r.med, (x.med - r.med) / r.med * 100.0))
-    }
-
-    /// `PASS` / `FAIL` / `-`, against the target and (where cudarc has the op) "no slower than
-    /// cudarc's safe API" (medians, 3% tolerance for noise).
-    fn verdict(&self) -> String {
-        let Some(x) = self.x else {
-            return "-".into();
-        };
-        let mut fails = Vec::new();
-        let checked = match self.target {
-            Target::Info => false,
-            Target::OverheadNs(n) => {
-                if let Some((d, _)) = self.overhead() {
-                    if d > n {
-                        fails.push("overhead");
-                    }
-                }
-                true
-            }
-            Target::OverheadPct(p) => {
-                if let Some((_, pct)) = self.overhead() {
-                    if pct > p {
-                        fails.push("overhead");
-                    }
-                }
-                true
-            }
-            Target::AbsNs(n) => {
-                if x.med > n {
-                    fails.push("absolute");
-                }
-                true
-            }
-        };
-        let mut vs_safe = false;
-        if let Some(s) = self.safe {
-            vs_safe = true;
-            if x.med > s.med * 1.03 {
-                fails.push("slower than cudarc");
-            }
-        }
-        if !checked && !vs_safe {
-            "-".into()
-        } else if fails.is_empty() {
-            "PASS".into()
-        } else {
-            format!("FAIL ({})", fails.join(", "))
-        }
-    }
-}
-
-fn fmt_ns(v: f64) -> String {
-    if v.abs() < 10_000.0 {
-        format!("{v:.0} ns")
-    } else if v.abs() < 10_000_000.0 {
-        format!("{:.1} µs", v / 1e3)
-    } else {
-        format!("{:.2} ms", v / 1e6)
-    }
-}
-
-fn fmt_cell(s: Option<Stat>) -> String {
-    let Some(s) = s else {
-        return "n/a".into();
-    };
-    let (div, unit) = if s.med < 10_000.0 {
-        (1.0, "ns")
-    } else if s.med < 10_000_000.0 {
-        (1e3, "µs")
-    } else {
-        (1e6, "ms")
-    };
-    let prec = usize::from(div > 1.0);
-    format!(
-        "{:.p$} {unit} ({:.p$}–{:.p$})",
-        s.med / div,
-        s.p10 / div,
-        s.p90 / div,
-        p = prec
-    )
-}
-
-/// One variant: runs a batch of `n` iterations and returns the timed part.
-type Batch<'a> = Box<dyn FnMut(u64) -> Duration + 'a>;
-
-/// Times `n` calls of `f`.
-/// Idle-stream query, event query and idle synchronize, xstream vs raw, labelled with the
-/// context state (the driver's idle paths differ before and after the first kernel).
-fn state_rows(
-    state: &str,
-    xa: &CudaStream,
-    xe: &CudaEvent,
-    ra: sys::CUstream,
-    re: sys::CUevent,
-) -> Vec<Row> {
-    xs(xe.record(xa));
-    xs(xa.synchronize());
-    // SAFETY: live event and stream made by `run`.
-    ck(unsafe { sys::cuEventRecord(re, ra) }, "cuEventRecord");
-    raw_sync(ra);
-    vec![
-        compare(
-            &format!("idle stream query ({state})"),
-            100_000,
-            Target::OverheadNs(20.0),
-            Some(Box::new(|n| timed(n, || drop(black_box(xa.query()))))),
-            Some(Box::new(|n| {
-                // SAFETY: live stream.
-                timed(n, || {
-                    // SAFETY: live handle made by `run`.
-                    black_box(unsafe { sys::cuStreamQuery(ra) });
-                })
-            })),
-            None,
-        ),
-        compare(
-            &format!("completed event query ({state})"),
-            100_000,
-            Target::OverheadNs(20.0),
-            Some(Box::new(|n| timed(n, || drop(black_box(xe.query()))))),
-            Some(Box::new(|n| {
-                // SAFETY: live event.
-                timed(n, || {
-                    // SAFETY: live handle made by `run`.
-                    black_box(unsafe { sys::cuEventQuery(re) });
-                })
-            })),
-            None,
-        ),
-        compare(
-            &format!("idle stream synchronize ({state})"),
-            100_000,
-            Target::OverheadNs(20.0),
-            Some(Box::new(|n| timed(n, || drop(black_box(xa.synchronize()))))),
-            Some(Box::new(|n| {
-                // SAFETY: live stream.
-                timed(n, || {
-                    // SAFETY: live handle made by `run`.
-                    black_box(unsafe { sys::cuStreamSynchronize(ra) });
-                })
-            })),
-            None,
-        ),
-    ]
-}
-
-/// `alloc_async` + `free_async` (1 MiB, the device's default pool) vs the raw pair.
-fn alloc_async_row(xa: &CudaStream, ra: sys::CUstream) -> Row {
-    const LEN: usize = 1 << 20;
-    compare(
-        "alloc_async + free_async (1 MiB, default pool)",
-        20_000,
-        Target::OverheadPct(5.0),
-        Some(Box::new(|n| {
-            let d = timed(n, || {
-                let b = xa.alloc_async(LEN).expect("alloc_async");
-                xa.free_async(black_box(b)).expect("free_async");
-            });
-            xs(xa.synchronize());
-            d
-        })),
-        Some(Box::new(|n| {
-            let d = timed(n, || {
-                let mut p = 0;
-                // SAFETY: valid out-pointer, live stream; the block is freed right after in
-                // stream order and never touched.
-                unsafe {
-                    ck(sys::cuMemAllocAsync(&mut p, LEN, ra), "cuMemAllocAsync");
-                    ck(sys::cuMemFreeAsync(black_box(p), ra), "cuMemFreeAsync");
-                }
-            });
-            raw_sync(ra);
-            d
-        })),
-        None,
-    )
-}
-
-fn timed(n: u64, mut f: impl FnMut()) -> Duration {
-    let t = Instant::now();
-    for _ in 0..n {
-        f();
-    }
-    t.elapsed()
-}
-
-/// Runs the variants (warm-up, then [`REPS`] interleaved repeats) and returns the row.
-fn compare(
-    op: &str,
-    n: u64,
-    target: Target,
-    x: Option<Batch<'_>>,
-    raw: Option<Batch<'_>>,
-    safe: Option<Batch<'_>>,
-) -> Row {
-    let mut vs: [Option<Batch<'_>>; 3] = [x, raw, safe];
-    for b in vs.iter_mut().flatten() {
-        b(n);
-    }
-    let mut samples: [Vec<f64>; 3] = Default::default();
-    for rep in 0..REPS {
-        for k in 0..3 {
-            let i = (k + rep) % 3;
-            if let Some(b) = vs[i].as_mut() {
-                let d = b(n);
-                samples[i].push(d.as_nanos() as f64 / n as f64);
-            }
-        }
-    }
-    let st = |i: usize| (!samples[i].is_empty()).then(|| stat(&samples[i]));
-    let row = Row {
-        op: op.into(),
-        iters: n,
-        x: st(0),
-        raw: st(1),
-        safe: st(2),
-        target,
-    };
-    eprintln!(
-        "  {:<52} xstream {:>26} | raw {:>26} | safe {:>26}",
-        row.op,
-        fmt_cell(row.x),
-        fmt_cell(row.raw),
-        fmt_cell(row.safe)
-    );
-    row
-}
-
-// ---------------------------------------------------------------------------------------------
-// Raw driver helpers
-
-fn ck(r: sys::CUresult, what: &str) {
-    assert!(r == sys::CUresult::CUDA_SUCCESS, "{what} failed with {r:?}");
-}
-
-fn raw_stream() -> sys::CUstream {
-    let mut s = ptr::null_mut();
-    // SAFETY: valid out-pointer; the device's primary context is current on this thread.
-    ck(
-        unsafe { sys::cuStreamCreate(&mut s, CU_STREAM_NON_BLOCKING) },
-        "cuStreamCreate",
-    );
-    s
-}
-
-fn raw_event(flags: u32) -> sys::CUevent {
-    let mut e = ptr::null_mut();
-    // SAFETY: valid out-pointer; context current.
-    ck(
-        unsafe { sys::cuEventCreate(&mut e, flags) },
-        "cuEventCreate",
-    );
-    e
-}
-
-fn raw_sync(s: sys::CUstream) {
-    // SAFETY: `s` is a live stream created by this program.
-    ck(
-        unsafe { sys::cuStreamSynchronize(s) },
-        "cuStreamSynchronize",
-    );
-}
-
-/// Loads a NUL-terminated PTX text and returns the named function (the module stays loaded
-/// for the life of the process).
-fn raw_function(ptx_nul: &str, name: &CStr) -> sys::CUfunction {
-    let mut m = ptr::null_mut();
-    // SAFETY: `ptx_nul` is NUL-terminated PTX text; valid out-pointer; context current.
-    ck(
-        unsafe { sys::cuModuleLoadData(&mut m, ptx_nul.as_ptr() as *const c_void) },
-        "cuModuleLoadData",
-    );
-    let mut f = ptr::null_mut();
-    // SAFETY: `m` is a loaded module; `name` is NUL-terminated; valid out-pointer.
-    ck(
-        unsafe { sys::cuModuleGetFunction(&mut f, m, name.as_ptr()) },
-        "cuModuleGetFunction",
-    );
-    f
-}
-
-/// Launches `xs_delay(ns)` (the kernel xstream's `Kernel::Delay` uses) on one thread.
-fn raw_launch_delay(f: sys::CUfunction, s: sys::CUstream, ns: u64) {
-    let mut ns = ns;
-    let mut params = [&mut ns as *mut u64 as *mut c_void];
-    // SAFETY: `f` takes one .u64 parameter, `params` points to it and lives across the call
-    // (the driver copies it); `s` is live.
-    ck(
-        unsafe {
-            sys::cuLaunchKernel(
-                f,
-                1,
-                1,
-                1,
-                1,
-                1,
-                1,
-                0,
-                s,
-                params.as_mut_ptr(),
-                ptr::null_mut(),
-            )
-        },
-        "cuLaunchKernel",
-    );
-}
-
-/// Launches a parameterless kernel on one thread.
-fn raw_launch_empty(f: sys::CUfunction, s: sys::CUstream) {
-    // SAFETY: `f` takes no parameters; `s` is live.
-    ck(
-        unsafe { sys::cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, ptr::null_mut(), ptr::null_mut()) },
-        "cuLaunchKernel",
-    );
-}
-
-unsafe extern "C" fn empty_host_fn(_user: *mut c_void) {}
-
-/// Round-trip counter of the raw host function.
-static RAW_RT: AtomicU64 = AtomicU64::new(0);
-/// Round-trip counter of the xstream host callback.
-static XS_RT: AtomicU64 = AtomicU64::new(0);
-
-unsafe extern "C" fn bump_host_fn(user: *mut c_void) {
-    // SAFETY: `user` is `&RAW_RT`, a static.
-    let c = unsafe { &*(user as *const AtomicU64) };
-    c.fetch_add(1, Ordering::Release);
-}
-
-/// A raw blocking "future": the host function sets `done` and unparks the waiter.
-struct Parker {
-    done: AtomicBool,
-    thread: Thread,
-}
-
-unsafe extern "C" fn unpark_host_fn(user: *mut c_void) {
-    // SAFETY: `user` points to a `Parker` that outlives every host function enqueued with it
-    // (it is dropped only after the stream was synchronized).
-    let p = unsafe { &*(user as *const Parker) };
-    p.done.store(true, Ordering::Release);
-    p.thread.unpark();
-}
-
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out-pointer; CLOCK_THREAD_CPUTIME_ID is always supported on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn rss_bytes() -> u64 {
-    let pages: u64 = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages * page.max(0) as u64
-}
-
-fn device_free_bytes() -> u64 {
-    let (mut free, mut total) = (0usize, 0usize);
-    // SAFETY: valid out-pointers; context current.
-    ck(
-        unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) },
-        "cuMemGetInfo",
-    );
-    free as u64
-}
-
-fn json_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(o, "\\u{:04x}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
-
-fn json_stat(s: Option<Stat>) -> String {
-    match s {
-        None => "null".into(),
-        Some(s) => format!(
-            "{{\"med\":{:.1},\"p10\":{:.1},\"p90\":{:.1}}}",
-            s.med, s.p10, s.p90
-        ),
-    }
-}
-
-fn xs(r: xstream_core::Result<()>) {
-    if let Err(e) = r {
-        panic!("xstream call failed: {e}");
     }
 }
 
@@ -1293,55 +856,4 @@ fn run() -> BenchResult<()> {
         std::fs::write(dir.join("gpu_bench.json"), js + "\n").map_err(|e| e.to_string())?;
     }
     Ok(())
-}
-
-/// A named launch-and-wait iteration of the synchronize-latency section.
-type SyncVariant<'a> = (&'static str, Box<dyn Fn() + 'a>);
-
-struct SyncRow {
-    name: &'static str,
-    wall: Stat,
-    cpu_pct: f64,
-}
-
-/// Per variant: a warm-up, then [`REPS`] interleaved repeats of 12 launch+wait iterations;
-/// wall ns per iteration (median, p10, p90) and the waiting thread's CPU share (median).
-fn sync_section(variants: &[SyncVariant<'_>]) -> Vec<SyncRow> {
-    const N: u32 = 12;
-    for (_, f) in variants {
-        f();
-    }
-    let mut wall: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
-    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
-    for rep in 0..REPS {
-        for k in 0..variants.len() {
-            let i = (k + rep) % variants.len();
-            let (c0, t0) = (thread_cpu_ns(), Instant::now());
-            for _ in 0..N {
-                (variants[i].1)();
-            }
-            let w = t0.elapsed().as_nanos() as f64;
-            let c = thread_cpu_ns().saturating_sub(c0) as f64;
-            wall[i].push(w / f64::from(N));
-            cpu[i].push(c / w * 100.0);
-        }
-    }
-    variants
-        .iter()
-        .enumerate()
-        .map(|(i, (name, _))| {
-            let r = SyncRow {
-                name,
-                wall: stat(&wall[i]),
-                cpu_pct: stat(&cpu[i]).med,
-            };
-            eprintln!(
-                "  {:<58} wall {:>24}  cpu {:>3.0}%",
-                r.name,
-                fmt_cell(Some(r.wall)),
-                r.cpu_pct
-            );
-            r
-        })
-        .collect()
 }

@@ -1,0 +1,33 @@
+//! The built-in device work ([`Kernel`]) and the host reference of its compute kernel.
+
+use std::time::Duration;
+
+/// Built-in device work, so that portable code (tests, the demo, benchmarks) can put real
+/// work on any backend.
+#[derive(Debug)]
+pub enum Kernel<'a, Buf> {
+    /// Busy the stream for this long (device-side spin).
+    Delay(Duration),
+    /// For each little-endian `u32` word `x` of `buf`, `rounds` times: `x = x * 1664525 +
+    /// 1013904223` (wrapping). Real compute whose result the host can check.
+    Lcg {
+        /// The buffer (its length must be a multiple of 4).
+        buf: &'a Buf,
+        /// Iterations per word.
+        rounds: u32,
+    },
+    /// A deliberate device fault that poisons the context (tests only; capability
+    /// [`Capabilities::FAULT_INJECTION`](crate::Capabilities::FAULT_INJECTION)).
+    Fault,
+}
+
+/// The host-side reference of [`Kernel::Lcg`], for checking results.
+pub fn lcg_reference(data: &mut [u8], rounds: u32) {
+    for w in data.chunks_exact_mut(4) {
+        let mut x = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        for _ in 0..rounds {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        }
+        w.copy_from_slice(&x.to_le_bytes());
+    }
+}

@@ -1,0 +1,211 @@
+//! Value types of the backend traits: backend kinds, capability bits, device facts, stream and
+//! event descriptions, creation reports, ownership and status.
+
+use std::fmt;
+
+use crate::{
+    Error, EventFlags, FlagReport, Priority, PriorityOutcome, PriorityRange, Result, StreamFlags,
+    TranslationPolicy,
+};
+
+/// The backends xstream knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BackendKind {
+    /// CPU threads: the reference implementation.
+    Host,
+    /// NVIDIA GPUs through the CUDA driver API.
+    Cuda,
+    /// Huawei Ascend NPUs through the ACL runtime.
+    Ascend,
+}
+
+impl BackendKind {
+    /// Every kind, in preference order for automatic choice (accelerators first).
+    pub const ALL: [BackendKind; 3] = [BackendKind::Cuda, BackendKind::Ascend, BackendKind::Host];
+
+    /// Lower-case name, as used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Host => "host",
+            BackendKind::Cuda => "cuda",
+            BackendKind::Ascend => "ascend",
+        }
+    }
+
+    /// The cargo feature that compiles the backend in.
+    pub fn feature(self) -> &'static str {
+        self.name()
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for BackendKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "host" | "cpu" => Ok(BackendKind::Host),
+            "cuda" | "nvidia" => Ok(BackendKind::Cuda),
+            "ascend" | "acl" | "npu" => Ok(BackendKind::Ascend),
+            other => Err(Error::invalid(format!(
+                "unknown backend `{other}` (expected host, cuda or ascend)"
+            ))),
+        }
+    }
+}
+
+bitflags::bitflags! {
+    /// What a device supports beyond the portable minimum.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct Capabilities: u32 {
+        /// More than one stream priority level.
+        const PRIORITY = 1 << 0;
+        /// Stream capture to a replayable graph.
+        const CAPTURE = 1 << 1;
+        /// Typed stream attributes (get/set/copy).
+        const ATTRIBUTES = 1 << 2;
+        /// A vendor call for synchronize-with-timeout (otherwise emulated by polling).
+        const NATIVE_TIMED_SYNC = 1 << 3;
+        /// Stream-ordered allocation (memory pools).
+        const STREAM_ORDERED_ALLOC = 1 << 4;
+        /// Managed (unified) memory attachable to streams.
+        const MANAGED_MEMORY = 1 << 5;
+        /// Interprocess events.
+        const INTERPROCESS_EVENTS = 1 << 6;
+        /// A vendor registry of per-stream allocators.
+        const ALLOCATOR_REGISTRY = 1 << 7;
+        /// Vendor stream ids.
+        const STREAM_IDS = 1 << 8;
+        /// The built-in kernels of [`Kernel`].
+        const KERNELS = 1 << 9;
+        /// [`Kernel::Fault`] (a deliberate device fault, for tests).
+        const FAULT_INJECTION = 1 << 10;
+        /// Streams may wait on events of other devices.
+        const CROSS_DEVICE_WAIT = 1 << 11;
+        /// The legacy default-stream rule (blocking streams synchronize with the default
+        /// stream).
+        const LEGACY_DEFAULT_STREAM = 1 << 12;
+        /// 32-bit stream memory operations ([`Stream::wait_value32`], [`Stream::write_value32`]).
+        const VALUE_OPS_32 = 1 << 20;
+        /// 64-bit stream memory operations ([`Stream::wait_value64`], [`Stream::write_value64`]).
+        const VALUE_OPS_64 = 1 << 21;
+    }
+}
+
+/// Static facts about one device.
+#[derive(Debug, Clone)]
+pub struct DeviceInfo {
+    /// Its backend.
+    pub backend: BackendKind,
+    /// Its ordinal within the backend.
+    pub ordinal: usize,
+    /// Its name.
+    pub name: String,
+    /// Its native priority range.
+    pub priority_range: PriorityRange,
+    /// What it supports.
+    pub capabilities: Capabilities,
+    /// How many streams it can hold, when the vendor documents a limit.
+    pub max_streams: Option<u32>,
+    /// Driver or runtime version, in the vendor's words.
+    pub driver: String,
+}
+
+/// How to create a stream.
+#[derive(Debug, Clone, Default)]
+pub struct StreamDesc {
+    /// Portable flags.
+    pub flags: StreamFlags,
+    /// Portable priority.
+    pub priority: Priority,
+    /// What to do with flags the backend cannot honour.
+    pub policy: TranslationPolicy,
+    /// A name shown in traces and, where the vendor allows, in profilers.
+    pub name: Option<String>,
+}
+
+impl StreamDesc {
+    /// A default, blocking, normal-priority, strict stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the flags.
+    pub fn flags(mut self, flags: StreamFlags) -> Self {
+        self.flags = flags;
+        self
+    }
+    /// Sets the priority.
+    pub fn priority(mut self, p: Priority) -> Self {
+        self.priority = p;
+        self
+    }
+    /// Sets the policy.
+    pub fn policy(mut self, p: TranslationPolicy) -> Self {
+        self.policy = p;
+        self
+    }
+    /// Sets the name.
+    pub fn name(mut self, n: impl Into<String>) -> Self {
+        self.name = Some(n.into());
+        self
+    }
+}
+
+/// How to create an event.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EventDesc {
+    /// Portable flags.
+    pub flags: EventFlags,
+    /// What to do with flags the backend cannot honour.
+    pub policy: TranslationPolicy,
+}
+
+impl EventDesc {
+    /// A timing-enabled event, strict policy.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the flags.
+    pub fn flags(mut self, flags: EventFlags) -> Self {
+        self.flags = flags;
+        self
+    }
+    /// Sets the policy.
+    pub fn policy(mut self, p: TranslationPolicy) -> Self {
+        self.policy = p;
+        self
+    }
+}
+
+/// What stream creation did with the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreationReport {
+    /// Flag translation.
+    pub flags: FlagReport,
+    /// Priority mapping (with the clamp, if any).
+    pub priority: PriorityOutcome,
+}
+
+/// Who owns a stream's native handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ownership {
+    /// xstream created it and destroys it on drop (deferred until its work completes).
+    Owned,
+    /// Somebody else owns it (built with `from_raw`); never destroyed by xstream.
+    Borrowed,
+    /// The device's default stream; never destroyed.
+    Default,
+}
+
+/// Whether submitted work has finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Everything submitted so far has completed.
+    Ready,
+    /// Some work is still pending.
+    Pending,
+}
