@@ -81,7 +81,7 @@ impl Shared {
     }
 
     /// Records the sticky error and fails every pending callback with it (CUDA never runs
-    /// host functions after a fault: reference row 6).
+    /// host functions after a fault: driver behaviour in docs/semantics.md).
     pub fn poison(&self, e: &Error) {
         if self.sticky.set(e.clone()).is_ok() {
             tracing::error!(error = %e, "CUDA context poisoned; failing pending callbacks");
@@ -121,7 +121,7 @@ impl Drop for Shared {
 
 /// How often the fault watcher queries the driver while callbacks are pending: the delay
 /// after which a fault is noticed even if nobody calls xstream (the driver itself takes
-/// 100-150 ms to report one, reference row 6).
+/// 100-150 ms to report one, driver behaviour in docs/semantics.md).
 const WATCH_PERIOD: Duration = Duration::from_millis(1);
 /// How long the watcher stays registered after the last pending callback ran.
 const WATCH_LINGER: Duration = Duration::from_millis(50);
@@ -414,7 +414,7 @@ impl CudaDevice {
     }
 
     /// The sticky error that poisoned this device's context, if any (only a new process
-    /// recovers: reference row 6).
+    /// recovers: driver behaviour in docs/semantics.md).
     pub fn sticky_error(&self) -> Option<Error> {
         self.shared.sticky_error()
     }

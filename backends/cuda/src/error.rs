@@ -1,7 +1,7 @@
 //! `CUresult` → [`xstream_core::Error`].
 //!
 //! Every code of the CUDA 13.0 headers has a row in [`CODES`]: its name and whether it is
-//! *sticky* (the context is poisoned; only a new process recovers: reference row 6). The
+//! *sticky* (the context is poisoned; only a new process recovers: driver behaviour in docs/semantics.md). The
 //! classification follows wgpu-hal's `map_*_err`, but keeps the code:
 //!
 //! | code(s) | xstream error |

@@ -50,7 +50,7 @@ struct RecordState {
 
 /// A CUDA event. `Send + Sync` (driver handles are thread-safe). "Recorded" is tracked by
 /// xstream, because CUDA reports `CUDA_ERROR_INVALID_HANDLE` both for a never-recorded event
-/// and for a timing-disabled one in `cuEventElapsedTime` (reference row 7).
+/// and for a timing-disabled one in `cuEventElapsedTime` (driver behaviour in docs/semantics.md).
 pub struct CudaEvent {
     dev: CudaDevice,
     handle: Arc<EventHandle>,

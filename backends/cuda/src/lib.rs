@@ -31,7 +31,7 @@
 //! - **Callback failure path.** Host callbacks use `cuLaunchHostFunc` (stream-blocking) with
 //!   an `extern "C"` trampoline that receives `Arc::into_raw(CallbackSlot)` and fires it with
 //!   `Ok(())` inside `catch_unwind`. CUDA silently drops host functions after a context fault
-//!   (reference row 6), so every slot is also tracked in the device's `PendingCallbacks`:
+//!   (driver behaviour in docs/semantics.md), so every slot is also tracked in the device's `PendingCallbacks`:
 //!   (1) any call that maps a sticky error poisons the device and fails all pending slots with
 //!   it; (2) while any slot is pending, a check registered with the shared poller
 //!   (`xstream_core::completion::poll_until`, 10-200 µs period) queries an idle internal

@@ -69,7 +69,7 @@ pub(crate) struct StreamState {
 ///
 /// `Send + Sync`: the CUDA driver accepts a stream from any thread; every call binds the
 /// device's context first. Identity is [`Stream::id`] (`cuStreamGetId`), never the handle,
-/// which the driver recycles after destroy (reference row 3). Dropping an owned stream calls
+/// which the driver recycles after destroy (driver behaviour in docs/semantics.md). Dropping an owned stream calls
 /// `cuStreamDestroy`, which neither blocks nor cancels (row 8); the buffers its queued work
 /// uses are released by a host function behind that work.
 pub struct CudaStream {
@@ -155,10 +155,10 @@ impl Stream for CudaStream {
 
     fn id(&self) -> u64 {
         *self.id.get_or_init(|| {
-            // The driver's id (unique, never reused: reference row 3). Should the call fail
+            // The driver's id (unique, never reused: driver behaviour in docs/semantics.md). Should the call fail
             // (a poisoned context), a process-local id from a disjoint range keeps ids unique.
             static FALLBACK: AtomicU64 = AtomicU64::new(1);
-            // A created stream carries its context (reference row 4), so no bind is needed
+            // A created stream carries its context (driver behaviour in docs/semantics.md), so no bind is needed
             // (binding is refused inside host callbacks); special handles are primed at
             // creation, when binding is allowed.
             match ffi::stream_get_id(self.raw()) {

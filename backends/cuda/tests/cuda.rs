@@ -1,6 +1,6 @@
 //! CUDA-specific tests. Every test skips (prints `SKIP: <test>: <reason>` and passes) when no
 //! CUDA device is available. Run with `--test-threads=1` on the GPU machine. Fault tests run in
-//! a child process (a device fault poisons the whole process, reference row 6).
+//! a child process (a device fault poisons the whole process, driver behaviour in docs/semantics.md).
 //!
 //! One file (past the ~600-line guide) on purpose: `docs/coverage.md` names these tests
 //! `cuda:TEST`, and the GPU run executes this one binary with `--test-threads=1`; the fault
@@ -163,7 +163,7 @@ fn ids_are_unique_and_not_recycled() {
         assert_eq!(s.native_id().unwrap(), s.id());
         raws.insert(format!("{:?}", s.as_raw()));
     }
-    // Handles were recycled (reference row 3), ids were not.
+    // Handles were recycled (driver behaviour in docs/semantics.md), ids were not.
     eprintln!("50 streams, {} distinct handles", raws.len());
     let a = d.default_stream().unwrap();
     let b = d.default_stream().unwrap();
@@ -437,7 +437,7 @@ fn fault_body(d: &CudaDevice, place_on_other: bool) {
     println!("CHILD-OK");
 }
 
-/// Runs `fault_body` in a child process (a fault poisons the whole process, reference row 6);
+/// Runs `fault_body` in a child process (a fault poisons the whole process, driver behaviour in docs/semantics.md);
 /// the parent checks the child's verdict. Skips without a GPU.
 fn fault_test(name: &str, other_streams: bool) {
     if std::env::var(CHILD_ENV).is_err() {

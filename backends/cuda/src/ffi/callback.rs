@@ -53,7 +53,7 @@ extern "C" fn stream_callback_trampoline(
 ) {
     let r = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: `user` came from `Box::into_raw(Box<StatusFn>)` in `stream_add_callback`;
-        // CUDA runs each added callback exactly once (reference row 6: also after a fault).
+        // CUDA runs each added callback exactly once (driver behaviour in docs/semantics.md: also after a fault).
         let f = unsafe { Box::from_raw(user as *mut StatusFn) };
         f(status as u32);
     }));

@@ -96,7 +96,7 @@ pub(crate) fn ctx_synchronize() -> CuResult<()> {
 
 /// Switches the calling thread to RELAXED capture mode, once per thread: for xstream's own
 /// threads (poller, dispatcher), so that their queries never invalidate a user's GLOBAL capture
-/// (reference row 9).
+/// (driver behaviour in docs/semantics.md).
 pub(crate) fn ensure_relaxed_capture_mode() {
     if RELAXED.with(|r| r.replace(true)) {
         return;

@@ -27,7 +27,7 @@ impl CudaStream {
     }
 
     /// `cuStreamAddCallback`: a status-carrying callback. Unlike host functions, CUDA runs it
-    /// exactly once **even after a device fault**, with the error (reference row 6): `f`
+    /// exactly once **even after a device fault**, with the error (driver behaviour in docs/semantics.md): `f`
     /// gets `Ok(())` or the mapped error. It blocks later work on the stream while it runs;
     /// xstream calls inside return [`Error::NotPermitted`](xstream_core::Error::NotPermitted); a panic is caught and reported by
     /// the next `synchronize`. Not capturable: refused during capture (capture invalidated).

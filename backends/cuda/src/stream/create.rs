@@ -66,7 +66,7 @@ impl CudaStream {
             dev: dev.clone(),
         };
         // No read-back calls on this path: the driver clamps a priority into the range that
-        // `resolve` already clamped to (reference row 1), and `cuStreamGetFlags` returns exactly
+        // `resolve` already clamped to (driver behaviour in docs/semantics.md), and `cuStreamGetFlags` returns exactly
         // the flags passed (row 2). `native_priority()` / `native_flags()` read them back on
         // demand, and the GPU tests check that both agree with these values.
         if outcome.clamped_from.is_none() && !sh.info.priority_range.contains(outcome.native) {

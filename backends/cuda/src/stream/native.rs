@@ -166,7 +166,7 @@ impl CudaStream {
     }
 
     /// Synchronizes by spin-polling `cuStreamQuery` (what `FAST_SYNC` streams do): ~2 µs
-    /// wake-up, one busy core (reference row 10).
+    /// wake-up, one busy core (driver behaviour in docs/semantics.md).
     ///
     /// # Errors
     /// As [`Stream::synchronize`](xstream_core::Stream::synchronize).
