@@ -97,7 +97,7 @@ pub(crate) struct CbData {
 /// Launches `data` as a blocking report callback on `stream`. On failure the data (and the
 /// callback inside, uncalled) is dropped.
 pub(crate) fn launch(t: &'static AclFns, stream: RawStream, data: CbData) -> Result<()> {
-    let p = Box::into_raw(Box::new(data)).cast::<c_void>();
+    let p = outstanding_insert(data);
     let r = result::callback::launch(
         t,
         trampoline,
@@ -106,20 +106,71 @@ pub(crate) fn launch(t: &'static AclFns, stream: RawStream, data: CbData) -> Res
         stream,
     );
     if r.is_err() {
-        // SAFETY: the runtime refused the task, so it will never call the trampoline with `p`;
-        // we still own the box.
-        drop(unsafe { Box::from_raw(p.cast::<CbData>()) });
+        // The runtime refused the task, so it will never call the trampoline with `p`.
+        drop(outstanding_take(p));
     }
     r
 }
 
+/// Callback data handed to the runtime and not yet claimed, by address. Whoever removes an
+/// address owns its box: the trampoline when the runtime calls it, or
+/// [`cancel_outstanding`] when a force-destroyed stream's queued callbacks will never be
+/// called (without it their boxes, and the stream state they hold, would leak).
+fn outstanding() -> std::sync::MutexGuard<'static, std::collections::HashSet<usize>> {
+    static SET: OnceLock<Mutex<std::collections::HashSet<usize>>> = OnceLock::new();
+    SET.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn outstanding_insert(data: CbData) -> *mut c_void {
+    let p = Box::into_raw(Box::new(data));
+    outstanding().insert(p as usize);
+    p.cast()
+}
+
+/// Takes ownership of the box at `p` if nobody has claimed it yet.
+fn outstanding_take(p: *mut c_void) -> Option<Box<CbData>> {
+    if !outstanding().remove(&(p as usize)) {
+        return None;
+    }
+    // SAFETY: `p` came from `Box::into_raw` in `outstanding_insert`, and removing it from the
+    // set under the lock makes this the only owner.
+    Some(unsafe { Box::from_raw(p.cast::<CbData>()) })
+}
+
+/// Frees the callback data of `state`'s callbacks that the runtime will never call (after
+/// `aclrtDestroyStreamForce` dropped them). Their slots are failed by the caller.
+pub(crate) fn cancel_outstanding(state: &Arc<StreamState>) {
+    let mine: Vec<Box<CbData>> = {
+        let mut set = outstanding();
+        let addrs: Vec<usize> = set
+            .iter()
+            .copied()
+            .filter(|&a| {
+                // SAFETY: every address in the set is a live box nobody else may free while
+                // the set's lock is held.
+                Arc::ptr_eq(&unsafe { &*(a as *const CbData) }.state, state)
+            })
+            .collect();
+        addrs
+            .into_iter()
+            .map(|a| {
+                set.remove(&a);
+                // SAFETY: removed from the set under its lock: this is now the only owner.
+                unsafe { Box::from_raw(a as *mut CbData) }
+            })
+            .collect()
+    };
+    drop(mine);
+}
+
 /// Launches `data` with `aclrtLaunchHostFunc` (the runtime's own callback thread).
 pub(crate) fn launch_host_func(t: &'static AclFns, stream: RawStream, data: CbData) -> Result<()> {
-    let p = Box::into_raw(Box::new(data)).cast::<c_void>();
+    let p = outstanding_insert(data);
     let r = result::callback::launch_host_func(t, stream, trampoline, p);
     if r.is_err() {
-        // SAFETY: as in `launch`.
-        drop(unsafe { Box::from_raw(p.cast::<CbData>()) });
+        drop(outstanding_take(p));
     }
     r
 }
@@ -128,12 +179,10 @@ pub(crate) fn launch_host_func(t: &'static AclFns, stream: RawStream, data: CbDa
 unsafe extern "C" fn trampoline(data: *mut c_void) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         let _span = tracing::trace_span!("acl_host_callback").entered();
-        if data.is_null() {
+        // Claimed here unless the stream was force-destroyed and its data freed already.
+        let Some(d) = outstanding_take(data) else {
             return;
-        }
-        // SAFETY: `data` came from `Box::into_raw` in `launch`, and the runtime calls each
-        // callback exactly once.
-        let d = unsafe { Box::from_raw(data.cast::<CbData>()) };
+        };
         // Learn whether earlier work failed: a poisoned context reports its sticky code on
         // query. Skipped while the stream captures (a query would invalidate the capture).
         let status = if d.state.capture.is_capturing() {

@@ -139,8 +139,12 @@ fn loader_reads_the_version_and_refuses_another_major() {
 
 /// A second handle on the already loaded simulator (same instance).
 fn lib_handle(path: &str) -> &'static libloading::Library {
-    // SAFETY: the simulator's initialisers are Rust statics only; leaked so symbols stay valid.
-    Box::leak(Box::new(unsafe { libloading::Library::new(path) }.unwrap()))
+    // Kept for the whole process (in a static, so no leak) so its symbols stay valid.
+    static LIB: std::sync::OnceLock<libloading::Library> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| {
+        // SAFETY: the simulator's initialisers are Rust statics only.
+        unsafe { libloading::Library::new(path) }.unwrap()
+    })
 }
 
 #[test]

@@ -69,6 +69,8 @@ impl AscendStream {
         self.state
             .pending
             .fail_all(&Error::CallbackCancelled("stream force-destroyed"));
+        // The runtime dropped the queued callbacks: free their data.
+        crate::callback::cancel_outstanding(&self.state);
         Ok(())
     }
 }
