@@ -75,19 +75,26 @@ pub(crate) fn captures_affecting_me() -> Vec<Arc<Capture>> {
         .collect()
 }
 
+/// Refuses a call that is illegal while the calling thread captures: invalidates every
+/// capture affecting the thread and returns `code` with `what`; `Ok` outside a capture.
+pub(crate) fn refuse_in_capture(code: i32, what: &str) -> R {
+    let caps = captures_affecting_me();
+    if caps.is_empty() {
+        return Ok(());
+    }
+    for c in caps {
+        c.invalidate();
+    }
+    err(code, what)
+}
+
 /// Rejects use of a default stream by a thread inside capture (invalidating the capture).
 pub(crate) fn check_default_in_capture(s: &Stream) -> R {
     if s.is_default {
-        let caps = captures_affecting_me();
-        if !caps.is_empty() {
-            for c in caps {
-                c.invalidate();
-            }
-            return err(
-                ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT,
-                "default stream used during capture",
-            );
-        }
+        return refuse_in_capture(
+            ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT,
+            "default stream used during capture",
+        );
     }
     Ok(())
 }

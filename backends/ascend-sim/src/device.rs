@@ -300,16 +300,10 @@ pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> i32 {
 
 fn sync_device(dl: Option<Instant>) -> R {
     let ctx = cur_ctx()?;
-    let caps = captures_affecting_me();
-    if !caps.is_empty() {
-        for c in caps {
-            c.invalidate();
-        }
-        return err(
-            ACL_ERROR_RT_STREAM_CAPTURED,
-            "device synchronize during capture",
-        );
-    }
+    refuse_in_capture(
+        ACL_ERROR_RT_STREAM_CAPTURED,
+        "device synchronize during capture",
+    )?;
     let streams: Vec<Arc<Stream>> = lock(reg())
         .streams
         .values()

@@ -107,6 +107,20 @@ pub unsafe extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> i32 {
     })
 }
 
+/// The argument rules `aclrtMemcpy` and `aclrtMemcpyAsync` share: non-NULL pointers,
+/// `count <= destMax`, a known copy kind (0..=7); each broken rule → 100000.
+fn check_copy(dst: *mut c_void, dest_max: usize, src: *const c_void, count: usize, kind: i32) -> R {
+    non_null(dst, "dst")?;
+    non_null(src, "src")?;
+    if count > dest_max {
+        return err(ACL_ERROR_INVALID_PARAM, "count exceeds destMax");
+    }
+    if !(0..=7).contains(&kind) {
+        return err(ACL_ERROR_INVALID_PARAM, format!("bad memcpy kind {kind}"));
+    }
+    Ok(())
+}
+
 /// `aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count,
 /// aclrtMemcpyKind kind)`: synchronous copy. NULL pointers, `count > destMax` or a kind outside
 /// 0..=7 → 100000; no current context → 107002; poisoned context → its code.
@@ -122,25 +136,12 @@ pub unsafe extern "C" fn aclrtMemcpy(
     kind: i32,
 ) -> i32 {
     ffi("aclrtMemcpy", true, || {
-        non_null(dst, "dst")?;
-        non_null(src, "src")?;
-        if count > dest_max {
-            return err(ACL_ERROR_INVALID_PARAM, "count exceeds destMax");
-        }
-        if !(0..=7).contains(&kind) {
-            return err(ACL_ERROR_INVALID_PARAM, format!("bad memcpy kind {kind}"));
-        }
+        check_copy(dst, dest_max, src, count, kind)?;
         let ctx = cur_ctx()?;
-        let caps = captures_affecting_me();
-        if !caps.is_empty() {
-            for c in caps {
-                c.invalidate();
-            }
-            return err(
-                ACL_ERROR_RT_STREAM_CAPTURED,
-                "synchronous copy during capture",
-            );
-        }
+        refuse_in_capture(
+            ACL_ERROR_RT_STREAM_CAPTURED,
+            "synchronous copy during capture",
+        )?;
         ctx.check_poison()?;
         // SAFETY: both non-NULL; the caller guarantees `count` valid bytes on each side;
         // `copy` tolerates overlap.
@@ -166,14 +167,7 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     stream: *mut c_void,
 ) -> i32 {
     ffi("aclrtMemcpyAsync", true, || {
-        non_null(dst, "dst")?;
-        non_null(src, "src")?;
-        if count > dest_max {
-            return err(ACL_ERROR_INVALID_PARAM, "count exceeds destMax");
-        }
-        if !(0..=7).contains(&kind) {
-            return err(ACL_ERROR_INVALID_PARAM, format!("bad memcpy kind {kind}"));
-        }
+        check_copy(dst, dest_max, src, count, kind)?;
         let s = enqueue_stream(stream)?;
         if s.capture().is_some() {
             crate::host_mem::check_captured_copy(kind, dst as usize, src as usize, count)?;
