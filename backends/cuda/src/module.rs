@@ -133,8 +133,13 @@ fn function(m: &CudaModule, name: &str, kinds: Option<Box<[ParamKind]>>) -> Resu
         Err(500) => return Err(xstream_core::module::missing_function(name)),
         Err(c) => return Err(api_err("cuModuleGetFunction", c)),
     };
-    let layout =
+    let mut layout =
         KernelLayout::read(raw, MAX_PARAMS).map_err(|c| api_err("cuFuncGetParamInfo", c))?;
+    if let (None, Some(k), true) = (&layout, &kinds, m.builtin) {
+        // The builtin module's kernels are xstream's own PTX: their parameters are known.
+        let sizes: Vec<usize> = k.iter().map(|p| p.size()).collect();
+        layout = Some(KernelLayout::builtin(raw, &sizes));
+    }
     use cudarc::driver::sys::CUfunction_attribute as A;
     let attr = |a| ffi::func_attribute(raw, a).map_err(|c| api_err("cuFuncGetAttribute", c));
     let mut limits = m.limits;
