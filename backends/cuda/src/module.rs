@@ -15,8 +15,9 @@
 //! # Lifetimes
 //! A function keeps its module loaded. A launch keeps the module loaded until the stream is
 //! known to have run it: each stream remembers the modules of its launches (one entry per
-//! module, no allocation once present) and forgets them when `synchronize` or a `Ready`
-//! query sees its work done, or behind its work when the stream is dropped. A capture keeps
+//! module, no allocation once present) and lets one go when `synchronize` or a `Ready` query
+//! sees its work done and nothing else holds the module, or behind its work when the stream
+//! is dropped. A capture keeps
 //! the modules of its launches for the life of the graph. The module is unloaded
 //! (`cuModuleUnload`) when the last of these goes.
 //!
