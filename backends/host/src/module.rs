@@ -6,7 +6,10 @@
 //! slices (every buffer of the launch is locked for the call, in address order, so the same
 //! buffer may not be passed twice), scalars by value. An error returned by the kernel, or a
 //! panic, is a device fault: the context is poisoned with a sticky error naming the kernel,
-//! as a failing kernel poisons a CUDA context.
+//! as a failing kernel poisons a CUDA context. Like device code, a kernel touches only its
+//! arguments: xstream calls from inside it return `Error::NotPermitted` (as inside a
+//! stream-blocking callback), and a buffer it reached by other means may be locked by this
+//! very launch.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
