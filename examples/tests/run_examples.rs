@@ -1,0 +1,156 @@
+//! Runs every example binary as a user would, on the host backend and on the Ascend backend
+//! over the ACL runtime simulator (a test double of `libascendcl.so`, started in the child
+//! process's environment), and on CUDA where a GPU is present. Each run must exit 0 and print
+//! its `verified:` line; the examples check their results against host references themselves
+//! and exit non-zero on a mismatch.
+
+use std::process::{Command, Output};
+
+use xstream::BackendKind;
+use xstream_conformance::{report_skip, simulator};
+
+/// An example binary and the line it prints once its results are checked.
+struct Example {
+    name: &'static str,
+    exe: &'static str,
+    verified: &'static str,
+}
+
+const PIPELINE: Example = Example {
+    name: "pipeline",
+    exe: env!("CARGO_BIN_EXE_pipeline"),
+    verified: "verified: 12 of 12 chunks match the host reference",
+};
+
+const ASYNC_STREAMS: Example = Example {
+    name: "async_streams",
+    exe: env!("CARGO_BIN_EXE_async_streams"),
+    verified: "verified: 16 of 16 streams match the host reference",
+};
+
+const RUNTIME_SKELETON: Example = Example {
+    name: "runtime_skeleton",
+    exe: env!("CARGO_BIN_EXE_runtime_skeleton"),
+    verified: "verified: the result (24576 bytes) matches the host reference",
+};
+
+/// Runs `ex` with `--backend kind`; for Ascend, in the simulator's environment.
+fn run(ex: &Example, kind: BackendKind) -> Output {
+    let mut cmd = Command::new(ex.exe);
+    cmd.args(["--backend", kind.name()]);
+    if kind == BackendKind::Ascend {
+        cmd.envs(simulator::env(1));
+    }
+    cmd.output().expect("start the example")
+}
+
+/// Asserts that `ex` ran on `kind` and verified its results.
+fn expect_verified(ex: &Example, kind: BackendKind) {
+    let out = run(ex, kind);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{} on {kind} failed ({}):\n{stdout}\n{stderr}",
+        ex.name,
+        out.status
+    );
+    assert!(
+        stdout.starts_with(&format!("backend {kind}, device ")),
+        "{} did not run on {kind}:\n{stdout}",
+        ex.name
+    );
+    assert!(
+        stdout.lines().any(|l| l == ex.verified),
+        "{} on {kind} did not print `{}`:\n{stdout}",
+        ex.name,
+        ex.verified
+    );
+}
+
+/// On a machine with a CUDA GPU, as [`expect_verified`]; elsewhere the example must refuse
+/// `--backend cuda` with the backend's reason and a failing exit status (and the test prints
+/// SKIP for the GPU run).
+fn expect_verified_on_cuda(ex: &Example) {
+    if xstream::availability(BackendKind::Cuda).is_ok() {
+        expect_verified(ex, BackendKind::Cuda);
+        return;
+    }
+    let out = run(ex, BackendKind::Cuda);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{} ran on a missing GPU", ex.name);
+    assert!(
+        stderr.starts_with("error: cuda backend is not available"),
+        "{}: no clear reason for the missing GPU:\n{stderr}",
+        ex.name
+    );
+    report_skip(
+        &format!("{} on cuda", ex.name),
+        &"needs a CUDA GPU (checked: the example refuses --backend cuda with the reason)",
+    );
+}
+
+#[test]
+fn pipeline_on_host() {
+    expect_verified(&PIPELINE, BackendKind::Host);
+}
+
+#[test]
+fn pipeline_on_the_acl_simulator() {
+    expect_verified(&PIPELINE, BackendKind::Ascend);
+}
+
+#[test]
+fn pipeline_on_cuda() {
+    expect_verified_on_cuda(&PIPELINE);
+}
+
+#[test]
+fn async_streams_on_host() {
+    expect_verified(&ASYNC_STREAMS, BackendKind::Host);
+}
+
+#[test]
+fn async_streams_on_the_acl_simulator() {
+    expect_verified(&ASYNC_STREAMS, BackendKind::Ascend);
+}
+
+#[test]
+fn async_streams_on_cuda() {
+    expect_verified_on_cuda(&ASYNC_STREAMS);
+}
+
+#[test]
+fn runtime_skeleton_on_host() {
+    expect_verified(&RUNTIME_SKELETON, BackendKind::Host);
+}
+
+#[test]
+fn runtime_skeleton_on_the_acl_simulator() {
+    expect_verified(&RUNTIME_SKELETON, BackendKind::Ascend);
+}
+
+#[test]
+fn runtime_skeleton_on_cuda() {
+    expect_verified_on_cuda(&RUNTIME_SKELETON);
+}
+
+/// The backend can also be chosen through `XSTREAM_BACKEND`; a bad name is a clear error.
+#[test]
+fn the_backend_comes_from_the_environment_too() {
+    let out = Command::new(PIPELINE.exe)
+        .env("XSTREAM_BACKEND", "host")
+        .output()
+        .expect("start the example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.starts_with("backend host, "), "{stdout}");
+
+    let out = Command::new(PIPELINE.exe)
+        .env("XSTREAM_BACKEND", "opencl")
+        .output()
+        .expect("start the example");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("unknown backend `opencl`"), "{stderr}");
+}
