@@ -38,14 +38,14 @@ pub fn parse_backend(name: &str, needs: Capabilities) -> Result<BackendKind> {
     }
 }
 
-/// The backend an example runs on, from `args` (the program's arguments after its name) or
-/// else `env` (the value of [`BACKEND_ENV`]), or else `auto`; see the crate documentation.
-/// The chosen backend must be available here.
+/// The backend named by `args` (the program's arguments after its name) or else `env` (the
+/// value of [`BACKEND_ENV`]), or else `auto`; see the crate documentation. Whether it is
+/// available is not checked.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for an unknown argument or backend name, or a `--backend`
-/// without a value; the backend's reason when it is not available (or not compiled in).
-pub fn choose_backend_from(
+/// without a value.
+pub fn requested_backend_from(
     args: &[String],
     env: Option<&str>,
     needs: Capabilities,
@@ -67,19 +67,28 @@ pub fn choose_backend_from(
         }
     }
     let name = name.or_else(|| env.map(str::to_string));
-    let kind = parse_backend(name.as_deref().unwrap_or("auto"), needs)?;
-    xstream::availability(kind)?;
-    Ok(kind)
+    parse_backend(name.as_deref().unwrap_or("auto"), needs)
 }
 
-/// [`choose_backend_from`] over this process's arguments and environment.
+/// [`requested_backend_from`] over this process's arguments and environment.
 ///
 /// # Errors
-/// As [`choose_backend_from`].
-pub fn choose_backend(needs: Capabilities) -> Result<BackendKind> {
+/// As [`requested_backend_from`].
+pub fn requested_backend(needs: Capabilities) -> Result<BackendKind> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let env = std::env::var(BACKEND_ENV).ok();
-    choose_backend_from(&args, env.as_deref(), needs)
+    requested_backend_from(&args, env.as_deref(), needs)
+}
+
+/// The backend an example runs on: [`requested_backend`], which must be available here.
+///
+/// # Errors
+/// As [`requested_backend_from`]; the backend's reason when it is not available (or not
+/// compiled in).
+pub fn choose_backend(needs: Capabilities) -> Result<BackendKind> {
+    let kind = requested_backend(needs)?;
+    xstream::availability(kind)?;
+    Ok(kind)
 }
 
 /// The exit status of an example: success, or the error on stderr and failure.
@@ -104,22 +113,22 @@ mod tests {
     #[test]
     fn the_argument_wins_over_the_environment() {
         let none = Capabilities::empty();
-        let k = choose_backend_from(&args(&["--backend", "host"]), Some("nonsense"), none);
+        let k = requested_backend_from(&args(&["--backend", "host"]), Some("nonsense"), none);
         assert_eq!(k.unwrap(), BackendKind::Host);
-        let k = choose_backend_from(&args(&["--backend=cpu"]), None, none);
+        let k = requested_backend_from(&args(&["--backend=cpu"]), None, none);
         assert_eq!(k.unwrap(), BackendKind::Host);
-        let k = choose_backend_from(&[], Some("host"), none);
+        let k = requested_backend_from(&[], Some("host"), none);
         assert_eq!(k.unwrap(), BackendKind::Host);
     }
 
     #[test]
     fn bad_arguments_are_clear_errors() {
         let none = Capabilities::empty();
-        let e = choose_backend_from(&args(&["--backend"]), None, none).unwrap_err();
+        let e = requested_backend_from(&args(&["--backend"]), None, none).unwrap_err();
         assert!(e.to_string().contains("needs a value"), "{e}");
-        let e = choose_backend_from(&args(&["--fast"]), None, none).unwrap_err();
+        let e = requested_backend_from(&args(&["--fast"]), None, none).unwrap_err();
         assert!(e.to_string().contains("unknown argument `--fast`"), "{e}");
-        let e = choose_backend_from(&[], Some("opencl"), none).unwrap_err();
+        let e = requested_backend_from(&[], Some("opencl"), none).unwrap_err();
         assert!(e.to_string().contains("opencl"), "{e}");
     }
 }

@@ -34,6 +34,12 @@ const RUNTIME_SKELETON: Example = Example {
     verified: "verified: the result (24576 bytes) matches the host reference",
 };
 
+const USER_KERNEL: Example = Example {
+    name: "user_kernel",
+    exe: env!("CARGO_BIN_EXE_user_kernel"),
+    verified: "verified: the graph replayed 3 times matches the host reference",
+};
+
 /// Runs `ex` with `--backend kind`; for Ascend, in the simulator's environment.
 fn run(ex: &Example, kind: BackendKind) -> Output {
     let mut cmd = Command::new(ex.exe);
@@ -90,50 +96,31 @@ fn expect_verified_on_cuda(ex: &Example) {
     );
 }
 
-#[test]
-fn pipeline_on_host() {
-    expect_verified(&PIPELINE, BackendKind::Host);
+/// The three runs of an example: host, the ACL simulator, CUDA (or its SKIP).
+macro_rules! everywhere {
+    ($ex:expr => $host:ident, $sim:ident, $cuda:ident) => {
+        #[test]
+        fn $host() {
+            expect_verified(&$ex, BackendKind::Host);
+        }
+
+        #[test]
+        fn $sim() {
+            expect_verified(&$ex, BackendKind::Ascend);
+        }
+
+        #[test]
+        fn $cuda() {
+            expect_verified_on_cuda(&$ex);
+        }
+    };
 }
 
-#[test]
-fn pipeline_on_the_acl_simulator() {
-    expect_verified(&PIPELINE, BackendKind::Ascend);
-}
-
-#[test]
-fn pipeline_on_cuda() {
-    expect_verified_on_cuda(&PIPELINE);
-}
-
-#[test]
-fn async_streams_on_host() {
-    expect_verified(&ASYNC_STREAMS, BackendKind::Host);
-}
-
-#[test]
-fn async_streams_on_the_acl_simulator() {
-    expect_verified(&ASYNC_STREAMS, BackendKind::Ascend);
-}
-
-#[test]
-fn async_streams_on_cuda() {
-    expect_verified_on_cuda(&ASYNC_STREAMS);
-}
-
-#[test]
-fn runtime_skeleton_on_host() {
-    expect_verified(&RUNTIME_SKELETON, BackendKind::Host);
-}
-
-#[test]
-fn runtime_skeleton_on_the_acl_simulator() {
-    expect_verified(&RUNTIME_SKELETON, BackendKind::Ascend);
-}
-
-#[test]
-fn runtime_skeleton_on_cuda() {
-    expect_verified_on_cuda(&RUNTIME_SKELETON);
-}
+everywhere!(PIPELINE => pipeline_on_host, pipeline_on_the_acl_simulator, pipeline_on_cuda);
+everywhere!(ASYNC_STREAMS =>
+    async_streams_on_host, async_streams_on_the_acl_simulator, async_streams_on_cuda);
+everywhere!(RUNTIME_SKELETON =>
+    runtime_skeleton_on_host, runtime_skeleton_on_the_acl_simulator, runtime_skeleton_on_cuda);
 
 /// The backend can also be chosen through `XSTREAM_BACKEND`; a bad name is a clear error.
 #[test]
@@ -153,4 +140,78 @@ fn the_backend_comes_from_the_environment_too() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("unknown backend `opencl`"), "{stderr}");
+}
+
+#[test]
+fn user_kernel_on_host() {
+    expect_verified(&USER_KERNEL, BackendKind::Host);
+    // The direct launch is checked before the graph.
+    let out = run(&USER_KERNEL, BackendKind::Host);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("kernel `affine_u32` from a host module")
+            && stdout.contains("verified: the direct launch matches the host reference"),
+        "{stdout}"
+    );
+}
+
+/// On Ascend the example launches the builtin module's kernel. A build whose ACL backend has
+/// no kernel modules yet must refuse clearly (and the test prints SKIP); otherwise the
+/// launches and the replays must verify.
+#[test]
+fn user_kernel_on_the_acl_simulator() {
+    let out = run(&USER_KERNEL, BackendKind::Ascend);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let refused = "error: ascend backend does not support kernel modules on this device";
+    if !out.status.success() && stderr.trim_end() == refused {
+        report_skip(
+            "user_kernel on the ACL simulator",
+            &"the Ascend backend of this build has no kernel modules (checked: a clear refusal)",
+        );
+        return;
+    }
+    expect_verified(&USER_KERNEL, BackendKind::Ascend);
+}
+
+#[test]
+fn user_kernel_on_cuda() {
+    expect_verified_on_cuda(&USER_KERNEL);
+}
+
+/// On a GPU both directions verify; elsewhere the example explains itself, prints its SKIP
+/// line and exits 0, whichever backend was asked for.
+#[test]
+fn cudarc_interop_runs_or_says_it_needs_a_gpu() {
+    let exe = env!("CARGO_BIN_EXE_cudarc_interop");
+    let gpu = xstream::availability(BackendKind::Cuda).is_ok();
+    for args in [&[][..], &["--backend", "host"][..]] {
+        let out = Command::new(exe)
+            .args(args)
+            .output()
+            .expect("start the example");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {}\n{stdout}", out.status);
+        if gpu && args.is_empty() {
+            assert!(stdout.contains("verified: xstream -> cudarc"), "{stdout}");
+            assert!(stdout.contains("verified: cudarc -> xstream"), "{stdout}");
+        } else {
+            assert!(
+                stdout.starts_with("on a CUDA GPU this example would:"),
+                "{stdout}"
+            );
+            let prefix = "SKIP: cudarc_interop needs a CUDA GPU: ";
+            let reason = stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(prefix))
+                .unwrap_or_else(|| panic!("{args:?}: no SKIP line:\n{stdout}"));
+            if args.is_empty() {
+                report_skip("cudarc_interop", &format!("needs a CUDA GPU: {reason}"));
+            }
+        }
+    }
+    let out = Command::new(exe)
+        .args(["--backend", "opencl"])
+        .output()
+        .expect("start the example");
+    assert!(!out.status.success(), "a bad backend name must fail");
 }
