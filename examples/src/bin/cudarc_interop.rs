@@ -1,20 +1,22 @@
-//! cudarc interop (CUDA only): xstream streams and cudarc streams are the same `CUstream`
-//! seen through two APIs, both ways, with no copy and explicit ownership.
+//! cudarc interop (CUDA only): xstream and cudarc share streams, device memory and events,
+//! both ways, with no copy and explicit ownership.
 //!
 //! 1. **xstream → cudarc.** [`CudaStream::cudarc_stream`] gives cudarc's view of an xstream
 //!    stream. xstream keeps owning the stream; work submitted through either API runs in one
 //!    order. The program writes and transforms a buffer with xstream, then reads it back with
 //!    a vendor-library-style call (a raw device pointer and the raw stream, here cudarc's
 //!    `cuMemcpyDtoHAsync` wrapper), ordered after the xstream work by the stream alone.
-//! 2. **cudarc → xstream.** [`CudaStream::from_cudarc`] adopts a stream cudarc created:
-//!    xstream holds cudarc's `Arc` and never destroys the stream ([`Ownership::Borrowed`]).
-//!    The program uploads data with cudarc, records an xstream event after it on the adopted
-//!    stream, makes an xstream-owned stream wait on that event, and enqueues an xstream host
-//!    callback behind cudarc's work.
+//! 2. **cudarc → xstream.** cudarc uploads data and records an event behind it; xstream
+//!    adopts the slice ([`CudaBuffer::from_cudarc`]) and the event
+//!    ([`CudaEvent::from_cudarc`]) without copying, and borrows cudarc's stream
+//!    ([`CudaStream::from_cudarc`], [`Ownership::Borrowed`]). An xstream stream waits on the
+//!    adopted event and runs a kernel on the adopted memory; an xstream host callback runs
+//!    behind cudarc's work on the borrowed stream.
 //!
 //! Who destroys what: a stream is destroyed by the library that created it, never by the
-//! other; an xstream stream whose cudarc view is still shared when it drops is leaked with a
-//! warning rather than left dangling.
+//! other (an xstream stream whose cudarc view is still shared when it drops is leaked with a
+//! warning rather than left dangling). Adopted slices and events belong to xstream: cudarc's
+//! own drop releases them once xstream's last user, queued work included, is gone.
 //!
 //! On any other backend, or without a CUDA GPU, the program prints what it would do and a
 //! `SKIP` line saying that it needs a CUDA GPU, and exits 0.
@@ -26,10 +28,10 @@
 use std::process::ExitCode;
 use std::sync::mpsc;
 
-use xstream::cuda::{CudaDevice, CudaStream};
+use xstream::cuda::{CudaBuffer, CudaDevice, CudaEvent, CudaStream};
 use xstream::{
-    lcg_reference, Backend, BackendKind, Buffer, Capabilities, CudaBackend, Device, Error, Event,
-    EventDesc, Kernel, Ownership, Result, Stream, StreamDesc, StreamFlags,
+    lcg_reference, Backend, BackendKind, Buffer, Capabilities, CudaBackend, Device, Error,
+    EventFlags, Kernel, Ownership, Result, Stream, StreamDesc, StreamFlags,
 };
 
 /// `u32` words moved through both APIs.
@@ -43,9 +45,9 @@ on a CUDA GPU this example would:
   1. hand an xstream stream to cudarc (CudaStream::cudarc_stream: same CUstream, no copy,
      xstream keeps ownership), run xstream work on it, and read the result back with a raw
      vendor-library call on the same stream;
-  2. adopt a cudarc stream into xstream (CudaStream::from_cudarc: borrowed, never destroyed by
-     xstream), record an xstream event after cudarc's upload and make an xstream stream wait
-     on it.";
+  2. adopt cudarc's memory and event into xstream (CudaBuffer/CudaEvent::from_cudarc: no
+     copy, xstream owns them) and borrow its stream (CudaStream::from_cudarc: never destroyed
+     by xstream), then run an xstream kernel on that memory after cudarc's event.";
 
 /// The one vendor-library-style call of the example: raw pointer and raw stream in.
 mod vendor {
@@ -104,43 +106,59 @@ fn xstream_to_cudarc(dev: &CudaDevice) -> Result<()> {
     Ok(())
 }
 
-/// Direction 2: a cudarc stream adopted by xstream.
+/// Direction 2: cudarc's stream, memory and event used by xstream.
 fn cudarc_to_xstream(dev: &CudaDevice) -> Result<()> {
     let theirs = dev
         .cudarc_context()
         .new_stream()
         .map_err(cudarc_err("new_stream"))?;
     let data: Vec<u32> = (0..WORDS as u32).map(|i| i * 5).collect();
-    let slice = theirs.clone_htod(&data).map_err(cudarc_err("clone_htod"))?; // cudarc work
+    // cudarc work: an upload, and a cudarc event recorded behind it.
+    let slice = theirs.clone_htod(&data).map_err(cudarc_err("clone_htod"))?;
+    let uploaded = theirs
+        .record_event(None)
+        .map_err(cudarc_err("record_event"))?;
 
+    // Adopt the slice and the event (no copy; xstream owns them from now on and cudarc's own
+    // drop releases them once xstream's last user, queued work included, is gone), and
+    // borrow the stream (cudarc keeps owning it; xstream never destroys it).
+    let buf = CudaBuffer::from_cudarc(dev, slice)?;
+    let uploaded = CudaEvent::from_cudarc(dev, uploaded, EventFlags::DISABLE_TIMING)?;
     let adopted = CudaStream::from_cudarc(dev, theirs.clone())?;
     if adopted.ownership() != Ownership::Borrowed {
         return Err(Error::invalid("an adopted stream must be borrowed"));
     }
-    // An xstream event after cudarc's upload, and an xstream-owned stream waiting on it.
-    let uploaded = dev.create_event(&EventDesc::new())?;
-    uploaded.record(&adopted)?;
+
+    // xstream work on an xstream-owned stream, ordered after cudarc's upload by the event.
     let mine = dev.create_stream(&StreamDesc::new().flags(StreamFlags::NON_BLOCKING))?;
     mine.wait_event(&uploaded)?;
-    // An xstream host callback behind cudarc's work on the adopted stream.
+    mine.launch(Kernel::Lcg {
+        buf: &buf,
+        rounds: ROUNDS,
+    })?;
+    let back = mine.read(&buf, 0, buf.len())?;
+    // And an xstream host callback behind cudarc's work on the borrowed stream.
     let (tx, rx) = mpsc::channel();
     adopted.host_callback(move |r| {
         let _ = tx.send(r);
     })?;
     mine.synchronize()?;
+    adopted.synchronize()?;
     rx.recv()
         .map_err(|_| Error::invalid("the host callback never ran"))??;
-    let back = theirs
-        .clone_dtoh(&slice)
-        .map_err(cudarc_err("clone_dtoh"))?;
     drop(adopted); // xstream lets go; the stream is cudarc's and still works
     theirs.synchronize().map_err(cudarc_err("synchronize"))?;
-    if back != data {
-        return Err(Error::invalid("cudarc's data changed on the way"));
+
+    let mut want: Vec<u8> = data.iter().flat_map(|w| w.to_le_bytes()).collect();
+    lcg_reference(&mut want, ROUNDS);
+    if back.take()? != want {
+        return Err(Error::invalid(
+            "the xstream kernel did not see cudarc's upload in its memory",
+        ));
     }
     println!(
-        "verified: cudarc -> xstream: an adopted stream ordered xstream's event, wait and \
-         callback after cudarc's upload"
+        "verified: cudarc -> xstream: an xstream kernel computed on cudarc's memory after \
+         cudarc's event; a callback ran on cudarc's stream"
     );
     Ok(())
 }
