@@ -71,6 +71,8 @@ mod graph;
 mod hostmem;
 pub mod memory;
 pub mod module;
+#[cfg(feature = "nvrtc")]
+mod nvrtc;
 mod stream;
 
 use std::sync::OnceLock;

@@ -205,3 +205,11 @@ pub(crate) fn launch_kernel(
         )
     })
 }
+
+/// Whether libnvrtc can be opened (cudarc panics at the first NVRTC call otherwise).
+#[cfg(feature = "nvrtc")]
+pub(crate) fn nvrtc_present() -> bool {
+    static P: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    // SAFETY: only tries to open the library with libloading (no symbol is called).
+    *P.get_or_init(|| unsafe { cudarc::nvrtc::sys::is_culib_present() })
+}
