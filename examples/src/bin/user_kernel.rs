@@ -9,7 +9,7 @@
 //! |---|---|
 //! | host | a Rust function in a [`HostModule`] ([`host_module`]) |
 //! | CUDA | PTX text in this file ([`AFFINE_PTX`]), loaded with `cuModuleLoadData` |
-//! | Ascend | the builtin module's [`BUILTIN_LCG`] (an ACL kernel binary; on the simulator, its test-only format) |
+//! | Ascend | the builtin module's [`BUILTIN_LCG`] (an ACL kernel binary; on the simulator, its test-only format); your own: [`ModuleSource::AscendBinary`] with your binary's bytes |
 //!
 //! All three compute the same thing, one round of `x = x * 1664525 + 1013904223` on every
 //! `u32` word, so one host reference ([`lcg_reference`]) checks them all. To start from here
@@ -184,13 +184,11 @@ fn run<B: Backend>() -> Result<()> {
         return Err(Error::unsupported(B::KIND, "kernel modules on this device"));
     }
     let k = UserKernel::<B>::load(&dev)?;
-    let params = k.f.params().map(<[ParamKind]>::len);
-    println!(
-        "kernel `{}` from {} ({} parameters declared)",
-        k.f.name(),
-        k.from,
-        params.map_or("no".to_string(), |n| n.to_string())
-    );
+    let declared = match k.f.params() {
+        Some(p) => format!("{} parameter kinds declared", p.len()),
+        None => "parameter kinds not declared".to_string(),
+    };
+    println!("kernel `{}` from {} ({declared})", k.f.name(), k.from);
 
     // A non-default stream: the default stream cannot be captured.
     let s = dev.create_stream(&StreamDesc::new().flags(StreamFlags::NON_BLOCKING))?;
