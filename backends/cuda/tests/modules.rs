@@ -363,3 +363,41 @@ fn cudarc_slice_and_event_are_adopted_without_copy() {
     drop((buf, ev));
     s.synchronize().unwrap();
 }
+
+#[test]
+fn buffer_or_function_of_another_gpu_is_wrong_device() {
+    let Some(d0) = device("buffer_or_function_of_another_gpu_is_wrong_device") else {
+        return;
+    };
+    if CudaBackend::device_count().unwrap_or(0) < 2 {
+        xstream_conformance::report_skip(
+            "buffer_or_function_of_another_gpu_is_wrong_device",
+            &"needs two CUDA devices",
+        );
+        return;
+    }
+    let d1 = CudaBackend::open(1).unwrap();
+    let s0 = d0.create_stream(&nb()).unwrap();
+    let f0 = d0
+        .load_module(&ModuleSource::Ptx(FILL_PTX))
+        .unwrap()
+        .function("xs_fill")
+        .unwrap();
+    let f1 = d1
+        .load_module(&ModuleSource::Ptx(FILL_PTX))
+        .unwrap()
+        .function("xs_fill")
+        .unwrap();
+    let (b0, b1) = (d0.alloc(64).unwrap(), d1.alloc(64).unwrap());
+    let cfg = LaunchConfig::for_items(16, 16);
+    let e = s0
+        .launch_kernel(&f0, &cfg, &fill_args(&b1, 16, 1))
+        .unwrap_err();
+    assert!(matches!(e, Error::WrongDevice(_)), "{e}");
+    let e = s0
+        .launch_kernel(&f1, &cfg, &fill_args(&b0, 16, 1))
+        .unwrap_err();
+    assert!(matches!(e, Error::WrongDevice(_)), "{e}");
+    s0.launch_kernel(&f0, &cfg, &fill_args(&b0, 16, 1)).unwrap();
+    assert!(read(&s0, &b0).chunks(4).all(|w| w == 1u32.to_le_bytes()));
+}

@@ -51,6 +51,31 @@ pub fn builtin_host_module() -> &'static HostModule {
     })
 }
 
+/// Builtin function `name` for device `ordinal`, from functions made once (no map clone or
+/// name allocation per launch).
+pub(crate) fn builtin_function(name: &str, ordinal: usize) -> Result<HostFunction> {
+    static FNS: OnceLock<Vec<HostFunction>> = OnceLock::new();
+    let fns = FNS.get_or_init(|| {
+        let m = builtin_host_module();
+        m.names()
+            .filter_map(|n| {
+                m.kernel(n).map(|k| HostFunction {
+                    name: n.into(),
+                    kernel: k.clone(),
+                    ordinal: 0,
+                })
+            })
+            .collect()
+    });
+    let mut f = fns
+        .iter()
+        .find(|f| &*f.name == name)
+        .cloned()
+        .ok_or_else(|| missing_function(name))?;
+    f.ordinal = ordinal;
+    Ok(f)
+}
+
 /// A module loaded on a host device (from [`xstream_core::ModuleSource::Host`]).
 #[derive(Debug, Clone)]
 pub struct HostLoadedModule {

@@ -148,6 +148,16 @@ impl KernelLayout {
         }))
     }
 
+    /// The layout of a function whose parameters xstream wrote itself (the builtin PTX), for
+    /// a driver that cannot report it. Only for xstream's own kernels: the sizes must be the
+    /// kernel's real parameters, since launches rely on them.
+    pub(crate) fn builtin(f: CuFunction, sizes: &[usize]) -> Self {
+        Self {
+            f,
+            sizes: sizes.into(),
+        }
+    }
+
     /// The parameter sizes in bytes.
     pub(crate) fn sizes(&self) -> &[usize] {
         &self.sizes
