@@ -1,0 +1,230 @@
+//! Runs every example binary as a user would, on the host backend and on the Ascend backend
+//! over the ACL runtime simulator (a test double of `libascendcl.so`, started in the child
+//! process's environment), and on CUDA where a GPU is present. Each run must exit 0 and print
+//! its `verified:` line; the examples check their results against host references themselves
+//! and exit non-zero on a mismatch.
+
+use std::process::{Command, Output};
+
+use xstream::BackendKind;
+use xstream_conformance::{report_skip, simulator};
+
+/// An example binary and the line it prints once its results are checked.
+struct Example {
+    name: &'static str,
+    exe: &'static str,
+    verified: &'static str,
+}
+
+const PIPELINE: Example = Example {
+    name: "pipeline",
+    exe: env!("CARGO_BIN_EXE_pipeline"),
+    verified: "verified: 12 of 12 chunks match the host reference",
+};
+
+const ASYNC_STREAMS: Example = Example {
+    name: "async_streams",
+    exe: env!("CARGO_BIN_EXE_async_streams"),
+    verified: "verified: 16 of 16 streams match the host reference",
+};
+
+const RUNTIME_SKELETON: Example = Example {
+    name: "runtime_skeleton",
+    exe: env!("CARGO_BIN_EXE_runtime_skeleton"),
+    verified: "verified: the result (24576 bytes) matches the host reference",
+};
+
+const USER_KERNEL: Example = Example {
+    name: "user_kernel",
+    exe: env!("CARGO_BIN_EXE_user_kernel"),
+    verified: "verified: the graph replayed 3 times matches the host reference",
+};
+
+/// Runs `ex` with `--backend kind`; for Ascend, in the simulator's environment.
+fn run(ex: &Example, kind: BackendKind) -> Output {
+    let mut cmd = Command::new(ex.exe);
+    cmd.args(["--backend", kind.name()]);
+    if kind == BackendKind::Ascend {
+        cmd.envs(simulator::env(1));
+    }
+    cmd.output().expect("start the example")
+}
+
+/// Asserts that `ex` ran on `kind` and verified its results.
+fn expect_verified(ex: &Example, kind: BackendKind) {
+    let out = run(ex, kind);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{} on {kind} failed ({}):\n{stdout}\n{stderr}",
+        ex.name,
+        out.status
+    );
+    assert!(
+        stdout.starts_with(&format!("backend {kind}, device ")),
+        "{} did not run on {kind}:\n{stdout}",
+        ex.name
+    );
+    assert!(
+        stdout.lines().any(|l| l == ex.verified),
+        "{} on {kind} did not print `{}`:\n{stdout}",
+        ex.name,
+        ex.verified
+    );
+}
+
+/// On a machine with a CUDA GPU, as [`expect_verified`]; elsewhere the example must refuse
+/// `--backend cuda` with the backend's reason and a failing exit status (and the test prints
+/// SKIP for the GPU run).
+fn expect_verified_on_cuda(ex: &Example) {
+    if xstream::availability(BackendKind::Cuda).is_ok() {
+        expect_verified(ex, BackendKind::Cuda);
+        return;
+    }
+    let out = run(ex, BackendKind::Cuda);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{} ran on a missing GPU", ex.name);
+    assert!(
+        stderr.starts_with("error: cuda backend is not available"),
+        "{}: no clear reason for the missing GPU:\n{stderr}",
+        ex.name
+    );
+    report_skip(
+        &format!("{} on cuda", ex.name),
+        &"needs a CUDA GPU (checked: the example refuses --backend cuda with the reason)",
+    );
+}
+
+/// The three runs of an example: host, the ACL simulator, CUDA (or its SKIP).
+macro_rules! everywhere {
+    ($ex:expr => $host:ident, $sim:ident, $cuda:ident) => {
+        #[test]
+        fn $host() {
+            expect_verified(&$ex, BackendKind::Host);
+        }
+
+        #[test]
+        fn $sim() {
+            expect_verified(&$ex, BackendKind::Ascend);
+        }
+
+        #[test]
+        fn $cuda() {
+            expect_verified_on_cuda(&$ex);
+        }
+    };
+}
+
+everywhere!(PIPELINE => pipeline_on_host, pipeline_on_the_acl_simulator, pipeline_on_cuda);
+everywhere!(ASYNC_STREAMS =>
+    async_streams_on_host, async_streams_on_the_acl_simulator, async_streams_on_cuda);
+everywhere!(RUNTIME_SKELETON =>
+    runtime_skeleton_on_host, runtime_skeleton_on_the_acl_simulator, runtime_skeleton_on_cuda);
+
+/// The backend can also be chosen through `XSTREAM_BACKEND`; a bad name is a clear error.
+#[test]
+fn the_backend_comes_from_the_environment_too() {
+    let out = Command::new(PIPELINE.exe)
+        .env("XSTREAM_BACKEND", "host")
+        .output()
+        .expect("start the example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.starts_with("backend host, "), "{stdout}");
+
+    let out = Command::new(PIPELINE.exe)
+        .env("XSTREAM_BACKEND", "opencl")
+        .output()
+        .expect("start the example");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("unknown backend `opencl`"), "{stderr}");
+}
+
+#[test]
+fn user_kernel_on_host() {
+    expect_verified(&USER_KERNEL, BackendKind::Host);
+    // The direct launch is checked before the graph.
+    let out = run(&USER_KERNEL, BackendKind::Host);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("kernel `affine_u32` from a host module")
+            && stdout.contains("verified: the direct launch matches the host reference"),
+        "{stdout}"
+    );
+}
+
+/// Whether the simulator library of this build exports the ACL kernel-binary entry point
+/// (its dynamic symbol table then names `aclrtBinaryLoadFromData`); read as bytes, the
+/// library is not loaded into this process.
+fn simulator_has_kernel_binaries() -> bool {
+    let lib = std::fs::read(simulator::path()).expect("read the simulator library");
+    let name = b"aclrtBinaryLoadFromData";
+    lib.windows(name.len()).any(|w| w == name)
+}
+
+/// On Ascend the example launches the builtin module's kernel. Where the simulator has the
+/// ACL kernel-binary entry points, the launch and the replays must verify; a build without
+/// them must refuse clearly (and the test prints SKIP).
+#[test]
+fn user_kernel_on_the_acl_simulator() {
+    if simulator_has_kernel_binaries() {
+        expect_verified(&USER_KERNEL, BackendKind::Ascend);
+        return;
+    }
+    let out = run(&USER_KERNEL, BackendKind::Ascend);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let refused = "error: ascend backend does not support kernel modules on this device";
+    assert!(
+        !out.status.success() && stderr.trim_end() == refused,
+        "without kernel binaries the example must refuse clearly:\n{stderr}"
+    );
+    report_skip(
+        "user_kernel on the ACL simulator",
+        &"this build's simulator has no ACL kernel-binary entry points (checked: a clear refusal)",
+    );
+}
+
+#[test]
+fn user_kernel_on_cuda() {
+    expect_verified_on_cuda(&USER_KERNEL);
+}
+
+/// On a GPU both directions verify; elsewhere the example explains itself, prints its SKIP
+/// line and exits 0, whichever backend was asked for.
+#[test]
+fn cudarc_interop_runs_or_says_it_needs_a_gpu() {
+    let exe = env!("CARGO_BIN_EXE_cudarc_interop");
+    let gpu = xstream::availability(BackendKind::Cuda).is_ok();
+    for args in [&[][..], &["--backend", "host"][..]] {
+        let out = Command::new(exe)
+            .args(args)
+            .output()
+            .expect("start the example");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {}\n{stdout}", out.status);
+        if gpu && args.is_empty() {
+            assert!(stdout.contains("verified: xstream -> cudarc"), "{stdout}");
+            assert!(stdout.contains("verified: cudarc -> xstream"), "{stdout}");
+        } else {
+            assert!(
+                stdout.starts_with("on a CUDA GPU this example would:"),
+                "{stdout}"
+            );
+            let prefix = "SKIP: cudarc_interop needs a CUDA GPU: ";
+            let reason = stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(prefix))
+                .unwrap_or_else(|| panic!("{args:?}: no SKIP line:\n{stdout}"));
+            if args.is_empty() {
+                report_skip("cudarc_interop", &format!("needs a CUDA GPU: {reason}"));
+            }
+        }
+    }
+    let out = Command::new(exe)
+        .args(["--backend", "opencl"])
+        .output()
+        .expect("start the example");
+    assert!(!out.status.success(), "a bad backend name must fail");
+}
