@@ -57,6 +57,17 @@ fn sim_free(p: *mut c_void) -> R {
     Ok(())
 }
 
+/// `uint64_t xsimLiveAllocs(void)`: blocks from `aclrtMalloc` not yet given back with
+/// `aclrtFree` (every context). Simulator-only.
+///
+/// # Safety
+/// No pointer arguments.
+#[no_mangle]
+pub unsafe extern "C" fn xsimLiveAllocs() -> u64 {
+    crate::faults::count_call("xsimLiveAllocs");
+    std::panic::catch_unwind(|| lock(allocs()).len() as u64).unwrap_or(u64::MAX)
+}
+
 /// `aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy)`: host memory
 /// standing in for device memory (64-byte aligned, policy ignored); needs a current context.
 ///
