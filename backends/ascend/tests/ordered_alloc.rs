@@ -5,23 +5,13 @@
 //! so every "not yet" is deterministic; live `aclrtMalloc` blocks are counted by the simulator.
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::Sim;
-use xstream_ascend::AscendDevice;
-use xstream_core::{Buffer, CaptureErrorKind, CaptureMode, Device, Error, Stream, StreamDesc};
-
-/// Waits (up to `limit`, a guard against hangs, never a timing bound) until `f` holds.
-fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let t0 = Instant::now();
-    while !f() {
-        if t0.elapsed() > limit {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    true
-}
+use common::{eventually, Sim};
+use xstream_ascend::{AscendDevice, AscendStream};
+use xstream_core::{
+    Buffer, CaptureErrorKind, CaptureMode, Device, Error, Kernel, Stream, StreamDesc,
+};
 
 /// Serializes the tests of this file (the simulator's counters are process-wide when the tests
 /// share one process, as under valgrind) and waits until the blocks of earlier tests, released
@@ -35,8 +25,31 @@ fn quiet() -> std::sync::MutexGuard<'static, ()> {
     g
 }
 
+/// What most tests here use: the lock of [`quiet`], an isolated device and two of its streams.
+struct Fx {
+    _g: std::sync::MutexGuard<'static, ()>,
+    d: AscendDevice,
+    s: AscendStream,
+    t: AscendStream,
+    sim: &'static Sim,
+}
+
+fn fixture() -> Fx {
+    let _g = quiet();
+    let d = AscendDevice::new_isolated(0).unwrap();
+    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let t = d.create_stream(&StreamDesc::new()).unwrap();
+    Fx {
+        _g,
+        d,
+        s,
+        t,
+        sim: Sim::get(),
+    }
+}
+
 /// Holds `s` after its next task (released by `Sim::release_hang`).
-fn hold(s: &xstream_ascend::AscendStream) {
+fn hold(s: &AscendStream) {
     // SAFETY: a live stream of the simulator.
     assert_eq!(unsafe { Sim::get().hang_stream(s.as_raw().0) }, 0);
 }
@@ -46,10 +59,7 @@ fn same_stream_reuses_at_once() {
     if !common::in_sim_process() {
         return;
     }
-    let _g = quiet();
-    let d = AscendDevice::new_isolated(0).unwrap();
-    let sim = Sim::get();
-    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let Fx { _g, s, sim, .. } = fixture();
     let base = sim.live_allocs();
     hold(&s);
     let a = s.alloc_async(1000).unwrap();
@@ -83,11 +93,7 @@ fn other_stream_reuses_only_after_the_event() {
     if !common::in_sim_process() {
         return;
     }
-    let _g = quiet();
-    let d = AscendDevice::new_isolated(0).unwrap();
-    let sim = Sim::get();
-    let s = d.create_stream(&StreamDesc::new()).unwrap();
-    let t = d.create_stream(&StreamDesc::new()).unwrap();
+    let Fx { _g, s, t, sim, .. } = fixture();
     let base = sim.live_allocs();
     hold(&s);
     let x = s.alloc_async(4096).unwrap();
@@ -116,11 +122,7 @@ fn use_on_another_stream_orders_the_free() {
     if !common::in_sim_process() {
         return;
     }
-    let _g = quiet();
-    let d = AscendDevice::new_isolated(0).unwrap();
-    let sim = Sim::get();
-    let s = d.create_stream(&StreamDesc::new()).unwrap();
-    let t = d.create_stream(&StreamDesc::new()).unwrap();
+    let Fx { _g, s, t, sim, .. } = fixture();
     let x = s.alloc_async(4096).unwrap();
     let addr = x.device_address();
     s.synchronize().unwrap();
@@ -149,11 +151,7 @@ fn memory_stays_flat_over_many_cycles() {
     if !common::in_sim_process() {
         return;
     }
-    let _g = quiet();
-    let d = AscendDevice::new_isolated(0).unwrap();
-    let sim = Sim::get();
-    let s = d.create_stream(&StreamDesc::new()).unwrap();
-    let t = d.create_stream(&StreamDesc::new()).unwrap();
+    let Fx { _g, s, t, sim, .. } = fixture();
     let cycle = |i: usize| {
         let a = s.alloc_async(4096).unwrap();
         let b = s.alloc_async(3 << 20).unwrap();
@@ -191,10 +189,7 @@ fn release_threshold_and_trim() {
     if !common::in_sim_process() {
         return;
     }
-    let _g = quiet();
-    let d = AscendDevice::new_isolated(0).unwrap();
-    let sim = Sim::get();
-    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let Fx { _g, d, s, sim, .. } = fixture();
     assert_eq!(
         d.pool_release_threshold(),
         xstream_ascend::blocks::DEFAULT_RELEASE_THRESHOLD
@@ -273,10 +268,7 @@ fn out_of_memory_frees_completed_blocks_and_retries() {
     if !common::in_sim_process() {
         return;
     }
-    let _g = quiet();
-    let sim = Sim::get();
-    let d = AscendDevice::new_isolated(0).unwrap();
-    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let Fx { _g, d, s, sim, .. } = fixture();
     let a = s.alloc_async(4096).unwrap();
     s.free_async(a).unwrap();
     s.synchronize().unwrap();
@@ -309,9 +301,7 @@ fn bad_input_is_a_clear_error() {
     if !common::in_sim_process() {
         return;
     }
-    let _g = quiet();
-    let d = AscendDevice::new_isolated(0).unwrap();
-    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let Fx { _g, s, .. } = fixture();
     assert!(matches!(s.alloc_async(0), Err(Error::InvalidArgument(_))));
     assert!(matches!(
         s.alloc_async(usize::MAX),
@@ -350,9 +340,7 @@ fn stream_ordered_buffer_in_a_capture_invalidates_it() {
     if !common::in_sim_process() {
         return;
     }
-    let _g = quiet();
-    let d = AscendDevice::new_isolated(0).unwrap();
-    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let Fx { _g, d, s, .. } = fixture();
     let a = s.alloc_async(4096).unwrap();
     s.synchronize().unwrap();
     s.begin_capture(CaptureMode::Global).unwrap();
@@ -376,4 +364,74 @@ fn stream_ordered_buffer_in_a_capture_invalidates_it() {
     s.free_async(a).unwrap();
     s.synchronize().unwrap();
     assert_eq!(d.pool_cached(), (4096, 1));
+}
+
+#[test]
+fn untracked_frees_are_conservative() {
+    if !common::in_sim_process() {
+        return;
+    }
+    let Fx { _g, d, s, sim, .. } = fixture();
+    let base = sim.live_allocs();
+    // More other streams than the buffer tracks (4): freed after a device synchronize, never
+    // cached.
+    let others: Vec<_> = (0..5)
+        .map(|_| d.create_stream(&StreamDesc::new()).unwrap())
+        .collect();
+    let a = s.alloc_async(4096).unwrap();
+    for o in &others {
+        o.memset(&a, 0, 16, 1).unwrap();
+    }
+    s.free_async(a).unwrap();
+    assert_eq!(d.pool_cached(), (0, 0));
+    // A stream that used the buffer was dropped before the free: the same.
+    let b = s.alloc_async(4096).unwrap();
+    let gone = d.create_stream(&StreamDesc::new()).unwrap();
+    gone.memset(&b, 0, 16, 1).unwrap();
+    drop(gone);
+    s.free_async(b).unwrap();
+    assert_eq!(d.pool_cached(), (0, 0));
+    // Four other streams are tracked: the block is cached.
+    let c = s.alloc_async(4096).unwrap();
+    for o in &others[..4] {
+        o.memset(&c, 0, 16, 1).unwrap();
+    }
+    s.free_async(c).unwrap();
+    assert_eq!(d.pool_cached(), (4096, 1));
+    assert!(
+        eventually(Duration::from_secs(20), || sim.live_allocs() == base + 1),
+        "the untracked blocks were not freed"
+    );
+    s.synchronize().unwrap();
+}
+
+/// The data-level form of the cross-stream rule: a copy on another stream, held until after
+/// the free, still reads the freed buffer's bytes, whatever the freeing stream allocates and
+/// writes meanwhile.
+#[test]
+fn a_held_reader_on_another_stream_sees_the_freed_bytes() {
+    if !common::in_sim_process() {
+        return;
+    }
+    let Fx { _g, d, s, t, sim } = fixture();
+    for round in 1..=8u8 {
+        let x = s.alloc_async(256).unwrap();
+        s.memset(&x, 0, 256, round).unwrap();
+        s.synchronize().unwrap();
+        let y = d.alloc(256).unwrap();
+        // Held after a short kernel: the copy waits behind the hold.
+        hold(&t);
+        t.launch(Kernel::Delay(Duration::from_micros(1))).unwrap();
+        t.copy(&x, 0, &y, 0, 256).unwrap();
+        s.free_async(x).unwrap();
+        let z = s.alloc_async(256).unwrap();
+        s.memset(&z, 0, 256, 0xFF).unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(sim.release_hang(), 0);
+        let r = t.read(&y, 0, 256).unwrap();
+        t.synchronize().unwrap();
+        assert_eq!(r.take().unwrap(), vec![round; 256], "round {round}");
+        s.free_async(z).unwrap();
+    }
+    s.synchronize().unwrap();
 }
