@@ -1,4 +1,5 @@
-//! Memory: `aclrtMalloc` / `aclrtFree` (host memory standing in for device memory),
+//! Memory: `aclrtMalloc` / `aclrtFree` (host memory standing in for device memory; the live
+//! blocks are counted by the simulator-only `xsimLiveAllocs`),
 //! `aclrtMallocHost` / `aclrtFreeHost` (page-locked blocks, recorded in `host_mem`), the
 //! synchronous `aclrtMemcpy` and the stream-ordered `aclrtMemcpyAsync` / `aclrtMemsetAsync`.
 //!

@@ -208,6 +208,12 @@ impl BlockCache {
         self.threshold.store(bytes, Ordering::Relaxed);
     }
 
+    /// Whether no block is cached and no event pooled.
+    pub(crate) fn is_empty(&self) -> bool {
+        let g = self.lock();
+        g.cached == 0 && g.classes.values().all(Vec::is_empty) && g.events.is_empty()
+    }
+
     /// Frees every cached block and destroys every pooled event (device drop, after a
     /// device synchronize).
     pub(crate) fn free_all(&self, t: &AclFns) {

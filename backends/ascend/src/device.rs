@@ -111,8 +111,10 @@ impl Drop for DeviceInner {
         }
         // Every stream and buffer of the device is gone (they hold it); the cache's blocks
         // are free once the device is idle.
-        let _ = result::device::synchronize(self.t);
-        self.blocks.free_all(self.t);
+        if !self.blocks.is_empty() {
+            let _ = result::device::synchronize(self.t);
+            self.blocks.free_all(self.t);
+        }
         self.pending
             .fail_all(&Error::CallbackCancelled("the Ascend device was dropped"));
         if self.isolated {
