@@ -185,9 +185,15 @@ impl BlockCache {
         }
     }
 
-    /// Frees completed blocks until at most `keep` bytes stay cached; returns the bytes freed.
+    /// Frees completed blocks until at most `keep` bytes stay cached and destroys the pooled
+    /// events no block holds; returns the bytes freed.
     pub(crate) fn trim(&self, t: &AclFns, keep: u64) -> u64 {
-        self.lock().trim(t, keep)
+        let mut g = self.lock();
+        let freed = g.trim(t, keep);
+        for e in g.events.drain(..) {
+            let _ = result::event::destroy(t, e);
+        }
+        freed
     }
 
     /// Bytes of freed blocks cached now.

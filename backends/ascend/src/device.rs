@@ -299,8 +299,9 @@ impl AscendDevice {
     }
 
     /// Frees (`aclrtFree`) cached stream-ordered blocks whose work has completed until at most
-    /// `keep_bytes` stay cached; returns the bytes freed. Blocks whose streams are still
-    /// running stay cached: synchronize the device first to trim everything.
+    /// `keep_bytes` stay cached, and destroys the internal events no cached block holds;
+    /// returns the bytes freed. Blocks whose streams are still running stay cached:
+    /// synchronize the device first to trim everything.
     ///
     /// # Errors
     /// [`Error::NotPermitted`] inside a callback; context binding errors.

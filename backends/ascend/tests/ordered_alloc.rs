@@ -195,6 +195,7 @@ fn release_threshold_and_trim() {
         xstream_ascend::blocks::DEFAULT_RELEASE_THRESHOLD
     );
     let base = sim.live_allocs();
+    let events = sim.live_events();
     const K: usize = 512 << 10;
     let bufs: Vec<_> = (0..4).map(|_| s.alloc_async(K).unwrap()).collect();
     for b in bufs {
@@ -220,6 +221,11 @@ fn release_threshold_and_trim() {
     assert_eq!(d.trim_pool(0).unwrap(), K as u64);
     assert_eq!(d.pool_cached(), (0, 0));
     assert_eq!(sim.live_allocs(), base);
+    assert_eq!(
+        sim.live_events(),
+        events,
+        "a full trim leaves no internal event"
+    );
     // Threshold 0: every completed block goes back at the next free.
     d.set_pool_release_threshold(0).unwrap();
     let a = s.alloc_async(K).unwrap();
