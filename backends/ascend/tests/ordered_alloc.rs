@@ -441,3 +441,28 @@ fn a_held_reader_on_another_stream_sees_the_freed_bytes() {
     }
     s.synchronize().unwrap();
 }
+
+/// Out of memory while the cached blocks still run: the device is synchronized, the blocks
+/// freed and the allocation retried (the outcome is the same if the kernel ended earlier and
+/// the first stage freed the block).
+#[test]
+fn out_of_memory_with_running_blocks_synchronizes_and_retries() {
+    if !common::in_sim_process() {
+        return;
+    }
+    let Fx { _g, d, s, t, sim } = fixture();
+    let base = sim.live_allocs();
+    s.launch(Kernel::Delay(Duration::from_millis(500))).unwrap();
+    let x = s.alloc_async(4096).unwrap();
+    s.memset(&x, 0, 4096, 1).unwrap();
+    s.free_async(x).unwrap();
+    assert_eq!(d.pool_cached(), (4096, 1));
+    assert_eq!(sim.set_faults("aclrtMalloc:1:207001"), 0);
+    let y = t.alloc_async(8192).unwrap();
+    assert_eq!(sim.set_faults(""), 0);
+    assert_eq!(d.pool_cached(), (0, 0));
+    assert_eq!(sim.live_allocs(), base + 1);
+    t.free_async(y).unwrap();
+    t.synchronize().unwrap();
+    s.synchronize().unwrap();
+}
