@@ -136,6 +136,14 @@ fn ascend_hot_paths_add_no_allocation() {
     rows.push(("pooled StreamPool::get", x, 0));
     w.synchronize().unwrap();
     ok(unsafe { (t.synchronize_stream)(raw_w) });
+    // Stream-ordered allocation (emulated with events): the block cache and its events do not
+    // allocate in steady state; the buffer handle (its shared state) is one allocation.
+    let ordered = count(|| {
+        let b = s.alloc_async(4096).unwrap();
+        s.free_async(b).unwrap();
+    });
+    s.synchronize().unwrap();
+    report("ascend-sim", "alloc_async+free_async", ordered, None);
 
     for (op, x, r) in &rows {
         report("ascend-sim", op, *x, Some(*r));
@@ -149,6 +157,10 @@ fn ascend_hot_paths_add_no_allocation() {
             "{op}: xstream allocates {x} times over {N} calls, raw {r}"
         );
     }
+    assert_eq!(
+        ordered, N,
+        "alloc_async + free_async: one allocation per cycle (the buffer handle) expected"
+    );
 }
 
 #[test]

@@ -200,6 +200,7 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         c!(streams::stream_ids_unique, "stream ids are unique and never reused"),
         c!(streams::bad_input, "invalid arguments give clear errors"),
         c!(data::lcg_kernel, "the built-in compute kernel matches the host reference"),
+        c!(data::stream_ordered_alloc, "a buffer freed with free_async keeps its bytes for another stream's queued work"),
         c!(ordering::ordering_across_streams, "an event wait orders work across streams (buffer contents)"),
         c!(ordering::wait_takes_snapshot, "a wait binds to the record current at call time"),
         c!(ordering::query_pending_then_ready, "query reports Pending, then Ready after synchronize"),

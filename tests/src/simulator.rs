@@ -272,6 +272,12 @@ impl Controls {
         unsafe { self.call0(c"xsimLiveThreads") }
     }
 
+    /// `xsimLiveAllocs()`: `aclrtMalloc` blocks not yet freed.
+    pub fn live_allocs(&self) -> u64 {
+        // SAFETY: `uint64_t xsimLiveAllocs(void)` (simulator README).
+        unsafe { self.call0(c"xsimLiveAllocs") }
+    }
+
     /// `aclrtResetDevice(ordinal)`, called behind the backend's back.
     pub fn reset_device(&self, ordinal: i32) -> i32 {
         // SAFETY: `aclError aclrtResetDevice(int32_t deviceId)` (ACL documentation).

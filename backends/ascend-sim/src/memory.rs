@@ -1,4 +1,5 @@
-//! Memory: `aclrtMalloc` / `aclrtFree` (host memory standing in for device memory),
+//! Memory: `aclrtMalloc` / `aclrtFree` (host memory standing in for device memory; the live
+//! blocks are counted by the simulator-only `xsimLiveAllocs`),
 //! `aclrtMallocHost` / `aclrtFreeHost` (page-locked blocks, recorded in `host_mem`), the
 //! synchronous `aclrtMemcpy` and the stream-ordered `aclrtMemcpyAsync` / `aclrtMemsetAsync`.
 //!
@@ -55,6 +56,17 @@ fn sim_free(p: *mut c_void) -> R {
     // SAFETY: `p` was returned by std::alloc::alloc with exactly this layout and is freed once.
     unsafe { std::alloc::dealloc(p as *mut u8, layout) };
     Ok(())
+}
+
+/// `uint64_t xsimLiveAllocs(void)`: blocks from `aclrtMalloc` not yet given back with
+/// `aclrtFree` (every context). Simulator-only.
+///
+/// # Safety
+/// No pointer arguments.
+#[no_mangle]
+pub unsafe extern "C" fn xsimLiveAllocs() -> u64 {
+    crate::faults::count_call("xsimLiveAllocs");
+    std::panic::catch_unwind(|| lock(allocs()).len() as u64).unwrap_or(u64::MAX)
 }
 
 /// `aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy)`: host memory

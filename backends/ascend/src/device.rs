@@ -43,6 +43,8 @@ pub(crate) struct DeviceInner {
     pub(crate) pending: PendingCallbacks,
     reporter: Mutex<Option<Reporter>>,
     pub(crate) default_state: Arc<StreamState>,
+    /// Freed stream-ordered blocks and internal events (`crate::blocks`).
+    pub(crate) blocks: crate::blocks::BlockCache,
     /// A context of its own (`aclrtCreateContext`), destroyed with the device, instead of the
     /// ordinal's primary context.
     isolated: bool,
@@ -106,6 +108,12 @@ impl Drop for DeviceInner {
                 let _ = result::callback::unsubscribe(self.t, tid, self.default_state.raw);
             }
             r.stop();
+        }
+        // Every stream and buffer of the device is gone (they hold it); the cache's blocks
+        // are free once the device is idle.
+        if !self.blocks.is_empty() {
+            let _ = result::device::synchronize(self.t);
+            self.blocks.free_all(self.t);
         }
         self.pending
             .fail_all(&Error::CallbackCancelled("the Ascend device was dropped"));
@@ -233,6 +241,7 @@ impl AscendDevice {
             pending: PendingCallbacks::default(),
             reporter: Mutex::new(None),
             default_state: StreamState::new_default(),
+            blocks: crate::blocks::BlockCache::default(),
             isolated,
         }
     }
@@ -265,6 +274,46 @@ impl AscendDevice {
     /// How many callbacks of this device have not run yet.
     pub fn pending_callbacks(&self) -> usize {
         self.inner.pending.pending()
+    }
+
+    /// Sets the release threshold of the device's stream-ordered block cache: the bytes of
+    /// blocks freed with `free_async` it keeps for reuse (default
+    /// [`DEFAULT_RELEASE_THRESHOLD`](crate::blocks::DEFAULT_RELEASE_THRESHOLD)). Above it,
+    /// `free_async` and `alloc_async` give completed blocks back with `aclrtFree`; lowering it
+    /// trims the cache at once (completed blocks only). ACL-only extension (CUDA:
+    /// `CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`).
+    ///
+    /// # Errors
+    /// [`Error::NotPermitted`] inside a callback; context binding errors.
+    pub fn set_pool_release_threshold(&self, bytes: u64) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.inner.bind()?;
+        self.inner.blocks.set_threshold(bytes);
+        self.inner.blocks.enforce_threshold(self.inner.t);
+        Ok(())
+    }
+
+    /// The release threshold of the stream-ordered block cache.
+    pub fn pool_release_threshold(&self) -> u64 {
+        self.inner.blocks.threshold()
+    }
+
+    /// Frees (`aclrtFree`) cached stream-ordered blocks whose work has completed until at most
+    /// `keep_bytes` stay cached, and destroys the internal events no cached block holds;
+    /// returns the bytes freed. Blocks whose streams are still running stay cached:
+    /// synchronize the device first to trim everything.
+    ///
+    /// # Errors
+    /// [`Error::NotPermitted`] inside a callback; context binding errors.
+    pub fn trim_pool(&self, keep_bytes: u64) -> Result<u64> {
+        ensure_not_in_callback()?;
+        self.inner.bind()?;
+        Ok(self.inner.blocks.trim(self.inner.t, keep_bytes))
+    }
+
+    /// Bytes and number of freed stream-ordered blocks cached for reuse now.
+    pub fn pool_cached(&self) -> (u64, usize) {
+        (self.inner.blocks.cached(), self.inner.blocks.blocks())
     }
 
     pub(crate) fn same(&self, other: &AscendDevice) -> bool {
@@ -313,6 +362,7 @@ impl Device for AscendDevice {
                 device: self.clone(),
                 ptr,
                 len,
+                ordered: None,
             }),
         };
         // Zero it on the default stream and wait (documented cost of alloc).
@@ -359,10 +409,21 @@ pub(crate) struct BufInner {
     pub(crate) device: AscendDevice,
     pub(crate) ptr: DevPtr,
     pub(crate) len: usize,
+    /// Set for buffers from `alloc_async`.
+    pub(crate) ordered: Option<crate::blocks::Ordered>,
 }
 
 impl Drop for BufInner {
     fn drop(&mut self) {
+        let cache = &self.device.inner.blocks;
+        if let Some(o) = &self.ordered {
+            let rel = o.release.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(rel) = rel {
+                // Freed with free_async: the events order every reuse (no runtime call here).
+                cache.put(self.ptr, o.size, rel);
+                return;
+            }
+        }
         // aclrtFree is not stream-ordered: defer it until the device's pending work is done,
         // on the reaper thread (never blocks the dropping thread).
         let device = self.device.clone();
@@ -399,7 +460,9 @@ pub const ACL_HOST_MEM_FLAGS: &[xstream_core::HostFlagRow] = &[
 ];
 
 /// Device memory from `aclrtMalloc` (`ACL_MEM_MALLOC_HUGE_FIRST`). Dropping it frees it with
-/// `aclrtFree` on the reaper thread once the device's queued work has completed.
+/// `aclrtFree` on the reaper thread once the device's queued work has completed. A buffer from
+/// `alloc_async` given back with `free_async` goes to the device's block cache instead
+/// (stream-ordered reuse, see [`crate::blocks`]).
 #[derive(Clone)]
 pub struct AscendBuffer {
     pub(crate) inner: Arc<BufInner>,

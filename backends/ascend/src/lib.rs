@@ -13,6 +13,7 @@
 //! | error | [`error`] | [`AclError`], the name table, the mapping to [`Error`] |
 //! | conv | [`conv`] | [`ACL_FLAGS`], the flag translation table |
 //! | device | [`device`] | [`AscendDevice`] (context binding, capabilities), [`AscendBuffer`] |
+//! | blocks | [`blocks`] | stream-ordered allocation emulated with events: the per-device block cache |
 //! | stream | [`stream`], `stream/` | [`AscendStream`]: the portable impl; `stream/`: create, capture, callback, memory, memop, attribute, native (ACL-only), drop |
 //! | event | [`event`] | [`AscendEvent`] |
 //! | graph | [`graph`] | [`AscendGraph`]: a model run instance from capture |
@@ -31,7 +32,8 @@
 //!   [`AscendStream::launch_host_func`]; mixing the two styles on one stream is refused.
 //! - **Drop never blocks**: streams, buffers and graphs are released by a background reaper
 //!   after their work completed (stream: synchronize → unsubscribe → unregister allocator →
-//!   destroy; buffer: device synchronize → `aclrtFree`).
+//!   destroy; buffer: device synchronize → `aclrtFree`). A buffer freed with `free_async` goes
+//!   to the device's block cache instead, ordered by events ([`blocks`]).
 //! - **No `aclFinalize` at exit**: a destructor at process exit could race with runtime
 //!   threads; call [`AscendBackend::finalize`] explicitly if needed.
 //! - **Kernels** ([`Kernel`](xstream_core::Kernel)) only run on the simulator
@@ -43,6 +45,7 @@
 //! is current on it, and xstream makes it current before every call.
 #![deny(unsafe_code)]
 
+pub mod blocks;
 mod callback;
 pub mod conv;
 pub mod device;

@@ -54,6 +54,8 @@ type Keep = Box<dyn Any + Send + Sync>;
 /// graphs built from it).
 pub(crate) struct StreamState {
     pub(crate) raw: RawStream,
+    /// Process-unique key (stream-ordered blocks remember the stream that freed them).
+    pub(crate) key: u64,
     pub(crate) capture: CaptureCell,
     pub(crate) panics: Arc<PanicSlot>,
     subscribed: Mutex<Option<u64>>,
@@ -90,6 +92,7 @@ impl StreamState {
     fn new(raw: RawStream, device: Option<AscendDevice>, owned: bool, native: u32) -> Self {
         Self {
             raw,
+            key: crate::blocks::next_key(),
             capture: CaptureCell::new(),
             panics: Arc::new(PanicSlot::default()),
             subscribed: Mutex::new(None),
@@ -128,6 +131,11 @@ impl StreamState {
     /// Notes that something was enqueued on the stream.
     pub(crate) fn touch(&self) {
         self.work.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether the handle was force-destroyed.
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
     }
 
     /// Keeps `k` alive for the graph being captured, without counting a node.
@@ -250,8 +258,25 @@ impl AscendStream {
         }
     }
 
+    /// Checks that `b` may be used on this stream (same device, not freed with `free_async`)
+    /// and notes the use (stream-ordered buffers track the streams that used them).
     fn check_buf(&self, b: &AscendBuffer) -> Result<()> {
         if b.inner.device.same(&self.device) {
+            if let Some(o) = &b.inner.ordered {
+                if o.freed.load(Ordering::Acquire) {
+                    return Err(Error::invalid(
+                        "the buffer was freed with free_async (a clone of it was used after)",
+                    ));
+                }
+                if self.state.capture.is_capturing() {
+                    // A graph could replay after the free (the portable rule, as CUDA).
+                    return self
+                        .state
+                        .capture
+                        .gate("a stream-ordered buffer in a capture");
+                }
+                o.note_use(&self.state);
+            }
             Ok(())
         } else {
             Err(Error::WrongDevice(format!(
@@ -450,11 +475,12 @@ impl Stream for AscendStream {
         memory::enqueue_copy_to_host(self, src, src_offset, dst)
     }
 
+    fn alloc_async(&self, len: usize) -> Result<AscendBuffer> {
+        memory::alloc_async(self, len)
+    }
+
     fn free_async(&self, buf: AscendBuffer) -> Result<()> {
-        ensure_not_in_callback()?;
-        self.check_buf(&buf)?;
-        drop(buf);
-        Ok(())
+        memory::free_async(self, buf)
     }
 
     fn read(&self, src: &AscendBuffer, offset: usize, len: usize) -> Result<Readback> {

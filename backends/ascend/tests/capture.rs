@@ -129,3 +129,35 @@ fn persistent_stream_builds_a_graph() {
     g.launch(&s).unwrap();
     s.synchronize().unwrap();
 }
+
+/// Page-locked copies are refused inside a capture (a replay does not borrow the host buffer,
+/// so its slices could race with it: docs/semantics.md); the capture stays valid, and the
+/// capturable path, `write`, still records its copy.
+#[test]
+fn page_locked_copies_are_refused_inside_a_capture() {
+    if !common::in_sim_process() {
+        return;
+    }
+    let d = common::device(0);
+    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let buf = d.alloc(64).unwrap();
+    let mut h = d
+        .alloc_host(64, &xstream_core::HostAllocDesc::new())
+        .unwrap();
+    s.begin_capture(CaptureMode::Global).unwrap();
+    assert!(matches!(
+        s.copy_to_device(&h, 0, &buf, 0, 64),
+        Err(Error::Unsupported { .. })
+    ));
+    assert!(matches!(
+        s.copy_to_host(&buf, 0, &mut h, 0, 64),
+        Err(Error::Unsupported { .. })
+    ));
+    assert_eq!(s.capture_status(), CaptureStatus::Active);
+    s.write(&buf, 0, vec![9; 64]).unwrap();
+    let g = s.end_capture().unwrap();
+    assert_eq!(g.node_count(), 1);
+    g.launch(&s).unwrap();
+    s.copy_to_host(&buf, 0, &mut h, 0, 64).unwrap();
+    assert_eq!(h.as_slice().unwrap(), &[9u8; 64][..]);
+}

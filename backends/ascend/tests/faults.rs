@@ -2,9 +2,9 @@
 mod common;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{global_lock, Sim};
+use common::{eventually, global_lock, Sim};
 use xstream_core::{Device, Error, Kernel, Stream, StreamDesc};
 
 #[test]
@@ -57,18 +57,6 @@ fn injected_faults_map_and_backend_keeps_working() {
     s.synchronize().unwrap();
     sim.set_faults("");
     sim.reset();
-}
-
-/// Waits (up to `limit`, a guard against hangs, never a timing bound) until `f` holds.
-fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let t0 = Instant::now();
-    while !f() {
-        if t0.elapsed() > limit {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    true
 }
 
 /// The statuses one callback ran with, one entry per run.

@@ -225,3 +225,94 @@ pub(super) fn copy(
     ))));
     Ok(())
 }
+
+/// `alloc_async`: a cached block this stream may use now, else `aclrtMalloc` (emulated stream
+/// order, see `crate::blocks`).
+pub(super) fn alloc_async(s: &AscendStream, len: usize) -> Result<AscendBuffer> {
+    ensure_not_in_callback()?;
+    s.state.capture.gate("alloc_async")?;
+    if len == 0 {
+        return Err(xstream_core::Error::invalid(
+            "cannot allocate a zero-length buffer",
+        ));
+    }
+    let d = &s.device.inner;
+    d.bind()?;
+    let oom = || xstream_core::Error::OutOfMemory {
+        backend: xstream_core::BackendKind::Ascend,
+        detail: format!("{len} bytes is more than any address space holds"),
+    };
+    let class = crate::blocks::size_class(len)
+        .filter(|&c| c <= isize::MAX as usize)
+        .ok_or_else(oom)?;
+    let cache = &d.blocks;
+    let ptr = match cache.take(d.t, class, s.state.key) {
+        Some(p) => p,
+        None => malloc_retry(d, class)?,
+    };
+    cache.enforce_threshold(d.t);
+    Ok(AscendBuffer {
+        inner: Arc::new(crate::device::BufInner {
+            device: s.device.clone(),
+            ptr,
+            len,
+            ordered: Some(crate::blocks::Ordered::new(class, &s.state)),
+        }),
+    })
+}
+
+/// `aclrtMalloc`; on out-of-memory frees the completed cached blocks and tries again, then
+/// (blocks still cached) synchronizes the device, frees them all and tries a last time.
+fn malloc_retry(d: &crate::device::DeviceInner, class: usize) -> Result<crate::sys::DevPtr> {
+    let policy = consts::ACL_MEM_MALLOC_HUGE_FIRST;
+    let is_oom = |r: &Result<_>| matches!(r, Err(xstream_core::Error::OutOfMemory { .. }));
+    let r = result::memory::malloc(d.t, class, policy);
+    if !is_oom(&r) {
+        return r;
+    }
+    if d.blocks.trim(d.t, 0) > 0 {
+        let r = result::memory::malloc(d.t, class, policy);
+        if !is_oom(&r) {
+            return r;
+        }
+    }
+    if d.blocks.cached() == 0 {
+        return r;
+    }
+    result::device::synchronize(d.t).map_err(|e| d.observe(e))?;
+    d.blocks.trim(d.t, 0);
+    result::memory::malloc(d.t, class, policy)
+}
+
+/// `free_async`: records the release events (this stream and every other stream that used the
+/// buffer) and drops the handle; the last handle puts the block into the device's cache.
+pub(super) fn free_async(s: &AscendStream, buf: AscendBuffer) -> Result<()> {
+    ensure_not_in_callback()?;
+    if !buf.inner.device.same(&s.device) {
+        return Err(xstream_core::Error::WrongDevice(format!(
+            "free_async: buffer of Ascend device {} on a stream of device {}",
+            buf.inner.device.inner.ordinal, s.device.inner.ordinal
+        )));
+    }
+    let Some(o) = &buf.inner.ordered else {
+        // A plain buffer: its lifetime rule applies (freed after the device's work).
+        return Ok(());
+    };
+    // No free node can be recorded into an ACL capture.
+    s.state.capture.gate("free_async")?;
+    if o.freed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+        return Err(xstream_core::Error::invalid(
+            "free_async: the buffer was already freed (through a clone)",
+        ));
+    }
+    let d = &s.device.inner;
+    d.bind()?;
+    s.state.touch();
+    let cache = &d.blocks;
+    if let Ok(rel) = o.record_release(d.t, cache, &s.state) {
+        *o.release.lock().unwrap_or_else(|e| e.into_inner()) = Some(rel);
+    }
+    drop(buf);
+    cache.enforce_threshold(d.t);
+    Ok(())
+}

@@ -49,3 +49,15 @@ pub fn fill_to_limit(
         assert!(v.len() < 10, "limit not enforced");
     }
 }
+
+/// Waits (up to `limit`, a guard against hangs, never a timing bound) until `f` holds.
+pub fn eventually(limit: std::time::Duration, mut f: impl FnMut() -> bool) -> bool {
+    let t0 = std::time::Instant::now();
+    while !f() {
+        if t0.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    true
+}
