@@ -595,9 +595,18 @@ fn device_open_fails_cleanly_under_every_code() {
             let d = xstream_ascend::AscendBackend::open(1).expect("open after fault");
             let s = d.create_stream(&StreamDesc::new()).expect("stream");
             s.synchronize().expect("sync");
+            let resets = sim.call_count("aclrtResetDevice");
             drop(s);
             drop(d);
             assert!(settle(sim, 0, 0, None), "{case}: leaked");
+            // The reaper may still hold the device for a moment after the last handle
+            // dropped; the next case must open it afresh, so wait until it was released.
+            assert!(
+                eventually(Duration::from_secs(10), || sim
+                    .call_count("aclrtResetDevice")
+                    > resets),
+                "{case}: the device was never released"
+            );
         }
     }
     println!(
