@@ -50,6 +50,7 @@ pub mod error;
 pub mod event;
 pub mod graph;
 pub mod loader;
+pub mod module;
 mod result;
 pub mod stream;
 pub mod sys;
@@ -61,6 +62,7 @@ pub use device::{AscendBuffer, AscendDevice, ACL_HOST_MEM_FLAGS};
 pub use error::{map_error, AclError};
 pub use event::AscendEvent;
 pub use graph::AscendGraph;
+pub use module::{AscendFunction, AscendModule};
 pub use stream::AscendStream;
 pub use sys::{AclFns, DevPtr, LoadError, RawContext, RawEvent, RawModel, RawStream};
 
@@ -108,6 +110,8 @@ impl Backend for AscendBackend {
     type Event = AscendEvent;
     type Graph = AscendGraph;
     type Buffer = AscendBuffer;
+    type Module = AscendModule;
+    type Function = AscendFunction;
 
     fn availability() -> Result<()> {
         std::panic::catch_unwind(|| {

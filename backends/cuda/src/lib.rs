@@ -70,6 +70,7 @@ mod ffi;
 mod graph;
 mod hostmem;
 pub mod memory;
+mod module;
 mod stream;
 
 use std::sync::OnceLock;
@@ -92,6 +93,7 @@ pub use ffi::{
 pub use graph::CudaGraph;
 pub use hostmem::{CUDA_HOST_MEM_FLAGS, CUDA_HOST_REGISTER_FLAGS};
 pub use memory::{CudaAsyncAllocator, CudaBuffer, CudaManagedBuffer};
+pub use module::{CudaFunction, CudaModule};
 pub use stream::{
     exchange_thread_capture_mode, CaptureInfo, CudaStream, DependencyUpdate, MemAttach,
 };
@@ -156,6 +158,8 @@ impl Backend for CudaBackend {
     type Event = CudaEvent;
     type Graph = CudaGraph;
     type Buffer = CudaBuffer;
+    type Module = CudaModule;
+    type Function = CudaFunction;
 
     fn availability() -> Result<()> {
         availability_checked().map(|_| ())

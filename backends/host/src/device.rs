@@ -28,6 +28,7 @@ pub const HOST_CAPABILITIES: Capabilities = Capabilities::PRIORITY
     .union(Capabilities::NATIVE_TIMED_SYNC)
     .union(Capabilities::STREAM_IDS)
     .union(Capabilities::KERNELS)
+    .union(Capabilities::MODULES)
     .union(Capabilities::FAULT_INJECTION)
     .union(Capabilities::CROSS_DEVICE_WAIT)
     .union(Capabilities::LEGACY_DEFAULT_STREAM)
@@ -77,13 +78,18 @@ impl DeviceShared {
     /// Poisons the device (the first fault wins) and fails every pending callback with the
     /// sticky error, like CUDA's status-carrying callbacks after a context fault.
     pub(crate) fn poison(&self, api: &'static str) -> Error {
+        self.poison_with(api, None)
+    }
+
+    /// As [`DeviceShared::poison`], with a message (a failed host kernel's error).
+    pub(crate) fn poison_with(&self, api: &'static str, message: Option<String>) -> Error {
         let err = Error::DeviceLost(NativeError {
             backend: BackendKind::Host,
             api,
             code: 700,
             name: "HOST_DEVICE_FAULT",
             sticky: true,
-            message: None,
+            message,
         });
         if self.fault.set(err.clone()).is_ok() {
             tracing::error!(device = self.ordinal, "host device fault: context poisoned");
@@ -298,6 +304,26 @@ impl Device for HostDevice {
         ensure_not_in_callback()?;
         self.inner.shared.check()?;
         crate::hostmem::alloc_host(self, len, desc)
+    }
+
+    fn load_module(&self, src: &xstream_core::ModuleSource<'_>) -> Result<crate::HostLoadedModule> {
+        ensure_not_in_callback()?;
+        self.inner.shared.check()?;
+        match src {
+            xstream_core::ModuleSource::Host(m) => Ok(crate::HostLoadedModule::new(
+                m.clone(),
+                self.inner.info.ordinal,
+            )),
+            other => Err(other.unsupported_on(BackendKind::Host)),
+        }
+    }
+
+    fn builtin_module(&self) -> Result<crate::HostLoadedModule> {
+        ensure_not_in_callback()?;
+        Ok(crate::HostLoadedModule::new(
+            crate::builtin_host_module().clone(),
+            self.inner.info.ordinal,
+        ))
     }
 
     fn synchronize(&self) -> Result<()> {

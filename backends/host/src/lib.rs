@@ -67,6 +67,7 @@ mod device;
 mod event;
 mod graph;
 mod hostmem;
+mod module;
 mod stream;
 mod worker;
 
@@ -78,6 +79,7 @@ pub use device::{HostDevice, DEVICES_ENV, HOST_CAPABILITIES, MAX_DEVICES};
 pub use event::HostEvent;
 pub use graph::HostGraph;
 pub use hostmem::HOST_MEM_FLAGS;
+pub use module::{builtin_host_module, HostFunction, HostLoadedModule};
 pub use stream::HostStream;
 
 /// The host backend: CPU threads.
@@ -91,6 +93,8 @@ impl Backend for HostBackend {
     type Event = HostEvent;
     type Graph = HostGraph;
     type Buffer = HostBuffer;
+    type Module = HostLoadedModule;
+    type Function = HostFunction;
 
     /// Always available.
     fn availability() -> Result<()> {

@@ -22,11 +22,15 @@ use xstream_core::{
 use crate::conv::map_stream_wait;
 use crate::event::{Latest, RecordSlot};
 use crate::worker::{Node, Op, Queue};
-use crate::{HostBackend, HostBuffer, HostDevice, HostEvent, HostGraph};
+use crate::{HostBackend, HostBuffer, HostDevice, HostEvent, HostFunction, HostGraph};
+use xstream_core::module::{
+    delay_nanoseconds, lcg_launch, KernelArg, LaunchConfig, BUILTIN_DELAY, BUILTIN_LCG,
+};
 
 mod attribute;
 mod capture;
 mod create;
+mod kernel;
 pub(crate) mod memop;
 mod memory;
 mod native;
@@ -381,23 +385,44 @@ impl Stream for HostStream {
 
     fn launch(&self, kernel: Kernel<'_, HostBuffer>) -> Result<()> {
         ensure_not_in_callback()?;
-        let node = match kernel {
-            Kernel::Delay(d) => Node::Delay(d),
-            Kernel::Lcg { buf, rounds } => {
-                if buf.inner_len() % 4 != 0 {
-                    return Err(Error::invalid(format!(
-                        "the LCG kernel needs a length that is a multiple of 4, got {}",
-                        buf.inner_len()
-                    )));
-                }
-                Node::Lcg {
-                    buf: Arc::clone(&buf.inner),
-                    rounds,
-                }
-            }
-            Kernel::Fault => Node::Fault,
+        let ordinal = xstream_core::Device::info(&self.device).ordinal;
+        let builtin = |name: &str| {
+            xstream_core::Module::function(
+                &crate::HostLoadedModule::new(crate::builtin_host_module().clone(), ordinal),
+                name,
+            )
         };
-        self.submit("launch", node)
+        match kernel {
+            Kernel::Delay(d) => self.launch_kernel(
+                &builtin(BUILTIN_DELAY)?,
+                &LaunchConfig::single(),
+                &[KernelArg::U64(delay_nanoseconds(d))],
+            ),
+            Kernel::Lcg { buf, rounds } => {
+                let (words, cfg) = lcg_launch(buf.inner_len())?;
+                self.launch_kernel(
+                    &builtin(BUILTIN_LCG)?,
+                    &cfg,
+                    &[
+                        KernelArg::Buffer(buf),
+                        KernelArg::U32(words),
+                        KernelArg::U32(rounds),
+                    ],
+                )
+            }
+            Kernel::Fault => self.submit("launch", Node::Fault),
+        }
+    }
+
+    fn launch_kernel(
+        &self,
+        f: &HostFunction,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, HostBuffer>],
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        let launch = kernel::prepare(self, f, cfg, args)?;
+        self.submit("launch_kernel", Node::Kernel(Arc::new(launch)))
     }
 
     // ---- Stream memory operations (`stream::memop`) ----

@@ -61,11 +61,8 @@ pub(crate) enum Node {
         dst_offset: usize,
         len: usize,
     },
-    Delay(Duration),
-    Lcg {
-        buf: Arc<BufInner>,
-        rounds: u32,
-    },
+    /// A kernel launch of a module (the builtin kernels included).
+    Kernel(Arc<crate::module::KernelLaunch>),
     Fault,
     /// A copy from page-locked host memory into a buffer.
     FromHost {
@@ -504,8 +501,7 @@ fn run_node(q: &Queue, n: Node) {
                 let _ = dst.write_from(s);
             }
         }
-        Node::Delay(d) => std::thread::sleep(d),
-        Node::Lcg { buf, rounds } => lcg(&mut buf.lock(), rounds),
+        Node::Kernel(k) => run_kernel(q, &k),
         Node::Fault => {
             let _ = q.shared.poison("kernel");
         }
@@ -539,28 +535,20 @@ fn copy(src: &Arc<BufInner>, so: usize, dst: &Arc<BufInner>, d_o: usize, len: us
     }
 }
 
-/// The LCG kernel: for each little-endian `u32` word, `rounds` times `x = x * 1664525 +
-/// 1013904223` (wrapping).
-pub(crate) fn lcg(data: &mut [u8], rounds: u32) {
-    for w in data.chunks_exact_mut(4) {
-        let mut x = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-        for _ in 0..rounds {
-            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-        }
-        w.copy_from_slice(&x.to_le_bytes());
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lcg_matches_reference() {
-        let mut a: Vec<u8> = (0..64u8).collect();
-        let mut b = a.clone();
-        lcg(&mut a, 17);
-        xstream_core::lcg_reference(&mut b, 17);
-        assert_eq!(a, b);
-    }
+/// Runs one kernel launch; an error or a panic of the kernel is a device fault (the context
+/// is poisoned with a sticky error naming the kernel, see `crate::module`).
+fn run_kernel(q: &Queue, k: &crate::module::KernelLaunch) {
+    let failure = match catch_unwind(AssertUnwindSafe(|| k.run())) {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e.to_string(),
+        Err(p) => format!("panicked: {}", panic_message(&*p)),
+    };
+    tracing::error!(stream = q.id, kernel = %xstream_core::Function::name(&k.function), %failure, "host kernel failed");
+    let _ = q.shared.poison_with(
+        "host kernel",
+        Some(format!(
+            "`{}`: {failure}",
+            xstream_core::Function::name(&k.function)
+        )),
+    );
 }

@@ -1,6 +1,7 @@
 //! The backend traits (static dispatch, in the style of wgpu-hal's `Api`).
 //!
-//! A [`Backend`] names its [`Device`], [`Stream`], [`Event`], [`Graph`] and [`Buffer`] types;
+//! A [`Backend`] names its [`Device`], [`Stream`], [`Event`], [`Graph`], [`Buffer`],
+//! [`Module`] and [`Function`] types;
 //! each of those names its backend back, so a CUDA event on an Ascend stream does not compile.
 //! Generic code is written once over `B: Backend` (the conformance suite in `tests/`, the CLI's
 //! demo); run-time choice goes through the facade's `dispatch!` macro.
@@ -16,7 +17,7 @@
 //! at this path: `types` ([`BackendKind`], [`Capabilities`], [`DeviceInfo`], the descriptions,
 //! [`Status`]), `kernel` ([`Kernel`], [`lcg_reference`]), `readback` ([`Readback`]),
 //! `borrowed` ([`Borrowed`]) and `checks` ([`check_range`], [`check_timeout`]).
-//! The five traits stay in one file because they name each other's associated types.
+//! The traits stay in one file because they name each other's associated types.
 
 use std::fmt;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use std::time::Duration;
 use crate::callback::HostCallback;
 use crate::completion::{completion, Completion};
 use crate::hostmem::{HostAllocDesc, HostBuffer, HostSpan};
+use crate::module::{KernelArg, LaunchConfig, ModuleSource, ParamKind};
 use crate::{
     Allocator, CaptureMode, CaptureStatus, Error, EventFlags, FlagReport, FlagTable, Result,
     StreamAttr, StreamAttrValue, StreamFlags,
@@ -54,6 +56,10 @@ pub type EventOf<B> = <B as Backend>::Event;
 pub type GraphOf<B> = <B as Backend>::Graph;
 /// The buffer type of backend `B`.
 pub type BufferOf<B> = <B as Backend>::Buffer;
+/// The module type of backend `B`.
+pub type ModuleOf<B> = <B as Backend>::Module;
+/// The function type of backend `B`.
+pub type FunctionOf<B> = <B as Backend>::Function;
 
 /// A backend: a family of device, stream, event, graph and buffer types.
 pub trait Backend: Sized + Send + Sync + 'static {
@@ -69,6 +75,10 @@ pub trait Backend: Sized + Send + Sync + 'static {
     type Graph: Graph<B = Self>;
     /// Its device buffer.
     type Buffer: Buffer<B = Self>;
+    /// Its loaded module of kernels.
+    type Module: Module<B = Self>;
+    /// Its kernel function.
+    type Function: Function<B = Self>;
 
     /// Whether the backend can be used here; never panics.
     ///
@@ -151,6 +161,58 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
             "page-locked host memory (not yet)",
         ))
     }
+
+    // ---- Modules and kernels (see `crate::module`) ----
+
+    /// Loads a module of kernels.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for a source of another backend (or without
+    /// [`Capabilities::MODULES`]); [`Error::InvalidArgument`] for malformed code, with the
+    /// vendor's code and log where there is one; vendor errors.
+    fn load_module(&self, src: &ModuleSource<'_>) -> Result<ModuleOf<Self::B>> {
+        Err(src.unsupported_on(<Self::B as Backend>::KIND))
+    }
+
+    /// The module shipped with the crate, holding [`crate::module::BUILTIN_DELAY`]
+    /// (`xstream_delay(u64 nanoseconds)`) and [`crate::module::BUILTIN_LCG`]
+    /// (`xstream_lcg(buffer, u32 words, u32 rounds)`), the kernels behind [`Kernel::Delay`]
+    /// and [`Kernel::Lcg`].
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] where the backend has no builtin module.
+    fn builtin_module(&self) -> Result<ModuleOf<Self::B>> {
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "the builtin module (not yet)",
+        ))
+    }
+}
+
+/// A loaded module of kernels. Its functions keep it loaded (see [`crate::module`]).
+pub trait Module: Send + Sync + fmt::Debug + 'static {
+    /// The backend.
+    type B: Backend<Module = Self>;
+
+    /// The function called `name`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming it when the module has no such function; vendor
+    /// errors.
+    fn function(&self, name: &str) -> Result<FunctionOf<Self::B>>;
+}
+
+/// A kernel of a loaded module; cheap to clone, keeps its module loaded.
+pub trait Function: Clone + Send + Sync + fmt::Debug + 'static {
+    /// The backend.
+    type B: Backend<Function = Self>;
+
+    /// Its name in the module.
+    fn name(&self) -> &str;
+
+    /// Its parameters, when the backend can know them (`None` otherwise: arguments are then
+    /// passed unchecked, as the vendor API does).
+    fn params(&self) -> Option<&[ParamKind]>;
 }
 
 /// A device buffer.
@@ -355,6 +417,27 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// [`Error::Unsupported`] without [`Capabilities::KERNELS`]; bad arguments.
     fn launch(&self, kernel: Kernel<'_, BufferOf<Self::B>>) -> Result<()>;
+
+    /// Enqueues a launch of kernel `f` with `cfg` and `args` (see [`crate::module`]); works
+    /// inside a capture. Buffers are kept alive until the launch completed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero dimension, dimensions beyond the device's
+    /// limits, or (when [`Function::params`] is known) a wrong argument count or kind;
+    /// [`Error::WrongDevice`] for a buffer or function of another device;
+    /// [`Error::Unsupported`] without [`Capabilities::MODULES`]; vendor errors.
+    fn launch_kernel(
+        &self,
+        f: &FunctionOf<Self::B>,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, BufferOf<Self::B>>],
+    ) -> Result<()> {
+        let _ = (f, cfg, args);
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "kernel launches from modules (not yet)",
+        ))
+    }
 
     // ---- Data path: async copies with page-locked host memory, stream-ordered allocation
     // (see `crate::hostmem`) ----

@@ -21,6 +21,7 @@
 //! | [`pipeline`] | the main job (copy-in, compute, copy-out over N streams) as a library |
 //! | [`attr`] | typed stream attributes |
 //! | [`memop`] | stream memory operations (wait on / write a word of device memory) |
+//! | [`module`] | modules and kernels: sources, launch configurations, typed arguments, host kernels |
 //! | [`error`] | the one error type, keeping vendor codes |
 //! | `sync` | (private) `std` or loom synchronization primitives for the callback slot and futures |
 //!
@@ -45,6 +46,7 @@ pub mod error;
 pub mod flags;
 pub mod hostmem;
 pub mod memop;
+pub mod module;
 pub mod pipeline;
 pub mod pool;
 pub mod priority;
@@ -57,8 +59,9 @@ pub use attr::{
 };
 pub use backend::{
     check_range, check_timeout, lcg_reference, Backend, BackendKind, Borrowed, Buffer, BufferOf,
-    Capabilities, CreationReport, Device, DeviceInfo, DeviceOf, Event, EventDesc, EventOf, Graph,
-    GraphOf, Kernel, Ownership, Readback, ReadbackFill, Status, Stream, StreamDesc, StreamOf,
+    Capabilities, CreationReport, Device, DeviceInfo, DeviceOf, Event, EventDesc, EventOf,
+    Function, FunctionOf, Graph, GraphOf, Kernel, Module, ModuleOf, Ownership, Readback,
+    ReadbackFill, Status, Stream, StreamDesc, StreamOf,
 };
 pub use callback::{ensure_not_in_callback, HostCallback};
 pub use capture::{CaptureCell, CaptureMode, CaptureStatus};
@@ -70,6 +73,10 @@ pub use hostmem::{
     HostMemFlags, HostSpan,
 };
 pub use memop::WaitCondition;
+pub use module::{
+    check_args, HostArg, HostKernel, HostKernelFn, HostModule, KernelArg, LaunchConfig,
+    LaunchLimits, ModuleSource, ParamKind,
+};
 pub use pool::{Lease, PoolConfig, PriorityClass, StreamPool};
 pub use priority::{Priority, PriorityOutcome, PriorityRange};
 pub use translate::{

@@ -89,6 +89,10 @@ bitflags::bitflags! {
         /// The legacy default-stream rule (blocking streams synchronize with the default
         /// stream).
         const LEGACY_DEFAULT_STREAM = 1 << 12;
+        /// Modules of user kernels: [`Device::load_module`](crate::Device::load_module),
+        /// [`Device::builtin_module`](crate::Device::builtin_module),
+        /// [`Stream::launch_kernel`](crate::Stream::launch_kernel).
+        const MODULES = 1 << 13;
         /// 32-bit stream memory operations ([`Stream::wait_value32`], [`Stream::write_value32`]).
         const VALUE_OPS_32 = 1 << 20;
         /// 64-bit stream memory operations ([`Stream::wait_value64`], [`Stream::write_value64`]).

@@ -1,0 +1,167 @@
+//! Host modules: kernels are Rust functions over buffers ([`HostModule`]), launched in stream
+//! order on the stream's worker thread. The builtin module ([`builtin_host_module`]) holds
+//! `xstream_delay` and `xstream_lcg`, the kernels behind `Kernel::Delay` and `Kernel::Lcg`.
+//!
+//! A kernel receives the launch configuration and its arguments: buffers as exclusive byte
+//! slices (every buffer of the launch is locked for the call, in address order, so the same
+//! buffer may not be passed twice), scalars by value. An error returned by the kernel, or a
+//! panic, is a device fault: the context is poisoned with a sticky error naming the kernel,
+//! as a failing kernel poisons a CUDA context.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use xstream_core::module::{
+    missing_function, BUILTIN_DELAY, BUILTIN_DELAY_PARAMS, BUILTIN_LCG, BUILTIN_LCG_PARAMS,
+};
+use xstream_core::{
+    lcg_reference, Error, Function, HostArg, HostKernel, HostModule, LaunchConfig, Module,
+    ParamKind, Result,
+};
+
+use crate::HostBackend;
+
+/// The builtin module of the host backend: `xstream_delay(u64 nanoseconds)` sleeps on the
+/// worker; `xstream_lcg(buffer, u32 words, u32 rounds)` runs [`lcg_reference`] over the first
+/// `words` words (more words than the buffer holds is a kernel error, a device fault).
+pub fn builtin_host_module() -> &'static HostModule {
+    static M: OnceLock<HostModule> = OnceLock::new();
+    M.get_or_init(|| {
+        HostModule::new()
+            .with_kernel(BUILTIN_DELAY, BUILTIN_DELAY_PARAMS, |_, args| {
+                std::thread::sleep(Duration::from_nanos(args[0].u64()?));
+                Ok(())
+            })
+            .with_kernel(BUILTIN_LCG, BUILTIN_LCG_PARAMS, |_, args| {
+                let words = args[1].u32()? as usize;
+                let rounds = args[2].u32()?;
+                let buf = args[0].buffer()?;
+                let len = buf.len();
+                let data = words
+                    .checked_mul(4)
+                    .and_then(|n| buf.get_mut(..n))
+                    .ok_or_else(|| {
+                        Error::invalid(format!(
+                            "{BUILTIN_LCG}: {words} words do not fit a {len}-byte buffer"
+                        ))
+                    })?;
+                lcg_reference(data, rounds);
+                Ok(())
+            })
+    })
+}
+
+/// A module loaded on a host device (from [`xstream_core::ModuleSource::Host`]).
+#[derive(Debug, Clone)]
+pub struct HostLoadedModule {
+    module: HostModule,
+    ordinal: usize,
+}
+
+impl HostLoadedModule {
+    pub(crate) fn new(module: HostModule, ordinal: usize) -> Self {
+        Self { module, ordinal }
+    }
+
+    /// The kernels it holds.
+    pub fn source(&self) -> &HostModule {
+        &self.module
+    }
+}
+
+impl Module for HostLoadedModule {
+    type B = HostBackend;
+
+    fn function(&self, name: &str) -> Result<HostFunction> {
+        let k = self
+            .module
+            .kernel(name)
+            .ok_or_else(|| missing_function(name))?;
+        Ok(HostFunction {
+            name: name.into(),
+            kernel: k.clone(),
+            ordinal: self.ordinal,
+        })
+    }
+}
+
+/// A host kernel of a loaded module.
+#[derive(Debug, Clone)]
+pub struct HostFunction {
+    name: Arc<str>,
+    pub(crate) kernel: HostKernel,
+    pub(crate) ordinal: usize,
+}
+
+impl Function for HostFunction {
+    type B = HostBackend;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn params(&self) -> Option<&[ParamKind]> {
+        Some(self.kernel.params())
+    }
+}
+
+/// A launch's argument as queued: buffers keep their bytes alive until the launch ran.
+#[derive(Debug, Clone)]
+pub(crate) enum QueuedArg {
+    Buffer(Arc<crate::buffer::BufInner>),
+    U32(u32),
+    I32(i32),
+    U64(u64),
+    I64(i64),
+    F32(f32),
+    F64(f64),
+}
+
+/// One queued (or captured) launch.
+#[derive(Debug, Clone)]
+pub(crate) struct KernelLaunch {
+    pub function: HostFunction,
+    pub cfg: LaunchConfig,
+    pub args: Vec<QueuedArg>,
+}
+
+impl KernelLaunch {
+    /// Runs the kernel: locks every buffer (in address order, the order every multi-buffer
+    /// operation of the worker uses), then calls the function.
+    pub(crate) fn run(&self) -> Result<()> {
+        let mut order: Vec<usize> = (0..self.args.len())
+            .filter(|&i| matches!(self.args[i], QueuedArg::Buffer(_)))
+            .collect();
+        order.sort_by_key(|&i| match &self.args[i] {
+            QueuedArg::Buffer(b) => b.addr(),
+            _ => 0,
+        });
+        let mut guards: Vec<Option<std::sync::MutexGuard<'_, Vec<u8>>>> =
+            (0..self.args.len()).map(|_| None).collect();
+        for i in order {
+            if let QueuedArg::Buffer(b) = &self.args[i] {
+                guards[i] = Some(b.lock());
+            }
+        }
+        let mut args = self
+            .args
+            .iter()
+            .zip(guards.iter_mut())
+            .map(|(a, g)| {
+                Ok(match a {
+                    QueuedArg::Buffer(_) => match g {
+                        Some(g) => HostArg::Buffer(g.as_mut_slice()),
+                        None => return Err(Error::invalid("host kernel buffer not locked")),
+                    },
+                    QueuedArg::U32(v) => HostArg::U32(*v),
+                    QueuedArg::I32(v) => HostArg::I32(*v),
+                    QueuedArg::U64(v) => HostArg::U64(*v),
+                    QueuedArg::I64(v) => HostArg::I64(*v),
+                    QueuedArg::F32(v) => HostArg::F32(*v),
+                    QueuedArg::F64(v) => HostArg::F64(*v),
+                })
+            })
+            .collect::<Result<Vec<HostArg<'_>>>>()?;
+        (self.function.kernel.function())(&self.cfg, &mut args)
+    }
+}

@@ -1,0 +1,60 @@
+//! Kernel launches: the checks every launch passes before it is queued (see
+//! `xstream_core::module`), and the queued form of its arguments.
+
+use std::sync::Arc;
+
+use xstream_core::module::{check_args, KernelArg, LaunchConfig, LaunchLimits};
+use xstream_core::{Error, Function, Result};
+
+use super::HostStream;
+use crate::module::{KernelLaunch, QueuedArg};
+use crate::{HostBuffer, HostFunction};
+
+/// Checks a launch (dimensions, function device, arguments, buffer devices, a buffer passed
+/// twice) and builds its queued form.
+pub(super) fn prepare(
+    s: &HostStream,
+    f: &HostFunction,
+    cfg: &LaunchConfig,
+    args: &[KernelArg<'_, HostBuffer>],
+) -> Result<KernelLaunch> {
+    LaunchLimits::UNLIMITED.check(cfg)?;
+    let mine = xstream_core::Device::info(&s.device).ordinal;
+    if f.ordinal != mine {
+        return Err(Error::WrongDevice(format!(
+            "launch_kernel: function `{}` was loaded on host device {}, the stream is on device {mine}",
+            f.name(),
+            f.ordinal
+        )));
+    }
+    check_args(f.name(), f.kernel.params(), args)?;
+    let mut queued = Vec::with_capacity(args.len());
+    for (i, a) in args.iter().enumerate() {
+        queued.push(match *a {
+            KernelArg::Buffer(b) => {
+                s.check_buffer_device("launch_kernel", b)?;
+                let twice = args[..i]
+                    .iter()
+                    .any(|p| matches!(p, KernelArg::Buffer(q) if Arc::ptr_eq(&q.inner, &b.inner)));
+                if twice {
+                    return Err(Error::invalid(format!(
+                        "launch_kernel: `{}` argument {i} is a buffer already passed to this launch (host kernels get exclusive access to each buffer)",
+                        f.name()
+                    )));
+                }
+                QueuedArg::Buffer(Arc::clone(&b.inner))
+            }
+            KernelArg::U32(v) => QueuedArg::U32(v),
+            KernelArg::I32(v) => QueuedArg::I32(v),
+            KernelArg::U64(v) => QueuedArg::U64(v),
+            KernelArg::I64(v) => QueuedArg::I64(v),
+            KernelArg::F32(v) => QueuedArg::F32(v),
+            KernelArg::F64(v) => QueuedArg::F64(v),
+        });
+    }
+    Ok(KernelLaunch {
+        function: f.clone(),
+        cfg: *cfg,
+        args: queued,
+    })
+}

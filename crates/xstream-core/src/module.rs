@@ -1,0 +1,671 @@
+//! Modules and kernels: the values of the one launch path shared by every backend.
+//!
+//! A [`Device`](crate::Device) loads a module from a [`ModuleSource`] (PTX text or a CUDA
+//! binary, an ACL kernel binary, or Rust functions on the host backend), a
+//! [`Module`](crate::Module) hands out [`Function`](crate::Function)s by name, and
+//! [`Stream::launch_kernel`](crate::Stream::launch_kernel) enqueues one with a
+//! [`LaunchConfig`] and typed [`KernelArg`]s. Every device also ships a builtin module
+//! ([`Device::builtin_module`](crate::Device::builtin_module)) holding [`BUILTIN_DELAY`] and
+//! [`BUILTIN_LCG`]; the built-in [`Kernel::Delay`](crate::Kernel::Delay) and
+//! [`Kernel::Lcg`](crate::Kernel::Lcg) run through it.
+//!
+//! # Checks before a launch
+//! Every backend refuses, with [`Error::InvalidArgument`] and before anything is enqueued: a
+//! zero grid or block dimension ([`LaunchConfig::check_nonzero`]), dimensions or shared memory
+//! beyond the device's [`LaunchLimits`], and, when the function's parameters are known
+//! ([`Function::params`](crate::Function::params)), a wrong argument count or kind
+//! ([`check_args`]). A buffer of another device is [`Error::WrongDevice`].
+//!
+//! # Lifetimes
+//! A function keeps its module loaded; a module stays loaded while any of its functions or
+//! any queued or captured launch of them exists. Buffers passed to a launch are kept alive
+//! until the launch completed (the backend's buffer lifetime rule), and by a graph that
+//! captured the launch for as long as the graph lives.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{BackendKind, Error, Result};
+
+/// The builtin module's delay kernel: `xstream_delay(u64 nanoseconds)` keeps the stream busy
+/// for that long (one thread; the semantics of [`Kernel::Delay`](crate::Kernel::Delay)).
+pub const BUILTIN_DELAY: &str = "xstream_delay";
+
+/// The builtin module's compute kernel: `xstream_lcg(buffer, u32 words, u32 rounds)` applies
+/// [`lcg_reference`](crate::lcg_reference)'s update `rounds` times to each of the first
+/// `words` little-endian `u32` words of the buffer (any grid: a grid-stride loop).
+pub const BUILTIN_LCG: &str = "xstream_lcg";
+
+/// The parameters of [`BUILTIN_DELAY`].
+pub const BUILTIN_DELAY_PARAMS: &[ParamKind] = &[ParamKind::U64];
+
+/// The parameters of [`BUILTIN_LCG`].
+pub const BUILTIN_LCG_PARAMS: &[ParamKind] = &[ParamKind::Buffer, ParamKind::U32, ParamKind::U32];
+
+/// Where a module's code comes from.
+#[derive(Clone)]
+pub enum ModuleSource<'a> {
+    /// PTX text (CUDA). Interior NUL bytes are refused.
+    Ptx(&'a str),
+    /// cubin or fatbin bytes (CUDA).
+    CudaBinary(&'a [u8]),
+    /// An ACL kernel binary (Ascend; on the simulator, its documented test-only format).
+    AscendBinary(&'a [u8]),
+    /// Rust functions (host backend).
+    Host(HostModule),
+}
+
+impl ModuleSource<'_> {
+    /// The kind of source, in words (`"PTX text"`, `"a CUDA binary"`, ...).
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Self::Ptx(_) => "PTX text",
+            Self::CudaBinary(_) => "a CUDA binary (cubin/fatbin)",
+            Self::AscendBinary(_) => "an ACL kernel binary",
+            Self::Host(_) => "a host module (Rust functions)",
+        }
+    }
+
+    /// The error a backend returns for a source of another backend:
+    /// [`Error::Unsupported`] naming the source kind.
+    pub fn unsupported_on(&self, backend: BackendKind) -> Error {
+        Error::unsupported(
+            backend,
+            format!("loading a module from {}", self.describe()),
+        )
+    }
+}
+
+impl fmt::Debug for ModuleSource<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Ptx(s) => write!(f, "Ptx({} bytes)", s.len()),
+            Self::CudaBinary(b) => write!(f, "CudaBinary({} bytes)", b.len()),
+            Self::AscendBinary(b) => write!(f, "AscendBinary({} bytes)", b.len()),
+            Self::Host(m) => f.debug_tuple("Host").field(m).finish(),
+        }
+    }
+}
+
+/// The declared kind of one kernel parameter, used to check argument count and sizes before
+/// a launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ParamKind {
+    /// A device buffer, passed as its device address (8 bytes).
+    Buffer,
+    /// `u32`.
+    U32,
+    /// `i32`.
+    I32,
+    /// `u64`.
+    U64,
+    /// `i64`.
+    I64,
+    /// `f32`.
+    F32,
+    /// `f64`.
+    F64,
+}
+
+impl ParamKind {
+    /// The size in bytes of the value passed to the kernel.
+    pub const fn size(self) -> usize {
+        match self {
+            Self::U32 | Self::I32 | Self::F32 => 4,
+            Self::Buffer | Self::U64 | Self::I64 | Self::F64 => 8,
+        }
+    }
+
+    /// Its name, for messages.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Buffer => "buffer",
+            Self::U32 => "u32",
+            Self::I32 => "i32",
+            Self::U64 => "u64",
+            Self::I64 => "i64",
+            Self::F32 => "f32",
+            Self::F64 => "f64",
+        }
+    }
+}
+
+/// One kernel argument, in order.
+#[derive(Debug)]
+pub enum KernelArg<'a, Buf> {
+    /// A device buffer, passed as its device address; kept alive until the launch completed.
+    Buffer(&'a Buf),
+    /// A `u32` value.
+    U32(u32),
+    /// An `i32` value.
+    I32(i32),
+    /// A `u64` value.
+    U64(u64),
+    /// An `i64` value.
+    I64(i64),
+    /// An `f32` value.
+    F32(f32),
+    /// An `f64` value.
+    F64(f64),
+}
+
+impl<Buf> Clone for KernelArg<'_, Buf> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<Buf> Copy for KernelArg<'_, Buf> {}
+
+impl<Buf> KernelArg<'_, Buf> {
+    /// The parameter kind this argument fills.
+    pub const fn kind(&self) -> ParamKind {
+        match self {
+            Self::Buffer(_) => ParamKind::Buffer,
+            Self::U32(_) => ParamKind::U32,
+            Self::I32(_) => ParamKind::I32,
+            Self::U64(_) => ParamKind::U64,
+            Self::I64(_) => ParamKind::I64,
+            Self::F32(_) => ParamKind::F32,
+            Self::F64(_) => ParamKind::F64,
+        }
+    }
+
+    /// The argument's value as the kernel sees it (little-endian, `size()` bytes), with
+    /// `address` giving a buffer's device address.
+    pub fn to_bits(&self, address: impl FnOnce(&Buf) -> u64) -> u64 {
+        match *self {
+            Self::Buffer(b) => address(b),
+            Self::U32(v) => u64::from(v),
+            Self::I32(v) => u64::from(v as u32),
+            Self::U64(v) => v,
+            Self::I64(v) => v as u64,
+            Self::F32(v) => u64::from(v.to_bits()),
+            Self::F64(v) => v.to_bits(),
+        }
+    }
+}
+
+/// Checks `args` against the declared `params` of function `name`: same count, same kind at
+/// each position.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the function, the position and both kinds.
+pub fn check_args<Buf>(
+    name: &str,
+    params: &[ParamKind],
+    args: &[KernelArg<'_, Buf>],
+) -> Result<()> {
+    if params.len() != args.len() {
+        return Err(Error::invalid(format!(
+            "kernel `{name}` takes {} argument(s) ({}), got {}",
+            params.len(),
+            kinds_list(params),
+            args.len()
+        )));
+    }
+    for (i, (p, a)) in params.iter().zip(args).enumerate() {
+        if *p != a.kind() {
+            return Err(Error::invalid(format!(
+                "kernel `{name}` argument {i}: expected {} ({} bytes), got {} ({} bytes)",
+                p.name(),
+                p.size(),
+                a.kind().name(),
+                a.kind().size()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn kinds_list(params: &[ParamKind]) -> String {
+    let v: Vec<&str> = params.iter().map(|p| p.name()).collect();
+    v.join(", ")
+}
+
+/// Grid, block and dynamic shared memory of one launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks per grid, x/y/z (each at least 1).
+    pub grid: [u32; 3],
+    /// Threads per block, x/y/z (each at least 1).
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block, in bytes.
+    pub shared_mem_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// A three-dimensional launch without dynamic shared memory.
+    pub const fn new(grid: [u32; 3], block: [u32; 3]) -> Self {
+        Self {
+            grid,
+            block,
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// A one-dimensional launch: `grid_x` blocks of `block_x` threads.
+    pub const fn linear(grid_x: u32, block_x: u32) -> Self {
+        Self::new([grid_x, 1, 1], [block_x, 1, 1])
+    }
+
+    /// One block of one thread.
+    pub const fn single() -> Self {
+        Self::linear(1, 1)
+    }
+
+    /// A one-dimensional launch covering `n` items with blocks of `block_x` threads (at least
+    /// one block; a `block_x` of 0 is kept and refused at launch).
+    pub const fn for_items(n: u32, block_x: u32) -> Self {
+        let g = if block_x == 0 { 1 } else { n.div_ceil(block_x) };
+        Self::linear(if g == 0 { 1 } else { g }, block_x)
+    }
+
+    /// Sets the dynamic shared memory per block.
+    pub const fn with_shared_mem(mut self, bytes: u32) -> Self {
+        self.shared_mem_bytes = bytes;
+        self
+    }
+
+    /// Threads per block (x * y * z).
+    pub const fn threads_per_block(&self) -> u64 {
+        self.block[0] as u64 * self.block[1] as u64 * self.block[2] as u64
+    }
+
+    /// Blocks in the grid (x * y * z).
+    pub const fn blocks(&self) -> u64 {
+        self.grid[0] as u64 * self.grid[1] as u64 * self.grid[2] as u64
+    }
+
+    /// Refuses a zero grid or block dimension.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the dimension.
+    pub fn check_nonzero(&self) -> Result<()> {
+        for (what, dims) in [("grid", self.grid), ("block", self.block)] {
+            if let Some(i) = dims.iter().position(|&d| d == 0) {
+                return Err(Error::invalid(format!(
+                    "launch {what} dimension {} is 0 ({what} = {dims:?}); every dimension must be at least 1",
+                    ["x", "y", "z"][i]
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A device's launch limits (CUDA: `MAX_GRID_DIM_*`, `MAX_BLOCK_DIM_*`,
+/// `MAX_THREADS_PER_BLOCK`, the opt-in shared memory per block).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchLimits {
+    /// Largest grid, x/y/z.
+    pub max_grid: [u32; 3],
+    /// Largest block, x/y/z.
+    pub max_block: [u32; 3],
+    /// Most threads in one block.
+    pub max_threads_per_block: u32,
+    /// Most dynamic shared memory per block, in bytes.
+    pub max_shared_mem_bytes: u32,
+}
+
+impl LaunchLimits {
+    /// No limit beyond the `u32` range (host backend).
+    pub const UNLIMITED: Self = Self {
+        max_grid: [u32::MAX; 3],
+        max_block: [u32::MAX; 3],
+        max_threads_per_block: u32::MAX,
+        max_shared_mem_bytes: u32::MAX,
+    };
+
+    /// Checks `cfg`: no zero dimension, nothing above these limits.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the dimension, the value and the limit.
+    pub fn check(&self, cfg: &LaunchConfig) -> Result<()> {
+        cfg.check_nonzero()?;
+        for (what, dims, max) in [
+            ("grid", cfg.grid, self.max_grid),
+            ("block", cfg.block, self.max_block),
+        ] {
+            for i in 0..3 {
+                if dims[i] > max[i] {
+                    return Err(Error::invalid(format!(
+                        "launch {what} dimension {} is {}, above the device's limit {}",
+                        ["x", "y", "z"][i],
+                        dims[i],
+                        max[i]
+                    )));
+                }
+            }
+        }
+        if cfg.threads_per_block() > u64::from(self.max_threads_per_block) {
+            return Err(Error::invalid(format!(
+                "launch block {:?} has {} threads, above the device's limit {}",
+                cfg.block,
+                cfg.threads_per_block(),
+                self.max_threads_per_block
+            )));
+        }
+        if cfg.shared_mem_bytes > self.max_shared_mem_bytes {
+            return Err(Error::invalid(format!(
+                "launch asks {} bytes of dynamic shared memory, above the device's limit {}",
+                cfg.shared_mem_bytes, self.max_shared_mem_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Threads per block of the builtin LCG launch that [`Kernel::Lcg`](crate::Kernel::Lcg)
+/// makes.
+pub const LCG_BLOCK: u32 = 256;
+
+/// The launch of [`BUILTIN_LCG`] that [`Kernel::Lcg`](crate::Kernel::Lcg) makes over a buffer
+/// of `len` bytes: the word count and the configuration (blocks of [`LCG_BLOCK`] threads, at
+/// most 4096 blocks; the kernel loops over the rest).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `len` is not a multiple of 4 or holds more than
+/// `u32::MAX` words.
+pub fn lcg_launch(len: usize) -> Result<(u32, LaunchConfig)> {
+    if !len.is_multiple_of(4) {
+        return Err(Error::invalid(format!(
+            "lcg: buffer length {len} is not a multiple of 4"
+        )));
+    }
+    let words = u32::try_from(len / 4)
+        .map_err(|_| Error::invalid(format!("lcg: {len} bytes hold more than u32::MAX words")))?;
+    let grid = words.div_ceil(LCG_BLOCK).clamp(1, 4096);
+    Ok((words, LaunchConfig::linear(grid, LCG_BLOCK)))
+}
+
+/// The argument of [`BUILTIN_DELAY`] for a [`Kernel::Delay`](crate::Kernel::Delay) of `d`
+/// (nanoseconds, saturating).
+pub fn delay_nanoseconds(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// One argument as a host kernel sees it.
+#[derive(Debug)]
+pub enum HostArg<'a> {
+    /// The bytes of a buffer (exclusive access during the kernel).
+    Buffer(&'a mut [u8]),
+    /// A `u32` value.
+    U32(u32),
+    /// An `i32` value.
+    I32(i32),
+    /// A `u64` value.
+    U64(u64),
+    /// An `i64` value.
+    I64(i64),
+    /// An `f32` value.
+    F32(f32),
+    /// An `f64` value.
+    F64(f64),
+}
+
+macro_rules! host_arg_getter {
+    ($(#[$m:meta])* $fn:ident, $variant:ident, $t:ty) => {
+        $(#[$m])*
+        ///
+        /// # Errors
+        /// [`Error::InvalidArgument`] when the argument is of another kind.
+        pub fn $fn(&self) -> Result<$t> {
+            match self {
+                Self::$variant(v) => Ok(*v),
+                other => Err(other.mismatch(ParamKind::$variant)),
+            }
+        }
+    };
+}
+
+impl HostArg<'_> {
+    /// The parameter kind of this argument.
+    pub const fn kind(&self) -> ParamKind {
+        match self {
+            Self::Buffer(_) => ParamKind::Buffer,
+            Self::U32(_) => ParamKind::U32,
+            Self::I32(_) => ParamKind::I32,
+            Self::U64(_) => ParamKind::U64,
+            Self::I64(_) => ParamKind::I64,
+            Self::F32(_) => ParamKind::F32,
+            Self::F64(_) => ParamKind::F64,
+        }
+    }
+
+    fn mismatch(&self, want: ParamKind) -> Error {
+        Error::invalid(format!(
+            "host kernel argument: expected {}, got {}",
+            want.name(),
+            self.kind().name()
+        ))
+    }
+
+    /// The buffer's bytes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the argument is not a buffer.
+    pub fn buffer(&mut self) -> Result<&mut [u8]> {
+        match self {
+            Self::Buffer(b) => Ok(b),
+            other => Err(other.mismatch(ParamKind::Buffer)),
+        }
+    }
+
+    host_arg_getter!(
+        /// The `u32` value.
+        u32, U32, u32
+    );
+    host_arg_getter!(
+        /// The `i32` value.
+        i32, I32, i32
+    );
+    host_arg_getter!(
+        /// The `u64` value.
+        u64, U64, u64
+    );
+    host_arg_getter!(
+        /// The `i64` value.
+        i64, I64, i64
+    );
+    host_arg_getter!(
+        /// The `f32` value.
+        f32, F32, f32
+    );
+    host_arg_getter!(
+        /// The `f64` value.
+        f64, F64, f64
+    );
+}
+
+/// A host kernel: a Rust function over the launch configuration and the arguments (checked
+/// against its declared parameters before the call). It runs once per launch, on the stream's
+/// worker, in stream order; an error it returns fails the stream's work like a device fault of
+/// that launch would not: it is logged and the stream goes on (see the host backend docs).
+pub type HostKernelFn = Arc<dyn Fn(&LaunchConfig, &mut [HostArg<'_>]) -> Result<()> + Send + Sync>;
+
+/// One named host kernel: its declared parameters and its function.
+#[derive(Clone)]
+pub struct HostKernel {
+    params: Arc<[ParamKind]>,
+    f: HostKernelFn,
+}
+
+impl HostKernel {
+    /// Its declared parameters.
+    pub fn params(&self) -> &[ParamKind] {
+        &self.params
+    }
+
+    /// Its function.
+    pub fn function(&self) -> &HostKernelFn {
+        &self.f
+    }
+}
+
+impl fmt::Debug for HostKernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostKernel")
+            .field("params", &self.params)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Host kernels: named Rust functions over buffers, with declared parameter kinds (host
+/// backend). Cheap to clone (the functions are shared).
+#[derive(Clone, Default)]
+pub struct HostModule {
+    kernels: BTreeMap<String, HostKernel>,
+}
+
+impl HostModule {
+    /// An empty module.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) kernel `name` taking `params`.
+    pub fn with_kernel<F>(mut self, name: impl Into<String>, params: &[ParamKind], f: F) -> Self
+    where
+        F: Fn(&LaunchConfig, &mut [HostArg<'_>]) -> Result<()> + Send + Sync + 'static,
+    {
+        self.insert(name, params, f);
+        self
+    }
+
+    /// Adds (or replaces) kernel `name` taking `params`.
+    pub fn insert<F>(&mut self, name: impl Into<String>, params: &[ParamKind], f: F)
+    where
+        F: Fn(&LaunchConfig, &mut [HostArg<'_>]) -> Result<()> + Send + Sync + 'static,
+    {
+        self.kernels.insert(
+            name.into(),
+            HostKernel {
+                params: params.into(),
+                f: Arc::new(f),
+            },
+        );
+    }
+
+    /// Kernel `name`, if the module has it.
+    pub fn kernel(&self, name: &str) -> Option<&HostKernel> {
+        self.kernels.get(name)
+    }
+
+    /// The kernel names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.kernels.keys().map(String::as_str)
+    }
+
+    /// How many kernels it holds.
+    pub fn len(&self) -> usize {
+        self.kernels.len()
+    }
+
+    /// Whether it holds no kernel.
+    pub fn is_empty(&self) -> bool {
+        self.kernels.is_empty()
+    }
+}
+
+impl fmt::Debug for HostModule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.kernels.iter()).finish()
+    }
+}
+
+/// The error of [`Module::function`](crate::Module::function) for a name the module lacks.
+pub fn missing_function(name: &str) -> Error {
+    Error::invalid(format!("the module has no function named `{name}`"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arg_check_names_the_problem() {
+        let params = BUILTIN_LCG_PARAMS;
+        let buf = ();
+        let ok: [KernelArg<'_, ()>; 3] = [
+            KernelArg::Buffer(&buf),
+            KernelArg::U32(1),
+            KernelArg::U32(2),
+        ];
+        check_args("k", params, &ok).unwrap();
+        let e = check_args("k", params, &ok[..2]).unwrap_err().to_string();
+        assert!(
+            e.contains("takes 3 argument(s)") && e.contains("got 2"),
+            "{e}"
+        );
+        let bad = [
+            KernelArg::Buffer(&buf),
+            KernelArg::U64(1),
+            KernelArg::U32(2),
+        ];
+        let e = check_args("k", params, &bad).unwrap_err().to_string();
+        assert!(
+            e.contains("argument 1") && e.contains("expected u32"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn limits_refuse_zero_and_oversize() {
+        let lim = LaunchLimits {
+            max_grid: [10, 10, 10],
+            max_block: [8, 8, 1],
+            max_threads_per_block: 32,
+            max_shared_mem_bytes: 100,
+        };
+        lim.check(&LaunchConfig::linear(10, 8)).unwrap();
+        let e = lim
+            .check(&LaunchConfig::new([1, 0, 1], [1, 1, 1]))
+            .unwrap_err();
+        assert!(e.to_string().contains("grid dimension y is 0"), "{e}");
+        assert!(lim.check(&LaunchConfig::linear(11, 1)).is_err());
+        assert!(lim.check(&LaunchConfig::new([1; 3], [1, 1, 2])).is_err());
+        let e = lim
+            .check(&LaunchConfig::new([1; 3], [8, 8, 1]))
+            .unwrap_err();
+        assert!(e.to_string().contains("64 threads"), "{e}");
+        assert!(lim
+            .check(&LaunchConfig::linear(1, 1).with_shared_mem(101))
+            .is_err());
+    }
+
+    #[test]
+    fn lcg_launch_covers_every_word() {
+        let (w, cfg) = lcg_launch(4 * 1000).unwrap();
+        assert_eq!(w, 1000);
+        assert!(cfg.blocks() * cfg.threads_per_block() >= 1000);
+        assert!(lcg_launch(6).is_err());
+        assert_eq!(LaunchConfig::for_items(0, 64).grid, [1, 1, 1]);
+        assert_eq!(LaunchConfig::for_items(65, 64).grid, [2, 1, 1]);
+    }
+
+    #[test]
+    fn arg_bits_are_little_endian_values() {
+        let a: KernelArg<'_, ()> = KernelArg::I32(-1);
+        assert_eq!(a.to_bits(|_| 0), 0xffff_ffff);
+        let f: KernelArg<'_, ()> = KernelArg::F32(1.0);
+        assert_eq!(f.to_bits(|_| 0), u64::from(1.0f32.to_bits()));
+        let mut h = HostArg::U32(3);
+        assert_eq!(h.u32().unwrap(), 3);
+        assert!(h.u64().is_err());
+        assert!(h.buffer().is_err());
+    }
+
+    #[test]
+    fn host_module_lists_kernels() {
+        let m = HostModule::new()
+            .with_kernel("b", &[ParamKind::U32], |_, _| Ok(()))
+            .with_kernel("a", &[], |_, _| Ok(()));
+        assert_eq!(m.names().collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(m.kernel("b").unwrap().params(), &[ParamKind::U32]);
+        assert!(m.kernel("c").is_none());
+        assert!(missing_function("c").to_string().contains("`c`"));
+    }
+}
