@@ -27,7 +27,8 @@
 //!   the device does; `argsSize` must equal the layout's size (107000).
 //! * `numBlocks` must be non-zero (100000 from the config launch, 107000 from
 //!   `aclrtLaunchKernel`); it has no other effect. A launch configuration (`cfg`) may be NULL;
-//!   its attributes are accepted and ignored. `reserve` must be NULL (100000).
+//!   attribute ids must be known (1..=9, else 107000), their values have no effect. `reserve`
+//!   must be NULL (100000).
 //! * A kernel that dereferences a NULL or misaligned pointer raises a device fault
 //!   (507015, `ACL_ERROR_RT_AICORE_EXCEPTION`) that poisons the context, like `xsimLaunchFault`.
 
@@ -67,14 +68,54 @@ pub struct AclrtBinaryLoadOptions {
     pub num_opt: usize,
 }
 
+/// `aclrtLaunchKernelAttr`: `{ aclrtLaunchKernelAttrId id; aclrtLaunchKernelAttrValue value;
+/// }` (the value is a 16-byte union, align 4).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct AclrtLaunchKernelAttr {
+    /// `aclrtLaunchKernelAttrId`: 1..=9 in CANN 9.x (`ACL_RT_LAUNCH_KERNEL_ATTR_SCHEM_MODE` ..
+    /// `..._ENABLE_PROFILING`; 2 is `..._DYN_UBUF_SIZE`).
+    pub id: i32,
+    /// `aclrtLaunchKernelAttrValue` as its `uint32_t rsv[4]` member.
+    pub value: [u32; 4],
+}
+
 /// `aclrtLaunchKernelCfg`: `{ aclrtLaunchKernelAttr* attrs; size_t numAttrs; }`.
 #[repr(C)]
 #[derive(Debug)]
 pub struct AclrtLaunchKernelCfg {
-    /// The attributes (`aclrtLaunchKernelAttr`, read only for the NULL check).
-    pub attrs: *mut c_void,
+    /// The attributes.
+    pub attrs: *mut AclrtLaunchKernelAttr,
     /// How many.
     pub num_attrs: usize,
+}
+
+/// Checks a launch configuration: NULL is allowed; attribute ids must be known (1..=9), their
+/// values are accepted and have no effect.
+///
+/// # Safety
+/// `cfg` is NULL or valid, with `num_attrs` readable attributes.
+unsafe fn check_cfg(cfg: *const AclrtLaunchKernelCfg) -> R {
+    if cfg.is_null() {
+        return Ok(());
+    }
+    // SAFETY: non-NULL, valid per the caller.
+    let c = unsafe { &*cfg };
+    if c.num_attrs == 0 {
+        return Ok(());
+    }
+    if c.attrs.is_null() {
+        return err(ACL_ERROR_RT_PARAM_INVALID, "cfg->attrs is NULL");
+    }
+    // SAFETY: non-NULL with `num_attrs` entries per the caller.
+    let attrs = unsafe { std::slice::from_raw_parts(c.attrs, c.num_attrs) };
+    match attrs.iter().find(|a| !(1..=9).contains(&a.id)) {
+        Some(a) => err(
+            ACL_ERROR_RT_PARAM_INVALID,
+            format!("unknown launch attribute id {}", a.id),
+        ),
+        None => Ok(()),
+    }
 }
 
 /// Most parameters of one argument list.
@@ -520,13 +561,8 @@ pub unsafe extern "C" fn aclrtLaunchKernelWithConfig(
         if !reserve.is_null() {
             return err(ACL_ERROR_INVALID_PARAM, "reserve must be NULL");
         }
-        if !cfg.is_null() {
-            // SAFETY: non-NULL, valid per the caller.
-            let c = unsafe { &*cfg };
-            if c.num_attrs > 0 && c.attrs.is_null() {
-                return err(ACL_ERROR_RT_PARAM_INVALID, "cfg->attrs is NULL");
-            }
-        }
+        // SAFETY: as the caller promised.
+        unsafe { check_cfg(cfg) }?;
         let (f, s) = launch_target(func_handle, stream)?;
         let a = args_of(args_handle)?;
         let g = lock(&a);

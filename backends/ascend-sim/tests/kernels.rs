@@ -314,6 +314,19 @@ fn null_handles_are_refused() {
             aclrtLaunchKernelWithConfig(f, 1, s, &cfg, a, null_mut()),
             ACL_ERROR_RT_PARAM_INVALID
         );
+        let mut attr = AclrtLaunchKernelAttr {
+            id: 10,
+            value: [0; 4],
+        };
+        let cfg = AclrtLaunchKernelCfg {
+            attrs: &mut attr,
+            num_attrs: 1,
+        };
+        assert_eq!(
+            aclrtLaunchKernelWithConfig(f, 1, s, &cfg, a, null_mut()),
+            ACL_ERROR_RT_PARAM_INVALID,
+            "unknown attribute id"
+        );
         assert_eq!(
             aclrtLaunchKernelWithConfig(0x20 as *mut c_void, 1, s, null(), a, null_mut()),
             ACL_ERROR_RT_INVALID_HANDLE

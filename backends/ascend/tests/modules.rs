@@ -130,12 +130,24 @@ fn user_binary_functions_and_argument_checks() {
         ],
     )
     .unwrap();
+    // Dynamic shared memory becomes the launch attribute DYN_UBUF_SIZE (the simulator checks
+    // the attribute id, the value has no effect there).
+    s.launch_kernel(
+        &f,
+        &LaunchConfig::single().with_shared_mem(4096),
+        &[
+            KernelArg::Buffer(&buf),
+            KernelArg::U32(4),
+            KernelArg::U32(1),
+        ],
+    )
+    .unwrap();
     // Dropping the module and function with a launch queued: the launch still runs.
     drop((m, f));
     let rb = s.read(&buf, 0, 16).unwrap();
     s.synchronize().unwrap();
     let mut want = words(4);
-    lcg_reference(&mut want, 5);
+    lcg_reference(&mut want, 6);
     assert_eq!(rb.take().unwrap(), want);
 }
 
