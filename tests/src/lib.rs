@@ -19,6 +19,7 @@
 //! - `callbacks`: host callbacks (order, panics, re-entrancy, faults, stream drop).
 //! - `capture`: stream capture and replay.
 //! - `pool`: futures, the stream pool, host allocators.
+//! - [`modules`]: modules and kernels (the builtin module, capture, a user kernel, bad launches).
 //! - `memop`: stream memory operations (wait on / write a value).
 //! - [`simulator`]: locating the ACL runtime simulator, its test processes and controls.
 
@@ -120,6 +121,7 @@ mod data;
 mod events;
 mod flags;
 mod memop;
+pub mod modules;
 mod ordering;
 mod pool;
 pub mod simulator;
@@ -216,6 +218,10 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         c!(pool::futures_resolve, "stream and event futures resolve; dropping a pending one is harmless"),
         c!(pool::pool_round_robin_and_lease, "the pool hands out streams round-robin and leases exclusively"),
         c!(pool::allocator_lookup, "a registered allocator is found from its stream"),
+        c!(modules::module_builtin_lcg, "the builtin module's xstream_lcg matches the host reference; a function outlives its module handle"),
+        c!(modules::module_launch_in_capture, "a kernel launched during capture runs only on replay; two replays equal twice the rounds"),
+        c!(modules::module_user_kernel, "a user module of the backend's own kind loads and its kernel fills exactly its words"),
+        c!(modules::module_bad_input, "missing function, wrong argument count or kind, zero dimensions and a foreign source are clear errors"),
         Check {
             name: "value_wait_write",
             about: "a memory wait blocks only its stream until a write releases it (32/64-bit, GEQ across a wrap)",
@@ -259,7 +265,12 @@ const ACL_KERNELS: &str = "the built-in kernels exist only in the ACL runtime si
 const ACL_CAPTURE: &str = "the aclmdlRICapture* functions are optional: runtimes without them \
                            leave the device without CAPTURE";
 
-static CUDA_MAY_SKIP: [MaySkip; 6] = [
+const CUDA_MODULES: &str = "the builtin module is PTX loaded at open; a driver that cannot load \
+                            it leaves the device without MODULES";
+const ACL_MODULES: &str = "modules (the ACL kernel-binary path) are not wired on the Ascend \
+                           backend yet: load_module and launch_kernel return Unsupported";
+
+static CUDA_MAY_SKIP: [MaySkip; 10] = [
     MaySkip {
         check: "callback_error_after_fault",
         when: SkipWhen::Always,
@@ -279,9 +290,17 @@ static CUDA_MAY_SKIP: [MaySkip; 6] = [
         Capabilities::KERNELS,
         CUDA_KERNELS,
     ),
+    lacks("module_builtin_lcg", Capabilities::MODULES, CUDA_MODULES),
+    lacks(
+        "module_launch_in_capture",
+        Capabilities::MODULES,
+        CUDA_MODULES,
+    ),
+    lacks("module_user_kernel", Capabilities::MODULES, CUDA_MODULES),
+    lacks("module_bad_input", Capabilities::MODULES, CUDA_MODULES),
 ];
 
-static ASCEND_MAY_SKIP: [MaySkip; 8] = [
+static ASCEND_MAY_SKIP: [MaySkip; 13] = [
     // The check needs a deliberate device fault (the simulator's `Kernel::Fault`); it runs in
     // a context of its own (`AscendDevice::new_isolated`), so it runs wherever faults can be
     // injected.
@@ -310,6 +329,24 @@ static ASCEND_MAY_SKIP: [MaySkip; 8] = [
         ACL_CAPTURE,
     ),
     lacks("capture_gates", Capabilities::CAPTURE, ACL_CAPTURE),
+    lacks("module_builtin_lcg", Capabilities::MODULES, ACL_MODULES),
+    lacks(
+        "module_launch_in_capture",
+        Capabilities::MODULES,
+        ACL_MODULES,
+    ),
+    lacks(
+        "module_launch_in_capture",
+        Capabilities::CAPTURE,
+        ACL_CAPTURE,
+    ),
+    MaySkip {
+        check: "module_user_kernel",
+        when: SkipWhen::Always,
+        reason: "the suite holds no ACL kernel binary of its own (the simulator's test-only \
+                 format is not a portable user-kernel source)",
+    },
+    lacks("module_bad_input", Capabilities::MODULES, ACL_MODULES),
 ];
 
 /// The checks that may skip on backend `kind`, each with when and why. Every other check must

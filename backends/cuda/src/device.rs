@@ -1,6 +1,5 @@
 //! [`CudaDevice`]: one device's primary context, its pending callbacks and its sticky state.
 
-use std::ffi::CStr;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -9,20 +8,23 @@ use std::time::{Duration, Instant};
 use cudarc::driver::sys;
 use xstream_core::callback::{ensure_not_in_callback, CallbackSlot, PendingCallbacks};
 use xstream_core::completion::poll_until;
+use xstream_core::module::{LaunchLimits, ModuleSource, BUILTIN_DELAY, BUILTIN_LCG};
 use xstream_core::{
-    BackendKind, Capabilities, Device, DeviceInfo, Error, EventDesc, PriorityRange, Result,
+    BackendKind, Capabilities, Device, DeviceInfo, Error, EventDesc, Module, PriorityRange, Result,
     StreamDesc,
 };
 
-use crate::ffi::{self, CuContext, CuFunction, CuMemPool, CuModule, CuStream};
+use crate::ffi::{self, CuContext, CuFunction, CuMemPool, CuStream};
+use crate::module::{CudaFunction, CudaModule};
 use crate::{error, CudaBackend, CudaBuffer, CudaEvent, CudaStream};
 
-/// The built-in kernels (hand-written PTX, loaded once per device).
+/// The builtin module (hand-written PTX, loaded once per device) and its kernels.
 #[derive(Debug)]
 pub(crate) struct Kernels {
-    pub module: CuModule,
-    pub delay: CuFunction,
-    pub lcg: CuFunction,
+    pub module: CudaModule,
+    pub delay: CudaFunction,
+    pub lcg: CudaFunction,
+    /// `xs_fault` (a test facility, outside the builtin module's documented kernels).
     pub fault: CuFunction,
 }
 
@@ -42,6 +44,8 @@ pub(crate) struct Shared {
     /// new buffers runs on it.
     pub sentinel: CuStream,
     pub kernels: std::result::Result<Kernels, String>,
+    /// The device's launch limits (`cuDeviceGetAttribute`).
+    pub limits: LaunchLimits,
     pub default_pool: Option<CuMemPool>,
     pub managed_memory: bool,
     /// Serialises buffer zeroing on the sentinel stream.
@@ -112,9 +116,6 @@ impl Drop for Shared {
         if ffi::bind(self.raw_ctx).is_err() {
             return;
         }
-        if let Ok(k) = &self.kernels {
-            let _ = ffi::module_unload(k.module);
-        }
         let _ = ffi::stream_destroy(self.sentinel);
     }
 }
@@ -182,11 +183,11 @@ pub(crate) fn track_pending(shared: &Arc<Shared>, slot: &Arc<CallbackSlot>) {
 const PTX_BODY: &str = r#"
 .address_size 64
 
-.visible .entry xs_delay(.param .u64 xs_delay_ns)
+.visible .entry xstream_delay(.param .u64 xstream_delay_ns)
 {
     .reg .pred %p<2>;
     .reg .u64 %rd<6>;
-    ld.param.u64 %rd1, [xs_delay_ns];
+    ld.param.u64 %rd1, [xstream_delay_ns];
     mov.u64 %rd2, %globaltimer;
 XS_DELAY_LOOP:
     mov.u64 %rd3, %globaltimer;
@@ -196,14 +197,15 @@ XS_DELAY_LOOP:
     ret;
 }
 
-.visible .entry xs_lcg(.param .u64 xs_lcg_data, .param .u64 xs_lcg_words, .param .u32 xs_lcg_rounds)
+.visible .entry xstream_lcg(.param .u64 xstream_lcg_data, .param .u32 xstream_lcg_words, .param .u32 xstream_lcg_rounds)
 {
     .reg .pred %p<3>;
     .reg .u32 %r<10>;
     .reg .u64 %rd<10>;
-    ld.param.u64 %rd1, [xs_lcg_data];
-    ld.param.u64 %rd2, [xs_lcg_words];
-    ld.param.u32 %r1, [xs_lcg_rounds];
+    ld.param.u64 %rd1, [xstream_lcg_data];
+    ld.param.u32 %r8, [xstream_lcg_words];
+    cvt.u64.u32 %rd2, %r8;
+    ld.param.u32 %r1, [xstream_lcg_rounds];
     cvta.to.global.u64 %rd1, %rd1;
     mov.u32 %r2, %tid.x;
     mov.u32 %r3, %ntid.x;
@@ -250,39 +252,41 @@ pub fn ptx_source(target: &str) -> String {
     format!(".version 8.0\n.target {target}\n{PTX_BODY}")
 }
 
-fn load_kernels() -> std::result::Result<Kernels, String> {
+fn load_kernels(
+    ctx: &Arc<cudarc::driver::CudaContext>,
+    raw_ctx: CuContext,
+    ordinal: usize,
+    limits: LaunchLimits,
+) -> std::result::Result<Kernels, String> {
     let mut last = String::new();
     // sm_70 PTX runs (JIT) on every Volta+ GPU; sm_90 is the target known to load on H100/H200.
     for target in ["sm_70", "sm_90"] {
-        let src = ptx_source(target) + "\0";
-        let Ok(cstr) = CStr::from_bytes_with_nul(src.as_bytes()) else {
-            return Err("PTX text contains a NUL byte".into());
-        };
-        match ffi::module_load_data(cstr) {
+        let src = ptx_source(target);
+        match crate::module::load(
+            ctx,
+            raw_ctx,
+            ordinal,
+            limits,
+            &ModuleSource::Ptx(&src),
+            true,
+        ) {
             Ok(module) => {
-                let get = |n: &CStr| {
-                    ffi::module_get_function(module, n).map_err(|c| {
-                        format!("cuModuleGetFunction({n:?}) = {}", error::code_info(c).name)
-                    })
-                };
-                let r = (|| {
-                    Ok(Kernels {
-                        module,
-                        delay: get(c"xs_delay")?,
-                        lcg: get(c"xs_lcg")?,
-                        fault: get(c"xs_fault")?,
-                    })
-                })();
-                if r.is_err() {
-                    let _ = ffi::module_unload(module);
-                }
-                return r;
+                let get = |n: &str| module.function(n).map_err(|e| format!("{n}: {e}"));
+                let fault = ffi::module_get_function(module.raw(), c"xs_fault").map_err(|c| {
+                    format!(
+                        "cuModuleGetFunction(xs_fault) = {}",
+                        error::code_info(c).name
+                    )
+                })?;
+                return Ok(Kernels {
+                    delay: get(BUILTIN_DELAY)?,
+                    lcg: get(BUILTIN_LCG)?,
+                    fault,
+                    module,
+                });
             }
-            Err(c) => {
-                last = format!(
-                    "cuModuleLoadData({target}) = {} ({c})",
-                    error::code_info(c).name
-                );
+            Err(e) => {
+                last = format!("builtin module ({target}): {e}");
                 tracing::debug!("{last}");
             }
         }
@@ -336,7 +340,9 @@ impl CudaDevice {
         };
         let sentinel = ffi::stream_create(crate::conv::CU_STREAM_NON_BLOCKING)
             .map_err(|c| error::map("cuStreamCreate", c))?;
-        let kernels = load_kernels();
+        let limits = crate::module::device_limits(cu_device)
+            .map_err(|c| error::map("cuDeviceGetAttribute", c))?;
+        let kernels = load_kernels(&ctx, raw_ctx, ordinal, limits);
         let mut caps = Capabilities::CAPTURE
             | Capabilities::ATTRIBUTES
             | Capabilities::INTERPROCESS_EVENTS
@@ -352,7 +358,7 @@ impl CudaDevice {
             caps |= Capabilities::MANAGED_MEMORY;
         }
         if kernels.is_ok() {
-            caps |= Capabilities::KERNELS | Capabilities::FAULT_INJECTION;
+            caps |= Capabilities::KERNELS | Capabilities::FAULT_INJECTION | Capabilities::MODULES;
         } else if let Err(e) = &kernels {
             tracing::warn!(error = %e, "built-in kernels unavailable");
         }
@@ -391,6 +397,7 @@ impl CudaDevice {
                 sticky: OnceLock::new(),
                 sentinel,
                 kernels,
+                limits,
                 default_pool,
                 managed_memory: managed,
                 sentinel_lock: Mutex::new(()),
@@ -491,6 +498,14 @@ impl Device for CudaDevice {
         desc: &xstream_core::HostAllocDesc,
     ) -> Result<xstream_core::HostBuffer<CudaBackend>> {
         crate::hostmem::alloc_host(self, len, desc)
+    }
+
+    fn load_module(&self, src: &ModuleSource<'_>) -> Result<CudaModule> {
+        self.load_module_impl(src)
+    }
+
+    fn builtin_module(&self) -> Result<CudaModule> {
+        Ok(self.shared.kernels()?.module.clone())
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -1,6 +1,6 @@
 //! The one module that touches `cudarc::driver::sys` (the raw driver table), split by area:
 //! `context` (library, init, devices, contexts), `stream`, `callback` (trampolines), `graph`
-//! (capture and graphs), `event`, `memory` (allocation, copies, memory operations, page-locked
+//! (capture and graphs), `event`, `image` (the bounds check of CUDA binaries), `memory` (allocation, copies, memory operations, page-locked
 //! host memory), `kernel` (modules and launches), `attribute` (the stream attribute union).
 //! Each submodule's items are re-exported here, so the rest of the crate says `ffi::name`.
 //!
@@ -133,6 +133,7 @@ mod callback;
 mod context;
 mod event;
 mod graph;
+mod image;
 mod kernel;
 mod memory;
 mod stream;
@@ -142,6 +143,7 @@ pub(crate) use self::callback::*;
 pub(crate) use self::context::*;
 pub(crate) use self::event::*;
 pub(crate) use self::graph::*;
+pub(crate) use self::image::*;
 pub(crate) use self::kernel::*;
 pub(crate) use self::memory::*;
 pub(crate) use self::stream::*;

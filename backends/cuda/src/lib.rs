@@ -70,7 +70,7 @@ mod ffi;
 mod graph;
 mod hostmem;
 pub mod memory;
-mod module;
+pub mod module;
 mod stream;
 
 use std::sync::OnceLock;
@@ -201,8 +201,9 @@ mod tests {
     fn ptx_mentions_every_kernel() {
         let p = ptx_source("sm_90");
         for k in [
-            "xs_delay",
-            "xs_lcg",
+            "xstream_delay",
+            "xstream_lcg",
+            ".param .u32 xstream_lcg_words",
             "xs_fault",
             "%globaltimer",
             ".target sm_90",

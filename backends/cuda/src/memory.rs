@@ -60,6 +60,8 @@ pub(crate) enum Keep {
     Host(#[allow(dead_code)] xstream_core::HostSpan),
     /// A graph's list, kept by a launch of it.
     Shared(#[allow(dead_code)] Arc<Vec<Keep>>),
+    /// A module whose kernels queued or captured work launches.
+    Module(#[allow(dead_code)] Arc<crate::module::ModuleInner>),
 }
 
 /// A device buffer: zero-initialised from [`Device::alloc`](xstream_core::Device::alloc)

@@ -1,41 +1,416 @@
-//! Modules and kernels on CUDA (`cuModuleLoadData`, `cuModuleGetFunction`,
-//! `cuFuncGetParamInfo`, `cuLaunchKernel`).
+//! Modules and kernels on CUDA: [`CudaModule`] (`cuModuleLoadDataEx` of PTX text or a
+//! cubin/fatbin image), [`CudaFunction`] (`cuModuleGetFunction`, with its parameter layout
+//! from `cuFuncGetParamInfo` and its limits from `cuFuncGetAttribute`), and the launch
+//! (`cuLaunchKernel`) behind [`Stream::launch_kernel`](xstream_core::Stream::launch_kernel).
+//!
+//! # Checks
+//! Every launch is checked before the driver sees it: the function's context against the
+//! stream's ([`Error::WrongDevice`]), the dimensions against the device's
+//! `MAX_GRID_DIM_*` / `MAX_BLOCK_DIM_*` and the function's `MAX_THREADS_PER_BLOCK` /
+//! `MAX_DYNAMIC_SHARED_SIZE_BYTES`, the argument count and each argument's size against the
+//! driver's parameter layout, the kinds when they are declared (the builtin module, or
+//! [`CudaFunction::with_params`]), and each buffer's context. The driver then reads exactly
+//! one value of the right size per parameter, so a bad launch is an error, never UB.
+//!
+//! # Lifetimes
+//! A function keeps its module loaded. A launch keeps the module loaded until the stream is
+//! known to have run it: each stream remembers the modules of its launches (one entry per
+//! module, no allocation once present) and forgets them when `synchronize` or a `Ready`
+//! query sees its work done, or behind its work when the stream is dropped. A capture keeps
+//! the modules of its launches for the life of the graph. The module is unloaded
+//! (`cuModuleUnload`) when the last of these goes.
+//!
+//! # Allocations
+//! A launch allocates nothing for up to 32 parameters (values and pointers live on the
+//! stack); buffers are kept alive through the stream's keep-alive list (see
+//! [`crate::memory`]), which allocates when it grows or is handed off.
 
+use std::ffi::CString;
+use std::fmt;
+use std::sync::Arc;
+
+use xstream_core::callback::{dispatch, in_callback};
+use xstream_core::module::{check_args, KernelArg, LaunchConfig, LaunchLimits, ModuleSource};
 use xstream_core::{BackendKind, Error, Function, Module, ParamKind, Result};
 
-use crate::CudaBackend;
+use crate::ffi::{self, CheckedImage, CuContext, CuFunction, CuModule, KernelLayout};
+use crate::{error, CudaBackend, CudaBuffer, CudaDevice, CudaStream};
 
-/// A loaded CUDA module (PTX, cubin or fatbin).
-#[derive(Debug)]
+/// Bytes of the JIT error log kept when loading fails.
+const LOG_BYTES: usize = 16 * 1024;
+/// Most parameters a kernel may have (CUDA's 32 KiB parameter space holds at most 8192
+/// four-byte values).
+const MAX_PARAMS: usize = 8192;
+
+/// A loaded module: unloaded when the last handle, function, queued launch or graph using it
+/// goes.
+pub(crate) struct ModuleInner {
+    raw: CuModule,
+    pub(crate) raw_ctx: CuContext,
+    /// Keeps the primary context retained while the module lives.
+    _ctx: Arc<cudarc::driver::CudaContext>,
+    ordinal: usize,
+}
+
+impl fmt::Debug for ModuleInner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CudaModule")
+            .field("raw", &self.raw)
+            .field("device", &self.ordinal)
+            .finish()
+    }
+}
+
+impl Drop for ModuleInner {
+    fn drop(&mut self) {
+        let (raw, ctx) = (self.raw, self.raw_ctx);
+        let unload = move || {
+            if ffi::bind(ctx).is_ok() {
+                if let Err(c) = ffi::module_unload(raw) {
+                    tracing::debug!(code = c, "cuModuleUnload failed");
+                }
+            }
+        };
+        if in_callback() {
+            // Driver calls are refused inside host functions: unload on the dispatcher.
+            dispatch(Box::new(move || {
+                ffi::ensure_relaxed_capture_mode();
+                unload();
+            }));
+        } else {
+            unload();
+        }
+    }
+}
+
+/// A loaded CUDA module (PTX, cubin or fatbin). Cheap to clone; see the module docs for
+/// when it is unloaded.
+#[derive(Debug, Clone)]
 pub struct CudaModule {
-    _private: (),
+    pub(crate) inner: Arc<ModuleInner>,
+    /// The device's builtin module: its functions have declared parameter kinds and need no
+    /// per-launch tracking (the device keeps it loaded).
+    builtin: bool,
+    limits: LaunchLimits,
+}
+
+impl CudaModule {
+    /// The raw `CUmodule` (valid while this value or one of its functions lives; never
+    /// unload it yourself).
+    pub fn raw(&self) -> CuModule {
+        self.inner.raw
+    }
 }
 
 impl Module for CudaModule {
     type B = CudaBackend;
 
     fn function(&self, name: &str) -> Result<CudaFunction> {
-        Err(Error::unsupported(
-            BackendKind::Cuda,
-            format!("kernel functions (`{name}`): not yet"),
-        ))
+        xstream_core::ensure_not_in_callback()?;
+        let kinds = if self.builtin {
+            match name {
+                xstream_core::module::BUILTIN_DELAY => {
+                    Some(xstream_core::module::BUILTIN_DELAY_PARAMS)
+                }
+                xstream_core::module::BUILTIN_LCG => Some(xstream_core::module::BUILTIN_LCG_PARAMS),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        function(self, name, kinds.map(Into::into))
     }
 }
 
-/// A kernel of a loaded CUDA module; keeps its module loaded.
-#[derive(Debug, Clone)]
+fn function(m: &CudaModule, name: &str, kinds: Option<Box<[ParamKind]>>) -> Result<CudaFunction> {
+    let api_err = |api, c| error::map(api, c);
+    ffi::bind(m.inner.raw_ctx).map_err(|c| api_err("cuCtxSetCurrent", c))?;
+    let cname = CString::new(name)
+        .map_err(|_| Error::invalid(format!("function name {name:?} contains a NUL byte")))?;
+    let raw = match ffi::module_get_function(m.inner.raw, &cname) {
+        Ok(f) => f,
+        // CUDA_ERROR_NOT_FOUND
+        Err(500) => return Err(xstream_core::module::missing_function(name)),
+        Err(c) => return Err(api_err("cuModuleGetFunction", c)),
+    };
+    let layout =
+        KernelLayout::read(raw, MAX_PARAMS).map_err(|c| api_err("cuFuncGetParamInfo", c))?;
+    use cudarc::driver::sys::CUfunction_attribute as A;
+    let attr = |a| ffi::func_attribute(raw, a).map_err(|c| api_err("cuFuncGetAttribute", c));
+    let mut limits = m.limits;
+    let threads = attr(A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?;
+    let shared = attr(A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)?;
+    limits.max_threads_per_block = limits.max_threads_per_block.min(threads.max(0) as u32);
+    limits.max_shared_mem_bytes = limits.max_shared_mem_bytes.min(shared.max(0) as u32);
+    let f = CudaFunction {
+        inner: Arc::new(FunctionInner {
+            name: name.into(),
+            raw,
+            layout,
+            kinds: None,
+            limits,
+            module: Arc::clone(&m.inner),
+            tracked: !m.builtin,
+        }),
+    };
+    match kinds {
+        Some(k) => f.with_params(&k),
+        None => Ok(f),
+    }
+}
+
+struct FunctionInner {
+    name: Box<str>,
+    raw: CuFunction,
+    /// `None` when the driver cannot report the layout: launches are then refused.
+    layout: Option<KernelLayout>,
+    kinds: Option<Box<[ParamKind]>>,
+    limits: LaunchLimits,
+    module: Arc<ModuleInner>,
+    /// Whether launches record the module in the stream (not for the builtin module).
+    tracked: bool,
+}
+
+/// A kernel of a loaded CUDA module; cheap to clone; keeps its module loaded.
+#[derive(Clone)]
 pub struct CudaFunction {
-    name: String,
+    inner: Arc<FunctionInner>,
+}
+
+impl fmt::Debug for CudaFunction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CudaFunction")
+            .field("name", &self.inner.name)
+            .field("raw", &self.inner.raw)
+            .field("param_sizes", &self.param_sizes())
+            .field("kinds", &self.inner.kinds)
+            .finish()
+    }
+}
+
+impl CudaFunction {
+    /// The raw `CUfunction` (valid while this value lives).
+    pub fn raw(&self) -> CuFunction {
+        self.inner.raw
+    }
+
+    /// The size in bytes of each parameter, as the driver reports them
+    /// (`cuFuncGetParamInfo`); `None` when it cannot.
+    pub fn param_sizes(&self) -> Option<&[usize]> {
+        self.inner.layout.as_ref().map(KernelLayout::sizes)
+    }
+
+    /// The device's (and this function's) launch limits.
+    pub fn launch_limits(&self) -> &LaunchLimits {
+        &self.inner.limits
+    }
+
+    /// The same function with declared parameter kinds, so that launches also check each
+    /// argument's kind (the driver only knows sizes).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `kinds` does not match the driver's layout.
+    pub fn with_params(&self, kinds: &[ParamKind]) -> Result<CudaFunction> {
+        if let Some(sizes) = self.param_sizes() {
+            let fits =
+                sizes.len() == kinds.len() && sizes.iter().zip(kinds).all(|(s, k)| *s == k.size());
+            if !fits {
+                return Err(Error::invalid(format!(
+                    "declared parameters {kinds:?} of `{}` do not match the driver's layout (sizes {sizes:?})",
+                    self.inner.name
+                )));
+            }
+        }
+        let i = &self.inner;
+        Ok(CudaFunction {
+            inner: Arc::new(FunctionInner {
+                name: i.name.clone(),
+                raw: i.raw,
+                layout: i.layout.clone(),
+                kinds: Some(kinds.into()),
+                limits: i.limits,
+                module: Arc::clone(&i.module),
+                tracked: i.tracked,
+            }),
+        })
+    }
 }
 
 impl Function for CudaFunction {
     type B = CudaBackend;
 
     fn name(&self) -> &str {
-        &self.name
+        &self.inner.name
     }
 
     fn params(&self) -> Option<&[ParamKind]> {
-        None
+        self.inner.kinds.as_deref()
     }
+}
+
+/// The device's launch limits (`cuDeviceGetAttribute`).
+pub(crate) fn device_limits(dev: cudarc::driver::sys::CUdevice) -> ffi::CuResult<LaunchLimits> {
+    use cudarc::driver::sys::CUdevice_attribute as A;
+    let a = |x| ffi::device_attribute(dev, x).map(|v| v.max(0) as u32);
+    Ok(LaunchLimits {
+        max_grid: [
+            a(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+            a(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+            a(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+        ],
+        max_block: [
+            a(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+            a(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+            a(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+        ],
+        max_threads_per_block: a(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+        max_shared_mem_bytes: a(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+    })
+}
+
+/// Loads a module on `dev` (its context bound by the caller).
+pub(crate) fn load(
+    ctx: &Arc<cudarc::driver::CudaContext>,
+    raw_ctx: CuContext,
+    ordinal: usize,
+    limits: LaunchLimits,
+    src: &ModuleSource<'_>,
+    builtin: bool,
+) -> Result<CudaModule> {
+    let mut log = vec![0u8; LOG_BYTES];
+    let r = match src {
+        ModuleSource::Ptx(text) => {
+            let text = text.strip_suffix('\0').unwrap_or(text);
+            let c = CString::new(text).map_err(|e| {
+                Error::invalid(format!(
+                    "PTX text contains a NUL byte at offset {}",
+                    e.nul_position()
+                ))
+            })?;
+            ffi::module_load_ptx(&c, &mut log)
+        }
+        ModuleSource::CudaBinary(bytes) => {
+            let img = CheckedImage::new(bytes).map_err(Error::invalid)?;
+            ffi::module_load_image(&img, &mut log)
+        }
+        other => return Err(other.unsupported_on(BackendKind::Cuda)),
+    };
+    match r {
+        Ok(raw) => Ok(CudaModule {
+            inner: Arc::new(ModuleInner {
+                raw,
+                raw_ctx,
+                _ctx: Arc::clone(ctx),
+                ordinal,
+            }),
+            builtin,
+            limits,
+        }),
+        Err((code, used)) => {
+            let mut e = error::map("cuModuleLoadDataEx", code);
+            let text = String::from_utf8_lossy(&log[..used]).trim().to_string();
+            if let Error::Native(n) = &mut e {
+                n.message = Some(if text.is_empty() {
+                    format!("loading {} failed (no JIT log)", src.describe())
+                } else {
+                    format!("JIT log: {text}")
+                });
+            }
+            Err(e)
+        }
+    }
+}
+
+impl CudaDevice {
+    pub(crate) fn load_module_impl(&self, src: &ModuleSource<'_>) -> Result<CudaModule> {
+        let sh = &self.shared;
+        sh.enter()?;
+        let r = load(&sh.ctx, sh.raw_ctx, sh.info.ordinal, sh.limits, src, false);
+        if let Err(e) = &r {
+            if e.is_sticky() {
+                sh.poison(e);
+            }
+        }
+        r
+    }
+}
+
+/// Checks and enqueues one launch (the stream's context bound and capture gate passed).
+pub(crate) fn launch(
+    s: &CudaStream,
+    f: &CudaFunction,
+    cfg: &LaunchConfig,
+    args: &[KernelArg<'_, CudaBuffer>],
+) -> Result<()> {
+    let fi = &*f.inner;
+    let dev = s.cuda_device();
+    if fi.module.raw_ctx != dev.shared.raw_ctx {
+        return Err(Error::WrongDevice(format!(
+            "launch_kernel: `{}` was loaded on CUDA device {}, the stream is on device {}",
+            fi.name, fi.module.ordinal, dev.shared.info.ordinal
+        )));
+    }
+    fi.limits.check(cfg)?;
+    let Some(layout) = &fi.layout else {
+        return Err(Error::unsupported(
+            BackendKind::Cuda,
+            format!(
+                "launching `{}`: the driver cannot report its parameter layout (cuFuncGetParamInfo)",
+                fi.name
+            ),
+        ));
+    };
+    if let Some(kinds) = &fi.kinds {
+        check_args(&fi.name, kinds, args)?;
+    }
+    let sizes = layout.sizes();
+    if sizes.len() != args.len() {
+        return Err(Error::invalid(format!(
+            "kernel `{}` takes {} argument(s) (sizes {sizes:?}), got {}",
+            fi.name,
+            sizes.len(),
+            args.len()
+        )));
+    }
+    for (i, (a, &n)) in args.iter().zip(sizes).enumerate() {
+        if a.kind().size() != n {
+            return Err(Error::invalid(format!(
+                "kernel `{}` argument {i}: the parameter has {n} bytes, got {} ({} bytes)",
+                fi.name,
+                a.kind().name(),
+                a.kind().size()
+            )));
+        }
+        if let KernelArg::Buffer(b) = a {
+            b.check_device("launch_kernel", dev)?;
+        }
+    }
+    let mut inline = [[0u8; 8]; ffi::INLINE_PARAMS];
+    let mut heap = Vec::new();
+    let values: &mut [[u8; 8]] = if args.len() <= ffi::INLINE_PARAMS {
+        &mut inline[..args.len()]
+    } else {
+        heap.resize(args.len(), [0u8; 8]);
+        &mut heap
+    };
+    for (v, a) in values.iter_mut().zip(args) {
+        *v = a.to_bits(CudaBuffer::ptr).to_le_bytes();
+    }
+    s.check_launch(ffi::launch_kernel(
+        layout,
+        s.raw_stream(),
+        cfg.grid,
+        cfg.block,
+        cfg.shared_mem_bytes,
+        values,
+    ))?;
+    for a in args {
+        if let KernelArg::Buffer(b) = a {
+            s.keep_buf(b);
+        }
+    }
+    if fi.tracked {
+        s.track_module(&fi.module);
+    }
+    Ok(())
 }

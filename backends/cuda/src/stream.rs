@@ -6,6 +6,7 @@
 //! - `capture`: begin/end under the capture cell, CUDA-only capture extensions;
 //! - `callback`: `cuLaunchHostFunc` slots, `cuStreamAddCallback`;
 //! - `memory`: memset, write, read, copies, the keep-alive list;
+//! - `module_use`: the modules of launches not yet known complete;
 //! - `memop`: `cuStreamWaitValue*` / `cuStreamWriteValue*`;
 //! - `attribute`: stream attributes and the allocator slot;
 //! - `native`: CUDA-only extras (cudarc interop, getters, external waits, managed attach);
@@ -25,7 +26,10 @@ use xstream_core::{
 
 use crate::ffi::{self, CuStream};
 use crate::memory::Keep;
-use crate::{CudaBackend, CudaBuffer, CudaDevice, CudaEvent, CudaGraph, TIMED_WAIT_MAX_NAP};
+use crate::{
+    CudaBackend, CudaBuffer, CudaDevice, CudaEvent, CudaFunction, CudaGraph, TIMED_WAIT_MAX_NAP,
+};
+use xstream_core::module::{delay_nanoseconds, lcg_launch, KernelArg, LaunchConfig};
 
 mod attribute;
 mod callback;
@@ -34,6 +38,7 @@ mod create;
 mod drop;
 pub(crate) mod memop;
 mod memory;
+mod module_use;
 mod native;
 
 pub use capture::{exchange_thread_capture_mode, CaptureInfo, DependencyUpdate};
@@ -60,6 +65,8 @@ pub(crate) struct StreamState {
     keep_len: AtomicUsize,
     /// What the capture in progress references (moves into the graph).
     capture_keep: Mutex<Vec<Keep>>,
+    /// Modules of launches enqueued since the last observed completion (see `crate::module`).
+    modules: module_use::ModuleUses,
     persistent: bool,
     fast_sync: bool,
     priority: AtomicI32,
@@ -120,6 +127,16 @@ impl CudaStream {
 
     fn check<T>(&self, api: &'static str, r: ffi::CuResult<T>) -> Result<T> {
         r.map_err(|c| self.fail(api, c))
+    }
+
+    /// Maps the result of a `cuLaunchKernel`.
+    pub(crate) fn check_launch(&self, r: ffi::CuResult<()>) -> Result<()> {
+        self.check("cuLaunchKernel", r)
+    }
+
+    /// The raw handle, for the launch path.
+    pub(crate) fn raw_stream(&self) -> CuStream {
+        self.raw()
     }
 
     fn gate(&self, op: &'static str) -> Result<()> {
@@ -195,9 +212,11 @@ impl Stream for CudaStream {
         }
         self.gate("query")?;
         let n = self.keep_len();
+        let m = self.state.modules.seq();
         match ffi::stream_query(self.raw()) {
             Ok(()) => {
                 self.completed_up_to(n);
+                self.state.modules.completed_up_to(m);
                 Ok(Status::Ready)
             }
             Err(ffi::NOT_READY) => Ok(Status::Pending),
@@ -216,8 +235,10 @@ impl Stream for CudaStream {
         }
         self.gate("synchronize")?;
         let n = self.keep_len();
+        let m = self.state.modules.seq();
         self.check("cuStreamSynchronize", ffi::stream_synchronize(self.raw()))?;
         self.completed_up_to(n);
+        self.state.modules.completed_up_to(m);
         self.state.panics.take()
     }
 
@@ -229,6 +250,7 @@ impl Stream for CudaStream {
         }
         self.gate("synchronize_timeout")?;
         let n = self.keep_len();
+        let m = self.state.modules.seq();
         let start = Instant::now();
         let mut nap = Duration::from_micros(20);
         loop {
@@ -249,6 +271,7 @@ impl Stream for CudaStream {
             }
         }
         self.completed_up_to(n);
+        self.state.modules.completed_up_to(m);
         self.state.panics.take()
     }
 
@@ -371,29 +394,38 @@ impl Stream for CudaStream {
         self.gate_enqueue("launch")?;
         let k = self.dev.shared.kernels()?;
         match kernel {
-            Kernel::Delay(d) => {
-                let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-                self.check("cuLaunchKernel", ffi::launch_delay(k.delay, self.raw(), ns))
-            }
+            Kernel::Delay(d) => crate::module::launch(
+                self,
+                &k.delay,
+                &LaunchConfig::single(),
+                &[KernelArg::U64(delay_nanoseconds(d))],
+            ),
             Kernel::Lcg { buf, rounds } => {
-                if buf.len_bytes() % 4 != 0 {
-                    return Err(Error::invalid(format!(
-                        "lcg: buffer length {} is not a multiple of 4",
-                        buf.len_bytes()
-                    )));
-                }
-                let words = (buf.len_bytes() / 4) as u64;
-                const BLOCK: u32 = 256;
-                let grid = words.div_ceil(u64::from(BLOCK)).clamp(1, 4096) as u32;
-                self.check(
-                    "cuLaunchKernel",
-                    ffi::launch_lcg(k.lcg, self.raw(), grid, BLOCK, buf.ptr(), words, rounds),
-                )?;
-                self.keep_buf(buf);
-                Ok(())
+                let (words, cfg) = lcg_launch(buf.len_bytes())?;
+                crate::module::launch(
+                    self,
+                    &k.lcg,
+                    &cfg,
+                    &[
+                        KernelArg::Buffer(buf),
+                        KernelArg::U32(words),
+                        KernelArg::U32(rounds),
+                    ],
+                )
             }
             Kernel::Fault => self.check("cuLaunchKernel", ffi::launch_fault(k.fault, self.raw())),
         }
+    }
+
+    fn launch_kernel(
+        &self,
+        f: &CudaFunction,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, CudaBuffer>],
+    ) -> Result<()> {
+        self.enter()?;
+        self.gate_enqueue("launch_kernel")?;
+        crate::module::launch(self, f, cfg, args)
     }
 
     // ---- Stream memory operations (see `stream::memop`) ----

@@ -102,8 +102,8 @@ impl RawPipe {
     /// One run; returns the device timeline in ms.
     fn run(&self) -> f32 {
         let (n, len) = (self.cfg.streams, self.cfg.chunk_bytes);
-        let words = (len / 4) as u64;
-        let grid = words.div_ceil(256).clamp(1, 4096) as u32;
+        let words = (len / 4) as u32;
+        let grid = words.div_ceil(256).clamp(1, 4096);
         // SAFETY: every call below gets live handles made by `new`; host blocks of `len` bytes
         // that nothing else touches until the final synchronize; kernel params point to live
         // locals for the duration of the launch call.
@@ -125,7 +125,7 @@ impl RawPipe {
                 let (mut d, mut w, mut r) = (buf, words, ROUNDS);
                 let mut params = [
                     &mut d as *mut u64 as *mut c_void,
-                    &mut w as *mut u64 as *mut c_void,
+                    &mut w as *mut u32 as *mut c_void,
                     &mut r as *mut u32 as *mut c_void,
                 ];
                 ck(
@@ -195,7 +195,7 @@ fn gbs(bytes: usize, ms: f64) -> f64 {
 
 /// Demo pipeline vs raw pipeline at 1 and 4 streams, 1 MiB and 64 MiB chunks.
 pub fn pipelines(dev: &CudaDevice) -> Result<Vec<PipeRow>, String> {
-    let lcg = raw_function(&(xstream_cuda::ptx_source("sm_90") + "\0"), c"xs_lcg");
+    let lcg = raw_function(&(xstream_cuda::ptx_source("sm_90") + "\0"), c"xstream_lcg");
     let mut rows = Vec::new();
     for (chunk_mib, chunks) in [(1usize, 64usize), (64, 16)] {
         for streams in [1usize, 4] {

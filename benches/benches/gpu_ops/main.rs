@@ -148,7 +148,7 @@ fn run() -> BenchResult<()> {
         .new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
         .map_err(|e| format!("cudarc: {e:?}"))?;
     let delay_ptx = ptx_source("sm_90") + "\0";
-    let delay_fn = raw_function(&delay_ptx, c"xs_delay");
+    let delay_fn = raw_function(&delay_ptx, c"xstream_delay");
     let empty_fn = raw_function(EMPTY_PTX, c"xs_bench_empty");
     let mut rows: Vec<Row> = Vec::new();
     eprintln!("== idle-path costs in a context that has not run a kernel yet");
@@ -463,7 +463,7 @@ fn run() -> BenchResult<()> {
     drop(parker);
 
     rows.push(compare(
-        "kernel launch (xs_delay(0), same kernel)",
+        "kernel launch (xstream_delay(0), same kernel)",
         2000,
         Target::OverheadPct(2.0),
         Some(Box::new(|n| {

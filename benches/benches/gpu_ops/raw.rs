@@ -60,7 +60,7 @@ pub(crate) fn raw_function(ptx_nul: &str, name: &CStr) -> sys::CUfunction {
     f
 }
 
-/// Launches `xs_delay(ns)` (the kernel xstream's `Kernel::Delay` uses) on one thread.
+/// Launches `xstream_delay(ns)` (the kernel xstream's `Kernel::Delay` uses) on one thread.
 pub(crate) fn raw_launch_delay(f: sys::CUfunction, s: sys::CUstream, ns: u64) {
     let mut ns = ns;
     let mut params = [&mut ns as *mut u64 as *mut c_void];

@@ -168,8 +168,10 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// [`Error::Unsupported`] for a source of another backend (or without
-    /// [`Capabilities::MODULES`]); [`Error::InvalidArgument`] for malformed code, with the
-    /// vendor's code and log where there is one; vendor errors.
+    /// [`Capabilities::MODULES`]); [`Error::InvalidArgument`] for malformed code that xstream
+    /// detects before calling the vendor; for code the vendor rejects, the vendor's error
+    /// ([`Error::Native`]) with its code and, where there is one, the compiler's log as its
+    /// message.
     fn load_module(&self, src: &ModuleSource<'_>) -> Result<ModuleOf<Self::B>> {
         Err(src.unsupported_on(<Self::B as Backend>::KIND))
     }

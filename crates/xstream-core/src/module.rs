@@ -481,9 +481,10 @@ impl HostArg<'_> {
 }
 
 /// A host kernel: a Rust function over the launch configuration and the arguments (checked
-/// against its declared parameters before the call). It runs once per launch, on the stream's
-/// worker, in stream order; an error it returns fails the stream's work like a device fault of
-/// that launch would not: it is logged and the stream goes on (see the host backend docs).
+/// against its declared parameters before the launch is queued). It runs once per launch, on
+/// the stream's worker, in stream order. An error it returns, or a panic, is a device fault:
+/// the device's context is poisoned with a sticky error naming the kernel, as a failing
+/// kernel poisons a CUDA context.
 pub type HostKernelFn = Arc<dyn Fn(&LaunchConfig, &mut [HostArg<'_>]) -> Result<()> + Send + Sync>;
 
 /// One named host kernel: its declared parameters and its function.

@@ -98,7 +98,8 @@ impl Drop for CudaStream {
                 let _ = state.capture.end();
                 lock(&state.capture_keep).clear();
             }
-            let v = std::mem::take(&mut *lock(&state.keep));
+            let mut v = std::mem::take(&mut *lock(&state.keep));
+            v.extend(state.modules.take());
             if !v.is_empty() {
                 if let Err(v) = release_after(&dev, handle.raw, v) {
                     // Work may still use these buffers: never free them early.

@@ -177,8 +177,10 @@ impl CudaStream {
         }
         self.gate("synchronize")?;
         let n = self.keep_len();
+        let m = self.state.modules.seq();
         self.spin_until_idle()?;
         self.completed_up_to(n);
+        self.state.modules.completed_up_to(m);
         self.state.panics.take()
     }
 }

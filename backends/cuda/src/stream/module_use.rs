@@ -1,0 +1,81 @@
+//! The modules of a stream's launches that are not yet known complete (see `crate::module`):
+//! one entry per module with the sequence number of its latest launch, so that a launch
+//! allocates nothing once its module is listed.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::{lock, CudaStream};
+use crate::memory::Keep;
+use crate::module::ModuleInner;
+
+/// Modules used by a stream's launches, with the sequence number of each one's latest launch.
+#[derive(Default)]
+pub(crate) struct ModuleUses {
+    seq: AtomicU64,
+    len: AtomicUsize,
+    list: Mutex<Vec<(Arc<ModuleInner>, u64)>>,
+}
+
+impl ModuleUses {
+    /// The sequence number of the latest launch (a snapshot taken before a wait).
+    pub(crate) fn seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// Records a launch of `m`.
+    fn used(&self, m: &Arc<ModuleInner>) {
+        let mut g = lock(&self.list);
+        let n = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
+        match g.iter_mut().find(|(x, _)| Arc::ptr_eq(x, m)) {
+            Some(e) => e.1 = n,
+            None => {
+                g.push((Arc::clone(m), n));
+                self.len.store(g.len(), Ordering::Release);
+            }
+        }
+    }
+
+    /// Forgets the modules whose latest launch is at or before `upto` (known complete) and
+    /// that nothing else holds (an entry whose module is still held elsewhere stays, so that
+    /// the next launch of it allocates nothing).
+    pub(crate) fn completed_up_to(&self, upto: u64) {
+        if self.len.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut done = Vec::new();
+        {
+            let mut g = lock(&self.list);
+            let mut i = 0;
+            while i < g.len() {
+                if g[i].1 <= upto && Arc::strong_count(&g[i].0) == 1 {
+                    done.push(g.swap_remove(i).0);
+                } else {
+                    i += 1;
+                }
+            }
+            self.len.store(g.len(), Ordering::Release);
+        }
+        // Unloads (a driver call) happen outside the lock.
+        drop(done);
+    }
+
+    /// Takes every entry, for release behind the stream's work.
+    pub(crate) fn take(&self) -> Vec<Keep> {
+        let mut g = lock(&self.list);
+        self.len.store(0, Ordering::Release);
+        g.drain(..).map(|(m, _)| Keep::Module(m)).collect()
+    }
+}
+
+impl CudaStream {
+    /// Keeps `m` loaded until this launch is known complete (in a capture: for the graph's
+    /// life).
+    pub(crate) fn track_module(&self, m: &Arc<ModuleInner>) {
+        if self.state.capture.is_capturing() {
+            lock(&self.state.capture_keep).push(Keep::Module(Arc::clone(m)));
+        } else {
+            self.state.modules.used(m);
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! Modules and kernels: the builtin module against its host reference, launches inside a
+//! capture, a user kernel per backend, and the errors of bad launches.
+
+use xstream_core::module::{
+    lcg_launch, BUILTIN_DELAY, BUILTIN_DELAY_PARAMS, BUILTIN_LCG, BUILTIN_LCG_PARAMS,
+};
+use xstream_core::{
+    lcg_reference, Backend, BackendKind, Buffer, Capabilities, CaptureMode, Device, Error,
+    Function, Graph, HostModule, KernelArg, LaunchConfig, Module, ModuleSource, ParamKind, Stream,
+};
+
+use crate::{nb, pass, read_all, CheckResult, Ctx, Env, Outcome};
+
+/// PTX of `xs_fill(u32* data, u32 words, u32 value)`: one thread per word stores `value`.
+/// The user kernel of the CUDA side of [`module_user_kernel`] (and of the CUDA tests).
+pub const FILL_PTX: &str = r#".version 8.0
+.target sm_70
+.address_size 64
+
+.visible .entry xs_fill(.param .u64 xs_fill_data, .param .u32 xs_fill_words, .param .u32 xs_fill_value)
+{
+    .reg .pred %p<2>;
+    .reg .u32 %r<6>;
+    .reg .u64 %rd<4>;
+    ld.param.u64 %rd1, [xs_fill_data];
+    ld.param.u32 %r1, [xs_fill_words];
+    ld.param.u32 %r2, [xs_fill_value];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, %ctaid.x;
+    mov.u32 %r5, %ntid.x;
+    mad.lo.u32 %r3, %r4, %r5, %r3;
+    setp.ge.u32 %p1, %r3, %r1;
+    @%p1 bra XS_FILL_DONE;
+    mul.wide.u32 %rd2, %r3, 4;
+    add.u64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r2;
+XS_FILL_DONE:
+    ret;
+}
+"#;
+
+/// The host twin of [`FILL_PTX`]: `xs_fill(buffer, u32 words, u32 value)`.
+pub fn fill_host_module() -> HostModule {
+    HostModule::new().with_kernel(
+        "xs_fill",
+        &[ParamKind::Buffer, ParamKind::U32, ParamKind::U32],
+        |_, args| {
+            let words = args[1].u32()? as usize;
+            let value = args[2].u32()?.to_le_bytes();
+            let buf = args[0].buffer()?;
+            for w in buf.chunks_exact_mut(4).take(words) {
+                w.copy_from_slice(&value);
+            }
+            Ok(())
+        },
+    )
+}
+
+fn seeded(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 37 % 253) as u8).collect()
+}
+
+/// Launches the builtin LCG over `buf` on `s`.
+fn launch_lcg<B: Backend>(
+    s: &B::Stream,
+    f: &B::Function,
+    buf: &B::Buffer,
+    rounds: u32,
+) -> Result<(), String> {
+    let (words, cfg) = lcg_launch(buf.len()).ctx("lcg_launch")?;
+    s.launch_kernel(
+        f,
+        &cfg,
+        &[
+            KernelArg::Buffer(buf),
+            KernelArg::U32(words),
+            KernelArg::U32(rounds),
+        ],
+    )
+    .ctx("launch_kernel(xstream_lcg)")
+}
+
+pub(crate) fn module_builtin_lcg<B: Backend>(env: &Env<B>) -> CheckResult {
+    need!(env, Capabilities::MODULES, "modules and kernels");
+    let dev = &env.device;
+    let m = dev.builtin_module().ctx("builtin_module")?;
+    let lcg = m.function(BUILTIN_LCG).ctx("function(xstream_lcg)")?;
+    let delay = m.function(BUILTIN_DELAY).ctx("function(xstream_delay)")?;
+    ensure!(lcg.name() == BUILTIN_LCG, "name() = {:?}", lcg.name());
+    if let Some(p) = lcg.params() {
+        ensure!(p == BUILTIN_LCG_PARAMS, "xstream_lcg params {p:?}");
+    }
+    if let Some(p) = delay.params() {
+        ensure!(p == BUILTIN_DELAY_PARAMS, "xstream_delay params {p:?}");
+    }
+    let s = dev.create_stream(&nb()).ctx("create")?;
+    let n = 1 << 16;
+    let data = seeded(n);
+    let buf = dev.alloc(n).ctx("alloc")?;
+    s.write(&buf, 0, data.clone()).ctx("write")?;
+    s.launch_kernel(&delay, &LaunchConfig::single(), &[KernelArg::U64(1000)])
+        .ctx("launch_kernel(xstream_delay)")?;
+    launch_lcg::<B>(&s, &lcg, &buf, 5)?;
+    // The function outlives its module handle.
+    drop(m);
+    launch_lcg::<B>(&s, &lcg, &buf, 4)?;
+    let got = read_all::<B>(&s, &buf)?;
+    let mut want = data;
+    lcg_reference(&mut want, 9);
+    ensure!(
+        got == want,
+        "xstream_lcg result differs from the host reference"
+    );
+    pass(format!(
+        "{n} bytes, 5 + 4 rounds, identical to the reference"
+    ))
+}
+
+pub(crate) fn module_launch_in_capture<B: Backend>(env: &Env<B>) -> CheckResult {
+    need!(env, Capabilities::MODULES, "modules and kernels");
+    need!(env, Capabilities::CAPTURE, "stream capture");
+    let dev = &env.device;
+    let lcg = dev
+        .builtin_module()
+        .ctx("builtin_module")?
+        .function(BUILTIN_LCG)
+        .ctx("function")?;
+    let s = dev.create_stream(&nb()).ctx("create")?;
+    let n = 4096;
+    let data = seeded(n);
+    let buf = dev.alloc(n).ctx("alloc")?;
+    s.write(&buf, 0, data.clone()).ctx("write")?;
+    s.synchronize().ctx("sync")?;
+    s.begin_capture(CaptureMode::ThreadLocal)
+        .ctx("begin_capture")?;
+    launch_lcg::<B>(&s, &lcg, &buf, 3)?;
+    let g = s.end_capture().ctx("end_capture")?;
+    drop(lcg);
+    let before = read_all::<B>(&s, &buf)?;
+    ensure!(before == data, "a captured launch ran before the replay");
+    g.launch(&s).ctx("replay 1")?;
+    g.launch(&s).ctx("replay 2")?;
+    let got = read_all::<B>(&s, &buf)?;
+    let mut want = data;
+    lcg_reference(&mut want, 6);
+    ensure!(
+        got == want,
+        "two replays differ from 2 x 3 rounds of the reference"
+    );
+    pass(format!(
+        "graph of {} node(s) replayed twice = 6 rounds",
+        g.node_count()
+    ))
+}
+
+/// A user module of the backend's own kind holding `xs_fill`, when the suite has one.
+fn fill_source(kind: BackendKind) -> Option<ModuleSource<'static>> {
+    match kind {
+        BackendKind::Host => Some(ModuleSource::Host(fill_host_module())),
+        BackendKind::Cuda => Some(ModuleSource::Ptx(FILL_PTX)),
+        BackendKind::Ascend => None,
+    }
+}
+
+pub(crate) fn module_user_kernel<B: Backend>(env: &Env<B>) -> CheckResult {
+    need!(env, Capabilities::MODULES, "modules and kernels");
+    let Some(src) = fill_source(B::KIND) else {
+        return Ok(Outcome::Skip(format!(
+            "the suite has no user-kernel source for the {} backend",
+            B::KIND
+        )));
+    };
+    let dev = &env.device;
+    let m = dev.load_module(&src).ctx("load_module")?;
+    let fill = m.function("xs_fill").ctx("function(xs_fill)")?;
+    let s = dev.create_stream(&nb()).ctx("create")?;
+    let words = 1000u32;
+    let buf = dev.alloc(words as usize * 4 + 8).ctx("alloc")?;
+    s.launch_kernel(
+        &fill,
+        &LaunchConfig::for_items(words, 128),
+        &[
+            KernelArg::Buffer(&buf),
+            KernelArg::U32(words),
+            KernelArg::U32(0xA5A5_0001),
+        ],
+    )
+    .ctx("launch_kernel(xs_fill)")?;
+    drop((m, fill));
+    let got = read_all::<B>(&s, &buf)?;
+    let (filled, tail) = got.split_at(words as usize * 4);
+    ensure!(
+        filled
+            .chunks_exact(4)
+            .all(|w| w == 0xA5A5_0001u32.to_le_bytes()),
+        "xs_fill left words unfilled"
+    );
+    ensure!(tail == [0u8; 8], "xs_fill wrote past its words: {tail:?}");
+    pass(format!(
+        "{words} words filled over 8 blocks of 128 threads, tail untouched"
+    ))
+}
+
+fn expect_invalid(what: &str, r: xstream_core::Result<()>, needle: &str) -> Result<(), String> {
+    match r {
+        Err(Error::InvalidArgument(m)) if m.contains(needle) => Ok(()),
+        Err(e) => Err(format!(
+            "{what}: expected InvalidArgument mentioning {needle:?}, got {e}"
+        )),
+        Ok(()) => Err(format!("{what}: accepted")),
+    }
+}
+
+pub(crate) fn module_bad_input<B: Backend>(env: &Env<B>) -> CheckResult {
+    need!(env, Capabilities::MODULES, "modules and kernels");
+    let dev = &env.device;
+    let m = dev.builtin_module().ctx("builtin_module")?;
+    match m.function("xstream_no_such_kernel") {
+        Err(Error::InvalidArgument(msg)) if msg.contains("xstream_no_such_kernel") => {}
+        other => return Err(format!("missing function: {other:?}")),
+    }
+    let lcg = m.function(BUILTIN_LCG).ctx("function")?;
+    let s = dev.create_stream(&nb()).ctx("create")?;
+    let buf = dev.alloc(64).ctx("alloc")?;
+    let good = [
+        KernelArg::Buffer(&buf),
+        KernelArg::U32(16),
+        KernelArg::U32(1),
+    ];
+    let cfg = LaunchConfig::linear(1, 16);
+    expect_invalid(
+        "two arguments for three parameters",
+        s.launch_kernel(&lcg, &cfg, &good[..2]),
+        "argument",
+    )?;
+    expect_invalid(
+        "a u64 where a u32 goes",
+        s.launch_kernel(
+            &lcg,
+            &cfg,
+            &[
+                KernelArg::Buffer(&buf),
+                KernelArg::U64(16),
+                KernelArg::U32(1),
+            ],
+        ),
+        "argument 1",
+    )?;
+    for (label, bad) in [
+        ("zero grid", LaunchConfig::new([1, 0, 1], [16, 1, 1])),
+        ("zero block", LaunchConfig::linear(1, 0)),
+    ] {
+        expect_invalid(label, s.launch_kernel(&lcg, &bad, &good), "is 0")?;
+    }
+    let other = match B::KIND {
+        BackendKind::Host => ModuleSource::Ptx(FILL_PTX),
+        _ => ModuleSource::Host(fill_host_module()),
+    };
+    match dev.load_module(&other) {
+        Err(Error::Unsupported { .. }) => {}
+        other => return Err(format!("a source of another backend: {other:?}")),
+    }
+    // Nothing bad was enqueued: the stream still works and the buffer is untouched.
+    s.launch_kernel(&lcg, &cfg, &good).ctx("good launch")?;
+    let got = read_all::<B>(&s, &buf)?;
+    let mut want = vec![0u8; 64];
+    lcg_reference(&mut want, 1);
+    ensure!(got == want, "refused launches changed the buffer");
+    pass("missing name, count, kind, zero dims and foreign source refused; stream still usable")
+}
