@@ -498,17 +498,25 @@ impl ExtTask for KernelTask {
         let lay = self.builtin.layout();
         match self.builtin {
             Builtin::Delay => stream.spin(Duration::from_nanos(read_u64(b, lay[0].0)), epoch),
-            Builtin::Lcg => {
+            Builtin::Lcg | Builtin::Fill => {
                 let ptr = read_u64(b, lay[0].0) as usize;
                 let words = read_u32(b, lay[1].0) as usize;
-                let rounds = read_u32(b, lay[2].0);
-                if words > 0 && (ptr == 0 || !ptr.is_multiple_of(4)) {
+                let x = read_u32(b, lay[2].0);
+                if words == 0 {
+                    return;
+                }
+                if ptr == 0 || !ptr.is_multiple_of(4) {
                     stream.fault(ACL_ERROR_RT_AICORE_EXCEPTION);
                     return;
                 }
-                // SAFETY: the launcher promised `words` u32s at `ptr` stay valid until the
-                // kernel ran (the device trusts its arguments the same way).
-                unsafe { lcg_words(ptr as *mut u32, words, rounds) }
+                if self.builtin == Builtin::Lcg {
+                    // SAFETY: the launcher promised `words` u32s at `ptr` stay valid until
+                    // the kernel ran (the device trusts its arguments the same way).
+                    unsafe { lcg_words(ptr as *mut u32, words, x) }
+                } else {
+                    // SAFETY: as above.
+                    unsafe { std::slice::from_raw_parts_mut(ptr as *mut u32, words) }.fill(x);
+                }
             }
             Builtin::Fault => {
                 let code = read_u32(b, lay[0].0) as i32;

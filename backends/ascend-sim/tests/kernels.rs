@@ -19,6 +19,11 @@ const LCG: BinEntry<'static> = (
 );
 const DELAY: BinEntry<'static> = ("my_delay", 1, &[XSIM_PARAM_U64]);
 const FAULT: BinEntry<'static> = ("my_fault", 3, &[XSIM_PARAM_I32]);
+const FILL: BinEntry<'static> = (
+    "my_fill",
+    4,
+    &[XSIM_PARAM_PTR, XSIM_PARAM_U32, XSIM_PARAM_U32],
+);
 
 /// Loads `entries` as a binary; returns the handle.
 fn load(entries: &[BinEntry<'_>]) -> *mut c_void {
@@ -416,6 +421,22 @@ fn kernels_run_in_stream_order() {
         );
         assert_eq!(aclrtSynchronizeStream(s), 0);
         assert_eq!(out, src.map(|x| lcg(x, 7)));
+        // The fill kernel stores its value into the first `words` words only.
+        let fill = load(&[FILL]);
+        let ff = function(fill, c"my_fill");
+        let a = args(
+            ff,
+            &[&ptr, &3u32.to_le_bytes(), &0xA5A5_0001u32.to_le_bytes()],
+            true,
+        );
+        assert_eq!(launch(ff, s, a), 0);
+        assert_eq!(
+            aclrtMemcpyAsync(out.as_mut_ptr().cast(), 16, dev, 16, 2, s),
+            0
+        );
+        assert_eq!(aclrtSynchronizeStream(s), 0);
+        assert_eq!(out, [0xA5A5_0001, 0xA5A5_0001, 0xA5A5_0001, lcg(4, 7)]);
+        assert_eq!(aclrtBinaryUnLoad(fill), 0);
         assert_eq!(aclrtFree(block), 0);
         assert_eq!(aclrtFree(dev), 0);
     }

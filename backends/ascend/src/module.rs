@@ -47,6 +47,8 @@ pub enum SimKernel {
     Lcg,
     /// `(i32 code)`: a device fault that poisons the context with `code`.
     Fault,
+    /// `(pointer, u32 words, u32 value)`: stores `value` into `u32` words.
+    Fill,
 }
 
 impl SimKernel {
@@ -56,6 +58,7 @@ impl SimKernel {
             Self::Delay => (1, &[3]),
             Self::Lcg => (2, &[1, 2, 2]),
             Self::Fault => (3, &[4]),
+            Self::Fill => (4, &[1, 2, 2]),
         }
     }
 }

@@ -243,6 +243,14 @@ fn captured_launch_keeps_its_module() {
 }
 
 #[test]
+fn conformance_fill_binary_is_the_simulator_format() {
+    assert_eq!(
+        sim_binary(&[("xs_fill", SimKernel::Fill)]),
+        xstream_conformance::modules::FILL_ASCEND_SIM
+    );
+}
+
+#[test]
 fn modules_off_without_the_symbols() {
     if !common::in_sim_process() {
         return;
