@@ -118,8 +118,8 @@ impl Drop for DeviceInner {
         self.pending
             .fail_all(&Error::CallbackCancelled("the Ascend device was dropped"));
         if let Ok(b) = &self.builtin {
-            // Every function of it held the device: no launch can still be queued.
-            let _ = result::device::synchronize(self.t);
+            // Every stream, buffer and function holds the device: none is left, so no launch
+            // of the builtin binary is still queued.
             let _ = result::kernel::unload(self.t, b.raw);
         }
         if self.isolated {

@@ -116,5 +116,4 @@ pub(crate) fn launch(
     // `reserve` is NULL as required.
     let code = unsafe { f(func.0, num_blocks, s.0, cfg_ptr, args, null_mut()) };
     check(t, "aclrtLaunchKernelWithConfig", code)
-        .map_err(|e| invalid_as_argument(e, || "the runtime refused the kernel launch".to_string()))
 }
