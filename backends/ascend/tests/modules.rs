@@ -1,6 +1,8 @@
 //! Modules and kernels over the simulator's ACL kernel-binary API: the builtin module, user
 //! binaries in the simulator's test-only format, argument checks, bad binaries, capture, and
-//! `Kernel::Delay` / `Kernel::Lcg` going through `aclrtLaunchKernelWithConfig`.
+//! `Kernel::Delay` / `Kernel::Lcg` going through `aclrtLaunchKernelWithConfig`. Every test
+//! holds the simulator lock: one counts the runtime's launch calls, which the others would
+//! change when the tests share a process (under valgrind).
 mod common;
 
 use common::{global_lock, Sim};
@@ -154,6 +156,7 @@ fn bad_sources_are_clear_errors() {
     if !common::in_sim_process() {
         return;
     }
+    let _g = global_lock();
     let d = common::device(0);
     let elf = b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0";
     let e = d.load_module(&ModuleSource::AscendBinary(elf)).unwrap_err();
@@ -185,6 +188,7 @@ fn other_device_buffers_and_functions_are_refused() {
     if !common::in_sim_process() {
         return;
     }
+    let _g = global_lock();
     let (d0, d1) = (common::device(0), common::device(1));
     let f0 = d0.builtin_module().unwrap().function(BUILTIN_LCG).unwrap();
     let f1 = d1.builtin_module().unwrap().function(BUILTIN_LCG).unwrap();
@@ -209,6 +213,7 @@ fn captured_launch_keeps_its_module() {
     if !common::in_sim_process() {
         return;
     }
+    let _g = global_lock();
     let d = common::device(0);
     let bin = sim_binary(&[("lcg", SimKernel::Lcg)]);
     let m = d.load_module(&ModuleSource::AscendBinary(&bin)).unwrap();
