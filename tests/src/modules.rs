@@ -12,7 +12,7 @@ use xstream_core::{
 use crate::{nb, pass, read_all, CheckResult, Ctx, Env};
 
 /// PTX of `xs_fill(u32* data, u32 words, u32 value)`: one thread per word stores `value`.
-/// The user kernel of the CUDA side of `module_user_kernel` (and of the CUDA tests).
+/// The user kernel of the CUDA side of the `module_user_kernel` check (and of the CUDA tests).
 pub const FILL_PTX: &str = r#".version 8.0
 .target sm_70
 .address_size 64

@@ -20,14 +20,21 @@ use crate::{error, CudaBackend, CudaDevice, CudaStream, TIMED_WAIT_MAX_NAP};
 struct EventHandle {
     raw: CuEvent,
     dev: CudaDevice,
+    /// An adopted cudarc event ([`CudaEvent::from_cudarc`]): dropping it destroys the handle.
+    foreign: Option<cudarc::driver::CudaEvent>,
 }
 
 impl Drop for EventHandle {
     fn drop(&mut self) {
         let (raw, ctx) = (self.raw, self.dev.shared.raw_ctx);
-        let destroy = move || {
-            if ffi::bind(ctx).is_ok() {
-                let _ = ffi::event_destroy(raw);
+        let foreign = self.foreign.take();
+        let destroy = move || match foreign {
+            // cudarc binds its context and destroys its event.
+            Some(ev) => drop(ev),
+            None => {
+                if ffi::bind(ctx).is_ok() {
+                    let _ = ffi::event_destroy(raw);
+                }
             }
         };
         if in_callback() {
@@ -89,6 +96,7 @@ impl CudaEvent {
             handle: Arc::new(EventHandle {
                 raw,
                 dev: dev.clone(),
+                foreign: None,
             }),
             flags: native | hints,
             report: t.report,
@@ -100,6 +108,40 @@ impl CudaEvent {
 
     pub(crate) fn raw(&self) -> CuEvent {
         self.handle.raw
+    }
+
+    /// Adopts a cudarc event without copying (see `crate::interop`): xstream owns it from now
+    /// on and cudarc's drop destroys the handle when the last xstream user is gone. `flags`
+    /// are the flags it was created with (the driver cannot report them; a wrong value only
+    /// changes which error `elapsed_ms` reports). It counts as recorded (its past is unknown).
+    ///
+    /// # Errors
+    /// [`Error::WrongDevice`] for an event of another context.
+    pub fn from_cudarc(
+        dev: &CudaDevice,
+        event: cudarc::driver::CudaEvent,
+        flags: EventFlags,
+    ) -> Result<Self> {
+        dev.shared.enter()?;
+        if event.context().cu_ctx() != dev.shared.raw_ctx.0 {
+            return Err(Error::WrongDevice(
+                "the cudarc event belongs to another CUDA context".into(),
+            ));
+        }
+        let raw = CuEvent(event.cu_event());
+        Ok(Self {
+            dev: dev.clone(),
+            handle: Arc::new(EventHandle {
+                raw,
+                dev: dev.clone(),
+                foreign: Some(event),
+            }),
+            flags,
+            report: FlagReport::default(),
+            recorded: AtomicBool::new(true),
+            captured: AtomicBool::new(false),
+            state: Mutex::new(RecordState::default()),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, RecordState> {

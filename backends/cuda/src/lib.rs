@@ -15,7 +15,8 @@
 //! | stream | `stream`, `stream/` | [`CudaStream`]: the portable impl; `stream/`: create, capture, callback, memory, memop, attribute, native (CUDA-only), drop |
 //! | event | `event` | [`CudaEvent`] |
 //! | graph | `graph` | [`CudaGraph`]: instantiate once, replay with `cuGraphLaunch` |
-//! | memory | [`memory`], `hostmem` | [`CudaBuffer`], managed and stream-ordered memory; page-locked host memory |
+//! | memory | [`memory`], `hostmem` | [`CudaBuffer`], managed and stream-ordered memory; page-locked host memory; cudarc slices adopted ([`CudaBuffer::from_cudarc`]) |
+//! | modules | [`module`], `nvrtc` (feature `nvrtc`) | [`CudaModule`], [`CudaFunction`]: PTX / cubin / fatbin loading, parameter layouts, checked launches; NVRTC compilation |
 //! | tables | [`conv`], [`error`] | flags, enums, `CUresult` mapping |
 //!
 //! ## Design choices
@@ -57,8 +58,15 @@
 //!   (CUDA's own rule). Driver capture errors map to `Error::Capture` and invalidate too.
 //!   `PERSISTENT` streams begin a RELAXED capture at creation and again after each
 //!   `end_capture`.
-//! - **Kernels** are hand-written PTX (`.version 8.0`, `.target sm_70`, falling back to
-//!   `sm_90`), loaded once per device with `cuModuleLoadData`.
+//! - **Kernels.** The builtin module (`xstream_delay`, `xstream_lcg`, and `xs_fault` for
+//!   tests) is hand-written PTX (`.version 8.0`, `.target sm_70`, falling back to `sm_90`),
+//!   loaded once per device on the same path as users' modules ([`module`]): every launch is
+//!   checked against the driver's parameter layout and the device's limits, and allocates
+//!   nothing.
+//! - **Interop with cudarc** moves no data and keeps one owner per object: streams are
+//!   borrowed either way ([`CudaStream::from_cudarc`], [`CudaStream::cudarc_stream`]); events
+//!   and slices are adopted ([`CudaEvent::from_cudarc`], [`CudaBuffer::from_cudarc`]: xstream
+//!   owns them, cudarc's drop releases them); see docs/semantics.md.
 
 #![deny(unsafe_code)]
 
@@ -71,6 +79,8 @@ mod graph;
 mod hostmem;
 pub mod memory;
 pub mod module;
+#[cfg(feature = "nvrtc")]
+mod nvrtc;
 mod stream;
 
 use std::sync::OnceLock;

@@ -22,20 +22,27 @@ use crate::ffi::{self, CuStream};
 use crate::stream::StreamHandle;
 use crate::{CudaBackend, CudaDevice, CudaStream};
 
-/// One device allocation; `cuMemFree` on drop.
+/// One device allocation; `cuMemFree` on drop (or, for an adopted cudarc slice, cudarc's
+/// own release).
 pub(crate) struct Alloc {
     dev: CudaDevice,
     ptr: u64,
     len: usize,
+    /// An adopted cudarc slice ([`CudaBuffer::from_cudarc`]): dropping it frees the memory.
+    foreign: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Drop for Alloc {
     fn drop(&mut self) {
         let (ptr, ctx) = (self.ptr, self.dev.shared.raw_ctx);
-        let free = move || {
-            if ffi::bind(ctx).is_ok() {
-                if let Err(c) = ffi::mem_free(ptr) {
-                    tracing::debug!(code = c, "cuMemFree failed");
+        let foreign = self.foreign.take();
+        let free = move || match foreign {
+            Some(slice) => drop(slice),
+            None => {
+                if ffi::bind(ctx).is_ok() {
+                    if let Err(c) = ffi::mem_free(ptr) {
+                        tracing::debug!(code = c, "cuMemFree failed");
+                    }
                 }
             }
         };
@@ -211,6 +218,46 @@ impl CudaBuffer {
             Mem::Ordered(o) => &o.dev,
         }
     }
+    /// Adopts a cudarc slice without copying (see `crate::interop`): xstream owns it from now
+    /// on, and cudarc's own drop frees the memory once the last xstream user (queued work
+    /// included, under the buffer lifetime rule above) is gone. Work that cudarc enqueued on
+    /// the slice must be ordered before xstream's use (synchronize the cudarc stream, or make
+    /// the xstream stream wait for an event recorded behind it).
+    ///
+    /// # Errors
+    /// [`Error::WrongDevice`] for a slice of another context; [`Error::InvalidArgument`] for
+    /// an empty slice. The slice is dropped (freed by cudarc) on error.
+    pub fn from_cudarc<T: Send + Sync + 'static>(
+        dev: &CudaDevice,
+        slice: cudarc::driver::CudaSlice<T>,
+    ) -> Result<Self> {
+        use cudarc::driver::DevicePtr;
+        dev.shared.enter()?;
+        if slice.context().cu_ctx() != dev.shared.raw_ctx.0 {
+            return Err(Error::WrongDevice(
+                "the cudarc slice belongs to another CUDA context".into(),
+            ));
+        }
+        let len = slice.num_bytes();
+        if len == 0 {
+            return Err(Error::invalid(
+                "an empty cudarc slice cannot become a buffer",
+            ));
+        }
+        let ptr = {
+            let (p, _record) = slice.device_ptr(slice.stream());
+            p
+        };
+        Ok(CudaBuffer {
+            mem: Mem::Plain(Arc::new(Alloc {
+                dev: dev.clone(),
+                ptr,
+                len,
+                foreign: Some(Box::new(slice)),
+            })),
+        })
+    }
+
     /// Whether it came from `alloc_async`.
     pub fn is_stream_ordered(&self) -> bool {
         matches!(self.mem, Mem::Ordered(_))
@@ -321,6 +368,7 @@ pub(crate) fn alloc(dev: &CudaDevice, len: usize) -> Result<CudaBuffer> {
             dev: dev.clone(),
             ptr,
             len,
+            foreign: None,
         })),
     };
     // Zero on the internal stream and wait: `cuMemsetD8` (sync) would run on the legacy stream
@@ -383,6 +431,7 @@ pub(crate) fn alloc_managed(dev: &CudaDevice, len: usize) -> Result<CudaManagedB
             dev: dev.clone(),
             ptr,
             len,
+            foreign: None,
         }),
     })
 }

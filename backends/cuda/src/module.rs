@@ -15,8 +15,9 @@
 //! # Lifetimes
 //! A function keeps its module loaded. A launch keeps the module loaded until the stream is
 //! known to have run it: each stream remembers the modules of its launches (one entry per
-//! module, no allocation once present) and forgets them when `synchronize` or a `Ready`
-//! query sees its work done, or behind its work when the stream is dropped. A capture keeps
+//! module, no allocation once present) and lets one go when `synchronize` or a `Ready` query
+//! sees its work done and nothing else holds the module, or behind its work when the stream
+//! is dropped. A capture keeps
 //! the modules of its launches for the life of the graph. The module is unloaded
 //! (`cuModuleUnload`) when the last of these goes.
 //!
@@ -133,8 +134,20 @@ fn function(m: &CudaModule, name: &str, kinds: Option<Box<[ParamKind]>>) -> Resu
         Err(500) => return Err(xstream_core::module::missing_function(name)),
         Err(c) => return Err(api_err("cuModuleGetFunction", c)),
     };
-    let layout =
-        KernelLayout::read(raw, MAX_PARAMS).map_err(|c| api_err("cuFuncGetParamInfo", c))?;
+    let mut layout = KernelLayout::read(raw, MAX_PARAMS).unwrap_or_else(|c| {
+        // Launches of this function are then refused (never passed unchecked).
+        tracing::debug!(
+            code = c,
+            name,
+            "cuFuncGetParamInfo failed; parameter layout unknown"
+        );
+        None
+    });
+    if let (None, Some(k), true) = (&layout, &kinds, m.builtin) {
+        // The builtin module's kernels are xstream's own PTX: their parameters are known.
+        let sizes: Vec<usize> = k.iter().map(|p| p.size()).collect();
+        layout = Some(KernelLayout::builtin(raw, &sizes));
+    }
     use cudarc::driver::sys::CUfunction_attribute as A;
     let attr = |a| ffi::func_attribute(raw, a).map_err(|c| api_err("cuFuncGetAttribute", c));
     let mut limits = m.limits;

@@ -6,7 +6,10 @@
 //! slices (every buffer of the launch is locked for the call, in address order, so the same
 //! buffer may not be passed twice), scalars by value. An error returned by the kernel, or a
 //! panic, is a device fault: the context is poisoned with a sticky error naming the kernel,
-//! as a failing kernel poisons a CUDA context.
+//! as a failing kernel poisons a CUDA context. Like device code, a kernel touches only its
+//! arguments: xstream calls from inside it return `Error::NotPermitted` (as inside a
+//! stream-blocking callback), and a buffer it reached by other means may be locked by this
+//! very launch.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -49,6 +52,31 @@ pub fn builtin_host_module() -> &'static HostModule {
                 Ok(())
             })
     })
+}
+
+/// Builtin function `name` for device `ordinal`, from functions made once (no map clone or
+/// name allocation per launch).
+pub(crate) fn builtin_function(name: &str, ordinal: usize) -> Result<HostFunction> {
+    static FNS: OnceLock<Vec<HostFunction>> = OnceLock::new();
+    let fns = FNS.get_or_init(|| {
+        let m = builtin_host_module();
+        m.names()
+            .filter_map(|n| {
+                m.kernel(n).map(|k| HostFunction {
+                    name: n.into(),
+                    kernel: k.clone(),
+                    ordinal: 0,
+                })
+            })
+            .collect()
+    });
+    let mut f = fns
+        .iter()
+        .find(|f| &*f.name == name)
+        .cloned()
+        .ok_or_else(|| missing_function(name))?;
+    f.ordinal = ordinal;
+    Ok(f)
 }
 
 /// A module loaded on a host device (from [`xstream_core::ModuleSource::Host`]).

@@ -386,12 +386,7 @@ impl Stream for HostStream {
     fn launch(&self, kernel: Kernel<'_, HostBuffer>) -> Result<()> {
         ensure_not_in_callback()?;
         let ordinal = xstream_core::Device::info(&self.device).ordinal;
-        let builtin = |name: &str| {
-            xstream_core::Module::function(
-                &crate::HostLoadedModule::new(crate::builtin_host_module().clone(), ordinal),
-                name,
-            )
-        };
+        let builtin = |name: &str| crate::module::builtin_function(name, ordinal);
         match kernel {
             Kernel::Delay(d) => self.launch_kernel(
                 &builtin(BUILTIN_DELAY)?,

@@ -538,10 +538,12 @@ fn copy(src: &Arc<BufInner>, so: usize, dst: &Arc<BufInner>, d_o: usize, len: us
 /// Runs one kernel launch; an error or a panic of the kernel is a device fault (the context
 /// is poisoned with a sticky error naming the kernel, see `crate::module`).
 fn run_kernel(q: &Queue, k: &crate::module::KernelLaunch) {
-    let failure = match catch_unwind(AssertUnwindSafe(|| k.run())) {
+    // Like a stream-blocking callback: xstream calls inside the kernel are refused
+    // (`NotPermitted`), and a panic is caught.
+    let failure = match xstream_core::callback::run_guarded(|| k.run()) {
         Ok(Ok(())) => return,
         Ok(Err(e)) => e.to_string(),
-        Err(p) => format!("panicked: {}", panic_message(&*p)),
+        Err(p) => format!("panicked: {p}"),
     };
     tracing::error!(stream = q.id, kernel = %xstream_core::Function::name(&k.function), %failure, "host kernel failed");
     let _ = q.shared.poison_with(

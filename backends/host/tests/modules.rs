@@ -198,3 +198,24 @@ fn foreign_sources_are_unsupported() {
         }
     }
 }
+
+#[test]
+fn xstream_calls_inside_a_kernel_are_not_permitted() {
+    let dev = HostDevice::new_isolated(0);
+    let d2 = dev.clone();
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let s2 = Arc::clone(&seen);
+    let m = module(
+        &dev,
+        HostModule::new().with_kernel("calls", &[], move |_, _| {
+            *s2.lock().unwrap() = Some(d2.alloc(4).map(|_| ()));
+            Ok(())
+        }),
+    );
+    let s = dev.create_stream(&StreamDesc::new()).unwrap();
+    s.launch_kernel(&m.function("calls").unwrap(), &LaunchConfig::single(), &[])
+        .unwrap();
+    s.synchronize().unwrap();
+    let r = seen.lock().unwrap().take().expect("the kernel ran");
+    assert!(matches!(r, Err(Error::NotPermitted(_))), "{r:?}");
+}

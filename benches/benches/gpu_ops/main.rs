@@ -28,6 +28,8 @@
 //! - `sync.rs`: the synchronize-latency section.
 //! - `json.rs`: the JSON writer.
 //! - `gpu_data.rs`: the data path (pipelines, page-locked bandwidth) against the raw driver.
+//! - `modules.rs`: the module launch path against raw `cuLaunchKernel`, and heap allocations
+//!   per launch (this binary's counting `#[global_allocator]`).
 
 use std::ffi::c_void;
 use std::fmt::Write as _;
@@ -68,6 +70,7 @@ type BenchResult<T> = std::result::Result<T, String>;
 mod gpu_data;
 mod json;
 mod measure;
+mod modules;
 mod raw;
 mod stats;
 mod sync;
@@ -509,6 +512,10 @@ fn run() -> BenchResult<()> {
         None,
     ));
 
+    eprintln!("== module launch path");
+    let (module_rows, allocs) = modules::module_rows(&dev, &xa, ra)?;
+    rows.extend(module_rows);
+
     // 4-stream chains.
     let xs4: Vec<CudaStream> = (0..4)
         .map(|_| e(dev.create_stream(&nb)))
@@ -791,6 +798,15 @@ fn run() -> BenchResult<()> {
         mib(rss2),
         mib(free2)
     );
+    let _ = writeln!(
+        md,
+        "**Heap allocations per launch** (this thread, after 100 warm-up launches, over 10000)\n"
+    );
+    md.push_str("| variant | allocations per launch |\n|---|---:|\n");
+    for (name, a) in &allocs.rows {
+        let _ = writeln!(md, "| {name} | {a:.4} |");
+    }
+    md.push('\n');
     eprintln!("== data path (page-locked copies, pipelines)");
     let bws = gpu_data::bandwidth(&dev)?;
     let pipes = gpu_data::pipelines(&dev)?;
@@ -838,6 +854,15 @@ fn run() -> BenchResult<()> {
             json_str(s.name),
             json_stat(Some(s.wall)),
             s.cpu_pct
+        );
+    }
+    js.push_str("],\"allocs_per_launch\":[");
+    for (i, (name, a)) in allocs.rows.iter().enumerate() {
+        let _ = write!(
+            js,
+            "{}{{\"variant\":{},\"allocs\":{a:.4}}}",
+            if i > 0 { "," } else { "" },
+            json_str(name)
         );
     }
     let _ = write!(

@@ -107,7 +107,7 @@ fn pipeline<B: Backend>(a: &DemoArgs, kind: BackendKind) -> Result<()> {
     }
     println!("stage copy-in: ran");
     match &r.compute_skipped {
-        None => println!("stage compute: ran (LCG kernel)"),
+        None => println!("stage compute: ran (LCG kernel, {})", p.compute_path()),
         Some(why) => println!("stage compute: NOT RUN ({why}); output checked against the input"),
     }
     println!("stage copy-out: ran");

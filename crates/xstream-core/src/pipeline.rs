@@ -9,15 +9,20 @@
 //! stage and give the timeline.
 //!
 //! On a backend without page-locked host memory the copies fall back to the pageable path
-//! ([`Stream::write`] / [`Stream::read`], staged by the vendor); on a backend without the
-//! built-in kernels the compute stage is skipped and reported, and the output is then the
-//! input copied there and back.
+//! ([`Stream::write`] / [`Stream::read`], staged by the vendor). The compute stage is a
+//! launch of the builtin module's [`BUILTIN_LCG`] through [`Stream::launch_kernel`] (the
+//! path of users' own kernels) on a device with [`Capabilities::MODULES`] and
+//! [`Capabilities::KERNELS`] (the builtin module); a device with the built-in kernels but
+//! without modules uses [`Kernel::Lcg`]; without kernels the compute stage is skipped and
+//! reported, and the output is then the input copied there and back.
 
 use std::time::Instant;
 
+use crate::module::{lcg_launch, BUILTIN_LCG};
 use crate::{
-    lcg_reference, Backend, Capabilities, Device, Error, Event, EventDesc, HostAllocDesc,
-    HostBuffer, Kernel, Readback, Result, Stream, StreamDesc, StreamFlags,
+    lcg_reference, Backend, Capabilities, Device, Error, Event, EventDesc, FunctionOf,
+    HostAllocDesc, HostBuffer, Kernel, KernelArg, Module, Readback, Result, Stream, StreamDesc,
+    StreamFlags,
 };
 
 /// The shape of one pipeline run.
@@ -127,6 +132,8 @@ pub struct Pipeline<B: Backend> {
     pageable_reason: Option<String>,
     pageable_out: Vec<Vec<u8>>,
     compute_skipped: Option<String>,
+    /// The builtin LCG function, on devices with modules.
+    lcg: Option<FunctionOf<B>>,
 }
 
 impl<B: Backend> Pipeline<B> {
@@ -162,7 +169,15 @@ impl<B: Backend> Pipeline<B> {
                 ])
             })
             .collect::<Result<Vec<_>>>()?;
-        let compute_skipped = (!dev.info().capabilities.contains(Capabilities::KERNELS))
+        let caps = dev.info().capabilities;
+        // MODULES alone is not enough: a device may load user modules but have no builtin
+        // one (Ascend on an NPU: the builtin module is a simulator-format binary).
+        let lcg = if caps.contains(Capabilities::MODULES | Capabilities::KERNELS) {
+            Some(dev.builtin_module()?.function(BUILTIN_LCG)?)
+        } else {
+            None
+        };
+        let compute_skipped = (lcg.is_none() && !caps.contains(Capabilities::KERNELS))
             .then(|| format!("the {} backend has no built-in kernels here", B::KIND));
         let mut inputs = Vec::with_capacity(config.chunks);
         let mut outputs = Vec::with_capacity(config.chunks);
@@ -203,7 +218,18 @@ impl<B: Backend> Pipeline<B> {
             pageable_reason,
             pageable_out: Vec::new(),
             compute_skipped,
+            lcg,
         })
+    }
+
+    /// How the compute stage runs: `"module launch (xstream_lcg)"`, `"built-in kernel
+    /// (Kernel::Lcg)"` or `"skipped"`.
+    pub fn compute_path(&self) -> &'static str {
+        match (&self.lcg, &self.compute_skipped) {
+            (Some(_), _) => "module launch (xstream_lcg)",
+            (None, None) => "built-in kernel (Kernel::Lcg)",
+            (None, Some(_)) => "skipped",
+        }
     }
 
     /// Runs the pipeline once (the timed region) and returns its timeline.
@@ -256,11 +282,24 @@ impl<B: Backend> Pipeline<B> {
             if let Some(ev) = ev {
                 ev[1].record(s)?;
             }
-            if self.compute_skipped.is_none() {
-                s.launch(Kernel::Lcg {
+            match (&self.lcg, &self.compute_skipped) {
+                (Some(f), _) => {
+                    let (words, launch) = lcg_launch(len)?;
+                    s.launch_kernel(
+                        f,
+                        &launch,
+                        &[
+                            KernelArg::Buffer(buf),
+                            KernelArg::U32(words),
+                            KernelArg::U32(cfg.rounds),
+                        ],
+                    )?;
+                }
+                (None, None) => s.launch(Kernel::Lcg {
                     buf,
                     rounds: cfg.rounds,
-                })?;
+                })?,
+                (None, Some(_)) => {}
             }
             if let Some(ev) = ev {
                 ev[2].record(s)?;

@@ -164,6 +164,49 @@ mod tests {
     }
 
     #[test]
+    fn random_headers_never_panic_and_accepted_ones_fit() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut accepted = 0;
+        for i in 0..20_000 {
+            let len = (next() % 512) as usize;
+            let mut b: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            // Small header values, so that some images are accepted.
+            for at in [0x20, 0x28, 8] {
+                if let Some(s) = b.get_mut(at..at + 8) {
+                    s.copy_from_slice(&(next() % 600).to_le_bytes());
+                }
+            }
+            if i % 2 == 0 && b.len() >= 6 {
+                b[..6].copy_from_slice(b"\x7fELF\x02\x01");
+            } else if b.len() >= 8 {
+                b[..4].copy_from_slice(&FATBIN_MAGIC.to_le_bytes());
+                b[6..8].copy_from_slice(&16u16.to_le_bytes());
+            }
+            if CheckedImage::new(&b).is_ok() {
+                accepted += 1;
+                if b.starts_with(b"\x7fELF") {
+                    let shoff = u64_at(&b, 0x28).unwrap();
+                    let n = u16_at(&b, 0x3C).unwrap();
+                    let sz = u16_at(&b, 0x3A).unwrap();
+                    assert!(n == 0 || shoff + n * sz <= b.len() as u64);
+                } else {
+                    assert!(16 + u64_at(&b, 8).unwrap() <= b.len() as u64);
+                }
+            }
+        }
+        assert!(
+            accepted > 0,
+            "no random image passed: the generator is too strict"
+        );
+    }
+
+    #[test]
     fn other_bytes_are_refused() {
         let e = CheckedImage::new(b".version 8.0\n.target sm_90\n")
             .err()

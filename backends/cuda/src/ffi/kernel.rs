@@ -148,6 +148,16 @@ impl KernelLayout {
         }))
     }
 
+    /// The layout of a function whose parameters xstream wrote itself (the builtin PTX), for
+    /// a driver that cannot report it. Only for xstream's own kernels: the sizes must be the
+    /// kernel's real parameters, since launches rely on them.
+    pub(crate) fn builtin(f: CuFunction, sizes: &[usize]) -> Self {
+        Self {
+            f,
+            sizes: sizes.into(),
+        }
+    }
+
     /// The parameter sizes in bytes.
     pub(crate) fn sizes(&self) -> &[usize] {
         &self.sizes
@@ -204,4 +214,12 @@ pub(crate) fn launch_kernel(
             ptr::null_mut(),
         )
     })
+}
+
+/// Whether libnvrtc can be opened (cudarc panics at the first NVRTC call otherwise).
+#[cfg(feature = "nvrtc")]
+pub(crate) fn nvrtc_present() -> bool {
+    static P: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    // SAFETY: only tries to open the library with libloading (no symbol is called).
+    *P.get_or_init(|| unsafe { cudarc::nvrtc::sys::is_culib_present() })
 }

@@ -26,7 +26,9 @@ impl ModuleUses {
     /// Records a launch of `m`.
     fn used(&self, m: &Arc<ModuleInner>) {
         let mut g = lock(&self.list);
-        let n = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
+        // Every writer holds the lock: a load and a store, no read-modify-write.
+        let n = self.seq.load(Ordering::Relaxed) + 1;
+        self.seq.store(n, Ordering::Release);
         match g.iter_mut().find(|(x, _)| Arc::ptr_eq(x, m)) {
             Some(e) => e.1 = n,
             None => {

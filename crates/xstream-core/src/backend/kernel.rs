@@ -3,7 +3,10 @@
 use std::time::Duration;
 
 /// Built-in device work, so that portable code (tests, the demo, benchmarks) can put real
-/// work on any backend.
+/// work on any backend. `Delay` and `Lcg` are launches of the builtin module's
+/// [`BUILTIN_DELAY`](crate::module::BUILTIN_DELAY) and [`BUILTIN_LCG`](crate::module::BUILTIN_LCG)
+/// (see [`crate::module`]) on backends with [`Capabilities::MODULES`](crate::Capabilities::MODULES);
+/// `Fault` stays a test facility.
 #[derive(Debug)]
 pub enum Kernel<'a, Buf> {
     /// Busy the stream for this long (device-side spin).
