@@ -302,7 +302,7 @@ static CUDA_MAY_SKIP: [MaySkip; 10] = [
     lacks("module_bad_input", Capabilities::MODULES, CUDA_MODULES),
 ];
 
-static ASCEND_MAY_SKIP: [MaySkip; 13] = [
+static ASCEND_MAY_SKIP: [MaySkip; 14] = [
     // The check needs a deliberate device fault (the simulator's `Kernel::Fault`); it runs in
     // a context of its own (`AscendDevice::new_isolated`), so it runs wherever faults can be
     // injected.
@@ -311,6 +311,11 @@ static ASCEND_MAY_SKIP: [MaySkip; 13] = [
         Capabilities::FAULT_INJECTION,
         "a deliberate device fault needs the simulator's fault kernel; a real CANN runtime has \
          no way to inject one",
+    ),
+    lacks(
+        "callback_error_after_fault",
+        Capabilities::KERNELS,
+        ACL_KERNELS,
     ),
     lacks("lcg_kernel", Capabilities::KERNELS, ACL_KERNELS),
     lacks(

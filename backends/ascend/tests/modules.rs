@@ -246,6 +246,52 @@ fn captured_launch_keeps_its_module() {
 }
 
 #[test]
+fn a_runtime_that_refuses_the_builtin_binary_still_loads_user_binaries() {
+    if !common::in_sim_process() {
+        return;
+    }
+    let _g = global_lock();
+    // As on an NPU: the runtime refuses the simulator-format builtin binary (the first load,
+    // made when the device opens), but exports the kernel-binary API.
+    assert_eq!(Sim::get().set_faults("aclrtBinaryLoadFromData:1:107000"), 0);
+    let d = xstream_ascend::AscendDevice::new_isolated(0);
+    Sim::get().set_faults("");
+    let d = d.unwrap();
+    let caps = d.info().capabilities;
+    assert!(caps.contains(Capabilities::MODULES) && !caps.contains(Capabilities::KERNELS));
+    let e = d.builtin_module().unwrap_err();
+    assert!(
+        matches!(&e, Error::Unsupported { what, .. } if what.contains("exists only in the test-only binary format")),
+        "{e}"
+    );
+    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let buf = d.alloc(8).unwrap();
+    assert!(matches!(
+        s.launch(Kernel::Lcg {
+            buf: &buf,
+            rounds: 1
+        }),
+        Err(Error::Unsupported { .. })
+    ));
+    let bin = sim_binary(&[("fill", SimKernel::Fill)]);
+    let m = d.load_module(&ModuleSource::AscendBinary(&bin)).unwrap();
+    let f = m.function("fill").unwrap();
+    s.launch_kernel(
+        &f,
+        &LaunchConfig::single(),
+        &[
+            KernelArg::Buffer(&buf),
+            KernelArg::U32(2),
+            KernelArg::U32(7),
+        ],
+    )
+    .unwrap();
+    let rb = s.read(&buf, 0, 8).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(rb.take().unwrap(), [7, 0, 0, 0, 7, 0, 0, 0]);
+}
+
+#[test]
 fn conformance_fill_binary_is_the_simulator_format() {
     assert_eq!(
         sim_binary(&[("xs_fill", SimKernel::Fill)]),
