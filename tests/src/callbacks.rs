@@ -109,6 +109,11 @@ pub(crate) fn callback_error_after_fault<B: Backend>(env: &Env<B>) -> CheckResul
         Capabilities::FAULT_INJECTION,
         "a deliberate device fault"
     );
+    need!(
+        env,
+        Capabilities::KERNELS,
+        "a delay kernel before the fault"
+    );
     let Some(make) = env.isolated else {
         return Ok(Outcome::Skip(
             "a fault poisons the whole process on this backend; covered by the backend's own child-process test".into(),

@@ -261,15 +261,17 @@ const fn lacks(check: &'static str, cap: Capabilities, reason: &'static str) -> 
 
 const CUDA_KERNELS: &str = "the built-in kernels are PTX loaded at open; a driver that cannot \
                             load them leaves the device without KERNELS";
-const ACL_KERNELS: &str = "the built-in kernels exist only in the ACL runtime simulator; a real \
-                           CANN runtime has no xstream kernel library";
+const ACL_KERNELS: &str = "the built-in kernels run through the builtin module, a binary in the \
+                           ACL runtime simulator's test-only format; a real CANN runtime refuses \
+                           it (the device lacks KERNELS)";
 const ACL_CAPTURE: &str = "the aclmdlRICapture* functions are optional: runtimes without them \
                            leave the device without CAPTURE";
 
 const CUDA_MODULES: &str = "the builtin module is PTX loaded at open; a driver that cannot load \
                             it leaves the device without MODULES";
-const ACL_MODULES: &str = "modules (the ACL kernel-binary path) are not wired on the Ascend \
-                           backend yet: load_module and launch_kernel return Unsupported";
+const ACL_MODULES: &str = "the builtin module and the suite's Ascend user kernel are binaries in \
+                           the ACL runtime simulator's test-only format; a real CANN runtime \
+                           refuses them (the device lacks KERNELS)";
 
 static CUDA_MAY_SKIP: [MaySkip; 10] = [
     MaySkip {
@@ -301,7 +303,7 @@ static CUDA_MAY_SKIP: [MaySkip; 10] = [
     lacks("module_bad_input", Capabilities::MODULES, CUDA_MODULES),
 ];
 
-static ASCEND_MAY_SKIP: [MaySkip; 13] = [
+static ASCEND_MAY_SKIP: [MaySkip; 14] = [
     // The check needs a deliberate device fault (the simulator's `Kernel::Fault`); it runs in
     // a context of its own (`AscendDevice::new_isolated`), so it runs wherever faults can be
     // injected.
@@ -310,6 +312,11 @@ static ASCEND_MAY_SKIP: [MaySkip; 13] = [
         Capabilities::FAULT_INJECTION,
         "a deliberate device fault needs the simulator's fault kernel; a real CANN runtime has \
          no way to inject one",
+    ),
+    lacks(
+        "callback_error_after_fault",
+        Capabilities::KERNELS,
+        ACL_KERNELS,
     ),
     lacks("lcg_kernel", Capabilities::KERNELS, ACL_KERNELS),
     lacks(
@@ -330,10 +337,10 @@ static ASCEND_MAY_SKIP: [MaySkip; 13] = [
         ACL_CAPTURE,
     ),
     lacks("capture_gates", Capabilities::CAPTURE, ACL_CAPTURE),
-    lacks("module_builtin_lcg", Capabilities::MODULES, ACL_MODULES),
+    lacks("module_builtin_lcg", Capabilities::KERNELS, ACL_MODULES),
     lacks(
         "module_launch_in_capture",
-        Capabilities::MODULES,
+        Capabilities::KERNELS,
         ACL_MODULES,
     ),
     lacks(
@@ -341,13 +348,8 @@ static ASCEND_MAY_SKIP: [MaySkip; 13] = [
         Capabilities::CAPTURE,
         ACL_CAPTURE,
     ),
-    MaySkip {
-        check: "module_user_kernel",
-        when: SkipWhen::Always,
-        reason: "the suite holds no ACL kernel binary of its own (the simulator's test-only \
-                 format is not a portable user-kernel source)",
-    },
-    lacks("module_bad_input", Capabilities::MODULES, ACL_MODULES),
+    lacks("module_user_kernel", Capabilities::KERNELS, ACL_MODULES),
+    lacks("module_bad_input", Capabilities::KERNELS, ACL_MODULES),
 ];
 
 /// The checks that may skip on backend `kind`, each with when and why. Every other check must

@@ -11,7 +11,7 @@
 //!   best-effort probe), no error reached the workload. A listed call must absorb every code
 //!   and an unlisted one must surface every code: the workload is ordered so that no
 //!   background call races with its own calls for the fault, which makes the split
-//!   deterministic (21 functions surface, 8 absorb, 41 codes each; `ABSORBING_CODES` lists
+//!   deterministic (24 functions surface, 8 absorb, 41 codes each; `ABSORBING_CODES` lists
 //!   single codes a surfacing call absorbs on purpose);
 //! - a stream-blocking callback whose enqueue succeeded ran exactly once, and one whose
 //!   enqueue failed never ran;
@@ -45,7 +45,8 @@ use xstream_core::{
     StreamAttr, StreamDesc,
 };
 
-/// Every ACL function in the backend's table (`backends/ascend/src/sys.rs`); the sweep keeps
+/// Every ACL function in the backend's table (`backends/ascend/src/sys.rs`) but the
+/// kernel-binary group (`loader::MODULES`, added when the sweep collects them); the sweep keeps
 /// those the workload really calls (`xsimCallCount`).
 const ACL_SYMBOLS: &[&str] = &[
     "aclInit",
@@ -102,8 +103,6 @@ const ACL_SYMBOLS: &[&str] = &[
     "aclmdlRICaptureEnd",
     "aclmdlRIExecuteAsync",
     "aclmdlRIDestroy",
-    "xsimLaunchDelay",
-    "xsimLaunchLcg",
 ];
 
 /// The stream, event and callback error codes of the ACL documentation, plus three
@@ -449,6 +448,7 @@ fn called_symbols() -> Vec<&'static str> {
     assert!(settle(sim, 0, 0, None), "baseline not reached");
     ACL_SYMBOLS
         .iter()
+        .chain(xstream_ascend::loader::MODULES.symbols)
         .copied()
         .filter(|s| sim.call_count(s) > 0)
         .collect()
@@ -544,6 +544,16 @@ const OPEN_ABSORBING: &[(&str, &str)] = &[
         "aclrtCreateEventExWithFlag",
         "capability probe for IPC events: a refusal means the capability is absent",
     ),
+    (
+        "aclrtBinaryLoadFromData",
+        "loading the builtin module is a probe: a refusal leaves the device without KERNELS, \
+         as on a runtime that cannot run the simulator's binary format",
+    ),
+    (
+        "aclrtBinaryGetFunction",
+        "part of the builtin-module probe: a failure unloads the binary and leaves the device \
+         without KERNELS",
+    ),
 ];
 
 #[test]
@@ -561,6 +571,8 @@ fn device_open_fails_cleanly_under_every_code() {
         "aclrtDeviceGetStreamPriorityRange",
         "aclrtGetStreamAvailableNum",
         "aclrtCreateEventExWithFlag",
+        "aclrtBinaryLoadFromData",
+        "aclrtBinaryGetFunction",
     ];
     let (mut failed, mut absorbed) = (0, 0);
     for sym in open_symbols {

@@ -6,7 +6,8 @@
 //! streams, events, report-style and host-func callbacks, host-func subscriptions, the
 //! per-stream allocator registry, synchronous and async memory copies, value wait / write,
 //! stream configuration handles, exception info, capture / model run instances (`aclmdlRI*`),
-//! the runtime version and error reporting. The
+//! kernel binaries and launches (over a documented test-only binary format whose kernels are
+//! built-in CPU functions), the runtime version and error reporting. The
 //! semantics follow the CANN AscendCL API reference; every choice made where that reference
 //! leaves the behaviour open is listed in the crate's `README.md`.
 //!
@@ -17,6 +18,7 @@
 //! | Module | Holds |
 //! | --- | --- |
 //! | `allocator` | the external per-stream allocator registry (`aclrtAllocator*`) |
+//! | `binary` | the simulator's test-only kernel binary format (parser, built-in CPU kernels) |
 //! | `callback` | report callbacks (`aclrtLaunchCallback`, `*Report`) and `aclrtLaunchHostFunc` |
 //! | `capture` | capture and model run instances (`aclmdlRI*`), the capture rules |
 //! | `codes` | ACL error codes and constants |
@@ -28,6 +30,7 @@
 //! | `faults` | fault injection, call counts, hangs, poison (`xsimSetFaults`, `xsimLaunchFault`) |
 //! | `host_mem` | which host ranges are page-locked (the captured-copy rule) |
 //! | `hostfunc` | host-func subscriptions (`aclrtSubscribeHostFunc`, `aclrtProcessHostFunc`) |
+//! | `kernel` | kernel binaries and launches (`aclrtBinaryLoadFromData`, `aclrtKernelArgs*`, `aclrtLaunchKernel*`) |
 //! | `memory` | `aclrtMalloc/Free`, `aclrtMallocHost/FreeHost`, `aclrtMemcpy`, `*Async` copies |
 //! | `registry` | live handles by address, lookups, live counters (`xsimLive*`) |
 //! | `stream` | the stream object and worker; create, destroy, synchronize, query, abort |
@@ -49,6 +52,7 @@
 //! Rust through this rlib (they are `unsafe` because they take raw C pointers).
 
 pub mod allocator;
+pub mod binary;
 pub mod callback;
 pub mod capture;
 pub mod codes;
@@ -60,6 +64,7 @@ pub mod exception;
 pub mod faults;
 mod host_mem;
 pub mod hostfunc;
+pub mod kernel;
 pub mod memory;
 pub mod registry;
 pub mod stream;
@@ -78,6 +83,7 @@ pub use event::*;
 pub use exception::*;
 pub use faults::*;
 pub use hostfunc::*;
+pub use kernel::*;
 pub use memory::*;
 pub use registry::*;
 pub use stream::*;

@@ -165,36 +165,37 @@ impl Stream {
                 }
                 self.wait_done(&d, epoch);
             }
-            Task::Delay(us) if !poisoned => {
-                let end = Instant::now() + Duration::from_micros(us);
-                loop {
-                    let now = Instant::now();
-                    if now >= end || self.cancelled(epoch) {
-                        break;
-                    }
-                    std::thread::sleep((end - now).min(SLICE));
-                }
-            }
+            Task::Delay(us) if !poisoned => self.spin(Duration::from_micros(us), epoch),
             Task::Lcg { ptr, words, rounds } if !poisoned => {
                 // SAFETY: the caller of xsimLaunchLcg promised `words` u32s at `ptr` stay valid.
-                let s = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u32, words) };
-                for x in s {
-                    let mut v = *x;
-                    for _ in 0..rounds {
-                        v = v.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                    }
-                    *x = v;
-                }
+                unsafe { lcg_words(ptr as *mut u32, words, rounds) }
             }
-            Task::Fault(code) if !poisoned => {
-                // Report before poisoning, so a synchronize that sees the code can rely on the
-                // exception callback having run.
-                crate::exception::raise(self, code);
-                self.ctx.poison.store(code, SeqCst);
-            }
+            Task::Fault(code) if !poisoned => self.fault(code),
             Task::Ext(x) if !poisoned => x.run(self, epoch),
             _ => {}
         }
+    }
+
+    /// Occupies the stream for `d` (a simulated kernel's run time), ending early on abort or
+    /// force destroy.
+    pub(crate) fn spin(&self, d: Duration, epoch: u64) {
+        let end = Instant::now() + d;
+        loop {
+            let now = Instant::now();
+            if now >= end || self.cancelled(epoch) {
+                break;
+            }
+            std::thread::sleep((end - now).min(SLICE));
+        }
+    }
+
+    /// A device fault with `code`: reports it to the exception callback, then poisons the
+    /// context.
+    pub(crate) fn fault(&self, code: i32) {
+        // Report before poisoning, so a synchronize that sees the code can rely on the
+        // exception callback having run.
+        crate::exception::raise(self, code);
+        self.ctx.poison.store(code, SeqCst);
     }
 
     fn wait_done(&self, d: &Done, epoch: u64) {
@@ -210,6 +211,26 @@ impl Stream {
             }
             g = wait_for(&d.cv, g, SLICE);
         }
+    }
+}
+
+/// The simulated LCG kernel: for each of the `words` u32 values at `ptr`, `rounds` times
+/// `x = x*1664525 + 1013904223` (wrapping).
+///
+/// # Safety
+/// `ptr` must point to `words` valid, 4-byte aligned u32 values no one else accesses meanwhile.
+pub(crate) unsafe fn lcg_words(ptr: *mut u32, words: usize, rounds: u32) {
+    if words == 0 {
+        return;
+    }
+    // SAFETY: as the caller promised.
+    let s = unsafe { std::slice::from_raw_parts_mut(ptr, words) };
+    for x in s {
+        let mut v = *x;
+        for _ in 0..rounds {
+            v = v.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        }
+        *x = v;
     }
 }
 

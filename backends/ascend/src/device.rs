@@ -20,6 +20,7 @@ use xstream_core::{
 
 use crate::callback::{reap, Reporter};
 use crate::event::AscendEvent;
+use crate::module::AscendModule;
 use crate::stream::{AscendStream, StreamState};
 use crate::sys::{consts, AclFns, DevPtr, RawContext};
 use crate::{result, AscendBackend};
@@ -48,6 +49,8 @@ pub(crate) struct DeviceInner {
     /// A context of its own (`aclrtCreateContext`), destroyed with the device, instead of the
     /// ordinal's primary context.
     isolated: bool,
+    /// The builtin module's binary, loaded at open (only the simulator can), or why not.
+    builtin: Result<crate::module::LoadedBuiltin>,
 }
 
 impl std::fmt::Debug for DeviceInner {
@@ -60,6 +63,11 @@ impl std::fmt::Debug for DeviceInner {
 }
 
 impl DeviceInner {
+    /// The builtin binary, or the error that says why this runtime has none.
+    pub(crate) fn builtin(&self) -> Result<&crate::module::LoadedBuiltin> {
+        self.builtin.as_ref().map_err(Clone::clone)
+    }
+
     /// Makes this device's context current on the calling thread (cached).
     pub(crate) fn bind(&self) -> Result<()> {
         let want = (self.ctx.0 as usize, EPOCH.load(Ordering::Acquire));
@@ -117,6 +125,11 @@ impl Drop for DeviceInner {
         }
         self.pending
             .fail_all(&Error::CallbackCancelled("the Ascend device was dropped"));
+        if let Ok(b) = &self.builtin {
+            // Every stream, buffer and function holds the device: none is left, so no launch
+            // of the builtin binary is still queued.
+            let _ = result::kernel::unload(self.t, b.raw);
+        }
         if self.isolated {
             let _ = result::device::destroy_context(self.t, self.ctx);
         } else {
@@ -212,8 +225,23 @@ impl AscendDevice {
             caps |= Capabilities::INTERPROCESS_EVENTS;
             let _ = result::event::destroy(t, e);
         }
+        // The builtin module loads only where the simulator's test-only format runs.
+        let builtin = if caps.contains(Capabilities::MODULES) {
+            crate::module::load_builtin(t)
+        } else {
+            Err(Error::unsupported(
+                BackendKind::Ascend,
+                format!(
+                    "the builtin module: {} does not export the kernel-binary API",
+                    t.library
+                ),
+            ))
+        };
+        if builtin.is_ok() {
+            caps |= Capabilities::KERNELS;
+        }
         let max_streams = result::device::stream_available(t).map(|n| n.saturating_add(1));
-        let sim = t.xsimLaunchDelay.is_some();
+        let sim = t.xsimLaunchFault.is_some();
         let info = DeviceInfo {
             backend: BackendKind::Ascend,
             ordinal,
@@ -243,6 +271,7 @@ impl AscendDevice {
             default_state: StreamState::new_default(),
             blocks: crate::blocks::BlockCache::default(),
             isolated,
+            builtin,
         }
     }
 
@@ -395,6 +424,17 @@ impl Device for AscendDevice {
             flags,
             report,
         ))
+    }
+
+    fn load_module(&self, src: &xstream_core::ModuleSource<'_>) -> Result<AscendModule> {
+        match src {
+            xstream_core::ModuleSource::AscendBinary(data) => AscendModule::load(self, data),
+            other => Err(other.unsupported_on(BackendKind::Ascend)),
+        }
+    }
+
+    fn builtin_module(&self) -> Result<AscendModule> {
+        AscendModule::builtin(self)
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -37,10 +37,15 @@ pub(crate) struct EventInner {
     /// Whether `captured_on` may be `Some`: lets record and query skip its lock on the common
     /// (never captured) path, so those hot paths take no lock.
     capture_seen: AtomicBool,
+    /// Created by xstream (destroyed with the last handle); `false` for [`AscendEvent::from_raw`].
+    owned: bool,
 }
 
 impl Drop for EventInner {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         let device = self.device.clone();
         let raw = self.raw;
         let destroy = move || {
@@ -127,11 +132,58 @@ impl AscendEvent {
                 recorded: AtomicBool::new(false),
                 captured_on: Mutex::new(None),
                 capture_seen: AtomicBool::new(false),
+                owned: true,
             }),
             flags: tr.effective,
             native: tr.native,
             report: tr.report,
         })
+    }
+
+    /// Wraps an `aclrtEvent` that somebody else created and owns (a vendor operator library,
+    /// code calling ACL directly) as a borrowed event of `device` (ACL-only extension): xstream
+    /// records it, makes streams wait on it, queries and synchronizes it, and **never destroys
+    /// it**; the owner destroys it after the borrow ends. `native` is the `ACL_EVENT_*` bits it
+    /// was created with (`ACL_EVENT_TIME_LINE` decides whether elapsed time is allowed;
+    /// `aclrtCreateEvent` events have it). The wrapper cannot know whether the event was
+    /// recorded before: it treats it as recorded, so waits and queries ask the runtime, which
+    /// reports a never-recorded event as complete.
+    ///
+    /// # Safety
+    /// `raw` must be a live event of `device`'s context, created with `native`, that stays
+    /// alive (not destroyed by its owner) for `'a`, including until the work xstream queued on
+    /// it through this wrapper completed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a NULL handle; [`Error::NotPermitted`] inside a callback.
+    #[allow(unsafe_code)]
+    pub unsafe fn from_raw<'a>(
+        device: &AscendDevice,
+        raw: RawEvent,
+        native: u32,
+    ) -> Result<xstream_core::Borrowed<'a, Self>> {
+        ensure_not_in_callback()?;
+        if raw.0.is_null() {
+            return Err(Error::invalid("AscendEvent::from_raw: NULL aclrtEvent"));
+        }
+        let flags = if native & consts::ACL_EVENT_TIME_LINE == 0 {
+            EventFlags::DISABLE_TIMING
+        } else {
+            EventFlags::empty()
+        };
+        Ok(xstream_core::Borrowed::new(Self {
+            inner: Arc::new(EventInner {
+                device: device.clone(),
+                raw,
+                recorded: AtomicBool::new(true),
+                captured_on: Mutex::new(None),
+                capture_seen: AtomicBool::new(false),
+                owned: false,
+            }),
+            flags,
+            native,
+            report: FlagReport::default(),
+        }))
     }
 
     /// The ACL flag bits the event was created with (ACL-only extension).

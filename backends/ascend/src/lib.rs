@@ -17,6 +17,7 @@
 //! | stream | [`stream`], `stream/` | [`AscendStream`]: the portable impl; `stream/`: create, capture, callback, memory, memop, attribute, native (ACL-only), drop |
 //! | event | [`event`] | [`AscendEvent`] |
 //! | graph | [`graph`] | [`AscendGraph`]: a model run instance from capture |
+//! | module | [`module`], `result/kernel` | [`AscendModule`], [`AscendFunction`]: kernel binaries; the simulator-format builtin binary |
 //! | callbacks | `callback` (private) | report thread, reaper, `extern "C"` trampolines |
 //!
 //! Design choices:
@@ -36,9 +37,17 @@
 //!   to the device's block cache instead, ordered by events ([`blocks`]).
 //! - **No `aclFinalize` at exit**: a destructor at process exit could race with runtime
 //!   threads; call [`AscendBackend::finalize`] explicitly if needed.
-//! - **Kernels** ([`Kernel`](xstream_core::Kernel)) only run on the simulator
-//!   (`xstream-ascend-sim`), through its optional `xsim*` symbols; no NPU kernel binaries are
-//!   shipped yet, so on real hardware they are [`Error::Unsupported`].
+//! - **Modules and kernels** ([`module`]) go through ACL's kernel-binary API
+//!   (`aclrtBinaryLoadFromData`, `aclrtBinaryGetFunction`, `aclrtLaunchKernelWithConfig`),
+//!   used when the runtime exports it ([`Capabilities::MODULES`](xstream_core::Capabilities)).
+//!   The builtin module behind [`Kernel::Delay`](xstream_core::Kernel::Delay) and
+//!   [`Kernel::Lcg`](xstream_core::Kernel::Lcg) is a binary in the simulator's test-only format:
+//!   it runs only on the simulator (`xstream-ascend-sim`); on real hardware it is
+//!   [`Error::Unsupported`] and the device lacks `KERNELS`. [`Kernel::Fault`](xstream_core::Kernel::Fault)
+//!   uses the simulator's `xsimLaunchFault` extension.
+//! - **Raw handles**: [`AscendStream`] and [`AscendEvent`] hand out their `aclrtStream` /
+//!   `aclrtEvent` (`as_raw`) for vendor operator libraries, and wrap handles created elsewhere
+//!   (`Stream::from_raw`, [`AscendEvent::from_raw`]) without ever destroying them.
 //!
 //! # Threads
 //! Every type is `Send + Sync`. ACL handles are usable from any thread once the right context
@@ -67,7 +76,9 @@ pub use event::AscendEvent;
 pub use graph::AscendGraph;
 pub use module::{AscendFunction, AscendModule};
 pub use stream::AscendStream;
-pub use sys::{AclFns, DevPtr, LoadError, RawContext, RawEvent, RawModel, RawStream};
+pub use sys::{
+    AclFns, DevPtr, LoadError, RawBinary, RawContext, RawEvent, RawFunction, RawModel, RawStream,
+};
 
 /// The code [`Kernel::Fault`](xstream_core::Kernel::Fault) poisons the context with on the
 /// simulator (`ACL_ERROR_RT_AICORE_EXCEPTION`).

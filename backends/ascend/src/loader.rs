@@ -148,6 +148,23 @@ pub const STREAM_CONFIG: SymbolGroup = SymbolGroup {
     ],
 };
 
+/// The kernel-binary API: modules of kernels, their functions and launches
+/// ([`Capabilities::MODULES`]; [`Capabilities::KERNELS`] further needs the builtin module to
+/// load, which only the simulator can).
+pub const MODULES: SymbolGroup = SymbolGroup {
+    name: "kernel binaries and launches",
+    capability: Some(Capabilities::MODULES),
+    symbols: &[
+        "aclrtBinaryLoadFromData",
+        "aclrtBinaryGetFunction",
+        "aclrtBinaryUnLoad",
+        "aclrtKernelArgsInit",
+        "aclrtKernelArgsAppend",
+        "aclrtKernelArgsFinalize",
+        "aclrtLaunchKernelWithConfig",
+    ],
+};
+
 /// The capability groups of optional symbols. A group counts only when all its symbols are
 /// present.
 pub const GROUPS: &[SymbolGroup] = &[
@@ -185,11 +202,7 @@ pub const GROUPS: &[SymbolGroup] = &[
         capability: Some(Capabilities::STREAM_IDS),
         symbols: &["aclrtStreamGetId"],
     },
-    SymbolGroup {
-        name: "simulated kernels (simulator only)",
-        capability: Some(Capabilities::KERNELS),
-        symbols: &["xsimLaunchDelay", "xsimLaunchLcg"],
-    },
+    MODULES,
     SymbolGroup {
         name: "fault injection (simulator only)",
         capability: Some(Capabilities::FAULT_INJECTION),
@@ -329,7 +342,7 @@ mod tests {
         }
         .unwrap();
         assert!(t.aclrtCreateStreamWithConfig.is_none());
-        assert!(t.xsimLaunchDelay.is_none());
+        assert!(t.aclrtBinaryLoadFromData.is_none());
         assert!(t.present_optional().is_empty());
     }
 
@@ -363,6 +376,32 @@ mod tests {
             .any(|l| l.contains("partial (missing aclrtValueWrite) -> off")));
         // No aclrtGetVersion: no version, and the table is accepted.
         assert_eq!(check_version(t).unwrap().version, None);
+    }
+
+    #[test]
+    fn modules_need_every_kernel_symbol() {
+        let addr = dummy as *const () as *mut c_void;
+        let with = |skip: Option<&CStr>| {
+            // SAFETY: the table is never called; only presence is checked.
+            unsafe {
+                AclFns::load_with("fake", |n: &CStr| {
+                    let module = MODULES.symbols.iter().any(|m| m.as_bytes() == n.to_bytes());
+                    if AclFns::REQUIRED.contains(&n) || (module && Some(n) != skip) {
+                        addr
+                    } else {
+                        std::ptr::null_mut()
+                    }
+                })
+            }
+            .unwrap()
+        };
+        assert!(symbol_capabilities(&with(None)).contains(Capabilities::MODULES));
+        let t = with(Some(c"aclrtKernelArgsFinalize"));
+        assert_eq!(
+            group_state(&t, &MODULES),
+            GroupState::Partial(vec!["aclrtKernelArgsFinalize"])
+        );
+        assert!(!symbol_capabilities(&t).contains(Capabilities::MODULES));
     }
 
     #[test]

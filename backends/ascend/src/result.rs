@@ -19,6 +19,7 @@ use crate::sys::{
 };
 
 pub(crate) mod exception;
+pub(crate) mod kernel;
 pub(crate) mod stream_config;
 pub(crate) mod value;
 pub(crate) mod version;
@@ -461,18 +462,6 @@ pub(crate) mod model {
 
 pub(crate) mod xsim {
     use super::*;
-    pub(crate) fn delay(t: &AclFns, s: RawStream, micros: u64) -> Result<()> {
-        call!(opt t, xsimLaunchDelay(s.0, micros))
-    }
-    pub(crate) fn lcg(
-        t: &AclFns,
-        s: RawStream,
-        p: DevPtr,
-        words: usize,
-        rounds: u32,
-    ) -> Result<()> {
-        call!(opt t, xsimLaunchLcg(s.0, p.0, words, rounds))
-    }
     pub(crate) fn fault(t: &AclFns, s: RawStream, code: i32) -> Result<()> {
         call!(opt t, xsimLaunchFault(s.0, code))
     }

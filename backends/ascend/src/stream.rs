@@ -13,6 +13,7 @@
 //! - `capture`: `aclmdlRICaptureBegin` / `aclmdlRICaptureEnd`, `aclmdlRICaptureGetInfo`;
 //! - `callback`: report-style callbacks and `aclrtLaunchHostFunc`;
 //! - `memory`: memset, write, read, copies, host memory in flight;
+//! - `kernel`: kernel launches (`aclrtLaunchKernelWithConfig`) and their checks;
 //! - `memop`: `aclrtValueWait` / `aclrtValueWrite` (64-bit);
 //! - `attribute`: stream attributes, priority, the allocator;
 //! - `native`: ACL-only extras (native flags, failure mode, forced destroy);
@@ -24,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use xstream_core::callback::{HostCallback, PanicSlot, PendingCallbacks};
+use xstream_core::module::{KernelArg, LaunchConfig, BUILTIN_DELAY, BUILTIN_LCG};
 use xstream_core::{
     check_timeout, ensure_not_in_callback, Allocator, BackendKind, Borrowed, CaptureCell,
     CaptureMode, CaptureStatus, CreationReport, Error, Kernel, Ownership, Readback, Result, Status,
@@ -35,6 +37,7 @@ use crate::device::{AscendBuffer, AscendDevice};
 use crate::error::with_timeout;
 use crate::event::AscendEvent;
 use crate::graph::AscendGraph;
+use crate::module::AscendFunction;
 use crate::result;
 use crate::sys::{consts, RawStream};
 use crate::AscendBackend;
@@ -44,6 +47,7 @@ mod callback;
 mod capture;
 mod create;
 mod drop;
+mod kernel;
 mod memop;
 mod memory;
 mod native;
@@ -499,44 +503,27 @@ impl Stream for AscendStream {
     }
 
     fn launch(&self, kernel: Kernel<'_, AscendBuffer>) -> Result<()> {
-        self.enter("launch")?;
-        let d = &self.device.inner;
-        let no_kernels = || {
-            Error::unsupported(
-                BackendKind::Ascend,
-                "built-in kernels (no NPU kernel binaries are shipped yet; only the simulator's xsim* symbols provide them)",
-            )
-        };
         match kernel {
             Kernel::Delay(t) => {
-                if d.t.xsimLaunchDelay.is_none() {
-                    return Err(no_kernels());
-                }
-                result::xsim::delay(
-                    d.t,
-                    self.state.raw,
-                    u64::try_from(t.as_micros()).unwrap_or(u64::MAX),
-                )?;
-                self.state.enqueued(None);
+                ensure_not_in_callback()?;
+                let f = AscendFunction::builtin(&self.device, BUILTIN_DELAY)?;
+                let ns = xstream_core::module::delay_nanoseconds(t);
+                kernel::launch(self, &f, &LaunchConfig::single(), &[KernelArg::U64(ns)])
             }
             Kernel::Lcg { buf, rounds } => {
-                if d.t.xsimLaunchLcg.is_none() {
-                    return Err(no_kernels());
-                }
-                self.check_buf(buf)?;
-                if buf.inner.len % 4 != 0 {
-                    return Err(Error::invalid("Lcg buffer length must be a multiple of 4"));
-                }
-                result::xsim::lcg(
-                    d.t,
-                    self.state.raw,
-                    buf.inner.ptr,
-                    buf.inner.len / 4,
-                    rounds,
-                )?;
-                self.state.enqueued(Some(Box::new(Arc::clone(&buf.inner))));
+                ensure_not_in_callback()?;
+                let f = AscendFunction::builtin(&self.device, BUILTIN_LCG)?;
+                let (words, cfg) = xstream_core::module::lcg_launch(buf.inner.len)?;
+                let args = [
+                    KernelArg::Buffer(buf),
+                    KernelArg::U32(words),
+                    KernelArg::U32(rounds),
+                ];
+                kernel::launch(self, &f, &cfg, &args)
             }
             Kernel::Fault => {
+                self.enter("launch")?;
+                let d = &self.device.inner;
                 if d.t.xsimLaunchFault.is_none() {
                     return Err(Error::unsupported(
                         BackendKind::Ascend,
@@ -545,9 +532,19 @@ impl Stream for AscendStream {
                 }
                 result::xsim::fault(d.t, self.state.raw, crate::FAULT_CODE)?;
                 self.state.enqueued(None);
+                Ok(())
             }
         }
-        Ok(())
+    }
+
+    fn launch_kernel(
+        &self,
+        f: &AscendFunction,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, AscendBuffer>],
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        kernel::launch(self, f, cfg, args)
     }
 
     // ---- Stream memory operations (see `stream::memop`) ----

@@ -48,6 +48,41 @@ pub union aclrtStreamAttrValue {
 
 const _: () = assert!(std::mem::size_of::<aclrtStreamAttrValue>() == 16);
 
+/// C `aclrtBinaryLoadOptions` (`acl/acl_rt.h`): `{ aclrtBinaryLoadOption* options; size_t
+/// numOpt; }`. xstream passes none (a NULL pointer); the type is declared for the prototype.
+#[repr(C)]
+#[derive(Debug)]
+pub struct aclrtBinaryLoadOptions {
+    /// `options` (`aclrtBinaryLoadOption*`, opaque here).
+    pub options: *mut c_void,
+    /// `numOpt`.
+    pub numOpt: usize,
+}
+
+/// C `aclrtLaunchKernelAttr` (`acl/acl_rt.h`): an `aclrtLaunchKernelAttrId` and a 16-byte
+/// `aclrtLaunchKernelAttrValue` union (20 bytes, align 4).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct aclrtLaunchKernelAttr {
+    /// `id` (`aclrtLaunchKernelAttrId`).
+    pub id: i32,
+    /// `value` as its `uint32_t rsv[4]` member; `dynUBufSize` is `value[0]`.
+    pub value: [u32; 4],
+}
+
+const _: () = assert!(std::mem::size_of::<aclrtLaunchKernelAttr>() == 20);
+
+/// C `aclrtLaunchKernelCfg` (`acl/acl_rt.h`): `{ aclrtLaunchKernelAttr* attrs; size_t numAttrs;
+/// }`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct aclrtLaunchKernelCfg {
+    /// `attrs`.
+    pub attrs: *mut aclrtLaunchKernelAttr,
+    /// `numAttrs`.
+    pub numAttrs: usize,
+}
+
 /// ACL constants (values from the CANN AscendCL API reference).
 pub mod consts {
     /// `ACL_SUCCESS`.
@@ -126,6 +161,12 @@ pub mod consts {
     pub const ACL_RT_STREAM_FLAG: i32 = 2;
     /// `ACL_RT_STREAM_PRIORITY` (`aclrtStreamConfigAttr`; value passed as `uint32_t`).
     pub const ACL_RT_STREAM_PRIORITY: i32 = 3;
+    /// `ACL_RT_LAUNCH_KERNEL_ATTR_DYN_UBUF_SIZE` (`aclrtLaunchKernelAttrId`): the dynamic
+    /// unified-buffer size of a launch (value member `uint32_t dynUBufSize`).
+    pub const ACL_RT_LAUNCH_KERNEL_ATTR_DYN_UBUF_SIZE: i32 = 2;
+    /// `ACL_ERROR_RT_PARAM_INVALID`: the runtime refused an argument (also: a binary it cannot
+    /// register, an unknown kernel name).
+    pub const ACL_ERROR_RT_PARAM_INVALID: i32 = 107_000;
     /// `ACL_MAJOR_VERSION` of the ACL API this crate's declarations follow (1.x).
     pub const ACL_MAJOR_VERSION: i32 = 1;
 }
@@ -351,8 +392,13 @@ acl_table! {
         aclrtSetStreamConfigOpt = c"aclrtSetStreamConfigOpt": fn(P, i32, *const c_void, usize) -> aclError;
         aclrtDestroyStreamConfigHandle = c"aclrtDestroyStreamConfigHandle": fn(P) -> aclError;
         aclrtCreateStreamV2 = c"aclrtCreateStreamV2": fn(PP, *const c_void) -> aclError;
-        xsimLaunchDelay = c"xsimLaunchDelay": fn(P, u64) -> aclError;
-        xsimLaunchLcg = c"xsimLaunchLcg": fn(P, P, usize, u32) -> aclError;
+        aclrtBinaryLoadFromData = c"aclrtBinaryLoadFromData": fn(*const c_void, usize, *const aclrtBinaryLoadOptions, PP) -> aclError;
+        aclrtBinaryGetFunction = c"aclrtBinaryGetFunction": fn(P, *const c_char, PP) -> aclError;
+        aclrtBinaryUnLoad = c"aclrtBinaryUnLoad": fn(P) -> aclError;
+        aclrtKernelArgsInit = c"aclrtKernelArgsInit": fn(P, PP) -> aclError;
+        aclrtKernelArgsAppend = c"aclrtKernelArgsAppend": fn(P, P, usize, PP) -> aclError;
+        aclrtKernelArgsFinalize = c"aclrtKernelArgsFinalize": fn(P) -> aclError;
+        aclrtLaunchKernelWithConfig = c"aclrtLaunchKernelWithConfig": fn(P, u32, P, *mut aclrtLaunchKernelCfg, P, P) -> aclError;
         xsimLaunchFault = c"xsimLaunchFault": fn(P, i32) -> aclError;
     }
 }
@@ -412,6 +458,12 @@ pub struct RawContext(pub *mut c_void);
 /// `aclmdlRI`: a raw model run instance handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RawModel(pub *mut c_void);
+/// `aclrtBinHandle`: a loaded kernel binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RawBinary(pub *mut c_void);
+/// `aclrtFuncHandle`: a kernel function of a loaded binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RawFunction(pub *mut c_void);
 /// A raw device pointer (from `aclrtMalloc`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DevPtr(pub *mut c_void);
@@ -434,6 +486,14 @@ unsafe impl Sync for RawContext {}
 unsafe impl Send for RawModel {}
 // SAFETY: as for RawStream.
 unsafe impl Sync for RawModel {}
+// SAFETY: as for RawStream: binary and function handles are opaque tokens of the runtime.
+unsafe impl Send for RawBinary {}
+// SAFETY: as above.
+unsafe impl Sync for RawBinary {}
+// SAFETY: as for RawBinary.
+unsafe impl Send for RawFunction {}
+// SAFETY: as above.
+unsafe impl Sync for RawFunction {}
 // SAFETY: a device address is plain data; accesses go through stream-ordered runtime calls.
 unsafe impl Send for DevPtr {}
 // SAFETY: as above.

@@ -11,8 +11,9 @@
 //! On a backend without page-locked host memory the copies fall back to the pageable path
 //! ([`Stream::write`] / [`Stream::read`], staged by the vendor). The compute stage is a
 //! launch of the builtin module's [`BUILTIN_LCG`] through [`Stream::launch_kernel`] (the
-//! path of users' own kernels); a device without [`Capabilities::MODULES`] but with the
-//! built-in kernels uses [`Kernel::Lcg`]; without either the compute stage is skipped and
+//! path of users' own kernels) on a device with [`Capabilities::MODULES`] and
+//! [`Capabilities::KERNELS`] (the builtin module); a device with the built-in kernels but
+//! without modules uses [`Kernel::Lcg`]; without kernels the compute stage is skipped and
 //! reported, and the output is then the input copied there and back.
 
 use std::time::Instant;
@@ -169,7 +170,9 @@ impl<B: Backend> Pipeline<B> {
             })
             .collect::<Result<Vec<_>>>()?;
         let caps = dev.info().capabilities;
-        let lcg = if caps.contains(Capabilities::MODULES) {
+        // MODULES alone is not enough: a device may load user modules but have no builtin
+        // one (Ascend on an NPU: the builtin module is a simulator-format binary).
+        let lcg = if caps.contains(Capabilities::MODULES | Capabilities::KERNELS) {
             Some(dev.builtin_module()?.function(BUILTIN_LCG)?)
         } else {
             None

@@ -86,3 +86,21 @@ pub unsafe extern "C" fn count_cb(data: *mut c_void) {
     c.fetch_add(1, Ordering::SeqCst);
     HITS.fetch_add(1, Ordering::SeqCst);
 }
+
+/// One kernel entry of a simulator kernel binary: name, built-in id, parameter kinds.
+pub type BinEntry<'a> = (&'a str, u32, &'a [u8]);
+
+/// Encodes a simulator kernel binary (the format of `ascendcl::binary`).
+pub fn xsim_binary(entries: &[BinEntry<'_>]) -> Vec<u8> {
+    let mut v = ascendcl::binary::XSIM_BINARY_MAGIC.to_vec();
+    v.extend_from_slice(&ascendcl::binary::XSIM_BINARY_VERSION.to_le_bytes());
+    v.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    for (name, id, kinds) in entries {
+        v.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        v.extend_from_slice(name.as_bytes());
+        v.extend_from_slice(&id.to_le_bytes());
+        v.push(kinds.len() as u8);
+        v.extend_from_slice(kinds);
+    }
+    v
+}
