@@ -326,6 +326,66 @@ pub trait Communicator: Send + Sync + fmt::Debug {
     /// # Errors
     /// Vendor errors.
     fn abort(&self) -> Result<()>;
+
+    /// How long this rank waits for its peers before failing (and what [`synchronize`] waits
+    /// at most). Starts at [`collective_timeout`].
+    fn timeout(&self) -> Duration {
+        collective_timeout().unwrap_or(DEFAULT_COLLECTIVE_TIMEOUT)
+    }
+
+    /// Sets [`Communicator::timeout`] for this rank.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for zero; [`Error::Unsupported`] where the backend cannot
+    /// change it.
+    fn set_timeout(&self, timeout: Duration) -> Result<()> {
+        let _ = timeout;
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "changing a communicator's timeout",
+        ))
+    }
+}
+
+/// How often [`synchronize`] polls the communicator's asynchronous error while it waits.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(1);
+
+/// The timeout path: waits for `stream` (which carries `comm`'s operations) while polling
+/// [`Communicator::async_error`]; on an asynchronous error or after
+/// [`Communicator::timeout`], aborts the communicator (so the vendor's kernels stop instead of
+/// spinning forever) and returns the error. A dead or missing peer gives an error, never a
+/// hang.
+///
+/// # Errors
+/// The communicator's asynchronous error; [`Error::Collective`] of kind
+/// [`CollectiveErrorKind::Timeout`] after the timeout; the stream's errors.
+pub fn synchronize<C: Communicator>(comm: &C, stream: &StreamOf<C::B>) -> Result<()> {
+    use crate::Stream;
+    let timeout = comm.timeout();
+    let start = std::time::Instant::now();
+    loop {
+        match stream.synchronize_timeout(POLL_INTERVAL) {
+            Ok(()) => return comm.async_error(),
+            Err(Error::Timeout(_)) => {}
+            Err(e) => return Err(e),
+        }
+        if let Err(e) = comm.async_error() {
+            let _ = comm.abort();
+            return Err(e);
+        }
+        if start.elapsed() >= timeout {
+            let _ = comm.abort();
+            return Err(Error::Collective {
+                op: "synchronize",
+                kind: CollectiveErrorKind::Timeout,
+                detail: format!(
+                    "rank {} of {}: the stream's collective work did not complete within {timeout:?}; the communicator was aborted",
+                    comm.rank(),
+                    comm.world_size()
+                ),
+            });
+        }
+    }
 }
 
 /// Runs `f` between [`Communicator::group_start`] and [`Communicator::group_end`] of every
