@@ -6,6 +6,10 @@
 //! before [`probe`] succeeded. Note that PyTorch's wheels ship only `libnccl.so.2`, a name
 //! cudarc does not try: a directory on `LD_LIBRARY_PATH` with a `libnccl.so` link to it
 //! makes it loadable.
+//!
+//! NCCL switches the calling thread's current device itself (`cudaSetDevice` in init, group
+//! end and launches); every wrapper that may do so forgets xstream's per-thread context cache
+//! afterwards, so the next xstream call binds its own context again.
 
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::OnceLock;
@@ -139,8 +143,9 @@ pub(crate) fn comm_init_rank(
     }
     let mut comm: sys::ncclComm_t = std::ptr::null_mut();
     // SAFETY: valid out-pointer and id; ranks are checked by the caller.
-    ok(unsafe { sys::ncclCommInitRank(&mut comm, world, uid, rank) })?;
-    Ok(RawComm(comm))
+    let r = ok(unsafe { sys::ncclCommInitRank(&mut comm, world, uid, rank) });
+    super::forget_bound_context();
+    r.map(|()| RawComm(comm))
 }
 
 /// `ncclCommInitAll` over CUDA device ordinals.
@@ -149,8 +154,9 @@ pub(crate) fn comm_init_all(devices: &[c_int]) -> Result<Vec<RawComm>, NcclCode>
     let n = c_int::try_from(devices.len())
         .map_err(|_| sys::ncclResult_t::ncclInvalidArgument as u32)?;
     // SAFETY: `comms` has room for `n` handles; `devices` holds `n` ordinals.
-    ok(unsafe { sys::ncclCommInitAll(comms.as_mut_ptr(), n, devices.as_ptr()) })?;
-    Ok(comms.into_iter().map(RawComm).collect())
+    let r = ok(unsafe { sys::ncclCommInitAll(comms.as_mut_ptr(), n, devices.as_ptr()) });
+    super::forget_bound_context();
+    r.map(|()| comms.into_iter().map(RawComm).collect())
 }
 
 /// The NCCL element type.
@@ -274,6 +280,7 @@ pub(crate) fn enqueue(
             NcclOp::Recv { buf, count, peer } => sys::ncclRecv(p(buf), count, dt, peer, c, st),
         }
     };
+    super::forget_bound_context();
     ok(r)
 }
 
@@ -286,7 +293,9 @@ pub(crate) fn group_start() -> Result<(), NcclCode> {
 /// `ncclGroupEnd`.
 pub(crate) fn group_end() -> Result<(), NcclCode> {
     // SAFETY: as for `group_start`.
-    ok(unsafe { sys::ncclGroupEnd() })
+    let r = ok(unsafe { sys::ncclGroupEnd() });
+    super::forget_bound_context();
+    r
 }
 
 /// `ncclCommGetAsyncError`: `Ok(())` or the asynchronous error's code.
@@ -300,11 +309,15 @@ pub(crate) fn async_error(comm: RawComm) -> Result<(), NcclCode> {
 /// `ncclCommAbort`: frees the communicator; its pending kernels stop.
 pub(crate) fn comm_abort(comm: RawComm) -> Result<(), NcclCode> {
     // SAFETY: live communicator, never used again by the caller.
-    ok(unsafe { sys::ncclCommAbort(comm.0) })
+    let r = ok(unsafe { sys::ncclCommAbort(comm.0) });
+    super::forget_bound_context();
+    r
 }
 
 /// `ncclCommDestroy`: frees the communicator after its pending work.
 pub(crate) fn comm_destroy(comm: RawComm) -> Result<(), NcclCode> {
     // SAFETY: live communicator, never used again by the caller.
-    ok(unsafe { sys::ncclCommDestroy(comm.0) })
+    let r = ok(unsafe { sys::ncclCommDestroy(comm.0) });
+    super::forget_bound_context();
+    r
 }
