@@ -45,6 +45,34 @@ mod collectives {
         run_on("host, 3 ranks on device 0", vec![d.clone(), d.clone(), d]);
     }
 
+    /// `rank_conformance` (what each process of a multi-process job runs), one thread per rank
+    /// joined by unique id.
+    #[test]
+    fn rank_conformance_one_thread_per_rank() {
+        use xstream_conformance::collectives::rank_conformance;
+        use xstream_core::{CollectiveBackend, Device, StreamDesc};
+        let world = 3;
+        let id = HostBackend::new_unique_id().unwrap();
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..world)
+                .map(|rank| {
+                    let id = id.clone();
+                    s.spawn(move || {
+                        let d = HostBackend::open(0).unwrap();
+                        let c = HostBackend::init_rank(&d, &id, rank, world).unwrap();
+                        let st = d.create_stream(&StreamDesc::new()).unwrap();
+                        rank_conformance::<HostBackend>(&c, &st)
+                    })
+                })
+                .collect();
+            for h in hs {
+                let r = h.join().unwrap();
+                println!("{r:?}");
+                assert!(r.is_ok(), "{r:?}");
+            }
+        });
+    }
+
     /// Two ranks on two distinct host contexts (foreign buffers are refused).
     #[test]
     fn collectives_two_devices() {
