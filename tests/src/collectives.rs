@@ -753,6 +753,19 @@ fn expect_failure(what: &str, r: xstream_core::Result<()>) -> Result<Error, Stri
     }
 }
 
+/// One all_reduce of the failure checks' size on every rank, so that a vendor that connects
+/// ranks lazily (at their first operation) has connected them before one rank goes alone.
+fn warm_up<B: CollectiveBackend>(cs: &[CommOf<B>], ss: &[StreamOf<B>]) -> Result<(), String> {
+    let case = Case {
+        kind: CollectiveKind::AllReduce,
+        dtype: DataType::F32,
+        op: Some(ReduceOp::Sum),
+        count: 16,
+        root: 0,
+    };
+    run_case_all::<B>(cs, ss, &case).map_err(|e| format!("warm-up: {e}"))
+}
+
 fn coll_dead_peer<B: CollectiveBackend>(env: &CollEnv<B>) -> CheckResult {
     let cs = comms(env)?;
     let ss = streams::<B>(&cs)?;
@@ -760,6 +773,7 @@ fn coll_dead_peer<B: CollectiveBackend>(env: &CollEnv<B>) -> CheckResult {
         return Ok(Outcome::Skip(format!("set_timeout: {e}")));
     }
     let b = buffer_with::<B>(cs[0].device(), &ss[0], 64, &[])?;
+    warm_up::<B>(&cs, &ss)?;
     // Rank 0 enters an all_reduce; no other rank ever does.
     group(&[&cs[0]], || {
         cs[0].all_reduce(&b, &b, 16, DataType::F32, ReduceOp::Sum, &ss[0])
@@ -792,6 +806,7 @@ fn coll_abort<B: CollectiveBackend>(env: &CollEnv<B>) -> CheckResult {
     }
     let b0 = buffer_with::<B>(cs[0].device(), &ss[0], 64, &[])?;
     let b1 = buffer_with::<B>(cs[1].device(), &ss[1], 64, &[])?;
+    warm_up::<B>(&cs, &ss)?;
     group(&[&cs[0]], || {
         cs[0].all_reduce(&b0, &b0, 16, DataType::F32, ReduceOp::Sum, &ss[0])
     })

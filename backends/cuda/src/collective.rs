@@ -37,6 +37,11 @@ use xstream_core::{
 use crate::ffi::nccl::{self, NcclCode, NcclOp, RawComm};
 use crate::{CudaBackend, CudaBuffer, CudaDevice, CudaStream};
 
+thread_local! {
+    /// Open NCCL groups of this thread (NCCL's groups are per thread and nest).
+    static GROUP_DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// NCCL 2.10.0 as `ncclGetVersion` reports it: the first with `ncclAvg` and `ncclBfloat16`.
 pub const NCCL_2_10: i32 = 21000;
 
@@ -396,11 +401,19 @@ impl Communicator for CudaComm {
 
     fn group_start(&self) -> Result<()> {
         ensure_not_in_callback()?;
-        nccl::group_start().map_err(|c| nccl_error("ncclGroupStart", c))
+        nccl::group_start().map_err(|c| nccl_error("ncclGroupStart", c))?;
+        GROUP_DEPTH.with(|d| d.set(d.get() + 1));
+        Ok(())
     }
 
     fn group_end(&self) -> Result<()> {
         ensure_not_in_callback()?;
+        // NCCL's groups are per thread; a group_end without a group_start is refused here
+        // with the portable error instead of NCCL's ncclInvalidUsage.
+        if GROUP_DEPTH.with(|d| d.get()) == 0 {
+            return Err(Error::invalid("group_end without a matching group_start"));
+        }
+        GROUP_DEPTH.with(|d| d.set(d.get() - 1));
         self.0.dev.shared.enter()?;
         nccl::group_end().map_err(|c| nccl_error("ncclGroupEnd", c))
     }
