@@ -15,8 +15,10 @@
 //!   timeout path is `xstream_core::collective::synchronize` (polls the stream and the async
 //!   error, aborts after the communicator's timeout). Vendor codes stay in
 //!   [`Error::Native`] (`ncclResult_t`, name, `ncclGetErrorString`).
-//! - **Not yet:** non-blocking initialisation (`ncclCommInitRankConfig` with `blocking = 0`):
-//!   `init_rank` blocks until every rank joined, as NCCL's blocking init does.
+//! - **Joining** (`init_rank`): NCCL's blocking `ncclCommInitRank` runs on a helper thread
+//!   and the call gives up after the communicator timeout with
+//!   [`CollectiveErrorKind::Timeout`] (a late completion frees the communicator). Not yet:
+//!   non-blocking communicators (`ncclCommInitRankConfig` with `blocking = 0`).
 //!
 //! The op × dtype table: every cell native; `avg` and `bf16` need NCCL 2.10 or newer
 //! (`ncclAvg`, `ncclBfloat16`), refused as unsupported on older libraries.
@@ -476,7 +478,8 @@ impl CollectiveBackend for CudaBackend {
         UniqueId::from_bytes(id)
     }
 
-    /// `ncclCommInitRank` with `device`'s context current; blocks until every rank joined.
+    /// `ncclCommInitRank` with `device`'s context current (on a helper thread); blocks until
+    /// every rank joined, up to the collective timeout.
     fn init_rank(
         device: &CudaDevice,
         id: &UniqueId,
@@ -498,16 +501,45 @@ impl CollectiveBackend for CudaBackend {
         })?;
         nccl_version()?;
         let ms = timeout_ms()?;
-        device.shared.enter()?;
-        let raw = nccl::comm_init_rank(bytes, rank_int(rank), w)
-            .map_err(|c| nccl_error("ncclCommInitRank", c))?;
-        Ok(CudaComm(NcclComm::new(
-            raw,
-            rank,
-            world,
-            device.clone(),
-            ms,
-        )))
+        // NCCL's blocking init waits for every rank with no time limit: it runs on a helper
+        // thread, and this call gives up after the timeout. A late completion frees the
+        // communicator on that thread (nobody holds it any more).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (dev, id) = (device.clone(), *bytes);
+        std::thread::Builder::new()
+            .name(format!("xstream-nccl-init-{rank}"))
+            .spawn(move || {
+                let r = dev.shared.enter().and_then(|()| {
+                    nccl::comm_init_rank(&id, rank_int(rank), w)
+                        .map_err(|c| nccl_error("ncclCommInitRank", c))
+                });
+                if let Err(std::sync::mpsc::SendError(Ok(late))) = tx.send(r) {
+                    let _ = dev.shared.enter();
+                    let _ = nccl::comm_abort(late);
+                }
+            })
+            .map_err(|e| Error::ResourceExhausted {
+                backend: BackendKind::Cuda,
+                detail: format!("cannot spawn the NCCL init thread: {e}"),
+            })?;
+        let timeout = Duration::from_millis(ms);
+        match rx.recv_timeout(timeout) {
+            Ok(r) => Ok(CudaComm(NcclComm::new(r?, rank, world, device.clone(), ms))),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Error::Collective {
+                op: "init_rank",
+                kind: CollectiveErrorKind::Timeout,
+                detail: format!(
+                    "rank {rank} of {world}: not every rank joined within {timeout:?} \
+                     (ncclCommInitRank keeps waiting on a helper thread and frees the \
+                     communicator if it completes)"
+                ),
+            }),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Error::Collective {
+                op: "init_rank",
+                kind: CollectiveErrorKind::Init,
+                detail: "the NCCL init thread ended without a result".into(),
+            }),
+        }
     }
 
     /// `ncclCommInitAll` over the devices' ordinals (NCCL refuses a device listed twice).
