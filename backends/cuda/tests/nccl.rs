@@ -158,3 +158,43 @@ fn nccl_one_process_per_gpu() {
         );
     }
 }
+
+/// Set in the child of [`nccl_init_rank_missing_peer_times_out`].
+const LONE: &str = "XSTREAM_NCCL_TEST_LONE";
+
+/// A rank whose peer never comes: `init_rank` gives up after the collective timeout with a
+/// timeout error instead of blocking in NCCL's init forever (a child process with a 2 s
+/// timeout).
+#[test]
+fn nccl_init_rank_missing_peer_times_out() {
+    if std::env::var(LONE).is_ok() {
+        let dev = CudaBackend::open(0).expect("open");
+        let id = CudaBackend::new_unique_id().expect("ncclGetUniqueId");
+        let e = CudaBackend::init_rank(&dev, &id, 0, 2).expect_err("a lone rank joined");
+        assert_eq!(
+            e.collective_kind(),
+            Some(xstream_core::CollectiveErrorKind::Timeout),
+            "{e}"
+        );
+        return;
+    }
+    if devices("nccl_init_rank_missing_peer_times_out", 1).is_none() {
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "nccl_init_rank_missing_peer_times_out",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(LONE, "1")
+        .env("XSTREAM_COLLECTIVE_TIMEOUT_MS", "2000")
+        .output()
+        .expect("start the child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
