@@ -18,6 +18,15 @@
 //!     cargo run -p xstream-examples --bin pipeline -- --backend ascend
 //! ```
 
+//!
+//! Examples whose logic is a library module (so the crate's tests can run it in process):
+//!
+//! | example | binary | what |
+//! |---|---|---|
+//! | [`data_parallel`] | `data-parallel-allreduce` | data-parallel training steps: per-device gradients averaged with `all_reduce` on every device it is given, ordered by events, verified |
+
+pub mod data_parallel;
+
 use std::process::ExitCode;
 
 use xstream::{BackendKind, Capabilities, Error, Result};

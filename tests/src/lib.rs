@@ -21,6 +21,8 @@
 //! - `pool`: futures, the stream pool, host allocators.
 //! - [`modules`]: modules and kernels (the builtin module, capture, a user kernel, bad launches).
 //! - `memop`: stream memory operations (wait on / write a value).
+//! - [`collectives`]: the collective checks, generic over `CollectiveBackend` (run by
+//!   [`collectives::run_collectives`], and per rank by [`collectives::rank_conformance`]).
 //! - [`simulator`]: locating the ACL runtime simulator, its test processes and controls.
 
 use std::sync::{Arc, Mutex};
@@ -117,6 +119,7 @@ macro_rules! need {
 // The families of checks; each check is one function that [`checks`] lists.
 mod callbacks;
 mod capture;
+pub mod collectives;
 mod data;
 mod events;
 mod flags;

@@ -136,6 +136,8 @@ mod graph;
 mod image;
 mod kernel;
 mod memory;
+#[cfg(feature = "nccl")]
+pub(crate) mod nccl;
 mod stream;
 
 pub(crate) use self::attribute::*;

@@ -18,6 +18,7 @@
 //! | memory | [`memory`], `hostmem` | [`CudaBuffer`], managed and stream-ordered memory; page-locked host memory; cudarc slices adopted ([`CudaBuffer::from_cudarc`]) |
 //! | modules | [`module`], `nvrtc` (feature `nvrtc`) | [`CudaModule`], [`CudaFunction`]: PTX / cubin / fatbin loading, parameter layouts, checked launches; NVRTC compilation |
 //! | tables | [`conv`], [`error`] | flags, enums, `CUresult` mapping |
+//! | collectives | `collective` (feature `nccl`), `ffi/nccl.rs` | `NcclComm`: NCCL communicators on xstream streams |
 //!
 //! ## Design choices
 //! - **Availability never panics.** cudarc panics at the first driver call when libcuda is
@@ -70,6 +71,8 @@
 
 #![deny(unsafe_code)]
 
+#[cfg(feature = "nccl")]
+pub mod collective;
 pub mod conv;
 mod device;
 pub mod error;

@@ -10,6 +10,7 @@
 //! | `host` (default) | CPU threads, the reference semantics | [`host`] | nothing |
 //! | `cuda` | CUDA driver via cudarc, loaded at run time | `cuda` | nothing |
 //! | `ascend` | `libascendcl.so` via libloading | `ascend` | nothing |
+//! | `collectives` | the vendor parts of [`collective`] (CUDA: NCCL, loaded at run time); the host's are always on | `cuda::collective` | nothing |
 //!
 //! The crate is this one file: the re-export of `xstream_core`, one module per enabled backend
 //! (the table above), automatic backend choice ([`auto`]) and [`dispatch!`].

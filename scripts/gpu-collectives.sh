@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# gpu-collectives.sh: the collective bandwidth runs on a 2-GPU machine, xstream (NCCL) beside
+# PyTorch's torch.distributed.all_reduce (the same NCCL library), all_reduce f32 sum, 8 B to
+# 1 GiB, NVLink multicast off (NCCL_NVLS_ENABLE=0).
+#
+# Flow (fits scripts/gpu-bundle.sh / gpu-run.sh):
+#   1. here:  FEATURES="cuda xstream-cuda/nccl" PICK='nccl' scripts/gpu-bundle.sh
+#             (the bundle gets the release `xstream` CLI, built with NCCL support, and the NCCL
+#             test executable; scripts/*.py are copied beside them)
+#   2. there: the device `run` tool, kind nvidia-h200-x2, carry ["gpu-bundle"], command
+#             bash scripts/gpu-collectives.sh
+#      It prints the NCCL tests' summary, then three tables (xstream one process for both GPUs,
+#      xstream one process per GPU, PyTorch with torchrun) and a side-by-side table; the same
+#      goes to $OUT/collectives.md and the logs to $OUT/collectives.log.
+#
+# The device tool stops a command after 600 s: each step has its own timeout, and STEPS picks
+# steps for separate calls (e.g. STEPS=tests, then STEPS="xs1 xs2 torch").
+# Env: STEPS (default "tests xs1 xs2 torch"), BACKEND (default cuda; host for a dry run of the script anywhere), MAX (default 1G), ITERS (default 20), WARMUP (default 5), NCCL_LIB (a libnccl.so* to use;
+#      default: the one PyTorch ships, else the system's).
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUNDLE="${BUNDLE:-$ROOT/gpu-bundle}"
+OUT="${OUT:-$ROOT/out}"
+mkdir -p "$OUT"
+LOG="$OUT/collectives.log"
+MD="$OUT/collectives.md"
+: >"$LOG"
+STEPS=" ${STEPS:-tests xs1 xs2 torch} "
+step() { [[ "$STEPS" == *" $1 "* ]]; }
+MAX="${MAX:-1G}"; ITERS="${ITERS:-20}"; WARMUP="${WARMUP:-5}"
+export NCCL_NVLS_ENABLE=0
+export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/usr/local/nvidia/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+XS="$BUNDLE/bin/xstream"
+[ -x "$XS" ] || { echo "FATAL: $XS missing (run scripts/gpu-bundle.sh first)"; exit 1; }
+
+# NCCL: cudarc opens `libnccl.so` (or libnccl.so.<CUDA major>, .12, ...), never `libnccl.so.2`,
+# the only name PyTorch's wheel ships: link it as libnccl.so in a directory of our own.
+if [ -z "${NCCL_LIB:-}" ]; then
+    NCCL_LIB=$(python3 - <<'PY' 2>/dev/null
+import glob, os, site
+dirs = site.getsitepackages() + [site.getusersitepackages()]
+for d in dirs:
+    for p in sorted(glob.glob(os.path.join(d, "nvidia", "nccl", "lib", "libnccl.so*"))) + \
+             sorted(glob.glob(os.path.join(d, "torch", "lib", "libnccl.so*"))):
+        print(p); raise SystemExit
+PY
+)
+fi
+[ -n "${NCCL_LIB:-}" ] || NCCL_LIB=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so/ {print $NF; exit}')
+if [ -n "${NCCL_LIB:-}" ]; then
+    NDIR="$(mktemp -d)"
+    ln -sf "$NCCL_LIB" "$NDIR/libnccl.so"
+    export LD_LIBRARY_PATH="$NDIR:$LD_LIBRARY_PATH"
+    echo "NCCL library: $NCCL_LIB (as $NDIR/libnccl.so)" | tee -a "$LOG"
+else
+    echo "NCCL library: none found (xstream's NCCL runs will report NotAvailable)" | tee -a "$LOG"
+fi
+if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | tee -a "$LOG"
+    nvidia-smi topo -m >>"$LOG" 2>&1
+fi
+
+SUM=""
+note() { SUM+="$1"$'\n'; echo "$1"; }
+
+# 1. Correctness: the NCCL tests (one process for both GPUs, one process per GPU, every op x dtype).
+for t in "$BUNDLE"/bin/*nccl*; do
+    [ -x "$t" ] && step tests || continue
+    echo "===== $(basename "$t")" >>"$LOG"
+    timeout 240 "$t" --test-threads=1 --nocapture >"$OUT/nccl-tests.tmp" 2>&1
+    rc=$?
+    cat "$OUT/nccl-tests.tmp" >>"$LOG"
+    note "NCCL tests $(basename "$t"): rc=$rc $(grep -E '^test result' "$OUT/nccl-tests.tmp" | tail -1) skips=$(grep -c '^SKIP' "$OUT/nccl-tests.tmp") $(grep -E '^(FAIL|PASS) coll_' "$OUT/nccl-tests.tmp" | awk '{print $1}' | sort | uniq -c | tr '\n' ' ')"
+    rm -f "$OUT/nccl-tests.tmp"
+done
+
+SWEEP=(collectives --backend "${BACKEND:-cuda}" --op all_reduce --dtype f32 --min-bytes 8 --max-bytes "$MAX" --iters "$ITERS" --warmup "$WARMUP")
+
+# 2. xstream, one process driving both GPUs.
+if step xs1; then
+    echo "===== xstream one process, 2 GPUs" >>"$LOG"
+    timeout 150 "$XS" "${SWEEP[@]}" --ranks 2 >"$OUT/xs1.txt" 2>>"$LOG"
+    note "xstream one process: rc=$?"
+fi
+
+# 3. xstream, one process per GPU, joined through RANK/WORLD_SIZE/LOCAL_RANK and an id file.
+echo "===== xstream one process per GPU" >>"$LOG"
+if ! step xs2; then
+    :
+elif [ "${BACKEND:-cuda}" = host ]; then
+    # Host jobs do not cross processes (the host backend refuses an id of another process).
+    echo "# skipped: host jobs are in-process" >"$OUT/xs2.txt"
+    note "xstream one process per GPU: skipped on host"
+else
+    IDDIR="$(mktemp -d)"
+    pids=()
+    for r in 0 1; do
+        RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r XSTREAM_UNIQUE_ID_FILE="$IDDIR/id" \
+            timeout 150 "$XS" "${SWEEP[@]}" >"$OUT/xs2.rank$r.txt" 2>>"$LOG" &
+        pids+=($!)
+    done
+    rc2=0; for p in "${pids[@]}"; do wait "$p" || rc2=$?; done
+    mv "$OUT/xs2.rank0.txt" "$OUT/xs2.txt"; cat "$OUT/xs2.rank1.txt" >>"$LOG"; rm -f "$OUT/xs2.rank1.txt"
+    note "xstream one process per GPU: rc=$rc2"
+fi
+
+# 4. PyTorch, torchrun, same sizes.
+echo "===== torch.distributed.all_reduce (torchrun)" >>"$LOG"
+PY="$ROOT/scripts/torch_allreduce.py"; [ -f "$PY" ] || PY="$BUNDLE/torch_allreduce.py"
+if command -v torchrun >/dev/null; then TR=(torchrun); else TR=(python3 -m torch.distributed.run); fi
+if step torch; then
+    timeout 180 "${TR[@]}" --standalone --nproc_per_node=2 "$PY" --min 8 --max "$MAX" --iters "$ITERS" --warmup "$WARMUP" >"$OUT/torch.txt" 2>>"$LOG"
+    note "torch: rc=$?"
+fi
+
+for f in xs1 xs2 torch; do [ -f "$OUT/$f.txt" ] && { echo; echo "== $f"; cat "$OUT/$f.txt"; }; done | tee -a "$LOG"
+
+# 5. Side by side (bus bandwidth and time per size), and the targets.
+python3 - "$OUT/xs1.txt" "$OUT/xs2.txt" "$OUT/torch.txt" >"$MD" <<'PY'
+import sys
+def load(p):
+    rows = {}
+    try:
+        for line in open(p):
+            f = line.split()
+            if line.startswith("#") or len(f) < 8 or not f[0].isdigit():
+                continue
+            rows[int(f[0])] = (float(f[4]), float(f[6]), f[7])
+    except OSError:
+        pass
+    return rows
+x1, x2, t = (load(p) for p in sys.argv[1:4])
+print("| size (B) | xstream 1 proc: us / busbw GB/s | xstream 2 procs: us / busbw GB/s | torch: us / busbw GB/s | busbw 2 procs / torch | latency 2 procs - torch (us) |")
+print("|---:|---:|---:|---:|---:|---:|")
+fails = []
+for s in sorted(set(x1) | set(x2) | set(t)):
+    c = lambda r: f"{r[s][0]:.2f} / {r[s][1]:.2f}" + ("" if r[s][2] in ("ok", "-") else " WRONG") if s in r else "n/a"
+    ratio = dlat = ""
+    if s in x2 and s in t and t[s][1] > 0:
+        q = x2[s][1] / t[s][1]; ratio = f"{100 * q:.1f}%"
+        if s >= 64 << 20 and q < 0.95: fails.append(f"{s} B: {ratio} of torch's bus bandwidth")
+    if s in x2 and s in t:
+        d = x2[s][0] - t[s][0]; dlat = f"{d:+.2f}"
+        if s == 8 and d > 2.0: fails.append(f"8 B: latency {dlat} us over torch")
+    print(f"| {s} | {c(x1)} | {c(x2)} | {c(t)} | {ratio} | {dlat} |")
+print()
+print("Targets (>= 95% of torch's bus bandwidth at >= 64 MiB, 8 B latency within 2 us):",
+      "MET" if not fails and x2 and t else "NOT MET: " + "; ".join(fails or ["missing data"]))
+PY
+echo
+cat "$MD"
+echo
+echo "== SUMMARY"
+printf '%s' "$SUM"
