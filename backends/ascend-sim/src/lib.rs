@@ -27,6 +27,7 @@
 //! | `exception` | exception info (`aclrtSetExceptionInfoCallback`, `aclrtGet*FromExceptionInfo`) |
 //! | `faults` | fault injection, call counts, hangs, poison (`xsimSetFaults`, `xsimLaunchFault`) |
 //! | `host_mem` | which host ranges are page-locked (the captured-copy rule) |
+//! | `hosttask` | host tasks of other simulated libraries (`xsimLaunchHostTask`; simulator-only) |
 //! | `hostfunc` | host-func subscriptions (`aclrtSubscribeHostFunc`, `aclrtProcessHostFunc`) |
 //! | `memory` | `aclrtMalloc/Free`, `aclrtMallocHost/FreeHost`, `aclrtMemcpy`, `*Async` copies |
 //! | `registry` | live handles by address, lookups, live counters (`xsimLive*`) |
@@ -60,6 +61,7 @@ pub mod exception;
 pub mod faults;
 mod host_mem;
 pub mod hostfunc;
+pub mod hosttask;
 pub mod memory;
 pub mod registry;
 pub mod stream;
@@ -78,6 +80,7 @@ pub use event::*;
 pub use exception::*;
 pub use faults::*;
 pub use hostfunc::*;
+pub use hosttask::*;
 pub use memory::*;
 pub use registry::*;
 pub use stream::*;
