@@ -9,6 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::collective::CollectiveErrorKind;
 use crate::BackendKind;
 
 /// `Result` with xstream's [`Error`].
@@ -207,6 +208,18 @@ pub enum Error {
     /// Any other vendor error, with its code.
     #[error("{0}")]
     Native(NativeError),
+    /// A collective operation (or a communicator's creation) failed: aborted, a peer timed
+    /// out. Bad or disagreeing arguments are [`Error::InvalidArgument`]; vendor codes come
+    /// as [`Error::Native`] instead.
+    #[error("collective {op} failed: {kind}: {detail}")]
+    Collective {
+        /// The operation (`"all_reduce"`, `"init_rank"`, `"bootstrap"`, ...).
+        op: &'static str,
+        /// What went wrong.
+        kind: CollectiveErrorKind,
+        /// Details in words (ranks, sequence number, waited time, ...).
+        detail: String,
+    },
 }
 
 impl Error {
@@ -232,6 +245,14 @@ impl Error {
         Error::Unsupported {
             backend,
             what: what.into(),
+        }
+    }
+
+    /// The kind of a [`Error::Collective`], when it is one.
+    pub fn collective_kind(&self) -> Option<CollectiveErrorKind> {
+        match self {
+            Error::Collective { kind, .. } => Some(*kind),
+            _ => None,
         }
     }
 

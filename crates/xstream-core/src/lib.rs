@@ -13,6 +13,7 @@
 //! | [`flags`] / [`translate`] | portable flags and per-backend translation tables, as data |
 //! | [`priority`] | ordered portable priorities mapped through native ranges, never clamped silently |
 //! | [`capture`] | the one capture state machine every backend follows |
+//! | [`collective`] | the portable communicator (all-reduce, ... send/recv) enqueued on streams, its bootstrap |
 //! | [`callback`] | the exactly-once host callback contract, panic capture, the dispatcher |
 //! | [`completion`] | executor-agnostic futures for stream and event completion |
 //! | [`pool`] | per-device stream pools with round-robin sharing and exclusive leases |
@@ -40,6 +41,7 @@ pub mod attr;
 pub mod backend;
 pub mod callback;
 pub mod capture;
+pub mod collective;
 pub mod completion;
 pub mod error;
 pub mod flags;
@@ -62,6 +64,10 @@ pub use backend::{
 };
 pub use callback::{ensure_not_in_callback, HostCallback};
 pub use capture::{CaptureCell, CaptureMode, CaptureStatus};
+pub use collective::{
+    CollectiveBackend, CollectiveErrorKind, CollectiveKind, CollectiveSupport, CommOf,
+    Communicator, DataType, ReduceOp, UniqueId,
+};
 pub use completion::{block_on, Completion};
 pub use error::{CaptureErrorKind, Error, NativeError, Result};
 pub use flags::{EventFlags, StreamFlags};

@@ -1,0 +1,235 @@
+//! Bootstrap: a rank's place in a job and the job's [`UniqueId`], from the environment the way
+//! torchrun-style launchers pass them.
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `RANK` | this process's rank, `0..WORLD_SIZE` |
+//! | `WORLD_SIZE` | how many ranks the job has |
+//! | `LOCAL_RANK` | this process's index on its host (picks the device); defaults to `RANK` |
+//! | `XSTREAM_UNIQUE_ID` | the job's id as hex ([`UniqueId::to_hex`]), made beforehand |
+//! | `XSTREAM_UNIQUE_ID_FILE` | a path on a file system every rank sees: rank 0 makes the id and writes it there, the others wait for it (up to the collective timeout) |
+//!
+//! With `XSTREAM_UNIQUE_ID_FILE`, the path must be fresh for each job: rank 0 refuses a file
+//! that already exists (it would be a stale id of an earlier job that other ranks could read
+//! first). Rank 0 writes the id atomically (a temporary file renamed into place), so a reader
+//! never sees half an id. A job of one rank needs no id source.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::{collective_timeout, CollectiveBackend, CollectiveErrorKind, UniqueId};
+use crate::{DeviceOf, Error, Result};
+
+/// The variable holding the rank.
+pub const RANK_ENV: &str = "RANK";
+/// The variable holding the world size.
+pub const WORLD_SIZE_ENV: &str = "WORLD_SIZE";
+/// The variable holding the local rank.
+pub const LOCAL_RANK_ENV: &str = "LOCAL_RANK";
+/// The variable holding the unique id as hex.
+pub const UNIQUE_ID_ENV: &str = "XSTREAM_UNIQUE_ID";
+/// The variable holding the path of the unique-id file.
+pub const UNIQUE_ID_FILE_ENV: &str = "XSTREAM_UNIQUE_ID_FILE";
+
+/// Where a rank gets the job's unique id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdSource {
+    /// Given (from `XSTREAM_UNIQUE_ID`).
+    Given(UniqueId),
+    /// Through a file: rank 0 writes it, the others wait for it.
+    File(PathBuf),
+    /// Made here (a job of one rank).
+    Local,
+}
+
+/// A rank's place in a job, read from the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bootstrap {
+    /// This rank.
+    pub rank: usize,
+    /// How many ranks.
+    pub world_size: usize,
+    /// The index on this host (which device to open).
+    pub local_rank: usize,
+    /// Where the unique id comes from.
+    pub id_source: IdSource,
+}
+
+impl Bootstrap {
+    /// Reads the process environment; `Ok(None)` when neither `RANK` nor `WORLD_SIZE` is set
+    /// (not launched as a job).
+    ///
+    /// # Errors
+    /// As [`Bootstrap::from_lookup`].
+    pub fn from_env() -> Result<Option<Self>> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// As [`Bootstrap::from_env`], reading variables through `get`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`]: one of `RANK`/`WORLD_SIZE` without the other, a value that
+    /// is not a number, `RANK >= WORLD_SIZE`, `WORLD_SIZE` 0, a malformed hex id, both or none
+    /// of the id variables for more than one rank.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Option<Self>> {
+        let num = |name: &str| -> Result<Option<usize>> {
+            get(name)
+                .map(|v| {
+                    v.trim().parse::<usize>().map_err(|_| {
+                        Error::invalid(format!("{name}={v:?} is not a non-negative integer"))
+                    })
+                })
+                .transpose()
+        };
+        let (rank, world_size) = match (num(RANK_ENV)?, num(WORLD_SIZE_ENV)?) {
+            (None, None) => return Ok(None),
+            (Some(r), Some(w)) => (r, w),
+            (r, _) => {
+                return Err(Error::invalid(format!(
+                    "{} is set but {} is not: set both (as torchrun does)",
+                    if r.is_some() {
+                        RANK_ENV
+                    } else {
+                        WORLD_SIZE_ENV
+                    },
+                    if r.is_some() {
+                        WORLD_SIZE_ENV
+                    } else {
+                        RANK_ENV
+                    },
+                )))
+            }
+        };
+        if world_size == 0 || rank >= world_size {
+            return Err(Error::invalid(format!(
+                "{RANK_ENV}={rank} is not a rank of {WORLD_SIZE_ENV}={world_size}"
+            )));
+        }
+        let local_rank = num(LOCAL_RANK_ENV)?.unwrap_or(rank);
+        let id_source = match (get(UNIQUE_ID_ENV), get(UNIQUE_ID_FILE_ENV)) {
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid(format!(
+                    "both {UNIQUE_ID_ENV} and {UNIQUE_ID_FILE_ENV} are set: set one"
+                )))
+            }
+            (Some(hex), None) => IdSource::Given(
+                UniqueId::from_hex(&hex)
+                    .map_err(|e| Error::invalid(format!("{UNIQUE_ID_ENV}: {e}")))?,
+            ),
+            (None, Some(path)) if !path.trim().is_empty() => IdSource::File(PathBuf::from(path)),
+            _ if world_size == 1 => IdSource::Local,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "a job of {world_size} ranks needs {UNIQUE_ID_ENV} (hex) or {UNIQUE_ID_FILE_ENV} (a path every rank sees)"
+                )))
+            }
+        };
+        Ok(Some(Self {
+            rank,
+            world_size,
+            local_rank,
+            id_source,
+        }))
+    }
+
+    /// The job's unique id: given, read from the file (waiting up to `timeout` for rank 0 to
+    /// write it), or made with `make` (rank 0 of a file source, which then writes it; a job of
+    /// one rank).
+    ///
+    /// # Errors
+    /// `make`'s errors; [`write_id_file`]'s and [`read_id_file`]'s errors.
+    pub fn unique_id(
+        &self,
+        make: impl FnOnce() -> Result<UniqueId>,
+        timeout: Duration,
+    ) -> Result<UniqueId> {
+        match &self.id_source {
+            IdSource::Given(id) => Ok(id.clone()),
+            IdSource::Local => make(),
+            IdSource::File(path) if self.rank == 0 => {
+                let id = make()?;
+                write_id_file(path, &id)?;
+                Ok(id)
+            }
+            IdSource::File(path) => read_id_file(path, timeout),
+        }
+    }
+
+    /// Joins the job on `device` with backend `B`: the unique id (per
+    /// [`Bootstrap::unique_id`], timeout from [`collective_timeout`]), then
+    /// [`CollectiveBackend::init_rank`].
+    ///
+    /// # Errors
+    /// As [`Bootstrap::unique_id`] and [`CollectiveBackend::init_rank`].
+    pub fn init<B: CollectiveBackend>(&self, device: &DeviceOf<B>) -> Result<B::Comm> {
+        let id = self.unique_id(B::new_unique_id, collective_timeout()?)?;
+        B::init_rank(device, &id, self.rank, self.world_size)
+    }
+}
+
+fn io_error(what: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::Collective {
+        op: "bootstrap",
+        kind: CollectiveErrorKind::Init,
+        detail: format!("{what} {}: {e}", path.display()),
+    }
+}
+
+/// Writes `id` as hex to `path` atomically (a temporary file in the same directory, renamed
+/// into place).
+///
+/// # Errors
+/// [`Error::Collective`] ([`CollectiveErrorKind::Init`]) when `path` already exists (a stale
+/// id of an earlier job) or cannot be written.
+pub fn write_id_file(path: &Path, id: &UniqueId) -> Result<()> {
+    if path.exists() {
+        return Err(Error::Collective {
+            op: "bootstrap",
+            kind: CollectiveErrorKind::Init,
+            detail: format!(
+                "{} already exists (a stale id of an earlier job?): use a fresh path per job",
+                path.display()
+            ),
+        });
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp.{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, format!("{}\n", id.to_hex()))
+        .map_err(|e| io_error("cannot write", &tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io_error("cannot rename into", path, e)
+    })
+}
+
+/// Waits up to `timeout` for `path` to hold a hex id, polling it.
+///
+/// # Errors
+/// [`Error::Collective`] ([`CollectiveErrorKind::Timeout`]) when no id appears in time;
+/// [`Error::InvalidArgument`] when the file holds something that is not a hex id.
+pub fn read_id_file(path: &Path, timeout: Duration) -> Result<UniqueId> {
+    let start = Instant::now();
+    loop {
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                return UniqueId::from_hex(&text).map_err(|e| {
+                    Error::invalid(format!("{} does not hold a unique id: {e}", path.display()))
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error("cannot read", path, e)),
+        }
+        if start.elapsed() >= timeout {
+            return Err(Error::Collective {
+                op: "bootstrap",
+                kind: CollectiveErrorKind::Timeout,
+                detail: format!(
+                    "rank 0 did not write the unique id to {} within {timeout:?}",
+                    path.display()
+                ),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
