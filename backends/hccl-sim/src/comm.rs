@@ -90,10 +90,15 @@ fn register(c: Comm) -> *mut c_void {
     h
 }
 
-/// Removes `h` from the registry and stops its operations.
+/// Removes `h` from the registry and stops its operations; peers still waiting for this
+/// rank stop with `HCCL_E_REMOTE` (a wait that is already satisfied still completes).
 pub(crate) fn destroy(h: *mut c_void) -> Result<(), HcclResult> {
     let c = registry().remove(&(h as usize)).ok_or(HCCL_E_PTR)?;
     c.destroyed.store(true, SeqCst);
+    let _ = c
+        .world
+        .abort_code()
+        .compare_exchange(0, HCCL_E_REMOTE, SeqCst, SeqCst);
     Ok(())
 }
 

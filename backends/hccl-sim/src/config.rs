@@ -7,6 +7,7 @@
 //! | `XSIM_HCCL_TIMEOUT_MS` | simulator-only: overrides both, in milliseconds | unset |
 //! | `XSIM_HCCL_BUFFER_BYTES` | simulator-only: staging slot per rank (collectives are chunked to it) | 1 MiB |
 //! | `XSIM_HCCL_FAULTS` | simulator-only: fault rules, see below | none |
+//! | `XSIM_HCCL_FAULT_STREAM` | simulator-only: `1` makes a failed operation fault its stream (507904) like a device task exception | unset: the stream goes on |
 //! | `XSIM_ACL_LIBRARY` | simulator-only: the ACL simulator whose streams run the operations; else `XSTREAM_ACL_LIBRARY`, else `libascendcl.so` | |
 //!
 //! Fault rules (`XSIM_HCCL_FAULTS`, `,`-separated), `N` counting the operations a rank has
@@ -34,6 +35,7 @@ pub(crate) struct Config {
     pub(crate) exec_timeout: Duration,
     pub(crate) slot_bytes: usize,
     pub(crate) faults: Vec<(Fault, u32, u64)>,
+    pub(crate) fault_stream: bool,
 }
 
 fn secs(var: &str, default: u64) -> Duration {
@@ -80,6 +82,7 @@ pub(crate) fn config() -> &'static Config {
             faults: std::env::var("XSIM_HCCL_FAULTS")
                 .map(|s| parse_faults(&s))
                 .unwrap_or_default(),
+            fault_stream: std::env::var("XSIM_HCCL_FAULT_STREAM").is_ok_and(|v| v.trim() == "1"),
         }
     })
 }

@@ -24,7 +24,9 @@
 //!   (send/recv). See `shm` and `ops`.
 //! * **Failures.** Every wait is bounded: `HCCL_CONNECT_TIMEOUT` / `HCCL_EXEC_TIMEOUT`
 //!   (seconds, HCCL's variables) or the simulator-only `XSIM_HCCL_TIMEOUT_MS`; a rank that
-//!   waits in vain fails with `HCCL_E_TIMEOUT`, and its peers stop with `HCCL_E_REMOTE`.
+//!   waits in vain fails with `HCCL_E_TIMEOUT`, and its peers stop with `HCCL_E_REMOTE`; the
+//!   error is the communicator's asynchronous error and the stream goes on (unless
+//!   `XSIM_HCCL_FAULT_STREAM=1`: then the stream's context is faulted with 507904).
 //!   `HcclCommDestroy` from another thread ends a running operation of that communicator
 //!   (HCCL's documented way to abort). Faults are injected through `XSIM_HCCL_FAULTS` (a rank
 //!   that dies, a rank that never arrives). See `config`.

@@ -10,9 +10,11 @@
 //! rank with `HCCL_E_PARA` instead of exchanging garbage. Point-to-point messages travel
 //! through the ring of their (src, dst) pair behind an 8-byte length header; a receive whose
 //! size differs from the message's fails with `HCCL_E_PARA`. A failed operation records its
-//! code as the communicator's asynchronous error and the world's abort code (peers then stop
-//! with `HCCL_E_REMOTE`), and fails its stream task with `ACL_ERROR_RT_COMM_OP_RETRY_FAIL`
-//! (507904), which the ACL simulator turns into a device fault of the stream's context.
+//! code as the communicator's asynchronous error (`HcclGetCommAsyncError`) and the world's
+//! abort code (peers then stop with `HCCL_E_REMOTE`); its stream task ends and the stream goes
+//! on. With `XSIM_HCCL_FAULT_STREAM=1` the task fails with `ACL_ERROR_RT_COMM_OP_RETRY_FAIL`
+//! (507904) instead, which the ACL simulator turns into a device fault of the stream's context
+//! (what a device reports for a failed communication task).
 
 use crate::acl::*;
 use crate::comm::*;
@@ -199,7 +201,11 @@ unsafe extern "C" fn run_job(user: *mut c_void, token: *const c_void) -> i32 {
         Ok(()) => 0,
         Err(code) => {
             c.fail(code);
-            ACL_ERROR_RT_COMM_OP_RETRY_FAIL
+            if config().fault_stream {
+                ACL_ERROR_RT_COMM_OP_RETRY_FAIL
+            } else {
+                0
+            }
         }
     }
 }

@@ -109,7 +109,7 @@ fn a_rank_process_that_dies_gives_the_others_an_error_not_a_hang() {
     assert_eq!(s.sync(st), 0);
     assert_eq!(s.download::<i64>(&b), vec![3i64; 8]);
     assert_eq!(s.all_reduce(&b, &b, 8, INT64, SUM, c, st), 0);
-    assert_eq!(s.sync(st), ACL_COMM_FAIL);
+    assert_eq!(s.sync(st), 0);
     let e = s.async_error(c);
     assert!(e == HCCL_E_TIMEOUT || e == HCCL_E_REMOTE, "{e}");
 }
