@@ -49,6 +49,8 @@ pub mod device;
 pub mod error;
 pub mod event;
 pub mod graph;
+#[cfg(feature = "hccl")]
+pub mod hccl;
 pub mod loader;
 mod result;
 pub mod stream;
