@@ -291,7 +291,7 @@ fn abort_stops_a_waiting_peer_with_an_error() {
     if !common::in_sim_process() {
         return;
     }
-    let (cs, s, b) = lone_rank_0(None);
+    let (cs, s, _b) = lone_rank_0(None);
     cs[1].abort().expect("abort");
     let e = collective::synchronize(&cs[0], &s).unwrap_err();
     assert_eq!(
