@@ -39,6 +39,11 @@ unsafe extern "C" fn fail(_: *mut c_void, token: *const c_void) -> i32 {
     }
 }
 
+/// A task's `user` value carrying the tag `n` (never dereferenced).
+fn tag(n: usize) -> *mut c_void {
+    std::ptr::without_provenance_mut(n)
+}
+
 fn seen() -> Vec<(usize, bool)> {
     std::mem::take(&mut *SEEN.lock().unwrap_or_else(|e| e.into_inner()))
 }
@@ -51,19 +56,16 @@ fn host_tasks_run_in_order_once_and_are_released_when_dropped() {
     // SAFETY: live stream; the task functions accept any `user` value.
     unsafe {
         assert_eq!(xsimLaunchDelay(s, 20_000), 0);
-        assert_eq!(xsimLaunchHostTask(s, Some(record), 1 as *mut c_void), 0);
-        assert_eq!(xsimLaunchHostTask(s, Some(record), 2 as *mut c_void), 0);
+        assert_eq!(xsimLaunchHostTask(s, Some(record), tag(1)), 0);
+        assert_eq!(xsimLaunchHostTask(s, Some(record), tag(2)), 0);
         assert_eq!(aclrtSynchronizeStream(s), 0);
     }
     assert_eq!(seen(), vec![(1, true), (2, true)]);
     // A running task sees the abort through its token; the queued one is released unrun.
     // SAFETY: as above.
     unsafe {
-        assert_eq!(
-            xsimLaunchHostTask(s, Some(wait_cancel), 3 as *mut c_void),
-            0
-        );
-        assert_eq!(xsimLaunchHostTask(s, Some(record), 4 as *mut c_void), 0);
+        assert_eq!(xsimLaunchHostTask(s, Some(wait_cancel), tag(3)), 0);
+        assert_eq!(xsimLaunchHostTask(s, Some(record), tag(4)), 0);
         std::thread::sleep(std::time::Duration::from_millis(20));
         assert_eq!(aclrtStreamAbort(s), 0);
         let _ = aclrtSynchronizeStream(s);
