@@ -17,6 +17,7 @@
 //! | event | [`event`] | [`AscendEvent`] |
 //! | graph | [`graph`] | [`AscendGraph`]: a model run instance from capture |
 //! | callbacks | `callback` (private) | report thread, reaper, `extern "C"` trampolines |
+//! | collectives | `hccl` (feature `hccl`), `hccl/` | `libhccl.so` loaded at run time; `AscendComm`, the HCCL op × dtype table |
 //!
 //! Design choices:
 //! - **Context binding.** ACL contexts are per thread. A device holds its ordinal's primary
