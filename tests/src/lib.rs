@@ -20,6 +20,8 @@
 //! - `capture`: stream capture and replay.
 //! - `pool`: futures, the stream pool, host allocators.
 //! - `memop`: stream memory operations (wait on / write a value).
+//! - [`collectives`]: the collective checks, generic over `CollectiveBackend` (run by
+//!   [`collectives::run_collectives`], and per rank by [`collectives::rank_conformance`]).
 //! - [`simulator`]: locating the ACL runtime simulator, its test processes and controls.
 
 use std::sync::{Arc, Mutex};
@@ -116,6 +118,7 @@ macro_rules! need {
 // The families of checks; each check is one function that [`checks`] lists.
 mod callbacks;
 mod capture;
+pub mod collectives;
 mod data;
 mod events;
 mod flags;

@@ -16,6 +16,7 @@
 //! | graph | `graph.rs` | [`HostGraph`]: captured work replayed any number of times |
 //! | memory | `buffer.rs` | [`HostBuffer`]: zero-initialised heap bytes |
 //! | host memory | `hostmem.rs` | page-locked host memory (the reference), [`HOST_MEM_FLAGS`] |
+//! | collectives | `collective.rs`, `collective/` | [`HostComm`]: the reference communicator (rendezvous by sequence number, send/recv mailboxes, reductions) |
 //!
 //! # Design choices
 //! - **One worker thread per stream**, spawned by the first enqueue and exiting when the queue
@@ -62,6 +63,7 @@
 #![deny(unsafe_code)]
 
 mod buffer;
+mod collective;
 pub mod conv;
 mod device;
 mod event;
@@ -73,6 +75,7 @@ mod worker;
 use xstream_core::{Backend, BackendKind, FlagTable, Result};
 
 pub use buffer::HostBuffer;
+pub use collective::HostComm;
 pub use conv::{HOST_FLAGS, HOST_PRIORITY_RANGE};
 pub use device::{HostDevice, DEVICES_ENV, HOST_CAPABILITIES, MAX_DEVICES};
 pub use event::HostEvent;

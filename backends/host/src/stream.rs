@@ -76,6 +76,20 @@ impl HostStream {
         }
     }
 
+    /// Enqueues (or captures) a collective work item.
+    pub(crate) fn submit_collective(&self, task: crate::collective::CollTask) -> Result<()> {
+        self.submit("collective", Node::Collective(task))
+    }
+
+    /// A borrowed handle of the same queue (kept by an open collective group).
+    pub(crate) fn alias(&self) -> HostStream {
+        HostStream {
+            queue: Arc::clone(&self.queue),
+            device: self.device.clone(),
+            ownership: Ownership::Borrowed,
+        }
+    }
+
     /// Refuses a buffer allocated on another device than the stream's.
     fn check_buffer_device(&self, op: &str, buf: &HostBuffer) -> Result<()> {
         let mine = xstream_core::Device::info(&self.device).ordinal;

@@ -86,6 +86,8 @@ pub(crate) enum Node {
     WaitLocal,
     /// A stream memory operation (wait on / write a word).
     Value(crate::stream::memop::ValueOp),
+    /// Collective operations of one rank (one, or a group's on this stream).
+    Collective(crate::collective::CollTask),
 }
 
 /// Executable work.
@@ -427,11 +429,12 @@ fn execute(q: &Queue, op: Op) {
     let fault = q.shared.fault();
     let status = || fault.clone().map_or(Ok(()), Err);
     match op {
-        Op::Node(n) => {
-            if fault.is_none() {
-                run_node(q, n);
-            }
-        }
+        Op::Node(n) => match (fault, n) {
+            (None, n) => run_node(q, n),
+            // The peers must not wait for a rank whose device faulted.
+            (Some(f), Node::Collective(t)) => t.device_fault(f),
+            (Some(_), _) => {}
+        },
         Op::Record(slot) => slot.complete(status()),
         Op::Wait(slot) => {
             if fault.is_none() {
@@ -510,6 +513,7 @@ fn run_node(q: &Queue, n: Node) {
             let _ = q.shared.poison("kernel");
         }
         Node::Value(op) => op.run(q),
+        Node::Collective(t) => t.run(),
         // Bound to `Op::Record` before execution; a wait on a local record is satisfied by
         // stream order.
         Node::Record(_) | Node::WaitLocal => {}
