@@ -5,7 +5,7 @@
 //! | `HCCL_CONNECT_TIMEOUT` | seconds `HcclCommInitRootInfo` waits for every rank (HCCL's variable) | 120 |
 //! | `HCCL_EXEC_TIMEOUT` | seconds an operation waits for its peers (HCCL's variable) | 1836 |
 //! | `XSIM_HCCL_TIMEOUT_MS` | simulator-only: overrides both, in milliseconds | unset |
-//! | `XSIM_HCCL_BUFFER_BYTES` | simulator-only: staging slot per rank (collectives are chunked to it) | 1 MiB |
+//! | `XSIM_HCCL_BUFFER_BYTES` | simulator-only: staging slot per rank (collectives are chunked to it; at least 512) | 1 MiB |
 //! | `XSIM_HCCL_FAULTS` | simulator-only: fault rules, see below | none |
 //! | `XSIM_HCCL_FAULT_STREAM` | simulator-only: `1` makes a failed operation fault its stream (507904) like a device task exception | unset: the stream goes on |
 //! | `XSIM_ACL_LIBRARY` | simulator-only: the ACL simulator whose streams run the operations; else `XSTREAM_ACL_LIBRARY`, else `libascendcl.so` | |
@@ -72,8 +72,10 @@ pub(crate) fn config() -> &'static Config {
         let slot = std::env::var("XSIM_HCCL_BUFFER_BYTES")
             .ok()
             .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|&b| b >= 64)
-            .unwrap_or(1 << 20);
+            .unwrap_or(1 << 20)
+            // Room for one element of the widest type from each of the most ranks (a
+            // reduce-scatter chunk holds one element per rank).
+            .max(16 * crate::shm::MAX_RANKS as usize);
         Config {
             connect_timeout: ms.unwrap_or_else(|| secs("HCCL_CONNECT_TIMEOUT", 120)),
             exec_timeout: ms.unwrap_or_else(|| secs("HCCL_EXEC_TIMEOUT", 1836)),

@@ -10,7 +10,8 @@
 //! | 4096 | one staging slot per rank (`slot bytes` each) |
 //! | 4096 + n·slot | one byte ring per ordered pair (src, dst): `sent u64`, `consumed u64` (own cache lines), then `ring bytes` of data |
 //!
-//! The file is created by the first rank that joins (under `flock`), and unlinked by rank 0
+//! The file is created (its pages reserved with `posix_fallocate`, so a full `/dev/shm` is
+//! `HCCL_E_MEMORY`, never a SIGBUS) by the first rank that joins (under `flock`), and unlinked by rank 0
 //! once every rank has mapped it (or by a rank that gives up waiting), so it never outlives
 //! the job's start.
 
@@ -109,8 +110,12 @@ impl World {
         if cur != 0 && cur != len {
             return Err(HCCL_E_PARA);
         }
+        // Reserve the pages now (not just a sparse size): a full `/dev/shm` then fails here
+        // with HCCL_E_MEMORY instead of a SIGBUS at first touch.
         // SAFETY: growing a file we hold open and locked.
-        if cur == 0 && unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
+        if cur == 0 && unsafe { libc::posix_fallocate(fd, 0, len as libc::off_t) } != 0 {
+            // SAFETY: as above; leave an empty file (the next rank retries or fails alike).
+            unsafe { libc::ftruncate(fd, 0) };
             return Err(HCCL_E_MEMORY);
         }
         // SAFETY: mapping `len` bytes of the file just sized; checked for MAP_FAILED.

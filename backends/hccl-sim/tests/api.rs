@@ -97,8 +97,8 @@ fn init_all_ranks_sizes_and_destroy() {
 
 #[test]
 fn all_reduce_every_op_chunked_and_in_place() {
-    // A 256-byte staging slot: 1000 i32 take 16 chunks.
-    if !in_child(20_000, &[("XSIM_HCCL_BUFFER_BYTES", "256")]) {
+    // A 512-byte staging slot: 1000 i32 take 8 chunks.
+    if !in_child(20_000, &[("XSIM_HCCL_BUFFER_BYTES", "512")]) {
         return;
     }
     let s = sims();
@@ -172,56 +172,59 @@ fn half_types_reduce_in_f32_and_round() {
 
 #[test]
 fn all_gather_reduce_scatter_broadcast_reduce_and_barrier() {
-    if !in_child(20_000, &[("XSIM_HCCL_BUFFER_BYTES", "64")]) {
+    if !in_child(20_000, &[("XSIM_HCCL_BUFFER_BYTES", "512")]) {
         return;
     }
     let s = sims();
     let w = world(4);
-    // All-gather of 10 i64 per rank.
-    let ins: Vec<_> = (0..4).map(|r| s.upload(&[r as i64 * 100; 10])).collect();
-    let outs: Vec<_> = (0..4).map(|_| s.alloc(40 * 8)).collect();
+    // All-gather of 100 i64 per rank (two chunks of the 512-byte slot).
+    let ins: Vec<_> = (0..4).map(|r| s.upload(&[r as i64 * 100; 100])).collect();
+    let outs: Vec<_> = (0..4).map(|_| s.alloc(400 * 8)).collect();
     for (r, &(c, st)) in w.iter().enumerate() {
-        assert_eq!(s.all_gather(&ins[r], &outs[r], 10, INT64, c, st), 0);
+        assert_eq!(s.all_gather(&ins[r], &outs[r], 100, INT64, c, st), 0);
     }
     assert_eq!(sync_all(&w), vec![0; 4]);
-    let want: Vec<i64> = (0..40).map(|i| (i / 10) * 100).collect();
+    let want: Vec<i64> = (0..400).map(|i| (i / 100) * 100).collect();
     for o in &outs {
         assert_eq!(s.download::<i64>(o), want);
     }
-    // Reduce-scatter: rank r sends [r; 4·6]; block b of the sum = 0+1+2+3 = 6, and element
-    // values differ per block so that a wrong block shows.
+    // Reduce-scatter: rank r sends 4 blocks of 60 (two chunks of 32 per block); block b holds
+    // r + 10·b, so rank b's sum is 0+1+2+3 + 40·b and a wrong block shows.
     let ins: Vec<_> = (0..4)
         .map(|r| {
-            let v: Vec<i32> = (0..24).map(|i| r + 10 * (i / 6)).collect();
+            let v: Vec<i32> = (0..240).map(|i| r + 10 * (i / 60)).collect();
             s.upload(&v)
         })
         .collect();
-    let outs: Vec<_> = (0..4).map(|_| s.alloc(6 * 4)).collect();
+    let outs: Vec<_> = (0..4).map(|_| s.alloc(60 * 4)).collect();
     for (r, &(c, st)) in w.iter().enumerate() {
-        assert_eq!(s.reduce_scatter(&ins[r], &outs[r], 6, INT32, SUM, c, st), 0);
+        assert_eq!(
+            s.reduce_scatter(&ins[r], &outs[r], 60, INT32, SUM, c, st),
+            0
+        );
     }
     assert_eq!(sync_all(&w), vec![0; 4]);
     for (r, o) in outs.iter().enumerate() {
-        assert_eq!(s.download::<i32>(o), vec![6 + 40 * r as i32; 6]);
+        assert_eq!(s.download::<i32>(o), vec![6 + 40 * r as i32; 60]);
     }
     // Broadcast from rank 2.
-    let bufs: Vec<_> = (0..4).map(|r| s.upload(&[r as u8; 33])).collect();
+    let bufs: Vec<_> = (0..4).map(|r| s.upload(&[r as u8; 700])).collect();
     for (r, &(c, st)) in w.iter().enumerate() {
-        assert_eq!(s.broadcast(&bufs[r], 33, UINT8, 2, c, st), 0);
+        assert_eq!(s.broadcast(&bufs[r], 700, UINT8, 2, c, st), 0);
     }
     assert_eq!(sync_all(&w), vec![0; 4]);
     for b in &bufs {
-        assert_eq!(s.download::<u8>(b), vec![2u8; 33]);
+        assert_eq!(s.download::<u8>(b), vec![2u8; 700]);
     }
     // Reduce (max) to rank 1: other ranks' receive buffers untouched.
-    let ins: Vec<_> = (0..4).map(|r| s.upload(&[r as i8 - 2; 5])).collect();
-    let outs: Vec<_> = (0..4).map(|_| s.upload(&[9i8; 5])).collect();
+    let ins: Vec<_> = (0..4).map(|r| s.upload(&[r as i8 - 2; 600])).collect();
+    let outs: Vec<_> = (0..4).map(|_| s.upload(&[9i8; 600])).collect();
     for (r, &(c, st)) in w.iter().enumerate() {
-        assert_eq!(s.reduce(&ins[r], &outs[r], 5, INT8, MAX, 1, c, st), 0);
+        assert_eq!(s.reduce(&ins[r], &outs[r], 600, INT8, MAX, 1, c, st), 0);
     }
     assert_eq!(sync_all(&w), vec![0; 4]);
     for (r, o) in outs.iter().enumerate() {
-        assert_eq!(s.download::<i8>(o), vec![if r == 1 { 1 } else { 9 }; 5]);
+        assert_eq!(s.download::<i8>(o), vec![if r == 1 { 1 } else { 9 }; 600]);
     }
     // Barrier.
     // SAFETY: `HcclResult HcclBarrier(HcclComm, aclrtStream)`.
