@@ -306,42 +306,55 @@ fn abort_stops_a_waiting_peer_with_an_error() {
     s.synchronize().expect("stream after the failure");
 }
 
-/// Rank processes: `XSTREAM_TEST_RANK` / `XSTREAM_TEST_ID` set by the parent.
+/// Two rank processes launched torchrun-style: `RANK`, `WORLD_SIZE`, `LOCAL_RANK` and
+/// `XSTREAM_UNIQUE_ID_FILE` (rank 0 writes the HCCL root info there, rank 1 waits for it),
+/// joined through `collective::bootstrap`.
 #[test]
-fn ranks_in_separate_processes() {
-    use xstream_core::UniqueId;
-    if let (Ok(r), Ok(id)) = (
-        std::env::var("XSTREAM_TEST_RANK"),
-        std::env::var("XSTREAM_TEST_ID"),
-    ) {
-        let r: usize = r.parse().expect("rank");
-        let id = UniqueId::from_hex(&id).expect("id");
-        let d = common::device(r);
-        let c = AscendBackend::init_rank(&d, &id, r, 2).expect("init_rank");
+fn ranks_in_separate_processes_through_the_bootstrap() {
+    use xstream_core::collective::bootstrap::Bootstrap;
+    if std::env::var_os("XSTREAM_TEST_HCCL_RANK_PROCESS").is_some() {
+        let b = Bootstrap::from_env()
+            .expect("bootstrap")
+            .expect("launched as a job");
+        let d = common::device(b.local_rank);
+        let c = b
+            .init::<AscendBackend>(&d)
+            .expect("init through the bootstrap");
+        assert_eq!((c.rank(), c.world_size()), (b.rank, 2));
         let s = d.create_stream(&StreamDesc::new()).expect("stream");
-        let b = upload(&d, &s, i32s(&[5 * (r as i32 + 1); 100]));
-        c.all_reduce(&b, &b, 100, DataType::I32, ReduceOp::Sum, &s)
+        let buf = upload(&d, &s, i32s(&[5 * (b.rank as i32 + 1); 100]));
+        c.all_reduce(&buf, &buf, 100, DataType::I32, ReduceOp::Sum, &s)
             .expect("all_reduce");
         collective::synchronize(&c, &s).expect("synchronize");
-        assert_eq!(from_i32s(&download(&s, &b, 400)), vec![15; 100]);
+        assert_eq!(from_i32s(&download(&s, &buf, 400)), vec![15; 100]);
         return;
     }
     if !common::in_sim_process() {
         return;
     }
-    let id = AscendBackend::new_unique_id().expect("unique id");
+    let dir = std::env::temp_dir().join(format!("xstream-hccl-bootstrap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let id_file = dir.join("unique_id");
+    let _ = std::fs::remove_file(&id_file);
     let name = std::thread::current().name().expect("test").to_owned();
     let kids: Vec<_> = (0..2)
         .map(|r| {
             std::process::Command::new(std::env::current_exe().expect("exe"))
                 .args([&name, "--exact", "--nocapture", "--test-threads=1"])
-                .env("XSTREAM_TEST_RANK", r.to_string())
-                .env("XSTREAM_TEST_ID", id.to_hex())
+                .env("XSTREAM_TEST_HCCL_RANK_PROCESS", "1")
+                .env("RANK", r.to_string())
+                .env("WORLD_SIZE", "2")
+                .env("LOCAL_RANK", r.to_string())
+                .env("XSTREAM_UNIQUE_ID_FILE", &id_file)
+                .env("XSTREAM_COLLECTIVE_TIMEOUT_MS", "20000")
                 .spawn()
                 .expect("rank process")
         })
         .collect();
-    for mut k in kids {
-        assert!(k.wait().expect("wait").success(), "a rank process failed");
-    }
+    let ok: Vec<bool> = kids
+        .into_iter()
+        .map(|mut k| k.wait().expect("wait").success())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(ok, vec![true, true], "a rank process failed");
 }
