@@ -135,6 +135,8 @@ mod event;
 mod graph;
 mod kernel;
 mod memory;
+#[cfg(feature = "nccl")]
+pub(crate) mod nccl;
 mod stream;
 
 pub(crate) use self::attribute::*;

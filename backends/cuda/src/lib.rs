@@ -17,6 +17,7 @@
 //! | graph | `graph` | [`CudaGraph`]: instantiate once, replay with `cuGraphLaunch` |
 //! | memory | [`memory`], `hostmem` | [`CudaBuffer`], managed and stream-ordered memory; page-locked host memory |
 //! | tables | [`conv`], [`error`] | flags, enums, `CUresult` mapping |
+//! | collectives | `collective` (feature `nccl`), `ffi/nccl.rs` | `NcclComm`: NCCL communicators on xstream streams |
 //!
 //! ## Design choices
 //! - **Availability never panics.** cudarc panics at the first driver call when libcuda is
@@ -62,6 +63,8 @@
 
 #![deny(unsafe_code)]
 
+#[cfg(feature = "nccl")]
+pub mod collective;
 pub mod conv;
 mod device;
 pub mod error;

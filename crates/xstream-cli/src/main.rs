@@ -1,9 +1,10 @@
 //! `xstream`: backend information, flag tables, the multi-stream pipeline demo (the main job)
 //! and the portable conformance checks.
 //!
-//! Modules: `main.rs` (this file: the command line, `info`, `flags`, `conform`) and `demo`
-//! (the multi-stream pipeline demo).
+//! Modules: `main.rs` (this file: the command line, `info`, `flags`, `conform`), `demo`
+//! (the multi-stream pipeline demo) and `collectives` (the collective bandwidth sweep).
 
+mod collectives;
 mod demo;
 
 use std::process::ExitCode;
@@ -32,6 +33,10 @@ enum Cmd {
     /// The main job: a multi-stream pipeline (copy in, compute, copy out) with events for
     /// dependencies and timing, callbacks for completion; prints a summary.
     Demo(demo::DemoArgs),
+    /// Collective bandwidth sweep (nccl-tests style: time, algorithm and bus bandwidth per
+    /// message size); one process for every rank, or one rank per process under a
+    /// torchrun-style environment (RANK, WORLD_SIZE, LOCAL_RANK, XSTREAM_UNIQUE_ID[_FILE]).
+    Collectives(collectives::CollArgs),
     /// Runs the portable conformance checks against a backend.
     Conform {
         /// auto, host, cuda or ascend.
@@ -192,6 +197,7 @@ fn main() -> ExitCode {
         Cmd::Info => info().map(|_| true),
         Cmd::Flags { backend } => flags(backend).map(|_| true),
         Cmd::Demo(a) => demo::run(&a).map(|_| true),
+        Cmd::Collectives(a) => collectives::run(&a).map(|_| true),
         Cmd::Conform { backend, filter } => conform(&backend, filter.as_deref()),
     };
     match r {

@@ -1,0 +1,535 @@
+//! Collectives over NCCL (cargo feature `nccl`): [`NcclComm`] and the
+//! [`CollectiveBackend`] impl of [`CudaBackend`].
+//!
+//! - **Loading.** libnccl is opened at run time through cudarc's `nccl` bindings; the probe in
+//!   `ffi::nccl` runs first (cudarc panics when the library or a symbol is missing), so a
+//!   machine without NCCL gets [`Error::NotAvailable`] with the names tried.
+//! - **Enqueue.** Every operation is one NCCL call on the stream's raw `CUstream`, with the
+//!   device's context bound; the stream keeps the buffers alive until its work got past the
+//!   call (the backend's buffer lifetime rule), as for copies. Capture follows CUDA: NCCL
+//!   calls on a capturing stream are recorded into the graph.
+//! - **Groups** are NCCL's (`ncclGroupStart`/`ncclGroupEnd`, per thread, nesting): one thread
+//!   driving every device of a process must group its calls (`xstream_core::collective::group`).
+//! - **Failures.** `async_error` is `ncclCommGetAsyncError`; `abort` is `ncclCommAbort` (the
+//!   communicator is freed: later calls fail with [`CollectiveErrorKind::Aborted`]). The
+//!   timeout path is `xstream_core::collective::synchronize` (polls the stream and the async
+//!   error, aborts after the communicator's timeout). Vendor codes stay in
+//!   [`Error::Native`] (`ncclResult_t`, name, `ncclGetErrorString`).
+//! - **Not yet:** non-blocking initialisation (`ncclCommInitRankConfig` with `blocking = 0`):
+//!   `init_rank` blocks until every rank joined, as NCCL's blocking init does.
+//!
+//! The op × dtype table: every cell native; `avg` and `bf16` need NCCL 2.10 or newer
+//! (`ncclAvg`, `ncclBfloat16`), refused as unsupported on older libraries.
+
+use std::ffi::c_int;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use xstream_core::callback::ensure_not_in_callback;
+use xstream_core::collective::{check_args, check_support, collective_timeout, OpArgs};
+use xstream_core::{
+    BackendKind, Buffer, CollectiveBackend, CollectiveErrorKind, CollectiveKind, CollectiveSupport,
+    Communicator, DataType, Error, NativeError, ReduceOp, Result, Stream, UniqueId,
+};
+
+use crate::ffi::nccl::{self, NcclCode, NcclOp, RawComm};
+use crate::{CudaBackend, CudaBuffer, CudaDevice, CudaStream};
+
+/// NCCL 2.10.0 as `ncclGetVersion` reports it: the first with `ncclAvg` and `ncclBfloat16`.
+pub const NCCL_2_10: i32 = 21000;
+
+/// The names of `ncclResult_t` values.
+fn code_name(code: NcclCode) -> &'static str {
+    match code {
+        1 => "ncclUnhandledCudaError",
+        2 => "ncclSystemError",
+        3 => "ncclInternalError",
+        4 => "ncclInvalidArgument",
+        5 => "ncclInvalidUsage",
+        6 => "ncclRemoteError",
+        7 => "ncclInProgress",
+        8 => "ncclTimeout",
+        _ => "ncclUnknownResult",
+    }
+}
+
+/// A failed NCCL call as [`Error::Native`], keeping the code, its name and NCCL's string.
+pub fn nccl_error(api: &'static str, code: u32) -> Error {
+    let msg = nccl::error_string(code);
+    Error::Native(NativeError {
+        backend: BackendKind::Cuda,
+        api,
+        code: i64::from(code),
+        name: code_name(code),
+        sticky: false,
+        message: (!msg.is_empty()).then_some(msg),
+    })
+}
+
+/// The loaded NCCL's version code (e.g. 22105 for 2.21.5).
+///
+/// # Errors
+/// [`Error::NotAvailable`] when no usable NCCL library loads (the reason lists the names
+/// tried).
+pub fn nccl_version() -> Result<i32> {
+    nccl::probe().clone().map_err(|reason| Error::NotAvailable {
+        backend: BackendKind::Cuda,
+        reason: format!("NCCL: {reason}"),
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One rank of an NCCL communicator.
+pub struct NcclComm {
+    /// `None` once aborted (NCCL freed it).
+    raw: Mutex<Option<RawComm>>,
+    rank: usize,
+    world: usize,
+    dev: CudaDevice,
+    timeout_ms: AtomicU64,
+    /// Why it was aborted, for later calls.
+    aborted: Mutex<Option<Error>>,
+}
+
+impl fmt::Debug for NcclComm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NcclComm")
+            .field("rank", &self.rank)
+            .field("world", &self.world)
+            .field("device", &self.dev.shared.info.ordinal)
+            .field("live", &lock(&self.raw).is_some())
+            .finish()
+    }
+}
+
+fn timeout_ms() -> Result<u64> {
+    Ok(u64::try_from(collective_timeout()?.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl NcclComm {
+    fn new(raw: RawComm, rank: usize, world: usize, dev: CudaDevice, ms: u64) -> Arc<Self> {
+        Arc::new(Self {
+            raw: Mutex::new(Some(raw)),
+            rank,
+            world,
+            dev,
+            timeout_ms: AtomicU64::new(ms),
+            aborted: Mutex::new(None),
+        })
+    }
+
+    fn gone(&self, op: &'static str) -> Error {
+        lock(&self.aborted).clone().unwrap_or(Error::Collective {
+            op,
+            kind: CollectiveErrorKind::Aborted,
+            detail: format!("rank {}: the communicator was aborted", self.rank),
+        })
+    }
+
+    fn issue(
+        &self,
+        args: OpArgs,
+        send: &CudaBuffer,
+        recv: &CudaBuffer,
+        stream: &CudaStream,
+        op: NcclOp,
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        let name = args.kind.name();
+        check_support::<CudaBackend>(args.op, args.dtype)?;
+        check_args(&args, self.rank, self.world, send.len(), recv.len())?;
+        if stream.device().shared.raw_ctx != self.dev.shared.raw_ctx {
+            return Err(Error::WrongDevice(format!(
+                "{name}: the stream belongs to CUDA device {}, the communicator (rank {}) to device {}",
+                stream.device().shared.info.ordinal,
+                self.rank,
+                self.dev.shared.info.ordinal
+            )));
+        }
+        send.check_device(name, &self.dev)?;
+        recv.check_device(name, &self.dev)?;
+        stream.state.capture.gate_enqueue(name)?;
+        let g = lock(&self.raw);
+        let Some(raw) = *g else {
+            return Err(self.gone(name));
+        };
+        self.dev.shared.enter()?;
+        nccl::enqueue(raw, op, nccl::dtype(args.dtype), stream.handle.raw)
+            .map_err(|c| nccl_error(nccl_api(args.kind), c))?;
+        drop(g);
+        stream.keep_buf(send);
+        if !std::ptr::eq(send, recv) {
+            stream.keep_buf(recv);
+        }
+        Ok(())
+    }
+}
+
+fn nccl_api(kind: CollectiveKind) -> &'static str {
+    match kind {
+        CollectiveKind::AllReduce => "ncclAllReduce",
+        CollectiveKind::AllGather => "ncclAllGather",
+        CollectiveKind::ReduceScatter => "ncclReduceScatter",
+        CollectiveKind::Broadcast => "ncclBroadcast",
+        CollectiveKind::Reduce => "ncclReduce",
+        CollectiveKind::Send => "ncclSend",
+        CollectiveKind::Recv => "ncclRecv",
+    }
+}
+
+fn rank_int(r: usize) -> c_int {
+    // Checked against the world size (a c_int) before use.
+    c_int::try_from(r).unwrap_or(c_int::MAX)
+}
+
+impl Drop for NcclComm {
+    fn drop(&mut self) {
+        if let Some(raw) = lock(&self.raw).take() {
+            let _ = self.dev.shared.enter();
+            // A communicator with an asynchronous error may never drain: abort it instead
+            // of waiting in ncclCommDestroy.
+            let r = match nccl::async_error(raw) {
+                Ok(()) => nccl::comm_destroy(raw),
+                Err(_) => nccl::comm_abort(raw),
+            };
+            if let Err(c) = r {
+                tracing::debug!(code = c, "freeing an NCCL communicator failed");
+            }
+        }
+    }
+}
+
+/// The handle [`CollectiveBackend::Comm`] of CUDA: a shared [`NcclComm`].
+#[derive(Debug, Clone)]
+pub struct CudaComm(Arc<NcclComm>);
+
+impl Communicator for CudaComm {
+    type B = CudaBackend;
+
+    fn rank(&self) -> usize {
+        self.0.rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.0.world
+    }
+
+    fn device(&self) -> &CudaDevice {
+        &self.0.dev
+    }
+
+    fn all_reduce(
+        &self,
+        send: &CudaBuffer,
+        recv: &CudaBuffer,
+        count: usize,
+        dtype: DataType,
+        op: ReduceOp,
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let args = OpArgs {
+            kind: CollectiveKind::AllReduce,
+            count,
+            dtype,
+            op: Some(op),
+            root: 0,
+        };
+        let o = NcclOp::AllReduce {
+            send: send.ptr(),
+            recv: recv.ptr(),
+            count,
+            op: nccl::red_op(op),
+        };
+        self.0.issue(args, send, recv, stream, o)
+    }
+
+    fn all_gather(
+        &self,
+        send: &CudaBuffer,
+        recv: &CudaBuffer,
+        send_count: usize,
+        dtype: DataType,
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let args = OpArgs {
+            kind: CollectiveKind::AllGather,
+            count: send_count,
+            dtype,
+            op: None,
+            root: 0,
+        };
+        let o = NcclOp::AllGather {
+            send: send.ptr(),
+            recv: recv.ptr(),
+            count: send_count,
+        };
+        self.0.issue(args, send, recv, stream, o)
+    }
+
+    fn reduce_scatter(
+        &self,
+        send: &CudaBuffer,
+        recv: &CudaBuffer,
+        recv_count: usize,
+        dtype: DataType,
+        op: ReduceOp,
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let args = OpArgs {
+            kind: CollectiveKind::ReduceScatter,
+            count: recv_count,
+            dtype,
+            op: Some(op),
+            root: 0,
+        };
+        let o = NcclOp::ReduceScatter {
+            send: send.ptr(),
+            recv: recv.ptr(),
+            count: recv_count,
+            op: nccl::red_op(op),
+        };
+        self.0.issue(args, send, recv, stream, o)
+    }
+
+    fn broadcast(
+        &self,
+        send: &CudaBuffer,
+        recv: &CudaBuffer,
+        count: usize,
+        dtype: DataType,
+        root: usize,
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let args = OpArgs {
+            kind: CollectiveKind::Broadcast,
+            count,
+            dtype,
+            op: None,
+            root,
+        };
+        let o = NcclOp::Broadcast {
+            send: send.ptr(),
+            recv: recv.ptr(),
+            count,
+            root: rank_int(root),
+        };
+        self.0.issue(args, send, recv, stream, o)
+    }
+
+    fn reduce(
+        &self,
+        send: &CudaBuffer,
+        recv: &CudaBuffer,
+        count: usize,
+        dtype: DataType,
+        op: ReduceOp,
+        root: usize,
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let args = OpArgs {
+            kind: CollectiveKind::Reduce,
+            count,
+            dtype,
+            op: Some(op),
+            root,
+        };
+        let o = NcclOp::Reduce {
+            send: send.ptr(),
+            recv: recv.ptr(),
+            count,
+            op: nccl::red_op(op),
+            root: rank_int(root),
+        };
+        self.0.issue(args, send, recv, stream, o)
+    }
+
+    fn send(
+        &self,
+        buf: &CudaBuffer,
+        count: usize,
+        dtype: DataType,
+        peer: usize,
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let args = OpArgs {
+            kind: CollectiveKind::Send,
+            count,
+            dtype,
+            op: None,
+            root: peer,
+        };
+        let o = NcclOp::Send {
+            buf: buf.ptr(),
+            count,
+            peer: rank_int(peer),
+        };
+        self.0.issue(args, buf, buf, stream, o)
+    }
+
+    fn recv(
+        &self,
+        buf: &CudaBuffer,
+        count: usize,
+        dtype: DataType,
+        peer: usize,
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let args = OpArgs {
+            kind: CollectiveKind::Recv,
+            count,
+            dtype,
+            op: None,
+            root: peer,
+        };
+        let o = NcclOp::Recv {
+            buf: buf.ptr(),
+            count,
+            peer: rank_int(peer),
+        };
+        self.0.issue(args, buf, buf, stream, o)
+    }
+
+    fn group_start(&self) -> Result<()> {
+        ensure_not_in_callback()?;
+        nccl::group_start().map_err(|c| nccl_error("ncclGroupStart", c))
+    }
+
+    fn group_end(&self) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.0.dev.shared.enter()?;
+        nccl::group_end().map_err(|c| nccl_error("ncclGroupEnd", c))
+    }
+
+    fn async_error(&self) -> Result<()> {
+        let g = lock(&self.0.raw);
+        let Some(raw) = *g else {
+            return Err(self.0.gone("async_error"));
+        };
+        nccl::async_error(raw).map_err(|c| nccl_error("ncclCommGetAsyncError", c))
+    }
+
+    fn abort(&self) -> Result<()> {
+        let raw = lock(&self.0.raw).take();
+        if let Some(raw) = raw {
+            lock(&self.0.aborted).get_or_insert(Error::Collective {
+                op: "abort",
+                kind: CollectiveErrorKind::Aborted,
+                detail: format!(
+                    "rank {}: the communicator was aborted (ncclCommAbort)",
+                    self.0.rank
+                ),
+            });
+            self.0.dev.shared.enter()?;
+            nccl::comm_abort(raw).map_err(|c| nccl_error("ncclCommAbort", c))?;
+        }
+        Ok(())
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.0.timeout_ms.load(Ordering::Relaxed))
+    }
+
+    fn set_timeout(&self, timeout: Duration) -> Result<()> {
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        if ms == 0 {
+            return Err(Error::invalid(
+                "a communicator timeout must be at least 1 ms",
+            ));
+        }
+        self.0.timeout_ms.store(ms, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+fn check_world(world: usize) -> Result<c_int> {
+    c_int::try_from(world)
+        .ok()
+        .filter(|&w| w > 0)
+        .ok_or_else(|| Error::invalid(format!("a world size of {world} ranks")))
+}
+
+impl CollectiveBackend for CudaBackend {
+    type Comm = CudaComm;
+
+    /// `ncclGetUniqueId`: 128 bytes.
+    fn new_unique_id() -> Result<UniqueId> {
+        nccl_version()?;
+        let id = nccl::get_unique_id().map_err(|c| nccl_error("ncclGetUniqueId", c))?;
+        UniqueId::from_bytes(id)
+    }
+
+    /// `ncclCommInitRank` with `device`'s context current; blocks until every rank joined.
+    fn init_rank(
+        device: &CudaDevice,
+        id: &UniqueId,
+        rank: usize,
+        world: usize,
+    ) -> Result<CudaComm> {
+        ensure_not_in_callback()?;
+        let w = check_world(world)?;
+        if rank >= world {
+            return Err(Error::invalid(format!(
+                "init_rank: rank {rank} is not in a job of {world} ranks"
+            )));
+        }
+        let bytes: &[u8; 128] = id.as_bytes().try_into().map_err(|_| {
+            Error::invalid(format!(
+                "an NCCL unique id has 128 bytes, this one {} (made by another backend?)",
+                id.as_bytes().len()
+            ))
+        })?;
+        nccl_version()?;
+        let ms = timeout_ms()?;
+        device.shared.enter()?;
+        let raw = nccl::comm_init_rank(bytes, rank_int(rank), w)
+            .map_err(|c| nccl_error("ncclCommInitRank", c))?;
+        Ok(CudaComm(NcclComm::new(
+            raw,
+            rank,
+            world,
+            device.clone(),
+            ms,
+        )))
+    }
+
+    /// `ncclCommInitAll` over the devices' ordinals (NCCL refuses a device listed twice).
+    fn init_all(devices: &[CudaDevice]) -> Result<Vec<CudaComm>> {
+        ensure_not_in_callback()?;
+        if devices.is_empty() {
+            return Err(Error::invalid("init_all: no devices"));
+        }
+        check_world(devices.len())?;
+        nccl_version()?;
+        let ms = timeout_ms()?;
+        let ords: Vec<c_int> = devices
+            .iter()
+            .map(|d| rank_int(d.shared.info.ordinal))
+            .collect();
+        devices[0].shared.enter()?;
+        let raws = nccl::comm_init_all(&ords).map_err(|c| nccl_error("ncclCommInitAll", c))?;
+        Ok(raws
+            .into_iter()
+            .zip(devices)
+            .enumerate()
+            .map(|(r, (raw, d))| CudaComm(NcclComm::new(raw, r, devices.len(), d.clone(), ms)))
+            .collect())
+    }
+
+    fn support(op: Option<ReduceOp>, dtype: DataType) -> CollectiveSupport {
+        let old = matches!(nccl::probe(), Ok(v) if *v < NCCL_2_10);
+        match (op, dtype) {
+            (Some(ReduceOp::Avg), _) if old => {
+                CollectiveSupport::Unsupported("ncclAvg needs NCCL 2.10 or newer")
+            }
+            (_, DataType::BF16) if old => {
+                CollectiveSupport::Unsupported("ncclBfloat16 needs NCCL 2.10 or newer")
+            }
+            _ => CollectiveSupport::Native,
+        }
+    }
+}
