@@ -61,14 +61,26 @@ impl Comm {
     }
 
     /// A barrier of all ranks: this rank's phase goes up by one, then it waits until every
-    /// peer's phase has reached it.
+    /// peer's phase has reached it; a peer that has not and departed fails it with
+    /// `HCCL_E_REMOTE`.
     pub(crate) fn barrier(&self, token: *const c_void) -> Result<(), HcclResult> {
         let w = &self.world;
         let p = w.phase(self.rank).fetch_add(1, SeqCst) + 1;
-        let n = w.nranks;
-        self.wait(token, config().exec_timeout, || {
-            (0..n).all(|r| w.phase(r).load(SeqCst) >= p)
-        })
+        let mut waiter = Waiter::new(self, token, config().exec_timeout);
+        loop {
+            let behind = (0..w.nranks).filter(|&r| w.phase(r).load(SeqCst) < p);
+            let mut any = false;
+            for r in behind {
+                any = true;
+                if w.departed(r).load(SeqCst) != 0 {
+                    return Err(HCCL_E_REMOTE);
+                }
+            }
+            if !any {
+                return Ok(());
+            }
+            waiter.idle()?;
+        }
     }
 }
 
@@ -90,15 +102,12 @@ fn register(c: Comm) -> *mut c_void {
     h
 }
 
-/// Removes `h` from the registry and stops its operations; peers still waiting for this
-/// rank stop with `HCCL_E_REMOTE` (a wait that is already satisfied still completes).
+/// Removes `h` from the registry and stops its operations; the rank is marked departed, so
+/// peers that wait for it (and only those) stop with `HCCL_E_REMOTE` instead of timing out.
 pub(crate) fn destroy(h: *mut c_void) -> Result<(), HcclResult> {
     let c = registry().remove(&(h as usize)).ok_or(HCCL_E_PTR)?;
     c.destroyed.store(true, SeqCst);
-    let _ = c
-        .world
-        .abort_code()
-        .compare_exchange(0, HCCL_E_REMOTE, SeqCst, SeqCst);
+    c.world.departed(c.rank).store(1, SeqCst);
     Ok(())
 }
 

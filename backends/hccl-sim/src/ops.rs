@@ -438,6 +438,14 @@ fn p2p(c: &Comm, items: &[P2p], token: *const c_void) -> Result<(), HcclResult> 
         if moved {
             waiter.progressed();
         } else {
+            // Nothing moved: a departed peer of an unfinished flow will never move it.
+            let w = &c.world;
+            let gone = flows
+                .iter()
+                .any(|f| f.done < f.total() && w.departed(f.p.peer).load(SeqCst) != 0);
+            if gone {
+                return Err(HCCL_E_REMOTE);
+            }
             waiter.idle()?;
         }
     }

@@ -6,7 +6,7 @@
 //! | Offset | Holds |
 //! | --- | --- |
 //! | 0 | magic `u64`, rank count `u32`, joined count `u32`, slot bytes `u64`, ring bytes `u64`, abort code `i32` |
-//! | 256 + 64·r | rank `r`: barrier phase `u64`, present `u32`, pid `u32`, operation descriptor `[u64; 4]` |
+//! | 256 + 64·r | rank `r`: barrier phase `u64`, present `u32`, pid `u32`, operation descriptor `[u64; 3]`, departed `u32` (at +56) |
 //! | 4096 | one staging slot per rank (`slot bytes` each) |
 //! | 4096 + n·slot | one byte ring per ordered pair (src, dst): `sent u64`, `consumed u64` (own cache lines), then `ring bytes` of data |
 //!
@@ -207,7 +207,12 @@ impl World {
         self.u32_at(self.rec(rank) + 8)
     }
 
-    /// Word `i` (0..4) of the operation descriptor of `rank`.
+    /// Whether `rank` destroyed its communicator (it will never arrive again).
+    pub(crate) fn departed(&self, rank: u32) -> &AtomicU32 {
+        self.u32_at(self.rec(rank) + 56)
+    }
+
+    /// Word `i` (0..3) of the operation descriptor of `rank`.
     pub(crate) fn desc(&self, rank: u32, i: usize) -> &AtomicU64 {
         self.u64_at(self.rec(rank) + 16 + 8 * i)
     }

@@ -480,3 +480,32 @@ fn init_times_out_when_a_rank_never_joins() {
     let (rc, _) = s.init_rank(2, &root, 0);
     assert_eq!(rc, HCCL_E_TIMEOUT);
 }
+
+#[test]
+fn a_departed_rank_stops_only_the_peers_that_wait_for_it() {
+    if !in_child(20_000, &[]) {
+        return;
+    }
+    let s = sims();
+    let w = world(3);
+    let tx = s.upload(&[7i32; 64]);
+    let rx = s.alloc(64 * 4);
+    // Rank 2 waits for a message of rank 1; rank 0 leaves meanwhile; rank 1 sends later.
+    assert_eq!(s.p2p(false, &rx, 64, INT32, 1, w[2].0, w[2].1), 0);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(s.destroy(w[0].0), 0);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(s.p2p(true, &tx, 64, INT32, 2, w[1].0, w[1].1), 0);
+    assert_eq!(s.sync(w[1].1), 0);
+    assert_eq!(s.sync(w[2].1), 0);
+    assert_eq!(
+        s.async_error(w[2].0),
+        HCCL_SUCCESS,
+        "rank 0 was not rank 2's peer"
+    );
+    assert_eq!(s.download::<i32>(&rx), vec![7; 64]);
+    // A receive from the departed rank fails at once.
+    assert_eq!(s.p2p(false, &rx, 64, INT32, 0, w[2].0, w[2].1), 0);
+    assert_eq!(s.sync(w[2].1), 0);
+    assert_eq!(s.async_error(w[2].0), HCCL_E_REMOTE);
+}

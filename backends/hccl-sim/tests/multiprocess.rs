@@ -81,6 +81,7 @@ fn ranks_in_separate_processes_reduce_gather_and_exchange() {
     assert_eq!(s.p2p(false, &rx, 1000, UINT8, (rank + n - 1) % n, c, st), 0);
     assert_eq!(s.group(false), 0);
     assert_eq!(s.sync(st), 0);
+    assert_eq!(s.async_error(c), HCCL_SUCCESS, "rank {rank}");
     assert_eq!(s.download::<f32>(&b), vec![6.0f32; 5000]);
     let want: Vec<i32> = (0..n as i32).flat_map(|r| [r; 3]).collect();
     assert_eq!(s.download::<i32>(&g_out), want);
