@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// Path of the simulator library: `XSTREAM_ACL_LIBRARY` when set; else next to the running
+/// Path of the simulator library:
+/// `XSTREAM_ACL_LIBRARY` when set; else next to the running
 /// test or bench executable (`target/<profile>/deps`, where `cargo test` builds it as a
 /// dependency of its own tests); else the profile directory (`cargo build -p
 /// xstream-ascend-sim`); else it is built there now (`--release` for non-debug profiles, so
@@ -15,46 +16,85 @@ use std::sync::OnceLock;
 /// # Panics
 /// When the simulator cannot be found or built (a test that needs it cannot run).
 pub fn path() -> PathBuf {
-    if let Ok(p) = std::env::var("XSTREAM_ACL_LIBRARY") {
+    locate(
+        "XSTREAM_ACL_LIBRARY",
+        "libascendcl.so",
+        "xstream-ascend-sim",
+    )
+}
+
+/// Path of the HCCL simulator (`backends/hccl-sim`, a test double of `libhccl.so`, not
+/// hardware), found like [`path`]: `XSTREAM_HCCL_LIBRARY`, then next to the executable, then
+/// the profile directory, else built there (`cargo build -p xstream-hccl-sim`).
+///
+/// # Panics
+/// When it cannot be found or built.
+pub fn hccl_path() -> PathBuf {
+    locate("XSTREAM_HCCL_LIBRARY", "libhccl.so", "xstream-hccl-sim")
+}
+
+fn locate(var: &str, file: &str, package: &str) -> PathBuf {
+    if let Ok(p) = std::env::var(var) {
         return PathBuf::from(p);
     }
     let exe = std::env::current_exe().expect("current_exe");
     let deps = exe.parent().expect("deps dir").to_path_buf();
-    let in_deps = deps.join("libascendcl.so");
+    let in_deps = deps.join(file);
     if in_deps.exists() {
         return in_deps;
     }
     let profile = deps.parent().expect("profile dir").to_path_buf();
-    let lib = profile.join("libascendcl.so");
+    let lib = profile.join(file);
     if !lib.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = std::process::Command::new(cargo);
-        cmd.args(["build", "-p", "xstream-ascend-sim"]);
+        cmd.args(["build", "-p", package]);
         if profile.file_name().is_some_and(|n| n != "debug") {
             cmd.arg("--release");
         }
         let status = cmd
             .env("CARGO_TARGET_DIR", profile.parent().expect("target dir"))
             .status()
-            .expect("run cargo build -p xstream-ascend-sim");
-        assert!(status.success(), "building the ACL simulator failed");
+            .unwrap_or_else(|e| panic!("run cargo build -p {package}: {e}"));
+        assert!(status.success(), "building {package} failed");
     }
-    assert!(lib.exists(), "ACL simulator not found at {}", lib.display());
+    assert!(lib.exists(), "{file} not found at {}", lib.display());
     lib
 }
 
 /// The environment a process using the simulator must be started with: `XSTREAM_ACL_LIBRARY`
-/// (the library, from [`path`]) and `XSIM_DEVICES` (`devices`).
+/// (the library, from [`path`]) and `XSIM_DEVICES` (`devices`); for collectives also
+/// `XSIM_HCCL_TIMEOUT_MS` (60 s: no simulated collective waits longer, whatever HCCL's
+/// defaults) and, when the HCCL simulator is built, `XSTREAM_HCCL_LIBRARY`
+/// ([`hccl_path_if_built`]).
 ///
 /// Both are read once, by the backend's loader and by the simulator. They are never set from
 /// inside a running test process (`std::env::set_var` races with `getenv` on other threads):
 /// a process is started with them, by [`run_in_child`] or [`reexec_configured`] through
 /// `Command::env`, or by the user.
-pub fn env(devices: u32) -> [(&'static str, std::ffi::OsString); 2] {
-    [
+pub fn env(devices: u32) -> Vec<(&'static str, std::ffi::OsString)> {
+    let mut v = vec![
         ("XSTREAM_ACL_LIBRARY", path().into_os_string()),
         ("XSIM_DEVICES", devices.to_string().into()),
-    ]
+        ("XSIM_HCCL_TIMEOUT_MS", "60000".into()),
+    ];
+    if let Some(h) = hccl_path_if_built() {
+        v.push(("XSTREAM_HCCL_LIBRARY", h.into_os_string()));
+    }
+    v
+}
+
+/// [`hccl_path`] when the HCCL simulator is already built (or named by
+/// `XSTREAM_HCCL_LIBRARY`); never builds it.
+pub fn hccl_path_if_built() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("XSTREAM_HCCL_LIBRARY") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let deps = exe.parent()?;
+    [deps.join("libhccl.so"), deps.parent()?.join("libhccl.so")]
+        .into_iter()
+        .find(|p| p.exists())
 }
 
 /// Whether this process was started with the simulator's environment for `devices` devices

@@ -28,3 +28,107 @@ fn conformance_on_ascend_simulator() {
         "callback_error_after_fault must run on the simulator"
     );
 }
+
+/// The collective checks on Ascend over the simulators (`libascendcl.so` and `libhccl.so`
+/// test doubles): two ranks in this process (`init_all`), and two rank processes.
+mod collectives {
+    use std::time::Duration;
+
+    use xstream_ascend::AscendBackend;
+    use xstream_conformance::collectives::{
+        rank_conformance, report_coll_line, run_collectives, CollEnv,
+    };
+    use xstream_conformance::simulator;
+    use xstream_core::{Backend, CollectiveBackend, Device, StreamDesc, UniqueId};
+
+    /// Checks that skip on the simulators: `coll_capture` (the HCCL simulator refuses
+    /// collectives on a capturing stream: `HCCL_E_NOT_SUPPORT` → `Unsupported`) and
+    /// `coll_peer_mismatch` (HCCL does not promise to detect ranks that disagree, so the
+    /// backend does not claim it, although the simulator fails them with `HCCL_E_PARA`).
+    const SKIPS: &[&str] = &["coll_capture", "coll_peer_mismatch"];
+
+    #[test]
+    fn collectives_on_ascend_simulator_in_one_process() {
+        if !simulator::run_in_child(2) {
+            return;
+        }
+        simulator::setup(2);
+        let env = CollEnv::<AscendBackend> {
+            devices: vec![
+                AscendBackend::open(0).expect("device 0"),
+                AscendBackend::open(1).expect("device 1"),
+            ],
+            short_timeout: Duration::from_millis(300),
+        };
+        let mut skipped = Vec::new();
+        let sum = run_collectives(&env, None, |c, r, t| {
+            if matches!(r, Ok(xstream_conformance::Outcome::Skip(_))) {
+                skipped.push(c.name);
+            }
+            report_coll_line(c, r, t);
+        });
+        println!("ascend (simulators): {sum:?}");
+        assert_eq!(sum.failed, 0, "collective failures (see FAIL lines)");
+        for s in &skipped {
+            assert!(SKIPS.contains(s), "{s} skipped on the simulators");
+        }
+    }
+
+    #[test]
+    fn collectives_on_ascend_simulator_rank_processes() {
+        if let (Ok(r), Ok(id)) = (
+            std::env::var("XSTREAM_TEST_RANK"),
+            std::env::var("XSTREAM_TEST_ID"),
+        ) {
+            let r: usize = r.parse().expect("rank");
+            let id = UniqueId::from_hex(&id).expect("id");
+            let d = AscendBackend::open(r).expect("device");
+            let c = AscendBackend::init_rank(&d, &id, r, 2).expect("init_rank");
+            let s = d.create_stream(&StreamDesc::new()).expect("stream");
+            let report = rank_conformance::<AscendBackend>(&c, &s).expect("rank conformance");
+            println!("rank {r}: {report}");
+            return;
+        }
+        if !simulator::run_in_child(2) {
+            return;
+        }
+        simulator::setup(2);
+        let id = AscendBackend::new_unique_id().expect("unique id");
+        let name = std::thread::current().name().expect("test").to_owned();
+        let kids: Vec<_> = (0..2)
+            .map(|r| {
+                std::process::Command::new(std::env::current_exe().expect("exe"))
+                    .args([&name, "--exact", "--nocapture", "--test-threads=1"])
+                    .env("XSTREAM_TEST_RANK", r.to_string())
+                    .env("XSTREAM_TEST_ID", id.to_hex())
+                    .spawn()
+                    .expect("rank process")
+            })
+            .collect();
+        for mut k in kids {
+            assert!(k.wait().expect("wait").success(), "a rank process failed");
+        }
+    }
+
+    /// The data-parallel example's training loop (`xstream_examples::data_parallel`) on the
+    /// two simulated devices: every step's average verified (HCCL has no `avg`: sum / world).
+    #[test]
+    fn data_parallel_example_on_ascend_simulator() {
+        use xstream_examples::data_parallel::{communicators, train, Config};
+        if !simulator::run_in_child(2) {
+            return;
+        }
+        simulator::setup(2);
+        let cfg = Config {
+            backend: "ascend".into(),
+            ranks: None,
+            elems: 4096,
+            steps: 3,
+        };
+        let comms = communicators::<AscendBackend>(&cfg).expect("communicators");
+        let report = train::<AscendBackend>(&cfg, &comms).expect("train");
+        println!("{report}");
+        assert_eq!((report.world, report.ranks_here, report.steps), (2, 2, 3));
+        assert!(!report.native_avg, "HCCL has no average reduction");
+    }
+}

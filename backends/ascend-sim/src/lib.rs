@@ -29,6 +29,7 @@
 //! | `exception` | exception info (`aclrtSetExceptionInfoCallback`, `aclrtGet*FromExceptionInfo`) |
 //! | `faults` | fault injection, call counts, hangs, poison (`xsimSetFaults`, `xsimLaunchFault`) |
 //! | `host_mem` | which host ranges are page-locked (the captured-copy rule) |
+//! | `hosttask` | host tasks of other simulated libraries (`xsimLaunchHostTask`; simulator-only) |
 //! | `hostfunc` | host-func subscriptions (`aclrtSubscribeHostFunc`, `aclrtProcessHostFunc`) |
 //! | `kernel` | kernel binaries and launches (`aclrtBinaryLoadFromData`, `aclrtKernelArgs*`, `aclrtLaunchKernel*`) |
 //! | `memory` | `aclrtMalloc/Free`, `aclrtMallocHost/FreeHost`, `aclrtMemcpy`, `*Async` copies |
@@ -64,6 +65,7 @@ pub mod exception;
 pub mod faults;
 mod host_mem;
 pub mod hostfunc;
+pub mod hosttask;
 pub mod kernel;
 pub mod memory;
 pub mod registry;
@@ -83,6 +85,7 @@ pub use event::*;
 pub use exception::*;
 pub use faults::*;
 pub use hostfunc::*;
+pub use hosttask::*;
 pub use kernel::*;
 pub use memory::*;
 pub use registry::*;

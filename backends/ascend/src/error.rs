@@ -66,6 +66,7 @@ pub const CODES: &[(i32, &str, bool)] = &[
     (507_053, "ACL_ERROR_RT_DEVICE_MEM_ERROR", true),
     (507_899, "ACL_ERROR_RT_DRV_INTERNAL_ERROR", true),
     (507_903, "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED", false),
+    (507_904, "ACL_ERROR_RT_COMM_OP_RETRY_FAIL", true),
 ];
 
 impl AclError {

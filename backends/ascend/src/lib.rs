@@ -19,6 +19,7 @@
 //! | graph | [`graph`] | [`AscendGraph`]: a model run instance from capture |
 //! | module | [`module`], `result/kernel` | [`AscendModule`], [`AscendFunction`]: kernel binaries; the simulator-format builtin binary |
 //! | callbacks | `callback` (private) | report thread, reaper, `extern "C"` trampolines |
+//! | collectives | `hccl` (feature `hccl`), `hccl/` | `libhccl.so` loaded at run time; `AscendComm`, the HCCL op × dtype table |
 //!
 //! Design choices:
 //! - **Context binding.** ACL contexts are per thread. A device holds its ordinal's primary
@@ -61,6 +62,8 @@ pub mod device;
 pub mod error;
 pub mod event;
 pub mod graph;
+#[cfg(feature = "hccl")]
+pub mod hccl;
 pub mod loader;
 pub mod module;
 mod result;

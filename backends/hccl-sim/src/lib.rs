@@ -1,0 +1,515 @@
+//! # xstream-hccl-sim: a CPU **simulator / test double** of Huawei's `libhccl.so`
+//!
+//! This crate is **not** a collective library for Ascend hardware and never talks to an NPU.
+//! It builds a `libhccl.so` (cdylib, `[lib] name = "hccl"`) that implements, on the CPU, the
+//! subset of HCCL's public C API that the xstream Ascend backend uses, with HCCL's prototypes,
+//! result codes, data type and reduction enums and root info size (`HCCL_ROOT_INFO_BYTES` =
+//! 4108), so that the backend's HCCL path is exercised by loading a real shared library.
+//!
+//! Exports: `HcclGetRootInfo`, `HcclCommInitRootInfo`, `HcclCommInitAll`, `HcclAllReduce`,
+//! `HcclAllGather`, `HcclReduceScatter`, `HcclBroadcast`, `HcclReduce`, `HcclSend`,
+//! `HcclRecv`, `HcclBarrier`, `HcclGroupStart`, `HcclGroupEnd`, `HcclGetCommAsyncError`,
+//! `HcclCommDestroy`, `HcclGetRankId`, `HcclGetRankSize`, `HcclGetErrorString`; and the
+//! simulator-only `xsimHcclLiveComms`.
+//!
+//! ## Model
+//! * **Streams.** Every operation runs as a host task of the ACL simulator
+//!   (`backends/ascend-sim`, its simulator-only `xsimLaunchHostTask`) on the `aclrtStream`
+//!   passed in, in order with the stream's other work, so xstream events order collectives
+//!   like any work. Streams in capture refuse them (`HCCL_E_NOT_SUPPORT`).
+//! * **Worlds.** A communicator's ranks share one file in `/dev/shm` (named by the root info)
+//!   mapped by each rank: threads of one process (`HcclCommInitAll`, or one rank per thread)
+//!   or processes of one machine. Ranks meet at barriers made of per-rank phase counters;
+//!   data moves through per-rank staging slots (collectives, chunked) and per-pair byte rings
+//!   (send/recv). See `shm` and `ops`.
+//! * **Failures.** Every wait is bounded: `HCCL_CONNECT_TIMEOUT` / `HCCL_EXEC_TIMEOUT`
+//!   (seconds, HCCL's variables) or the simulator-only `XSIM_HCCL_TIMEOUT_MS`; a rank that
+//!   waits in vain fails with `HCCL_E_TIMEOUT`, and its peers stop with `HCCL_E_REMOTE`; the
+//!   error is the communicator's asynchronous error and the stream goes on (unless
+//!   `XSIM_HCCL_FAULT_STREAM=1`: then the stream's context is faulted with 507904).
+//!   `HcclCommDestroy` from another thread ends a running operation of that communicator
+//!   (HCCL's documented way to abort). Faults are injected through `XSIM_HCCL_FAULTS` (a rank
+//!   that dies, a rank that never arrives). See `config`.
+//! * **Groups.** `HcclGroupStart`/`HcclGroupEnd` are per thread; the sends and receives of a
+//!   group on one (communicator, stream) progress together, so exchanges in rings never
+//!   deadlock.
+//!
+//! Every export catches panics (`HCCL_E_INTERNAL`) instead of unwinding across the FFI
+//! boundary.
+
+pub mod acl;
+pub mod comm;
+pub mod config;
+pub mod ops;
+pub mod reduce;
+pub mod shm;
+pub mod types;
+
+use comm::*;
+use ops::*;
+use std::ffi::c_char;
+use std::ffi::c_void;
+use std::panic::catch_unwind;
+use std::panic::AssertUnwindSafe;
+use types::*;
+
+/// Runs an export's body, turning errors and panics into `HcclResult`.
+fn ffi(f: impl FnOnce() -> Result<(), HcclResult>) -> HcclResult {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => HCCL_SUCCESS,
+        Ok(Err(e)) => e,
+        Err(_) => HCCL_E_INTERNAL,
+    }
+}
+
+fn non_null<T>(p: *const T) -> Result<(), HcclResult> {
+    if p.is_null() {
+        Err(HCCL_E_PTR)
+    } else {
+        Ok(())
+    }
+}
+
+fn check_op(op: i32) -> Result<(), HcclResult> {
+    if (HCCL_REDUCE_SUM..=HCCL_REDUCE_MIN).contains(&op) {
+        Ok(())
+    } else {
+        Err(HCCL_E_PARA)
+    }
+}
+
+/// `HcclResult HcclGetRootInfo(HcclRootInfo* rootInfo)`: fills the 4108 bytes with a fresh
+/// world's name.
+///
+/// # Safety
+/// `root_info` must be NULL or valid for 4108 bytes of writes.
+#[no_mangle]
+pub unsafe extern "C" fn HcclGetRootInfo(root_info: *mut c_void) -> HcclResult {
+    ffi(|| {
+        non_null(root_info)?;
+        // SAFETY: the caller provides 4108 writable bytes.
+        let out = unsafe { &mut *(root_info as *mut [u8; HCCL_ROOT_INFO_BYTES]) };
+        new_root_info(out);
+        Ok(())
+    })
+}
+
+/// `HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo* rootInfo, uint32_t
+/// rank, HcclComm* comm)`: joins the world as `rank` and waits until all `nRanks` joined.
+///
+/// # Safety
+/// `root_info` NULL or 4108 readable bytes; `comm` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn HcclCommInitRootInfo(
+    n_ranks: u32,
+    root_info: *const c_void,
+    rank: u32,
+    comm: *mut *mut c_void,
+) -> HcclResult {
+    ffi(|| {
+        non_null(root_info)?;
+        non_null(comm)?;
+        // SAFETY: the caller provides 4108 readable bytes.
+        let ri = unsafe { &*(root_info as *const [u8; HCCL_ROOT_INFO_BYTES]) };
+        let path = parse_root_info(ri)?;
+        let h = init_root_info(&path, n_ranks, rank)?;
+        // SAFETY: checked non-NULL; the caller provides a writable handle.
+        unsafe { *comm = h };
+        Ok(())
+    })
+}
+
+/// `HcclResult HcclCommInitAll(uint32_t ndev, int32_t* devices, HcclComm* comms)`: one
+/// communicator per device of this process, rank `i` on `devices[i]`.
+///
+/// # Safety
+/// `devices` NULL or `ndev` readable ids; `comms` NULL or `ndev` writable handles.
+#[no_mangle]
+pub unsafe extern "C" fn HcclCommInitAll(
+    ndev: u32,
+    devices: *mut i32,
+    comms: *mut *mut c_void,
+) -> HcclResult {
+    ffi(|| {
+        non_null(devices)?;
+        non_null(comms)?;
+        if ndev == 0 || ndev > shm::MAX_RANKS {
+            return Err(HCCL_E_PARA);
+        }
+        // SAFETY: the caller provides `ndev` ids.
+        let ids = unsafe { std::slice::from_raw_parts(devices, ndev as usize) };
+        for (i, d) in ids.iter().enumerate() {
+            if *d < 0 || ids[..i].contains(d) {
+                return Err(HCCL_E_PARA);
+            }
+        }
+        let hs = init_all(ndev)?;
+        for (i, h) in hs.into_iter().enumerate() {
+            // SAFETY: the caller provides `ndev` writable handles.
+            unsafe { *comms.add(i) = h };
+        }
+        Ok(())
+    })
+}
+
+/// `HcclResult HcclCommDestroy(HcclComm comm)`: releases the communicator; a running or
+/// queued operation of it ends with an error instead of waiting for its timeout.
+///
+/// # Safety
+/// `comm` is a lookup key.
+#[no_mangle]
+pub unsafe extern "C" fn HcclCommDestroy(comm: *mut c_void) -> HcclResult {
+    ffi(|| destroy(comm))
+}
+
+/// `HcclResult HcclGetRankId(HcclComm comm, uint32_t* rank)`.
+///
+/// # Safety
+/// `rank` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn HcclGetRankId(comm: *mut c_void, rank: *mut u32) -> HcclResult {
+    ffi(|| {
+        non_null(rank)?;
+        let c = comm_of(comm)?;
+        // SAFETY: checked non-NULL; caller contract.
+        unsafe { *rank = c.rank };
+        Ok(())
+    })
+}
+
+/// `HcclResult HcclGetRankSize(HcclComm comm, uint32_t* rankSize)`.
+///
+/// # Safety
+/// `rank_size` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn HcclGetRankSize(comm: *mut c_void, rank_size: *mut u32) -> HcclResult {
+    ffi(|| {
+        non_null(rank_size)?;
+        let c = comm_of(comm)?;
+        // SAFETY: checked non-NULL; caller contract.
+        unsafe { *rank_size = c.world.nranks };
+        Ok(())
+    })
+}
+
+/// `HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult* asyncError)`: the first
+/// error of an operation of this communicator (`HCCL_SUCCESS` when none), without blocking.
+///
+/// # Safety
+/// `async_error` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn HcclGetCommAsyncError(
+    comm: *mut c_void,
+    async_error: *mut HcclResult,
+) -> HcclResult {
+    ffi(|| {
+        non_null(async_error)?;
+        let c = comm_of(comm)?;
+        // SAFETY: checked non-NULL; caller contract.
+        unsafe { *async_error = c.async_err.load(std::sync::atomic::Ordering::SeqCst) };
+        Ok(())
+    })
+}
+
+/// `const char* HcclGetErrorString(HcclResult code)`: a static message.
+#[no_mangle]
+pub extern "C" fn HcclGetErrorString(code: HcclResult) -> *const c_char {
+    error_string(code).as_ptr()
+}
+
+/// `HcclResult HcclGroupStart(void)`: opens (or nests) the calling thread's group.
+#[no_mangle]
+pub extern "C" fn HcclGroupStart() -> HcclResult {
+    ffi(|| {
+        group_start();
+        Ok(())
+    })
+}
+
+/// `HcclResult HcclGroupEnd(void)`: closes the group; the outermost end launches its work
+/// (`HCCL_E_PARA` without an open group).
+#[no_mangle]
+pub extern "C" fn HcclGroupEnd() -> HcclResult {
+    ffi(group_end)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn coll(
+    kind: Kind,
+    send: *mut c_void,
+    recv: *mut c_void,
+    count: u64,
+    dtype: i32,
+    op: i32,
+    root: u32,
+    comm: *mut c_void,
+    stream: *mut c_void,
+) -> Result<(), HcclResult> {
+    let (c, bytes) = common(comm, stream, count, dtype)?;
+    let reducing = matches!(kind, Kind::AllReduce | Kind::Reduce | Kind::ReduceScatter);
+    if reducing {
+        check_op(op)?;
+        if !reduce_supported(dtype, op) {
+            return Err(HCCL_E_NOT_SUPPORT);
+        }
+    } else if !move_supported(dtype) {
+        return Err(HCCL_E_NOT_SUPPORT);
+    }
+    if matches!(kind, Kind::Broadcast | Kind::Reduce) && root >= c.world.nranks {
+        return Err(HCCL_E_PARA);
+    }
+    if bytes > 0 && (recv.is_null() || (kind != Kind::Broadcast && send.is_null())) {
+        return Err(HCCL_E_PTR);
+    }
+    let work = Work::Coll(Coll {
+        kind,
+        send: send as usize,
+        recv: recv as usize,
+        count,
+        dtype,
+        op,
+        root,
+    });
+    enqueue(c, stream, work)
+}
+
+/// `HcclResult HcclAllReduce(void* sendBuf, void* recvBuf, uint64_t count, HcclDataType
+/// dataType, HcclReduceOp op, HcclComm comm, aclrtStream stream)`.
+///
+/// # Safety
+/// Both buffers hold `count` elements and stay valid until the operation ran on `stream`.
+#[no_mangle]
+pub unsafe extern "C" fn HcclAllReduce(
+    send_buf: *mut c_void,
+    recv_buf: *mut c_void,
+    count: u64,
+    data_type: i32,
+    op: i32,
+    comm: *mut c_void,
+    stream: *mut c_void,
+) -> HcclResult {
+    ffi(|| {
+        coll(
+            Kind::AllReduce,
+            send_buf,
+            recv_buf,
+            count,
+            data_type,
+            op,
+            0,
+            comm,
+            stream,
+        )
+    })
+}
+
+/// `HcclResult HcclReduce(void* sendBuf, void* recvBuf, uint64_t count, HcclDataType
+/// dataType, HcclReduceOp op, uint32_t root, HcclComm comm, aclrtStream stream)`.
+///
+/// # Safety
+/// As for [`HcclAllReduce`] (`recvBuf` is written on `root` only).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn HcclReduce(
+    send_buf: *mut c_void,
+    recv_buf: *mut c_void,
+    count: u64,
+    data_type: i32,
+    op: i32,
+    root: u32,
+    comm: *mut c_void,
+    stream: *mut c_void,
+) -> HcclResult {
+    ffi(|| {
+        coll(
+            Kind::Reduce,
+            send_buf,
+            recv_buf,
+            count,
+            data_type,
+            op,
+            root,
+            comm,
+            stream,
+        )
+    })
+}
+
+/// `HcclResult HcclAllGather(void* sendBuf, void* recvBuf, uint64_t sendCount, HcclDataType
+/// dataType, HcclComm comm, aclrtStream stream)`: `recvBuf` holds `nRanks · sendCount`.
+///
+/// # Safety
+/// The buffers hold their sizes and stay valid until the operation ran on `stream`.
+#[no_mangle]
+pub unsafe extern "C" fn HcclAllGather(
+    send_buf: *mut c_void,
+    recv_buf: *mut c_void,
+    send_count: u64,
+    data_type: i32,
+    comm: *mut c_void,
+    stream: *mut c_void,
+) -> HcclResult {
+    ffi(|| {
+        coll(
+            Kind::AllGather,
+            send_buf,
+            recv_buf,
+            send_count,
+            data_type,
+            0,
+            0,
+            comm,
+            stream,
+        )
+    })
+}
+
+/// `HcclResult HcclReduceScatter(void* sendBuf, void* recvBuf, uint64_t recvCount,
+/// HcclDataType dataType, HcclReduceOp op, HcclComm comm, aclrtStream stream)`: `sendBuf`
+/// holds `nRanks · recvCount`.
+///
+/// # Safety
+/// The buffers hold their sizes and stay valid until the operation ran on `stream`.
+#[no_mangle]
+pub unsafe extern "C" fn HcclReduceScatter(
+    send_buf: *mut c_void,
+    recv_buf: *mut c_void,
+    recv_count: u64,
+    data_type: i32,
+    op: i32,
+    comm: *mut c_void,
+    stream: *mut c_void,
+) -> HcclResult {
+    ffi(|| {
+        coll(
+            Kind::ReduceScatter,
+            send_buf,
+            recv_buf,
+            recv_count,
+            data_type,
+            op,
+            0,
+            comm,
+            stream,
+        )
+    })
+}
+
+/// `HcclResult HcclBroadcast(void* buf, uint64_t count, HcclDataType dataType, uint32_t root,
+/// HcclComm comm, aclrtStream stream)`: in place.
+///
+/// # Safety
+/// `buf` holds `count` elements and stays valid until the operation ran on `stream`.
+#[no_mangle]
+pub unsafe extern "C" fn HcclBroadcast(
+    buf: *mut c_void,
+    count: u64,
+    data_type: i32,
+    root: u32,
+    comm: *mut c_void,
+    stream: *mut c_void,
+) -> HcclResult {
+    ffi(|| {
+        coll(
+            Kind::Broadcast,
+            buf,
+            buf,
+            count,
+            data_type,
+            0,
+            root,
+            comm,
+            stream,
+        )
+    })
+}
+
+/// `HcclResult HcclBarrier(HcclComm comm, aclrtStream stream)`.
+///
+/// # Safety
+/// `comm` and `stream` are lookup keys.
+#[no_mangle]
+pub unsafe extern "C" fn HcclBarrier(comm: *mut c_void, stream: *mut c_void) -> HcclResult {
+    ffi(|| {
+        let null = std::ptr::null_mut();
+        coll(
+            Kind::Barrier,
+            null,
+            null,
+            0,
+            HCCL_DATA_TYPE_INT8,
+            0,
+            0,
+            comm,
+            stream,
+        )
+    })
+}
+
+fn p2p_call(
+    send: bool,
+    buf: *mut c_void,
+    count: u64,
+    dtype: i32,
+    peer: u32,
+    comm: *mut c_void,
+    stream: *mut c_void,
+) -> Result<(), HcclResult> {
+    let (c, bytes) = common(comm, stream, count, dtype)?;
+    if !move_supported(dtype) {
+        return Err(HCCL_E_NOT_SUPPORT);
+    }
+    if peer >= c.world.nranks {
+        return Err(HCCL_E_PARA);
+    }
+    if bytes > 0 && buf.is_null() {
+        return Err(HCCL_E_PTR);
+    }
+    let item = P2p {
+        send,
+        buf: buf as usize,
+        bytes,
+        peer,
+    };
+    enqueue(c, stream, Work::P2p(vec![item]))
+}
+
+/// `HcclResult HcclSend(void* sendBuf, uint64_t count, HcclDataType dataType, uint32_t
+/// destRank, HcclComm comm, aclrtStream stream)`.
+///
+/// # Safety
+/// `send_buf` holds `count` elements and stays valid until the operation ran on `stream`.
+#[no_mangle]
+pub unsafe extern "C" fn HcclSend(
+    send_buf: *mut c_void,
+    count: u64,
+    data_type: i32,
+    dest_rank: u32,
+    comm: *mut c_void,
+    stream: *mut c_void,
+) -> HcclResult {
+    ffi(|| p2p_call(true, send_buf, count, data_type, dest_rank, comm, stream))
+}
+
+/// `HcclResult HcclRecv(void* recvBuf, uint64_t count, HcclDataType dataType, uint32_t
+/// srcRank, HcclComm comm, aclrtStream stream)`.
+///
+/// # Safety
+/// `recv_buf` holds `count` elements and stays valid until the operation ran on `stream`.
+#[no_mangle]
+pub unsafe extern "C" fn HcclRecv(
+    recv_buf: *mut c_void,
+    count: u64,
+    data_type: i32,
+    src_rank: u32,
+    comm: *mut c_void,
+    stream: *mut c_void,
+) -> HcclResult {
+    ffi(|| p2p_call(false, recv_buf, count, data_type, src_rank, comm, stream))
+}
+
+/// `uint64_t xsimHcclLiveComms(void)` (simulator-only): communicators not yet destroyed.
+#[no_mangle]
+pub extern "C" fn xsimHcclLiveComms() -> u64 {
+    live() as u64
+}
