@@ -91,12 +91,8 @@ pub fn run(cfg: &Config) -> Result<Report> {
     xstream::availability(kind)?;
     match kind {
         BackendKind::Host => run_on::<xstream::HostBackend>(cfg),
-        #[cfg(feature = "nccl")]
         BackendKind::Cuda => run_on::<xstream::CudaBackend>(cfg),
-        other => Err(Error::unsupported(
-            other,
-            "collectives in this example build",
-        )),
+        BackendKind::Ascend => run_on::<xstream::AscendBackend>(cfg),
     }
 }
 
@@ -104,7 +100,6 @@ fn pick(s: &str) -> Result<BackendKind> {
     if s != "auto" {
         return s.parse();
     }
-    #[cfg(feature = "nccl")]
     if xstream::availability(BackendKind::Cuda).is_ok()
         && xstream::cuda::collective::nccl_version().is_ok()
     {

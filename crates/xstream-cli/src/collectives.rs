@@ -122,10 +122,12 @@ pub fn run(a: &CollArgs) -> Result<()> {
         BackendKind::Host => run_on::<xstream::HostBackend>(a, 1 << 20),
         #[cfg(feature = "nccl")]
         BackendKind::Cuda => run_on::<xstream::CudaBackend>(a, 128 << 20),
-        // The Ascend backend joins here once it implements `CollectiveBackend`.
+        #[cfg(feature = "hccl")]
+        BackendKind::Ascend => run_on::<xstream::AscendBackend>(a, 1 << 20),
+        #[allow(unreachable_patterns)]
         other => Err(Error::unsupported(
             other,
-            "collectives in this build (CUDA needs the CLI's `nccl` feature)",
+            "collectives in this build (CUDA needs the CLI's `nccl` feature, Ascend its `hccl`)",
         )),
     }
 }
