@@ -70,6 +70,16 @@ if cargo build --release -p xstream-cli -j "$JOBS" >>"$B/build.log" 2>&1; then
 else
     echo "   (xstream-cli does not build yet; skipped)"
 fi
+if cargo build --release -p xstream-examples --bins -j "$JOBS" >>"$B/build.log" 2>&1; then
+    mkdir -p "$B/bin/examples"
+    tdir="${CARGO_TARGET_DIR:-target}"
+    for e in pipeline user_kernel async_streams runtime_skeleton cudarc_interop data-parallel-allreduce; do
+        [ -x "$tdir/release/$e" ] && cp "$tdir/release/$e" "$B/bin/examples/$e"
+    done
+    echo "   examples: $(ls "$B/bin/examples" | tr '\n' ' ')"
+else
+    echo "   (examples do not build; skipped)"
+fi
 if cargo bench -p xstream-benches --no-run -j "$JOBS" --message-format=json >"$json.b" 2>>"$B/build.log"; then
     mkdir -p "$B/bench"
     python3 - "$json.b" "$B/bench" <<'PY'

@@ -75,6 +75,19 @@ if [ -x "$HERE/bin/xstream" ] && [ -z "${NO_CLI:-}" ] && [ "${BENCH:-}" != only 
     done
 fi
 
+if [ -d "$HERE/bin/examples" ] && [ "${BENCH:-}" != only ]; then
+    : >"$OUT/examples.log"
+    for e in "$HERE"/bin/examples/*; do
+        args="--backend cuda"
+        ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+        [ "$(basename "$e")" = data-parallel-allreduce ] && args="--backend cuda --ranks ${ngpu:-1}"
+        echo "===== $(basename "$e") $args" >>"$OUT/examples.log"
+        # shellcheck disable=SC2086
+        timeout 120 "$e" $args >>"$OUT/examples.log" 2>&1
+        echo "EXAMPLE $(basename "$e") $args rc=$?" >>"$SUM"
+    done
+fi
+
 if [ -n "${BENCH:-}" ] && [ "${BENCH}" != 0 ]; then
     # gpu_ops: ~10-30 s; torch_bench.py: ~10-30 s (plus torch import). Logs into tests.log.
     if [ -x "$HERE/bench/gpu_ops" ]; then
