@@ -13,6 +13,10 @@ use crate::module::ModuleInner;
 #[derive(Default)]
 pub(crate) struct ModuleUses {
     seq: AtomicU64,
+    /// The `upto` of the latest scan: a wait that saw no newer launch skips the scan (the
+    /// idle query and synchronize stay at the driver's cost while a module held elsewhere,
+    /// such as the builtin one, stays listed).
+    scanned: AtomicU64,
     len: AtomicUsize,
     list: Mutex<Vec<(Arc<ModuleInner>, u64)>>,
 }
@@ -40,9 +44,11 @@ impl ModuleUses {
 
     /// Forgets the modules whose latest launch is at or before `upto` (known complete) and
     /// that nothing else holds (an entry whose module is still held elsewhere stays, so that
-    /// the next launch of it allocates nothing).
+    /// the next launch of it allocates nothing). Scans once per new `upto`: an entry still
+    /// held elsewhere at that scan is looked at again after the stream's next launch, or
+    /// released when the stream drops.
     pub(crate) fn completed_up_to(&self, upto: u64) {
-        if self.len.load(Ordering::Acquire) == 0 {
+        if self.len.load(Ordering::Acquire) == 0 || upto <= self.scanned.load(Ordering::Acquire) {
             return;
         }
         let mut done = Vec::new();
@@ -57,6 +63,7 @@ impl ModuleUses {
                 }
             }
             self.len.store(g.len(), Ordering::Release);
+            self.scanned.fetch_max(upto, Ordering::AcqRel);
         }
         // Unloads (a driver call) happen outside the lock.
         drop(done);
