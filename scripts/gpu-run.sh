@@ -39,7 +39,7 @@ run_one() { # name
     local rc=$?
     cat "$LOG.tmp" >>"$LOG"
     local res; res=$(grep -E "^test result:" "$LOG.tmp" | tail -1)
-    local skips; skips=$(grep -c "^SKIP:" "$LOG.tmp")
+    local skips; skips=$(grep -cE "(^|\.\.\. )SKIP:" "$LOG.tmp")
     local fails; fails=$(grep -E "^test .* FAILED$" "$LOG.tmp" | sed 's/^test //; s/ \.\.\. FAILED$//' | tr '\n' ' ')
     rm -f "$LOG.tmp"
     local verdict=PASS; [ $rc -eq 0 ] || verdict="FAIL(rc=$rc)"
