@@ -144,6 +144,9 @@ pub(crate) fn value_wait_write<B: Backend>(env: &Env<B>) -> CheckResult {
         };
         step("GEQ across a wrap");
         (w.write)(&waiter, buf, 8, top - 1).ctx("counter near the top")?;
+        // The counter must be in place before the release below: without this, a slow stream
+        // (valgrind) could run this write after the host's wrapped write and wait forever.
+        waiter.synchronize().ctx("counter in place")?;
         (w.wait)(&waiter, buf, 8, top, WaitCondition::Geq).ctx("wait GEQ top")?;
         (w.write)(&waiter, buf, 24, 5).ctx("write after GEQ")?;
         match waiter.synchronize_timeout(Duration::from_millis(50)) {
