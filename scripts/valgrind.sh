@@ -33,8 +33,8 @@ logdir="${VALGRIND_LOG_DIR:-target/valgrind-logs}"
 mkdir -p "$logdir"
 rm -f "$logdir"/*.log "$logdir"/*.out
 
-if ! cargo build -p xstream-ascend-sim >"$logdir/build.log" 2>&1; then
-    echo "FAIL valgrind: building the simulator failed (log: $logdir/build.log)"
+if ! cargo build -p xstream-ascend-sim -p xstream-hccl-sim >"$logdir/build.log" 2>&1; then
+    echo "FAIL valgrind: building the simulators failed (log: $logdir/build.log)"
     exit 1
 fi
 pkg_args=()
@@ -87,9 +87,11 @@ while IFS=$'\t' read -r name b; do
     log="$logdir/${name//\//-}.log"; out="$logdir/${name//\//-}.out"
     # Threads the runtimes leave behind (dispatcher, poller, reaper) are still reachable at
     # exit: only "definitely lost" leaks and memory errors count (exit code 99).
-    # The simulator's environment is given here: a simulator test started without it reruns
-    # itself in a child process (tests/src/simulator.rs), which valgrind would not see.
-    XSTREAM_ACL_LIBRARY="$PWD/target/debug/libascendcl.so" XSIM_DEVICES=2 timeout "${VALGRIND_TIMEOUT:-1200}" "$vg" --quiet --leak-check=full \
+    # The simulators' environment is given here (ACL and HCCL, with a rank timeout long enough
+    # for valgrind's slowdown): a simulator test started without it reruns itself in a child
+    # process (tests/src/simulator.rs), which valgrind would not see.
+    XSTREAM_ACL_LIBRARY="$PWD/target/debug/libascendcl.so" XSIM_DEVICES=2 \
+    XSTREAM_HCCL_LIBRARY="$PWD/target/debug/libhccl.so" XSIM_HCCL_TIMEOUT_MS=300000 timeout "${VALGRIND_TIMEOUT:-1200}" "$vg" --quiet --leak-check=full \
         --errors-for-leak-kinds=definite --show-leak-kinds=definite --error-exitcode=99 \
         --log-file="$log" "$b" --test-threads=2 >"$out" 2>&1
     rc=$?
