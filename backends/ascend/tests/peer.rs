@@ -106,3 +106,33 @@ fn injected_peer_access_faults() {
     sim.set_faults("");
     d0.disable_peer_access(&d1).unwrap();
 }
+
+/// A stream-ordered buffer of the other device is refused (its block cache cannot order its
+/// reuse after this device's copy); one of the stream's own device works.
+#[test]
+fn stream_ordered_buffer_of_the_other_device_is_refused() {
+    if !common::in_sim_process() {
+        return;
+    }
+    let _g = common::global_lock();
+    let (d0, d1) = (common::device(0), common::device(1));
+    d0.enable_peer_access(&d1).unwrap();
+    let s0 = d0.create_stream(&StreamDesc::new()).unwrap();
+    let s1 = d1.create_stream(&StreamDesc::new()).unwrap();
+    let theirs = s1.alloc_async(32).unwrap();
+    let mine = s0.alloc_async(32).unwrap();
+    s0.write(&mine, 0, vec![4; 32]).unwrap();
+    assert!(matches!(
+        s0.copy_peer(&mine, 0, &theirs, 0, 32),
+        Err(Error::Unsupported { .. })
+    ));
+    let plain = d1.alloc(32).unwrap();
+    s0.copy_peer(&mine, 0, &plain, 0, 32).unwrap();
+    s0.synchronize().unwrap();
+    let rb = s1.read(&plain, 0, 32).unwrap();
+    s1.synchronize().unwrap();
+    assert_eq!(rb.take().unwrap(), vec![4; 32]);
+    s1.free_async(theirs).unwrap();
+    s0.free_async(mine).unwrap();
+    d0.disable_peer_access(&d1).unwrap();
+}

@@ -78,6 +78,22 @@ fn peer_copy_keeps_buffers_alive() {
     let rb = s.read(&back, 0, LEN).unwrap();
     s.synchronize().unwrap();
     assert!(rb.take().unwrap() == data, "bytes changed on the way");
+    // A stream-ordered buffer of the other device is refused (its free is ordered only with
+    // its own device's streams).
+    if d1
+        .info()
+        .capabilities
+        .contains(Capabilities::STREAM_ORDERED_ALLOC)
+    {
+        let s1 = d1.create_stream(&nb()).unwrap();
+        let ordered = s1.alloc_async(64).unwrap();
+        assert!(matches!(
+            s.copy_peer(&back, 0, &ordered, 0, 64),
+            Err(Error::Unsupported { .. })
+        ));
+        s1.free_async(ordered).unwrap();
+        s1.synchronize().unwrap();
+    }
     d0.disable_peer_access(&d1).unwrap();
 }
 

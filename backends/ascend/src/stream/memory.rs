@@ -264,14 +264,13 @@ pub(super) fn copy_peer(
              buffer's device (Device::enable_peer_access)",
         ));
     }
-    if foreign
-        .inner
-        .ordered
-        .as_ref()
-        .is_some_and(|o| o.freed.load(std::sync::atomic::Ordering::Acquire))
-    {
-        return Err(xstream_core::Error::invalid(
-            "copy_peer: the buffer was freed with free_async (a clone of it was used after)",
+    if foreign.inner.ordered.is_some() {
+        // Its block cache orders reuse with events on its own device's streams only; a use
+        // from this device could not hold the reuse back.
+        return Err(xstream_core::Error::unsupported(
+            xstream_core::BackendKind::Ascend,
+            "copy_peer with a stream-ordered buffer (alloc_async) of the other device; use \
+             Device::alloc for buffers shared across devices",
         ));
     }
     s.enter("copy_peer")?;

@@ -193,6 +193,15 @@ pub(super) fn copy_peer(
             )))
         }
     };
+    let foreign = if src_mine { dst } else { src };
+    if foreign.is_stream_ordered() {
+        // Its cross-stream tracking orders the free with its own device's streams only.
+        return Err(xstream_core::Error::unsupported(
+            xstream_core::BackendKind::Cuda,
+            "copy_peer with a stream-ordered buffer (alloc_async) of the other device; use \
+             Device::alloc for buffers shared across devices",
+        ));
+    }
     if !crate::peer::enabled(me, other_ord) {
         return Err(xstream_core::Error::NotPermitted(
             "copy_peer: the stream's device has not enabled peer access to the other \
