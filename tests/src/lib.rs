@@ -21,6 +21,7 @@
 //! - `pool`: futures, the stream pool, host allocators.
 //! - [`modules`]: modules and kernels (the builtin module, capture, a user kernel, bad launches).
 //! - `memop`: stream memory operations (wait on / write a value).
+//! - `peer`: copies between devices (peer access).
 //! - [`collectives`]: the collective checks, generic over `CollectiveBackend` (run by
 //!   [`collectives::run_collectives`], and per rank by [`collectives::rank_conformance`]).
 //! - [`simulator`]: locating the ACL runtime simulator, its test processes and controls.
@@ -126,6 +127,7 @@ mod flags;
 mod memop;
 pub mod modules;
 mod ordering;
+mod peer;
 mod pool;
 pub mod simulator;
 mod streams;
@@ -231,6 +233,7 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
             about: "a memory wait blocks only its stream until a write releases it (32/64-bit, GEQ across a wrap)",
             run: memop::value_wait_write::<B>,
         },
+        c!(peer::peer_copy, "with peer access enabled bytes move both ways between devices in stream order; without it, out of bounds or with foreign buffers the copy is refused"),
     ]
 }
 
@@ -276,7 +279,8 @@ const ACL_MODULES: &str = "the builtin module and the suite's Ascend user kernel
                            the ACL runtime simulator's test-only format; a real CANN runtime \
                            refuses them (the device lacks KERNELS)";
 
-static CUDA_MAY_SKIP: [MaySkip; 10] = [
+static CUDA_MAY_SKIP: [MaySkip; 11] = [
+    lacks("peer_copy", Capabilities::PEER_COPY, PEER_ONE_DEVICE),
     MaySkip {
         check: "callback_error_after_fault",
         when: SkipWhen::Always,
@@ -306,7 +310,8 @@ static CUDA_MAY_SKIP: [MaySkip; 10] = [
     lacks("module_bad_input", Capabilities::MODULES, CUDA_MODULES),
 ];
 
-static ASCEND_MAY_SKIP: [MaySkip; 14] = [
+static ASCEND_MAY_SKIP: [MaySkip; 15] = [
+    lacks("peer_copy", Capabilities::PEER_COPY, PEER_ONE_DEVICE),
     // The check needs a deliberate device fault (the simulator's `Kernel::Fault`); it runs in
     // a context of its own (`AscendDevice::new_isolated`), so it runs wherever faults can be
     // injected.
@@ -355,11 +360,22 @@ static ASCEND_MAY_SKIP: [MaySkip; 14] = [
     lacks("module_bad_input", Capabilities::KERNELS, ACL_MODULES),
 ];
 
+const PEER_ONE_DEVICE: &str = "a copy between devices needs two devices; the device has no peer \
+                               (one device, or none it can access), so it lacks PEER_COPY";
+
+/// The host reference skips only where it has a single device.
+static HOST_MAY_SKIP: [MaySkip; 1] = [MaySkip {
+    check: "peer_copy",
+    when: SkipWhen::Always,
+    reason: "there is one host device unless XSTREAM_HOST_DEVICES asks for more; the host \
+             conformance test runs this check again in a child process with two",
+}];
+
 /// The checks that may skip on backend `kind`, each with when and why. Every other check must
-/// pass (the host backend, the reference, lists none).
+/// pass (the host backend, the reference, lists only the check that needs two devices).
 pub fn may_skip(kind: BackendKind) -> &'static [MaySkip] {
     match kind {
-        BackendKind::Host => &[],
+        BackendKind::Host => &HOST_MAY_SKIP,
         BackendKind::Cuda => &CUDA_MAY_SKIP,
         BackendKind::Ascend => &ASCEND_MAY_SKIP,
     }

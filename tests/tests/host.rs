@@ -14,6 +14,39 @@ fn conformance_on_host() {
     assert_conforms::<HostBackend>("host", &sum);
 }
 
+/// The peer-copy check on two host devices: the variable that sets the device count is only
+/// read, never changed, in this multi-threaded test binary, so the check runs in a child
+/// process started with `XSTREAM_HOST_DEVICES=2`.
+#[test]
+fn peer_copy_on_two_host_devices() {
+    const CHILD: &str = "XSTREAM_PEER_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let env = Env::<HostBackend> {
+            device: HostBackend::open(0).expect("host device"),
+            isolated: None,
+        };
+        let sum = run(&env, Some("peer_copy"), report_line);
+        assert_eq!(
+            (sum.passed, sum.failed, sum.skipped),
+            (1, 0, 0),
+            "peer_copy on two host devices: {sum:?}"
+        );
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", "peer_copy_on_two_host_devices", "--nocapture"])
+        .env(CHILD, "1")
+        .env(xstream_host::DEVICES_ENV, "2")
+        .output()
+        .expect("child test process");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 mod collectives {
     use std::time::Duration;
 

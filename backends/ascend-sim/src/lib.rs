@@ -68,6 +68,7 @@ pub mod hostfunc;
 pub mod hosttask;
 pub mod kernel;
 pub mod memory;
+pub mod peer;
 pub mod registry;
 pub mod stream;
 pub mod stream_attr;

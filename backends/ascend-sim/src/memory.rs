@@ -16,19 +16,38 @@ use crate::error::*;
 use crate::stream::*;
 use crate::task::*;
 use std::alloc::Layout;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::Mutex;
 use std::sync::OnceLock;
 
 const ALIGN: usize = 64;
 
-fn allocs() -> &'static Mutex<HashMap<usize, Layout>> {
-    static A: OnceLock<Mutex<HashMap<usize, Layout>>> = OnceLock::new();
+/// Where a block lives: a device (`aclrtMalloc`, the current context's device) or the host
+/// (`aclrtMallocHost`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Home {
+    /// Device memory of this device id.
+    Device(i32),
+    /// Page-locked host memory.
+    Host,
+}
+
+/// Live blocks: start address → (layout, home).
+fn allocs() -> &'static Mutex<BTreeMap<usize, (Layout, Home)>> {
+    static A: OnceLock<Mutex<BTreeMap<usize, (Layout, Home)>>> = OnceLock::new();
     A.get_or_init(Default::default)
 }
 
-fn sim_alloc(out: *mut *mut c_void, size: usize) -> R {
+/// The home of the block holding `p .. p + n`, when one does.
+pub(crate) fn home_of(p: usize, n: usize) -> Option<Home> {
+    let g = lock(allocs());
+    let (&start, &(layout, home)) = g.range(..=p).next_back()?;
+    let end = p.checked_add(n)?;
+    (end <= start + layout.size()).then_some(home)
+}
+
+fn sim_alloc(out: *mut *mut c_void, size: usize, home: Home) -> R {
     non_null(out, "pointer")?;
     if size == 0 {
         return err(ACL_ERROR_INVALID_PARAM, "size is 0");
@@ -40,14 +59,14 @@ fn sim_alloc(out: *mut *mut c_void, size: usize) -> R {
     if p.is_null() {
         return err(207_001, "out of memory");
     }
-    lock(allocs()).insert(p as usize, layout);
+    lock(allocs()).insert(p as usize, (layout, home));
     // SAFETY: checked non-NULL; caller contract.
     unsafe { put(out, p as *mut c_void) }
 }
 
 fn sim_free(p: *mut c_void) -> R {
     non_null(p, "pointer")?;
-    let Some(layout) = lock(allocs()).remove(&(p as usize)) else {
+    let Some((layout, _)) = lock(allocs()).remove(&(p as usize)) else {
         return err(
             ACL_ERROR_INVALID_PARAM,
             "pointer not allocated by the simulator",
@@ -78,8 +97,8 @@ pub unsafe extern "C" fn xsimLiveAllocs() -> u64 {
 pub unsafe extern "C" fn aclrtMalloc(dev_ptr: *mut *mut c_void, size: usize, policy: i32) -> i32 {
     let _ = policy;
     ffi("aclrtMalloc", true, || {
-        cur_ctx()?;
-        sim_alloc(dev_ptr, size)
+        let ctx = cur_ctx()?;
+        sim_alloc(dev_ptr, size, Home::Device(ctx.device))
     })
 }
 
@@ -99,7 +118,7 @@ pub unsafe extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> i32 {
 #[no_mangle]
 pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize) -> i32 {
     ffi("aclrtMallocHost", true, || {
-        sim_alloc(host_ptr, size)?;
+        sim_alloc(host_ptr, size, Home::Host)?;
         // SAFETY: sim_alloc wrote the block's address through the checked-non-NULL pointer.
         crate::host_mem::add(unsafe { *host_ptr } as usize, size);
         Ok(())
@@ -116,6 +135,55 @@ pub unsafe extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> i32 {
         sim_free(host_ptr)?;
         crate::host_mem::remove(host_ptr as usize);
         Ok(())
+    })
+}
+
+/// `aclrtHostRegisterType`: `ACL_HOST_REGISTER_MAPPED`, `ACL_HOST_REGISTER_IOMEMORY`,
+/// `ACL_HOST_REGISTER_READONLY`.
+const HOST_REGISTER_TYPES: [i32; 3] = [0, 0x4, 0x8];
+
+/// `aclError aclrtHostRegister(void* ptr, uint64_t size, aclrtHostRegisterType type, void**
+/// devPtr)`: records `ptr .. ptr + size` as page-locked (usable by captured asynchronous
+/// copies) and returns the same address as its device address (one address space in the
+/// simulator). NULL pointers, `size == 0`, an address not aligned to a 4 KiB page, an unknown
+/// type, or a range overlapping page-locked memory → 100000.
+///
+/// # Safety
+/// `dev_ptr` must be NULL or valid for a write; the range must stay allocated until
+/// `aclrtHostUnregister`.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtHostRegister(
+    ptr: *mut c_void,
+    size: u64,
+    kind: i32,
+    dev_ptr: *mut *mut c_void,
+) -> i32 {
+    ffi("aclrtHostRegister", true, || {
+        non_null(ptr, "ptr")?;
+        non_null(dev_ptr, "devPtr")?;
+        if !HOST_REGISTER_TYPES.contains(&kind) {
+            return err(
+                ACL_ERROR_INVALID_PARAM,
+                format!("bad aclrtHostRegisterType {kind}"),
+            );
+        }
+        let len = usize::try_from(size).or_else(|_| err(ACL_ERROR_INVALID_PARAM, "size"))?;
+        crate::host_mem::register(ptr as usize, len)?;
+        // SAFETY: checked non-NULL; caller contract.
+        unsafe { put(dev_ptr, ptr) }
+    })
+}
+
+/// `aclError aclrtHostUnregister(void* ptr)`: ends a registration; `ptr` must start one
+/// (otherwise 100000).
+///
+/// # Safety
+/// No queued copy may still use the range.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtHostUnregister(ptr: *mut c_void) -> i32 {
+    ffi("aclrtHostUnregister", true, || {
+        non_null(ptr, "ptr")?;
+        crate::host_mem::unregister(ptr as usize)
     })
 }
 
@@ -155,6 +223,7 @@ pub unsafe extern "C" fn aclrtMemcpy(
             "synchronous copy during capture",
         )?;
         ctx.check_poison()?;
+        crate::peer::check_copy_access(ctx.device, kind, dst as usize, src as usize, count)?;
         // SAFETY: both non-NULL; the caller guarantees `count` valid bytes on each side;
         // `copy` tolerates overlap.
         unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, count) };
@@ -165,7 +234,9 @@ pub unsafe extern "C" fn aclrtMemcpy(
 /// `aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src, size_t count,
 /// aclrtMemcpyKind kind, aclrtStream stream)`: executes in stream order on the stream's worker
 /// (pageable host memory is treated like pinned memory, except inside a capture, where a
-/// pageable host side is refused: see `host_mem`). `count > destMax` → 100000.
+/// pageable host side is refused: see `host_mem`). `count > destMax` → 100000. A
+/// device-to-device copy touching memory of another device needs peer access from the
+/// stream's device to it (`aclrtDeviceEnablePeerAccess`), otherwise 100000 (see `peer`).
 ///
 /// # Safety
 /// Both ranges must stay valid until the copy has executed.
@@ -181,6 +252,7 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     ffi("aclrtMemcpyAsync", true, || {
         check_copy(dst, dest_max, src, count, kind)?;
         let s = enqueue_stream(stream)?;
+        crate::peer::check_copy_access(s.ctx.device, kind, dst as usize, src as usize, count)?;
         if s.capture().is_some() {
             crate::host_mem::check_captured_copy(kind, dst as usize, src as usize, count)?;
         }

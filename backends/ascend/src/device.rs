@@ -51,6 +51,8 @@ pub(crate) struct DeviceInner {
     isolated: bool,
     /// The builtin module's binary, loaded at open (only the simulator can), or why not.
     builtin: Result<crate::module::LoadedBuiltin>,
+    /// Ordinals of the devices this one may access (`Device::enable_peer_access`).
+    pub(crate) peers: Mutex<std::collections::HashSet<usize>>,
 }
 
 impl std::fmt::Debug for DeviceInner {
@@ -220,6 +222,9 @@ impl AscendDevice {
         }
         // Symbol-gated capabilities: a group counts only when all its symbols are exported.
         caps |= crate::loader::symbol_capabilities(t);
+        if caps.contains(Capabilities::PEER_COPY) && !crate::peer::has_peer(t, ordinal) {
+            caps.remove(Capabilities::PEER_COPY);
+        }
         // Probe IPC events honestly: the chip may refuse them (207000).
         if let Ok(e) = result::event::create_ex_with_flag(t, consts::ACL_EVENT_IPC) {
             caps |= Capabilities::INTERPROCESS_EVENTS;
@@ -272,7 +277,49 @@ impl AscendDevice {
             blocks: crate::blocks::BlockCache::default(),
             isolated,
             builtin,
+            peers: Mutex::new(std::collections::HashSet::new()),
         }
+    }
+
+    /// The device's capabilities.
+    pub(crate) fn info_caps(&self) -> Capabilities {
+        self.inner.info.capabilities
+    }
+
+    /// Page-locks host memory the caller already has (`aclrtHostRegister`, type
+    /// `ACL_HOST_REGISTER_MAPPED`) and wraps it as a [`xstream_core::HostBuffer`]; it is
+    /// unregistered (`aclrtHostUnregister`) and freed when the buffer, and every copy that
+    /// uses it, is gone. ACL registers only page-aligned addresses: a vector whose buffer is
+    /// aligned to a 4 KiB page is registered in place; any other is moved once into a
+    /// page-aligned block first (one copy at registration, none per transfer).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty vector; flag errors per the desc's policy (as
+    /// [`Device::alloc_host`]); [`Error::Unsupported`] when the runtime does not export
+    /// `aclrtHostRegister` / `aclrtHostUnregister`; vendor errors.
+    pub fn register_host(
+        &self,
+        data: Vec<u8>,
+        desc: &xstream_core::HostAllocDesc,
+    ) -> Result<xstream_core::HostBuffer<AscendBackend>> {
+        ensure_not_in_callback()?;
+        if data.is_empty() {
+            return Err(Error::invalid("cannot register an empty host range"));
+        }
+        let (_, flags, report) = xstream_core::translate_host_flags(
+            BackendKind::Ascend,
+            ACL_HOST_MEM_FLAGS,
+            desc.flags,
+            desc.policy,
+        )?;
+        self.inner.bind()?;
+        let mem = result::memory::HostRegistered::new(self.inner.t, self.inner.ordinal, data)?;
+        Ok(xstream_core::HostBuffer::from_allocation(
+            self,
+            Arc::new(mem),
+            flags,
+            report,
+        ))
     }
 
     /// The ACL context handle.
@@ -352,6 +399,18 @@ impl AscendDevice {
 
 impl Device for AscendDevice {
     type B = AscendBackend;
+
+    fn can_access_peer(&self, peer: &AscendDevice) -> Result<bool> {
+        crate::peer::can_access_peer(self, peer)
+    }
+
+    fn enable_peer_access(&self, peer: &AscendDevice) -> Result<()> {
+        crate::peer::enable(self, peer)
+    }
+
+    fn disable_peer_access(&self, peer: &AscendDevice) -> Result<()> {
+        crate::peer::disable(self, peer)
+    }
 
     fn info(&self) -> &DeviceInfo {
         &self.inner.info

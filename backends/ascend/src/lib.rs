@@ -66,6 +66,7 @@ pub mod graph;
 pub mod hccl;
 pub mod loader;
 pub mod module;
+mod peer;
 mod result;
 pub mod stream;
 pub mod sys;

@@ -215,6 +215,21 @@ pub const GROUPS: &[SymbolGroup] = &[
     },
     EXCEPTION_INFO,
     STREAM_CONFIG,
+    SymbolGroup {
+        name: "peer access between devices",
+        // Kept only where another device is accessible (see `AscendDevice::open`).
+        capability: Some(Capabilities::PEER_COPY),
+        symbols: &[
+            "aclrtDeviceCanAccessPeer",
+            "aclrtDeviceEnablePeerAccess",
+            "aclrtDeviceDisablePeerAccess",
+        ],
+    },
+    SymbolGroup {
+        name: "host memory registration",
+        capability: None,
+        symbols: &["aclrtHostRegister", "aclrtHostUnregister"],
+    },
 ];
 
 /// How much of a group a table has.

@@ -115,6 +115,21 @@ pub(crate) fn finalize(t: &AclFns) -> Result<u64> {
 
 pub(crate) mod device {
     use super::*;
+    /// `aclrtDeviceCanAccessPeer`.
+    pub(crate) fn can_access_peer(t: &AclFns, dev: i32, peer: i32) -> Result<bool> {
+        Ok(out!(
+            i32,
+            |p| call!(opt t, aclrtDeviceCanAccessPeer(p, dev, peer))
+        ) != 0)
+    }
+    /// `aclrtDeviceEnablePeerAccess` (flags 0) from the current device.
+    pub(crate) fn enable_peer_access(t: &AclFns, peer: i32) -> Result<()> {
+        call!(opt t, aclrtDeviceEnablePeerAccess(peer, 0))
+    }
+    /// `aclrtDeviceDisablePeerAccess` from the current device.
+    pub(crate) fn disable_peer_access(t: &AclFns, peer: i32) -> Result<()> {
+        call!(opt t, aclrtDeviceDisablePeerAccess(peer))
+    }
     pub(crate) fn count(t: &AclFns) -> Result<u32> {
         Ok(out!(u32, |p| call!(t, aclrtGetDeviceCount(p))))
     }
@@ -396,6 +411,135 @@ pub(crate) mod memory {
 
     // SAFETY: `ptr` is fixed for the value's life and valid for `len` bytes.
     unsafe impl xstream_core::HostAllocation for HostAlloc {
+        fn as_ptr(&self) -> *mut u8 {
+            self.ptr
+        }
+        fn len(&self) -> usize {
+            self.len
+        }
+        fn page_locked(&self) -> bool {
+            true
+        }
+        fn ordinal(&self) -> usize {
+            self.ordinal
+        }
+    }
+
+    /// The alignment `aclrtHostRegister` requires of its address (a 4 KiB page).
+    pub(crate) const REGISTER_ALIGN: usize = 4096;
+    /// `ACL_HOST_REGISTER_MAPPED` (`aclrtHostRegisterType`).
+    const ACL_HOST_REGISTER_MAPPED: i32 = 0;
+
+    /// What holds the bytes of a registered range.
+    #[derive(Debug)]
+    enum Backing {
+        /// The caller's vector, registered in place (its buffer was page-aligned).
+        InPlace(Vec<u8>),
+        /// A page-aligned block of this layout, allocated here and holding the caller's bytes.
+        Moved(std::alloc::Layout),
+    }
+
+    /// Host memory registered with `aclrtHostRegister` (page-locked for the runtime),
+    /// unregistered with `aclrtHostUnregister` and released on drop.
+    #[derive(Debug)]
+    pub(crate) struct HostRegistered {
+        t: &'static AclFns,
+        ptr: *mut u8,
+        len: usize,
+        ordinal: usize,
+        backing: Option<Backing>,
+    }
+
+    // SAFETY: plain host bytes owned by this value; access synchronised by the HostBuffer
+    // fence.
+    unsafe impl Send for HostRegistered {}
+    // SAFETY: as above.
+    unsafe impl Sync for HostRegistered {}
+
+    impl HostRegistered {
+        /// Registers `data` (not empty): in place when its buffer is page-aligned, otherwise
+        /// after moving the bytes once into a page-aligned block.
+        pub(crate) fn new(t: &'static AclFns, ordinal: usize, mut data: Vec<u8>) -> Result<Self> {
+            let register = opt(t.aclrtHostRegister, "aclrtHostRegister")?;
+            opt(t.aclrtHostUnregister, "aclrtHostUnregister")?;
+            let len = data.len();
+            let (ptr, backing) = if (data.as_ptr() as usize).is_multiple_of(REGISTER_ALIGN) {
+                (data.as_mut_ptr(), Backing::InPlace(data))
+            } else {
+                let size = len.div_ceil(REGISTER_ALIGN) * REGISTER_ALIGN;
+                let layout = std::alloc::Layout::from_size_align(size, REGISTER_ALIGN)
+                    .map_err(|_| Error::invalid("host range too large to register"))?;
+                // SAFETY: `layout` has a non-zero size (`len > 0`, checked by the caller).
+                let p = unsafe { std::alloc::alloc(layout) };
+                if p.is_null() {
+                    return Err(Error::OutOfMemory {
+                        backend: BackendKind::Ascend,
+                        detail: format!("{size} bytes of page-aligned host memory"),
+                    });
+                }
+                // SAFETY: `p` is valid for `size >= len` bytes and does not overlap `data`.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, len) };
+                (p, Backing::Moved(layout))
+            };
+            let mut this = Self {
+                t,
+                ptr,
+                len,
+                ordinal,
+                backing: Some(backing),
+            };
+            let mut dev: *mut c_void = null_mut();
+            // SAFETY: `ptr` is valid for `len` bytes and stays so until the unregistration in
+            // `drop`; `dev` is a live out-parameter; the prototype is the C one.
+            let code =
+                unsafe { register(ptr.cast(), len as u64, ACL_HOST_REGISTER_MAPPED, &mut dev) };
+            if let Err(e) = check(t, "aclrtHostRegister", code) {
+                // Not registered: release the bytes without unregistering.
+                this.release();
+                return Err(e);
+            }
+            Ok(this)
+        }
+
+        /// Frees the backing (after the unregistration, or when registration failed).
+        fn release(&mut self) {
+            if let Some(Backing::Moved(layout)) = self.backing.take() {
+                // SAFETY: `ptr` came from `std::alloc::alloc(layout)` and is freed once.
+                unsafe { std::alloc::dealloc(self.ptr, layout) };
+            }
+        }
+    }
+
+    impl Drop for HostRegistered {
+        fn drop(&mut self) {
+            let Some(backing) = self.backing.take() else {
+                return;
+            };
+            let (t, p) = (self.t, self.ptr as usize);
+            let free = move || {
+                let r = (|| call!(opt t, aclrtHostUnregister(p as *mut c_void)))();
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "aclrtHostUnregister failed");
+                }
+                match backing {
+                    // SAFETY: `p` came from `std::alloc::alloc(layout)`, is no longer
+                    // registered nor used by a queued copy, and is freed once.
+                    Backing::Moved(layout) => unsafe { std::alloc::dealloc(p as *mut u8, layout) },
+                    // The caller's vector, no longer registered: freed now.
+                    Backing::InPlace(v) => drop(v),
+                }
+            };
+            // No runtime calls inside a callback: hand the release to the dispatcher thread.
+            if xstream_core::callback::in_callback() {
+                xstream_core::callback::dispatch(Box::new(free));
+            } else {
+                free();
+            }
+        }
+    }
+
+    // SAFETY: `ptr` is fixed for the value's life and valid for `len` bytes.
+    unsafe impl xstream_core::HostAllocation for HostRegistered {
         fn as_ptr(&self) -> *mut u8 {
             self.ptr
         }

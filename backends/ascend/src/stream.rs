@@ -502,6 +502,17 @@ impl Stream for AscendStream {
         memory::copy(self, src, src_offset, dst, dst_offset, len)
     }
 
+    fn copy_peer(
+        &self,
+        src: &AscendBuffer,
+        src_offset: usize,
+        dst: &AscendBuffer,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        memory::copy_peer(self, src, src_offset, dst, dst_offset, len)
+    }
+
     fn launch(&self, kernel: Kernel<'_, AscendBuffer>) -> Result<()> {
         match kernel {
             Kernel::Delay(t) => {

@@ -380,6 +380,11 @@ acl_table! {
         aclmdlRIUnbindStream = c"aclmdlRIUnbindStream": fn(P, P) -> aclError;
         aclrtGetVersion = c"aclrtGetVersion": fn(*mut i32, *mut i32, *mut i32) -> aclError;
         aclrtMemcpy = c"aclrtMemcpy": fn(P, usize, *const c_void, usize, i32) -> aclError;
+        aclrtDeviceCanAccessPeer = c"aclrtDeviceCanAccessPeer": fn(*mut i32, i32, i32) -> aclError;
+        aclrtDeviceEnablePeerAccess = c"aclrtDeviceEnablePeerAccess": fn(i32, u32) -> aclError;
+        aclrtDeviceDisablePeerAccess = c"aclrtDeviceDisablePeerAccess": fn(i32) -> aclError;
+        aclrtHostRegister = c"aclrtHostRegister": fn(P, u64, i32, PP) -> aclError;
+        aclrtHostUnregister = c"aclrtHostUnregister": fn(P) -> aclError;
         aclrtSetExceptionInfoCallback = c"aclrtSetExceptionInfoCallback": fn(Option<aclrtExceptionInfoCallback>) -> aclError;
         aclrtGetTaskIdFromExceptionInfo = c"aclrtGetTaskIdFromExceptionInfo": fn(*const c_void) -> u32;
         aclrtGetStreamIdFromExceptionInfo = c"aclrtGetStreamIdFromExceptionInfo": fn(*const c_void) -> u32;

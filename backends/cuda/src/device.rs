@@ -50,6 +50,9 @@ pub(crate) struct Shared {
     pub managed_memory: bool,
     /// Serialises buffer zeroing on the sentinel stream.
     pub sentinel_lock: Mutex<()>,
+    /// Ordinals of the devices whose memory this context may access
+    /// (`Device::enable_peer_access`).
+    pub peers: Mutex<std::collections::HashSet<usize>>,
 }
 
 impl fmt::Debug for Shared {
@@ -366,6 +369,9 @@ impl CudaDevice {
             caps |= Capabilities::CROSS_DEVICE_WAIT;
         }
         caps |= crate::stream::memop::capabilities(cu_device);
+        if crate::peer::has_peer(cu_device, ordinal, count) {
+            caps |= Capabilities::PEER_COPY;
+        }
         let name = ctx
             .name()
             .unwrap_or_else(|_| format!("CUDA device {ordinal}"));
@@ -401,6 +407,7 @@ impl CudaDevice {
                 default_pool,
                 managed_memory: managed,
                 sentinel_lock: Mutex::new(()),
+                peers: Mutex::new(std::collections::HashSet::new()),
             }),
         })
     }
@@ -470,6 +477,18 @@ impl CudaDevice {
 
 impl Device for CudaDevice {
     type B = CudaBackend;
+
+    fn can_access_peer(&self, peer: &CudaDevice) -> Result<bool> {
+        crate::peer::can_access_peer(self, peer)
+    }
+
+    fn enable_peer_access(&self, peer: &CudaDevice) -> Result<()> {
+        crate::peer::enable(self, peer)
+    }
+
+    fn disable_peer_access(&self, peer: &CudaDevice) -> Result<()> {
+        crate::peer::disable(self, peer)
+    }
 
     fn info(&self) -> &DeviceInfo {
         &self.shared.info

@@ -1,7 +1,7 @@
 //! The one module that touches `cudarc::driver::sys` (the raw driver table), split by area:
 //! `context` (library, init, devices, contexts), `stream`, `callback` (trampolines), `graph`
 //! (capture and graphs), `event`, `image` (the bounds check of CUDA binaries), `memory` (allocation, copies, memory operations, page-locked
-//! host memory), `kernel` (modules and launches), `attribute` (the stream attribute union).
+//! host memory), `peer` (peer access and copies between devices), `kernel` (modules and launches), `attribute` (the stream attribute union).
 //! Each submodule's items are re-exported here, so the rest of the crate says `ffi::name`.
 //!
 //! Every function here is a thin, typed wrapper: out-parameters become return values, a
@@ -138,6 +138,7 @@ mod kernel;
 mod memory;
 #[cfg(feature = "nccl")]
 pub(crate) mod nccl;
+mod peer;
 mod stream;
 
 pub(crate) use self::attribute::*;
@@ -148,4 +149,5 @@ pub(crate) use self::graph::*;
 pub(crate) use self::image::*;
 pub(crate) use self::kernel::*;
 pub(crate) use self::memory::*;
+pub(crate) use self::peer::*;
 pub(crate) use self::stream::*;

@@ -84,6 +84,7 @@ pub mod memory;
 pub mod module;
 #[cfg(feature = "nvrtc")]
 mod nvrtc;
+mod peer;
 mod stream;
 
 use std::sync::OnceLock;

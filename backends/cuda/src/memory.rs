@@ -212,7 +212,7 @@ impl CudaBuffer {
             Mem::Ordered(o) => o.len,
         }
     }
-    fn dev(&self) -> &CudaDevice {
+    pub(crate) fn dev(&self) -> &CudaDevice {
         match &self.mem {
             Mem::Plain(a) => &a.dev,
             Mem::Ordered(o) => &o.dev,

@@ -360,6 +360,17 @@ impl Stream for CudaStream {
         memory::copy(self, src, src_offset, dst, dst_offset, len)
     }
 
+    fn copy_peer(
+        &self,
+        src: &CudaBuffer,
+        src_offset: usize,
+        dst: &CudaBuffer,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        memory::copy_peer(self, src, src_offset, dst, dst_offset, len)
+    }
+
     fn enqueue_copy_to_device(
         &self,
         src: xstream_core::HostSpan,

@@ -33,7 +33,8 @@ pub const HOST_CAPABILITIES: Capabilities = Capabilities::PRIORITY
     .union(Capabilities::CROSS_DEVICE_WAIT)
     .union(Capabilities::LEGACY_DEFAULT_STREAM)
     .union(Capabilities::VALUE_OPS_32)
-    .union(Capabilities::VALUE_OPS_64);
+    .union(Capabilities::VALUE_OPS_64)
+    .union(Capabilities::PEER_COPY);
 
 /// Process-wide ids for streams and events (never recycled).
 pub(crate) fn next_id() -> u64 {
@@ -134,6 +135,8 @@ struct DeviceInner {
     info: DeviceInfo,
     shared: Arc<DeviceShared>,
     default_queue: Arc<Queue>,
+    /// Ordinals of the devices this one may access (`Device::enable_peer_access`).
+    peers: Mutex<std::collections::HashSet<usize>>,
 }
 
 /// A host device: one context with a default stream, the sticky fault state and the
@@ -237,6 +240,7 @@ impl HostDevice {
                 info,
                 shared,
                 default_queue,
+                peers: Mutex::new(std::collections::HashSet::new()),
             }),
         }
     }
@@ -255,6 +259,26 @@ impl HostDevice {
     /// How many stream-blocking callbacks of this device have not run yet.
     pub fn pending_callbacks(&self) -> usize {
         self.inner.shared.pending.pending()
+    }
+
+    /// Whether this device enabled access to host device `ordinal`.
+    pub(crate) fn peer_enabled(&self, ordinal: usize) -> bool {
+        self.inner
+            .peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&ordinal)
+    }
+
+    /// Checks that `peer` is another host device; returns its ordinal.
+    fn peer_ordinal(&self, op: &str, peer: &HostDevice) -> Result<usize> {
+        let (mine, theirs) = (self.inner.info.ordinal, peer.inner.info.ordinal);
+        if mine == theirs {
+            return Err(Error::invalid(format!(
+                "{op}: host device {mine} is its own peer (same-device copies use Stream::copy)"
+            )));
+        }
+        Ok(theirs)
     }
 
     pub(crate) fn shared(&self) -> &Arc<DeviceShared> {
@@ -304,6 +328,40 @@ impl Device for HostDevice {
         ensure_not_in_callback()?;
         self.inner.shared.check()?;
         crate::hostmem::alloc_host(self, len, desc)
+    }
+
+    fn can_access_peer(&self, peer: &HostDevice) -> Result<bool> {
+        // Host devices share one address space: every distinct pair may access each other.
+        Ok(self.inner.info.ordinal != peer.inner.info.ordinal)
+    }
+
+    fn enable_peer_access(&self, peer: &HostDevice) -> Result<()> {
+        ensure_not_in_callback()?;
+        let theirs = self.peer_ordinal("enable_peer_access", peer)?;
+        self.inner
+            .peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(theirs);
+        Ok(())
+    }
+
+    fn disable_peer_access(&self, peer: &HostDevice) -> Result<()> {
+        ensure_not_in_callback()?;
+        let theirs = self.peer_ordinal("disable_peer_access", peer)?;
+        let removed = self
+            .inner
+            .peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&theirs);
+        if !removed {
+            return Err(Error::invalid(format!(
+                "disable_peer_access: host device {} never enabled access to device {theirs}",
+                self.inner.info.ordinal
+            )));
+        }
+        Ok(())
     }
 
     fn load_module(&self, src: &xstream_core::ModuleSource<'_>) -> Result<crate::HostLoadedModule> {

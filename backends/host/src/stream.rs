@@ -373,6 +373,17 @@ impl Stream for HostStream {
         memory::copy(self, src, src_offset, dst, dst_offset, len)
     }
 
+    fn copy_peer(
+        &self,
+        src: &HostBuffer,
+        src_offset: usize,
+        dst: &HostBuffer,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        memory::copy_peer(self, src, src_offset, dst, dst_offset, len)
+    }
+
     fn enqueue_copy_to_device(
         &self,
         src: xstream_core::HostSpan,

@@ -162,6 +162,49 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
         ))
     }
 
+    // ---- Data path: peer access between devices of one backend ----
+
+    /// Whether this device can access the memory of `peer` (another device of the same
+    /// backend) once [`Device::enable_peer_access`] was called. `false` for the device itself
+    /// (same-device copies are ordinary [`Stream::copy`]s) and by default.
+    ///
+    /// # Errors
+    /// Vendor errors.
+    fn can_access_peer(&self, peer: &Self) -> Result<bool> {
+        let _ = peer;
+        Ok(false)
+    }
+
+    /// Lets this device access the memory of `peer`, as the vendor's peer-access call does;
+    /// needed before [`Stream::copy_peer`] on a stream of this device moves bytes of `peer`.
+    /// Enabling twice is not an error (the vendors' "already enabled" is absorbed).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for the device itself; [`Error::Unsupported`] where
+    /// [`Device::can_access_peer`] says no or the backend has no peer access (the default);
+    /// vendor errors.
+    fn enable_peer_access(&self, peer: &Self) -> Result<()> {
+        let _ = peer;
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "peer access between devices",
+        ))
+    }
+
+    /// Withdraws access granted by [`Device::enable_peer_access`]; later peer copies with
+    /// `peer` fail. Copies already enqueued complete.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when access to `peer` was not enabled;
+    /// [`Error::Unsupported`] by default; vendor errors.
+    fn disable_peer_access(&self, peer: &Self) -> Result<()> {
+        let _ = peer;
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "peer access between devices",
+        ))
+    }
+
     // ---- Modules and kernels (see `crate::module`) ----
 
     /// Loads a module of kernels.
@@ -413,6 +456,32 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
         dst_offset: usize,
         len: usize,
     ) -> Result<()>;
+
+    /// Enqueues an asynchronous copy of `len` bytes between buffers of two devices (one of
+    /// them this stream's device), in this stream's order; both buffers are kept alive until
+    /// the copy completed. The stream's device must have enabled access to the other device
+    /// ([`Device::enable_peer_access`]). Buffers of one device go through [`Stream::copy`].
+    /// [`Stream::copy`] itself stays a same-device copy, so a cross-device copy is always
+    /// visible at the call site.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] out of bounds; [`Error::WrongDevice`] when neither buffer is of this stream's device; [`Error::NotPermitted`] when access
+    /// to the other device was not enabled; [`Error::Unsupported`] without
+    /// [`Capabilities::PEER_COPY`] (the default); vendor errors.
+    fn copy_peer(
+        &self,
+        src: &BufferOf<Self::B>,
+        src_offset: usize,
+        dst: &BufferOf<Self::B>,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        let _ = (src, src_offset, dst, dst_offset, len);
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "copies between devices",
+        ))
+    }
 
     /// Enqueues a built-in kernel.
     ///

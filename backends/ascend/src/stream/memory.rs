@@ -226,6 +226,74 @@ pub(super) fn copy(
     Ok(())
 }
 
+/// `Stream::copy_peer` (see `crate::peer`): buffers of the stream's device take the ordinary
+/// copy; otherwise the other device must be an enabled peer, and the copy is one
+/// `aclrtMemcpyAsync` (device to device) on this stream.
+pub(super) fn copy_peer(
+    s: &AscendStream,
+    src: &AscendBuffer,
+    src_offset: usize,
+    dst: &AscendBuffer,
+    dst_offset: usize,
+    len: usize,
+) -> Result<()> {
+    check_range("copy_peer source", src.inner.len, src_offset, len)?;
+    check_range("copy_peer destination", dst.inner.len, dst_offset, len)?;
+    let mine = s.device.inner.ordinal;
+    let (so, d_o) = (
+        src.inner.device.inner.ordinal,
+        dst.inner.device.inner.ordinal,
+    );
+    let (local, foreign, other) = match (
+        src.inner.device.same(&s.device),
+        dst.inner.device.same(&s.device),
+    ) {
+        (true, true) => return copy(s, src, src_offset, dst, dst_offset, len),
+        (true, false) => (src, dst, d_o),
+        (false, true) => (dst, src, so),
+        (false, false) => {
+            return Err(xstream_core::Error::WrongDevice(format!(
+                "copy_peer: neither buffer (devices {so} and {d_o}) belongs to the stream's \
+                 Ascend device {mine}"
+            )))
+        }
+    };
+    if other == mine || !crate::peer::enabled(&s.device, other) {
+        return Err(xstream_core::Error::NotPermitted(
+            "copy_peer: the stream's device has not enabled peer access to the other \
+             buffer's device (Device::enable_peer_access)",
+        ));
+    }
+    if foreign.inner.ordered.is_some() {
+        // Its block cache orders reuse with events on its own device's streams only; a use
+        // from this device could not hold the reuse back.
+        return Err(xstream_core::Error::unsupported(
+            xstream_core::BackendKind::Ascend,
+            "copy_peer with a stream-ordered buffer (alloc_async) of the other device; use \
+             Device::alloc for buffers shared across devices",
+        ));
+    }
+    s.enter("copy_peer")?;
+    s.check_buf(local)?;
+    if len == 0 {
+        return Ok(());
+    }
+    let d = &s.device.inner;
+    result::memory::memcpy(
+        d.t,
+        result::memory::at(dst.inner.ptr, dst_offset),
+        result::memory::at(src.inner.ptr, src_offset),
+        len,
+        consts::ACL_MEMCPY_DEVICE_TO_DEVICE,
+        s.state.raw,
+    )?;
+    s.state.enqueued(Some(Box::new((
+        Arc::clone(&src.inner),
+        Arc::clone(&dst.inner),
+    ))));
+    Ok(())
+}
+
 /// `alloc_async`: a cached block this stream may use now, else `aclrtMalloc` (emulated stream
 /// order, see `crate::blocks`).
 pub(super) fn alloc_async(s: &AscendStream, len: usize) -> Result<AscendBuffer> {

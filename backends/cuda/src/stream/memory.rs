@@ -164,6 +164,68 @@ pub(super) fn copy(
     Ok(())
 }
 
+/// `Stream::copy_peer` (see `crate::peer`): buffers of the stream's device take the ordinary
+/// copy; otherwise the other device must be an enabled peer.
+pub(super) fn copy_peer(
+    s: &CudaStream,
+    src: &CudaBuffer,
+    src_offset: usize,
+    dst: &CudaBuffer,
+    dst_offset: usize,
+    len: usize,
+) -> Result<()> {
+    check_range("copy_peer source", src.len_bytes(), src_offset, len)?;
+    check_range("copy_peer destination", dst.len_bytes(), dst_offset, len)?;
+    let me = &s.dev;
+    let src_mine = src.check_device("copy_peer", me).is_ok();
+    let dst_mine = dst.check_device("copy_peer", me).is_ok();
+    let other_ord = match (src_mine, dst_mine) {
+        (true, true) => return copy(s, src, src_offset, dst, dst_offset, len),
+        (true, false) => dst.dev().shared.info.ordinal,
+        (false, true) => src.dev().shared.info.ordinal,
+        (false, false) => {
+            return Err(xstream_core::Error::WrongDevice(format!(
+                "copy_peer: neither buffer (devices {} and {}) belongs to the stream's CUDA \
+                 device {}",
+                src.dev().shared.info.ordinal,
+                dst.dev().shared.info.ordinal,
+                me.shared.info.ordinal
+            )))
+        }
+    };
+    let foreign = if src_mine { dst } else { src };
+    if foreign.is_stream_ordered() {
+        // Its cross-stream tracking orders the free with its own device's streams only.
+        return Err(xstream_core::Error::unsupported(
+            xstream_core::BackendKind::Cuda,
+            "copy_peer with a stream-ordered buffer (alloc_async) of the other device; use \
+             Device::alloc for buffers shared across devices",
+        ));
+    }
+    if !crate::peer::enabled(me, other_ord) {
+        return Err(xstream_core::Error::NotPermitted(
+            "copy_peer: the stream's device has not enabled peer access to the other \
+             buffer's device (Device::enable_peer_access)",
+        ));
+    }
+    s.enter()?;
+    s.gate_enqueue("copy_peer")?;
+    s.check(
+        "cuMemcpyPeerAsync",
+        ffi::memcpy_peer_async(
+            dst.ptr() + dst_offset as u64,
+            dst.dev().shared.raw_ctx,
+            src.ptr() + src_offset as u64,
+            src.dev().shared.raw_ctx,
+            len,
+            s.raw(),
+        ),
+    )?;
+    s.keep_buf(src);
+    s.keep_buf(dst);
+    Ok(())
+}
+
 pub(super) fn enqueue_copy_to_device(
     s: &CudaStream,
     src: xstream_core::HostSpan,

@@ -88,6 +88,41 @@ pub(super) fn copy(
     )
 }
 
+/// A copy between buffers of two host devices: the stream's device must own one of them and
+/// have enabled access to the other's device.
+pub(super) fn copy_peer(
+    s: &HostStream,
+    src: &HostBuffer,
+    src_offset: usize,
+    dst: &HostBuffer,
+    dst_offset: usize,
+    len: usize,
+) -> Result<()> {
+    ensure_not_in_callback()?;
+    check_range("copy_peer source", src.inner_len(), src_offset, len)?;
+    check_range("copy_peer destination", dst.inner_len(), dst_offset, len)?;
+    let mine = xstream_core::Device::info(&s.device).ordinal;
+    let (so, d_o) = (src.inner.ordinal(), dst.inner.ordinal());
+    let other = match (so == mine, d_o == mine) {
+        (true, true) => return copy(s, src, src_offset, dst, dst_offset, len),
+        (true, false) => d_o,
+        (false, true) => so,
+        (false, false) => {
+            return Err(xstream_core::Error::WrongDevice(format!(
+                "copy_peer: neither buffer (devices {so} and {d_o}) belongs to the stream's \
+                 host device {mine}"
+            )))
+        }
+    };
+    if !s.device.peer_enabled(other) {
+        return Err(xstream_core::Error::NotPermitted(
+            "copy_peer: the stream's device has not enabled peer access to the other \
+             buffer's device (Device::enable_peer_access)",
+        ));
+    }
+    copy(s, src, src_offset, dst, dst_offset, len)
+}
+
 pub(super) fn enqueue_copy_to_device(
     s: &HostStream,
     src: xstream_core::HostSpan,

@@ -93,6 +93,10 @@ bitflags::bitflags! {
         /// [`Device::builtin_module`](crate::Device::builtin_module),
         /// [`Stream::launch_kernel`](crate::Stream::launch_kernel).
         const MODULES = 1 << 13;
+        /// Asynchronous copies between devices of one backend
+        /// ([`Stream::copy_peer`](crate::Stream::copy_peer), after
+        /// [`Device::enable_peer_access`](crate::Device::enable_peer_access)).
+        const PEER_COPY = 1 << 14;
         /// 32-bit stream memory operations ([`Stream::wait_value32`], [`Stream::write_value32`]).
         const VALUE_OPS_32 = 1 << 20;
         /// 64-bit stream memory operations ([`Stream::wait_value64`], [`Stream::write_value64`]).
