@@ -86,12 +86,15 @@ mod collectives {
         use xstream_core::{CollectiveBackend, Device, StreamDesc};
         let world = 3;
         let id = HostBackend::new_unique_id().unwrap();
+        // A context of its own: the other tests of this binary run beside it in this process
+        // (device faults and device-wide waits of the conformance suite must not reach it).
+        let dev = HostDevice::new_isolated(0);
         std::thread::scope(|s| {
             let hs: Vec<_> = (0..world)
                 .map(|rank| {
-                    let id = id.clone();
+                    let (id, dev) = (id.clone(), dev.clone());
                     s.spawn(move || {
-                        let d = HostBackend::open(0).unwrap();
+                        let d = dev;
                         let c = HostBackend::init_rank(&d, &id, rank, world).unwrap();
                         let st = d.create_stream(&StreamDesc::new()).unwrap();
                         rank_conformance::<HostBackend>(&c, &st)

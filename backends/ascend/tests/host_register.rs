@@ -48,6 +48,9 @@ fn captured_copy_accepts_a_registered_range() {
     if !common::in_sim_process() {
         return;
     }
+    // Peer access and registrations are process-wide: tests sharing a process (valgrind)
+    // take turns.
+    let _g = common::global_lock();
     let d = common::device(0);
     let t = d.fns();
     let s = d.create_stream(&StreamDesc::new()).unwrap();

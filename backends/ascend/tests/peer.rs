@@ -11,6 +11,9 @@ fn peer_copy_conformance_on_two_devices() {
     if !common::in_sim_process() {
         return;
     }
+    // Peer access and registrations are process-wide: tests sharing a process (valgrind)
+    // take turns.
+    let _g = common::global_lock();
     let d = common::device(0);
     assert!(d.info().capabilities.contains(Capabilities::PEER_COPY));
     let env = Env::<xstream_ascend::AscendBackend> {
