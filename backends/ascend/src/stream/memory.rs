@@ -210,20 +210,7 @@ pub(super) fn copy(
     if len == 0 {
         return Ok(());
     }
-    let d = &s.device.inner;
-    result::memory::memcpy(
-        d.t,
-        result::memory::at(dst.inner.ptr, dst_offset),
-        result::memory::at(src.inner.ptr, src_offset),
-        len,
-        consts::ACL_MEMCPY_DEVICE_TO_DEVICE,
-        s.state.raw,
-    )?;
-    s.state.enqueued(Some(Box::new((
-        Arc::clone(&src.inner),
-        Arc::clone(&dst.inner),
-    ))));
-    Ok(())
+    enqueue_device_copy(s, src, src_offset, dst, dst_offset, len)
 }
 
 /// `Stream::copy_peer` (see `crate::peer`): buffers of the stream's device take the ordinary
@@ -278,20 +265,7 @@ pub(super) fn copy_peer(
     if len == 0 {
         return Ok(());
     }
-    let d = &s.device.inner;
-    result::memory::memcpy(
-        d.t,
-        result::memory::at(dst.inner.ptr, dst_offset),
-        result::memory::at(src.inner.ptr, src_offset),
-        len,
-        consts::ACL_MEMCPY_DEVICE_TO_DEVICE,
-        s.state.raw,
-    )?;
-    s.state.enqueued(Some(Box::new((
-        Arc::clone(&src.inner),
-        Arc::clone(&dst.inner),
-    ))));
-    Ok(())
+    enqueue_device_copy(s, src, src_offset, dst, dst_offset, len)
 }
 
 /// `alloc_async`: a cached block this stream may use now, else `aclrtMalloc` (emulated stream
@@ -382,5 +356,31 @@ pub(super) fn free_async(s: &AscendStream, buf: AscendBuffer) -> Result<()> {
     }
     drop(buf);
     cache.enforce_threshold(d.t);
+    Ok(())
+}
+
+/// One `aclrtMemcpyAsync` device to device on `s`, keeping both buffers alive until it ran
+/// (the checks are the caller's).
+fn enqueue_device_copy(
+    s: &AscendStream,
+    src: &AscendBuffer,
+    src_offset: usize,
+    dst: &AscendBuffer,
+    dst_offset: usize,
+    len: usize,
+) -> Result<()> {
+    let d = &s.device.inner;
+    result::memory::memcpy(
+        d.t,
+        result::memory::at(dst.inner.ptr, dst_offset),
+        result::memory::at(src.inner.ptr, src_offset),
+        len,
+        consts::ACL_MEMCPY_DEVICE_TO_DEVICE,
+        s.state.raw,
+    )?;
+    s.state.enqueued(Some(Box::new((
+        Arc::clone(&src.inner),
+        Arc::clone(&dst.inner),
+    ))));
     Ok(())
 }
