@@ -80,7 +80,7 @@ if cargo build --release -p xstream-examples --bins -j "$JOBS" >>"$B/build.log" 
 else
     echo "   (examples do not build; skipped)"
 fi
-if cargo bench -p xstream-benches --no-run -j "$JOBS" --message-format=json >"$json.b" 2>>"$B/build.log"; then
+if cargo bench -p xstream-benches --features nccl --no-run -j "$JOBS" --message-format=json >"$json.b" 2>>"$B/build.log"; then
     mkdir -p "$B/bench"
     python3 - "$json.b" "$B/bench" <<'PY'
 import json, shutil, sys, os

@@ -14,9 +14,19 @@
 #      goes to $OUT/collectives.md and the logs to $OUT/collectives.log.
 #
 # The device tool stops a command after 600 s: each step has its own timeout, and STEPS picks
-# steps for separate calls (e.g. STEPS=tests, then STEPS="xs1 xs2 torch").
-# Env: STEPS (default "tests xs1 xs2 torch"), BACKEND (default cuda; host for a dry run of the script anywhere), MAX (default 1G), ITERS (default 20), WARMUP (default 5), NCCL_LIB (a libnccl.so* to use;
-#      default: the one PyTorch ships, else the system's).
+# steps for separate calls (e.g. STEPS=tests, then STEPS="xs1 xs2 torch raw").
+#
+# Step raw: the bench bench/gpu_nccl (benches/benches/gpu_nccl.rs) runs xstream's all-reduce and
+# raw ncclAllReduce in one process, interleaved, on every GPU (one rank each); its table goes to
+# $OUT/nccl_bench.md. That is the like-for-like overhead check; torch adds its own layers.
+# Env: STEPS (default "tests xs1 xs2 torch raw"), BACKEND (default cuda; host for a dry run of the
+#      script anywhere), MAX (default 1G), ITERS (default 20), WARMUP (default 5), NCCL_LIB (a
+#      libnccl.so* to use; default: the one PyTorch ships, else the system's), WORLD (ranks per
+#      job: default 2, or 1 where nvidia-smi lists one GPU).
+#
+# One GPU (WORLD=1): xstream runs one rank in one process, the one-process-per-GPU step is
+# skipped, torchrun starts one process, and the side-by-side table compares time and algorithm
+# bandwidth (bus bandwidth is 0 by definition for one rank); only the 8 B latency target applies.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUNDLE="${BUNDLE:-$ROOT/gpu-bundle}"
@@ -25,7 +35,7 @@ mkdir -p "$OUT"
 LOG="$OUT/collectives.log"
 MD="$OUT/collectives.md"
 : >"$LOG"
-STEPS=" ${STEPS:-tests xs1 xs2 torch} "
+STEPS=" ${STEPS:-tests xs1 xs2 torch raw} "
 step() { [[ "$STEPS" == *" $1 "* ]]; }
 MAX="${MAX:-1G}"; ITERS="${ITERS:-20}"; WARMUP="${WARMUP:-5}"
 export NCCL_NVLS_ENABLE=0
@@ -60,8 +70,20 @@ if command -v nvidia-smi >/dev/null; then
     nvidia-smi topo -m >>"$LOG" 2>&1
 fi
 
+WORLD="${WORLD:-}"
+if [ -z "$WORLD" ]; then
+    WORLD=2
+    if [ "${BACKEND:-cuda}" = cuda ] && command -v nvidia-smi >/dev/null; then
+        [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -lt 2 ] && WORLD=1
+    fi
+fi
+echo "ranks per job: $WORLD" | tee -a "$LOG"
+
 SUM=""
+FAILED=0
 note() { SUM+="$1"$'\n'; echo "$1"; }
+# status NAME RC: notes the step as PASS (rc 0) or FAIL (anything else; the script then exits 1).
+status() { if [ "$2" -eq 0 ]; then note "PASS $1"; else note "FAIL $1: rc=$2"; FAILED=1; fi; }
 
 # 1. Correctness: the NCCL tests (one process for both GPUs, one process per GPU, every op x dtype).
 for t in "$BUNDLE"/bin/*nccl*; do
@@ -70,7 +92,15 @@ for t in "$BUNDLE"/bin/*nccl*; do
     timeout 240 "$t" --test-threads=1 --nocapture >"$OUT/nccl-tests.tmp" 2>&1
     rc=$?
     cat "$OUT/nccl-tests.tmp" >>"$LOG"
-    note "NCCL tests $(basename "$t"): rc=$rc $(grep -E '^test result' "$OUT/nccl-tests.tmp" | tail -1) skips=$(grep -c '^SKIP' "$OUT/nccl-tests.tmp") $(grep -E '^(FAIL|PASS) coll_' "$OUT/nccl-tests.tmp" | awk '{print $1}' | sort | uniq -c | tr '\n' ' ')"
+    # A skipping test prints "SKIP: <name>: <reason>" (after "test <name> ... " here).
+    skips=$(grep -c 'SKIP: ' "$OUT/nccl-tests.tmp")
+    ran=$(sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p' "$OUT/nccl-tests.tmp" | tail -1)
+    if [ "$rc" -eq 0 ] && [ -n "$ran" ] && [ "$skips" -ge "$ran" ]; then
+        note "SKIP NCCL tests $(basename "$t"): every test printed SKIP ($(grep -m1 -o 'SKIP: .*' "$OUT/nccl-tests.tmp" | cut -c1-160))"
+    else
+        status "NCCL tests $(basename "$t")" "$rc"
+    fi
+    note "     $(grep -E '^test result' "$OUT/nccl-tests.tmp" | tail -1) skips=$skips $(grep -E '^(FAIL|PASS) coll_' "$OUT/nccl-tests.tmp" | awk '{print $1}' | sort | uniq -c | tr '\n' ' ')"
     rm -f "$OUT/nccl-tests.tmp"
 done
 
@@ -78,19 +108,22 @@ SWEEP=(collectives --backend "${BACKEND:-cuda}" --op all_reduce --dtype f32 --mi
 
 # 2. xstream, one process driving both GPUs.
 if step xs1; then
-    echo "===== xstream one process, 2 GPUs" >>"$LOG"
-    timeout 150 "$XS" "${SWEEP[@]}" --ranks 2 >"$OUT/xs1.txt" 2>>"$LOG"
-    note "xstream one process: rc=$?"
+    echo "===== xstream one process, $WORLD rank(s)" >>"$LOG"
+    timeout 150 "$XS" "${SWEEP[@]}" --ranks "$WORLD" >"$OUT/xs1.txt" 2>>"$LOG"
+    status "xstream one process" $?
 fi
 
 # 3. xstream, one process per GPU, joined through RANK/WORLD_SIZE/LOCAL_RANK and an id file.
 echo "===== xstream one process per GPU" >>"$LOG"
 if ! step xs2; then
     :
+elif [ "$WORLD" -lt 2 ]; then
+    echo "# skipped: one rank (one GPU)" >"$OUT/xs2.txt"
+    note "SKIP xstream one process per GPU (one GPU: nothing to join across processes)"
 elif [ "${BACKEND:-cuda}" = host ]; then
     # Host jobs do not cross processes (the host backend refuses an id of another process).
     echo "# skipped: host jobs are in-process" >"$OUT/xs2.txt"
-    note "xstream one process per GPU: skipped on host"
+    note "SKIP xstream one process per GPU (host jobs are in-process)"
 else
     IDDIR="$(mktemp -d)"
     pids=()
@@ -101,23 +134,44 @@ else
     done
     rc2=0; for p in "${pids[@]}"; do wait "$p" || rc2=$?; done
     mv "$OUT/xs2.rank0.txt" "$OUT/xs2.txt"; cat "$OUT/xs2.rank1.txt" >>"$LOG"; rm -f "$OUT/xs2.rank1.txt"
-    note "xstream one process per GPU: rc=$rc2"
+    status "xstream one process per GPU" "$rc2"
 fi
 
 # 4. PyTorch, torchrun, same sizes.
 echo "===== torch.distributed.all_reduce (torchrun)" >>"$LOG"
 PY="$ROOT/scripts/torch_allreduce.py"; [ -f "$PY" ] || PY="$BUNDLE/torch_allreduce.py"
 if command -v torchrun >/dev/null; then TR=(torchrun); else TR=(python3 -m torch.distributed.run); fi
-if step torch; then
-    timeout 180 "${TR[@]}" --standalone --nproc_per_node=2 "$PY" --min 8 --max "$MAX" --iters "$ITERS" --warmup "$WARMUP" >"$OUT/torch.txt" 2>>"$LOG"
-    note "torch: rc=$?"
+if step torch && ! command -v torchrun >/dev/null && ! python3 -c 'import torch' 2>/dev/null; then
+    note "SKIP torch: neither torchrun nor the torch module is on this machine"
+elif step torch; then
+    timeout 180 "${TR[@]}" --standalone --nproc_per_node="$WORLD" "$PY" --min-bytes 8 --max-bytes "$MAX" --iters "$ITERS" --warmup "$WARMUP" >"$OUT/torch.txt" 2>>"$LOG"
+    rc=$?
+    if grep -q '^SKIP' "$OUT/torch.txt"; then note "SKIP torch: $(grep -m1 '^SKIP' "$OUT/torch.txt")"; else status torch "$rc"; fi
+fi
+
+# 5. xstream against raw NCCL in one process (same library, contexts and state), interleaved.
+if step raw; then
+    echo "===== bench gpu_nccl (xstream vs raw ncclAllReduce)" >>"$LOG"
+    if [ ! -x "$BUNDLE/bench/gpu_nccl" ]; then
+        note "SKIP raw: $BUNDLE/bench/gpu_nccl is not in the bundle"
+    else
+        RAWMAX=$MAX; [ "${BACKEND:-cuda}" = cuda ] || RAWMAX=64K
+        OUT="$OUT" XS_MAX="$RAWMAX" XS_ITERS="$ITERS" timeout 200 "$BUNDLE/bench/gpu_nccl" >"$OUT/raw.txt" 2>>"$LOG"
+        rc=$?
+        cat "$OUT/raw.txt" >>"$LOG"
+        if grep -q '^SKIP' "$OUT/raw.txt"; then note "SKIP raw: $(grep -m1 '^SKIP' "$OUT/raw.txt")"; else status "xstream vs raw NCCL (gpu_nccl)" "$rc"; fi
+        l=$(grep -m1 '^Targets' "$OUT/raw.txt"); [ -z "$l" ] || note "     $l"
+    fi
 fi
 
 for f in xs1 xs2 torch; do [ -f "$OUT/$f.txt" ] && { echo; echo "== $f"; cat "$OUT/$f.txt"; }; done | tee -a "$LOG"
 
-# 5. Side by side (bus bandwidth and time per size), and the targets.
-python3 - "$OUT/xs1.txt" "$OUT/xs2.txt" "$OUT/torch.txt" >"$MD" <<'PY'
+# 6. Side by side (bus bandwidth and time per size), and the targets.
+python3 - "$OUT/xs1.txt" "$OUT/xs2.txt" "$OUT/torch.txt" "$WORLD" >"$MD" <<'PY'
 import sys
+one = sys.argv[4] == "1"
+col = 5 if one else 6  # one rank: algbw (busbw is 0 by definition); else busbw
+bw = "algbw" if one else "busbw"
 def load(p):
     rows = {}
     try:
@@ -125,30 +179,53 @@ def load(p):
             f = line.split()
             if line.startswith("#") or len(f) < 8 or not f[0].isdigit():
                 continue
-            rows[int(f[0])] = (float(f[4]), float(f[6]), f[7])
+            rows[int(f[0])] = (float(f[4]), float(f[col]), f[7])
     except OSError:
         pass
     return rows
 x1, x2, t = (load(p) for p in sys.argv[1:4])
-print("| size (B) | xstream 1 proc: us / busbw GB/s | xstream 2 procs: us / busbw GB/s | torch: us / busbw GB/s | busbw 2 procs / torch | latency 2 procs - torch (us) |")
-print("|---:|---:|---:|---:|---:|---:|")
+if one:
+    x2 = x1  # the one-rank job is the one compared
+    print(f"| size (B) | xstream 1 rank: us / {bw} GB/s | torch 1 rank: us / {bw} GB/s | {bw} xstream / torch | latency xstream - torch (us) |")
+    print("|---:|---:|---:|---:|---:|")
+else:
+    print(f"| size (B) | xstream 1 proc: us / {bw} GB/s | xstream 2 procs: us / {bw} GB/s | torch: us / {bw} GB/s | {bw} 2 procs / torch | latency 2 procs - torch (us) |")
+    print("|---:|---:|---:|---:|---:|---:|")
 fails = []
 for s in sorted(set(x1) | set(x2) | set(t)):
     c = lambda r: f"{r[s][0]:.2f} / {r[s][1]:.2f}" + ("" if r[s][2] in ("ok", "-") else " WRONG") if s in r else "n/a"
     ratio = dlat = ""
     if s in x2 and s in t and t[s][1] > 0:
         q = x2[s][1] / t[s][1]; ratio = f"{100 * q:.1f}%"
-        if s >= 64 << 20 and q < 0.95: fails.append(f"{s} B: {ratio} of torch's bus bandwidth")
+        if not one and s >= 64 << 20 and q < 0.95: fails.append(f"{s} B: {ratio} of torch's bus bandwidth")
     if s in x2 and s in t:
         d = x2[s][0] - t[s][0]; dlat = f"{d:+.2f}"
         if s == 8 and d > 2.0: fails.append(f"8 B: latency {dlat} us over torch")
-    print(f"| {s} | {c(x1)} | {c(x2)} | {c(t)} | {ratio} | {dlat} |")
+    if one:
+        print(f"| {s} | {c(x1)} | {c(t)} | {ratio} | {dlat} |")
+    else:
+        print(f"| {s} | {c(x1)} | {c(x2)} | {c(t)} | {ratio} | {dlat} |")
+wrong = [s for r in (x1, x2, t) for s in r if r[s][2] not in ("ok", "-")]
+if wrong:
+    fails.append(f"wrong results at {sorted(set(wrong))} B")
 print()
-print("Targets (>= 95% of torch's bus bandwidth at >= 64 MiB, 8 B latency within 2 us):",
-      "MET" if not fails and x2 and t else "NOT MET: " + "; ".join(fails or ["missing data"]))
+if one:
+    # PyTorch short-cuts a group of one (its time stays flat from 8 B to 1 GiB, far above any
+    # memory's bandwidth), so torch is no baseline here: the raw step is the one-rank check.
+    flat = t and min(t) in t and max(t) in t and t[max(t)][0] < 4 * t[min(t)][0]
+    print("One rank: no target is checked against torch" + (
+        " (its time stays flat up to the largest size: it does not run NCCL's kernel for a group of one)"
+        if flat else "") + "; see the raw step (xstream vs raw ncclAllReduce) for the like-for-like check.")
+    if wrong:
+        print(f"NOT MET: wrong results at {sorted(set(wrong))} B")
+else:
+    print("Targets (>= 95% of torch's bus bandwidth at >= 64 MiB, 8 B latency within 2 us):",
+          "MET" if not fails and x2 and t else "NOT MET: " + "; ".join(fails or ["missing data"]))
 PY
 echo
 cat "$MD"
 echo
+if grep -q 'WRONG' "$MD"; then note "FAIL a result was wrong (see the table)"; FAILED=1; fi
 echo "== SUMMARY"
 printf '%s' "$SUM"
+exit "$FAILED"

@@ -3,7 +3,11 @@
 sizes, printed in the same columns as `xstream collectives`, for side-by-side comparison.
 
 Launch one process per GPU with torchrun (or `python3 -m torch.distributed.run`):
-    torchrun --standalone --nproc_per_node=2 scripts/torch_allreduce.py --min 8 --max 1G
+    torchrun --standalone --nproc_per_node=2 scripts/torch_allreduce.py --min-bytes 8 --max-bytes 1G
+
+The options are named so that none is a prefix of one of torchrun's own: torchrun's parser
+reads every option-like word of the command line, the script's too, and refuses an ambiguous
+abbreviation (`--max` would match `--max-restarts`).
 
 Per size: float32 tensors on each rank's GPU, WARMUP untimed calls, ITERS timed calls issued
 back to back, then torch.cuda.synchronize(); the time is the wall time / ITERS (like nccl-tests
@@ -24,8 +28,8 @@ def parse_size(s):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--min", default="8")
-    ap.add_argument("--max", default="1G")
+    ap.add_argument("--min-bytes", dest="min", default="8")
+    ap.add_argument("--max-bytes", dest="max", default="1G")
     ap.add_argument("--factor", type=int, default=2)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)

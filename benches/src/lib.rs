@@ -8,6 +8,8 @@
 //!   `benches/common/`: what the bench targets share.
 //! - `benches/gpu_ops/`: the GPU bench binary (`main.rs` and its modules: statistics, timing,
 //!   the raw-driver side, synchronize latency, the JSON writer, the data path).
+//! - `benches/gpu_nccl.rs` (feature `nccl`): NCCL all-reduce through xstream's communicator
+//!   against raw `ncclAllReduce` in the same process, run by `scripts/gpu-collectives.sh`.
 //! - `tests/`: checks of the benches' own claims (e.g. no allocation on the data path).
 
 use std::sync::atomic::{AtomicBool, Ordering};
