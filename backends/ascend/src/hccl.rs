@@ -337,13 +337,7 @@ impl AscendComm {
         if self.aborted.load(Ordering::Acquire) {
             return Err(self.aborted_error(name));
         }
-        let args = OpArgs {
-            kind,
-            count,
-            dtype,
-            op,
-            root,
-        };
+        let args = OpArgs::new(kind, count, dtype, op, root);
         let sizes = check_args(&args, self.rank, self.world, send.len(), recv.len())?;
         check_support::<AscendBackend>(op, dtype)?;
         self.check_device("the stream", stream.device())?;

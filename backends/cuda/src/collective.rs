@@ -239,13 +239,7 @@ impl Communicator for CudaComm {
         op: ReduceOp,
         stream: &CudaStream,
     ) -> Result<()> {
-        let args = OpArgs {
-            kind: CollectiveKind::AllReduce,
-            count,
-            dtype,
-            op: Some(op),
-            root: 0,
-        };
+        let args = OpArgs::new(CollectiveKind::AllReduce, count, dtype, Some(op), 0);
         let o = NcclOp::AllReduce {
             send: send.ptr(),
             recv: recv.ptr(),
@@ -263,13 +257,7 @@ impl Communicator for CudaComm {
         dtype: DataType,
         stream: &CudaStream,
     ) -> Result<()> {
-        let args = OpArgs {
-            kind: CollectiveKind::AllGather,
-            count: send_count,
-            dtype,
-            op: None,
-            root: 0,
-        };
+        let args = OpArgs::new(CollectiveKind::AllGather, send_count, dtype, None, 0);
         let o = NcclOp::AllGather {
             send: send.ptr(),
             recv: recv.ptr(),
@@ -287,13 +275,13 @@ impl Communicator for CudaComm {
         op: ReduceOp,
         stream: &CudaStream,
     ) -> Result<()> {
-        let args = OpArgs {
-            kind: CollectiveKind::ReduceScatter,
-            count: recv_count,
+        let args = OpArgs::new(
+            CollectiveKind::ReduceScatter,
+            recv_count,
             dtype,
-            op: Some(op),
-            root: 0,
-        };
+            Some(op),
+            0,
+        );
         let o = NcclOp::ReduceScatter {
             send: send.ptr(),
             recv: recv.ptr(),
@@ -312,13 +300,7 @@ impl Communicator for CudaComm {
         root: usize,
         stream: &CudaStream,
     ) -> Result<()> {
-        let args = OpArgs {
-            kind: CollectiveKind::Broadcast,
-            count,
-            dtype,
-            op: None,
-            root,
-        };
+        let args = OpArgs::new(CollectiveKind::Broadcast, count, dtype, None, root);
         let o = NcclOp::Broadcast {
             send: send.ptr(),
             recv: recv.ptr(),
@@ -338,13 +320,7 @@ impl Communicator for CudaComm {
         root: usize,
         stream: &CudaStream,
     ) -> Result<()> {
-        let args = OpArgs {
-            kind: CollectiveKind::Reduce,
-            count,
-            dtype,
-            op: Some(op),
-            root,
-        };
+        let args = OpArgs::new(CollectiveKind::Reduce, count, dtype, Some(op), root);
         let o = NcclOp::Reduce {
             send: send.ptr(),
             recv: recv.ptr(),
@@ -363,13 +339,7 @@ impl Communicator for CudaComm {
         peer: usize,
         stream: &CudaStream,
     ) -> Result<()> {
-        let args = OpArgs {
-            kind: CollectiveKind::Send,
-            count,
-            dtype,
-            op: None,
-            root: peer,
-        };
+        let args = OpArgs::new(CollectiveKind::Send, count, dtype, None, peer);
         let o = NcclOp::Send {
             buf: buf.ptr(),
             count,
@@ -386,13 +356,7 @@ impl Communicator for CudaComm {
         peer: usize,
         stream: &CudaStream,
     ) -> Result<()> {
-        let args = OpArgs {
-            kind: CollectiveKind::Recv,
-            count,
-            dtype,
-            op: None,
-            root: peer,
-        };
+        let args = OpArgs::new(CollectiveKind::Recv, count, dtype, None, peer);
         let o = NcclOp::Recv {
             buf: buf.ptr(),
             count,

@@ -326,13 +326,7 @@ impl Communicator for HostComm {
         op: ReduceOp,
         stream: &HostStream,
     ) -> Result<()> {
-        let args = OpArgs {
-            kind: CollectiveKind::AllReduce,
-            count,
-            dtype,
-            op: Some(op),
-            root: 0,
-        };
+        let args = OpArgs::new(CollectiveKind::AllReduce, count, dtype, Some(op), 0);
         self.issue(args, send, recv, stream)
     }
 
@@ -344,13 +338,7 @@ impl Communicator for HostComm {
         dtype: DataType,
         stream: &HostStream,
     ) -> Result<()> {
-        let args = OpArgs {
-            kind: CollectiveKind::AllGather,
-            count: send_count,
-            dtype,
-            op: None,
-            root: 0,
-        };
+        let args = OpArgs::new(CollectiveKind::AllGather, send_count, dtype, None, 0);
         self.issue(args, send, recv, stream)
     }
 
@@ -363,13 +351,13 @@ impl Communicator for HostComm {
         op: ReduceOp,
         stream: &HostStream,
     ) -> Result<()> {
-        let args = OpArgs {
-            kind: CollectiveKind::ReduceScatter,
-            count: recv_count,
+        let args = OpArgs::new(
+            CollectiveKind::ReduceScatter,
+            recv_count,
             dtype,
-            op: Some(op),
-            root: 0,
-        };
+            Some(op),
+            0,
+        );
         self.issue(args, send, recv, stream)
     }
 
@@ -382,13 +370,7 @@ impl Communicator for HostComm {
         root: usize,
         stream: &HostStream,
     ) -> Result<()> {
-        let args = OpArgs {
-            kind: CollectiveKind::Broadcast,
-            count,
-            dtype,
-            op: None,
-            root,
-        };
+        let args = OpArgs::new(CollectiveKind::Broadcast, count, dtype, None, root);
         self.issue(args, send, recv, stream)
     }
 
@@ -402,13 +384,7 @@ impl Communicator for HostComm {
         root: usize,
         stream: &HostStream,
     ) -> Result<()> {
-        let args = OpArgs {
-            kind: CollectiveKind::Reduce,
-            count,
-            dtype,
-            op: Some(op),
-            root,
-        };
+        let args = OpArgs::new(CollectiveKind::Reduce, count, dtype, Some(op), root);
         self.issue(args, send, recv, stream)
     }
 
@@ -420,13 +396,7 @@ impl Communicator for HostComm {
         peer: usize,
         stream: &HostStream,
     ) -> Result<()> {
-        let args = OpArgs {
-            kind: CollectiveKind::Send,
-            count,
-            dtype,
-            op: None,
-            root: peer,
-        };
+        let args = OpArgs::new(CollectiveKind::Send, count, dtype, None, peer);
         self.issue(args, buf, buf, stream)
     }
 
@@ -438,13 +408,7 @@ impl Communicator for HostComm {
         peer: usize,
         stream: &HostStream,
     ) -> Result<()> {
-        let args = OpArgs {
-            kind: CollectiveKind::Recv,
-            count,
-            dtype,
-            op: None,
-            root: peer,
-        };
+        let args = OpArgs::new(CollectiveKind::Recv, count, dtype, None, peer);
         self.issue(args, buf, buf, stream)
     }
 

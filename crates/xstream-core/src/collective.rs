@@ -448,6 +448,25 @@ pub struct OpArgs {
     pub root: usize,
 }
 
+impl OpArgs {
+    /// The arguments of one operation, in the order the fields are declared.
+    pub const fn new(
+        kind: CollectiveKind,
+        count: usize,
+        dtype: DataType,
+        op: Option<ReduceOp>,
+        root: usize,
+    ) -> Self {
+        Self {
+            kind,
+            count,
+            dtype,
+            op,
+            root,
+        }
+    }
+}
+
 /// The one argument check of every backend: the root or peer is a rank, the sizes do not
 /// overflow, and the buffers (`send_len`, `recv_len` bytes; for send/recv pass the one
 /// buffer's length as both) hold what the operation reads and writes on `rank`.

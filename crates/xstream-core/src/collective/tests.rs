@@ -5,13 +5,7 @@ use super::bootstrap::{read_id_file, write_id_file, Bootstrap, IdSource};
 use super::*;
 
 fn args(kind: CollectiveKind, count: usize, op: Option<ReduceOp>, root: usize) -> OpArgs {
-    OpArgs {
-        kind,
-        count,
-        dtype: DataType::F32,
-        op,
-        root,
-    }
+    OpArgs::new(kind, count, DataType::F32, op, root)
 }
 
 #[test]
