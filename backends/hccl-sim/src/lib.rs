@@ -13,6 +13,11 @@
 //! simulator-only `xsimHcclLiveComms`.
 //!
 //! ## Model
+//! * **Arguments.** The checks, their order and their codes follow HCCL's public sources for
+//!   the Atlas A2/A3 operation path (`hicann/hcomm`, `hicann/hccl`; `docs/simulators.md` names
+//!   the files): count 0 succeeds first, NULL pointers are `HCCL_E_PTR`, then count
+//!   (`HCCL_E_PARA`), type and op (`HCCL_E_NOT_SUPPORT`), root and peer (`HCCL_E_PARA`); see
+//!   `types` and `ops::deferred_checks`.
 //! * **Streams.** Every operation runs as a host task of the ACL simulator
 //!   (`backends/ascend-sim`, its simulator-only `xsimLaunchHostTask`) on the `aclrtStream`
 //!   passed in, in order with the stream's other work, so xstream events order collectives
@@ -30,9 +35,10 @@
 //!   `HcclCommDestroy` from another thread ends a running operation of that communicator
 //!   (HCCL's documented way to abort). Faults are injected through `XSIM_HCCL_FAULTS` (a rank
 //!   that dies, a rank that never arrives). See `config`.
-//! * **Groups.** `HcclGroupStart`/`HcclGroupEnd` are per thread; the sends and receives of a
-//!   group on one (communicator, stream) progress together, so exchanges in rings never
-//!   deadlock.
+//! * **Groups.** `HcclGroupStart`/`HcclGroupEnd` are per thread (an end without a start is
+//!   `HCCL_E_NOT_SUPPORT`); the checks after HCCL's group branch run at the outermost end, which
+//!   launches per communicator its sends and receives as one batch (they progress together, so
+//!   exchanges in rings never deadlock), then its collectives largest first.
 //!
 //! Every export catches panics (`HCCL_E_INTERNAL`) instead of unwinding across the FFI
 //! boundary.
