@@ -235,6 +235,23 @@ fn inside_a_group_pointers_are_checked_at_the_call_the_rest_at_the_end() {
         "nothing of the group ran"
     );
     assert_eq!(s.async_error(c), HCCL_SUCCESS);
+    // A send to a peer outside the communicator: accepted at the call, and at the end it
+    // stops the whole batch (the receive from self included) without an error.
+    assert_eq!(s.group(true), 0);
+    assert_eq!(s.p2p(true, &src, 4, INT32, 0, c, st), 0);
+    assert_eq!(s.p2p(false, &dst, 4, INT32, 0, c, st), 0);
+    assert_eq!(s.p2p(true, &src, 4, INT32, 3, c, st), 0);
+    assert_eq!(s.group(false), 0);
+    assert_eq!(s.sync(st), 0);
+    assert_eq!(s.download::<i32>(&dst), vec![0; 4], "the batch did not run");
+    // The same batch without the bad send runs (a rank sends to itself).
+    assert_eq!(s.group(true), 0);
+    assert_eq!(s.p2p(true, &src, 4, INT32, 0, c, st), 0);
+    assert_eq!(s.p2p(false, &dst, 4, INT32, 0, c, st), 0);
+    assert_eq!(s.group(false), 0);
+    assert_eq!(s.sync(st), 0);
+    assert_eq!(s.download::<i32>(&dst), vec![5; 4]);
+    assert_eq!(s.async_error(c), HCCL_SUCCESS);
 }
 
 #[test]
