@@ -35,6 +35,12 @@
 //! `PeerFailed`, others → [`Error::Native`]; the detail keeps the code and its name. After
 //! [`Communicator::abort`] every call fails with kind `Aborted`.
 //!
+//! Inside a group HCCL checks only count 0 and NULL pointers at the call; its other checks
+//! run at the outermost `HcclGroupEnd`, which reports none of them (it returns `HCCL_SUCCESS`
+//! and skips the rest of that communicator's group). The backend therefore checks every
+//! argument itself before calling HCCL (sizes, root and peer, the op × dtype table below), so
+//! a grouped call never depends on those late checks.
+//!
 //! # Table
 //! HCCL reduces int8, int16, int32, int64, fp16, fp32 and bf16, with no prod on int16 and
 //! bf16, and has no average (CANN HCCL API reference, Atlas A2 training series); it moves every
