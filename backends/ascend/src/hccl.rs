@@ -25,12 +25,21 @@
 //! | drop | `HcclCommDestroy` (unless aborted) |
 //!
 //! # Errors
-//! Codes of synchronous calls are kept in [`Error::Native`] (`api`, the `HcclResult` value,
-//! its `HCCL_E_*` name, `HcclGetErrorString`'s text). Asynchronous errors: `HCCL_E_TIMEOUT` →
-//! [`Error::Collective`] of kind `Timeout`, `HCCL_E_REMOTE` → `PeerFailed`, others →
-//! [`Error::Native`]; the detail keeps the code. `HCCL_E_NOT_SUPPORT` at enqueue (e.g. a
-//! stream in capture, where the library refuses collectives) → [`Error::Unsupported`] naming
-//! the code. After [`Communicator::abort`] every call fails with kind `Aborted`.
+//! [`CODES`] names every `HcclResult` of `hccl_types.h` (0 to 24, 1041, 1042). Codes of
+//! synchronous calls are kept in [`Error::Native`] (`api`, the `HcclResult` value, its
+//! `HCCL_E_*` name, `HcclGetErrorString`'s text), except `HCCL_E_NOT_SUPPORT` (an unsupported
+//! type, op or feature; e.g. a stream in capture, where the double refuses collectives) →
+//! [`Error::Unsupported`], `HCCL_E_OOM` → [`Error::OutOfMemory`], and `HCCL_E_PARA` at enqueue →
+//! [`Error::InvalidArgument`], each naming the code. Asynchronous errors: `HCCL_E_TIMEOUT` →
+//! [`Error::Collective`] of kind `Timeout`, `HCCL_E_REMOTE` and `HCCL_E_OPRETRY_FAIL` →
+//! `PeerFailed`, others → [`Error::Native`]; the detail keeps the code and its name. After
+//! [`Communicator::abort`] every call fails with kind `Aborted`.
+//!
+//! Inside a group HCCL checks only count 0 and NULL pointers at the call; its other checks
+//! run at the outermost `HcclGroupEnd`, which reports none of them (it returns `HCCL_SUCCESS`
+//! and skips the rest of that communicator's group). The backend therefore checks every
+//! argument itself before calling HCCL (sizes, root and peer, the op × dtype table below), so
+//! a grouped call never depends on those late checks.
 //!
 //! # Table
 //! HCCL reduces int8, int16, int32, int64, fp16, fp32 and bf16, with no prod on int16 and
@@ -115,7 +124,8 @@ pub fn hccl() -> Result<&'static HcclFns> {
         .map_err(Clone::clone)
 }
 
-/// `(code, name)` of every `HcclResult` (CANN HCCL API reference, `hccl_types.h`).
+/// `(code, name)` of every `HcclResult` value of `hccl_types.h` (public sources
+/// `hicann/hcomm`, `include/hccl/hccl_types.h`), `HCCL_E_RESERVED` (the enum's end) included.
 pub const CODES: &[(i32, &str)] = &[
     (0, "HCCL_SUCCESS"),
     (1, "HCCL_E_PARA"),
@@ -140,12 +150,18 @@ pub const CODES: &[(i32, &str)] = &[
     (20, "HCCL_E_AGAIN"),
     (21, "HCCL_E_REMOTE"),
     (22, "HCCL_E_SUSPENDING"),
+    (23, "HCCL_E_OPRETRY_FAIL"),
+    (24, "HCCL_E_OOM"),
+    (1041, "HCCL_E_IN_STATUS"),
+    (1042, "HCCL_E_RESERVED"),
 ];
 
 const HCCL_E_PARA: i32 = 1;
 const HCCL_E_NOT_SUPPORT: i32 = 5;
 const HCCL_E_TIMEOUT: i32 = 9;
 const HCCL_E_REMOTE: i32 = 21;
+const HCCL_E_OPRETRY_FAIL: i32 = 23;
+const HCCL_E_OOM: i32 = 24;
 
 /// The symbolic name of an `HcclResult` (`"HCCL_E_UNKNOWN"` outside [`CODES`]).
 pub fn code_name(code: i32) -> &'static str {
@@ -156,8 +172,20 @@ pub fn code_name(code: i32) -> &'static str {
         .unwrap_or("HCCL_E_UNKNOWN")
 }
 
-/// The xstream error of a failed synchronous HCCL call.
+/// The xstream error of a failed synchronous HCCL call: `HCCL_E_NOT_SUPPORT` →
+/// [`Error::Unsupported`], `HCCL_E_OOM` → [`Error::OutOfMemory`] (both details name the API,
+/// the code and its name), any other code → [`Error::Native`] keeping the code, its name and
+/// `HcclGetErrorString`'s text.
 pub fn native_error(t: &HcclFns, api: &'static str, code: i32) -> Error {
+    if code == HCCL_E_OOM {
+        return Error::OutOfMemory {
+            backend: BackendKind::Ascend,
+            detail: format!(
+                "{api} returned HCCL_E_OOM ({code}): {}",
+                t.error_string(code)
+            ),
+        };
+    }
     if code == HCCL_E_NOT_SUPPORT {
         return Error::unsupported(
             BackendKind::Ascend,
@@ -177,7 +205,10 @@ pub fn native_error(t: &HcclFns, api: &'static str, code: i32) -> Error {
     })
 }
 
-/// The xstream error of an asynchronous HCCL error (`HcclGetCommAsyncError`).
+/// The xstream error of an asynchronous HCCL error (`HcclGetCommAsyncError`):
+/// `HCCL_E_TIMEOUT` → kind `Timeout`; `HCCL_E_REMOTE` (an error completion from the remote end)
+/// and `HCCL_E_OPRETRY_FAIL` (the library's retry of the operation over the failed link
+/// failed) → kind `PeerFailed`, the detail naming the code; others as [`native_error`].
 pub fn async_error_of(t: &HcclFns, code: i32, rank: usize, world: usize) -> Error {
     let detail = format!(
         "rank {rank} of {world}: HcclGetCommAsyncError reported {} ({code}): {}",
@@ -186,7 +217,7 @@ pub fn async_error_of(t: &HcclFns, code: i32, rank: usize, world: usize) -> Erro
     );
     let kind = match code {
         HCCL_E_TIMEOUT => CollectiveErrorKind::Timeout,
-        HCCL_E_REMOTE => CollectiveErrorKind::PeerFailed,
+        HCCL_E_REMOTE | HCCL_E_OPRETRY_FAIL => CollectiveErrorKind::PeerFailed,
         _ => return native_error(t, "HcclGetCommAsyncError", code),
     };
     Error::Collective {
@@ -710,6 +741,19 @@ mod tests {
         assert_eq!(hccl_dtype(DataType::BF16), 11);
         assert_eq!(code_name(9), "HCCL_E_TIMEOUT");
         assert_eq!(code_name(99), "HCCL_E_UNKNOWN");
+    }
+
+    #[test]
+    fn the_code_table_holds_every_value_of_hccl_types_h() {
+        // hccl_types.h: 0 to 24 in order, then HCCL_E_IN_STATUS = 1041 and the end marker.
+        let values: Vec<i32> = CODES.iter().map(|c| c.0).collect();
+        let want: Vec<i32> = (0..=24).chain([1041, 1042]).collect();
+        assert_eq!(values, want);
+        assert_eq!(code_name(23), "HCCL_E_OPRETRY_FAIL");
+        assert_eq!(code_name(24), "HCCL_E_OOM");
+        assert_eq!(code_name(1041), "HCCL_E_IN_STATUS");
+        assert_eq!(code_name(1042), "HCCL_E_RESERVED");
+        assert_eq!(code_name(25), "HCCL_E_UNKNOWN");
     }
 
     #[test]

@@ -358,3 +358,53 @@ fn ranks_in_separate_processes_through_the_bootstrap() {
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(ok, vec![true, true], "a rank process failed");
 }
+
+#[test]
+fn hccl_codes_keep_their_value_and_name_in_xstream_errors() {
+    if !common::in_sim_process() {
+        return;
+    }
+    use xstream_ascend::hccl::{async_error_of, hccl, native_error};
+    let _ = common::device(0);
+    let t = hccl().expect("the HCCL double loads");
+    // A real refusal of the double: HcclGroupEnd without HcclGroupStart is HCCL_E_NOT_SUPPORT.
+    let code = t.group_end().expect_err("an unbalanced HcclGroupEnd fails");
+    assert_eq!(
+        code, 5,
+        "HCCL answers an unbalanced group end with HCCL_E_NOT_SUPPORT"
+    );
+    match native_error(t, "HcclGroupEnd", code) {
+        Error::Unsupported { what, .. } => {
+            assert!(what.contains("HCCL_E_NOT_SUPPORT (5)"), "{what}");
+            assert!(what.contains("not support feature"), "{what}");
+        }
+        e => panic!("expected Unsupported, got {e:?}"),
+    }
+    // HCCL_E_OOM (24): out of memory, the detail naming the code.
+    match native_error(t, "HcclAllReduce", 24) {
+        Error::OutOfMemory { detail, .. } => {
+            assert!(detail.contains("HcclAllReduce"), "{detail}");
+            assert!(detail.contains("HCCL_E_OOM (24)"), "{detail}");
+            assert!(detail.contains("out of memory"), "{detail}");
+        }
+        e => panic!("expected OutOfMemory, got {e:?}"),
+    }
+    // HCCL_E_IN_STATUS (1041): a native error keeping the value, the name and the library's
+    // message for it.
+    match native_error(t, "HcclAllReduce", 1041) {
+        Error::Native(n) => {
+            assert_eq!((n.code, n.name), (1041, "HCCL_E_IN_STATUS"));
+            assert_eq!(n.message.as_deref(), Some("unknown err"));
+        }
+        e => panic!("expected Native, got {e:?}"),
+    }
+    // HCCL_E_OPRETRY_FAIL (23) from HcclGetCommAsyncError: the peer link failed for good.
+    match async_error_of(t, 23, 1, 2) {
+        Error::Collective { kind, detail, .. } => {
+            assert_eq!(kind, CollectiveErrorKind::PeerFailed);
+            assert!(detail.contains("HCCL_E_OPRETRY_FAIL (23)"), "{detail}");
+            assert!(detail.contains("retry constraint"), "{detail}");
+        }
+        e => panic!("expected a collective error, got {e:?}"),
+    }
+}

@@ -13,11 +13,14 @@ use std::sync::OnceLock;
 pub(crate) type HostTaskFn = unsafe extern "C" fn(*mut c_void, *const c_void) -> i32;
 type LaunchFn = unsafe extern "C" fn(*mut c_void, Option<HostTaskFn>, *mut c_void) -> i32;
 type CancelledFn = unsafe extern "C" fn(*const c_void) -> i32;
+type DeviceCountFn = unsafe extern "C" fn(*mut u32) -> i32;
 
 /// The resolved extension.
 pub(crate) struct Hooks {
     pub(crate) launch: LaunchFn,
     pub(crate) cancelled: CancelledFn,
+    /// ACL's public `aclrtGetDeviceCount`.
+    pub(crate) device_count: DeviceCountFn,
 }
 
 fn resolve() -> Option<Hooks> {
@@ -32,21 +35,24 @@ fn resolve() -> Option<Hooks> {
         return None;
     }
     // SAFETY: `h` is a live handle; the names are C strings.
-    let (l, k) = unsafe {
+    let (l, k, d) = unsafe {
         (
             libc::dlsym(h, c"xsimLaunchHostTask".as_ptr()),
             libc::dlsym(h, c"xsimHostTaskCancelled".as_ptr()),
+            libc::dlsym(h, c"aclrtGetDeviceCount".as_ptr()),
         )
     };
-    if l.is_null() || k.is_null() {
+    if l.is_null() || k.is_null() || d.is_null() {
         return None;
     }
-    // SAFETY: the ACL simulator documents these prototypes (its README); the symbols stay
-    // valid while the library is loaded (forever, see above).
+    // SAFETY: the ACL simulator documents the two extension prototypes (its README);
+    // `aclrtGetDeviceCount` is ACL's public `aclError (uint32_t*)`; the symbols stay valid
+    // while the library is loaded (forever, see above).
     unsafe {
         Some(Hooks {
             launch: std::mem::transmute::<*mut c_void, LaunchFn>(l),
             cancelled: std::mem::transmute::<*mut c_void, CancelledFn>(k),
+            device_count: std::mem::transmute::<*mut c_void, DeviceCountFn>(d),
         })
     }
 }
@@ -63,5 +69,16 @@ pub(crate) fn cancelled(token: *const c_void) -> bool {
         // SAFETY: `token` is the token of the host task running on this thread.
         Ok(h) => unsafe { (h.cancelled)(token) != 0 },
         Err(_) => true,
+    }
+}
+
+/// The number of devices of the ACL simulator (`HCCL_E_RUNTIME` when it cannot say).
+pub(crate) fn device_count() -> Result<u32, HcclResult> {
+    let h = hooks()?;
+    let mut n = 0u32;
+    // SAFETY: a live local for the out-parameter.
+    match unsafe { (h.device_count)(&mut n) } {
+        0 => Ok(n),
+        _ => Err(HCCL_E_RUNTIME),
     }
 }

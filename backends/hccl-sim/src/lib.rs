@@ -13,6 +13,11 @@
 //! simulator-only `xsimHcclLiveComms`.
 //!
 //! ## Model
+//! * **Arguments.** The checks, their order and their codes follow HCCL's public sources for
+//!   the Atlas A2/A3 operation path (`hicann/hcomm`, `hicann/hccl`; `docs/simulators.md` names
+//!   the files): count 0 succeeds first, NULL pointers are `HCCL_E_PTR`, then count
+//!   (`HCCL_E_PARA`), type and op (`HCCL_E_NOT_SUPPORT`), root and peer (`HCCL_E_PARA`); see
+//!   `types` and `ops::deferred_checks`.
 //! * **Streams.** Every operation runs as a host task of the ACL simulator
 //!   (`backends/ascend-sim`, its simulator-only `xsimLaunchHostTask`) on the `aclrtStream`
 //!   passed in, in order with the stream's other work, so xstream events order collectives
@@ -30,9 +35,10 @@
 //!   `HcclCommDestroy` from another thread ends a running operation of that communicator
 //!   (HCCL's documented way to abort). Faults are injected through `XSIM_HCCL_FAULTS` (a rank
 //!   that dies, a rank that never arrives). See `config`.
-//! * **Groups.** `HcclGroupStart`/`HcclGroupEnd` are per thread; the sends and receives of a
-//!   group on one (communicator, stream) progress together, so exchanges in rings never
-//!   deadlock.
+//! * **Groups.** `HcclGroupStart`/`HcclGroupEnd` are per thread (an end without a start is
+//!   `HCCL_E_NOT_SUPPORT`); the checks after HCCL's group branch run at the outermost end, which
+//!   launches per communicator its sends and receives as one batch (they progress together, so
+//!   exchanges in rings never deadlock), then its collectives largest first.
 //!
 //! Every export catches panics (`HCCL_E_INTERNAL`) instead of unwinding across the FFI
 //! boundary.
@@ -70,12 +76,36 @@ fn non_null<T>(p: *const T) -> Result<(), HcclResult> {
     }
 }
 
-fn check_op(op: i32) -> Result<(), HcclResult> {
-    if (HCCL_REDUCE_SUM..=HCCL_REDUCE_MIN).contains(&op) {
-        Ok(())
-    } else {
-        Err(HCCL_E_PARA)
+/// One argument check made before the group branch: `Comm` resolves the communicator (NULL, or
+/// a handle that is not live, is `HCCL_E_PTR`), the others are NULL checks (`HCCL_E_PTR`).
+enum Arg {
+    Comm,
+    Stream,
+    Send,
+    Recv,
+}
+
+/// Runs `order` for an operation, returning its live communicator.
+fn pre_checks(
+    order: &[Arg],
+    comm: *mut c_void,
+    stream: *mut c_void,
+    send: *mut c_void,
+    recv: *mut c_void,
+) -> Result<std::sync::Arc<Comm>, HcclResult> {
+    let mut c = None;
+    for a in order {
+        match a {
+            Arg::Comm => {
+                non_null(comm)?;
+                c = Some(comm_of(comm)?);
+            }
+            Arg::Stream => non_null(stream)?,
+            Arg::Send => non_null(send)?,
+            Arg::Recv => non_null(recv)?,
+        }
     }
+    c.ok_or(HCCL_E_PTR)
 }
 
 /// `HcclResult HcclGetRootInfo(HcclRootInfo* rootInfo)`: fills the 4108 bytes with a fresh
@@ -107,8 +137,11 @@ pub unsafe extern "C" fn HcclCommInitRootInfo(
     comm: *mut *mut c_void,
 ) -> HcclResult {
     ffi(|| {
-        non_null(root_info)?;
+        if n_ranks == 0 || rank >= n_ranks {
+            return Err(HCCL_E_PARA);
+        }
         non_null(comm)?;
+        non_null(root_info)?;
         // SAFETY: the caller provides 4108 readable bytes.
         let ri = unsafe { &*(root_info as *const [u8; HCCL_ROOT_INFO_BYTES]) };
         let path = parse_root_info(ri)?;
@@ -131,17 +164,26 @@ pub unsafe extern "C" fn HcclCommInitAll(
     comms: *mut *mut c_void,
 ) -> HcclResult {
     ffi(|| {
-        non_null(devices)?;
-        non_null(comms)?;
-        if ndev == 0 || ndev > shm::MAX_RANKS {
+        if ndev == 0 {
             return Err(HCCL_E_PARA);
         }
+        non_null(comms)?;
+        non_null(devices)?;
         // SAFETY: the caller provides `ndev` ids.
         let ids = unsafe { std::slice::from_raw_parts(devices, ndev as usize) };
         for (i, d) in ids.iter().enumerate() {
-            if *d < 0 || ids[..i].contains(d) {
+            if ids[..i].contains(d) {
                 return Err(HCCL_E_PARA);
             }
+        }
+        // The library makes each device current in turn: one that does not exist fails that
+        // step, and the whole call ends with HCCL_E_INTERNAL.
+        let count = acl::device_count()?;
+        if ids.iter().any(|&d| d < 0 || d as u32 >= count) {
+            return Err(HCCL_E_INTERNAL);
+        }
+        if ndev > shm::MAX_RANKS {
+            return Err(HCCL_E_NOT_SUPPORT);
         }
         let hs = init_all(ndev)?;
         for (i, h) in hs.into_iter().enumerate() {
@@ -153,13 +195,25 @@ pub unsafe extern "C" fn HcclCommInitAll(
 }
 
 /// `HcclResult HcclCommDestroy(HcclComm comm)`: releases the communicator; a running or
-/// queued operation of it ends with an error instead of waiting for its timeout.
+/// queued operation of it ends with an error instead of waiting for its timeout. Inside a
+/// group the destroy is queued for the outermost `HcclGroupEnd` (`HCCL_SUCCESS` now); NULL is
+/// `HCCL_SUCCESS` (nothing to destroy); a handle that is not live is `HCCL_E_PTR` (the double's
+/// rule: the library would use freed memory).
 ///
 /// # Safety
 /// `comm` is a lookup key.
 #[no_mangle]
 pub unsafe extern "C" fn HcclCommDestroy(comm: *mut c_void) -> HcclResult {
-    ffi(|| destroy(comm))
+    ffi(|| {
+        if in_group() {
+            defer_destroy(comm);
+            return Ok(());
+        }
+        if comm.is_null() {
+            return Ok(());
+        }
+        destroy(comm)
+    })
 }
 
 /// `HcclResult HcclGetRankId(HcclComm comm, uint32_t* rank)`.
@@ -169,8 +223,9 @@ pub unsafe extern "C" fn HcclCommDestroy(comm: *mut c_void) -> HcclResult {
 #[no_mangle]
 pub unsafe extern "C" fn HcclGetRankId(comm: *mut c_void, rank: *mut u32) -> HcclResult {
     ffi(|| {
-        non_null(rank)?;
+        non_null(comm)?;
         let c = comm_of(comm)?;
+        non_null(rank)?;
         // SAFETY: checked non-NULL; caller contract.
         unsafe { *rank = c.rank };
         Ok(())
@@ -184,8 +239,9 @@ pub unsafe extern "C" fn HcclGetRankId(comm: *mut c_void, rank: *mut u32) -> Hcc
 #[no_mangle]
 pub unsafe extern "C" fn HcclGetRankSize(comm: *mut c_void, rank_size: *mut u32) -> HcclResult {
     ffi(|| {
-        non_null(rank_size)?;
+        non_null(comm)?;
         let c = comm_of(comm)?;
+        non_null(rank_size)?;
         // SAFETY: checked non-NULL; caller contract.
         unsafe { *rank_size = c.world.nranks };
         Ok(())
@@ -203,8 +259,9 @@ pub unsafe extern "C" fn HcclGetCommAsyncError(
     async_error: *mut HcclResult,
 ) -> HcclResult {
     ffi(|| {
-        non_null(async_error)?;
+        non_null(comm)?;
         let c = comm_of(comm)?;
+        non_null(async_error)?;
         // SAFETY: checked non-NULL; caller contract.
         unsafe { *async_error = c.async_err.load(std::sync::atomic::Ordering::SeqCst) };
         Ok(())
@@ -227,15 +284,17 @@ pub extern "C" fn HcclGroupStart() -> HcclResult {
 }
 
 /// `HcclResult HcclGroupEnd(void)`: closes the group; the outermost end launches its work
-/// (`HCCL_E_PARA` without an open group).
+/// (`HCCL_E_NOT_SUPPORT` without an open group).
 #[no_mangle]
 pub extern "C" fn HcclGroupEnd() -> HcclResult {
     ffi(group_end)
 }
 
+/// A collective after its count-0 test and its pointer checks (in `order`).
 #[allow(clippy::too_many_arguments)]
 fn coll(
     kind: Kind,
+    order: &[Arg],
     send: *mut c_void,
     recv: *mut c_void,
     count: u64,
@@ -245,23 +304,20 @@ fn coll(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> Result<(), HcclResult> {
-    let (c, bytes) = common(comm, stream, count, dtype)?;
-    let reducing = matches!(kind, Kind::AllReduce | Kind::Reduce | Kind::ReduceScatter);
-    if reducing {
-        check_op(op)?;
-        if !reduce_supported(dtype, op) {
-            return Err(HCCL_E_NOT_SUPPORT);
-        }
-    } else if !move_supported(dtype) {
-        return Err(HCCL_E_NOT_SUPPORT);
+    // A count of 0 succeeds before any other check, NULL communicator included.
+    if count == 0 && kind != Kind::Barrier {
+        return Ok(());
     }
-    if matches!(kind, Kind::Broadcast | Kind::Reduce) && root >= c.world.nranks {
-        return Err(HCCL_E_PARA);
+    let c = pre_checks(order, comm, stream, send, recv)?;
+    if kind == Kind::Barrier {
+        // The library's barrier has no group branch: it runs at once, even inside a group.
+        let work = deferred_checks(&c, &Call::Coll(barrier_op()))?;
+        return match c.async_err.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => launch(c, stream, work),
+            e => Err(e),
+        };
     }
-    if bytes > 0 && (recv.is_null() || (kind != Kind::Broadcast && send.is_null())) {
-        return Err(HCCL_E_PTR);
-    }
-    let work = Work::Coll(Coll {
+    let op = Coll {
         kind,
         send: send as usize,
         recv: recv as usize,
@@ -269,8 +325,20 @@ fn coll(
         dtype,
         op,
         root,
-    });
-    enqueue(c, stream, work)
+    };
+    submit(c, stream, Call::Coll(op))
+}
+
+fn barrier_op() -> Coll {
+    Coll {
+        kind: Kind::Barrier,
+        send: 0,
+        recv: 0,
+        count: 0,
+        dtype: HCCL_DATA_TYPE_INT8,
+        op: 0,
+        root: 0,
+    }
 }
 
 /// `HcclResult HcclAllReduce(void* sendBuf, void* recvBuf, uint64_t count, HcclDataType
@@ -291,6 +359,7 @@ pub unsafe extern "C" fn HcclAllReduce(
     ffi(|| {
         coll(
             Kind::AllReduce,
+            &[Arg::Comm, Arg::Send, Arg::Recv, Arg::Stream],
             send_buf,
             recv_buf,
             count,
@@ -323,6 +392,7 @@ pub unsafe extern "C" fn HcclReduce(
     ffi(|| {
         coll(
             Kind::Reduce,
+            &[Arg::Comm, Arg::Send, Arg::Recv, Arg::Stream],
             send_buf,
             recv_buf,
             count,
@@ -352,6 +422,7 @@ pub unsafe extern "C" fn HcclAllGather(
     ffi(|| {
         coll(
             Kind::AllGather,
+            &[Arg::Comm, Arg::Send, Arg::Recv, Arg::Stream],
             send_buf,
             recv_buf,
             send_count,
@@ -383,6 +454,7 @@ pub unsafe extern "C" fn HcclReduceScatter(
     ffi(|| {
         coll(
             Kind::ReduceScatter,
+            &[Arg::Stream, Arg::Comm, Arg::Send, Arg::Recv],
             send_buf,
             recv_buf,
             recv_count,
@@ -412,6 +484,7 @@ pub unsafe extern "C" fn HcclBroadcast(
     ffi(|| {
         coll(
             Kind::Broadcast,
+            &[Arg::Stream, Arg::Comm, Arg::Send],
             buf,
             buf,
             count,
@@ -434,6 +507,7 @@ pub unsafe extern "C" fn HcclBarrier(comm: *mut c_void, stream: *mut c_void) -> 
         let null = std::ptr::null_mut();
         coll(
             Kind::Barrier,
+            &[Arg::Comm, Arg::Stream],
             null,
             null,
             0,
@@ -455,23 +529,20 @@ fn p2p_call(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> Result<(), HcclResult> {
-    let (c, bytes) = common(comm, stream, count, dtype)?;
-    if !move_supported(dtype) {
-        return Err(HCCL_E_NOT_SUPPORT);
+    if count == 0 {
+        return Ok(());
     }
-    if peer >= c.world.nranks {
-        return Err(HCCL_E_PARA);
-    }
-    if bytes > 0 && buf.is_null() {
-        return Err(HCCL_E_PTR);
-    }
-    let item = P2p {
+    let which = if send { Arg::Send } else { Arg::Recv };
+    let c = pre_checks(&[Arg::Comm, which, Arg::Stream], comm, stream, buf, buf)?;
+    check_count(count)?;
+    let call = Call::P2p {
         send,
         buf: buf as usize,
-        bytes,
+        count,
+        dtype,
         peer,
     };
-    enqueue(c, stream, Work::P2p(vec![item]))
+    submit(c, stream, call)
 }
 
 /// `HcclResult HcclSend(void* sendBuf, uint64_t count, HcclDataType dataType, uint32_t

@@ -76,54 +76,141 @@ struct Job {
     work: Work,
 }
 
+/// An operation as called, before the checks the library makes after its group branch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Call {
+    /// A collective.
+    Coll(Coll),
+    /// A send or a receive.
+    P2p {
+        send: bool,
+        buf: usize,
+        count: u64,
+        dtype: i32,
+        peer: u32,
+    },
+}
+
+/// What a thread's open group holds.
 #[derive(Default)]
 struct Group {
     depth: u32,
-    queued: Vec<(Arc<Comm>, usize, Work)>,
+    /// `HcclCommDestroy` calls made inside the group (run first at the outermost end).
+    destroys: Vec<usize>,
+    /// Operations in call order: communicator, stream, call.
+    queued: Vec<(Arc<Comm>, usize, Call)>,
 }
 
 thread_local! {
     static GROUP: RefCell<Group> = RefCell::new(Group::default());
 }
 
-/// Checks shared by every operation: the communicator is live and healthy, the stream is
-/// not NULL, the byte size fits.
-pub(crate) fn common(
-    comm: *mut c_void,
-    stream: *mut c_void,
-    count: u64,
-    dtype: i32,
-) -> Result<(Arc<Comm>, usize), HcclResult> {
-    let c = comm_of(comm)?;
-    if stream.is_null() {
-        return Err(HCCL_E_PTR);
+/// Whether the calling thread has an open group.
+pub(crate) fn in_group() -> bool {
+    GROUP.with(|g| g.borrow().depth > 0)
+}
+
+/// Queues `h` for destruction at the outermost `HcclGroupEnd` (the library turns a destroy
+/// inside a group into a job of the group).
+pub(crate) fn defer_destroy(h: *mut c_void) {
+    GROUP.with(|g| g.borrow_mut().destroys.push(h as usize));
+}
+
+/// The checks the library makes after the group branch, in its order (outside a group at the
+/// call; inside one at the outermost `HcclGroupEnd`), and the stream work of the call:
+/// * all-reduce, reduce-scatter: count (`HCCL_E_PARA`), type, op, prod on int16/bf16, reduce
+///   type (all `HCCL_E_NOT_SUPPORT`);
+/// * reduce: as all-reduce, with the root (`HCCL_E_PARA`) checked before the reduce type;
+/// * all-gather: count, type; broadcast: count, type, root;
+/// * send, receive: type (`HCCL_E_NOT_SUPPORT`), peer (`HCCL_E_PARA`); their count was checked at
+///   the call.
+pub(crate) fn deferred_checks(c: &Comm, call: &Call) -> Result<Work, HcclResult> {
+    let n = c.world.nranks;
+    match *call {
+        Call::Coll(op) => {
+            match op.kind {
+                Kind::AllReduce | Kind::ReduceScatter => {
+                    check_count(op.count)?;
+                    check_dtype(op.dtype)?;
+                    check_reduce_op(op.dtype, op.op)?;
+                    check_reduce_dtype(op.dtype)?;
+                }
+                Kind::Reduce => {
+                    check_count(op.count)?;
+                    check_dtype(op.dtype)?;
+                    check_reduce_op(op.dtype, op.op)?;
+                    if op.root >= n {
+                        return Err(HCCL_E_PARA);
+                    }
+                    check_reduce_dtype(op.dtype)?;
+                }
+                Kind::AllGather => {
+                    check_count(op.count)?;
+                    check_dtype(op.dtype)?;
+                }
+                Kind::Broadcast => {
+                    check_count(op.count)?;
+                    check_dtype(op.dtype)?;
+                    if op.root >= n {
+                        return Err(HCCL_E_PARA);
+                    }
+                }
+                Kind::Barrier => {}
+            }
+            Ok(Work::Coll(op))
+        }
+        Call::P2p {
+            send,
+            buf,
+            count,
+            dtype,
+            peer,
+        } => {
+            check_dtype(dtype)?;
+            check_count(count)?;
+            if peer >= n {
+                return Err(HCCL_E_PARA);
+            }
+            // count ≤ SYS_MAX_COUNT and elements ≤ 16 bytes: the product fits.
+            let es = dtype_size(dtype).unwrap_or(1);
+            let bytes =
+                usize::try_from(count.saturating_mul(es as u64)).map_err(|_| HCCL_E_PARA)?;
+            Ok(Work::P2p(vec![P2p {
+                send,
+                buf,
+                bytes,
+                peer,
+            }]))
+        }
     }
-    let es = dtype_size(dtype).ok_or(HCCL_E_PARA)?;
-    let bytes = count.checked_mul(es as u64).ok_or(HCCL_E_PARA)?;
-    let bytes = usize::try_from(bytes).map_err(|_| HCCL_E_PARA)?;
+}
+
+/// Submits a call that passed the checks made before the group branch: inside a group it is
+/// queued; outside one it gets the remaining checks, then (the double's own rule) a
+/// communicator with an asynchronous error refuses it with that error, then it is launched on
+/// `stream`.
+pub(crate) fn submit(c: Arc<Comm>, stream: *mut c_void, call: Call) -> Result<(), HcclResult> {
+    let queued = GROUP.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.depth == 0 {
+            return false;
+        }
+        g.queued.push((c.clone(), stream as usize, call));
+        true
+    });
+    if queued {
+        return Ok(());
+    }
+    let work = deferred_checks(&c, &call)?;
     match c.async_err.load(SeqCst) {
-        0 => Ok((c, bytes)),
+        0 => launch(c, stream, work),
         e => Err(e),
     }
 }
 
-/// Enqueues `work` on `stream` (or into the calling thread's open group).
-pub(crate) fn enqueue(c: Arc<Comm>, stream: *mut c_void, work: Work) -> Result<(), HcclResult> {
-    let grouped = GROUP.with(|g| {
-        let mut g = g.borrow_mut();
-        if g.depth == 0 {
-            return Some(work);
-        }
-        g.queued.push((c.clone(), stream as usize, work));
-        None
-    });
-    match grouped {
-        Some(work) => launch(c, stream, work),
-        None => Ok(()),
-    }
-}
-
-fn launch(comm: Arc<Comm>, stream: *mut c_void, work: Work) -> Result<(), HcclResult> {
+/// Launches `work` on `stream` as a host task of the ACL simulator (`HCCL_E_NOT_SUPPORT` on a
+/// capturing stream, `HCCL_E_RUNTIME` for another refusal).
+pub(crate) fn launch(comm: Arc<Comm>, stream: *mut c_void, work: Work) -> Result<(), HcclResult> {
     let h = hooks()?;
     let job = Box::into_raw(Box::new(Job { comm, work }));
     // SAFETY: `run_job` takes ownership of `job` when it is called, which the ACL simulator
@@ -146,48 +233,101 @@ pub(crate) fn group_start() {
     GROUP.with(|g| g.borrow_mut().depth += 1);
 }
 
-/// `HcclGroupEnd`: closes the calling thread's group; at the outermost level launches what it
-/// queued, the sends and receives of each (communicator, stream) as one task that progresses
-/// them together, collectives one task each, in call order.
+/// `HcclGroupEnd`: `HCCL_E_NOT_SUPPORT` without an open group; an inner end only closes its
+/// level. The outermost end runs the group as the library does: the destroys called inside it
+/// first, then per communicator (in the order they first appear) [`launch_group_of`]. The
+/// library returns `HCCL_SUCCESS` whatever the launches did; the double does too, except that
+/// a launch its ACL simulator refused (a capturing stream, which the double does not support
+/// and HCCL does) is returned, so that the refusal is not silent.
 pub(crate) fn group_end() -> Result<(), HcclResult> {
-    let queued = GROUP.with(|g| {
+    let taken = GROUP.with(|g| {
         let mut g = g.borrow_mut();
         if g.depth == 0 {
-            return Err(HCCL_E_PARA);
+            return Err(HCCL_E_NOT_SUPPORT);
         }
         g.depth -= 1;
         Ok(if g.depth == 0 {
-            std::mem::take(&mut g.queued)
+            Some((
+                std::mem::take(&mut g.destroys),
+                std::mem::take(&mut g.queued),
+            ))
         } else {
-            Vec::new()
+            None
         })
     })?;
-    let mut merged: Vec<(Arc<Comm>, usize, Work)> = Vec::new();
-    for (c, s, w) in queued {
-        if let Work::P2p(items) = w {
-            let slot = merged
-                .iter_mut()
-                .find(|(mc, ms, mw)| Arc::ptr_eq(mc, &c) && *ms == s && matches!(mw, Work::P2p(_)));
-            if let Some((_, _, Work::P2p(v))) = slot {
-                v.extend(items);
-                continue;
-            }
-            merged.push((c, s, Work::P2p(items)));
-        } else {
-            merged.push((c, s, w));
+    let Some((destroys, queued)) = taken else {
+        return Ok(());
+    };
+    for h in destroys {
+        // The library ignores the result of the group's jobs.
+        let _ = destroy(h as *mut c_void);
+    }
+    let mut order: Vec<Arc<Comm>> = Vec::new();
+    for (c, _, _) in &queued {
+        if !order.iter().any(|o| Arc::ptr_eq(o, c)) {
+            order.push(c.clone());
         }
     }
     let mut first = Ok(());
-    for (c, s, w) in merged {
-        let r = launch(c, s as *mut c_void, w);
-        if first.is_ok() {
-            first = r;
+    for c in order {
+        let mine: Vec<(usize, Call)> = queued
+            .iter()
+            .filter(|(q, _, _)| Arc::ptr_eq(q, &c))
+            .map(|&(_, s, k)| (s, k))
+            .collect();
+        if let Err(e) = launch_group_of(&c, &mine) {
+            if first.is_ok() {
+                first = Err(e);
+            }
         }
     }
     first
 }
 
-/// The stream task of every operation.
+/// Bytes an operation moves, the key by which the library orders a group's collectives
+/// (largest first).
+fn volume(op: &Coll) -> u64 {
+    op.count
+        .saturating_mul(dtype_size(op.dtype).unwrap_or(0) as u64)
+}
+
+/// One communicator's part of a group, launched as the library does: its sends and receives
+/// first, as one batch on the stream of the first of them; then its collectives, largest first
+/// (ties in call order), each on its own stream. A call that fails its [`deferred_checks`]
+/// ends this communicator's launches without an error (the rest of its group is not issued);
+/// a launch the ACL simulator refuses ends them with that error.
+fn launch_group_of(c: &Arc<Comm>, calls: &[(usize, Call)]) -> Result<(), HcclResult> {
+    let mut items = Vec::new();
+    let mut batch_stream = None;
+    for (s, call) in calls {
+        if let Call::P2p { .. } = call {
+            batch_stream.get_or_insert(*s);
+            match deferred_checks(c, call) {
+                Ok(Work::P2p(v)) => items.extend(v),
+                _ => return Ok(()),
+            }
+        }
+    }
+    if let Some(s) = batch_stream {
+        launch(c.clone(), s as *mut c_void, Work::P2p(items))?;
+    }
+    let mut colls: Vec<(usize, Coll)> = calls
+        .iter()
+        .filter_map(|&(s, call)| match call {
+            Call::Coll(op) => Some((s, op)),
+            Call::P2p { .. } => None,
+        })
+        .collect();
+    colls.sort_by_key(|(_, op)| std::cmp::Reverse(volume(op)));
+    for (s, op) in colls {
+        let Ok(work) = deferred_checks(c, &Call::Coll(op)) else {
+            return Ok(());
+        };
+        launch(c.clone(), s as *mut c_void, work)?;
+    }
+    Ok(())
+}
+
 unsafe extern "C" fn run_job(user: *mut c_void, token: *const c_void) -> i32 {
     // SAFETY: `user` is the `Job` boxed by `launch`, handed over exactly once.
     let job = unsafe { Box::from_raw(user.cast::<Job>()) };

@@ -15,6 +15,18 @@ pub const HCCL_E_INTERNAL: i32 = 4;
 pub const HCCL_E_NOT_SUPPORT: i32 = 5;
 pub const HCCL_E_TIMEOUT: i32 = 9;
 pub const HCCL_E_REMOTE: i32 = 21;
+pub const HCCL_E_OPRETRY_FAIL: i32 = 23;
+pub const HCCL_E_OOM: i32 = 24;
+pub const HCCL_E_IN_STATUS: i32 = 1041;
+pub const HCCL_E_RESERVED: i32 = 1042;
+pub const INT16: i32 = 1;
+pub const UINT64: i32 = 6;
+pub const UINT16: i32 = 8;
+pub const UINT32: i32 = 9;
+pub const HIF8: i32 = 14;
+pub const FP8E8M0: i32 = 17;
+/// `SYS_MAX_COUNT`: the largest count an operation accepts.
+pub const SYS_MAX_COUNT: u64 = 0x7_FFFF_FFFF;
 pub const INT8: i32 = 0;
 pub const INT32: i32 = 2;
 pub const FP16: i32 = 3;
@@ -28,6 +40,7 @@ pub const SUM: i32 = 0;
 pub const PROD: i32 = 1;
 pub const MAX: i32 = 2;
 pub const MIN: i32 = 3;
+pub const REDUCE_RESERVED: i32 = 255;
 /// `ACL_ERROR_RT_COMM_OP_RETRY_FAIL`: what a stream reports after a failed operation.
 pub const ACL_COMM_FAIL: i32 = 507_904;
 
