@@ -366,7 +366,14 @@ fn prerelease(raw: &[u8]) -> R<i32> {
 
 /// The runtime's version number of a version string: major × 10^7 + minor × 10^5 + patch ×
 /// 10^3, minus 300 / 200 / 100 for an alpha / beta / rc suffix, plus the suffix's number.
-pub(crate) fn version_number(v: &[u8]) -> R<i32> {
+///
+/// # Errors
+/// 500000 (`ACL_ERROR_INTERNAL_ERROR`) where the runtime cannot parse `v`.
+pub fn version_number(v: &[u8]) -> Result<i32, i32> {
+    version_number_r(v).map_err(|e| e.code)
+}
+
+fn version_number_r(v: &[u8]) -> R<i32> {
     let (base, end) = base_version(v)?;
     if end >= v.len() {
         return Ok(base);
@@ -425,7 +432,7 @@ pub unsafe extern "C" fn aclsysGetVersionNum(pkg_name: *mut c_char, version_num:
         // SAFETY: non-NULL C string by contract.
         let pkg = unsafe { CStr::from_ptr(pkg_name) }.to_bytes().to_vec();
         let v = package_version(&pkg)?;
-        let n = version_number(&v)?;
+        let n = version_number_r(&v)?;
         // SAFETY: checked non-NULL; caller contract.
         unsafe { put(version_num, n) }
     })
@@ -436,7 +443,7 @@ mod tests {
     use super::*;
 
     fn num(s: &str) -> Result<i32, i32> {
-        version_number(s.as_bytes()).map_err(|e| e.code)
+        version_number(s.as_bytes())
     }
 
     #[test]
