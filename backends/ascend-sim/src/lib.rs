@@ -24,6 +24,7 @@
 //! | `codes` | ACL error codes and constants |
 //! | `config` | product, limits, device count, clock, version (`aclrtGetVersion`, `xsimSet*`) |
 //! | `device` | init, devices, contexts (`aclInit`, `aclrtSetDevice`, `aclrtCreateContext`, ...) |
+//! | `dtype` | `aclDataTypeSize`, `aclFloat16ToFloat`, `aclFloatToFloat16` |
 //! | `error` | the export wrapper, the thread's last error / message, argument helpers |
 //! | `event` | events (`aclrtCreateEvent*`, record, query, sync, timestamps, `aclrtStreamWaitEvent`) |
 //! | `exception` | exception info (`aclrtSetExceptionInfoCallback`, `aclrtGet*FromExceptionInfo`) |
@@ -33,10 +34,12 @@
 //! | `hostfunc` | host-func subscriptions (`aclrtSubscribeHostFunc`, `aclrtProcessHostFunc`) |
 //! | `kernel` | kernel binaries and launches (`aclrtBinaryLoadFromData`, `aclrtKernelArgs*`, `aclrtLaunchKernel*`) |
 //! | `memory` | `aclrtMalloc/Free`, `aclrtMallocHost/FreeHost`, `aclrtMemcpy`, `*Async` copies |
+//! | `memset` | the synchronous `aclrtMemset` |
 //! | `registry` | live handles by address, lookups, live counters (`xsimLive*`) |
 //! | `stream` | the stream object and worker; create, destroy, synchronize, query, abort |
 //! | `stream_attr` | stream properties: failure mode, priority, flags, id, attributes |
 //! | `stream_config` | stream configuration handles and `aclrtCreateStreamV2` |
+//! | `sysinfo` | run mode, CANN package versions (`aclsysGetVersion*`), SoC name, thread resources, error detail (`aclrtGetErrorVerbose`) |
 //! | `task` | the tasks a stream worker runs; simulated kernels (`xsimLaunchDelay/Lcg`) |
 //! | `value` | `aclrtValueWait` / `aclrtValueWrite` |
 //!
@@ -59,6 +62,7 @@ pub mod capture;
 pub mod codes;
 pub mod config;
 pub mod device;
+pub mod dtype;
 pub mod error;
 pub mod event;
 pub mod exception;
@@ -68,11 +72,13 @@ pub mod hostfunc;
 pub mod hosttask;
 pub mod kernel;
 pub mod memory;
+pub mod memset;
 pub mod peer;
 pub mod registry;
 pub mod stream;
 pub mod stream_attr;
 pub mod stream_config;
+pub mod sysinfo;
 pub mod task;
 pub mod value;
 
@@ -81,6 +87,7 @@ pub use callback::*;
 pub use capture::*;
 pub use config::*;
 pub use device::*;
+pub use dtype::*;
 pub use error::*;
 pub use event::*;
 pub use exception::*;
@@ -89,9 +96,11 @@ pub use hostfunc::*;
 pub use hosttask::*;
 pub use kernel::*;
 pub use memory::*;
+pub use memset::*;
 pub use registry::*;
 pub use stream::*;
 pub use stream_attr::*;
 pub use stream_config::*;
+pub use sysinfo::*;
 pub use task::*;
 pub use value::*;

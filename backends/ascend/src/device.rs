@@ -102,6 +102,49 @@ impl DeviceInner {
     }
 }
 
+/// `": <SoC>, <n> AI cores, <m> vector cores"` from what the runtime reports (empty when it
+/// reports nothing).
+fn describe_chip(soc: Option<String>, cores: Option<(u32, u32)>) -> String {
+    let mut parts = Vec::new();
+    if let Some(s) = soc {
+        parts.push(s);
+    }
+    if let Some((cube, vector)) = cores {
+        parts.push(format!("{cube} AI cores"));
+        if vector > 0 {
+            parts.push(format!("{vector} vector cores"));
+        }
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", parts.join(", "))
+    }
+}
+
+/// The device's `driver` string: the ACL API version (`aclrtGetVersion`), the CANN `runtime`
+/// package version (`aclsysGetVersionStr` / `aclsysGetVersionNum`), the run mode
+/// (`aclrtGetRunMode`) and the library, each where the runtime reports it.
+fn describe_runtime(t: &AclFns, host: Option<bool>) -> String {
+    let mut s = match t.version {
+        Some((a, b, c)) => format!("ACL runtime {a}.{b}.{c}"),
+        None => "ACL runtime".to_string(),
+    };
+    if let Some(p) = &t.package {
+        s.push_str(&format!(", CANN {} package {}", p.package, p.text));
+        if let Some(n) = p.number {
+            s.push_str(&format!(" ({n})"));
+        }
+    }
+    match host {
+        Some(true) => s.push_str(", host run mode"),
+        Some(false) => s.push_str(", device run mode"),
+        None => {}
+    }
+    s.push_str(&format!(" from {}", t.library));
+    s
+}
+
 impl Drop for DeviceInner {
     fn drop(&mut self) {
         // Streams hold the device, so every owned stream has been reaped (synchronized,
@@ -251,7 +294,8 @@ impl AscendDevice {
             backend: BackendKind::Ascend,
             ordinal,
             name: format!(
-                "Ascend NPU {ordinal}{}",
+                "Ascend NPU {ordinal}{}{}",
+                describe_chip(result::sysinfo::soc_name(t), result::sysinfo::cores(t)),
                 if sim {
                     " (xstream-ascend-sim CPU simulator)"
                 } else {
@@ -261,10 +305,7 @@ impl AscendDevice {
             priority_range: range,
             capabilities: caps,
             max_streams,
-            driver: match t.version {
-                Some((a, b, c)) => format!("ACL runtime {a}.{b}.{c} from {}", t.library),
-                None => format!("ACL runtime from {}", t.library),
-            },
+            driver: describe_runtime(t, result::sysinfo::host_run_mode(t)),
         };
         DeviceInner {
             t,
@@ -453,10 +494,15 @@ impl Device for AscendDevice {
                 ordered: None,
             }),
         };
-        // Zero it on the default stream and wait (documented cost of alloc).
-        let raw = d.default_state.raw;
-        result::memory::memset_async(d.t, ptr, 0, len, 0, raw)?;
-        result::stream::synchronize(d.t, raw).map_err(|e| d.observe(e))?;
+        // Zero it before returning (documented cost of alloc): with the synchronous
+        // `aclrtMemset` where the runtime has it, else on the default stream and wait.
+        if crate::loader::has_group(d.t, &crate::loader::SYNC_MEMSET) {
+            result::sysinfo::memset(d.t, ptr, len, 0).map_err(|e| d.observe(e))?;
+        } else {
+            let raw = d.default_state.raw;
+            result::memory::memset_async(d.t, ptr, 0, len, 0, raw)?;
+            result::stream::synchronize(d.t, raw).map_err(|e| d.observe(e))?;
+        }
         Ok(buf)
     }
 

@@ -9,10 +9,11 @@
 //! |---|---|---|
 //! | sys | [`sys`] | `AclFns`: the raw function table (C names; required vs `Option` symbols) |
 //! | loader | [`loader`] | discovery, the process-wide table, `aclInit` once |
-//! | result | `result` (private), `result/` | `Result`-returning wrappers, `MaybeUninit` out-params |
+//! | result | `result` (private), `result/` | `Result`-returning wrappers, `MaybeUninit` out-params; `result/sysinfo`: package version, SoC, cores, run mode, fault detail, `aclrtMemset` |
 //! | error | [`error`] | [`AclError`], the name table, the mapping to [`Error`] |
 //! | conv | [`conv`] | [`ACL_FLAGS`], the flag translation table |
 //! | device | [`device`] | [`AscendDevice`] (context binding, capabilities), [`AscendBuffer`] |
+//! | dtype | [`dtype`] | xstream element types as `aclDataType`, checked against `aclDataTypeSize` |
 //! | blocks | [`blocks`] | stream-ordered allocation emulated with events: the per-device block cache |
 //! | stream | [`stream`], `stream/` | [`AscendStream`]: the portable impl; `stream/`: create, capture, callback, memory, memop, attribute, native (ACL-only), drop |
 //! | event | [`event`] | [`AscendEvent`] |
@@ -59,6 +60,7 @@ pub mod blocks;
 mod callback;
 pub mod conv;
 pub mod device;
+pub mod dtype;
 pub mod error;
 pub mod event;
 pub mod graph;

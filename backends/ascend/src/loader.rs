@@ -14,6 +14,11 @@
 //! * when the runtime exports `aclrtGetVersion`, its ACL API major version is the one the
 //!   declarations follow ([`LoadError::UnsupportedVersion`] otherwise); the version is kept in
 //!   [`AclFns::version`] and shown in the device's `driver` string;
+//! * when the runtime exports `aclsysGetVersionStr` / `aclsysGetVersionNum`
+//!   ([`PACKAGE_VERSION`]), the version of the CANN `runtime` package (read by the runtime from
+//!   `$ASCEND_HOME_PATH/share/info/runtime/version.info`) is kept in [`AclFns::package`], shown
+//!   in the `driver` string and used by version gates (a release known to be older than a
+//!   feature is refused without trying it);
 //! * optional symbols are used per **capability group** ([`GROUPS`]): a group is used only
 //!   when every symbol of it is present; a partly exported group counts as absent and is listed
 //!   by [`group_report`], so a runtime with half an API never gets half a feature.
@@ -102,6 +107,17 @@ pub fn load_error(e: &LoadError) -> Error {
 /// [`LoadError::UnsupportedVersion`].
 pub fn check_version(mut t: AclFns) -> std::result::Result<AclFns, LoadError> {
     t.version = crate::result::version::query(&t);
+    t.package = crate::result::sysinfo::package_version(&t);
+    for m in crate::dtype::mismatches(&t) {
+        tracing::warn!(
+            library = %t.library,
+            dtype = m.dtype.name(),
+            acl_type = m.acl_type,
+            xstream = m.xstream,
+            runtime = m.runtime,
+            "aclDataTypeSize disagrees with xstream's element size"
+        );
+    }
     match t.version {
         Some(v) if v.0 != crate::sys::consts::ACL_MAJOR_VERSION => {
             Err(LoadError::UnsupportedVersion {
@@ -165,6 +181,29 @@ pub const MODULES: SymbolGroup = SymbolGroup {
     ],
 };
 
+/// The CANN package version (`aclsysGetVersionStr` / `aclsysGetVersionNum`): shown in the
+/// device's `driver` string and used by version gates ([`crate::sys::PackageVersion`]).
+pub const PACKAGE_VERSION: SymbolGroup = SymbolGroup {
+    name: "CANN package version",
+    capability: None,
+    symbols: &["aclsysGetVersionStr", "aclsysGetVersionNum"],
+};
+
+/// The synchronous memset: a new buffer is zeroed with `aclrtMemset` instead of a memset on
+/// the default stream and a synchronize.
+pub const SYNC_MEMSET: SymbolGroup = SymbolGroup {
+    name: "synchronous memset",
+    capability: None,
+    symbols: &["aclrtMemset"],
+};
+
+/// The device's fault detail (`aclrtGetErrorVerbose`), added to the message of a sticky error.
+pub const ERROR_DETAIL: SymbolGroup = SymbolGroup {
+    name: "device fault detail in fault errors",
+    capability: None,
+    symbols: &["aclrtGetErrorVerbose"],
+};
+
 /// The capability groups of optional symbols. A group counts only when all its symbols are
 /// present.
 pub const GROUPS: &[SymbolGroup] = &[
@@ -215,6 +254,9 @@ pub const GROUPS: &[SymbolGroup] = &[
     },
     EXCEPTION_INFO,
     STREAM_CONFIG,
+    PACKAGE_VERSION,
+    SYNC_MEMSET,
+    ERROR_DETAIL,
     SymbolGroup {
         name: "peer access between devices",
         // Kept only where another device is accessible (see `AscendDevice::open`).

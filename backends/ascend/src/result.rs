@@ -21,6 +21,7 @@ use crate::sys::{
 pub(crate) mod exception;
 pub(crate) mod kernel;
 pub(crate) mod stream_config;
+pub(crate) mod sysinfo;
 pub(crate) mod value;
 pub(crate) mod version;
 
@@ -43,7 +44,10 @@ pub(crate) fn check(t: &AclFns, api: &'static str, code: aclError) -> Result<()>
     if code == 0 {
         Ok(())
     } else {
-        Err(exception::annotate(map_error(api, code, recent_message(t))))
+        Err(sysinfo::annotate(
+            t,
+            exception::annotate(map_error(api, code, recent_message(t))),
+        ))
     }
 }
 

@@ -83,6 +83,28 @@ pub struct aclrtLaunchKernelCfg {
     pub numAttrs: usize,
 }
 
+/// C `aclrtErrorInfo` (`acl/acl_rt.h`): `uint8_t tryRepair; uint8_t hasDetail; uint8_t
+/// reserved[2]; aclrtErrorType errorType;` then the 8-aligned `aclrtErrorInfoDetail` union
+/// (2568 bytes: the memory-fault ranges, or `aclrtAicoreErrorType aicoreErrType` in its first
+/// four bytes), 2576 bytes in all. The detail is kept as raw words here.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct aclrtErrorInfo {
+    /// `tryRepair`: whether `aclrtRepairError` may repair the fault.
+    pub tryRepair: u8,
+    /// `hasDetail`: whether `detail` holds memory-fault ranges.
+    pub hasDetail: u8,
+    /// `reserved[2]`.
+    pub reserved: [u8; 2],
+    /// `errorType` (`aclrtErrorType`: 0 none, 1 memory, 2 L2, 3 AI Core, 4 link, 5 L3 port,
+    /// 0xFFFF others).
+    pub errorType: i32,
+    /// `detail`, as raw 8-byte words.
+    pub detail: [u64; 321],
+}
+
+const _: () = assert!(std::mem::size_of::<aclrtErrorInfo>() == 2576);
+
 /// ACL constants (values from the CANN AscendCL API reference).
 pub mod consts {
     /// `ACL_SUCCESS`.
@@ -167,8 +189,44 @@ pub mod consts {
     /// `ACL_ERROR_RT_PARAM_INVALID`: the runtime refused an argument (also: a binary it cannot
     /// register, an unknown kernel name).
     pub const ACL_ERROR_RT_PARAM_INVALID: i32 = 107_000;
+    /// `ACL_PKG_VERSION_MAX_SIZE`: the buffer `aclsysGetVersionStr` fills.
+    pub const ACL_PKG_VERSION_MAX_SIZE: usize = 128;
+    /// `ACL_HOST` (`aclrtRunMode`): the program runs on a host with the NPU attached
+    /// (`ACL_DEVICE`, 0, is the device's own CPU).
+    pub const ACL_HOST: i32 = 1;
+    /// `ACL_RT_DEV_RES_CUBE_CORE` (`aclrtDevResLimitType`).
+    pub const ACL_RT_DEV_RES_CUBE_CORE: i32 = 0;
+    /// `ACL_RT_DEV_RES_VECTOR_CORE` (`aclrtDevResLimitType`).
+    pub const ACL_RT_DEV_RES_VECTOR_CORE: i32 = 1;
     /// `ACL_MAJOR_VERSION` of the ACL API this crate's declarations follow (1.x).
     pub const ACL_MAJOR_VERSION: i32 = 1;
+}
+
+/// A CANN package version as the runtime reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackageVersion {
+    /// The package name asked for (`"runtime"`).
+    pub package: &'static str,
+    /// `aclsysGetVersionStr`: the `Version=` text of the package's `version.info`.
+    pub text: String,
+    /// `aclsysGetVersionNum`: major × 10^7 + minor × 10^5 + patch × 10^3, less 300 / 200 /
+    /// 100 for alpha / beta / rc plus their number; `None` where the runtime cannot parse the
+    /// text (for example `8.0.RC3`, which is not `major.minor.patch`).
+    pub number: Option<i32>,
+}
+
+impl PackageVersion {
+    /// The number of `major.minor.patch` as `aclsysGetVersionNum` computes it.
+    pub const fn number_of(major: i32, minor: i32, patch: i32) -> i32 {
+        major * 10_000_000 + minor * 100_000 + patch * 1_000
+    }
+
+    /// Whether the package is known to be older than `major.minor.patch` (`false` when the
+    /// number is unknown).
+    pub fn older_than(&self, major: i32, minor: i32, patch: i32) -> bool {
+        self.number
+            .is_some_and(|n| n < Self::number_of(major, minor, patch))
+    }
 }
 
 /// Why a table could not be filled.
@@ -241,6 +299,9 @@ macro_rules! acl_table {
             pub library: String,
             /// `aclrtGetVersion` (major, minor, patch), read by the loader when exported.
             pub version: Option<(i32, i32, i32)>,
+            /// The CANN `runtime` package version (`aclsysGetVersionStr` /
+            /// `aclsysGetVersionNum`), read by the loader when exported and readable.
+            pub package: Option<PackageVersion>,
             pub(crate) _lib: Option<libloading::Library>,
         }
 
@@ -289,6 +350,7 @@ macro_rules! acl_table {
                     }, )*
                     library: library.to_string(),
                     version: None,
+                    package: None,
                     _lib: None,
                 })
             }
@@ -379,6 +441,16 @@ acl_table! {
         aclmdlRIBuildEnd = c"aclmdlRIBuildEnd": fn(P, P) -> aclError;
         aclmdlRIUnbindStream = c"aclmdlRIUnbindStream": fn(P, P) -> aclError;
         aclrtGetVersion = c"aclrtGetVersion": fn(*mut i32, *mut i32, *mut i32) -> aclError;
+        aclsysGetVersionStr = c"aclsysGetVersionStr": fn(*mut c_char, *mut c_char) -> aclError;
+        aclsysGetVersionNum = c"aclsysGetVersionNum": fn(*mut c_char, *mut i32) -> aclError;
+        aclrtGetRunMode = c"aclrtGetRunMode": fn(*mut i32) -> aclError;
+        aclrtGetSocName = c"aclrtGetSocName": fn() -> *const c_char;
+        aclrtGetResInCurrentThread = c"aclrtGetResInCurrentThread": fn(i32, *mut u32) -> aclError;
+        aclrtGetErrorVerbose = c"aclrtGetErrorVerbose": fn(i32, *mut aclrtErrorInfo) -> aclError;
+        aclrtMemset = c"aclrtMemset": fn(P, usize, i32, usize) -> aclError;
+        aclDataTypeSize = c"aclDataTypeSize": fn(i32) -> usize;
+        aclFloat16ToFloat = c"aclFloat16ToFloat": fn(u16) -> f32;
+        aclFloatToFloat16 = c"aclFloatToFloat16": fn(f32) -> u16;
         aclrtMemcpy = c"aclrtMemcpy": fn(P, usize, *const c_void, usize, i32) -> aclError;
         aclrtDeviceCanAccessPeer = c"aclrtDeviceCanAccessPeer": fn(*mut i32, i32, i32) -> aclError;
         aclrtDeviceEnablePeerAccess = c"aclrtDeviceEnablePeerAccess": fn(i32, u32) -> aclError;

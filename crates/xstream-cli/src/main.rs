@@ -22,8 +22,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Backends compiled in and available (or why not), devices, priority ranges, capabilities.
-    Info,
+    /// Backends compiled in and available (or why not), devices (name, runtime and its
+    /// version), priority ranges, capabilities.
+    Info {
+        /// One backend (host, cuda or ascend; default: every one).
+        #[arg(long)]
+        backend: Option<String>,
+    },
     /// The flag translation tables, printed from the data the code uses.
     Flags {
         /// One backend (default: every compiled one).
@@ -60,9 +65,13 @@ pub(crate) fn pick_backend(s: &str) -> Result<BackendKind> {
     }
 }
 
-fn info() -> Result<()> {
+fn info(backend: Option<&str>) -> Result<()> {
+    let kinds = match backend {
+        Some(b) => vec![b.parse::<BackendKind>()?],
+        None => BackendKind::ALL.to_vec(),
+    };
     println!("xstream {}", env!("CARGO_PKG_VERSION"));
-    for kind in BackendKind::ALL {
+    for kind in kinds {
         match xstream::availability(kind) {
             Err(Error::NotCompiled(_)) => println!("\n[{kind}] not compiled in"),
             Err(e) => println!("\n[{kind}] compiled in, not available: {e}"),
@@ -195,7 +204,7 @@ fn conform_on<B: Backend>(
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Info => info().map(|_| true),
+        Cmd::Info { backend } => info(backend.as_deref()).map(|_| true),
         Cmd::Flags { backend } => flags(backend).map(|_| true),
         Cmd::Demo(a) => demo::run(&a).map(|_| true),
         Cmd::Collectives(a) => collectives::run(&a).map(|_| true),

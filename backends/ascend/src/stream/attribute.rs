@@ -36,7 +36,9 @@ impl AscendStream {
                 "changing a stream's priority after creation (needs aclrtSetStreamAttribute with ACL_STREAM_ATTR_PRIORITY, CANN 9.1 or later)",
             )
         };
-        if d.t.aclrtSetStreamAttribute.is_none() || self.state.raw.0.is_null() {
+        // A runtime package known to predate 9.1.0 lacks the attribute: refuse without trying.
+        let too_old = d.t.package.as_ref().is_some_and(|p| p.older_than(9, 1, 0));
+        if d.t.aclrtSetStreamAttribute.is_none() || self.state.raw.0.is_null() || too_old {
             return Err(unsupported());
         }
         let v = aclrtStreamAttrValue {
