@@ -33,6 +33,7 @@
 //! | `hostfunc` | host-func subscriptions (`aclrtSubscribeHostFunc`, `aclrtProcessHostFunc`) |
 //! | `kernel` | kernel binaries and launches (`aclrtBinaryLoadFromData`, `aclrtKernelArgs*`, `aclrtLaunchKernel*`) |
 //! | `memory` | `aclrtMalloc/Free`, `aclrtMallocHost/FreeHost`, `aclrtMemcpy`, `*Async` copies |
+//! | `reduce` | `aclrtReduceAsync`, the runtime's built-in reduce task, with its checks per product |
 //! | `registry` | live handles by address, lookups, live counters (`xsimLive*`) |
 //! | `stream` | the stream object and worker; create, destroy, synchronize, query, abort |
 //! | `stream_attr` | stream properties: failure mode, priority, flags, id, attributes |
@@ -69,6 +70,7 @@ pub mod hosttask;
 pub mod kernel;
 pub mod memory;
 pub mod peer;
+pub mod reduce;
 pub mod registry;
 pub mod stream;
 pub mod stream_attr;
@@ -89,6 +91,7 @@ pub use hostfunc::*;
 pub use hosttask::*;
 pub use kernel::*;
 pub use memory::*;
+pub use reduce::*;
 pub use registry::*;
 pub use stream::*;
 pub use stream_attr::*;
