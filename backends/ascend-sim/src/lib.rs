@@ -33,6 +33,7 @@
 //! | `hostfunc` | host-func subscriptions (`aclrtSubscribeHostFunc`, `aclrtProcessHostFunc`) |
 //! | `kernel` | kernel binaries and launches (`aclrtBinaryLoadFromData`, `aclrtKernelArgs*`, `aclrtLaunchKernel*`) |
 //! | `memory` | `aclrtMalloc/Free`, `aclrtMallocHost/FreeHost`, `aclrtMemcpy`, `*Async` copies |
+//! | `real_kernels` | the `XSIM_REAL_KERNELS` switch (`xsimSetRealKernels`): refuse the test-only kernel format as a real runtime does |
 //! | `reduce` | `aclrtReduceAsync`, the runtime's built-in reduce task, with its checks per product |
 //! | `registry` | live handles by address, lookups, live counters (`xsimLive*`) |
 //! | `stream` | the stream object and worker; create, destroy, synchronize, query, abort |
@@ -70,6 +71,7 @@ pub mod hosttask;
 pub mod kernel;
 pub mod memory;
 pub mod peer;
+pub mod real_kernels;
 pub mod reduce;
 pub mod registry;
 pub mod stream;
@@ -91,6 +93,7 @@ pub use hostfunc::*;
 pub use hosttask::*;
 pub use kernel::*;
 pub use memory::*;
+pub use real_kernels::*;
 pub use reduce::*;
 pub use registry::*;
 pub use stream::*;
