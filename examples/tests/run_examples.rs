@@ -266,7 +266,9 @@ fn examples_on_the_acl_simulator_with_real_kernels() {
         );
         if ex.name == "pipeline" {
             assert!(
-                stdout.lines().any(|l| l.starts_with("compute stage: built-in reduce (")),
+                stdout
+                    .lines()
+                    .any(|l| l.starts_with("compute stage: built-in reduce (")),
                 "the pipeline's compute stage was not the built-in reduce:\n{stdout}"
             );
         }
