@@ -100,6 +100,19 @@ pub fn choose_backend(needs: Capabilities) -> Result<BackendKind> {
     Ok(kind)
 }
 
+/// The exit status of an example that needs a kernel binary the device cannot load (an
+/// Ascend runtime that refuses the simulator's test-only format and has no binary of the
+/// example's kernel): 3, after a `needs a kernel binary:` line on stderr. Distinct from 1 (an
+/// error) so scripts can tell "cannot run here" from "ran and failed".
+pub const EXIT_NEEDS_KERNEL_BINARY: u8 = 3;
+
+/// Prints why `example` cannot run here (it needs a kernel binary) and returns
+/// [`EXIT_NEEDS_KERNEL_BINARY`].
+pub fn needs_kernel_binary(example: &str, why: &str) -> ExitCode {
+    eprintln!("needs a kernel binary: {example}: {why}");
+    ExitCode::from(EXIT_NEEDS_KERNEL_BINARY)
+}
+
 /// The exit status of an example: success, or the error on stderr and failure.
 pub fn exit_code(r: Result<()>) -> ExitCode {
     match r {

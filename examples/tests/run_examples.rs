@@ -228,3 +228,68 @@ fn cudarc_interop_runs_or_says_it_needs_a_gpu() {
         .expect("start the example");
     assert!(!out.status.success(), "a bad backend name must fail");
 }
+
+/// Runs `ex` on the ACL simulator with `XSIM_REAL_KERNELS=1` (the simulator refuses its
+/// test-only kernel format as a real CANN runtime does).
+fn run_real_kernels(exe: &str, args: &[&str]) -> Output {
+    Command::new(exe)
+        .args(args)
+        .envs(simulator::env(1))
+        .env("XSIM_REAL_KERNELS", "1")
+        .output()
+        .expect("start the example")
+}
+
+/// With kernel binaries refused, the examples that need no kernel binary still run on the
+/// Ascend backend (never another backend) and verify.
+#[test]
+fn examples_on_the_acl_simulator_with_real_kernels() {
+    for ex in [&PIPELINE, &ASYNC_STREAMS, &RUNTIME_SKELETON] {
+        let out = run_real_kernels(ex.exe, &["--backend", "ascend"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{} failed ({}):\n{stdout}\n{stderr}",
+            ex.name,
+            out.status
+        );
+        assert!(
+            stdout.starts_with("backend ascend, device "),
+            "{} did not run on ascend:\n{stdout}",
+            ex.name
+        );
+        assert!(
+            stdout.lines().any(|l| l == ex.verified),
+            "{} did not verify:\n{stdout}",
+            ex.name
+        );
+        if ex.name == "pipeline" {
+            assert!(
+                stdout
+                    .lines()
+                    .any(|l| l.starts_with("compute stage: built-in reduce (")),
+                "the pipeline's compute stage was not the built-in reduce:\n{stdout}"
+            );
+        }
+    }
+}
+
+/// With kernel binaries refused, `user_kernel` (which launches a kernel binary) says so and
+/// exits with its documented status 3, on the Ascend backend.
+#[test]
+fn user_kernel_needs_a_kernel_binary_with_real_kernels() {
+    let out = run_real_kernels(USER_KERNEL.exe, &["--backend", "ascend"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(i32::from(xstream_examples::EXIT_NEEDS_KERNEL_BINARY)),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stdout.starts_with("backend ascend, device "), "{stdout}");
+    assert!(
+        stderr.starts_with("needs a kernel binary: user_kernel: "),
+        "{stderr}"
+    );
+}

@@ -21,6 +21,7 @@
 //! - `pool`: futures, the stream pool, host allocators.
 //! - [`modules`]: modules and kernels (the builtin module, capture, a user kernel, bad launches).
 //! - `memop`: stream memory operations (wait on / write a value).
+//! - `reduce`: the built-in reduce (`dst = op(dst, src)` per element) against a typed reference.
 //! - `peer`: copies between devices (peer access).
 //! - [`collectives`]: the collective checks, generic over `CollectiveBackend` (run by
 //!   [`collectives::run_collectives`], and per rank by [`collectives::rank_conformance`]).
@@ -129,6 +130,7 @@ pub mod modules;
 mod ordering;
 mod peer;
 mod pool;
+mod reduce;
 pub mod simulator;
 mod streams;
 mod timeouts;
@@ -233,6 +235,7 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
             about: "a memory wait blocks only its stream until a write releases it (32/64-bit, GEQ across a wrap)",
             run: memop::value_wait_write::<B>,
         },
+        c!(reduce::reduce_builtin, "the built-in reduce matches a typed reference for every kind and type the device has, refuses bad ranges and replays from a capture"),
         c!(peer::peer_copy, "with peer access enabled bytes move both ways between devices in stream order; without it, out of bounds or with foreign buffers the copy is refused"),
     ]
 }
@@ -279,7 +282,8 @@ const ACL_MODULES: &str = "the builtin module and the suite's Ascend user kernel
                            the ACL runtime simulator's test-only format; a real CANN runtime \
                            refuses them (the device lacks KERNELS)";
 
-static CUDA_MAY_SKIP: [MaySkip; 11] = [
+static CUDA_MAY_SKIP: [MaySkip; 12] = [
+    lacks("reduce_builtin", Capabilities::REDUCE, CUDA_MODULES),
     lacks("peer_copy", Capabilities::PEER_COPY, PEER_ONE_DEVICE),
     MaySkip {
         check: "callback_error_after_fault",
@@ -310,7 +314,12 @@ static CUDA_MAY_SKIP: [MaySkip; 11] = [
     lacks("module_bad_input", Capabilities::MODULES, CUDA_MODULES),
 ];
 
-static ASCEND_MAY_SKIP: [MaySkip; 15] = [
+static ASCEND_MAY_SKIP: [MaySkip; 16] = [
+    lacks(
+        "reduce_builtin",
+        Capabilities::REDUCE,
+        "aclrtReduceAsync is optional: a runtime without it leaves the device without REDUCE",
+    ),
     lacks("peer_copy", Capabilities::PEER_COPY, PEER_ONE_DEVICE),
     // The check needs a deliberate device fault (the simulator's `Kernel::Fault`); it runs in
     // a context of its own (`AscendDevice::new_isolated`), so it runs wherever faults can be

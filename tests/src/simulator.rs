@@ -261,6 +261,17 @@ impl Controls {
         unsafe { f(streams, events) }
     }
 
+    /// `xsimSetProduct(name)` (`"a2"`, `"310p"`, `"910"`; `None` back to `XSIM_PRODUCT`): 0, or
+    /// 100000 for an unknown name.
+    pub fn set_product(&self, name: Option<&str>) -> i32 {
+        let c = name.map(|n| std::ffi::CString::new(n).expect("no NUL in a product name"));
+        // SAFETY: `aclError xsimSetProduct(const char*)` (simulator README).
+        let f: unsafe extern "C" fn(*const std::ffi::c_char) -> i32 =
+            unsafe { self.sym(c"xsimSetProduct") };
+        // SAFETY: NULL or a valid C string for the duration of the call.
+        unsafe { f(c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())) }
+    }
+
     /// `xsimCallCount(symbol)`.
     pub fn call_count(&self, symbol: &str) -> u64 {
         let c = std::ffi::CString::new(symbol).expect("no NUL in a symbol name");

@@ -41,8 +41,8 @@ use std::time::Duration;
 use common::{eventually, Sim};
 use xstream_ascend::{map_error, AscendDevice};
 use xstream_core::{
-    Backend, CaptureMode, Device, Error, Event, EventDesc, Graph, Kernel, Priority, Stream,
-    StreamAttr, StreamDesc,
+    Backend, CaptureMode, Device, Error, Event, EventDesc, Graph, Kernel, Priority, ReduceKind,
+    ReduceType, Reduction, Stream, StreamAttr, StreamDesc,
 };
 
 /// Every ACL function in the backend's table (`backends/ascend/src/sys.rs`) but the
@@ -103,6 +103,7 @@ const ACL_SYMBOLS: &[&str] = &[
     "aclmdlRICaptureEnd",
     "aclmdlRIExecuteAsync",
     "aclmdlRIDestroy",
+    "aclrtReduceAsync",
 ];
 
 /// The stream, event and callback error codes of the ACL documentation, plus three
@@ -115,6 +116,12 @@ const CODES: &[i32] = &[
     507_010,
 ];
 
+/// The workload's built-in reduce: the second half of the buffer summed into the first, bytewise.
+const REDUCE: Reduction = Reduction {
+    kind: ReduceKind::Sum,
+    ty: ReduceType::I8,
+};
+
 /// What one workload saw.
 struct Seen {
     errors: Vec<Error>,
@@ -123,7 +130,7 @@ struct Seen {
 }
 
 /// A representative workload: two streams (one with a priority), three events, a buffer,
-/// copies, a memset, a kernel, record / wait, a callback, a future, queries, synchronizes
+/// copies, a memset, a kernel, a built-in reduce, record / wait, a callback, a future, queries, synchronizes
 /// (plain and timed), elapsed time, attributes, a capture replayed on the other stream, the
 /// default stream and a device synchronize. Keeps going after errors where it can.
 fn workload(dev: &AscendDevice) -> Seen {
@@ -155,6 +162,7 @@ fn workload(dev: &AscendDevice) -> Seen {
         t!(s.write(buf, 0, vec![7; 64]));
         t!(s.memset(buf, 0, 32, 1));
         t!(s.launch(Kernel::Lcg { buf, rounds: 2 }));
+        t!(s.reduce(buf, 0, buf, 32, 32, REDUCE));
         t!(e2.record(s));
         t!(s2.wait_event(e2));
         let rb = t!(s2.read(buf, 0, 64));
@@ -171,6 +179,8 @@ fn workload(dev: &AscendDevice) -> Seen {
                     let mut want = vec![7u8; 64];
                     want[..32].fill(1);
                     xstream_core::lcg_reference(&mut want, 2);
+                    let (lo, hi) = want.split_at_mut(32);
+                    xstream_core::reduce::apply(REDUCE, lo, hi);
                     assert_eq!(v, want, "wrong data without an error");
                 }
                 // An earlier call failed: the bytes may legitimately differ.

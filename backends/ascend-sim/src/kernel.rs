@@ -271,6 +271,13 @@ pub unsafe extern "C" fn aclrtBinaryLoadFromData(
         let ctx = cur_ctx()?;
         // SAFETY: non-NULL with `length` readable bytes per the caller.
         let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), length) };
+        if crate::real_kernels::real_kernels() {
+            return err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                "not a kernel object this runtime can load (XSIM_REAL_KERNELS: the simulator \
+                 refuses its test-only format as a real runtime does)",
+            );
+        }
         let defs = parse(bytes).or_else(|m| err(ACL_ERROR_RT_PARAM_INVALID, m))?;
         let bin = Arc::new(Binary {
             funcs: defs

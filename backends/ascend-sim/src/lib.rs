@@ -35,6 +35,8 @@
 //! | `kernel` | kernel binaries and launches (`aclrtBinaryLoadFromData`, `aclrtKernelArgs*`, `aclrtLaunchKernel*`) |
 //! | `memory` | `aclrtMalloc/Free`, `aclrtMallocHost/FreeHost`, `aclrtMemcpy`, `*Async` copies |
 //! | `memset` | the synchronous `aclrtMemset` |
+//! | `real_kernels` | the `XSIM_REAL_KERNELS` switch (`xsimSetRealKernels`): refuse the test-only kernel format as a real runtime does |
+//! | `reduce` | `aclrtReduceAsync`, the runtime's built-in reduce task, with its checks per product |
 //! | `registry` | live handles by address, lookups, live counters (`xsimLive*`) |
 //! | `stream` | the stream object and worker; create, destroy, synchronize, query, abort |
 //! | `stream_attr` | stream properties: failure mode, priority, flags, id, attributes |
@@ -74,6 +76,8 @@ pub mod kernel;
 pub mod memory;
 pub mod memset;
 pub mod peer;
+pub mod real_kernels;
+pub mod reduce;
 pub mod registry;
 pub mod stream;
 pub mod stream_attr;
@@ -97,6 +101,8 @@ pub use hosttask::*;
 pub use kernel::*;
 pub use memory::*;
 pub use memset::*;
+pub use real_kernels::*;
+pub use reduce::*;
 pub use registry::*;
 pub use stream::*;
 pub use stream_attr::*;

@@ -24,6 +24,7 @@ pub const CODES: &[(i32, &str, bool)] = &[
     (107_002, "ACL_ERROR_RT_CONTEXT_NULL", false),
     (107_003, "ACL_ERROR_RT_STREAM_CONTEXT", false),
     (107_006, "ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID", false),
+    (107_008, "ACL_ERROR_RT_ADDR_UNALIGNED", false),
     (107_011, "ACL_ERROR_RT_STREAM_SUBSCRIBE", false),
     (107_012, "ACL_ERROR_RT_THREAD_SUBSCRIBE", false),
     (107_015, "ACL_ERROR_RT_STREAM_NO_CB_REG", false),

@@ -272,6 +272,11 @@ pub const GROUPS: &[SymbolGroup] = &[
         capability: None,
         symbols: &["aclrtHostRegister", "aclrtHostUnregister"],
     },
+    SymbolGroup {
+        name: "built-in reduce",
+        capability: Some(Capabilities::REDUCE),
+        symbols: &["aclrtReduceAsync"],
+    },
 ];
 
 /// How much of a group a table has.

@@ -51,6 +51,7 @@ mod kernel;
 mod memop;
 mod memory;
 mod native;
+mod reduce;
 
 type Keep = Box<dyn Any + Send + Sync>;
 
@@ -586,6 +587,18 @@ impl Stream for AscendStream {
 
     fn write_value64(&self, buf: &AscendBuffer, offset: usize, value: u64) -> Result<()> {
         memop::value64(self, "write_value64", buf, offset, value, None)
+    }
+
+    fn reduce(
+        &self,
+        dst: &AscendBuffer,
+        dst_offset: usize,
+        src: &AscendBuffer,
+        src_offset: usize,
+        len: usize,
+        r: xstream_core::Reduction,
+    ) -> Result<()> {
+        reduce::reduce(self, dst, dst_offset, src, src_offset, len, r)
     }
 
     fn as_raw(&self) -> RawStream {

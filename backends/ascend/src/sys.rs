@@ -476,6 +476,7 @@ acl_table! {
         aclrtKernelArgsAppend = c"aclrtKernelArgsAppend": fn(P, P, usize, PP) -> aclError;
         aclrtKernelArgsFinalize = c"aclrtKernelArgsFinalize": fn(P) -> aclError;
         aclrtLaunchKernelWithConfig = c"aclrtLaunchKernelWithConfig": fn(P, u32, P, *mut aclrtLaunchKernelCfg, P, P) -> aclError;
+        aclrtReduceAsync = c"aclrtReduceAsync": fn(P, *const c_void, u64, u32, i32, P, P) -> aclError;
         xsimLaunchFault = c"xsimLaunchFault": fn(P, i32) -> aclError;
     }
 }

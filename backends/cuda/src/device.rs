@@ -26,6 +26,8 @@ pub(crate) struct Kernels {
     pub lcg: CudaFunction,
     /// `xs_fault` (a test facility, outside the builtin module's documented kernels).
     pub fault: CuFunction,
+    /// The built-in reduce's kernels, by [`xstream_core::ReduceType`] (f32, s32, s16, s8).
+    pub reduce: [CudaFunction; 4],
 }
 
 /// State shared by a device and every object made from it.
@@ -250,9 +252,79 @@ XS_LCG_DONE:
 }
 "#;
 
+/// One kernel of the built-in reduce: `name(dst, dst_offset, src, src_offset, n, kind)` over
+/// `n` elements, a grid-stride loop doing `dst[i] = kind(dst[i], src[i])` with `kind` the
+/// `aclrtReduceKind` value (10 sum, 11 max, 12 min). `mem` is the element type in memory,
+/// `reg` the register type it is computed in (8-bit integers are sign-extended to 16 bits; the
+/// store keeps the low 8 bits, so sums wrap like the wider ones), `shift` log2 of its size.
+fn reduce_kernel_ptx(name: &str, mem: &str, reg: &str, add: &str, shift: u32) -> String {
+    format!(
+        r#"
+.visible .entry {name}(.param .u64 {name}_dst, .param .u64 {name}_doff, .param .u64 {name}_src, .param .u64 {name}_soff, .param .u64 {name}_n, .param .u32 {name}_kind)
+{{
+    .reg .pred %p<4>;
+    .reg .u32 %r<6>;
+    .reg .u64 %rd<12>;
+    .reg .{reg} %v<4>;
+    ld.param.u64 %rd1, [{name}_dst];
+    ld.param.u64 %rd2, [{name}_doff];
+    add.u64 %rd1, %rd1, %rd2;
+    cvta.to.global.u64 %rd1, %rd1;
+    ld.param.u64 %rd3, [{name}_src];
+    ld.param.u64 %rd4, [{name}_soff];
+    add.u64 %rd3, %rd3, %rd4;
+    cvta.to.global.u64 %rd3, %rd3;
+    ld.param.u64 %rd5, [{name}_n];
+    ld.param.u32 %r1, [{name}_kind];
+    setp.eq.u32 %p2, %r1, 11;
+    setp.eq.u32 %p3, %r1, 12;
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %ctaid.x;
+    mov.u32 %r5, %nctaid.x;
+    cvt.u64.u32 %rd6, %r2;
+    mul.wide.u32 %rd7, %r4, %r3;
+    add.u64 %rd6, %rd6, %rd7;
+    mul.wide.u32 %rd8, %r5, %r3;
+{name}_loop:
+    setp.ge.u64 %p1, %rd6, %rd5;
+    @%p1 bra {name}_done;
+    shl.b64 %rd9, %rd6, {shift};
+    add.u64 %rd10, %rd1, %rd9;
+    add.u64 %rd11, %rd3, %rd9;
+    ld.global.{mem} %v1, [%rd10];
+    ld.global.{mem} %v2, [%rd11];
+    {add} %v3, %v1, %v2;
+    @%p2 max.{reg} %v3, %v1, %v2;
+    @%p3 min.{reg} %v3, %v1, %v2;
+    st.global.{mem} [%rd10], %v3;
+    add.u64 %rd6, %rd6, %rd8;
+    bra {name}_loop;
+{name}_done:
+    ret;
+}}
+"#
+    )
+}
+
+/// The names of the built-in reduce's kernels, in [`xstream_core::ReduceType::ALL`] order.
+pub(crate) const REDUCE_KERNELS: [&str; 4] = [
+    "xstream_reduce_f32",
+    "xstream_reduce_s32",
+    "xstream_reduce_s16",
+    "xstream_reduce_s8",
+];
+
 /// The PTX module text for a target (`"sm_70"`, `"sm_90"`).
 pub fn ptx_source(target: &str) -> String {
-    format!(".version 8.0\n.target {target}\n{PTX_BODY}")
+    let reduce = [
+        reduce_kernel_ptx(REDUCE_KERNELS[0], "f32", "f32", "add.rn.f32", 2),
+        reduce_kernel_ptx(REDUCE_KERNELS[1], "s32", "s32", "add.s32", 2),
+        reduce_kernel_ptx(REDUCE_KERNELS[2], "s16", "s16", "add.s16", 1),
+        reduce_kernel_ptx(REDUCE_KERNELS[3], "s8", "s16", "add.s16", 0),
+    ]
+    .concat();
+    format!(".version 8.0\n.target {target}\n{PTX_BODY}{reduce}")
 }
 
 fn load_kernels(
@@ -285,6 +357,12 @@ fn load_kernels(
                     delay: get(BUILTIN_DELAY)?,
                     lcg: get(BUILTIN_LCG)?,
                     fault,
+                    reduce: [
+                        get(REDUCE_KERNELS[0])?,
+                        get(REDUCE_KERNELS[1])?,
+                        get(REDUCE_KERNELS[2])?,
+                        get(REDUCE_KERNELS[3])?,
+                    ],
                     module,
                 });
             }
@@ -361,7 +439,10 @@ impl CudaDevice {
             caps |= Capabilities::MANAGED_MEMORY;
         }
         if kernels.is_ok() {
-            caps |= Capabilities::KERNELS | Capabilities::FAULT_INJECTION | Capabilities::MODULES;
+            caps |= Capabilities::KERNELS
+                | Capabilities::FAULT_INJECTION
+                | Capabilities::MODULES
+                | Capabilities::REDUCE;
         } else if let Err(e) = &kernels {
             tracing::warn!(error = %e, "built-in kernels unavailable");
         }

@@ -220,6 +220,12 @@ mod tests {
             ".param .u32 xstream_lcg_words",
             "xs_fault",
             "%globaltimer",
+            ".visible .entry xstream_reduce_f32(",
+            ".visible .entry xstream_reduce_s32(",
+            ".visible .entry xstream_reduce_s16(",
+            ".visible .entry xstream_reduce_s8(",
+            "ld.global.s8 %v1",
+            "xstream_reduce_s8_loop:",
             ".target sm_90",
         ] {
             assert!(p.contains(k), "{k}");

@@ -114,6 +114,7 @@ impl Module for CudaModule {
                     Some(xstream_core::module::BUILTIN_DELAY_PARAMS)
                 }
                 xstream_core::module::BUILTIN_LCG => Some(xstream_core::module::BUILTIN_LCG_PARAMS),
+                n if crate::device::REDUCE_KERNELS.contains(&n) => Some(REDUCE_PARAMS),
                 _ => None,
             }
         } else {
@@ -122,6 +123,17 @@ impl Module for CudaModule {
         function(self, name, kinds.map(Into::into))
     }
 }
+
+/// The parameters of the built-in reduce's kernels: destination buffer and byte offset, source
+/// buffer and byte offset, element count, `aclrtReduceKind` value.
+const REDUCE_PARAMS: &[ParamKind] = &[
+    ParamKind::Buffer,
+    ParamKind::U64,
+    ParamKind::Buffer,
+    ParamKind::U64,
+    ParamKind::U64,
+    ParamKind::U32,
+];
 
 fn function(m: &CudaModule, name: &str, kinds: Option<Box<[ParamKind]>>) -> Result<CudaFunction> {
     let api_err = |api, c| error::map(api, c);

@@ -428,6 +428,61 @@ impl Stream for CudaStream {
         }
     }
 
+    fn reduce(
+        &self,
+        dst: &CudaBuffer,
+        dst_offset: usize,
+        src: &CudaBuffer,
+        src_offset: usize,
+        len: usize,
+        r: xstream_core::Reduction,
+    ) -> Result<()> {
+        xstream_core::reduce::check(
+            r,
+            dst.len_bytes(),
+            dst_offset,
+            src.len_bytes(),
+            src_offset,
+            len,
+        )?;
+        xstream_core::reduce::check_overlap(
+            dst.ptr() + dst_offset as u64,
+            src.ptr() + src_offset as u64,
+            len,
+        )?;
+        self.enter()?;
+        self.gate_enqueue("reduce")?;
+        let k = self.dev.shared.kernels().map_err(|e| {
+            xstream_core::reduce::unsupported(
+                xstream_core::BackendKind::Cuda,
+                &format!("the builtin module did not load: {e}"),
+            )
+        })?;
+        let which = match r.ty {
+            xstream_core::ReduceType::F32 => 0,
+            xstream_core::ReduceType::I32 => 1,
+            xstream_core::ReduceType::I16 => 2,
+            xstream_core::ReduceType::I8 => 3,
+        };
+        let n = (len / r.ty.size()) as u64;
+        let grid = u32::try_from(n.div_ceil(256))
+            .unwrap_or(u32::MAX)
+            .clamp(1, 4096);
+        crate::module::launch(
+            self,
+            &k.reduce[which],
+            &LaunchConfig::linear(grid, 256),
+            &[
+                KernelArg::Buffer(dst),
+                KernelArg::U64(dst_offset as u64),
+                KernelArg::Buffer(src),
+                KernelArg::U64(src_offset as u64),
+                KernelArg::U64(n),
+                KernelArg::U32(r.kind as u32),
+            ],
+        )
+    }
+
     fn launch_kernel(
         &self,
         f: &CudaFunction,

@@ -34,6 +34,7 @@ pub const HOST_CAPABILITIES: Capabilities = Capabilities::PRIORITY
     .union(Capabilities::LEGACY_DEFAULT_STREAM)
     .union(Capabilities::VALUE_OPS_32)
     .union(Capabilities::VALUE_OPS_64)
+    .union(Capabilities::REDUCE)
     .union(Capabilities::PEER_COPY);
 
 /// Process-wide ids for streams and events (never recycled).

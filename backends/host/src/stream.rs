@@ -34,6 +34,7 @@ mod kernel;
 pub(crate) mod memop;
 mod memory;
 mod native;
+pub(crate) mod reduce;
 
 /// A host stream: an in-order queue executed by a worker thread.
 ///
@@ -481,6 +482,18 @@ impl Stream for HostStream {
         ensure_not_in_callback()?;
         let n = memop::node("write_value64", buf, offset, 8, value, None)?;
         self.submit("write_value64", n)
+    }
+
+    fn reduce(
+        &self,
+        dst: &HostBuffer,
+        dst_offset: usize,
+        src: &HostBuffer,
+        src_offset: usize,
+        len: usize,
+        r: xstream_core::Reduction,
+    ) -> Result<()> {
+        reduce::enqueue(self, dst, dst_offset, src, src_offset, len, r)
     }
 
     fn as_raw(&self) -> u64 {

@@ -83,6 +83,8 @@ pub(crate) enum Node {
     WaitLocal,
     /// A stream memory operation (wait on / write a word).
     Value(crate::stream::memop::ValueOp),
+    /// The built-in reduce.
+    Reduce(crate::stream::reduce::ReduceOp),
     /// Collective operations of one rank (one, or a group's on this stream).
     Collective(crate::collective::CollTask),
 }
@@ -509,6 +511,7 @@ fn run_node(q: &Queue, n: Node) {
             let _ = q.shared.poison("kernel");
         }
         Node::Value(op) => op.run(q),
+        Node::Reduce(op) => op.run(),
         Node::Collective(t) => t.run(),
         // Bound to `Op::Record` before execution; a wait on a local record is satisfied by
         // stream order.

@@ -7,13 +7,17 @@
 //! stage and give the timeline. The results are checked against the host reference. The work
 //! itself is [`xstream::pipeline`], shared with the benchmarks.
 //!
-//! On a backend without the built-in kernels (an NPU runtime without them) the copy stages
-//! still run and the report says that the compute stage did not; on a backend without
-//! page-locked memory the copies take the pageable, staged path and the report says so.
+//! On a backend without the built-in kernels but with the built-in reduce (an Ascend NPU: its
+//! runtime refuses the simulator-format builtin module but has `aclrtReduceAsync`) the compute
+//! stage is the reduce stage instead (`rounds` f32 sums of an addend into each chunk, checked
+//! against the host reference); `--compute reduce` asks for it on any backend that has it. The
+//! line `compute stage: ...` says which one ran. Without either the copy stages still run and
+//! the report says that the compute stage did not; on a backend without page-locked memory the
+//! copies take the pageable, staged path and the report says so.
 
 use std::fmt::Write as _;
 
-use xstream::pipeline::{ChunkTimes, HostPath, Pipeline, PipelineConfig};
+use xstream::pipeline::{ChunkTimes, ComputeChoice, HostPath, Pipeline, PipelineConfig};
 use xstream::{Backend, BackendKind, Device, Error, Result};
 
 /// Options of `xstream demo`.
@@ -38,6 +42,10 @@ pub struct DemoArgs {
     /// Timed repetitions (the best is reported; the first also warms the device up).
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
+    /// Compute stage: auto (the builtin LCG kernel, else the built-in reduce where only that
+    /// exists) or reduce (the built-in reduce stage, on any backend that has it).
+    #[arg(long, default_value = "auto")]
+    pub compute: String,
     /// Write a Chrome/Perfetto trace (JSON) of the stream timeline here.
     #[arg(long)]
     pub trace: Option<std::path::PathBuf>,
@@ -53,12 +61,24 @@ pub fn run(a: &DemoArgs) -> Result<()> {
             "--streams, --chunks, --chunk-kib and --reps must be at least 1",
         ));
     }
+    compute_choice(&a.compute)?;
     let kind = crate::pick_backend(&a.backend)?;
     xstream::availability(kind)?;
     xstream::dispatch!(kind, B => pipeline::<B>(a, kind))
 }
 
+fn compute_choice(s: &str) -> Result<ComputeChoice> {
+    match s {
+        "auto" => Ok(ComputeChoice::Auto),
+        "reduce" => Ok(ComputeChoice::Reduce),
+        other => Err(Error::invalid(format!(
+            "--compute {other}: expected auto or reduce"
+        ))),
+    }
+}
+
 fn pipeline<B: Backend>(a: &DemoArgs, kind: BackendKind) -> Result<()> {
+    let choice = compute_choice(&a.compute)?;
     let dev = B::open(0)?;
     let info = dev.info().clone();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -77,15 +97,16 @@ fn pipeline<B: Backend>(a: &DemoArgs, kind: BackendKind) -> Result<()> {
     // One run with a timing event around every stage (the stage times and the trace), then
     // `reps` runs with only a start and an end event (end-to-end throughput: stage events
     // cost device time with small chunks).
-    let mut p = Pipeline::<B>::new(&dev, cfg)?;
+    let mut p = Pipeline::<B>::with_compute(&dev, cfg, choice)?;
     let r = p.run()?;
     p.verify()?;
-    let mut plain = Pipeline::<B>::new(
+    let mut plain = Pipeline::<B>::with_compute(
         &dev,
         PipelineConfig {
             timeline: false,
             ..cfg
         },
+        choice,
     )?;
     let mut best_ms = f32::MAX;
     let mut best_gbs = 0.0;
@@ -107,10 +128,23 @@ fn pipeline<B: Backend>(a: &DemoArgs, kind: BackendKind) -> Result<()> {
     }
     println!("stage copy-in: ran");
     match &r.compute_skipped {
+        None if p.uses_reduce() => println!(
+            "stage compute: ran ({} f32 sums per chunk, {})",
+            a.rounds,
+            p.compute_path()
+        ),
         None => println!("stage compute: ran (LCG kernel, {})", p.compute_path()),
         Some(why) => println!("stage compute: NOT RUN ({why}); output checked against the input"),
     }
     println!("stage copy-out: ran");
+    println!(
+        "compute stage: {}",
+        match (&r.compute_skipped, p.uses_reduce()) {
+            (Some(_), _) => "none",
+            (None, true) => "built-in reduce",
+            (None, false) => "builtin kernels",
+        }
+    );
     println!(
         "all {} chunks verified against the host reference in each of {} runs",
         a.chunks,
@@ -239,6 +273,7 @@ mod tests {
             chunk_kib: 16,
             rounds: 4,
             reps: 2,
+            compute: "auto".into(),
             trace: Some(trace.clone()),
         };
         run(&args).unwrap();
@@ -263,6 +298,7 @@ mod tests {
             chunk_kib: 1,
             rounds: 1,
             reps: 1,
+            compute: "auto".into(),
             trace: None,
         };
         assert!(matches!(run(&args), Err(Error::InvalidArgument(_))));

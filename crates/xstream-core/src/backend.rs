@@ -669,6 +669,27 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
 
     // ---- end of stream memory operations ----
 
+    /// Enqueues the built-in reduce: for each element of `r.ty` in the `len` bytes,
+    /// `dst[dst_offset..][i] = r.kind(dst[..][i], src[src_offset..][i])` (see the `reduce`
+    /// module for the rules every backend follows). Needs no kernel binary.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::REDUCE`] or for a kind or type the
+    /// device lacks; [`Error::InvalidArgument`] for a zero, partial-element, misaligned,
+    /// out-of-bounds or partially overlapping range; [`Error::WrongDevice`]; vendor errors.
+    fn reduce(
+        &self,
+        dst: &BufferOf<Self::B>,
+        dst_offset: usize,
+        src: &BufferOf<Self::B>,
+        src_offset: usize,
+        len: usize,
+        r: crate::Reduction,
+    ) -> Result<()> {
+        let _ = (dst, dst_offset, src, src_offset, len, r);
+        Err(crate::reduce::unsupported(Self::B::KIND, "not available"))
+    }
+
     /// The native handle.
     fn as_raw(&self) -> Self::Raw;
 

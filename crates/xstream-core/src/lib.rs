@@ -22,6 +22,7 @@
 //! | [`pipeline`] | the main job (copy-in, compute, copy-out over N streams) as a library |
 //! | [`attr`] | typed stream attributes |
 //! | [`memop`] | stream memory operations (wait on / write a word of device memory) |
+//! | [`reduce`] | the built-in reduce operation (`dst = op(dst, src)` per element, no kernel binary) |
 //! | [`module`] | modules and kernels: sources, launch configurations, typed arguments, host kernels |
 //! | [`error`] | the one error type, keeping vendor codes |
 //! | `sync` | (private) `std` or loom synchronization primitives for the callback slot and futures |
@@ -52,6 +53,7 @@ pub mod module;
 pub mod pipeline;
 pub mod pool;
 pub mod priority;
+pub mod reduce;
 mod sync;
 pub mod translate;
 
@@ -85,6 +87,7 @@ pub use module::{
 };
 pub use pool::{Lease, PoolConfig, PriorityClass, StreamPool};
 pub use priority::{Priority, PriorityOutcome, PriorityRange};
+pub use reduce::{ReduceKind, ReduceType, Reduction};
 pub use translate::{
     Combination, FlagReport, FlagRow, FlagSet, FlagTable, Translated, Translation,
     TranslationPolicy,

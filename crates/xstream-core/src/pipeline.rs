@@ -13,16 +13,22 @@
 //! launch of the builtin module's [`BUILTIN_LCG`] through [`Stream::launch_kernel`] (the
 //! path of users' own kernels) on a device with [`Capabilities::MODULES`] and
 //! [`Capabilities::KERNELS`] (the builtin module); a device with the built-in kernels but
-//! without modules uses [`Kernel::Lcg`]; without kernels the compute stage is skipped and
-//! reported, and the output is then the input copied there and back.
+//! without modules uses [`Kernel::Lcg`]. A device without kernels but with the built-in reduce
+//! ([`Capabilities::REDUCE`]: every Ascend NPU, whose runtime has `aclrtReduceAsync` and no
+//! builtin module) runs the **reduce stage** instead: the chunk holds `f32` words (small
+//! integers, [`reduce_input_word`]) and each round adds an addend buffer into it with one
+//! [`Stream::reduce`] (f32 sum, the one kind and type every Ascend product has), so a chunk ends
+//! as `input + rounds × addend`, checked against a host reference. [`ComputeChoice::Reduce`]
+//! asks for that stage on any device with the capability. Without either the compute stage is
+//! skipped and reported, and the output is then the input copied there and back.
 
 use std::time::Instant;
 
 use crate::module::{lcg_launch, BUILTIN_LCG};
 use crate::{
     lcg_reference, Backend, Capabilities, Device, Error, Event, EventDesc, FunctionOf,
-    HostAllocDesc, HostBuffer, Kernel, KernelArg, Module, Readback, Result, Stream, StreamDesc,
-    StreamFlags,
+    HostAllocDesc, HostBuffer, Kernel, KernelArg, Module, Readback, ReduceKind, ReduceType,
+    Reduction, Result, Stream, StreamDesc, StreamFlags,
 };
 
 /// The shape of one pipeline run.
@@ -40,6 +46,42 @@ pub struct PipelineConfig {
     /// more record on the device, which costs device time with small chunks: leave it off to
     /// measure end-to-end throughput.
     pub timeline: bool,
+}
+
+/// Which compute stage a pipeline runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ComputeChoice {
+    /// The builtin LCG kernel where the device has it, else the built-in reduce where the
+    /// device has it, else none (reported).
+    #[default]
+    Auto,
+    /// The built-in reduce stage ([`Error::Unsupported`] on a device without
+    /// [`Capabilities::REDUCE`]).
+    Reduce,
+}
+
+/// Input word `k` of chunk `c` for the reduce stage: a small integer (0..=255) as `f32`.
+pub fn reduce_input_word(c: usize, k: usize) -> f32 {
+    f32::from(input_byte(c, 4 * k))
+}
+
+/// Word `k` of the reduce stage's addend: a multiple of 0.5 in 0.5..=3.5 (every sum of the
+/// stage is exact in `f32`).
+pub fn reduce_addend_word(k: usize) -> f32 {
+    (k % 7 + 1) as f32 * 0.5
+}
+
+/// Chunk `c`'s input bytes for the chosen stage.
+fn fill_input(reduce: bool, c: usize, out: &mut [u8]) {
+    if reduce {
+        for (k, w) in out.chunks_exact_mut(4).enumerate() {
+            w.copy_from_slice(&reduce_input_word(c, k).to_le_bytes());
+        }
+    } else {
+        for (k, b) in out.iter_mut().enumerate() {
+            *b = input_byte(c, k);
+        }
+    }
 }
 
 /// How the host side of the copies was done.
@@ -134,6 +176,8 @@ pub struct Pipeline<B: Backend> {
     compute_skipped: Option<String>,
     /// The builtin LCG function, on devices with modules.
     lcg: Option<FunctionOf<B>>,
+    /// The addend of the reduce stage, when that stage runs.
+    addend: Option<B::Buffer>,
 }
 
 impl<B: Backend> Pipeline<B> {
@@ -142,6 +186,19 @@ impl<B: Backend> Pipeline<B> {
     /// # Errors
     /// Bad configuration ([`Error::InvalidArgument`]); allocation and backend errors.
     pub fn new(dev: &B::Device, config: PipelineConfig) -> Result<Self> {
+        Self::with_compute(dev, config, ComputeChoice::Auto)
+    }
+
+    /// As [`Pipeline::new`], with the compute stage chosen by `compute`.
+    ///
+    /// # Errors
+    /// As [`Pipeline::new`]; [`Error::Unsupported`] for [`ComputeChoice::Reduce`] on a device
+    /// without [`Capabilities::REDUCE`].
+    pub fn with_compute(
+        dev: &B::Device,
+        config: PipelineConfig,
+        compute: ComputeChoice,
+    ) -> Result<Self> {
         if config.streams == 0 || config.chunks == 0 || config.chunk_bytes == 0 {
             return Err(Error::invalid(
                 "streams, chunks and chunk size must be at least 1",
@@ -172,13 +229,37 @@ impl<B: Backend> Pipeline<B> {
         let caps = dev.info().capabilities;
         // MODULES alone is not enough: a device may load user modules but have no builtin
         // one (Ascend on an NPU: the builtin module is a simulator-format binary).
-        let lcg = if caps.contains(Capabilities::MODULES | Capabilities::KERNELS) {
+        let auto = compute == ComputeChoice::Auto;
+        let lcg = if auto && caps.contains(Capabilities::MODULES | Capabilities::KERNELS) {
             Some(dev.builtin_module()?.function(BUILTIN_LCG)?)
         } else {
             None
         };
-        let compute_skipped = (lcg.is_none() && !caps.contains(Capabilities::KERNELS))
-            .then(|| format!("the {} backend has no built-in kernels here", B::KIND));
+        let kernels = auto && caps.contains(Capabilities::KERNELS);
+        let reduce = lcg.is_none() && !kernels && caps.contains(Capabilities::REDUCE);
+        if compute == ComputeChoice::Reduce && !reduce {
+            return Err(crate::reduce::unsupported(
+                B::KIND,
+                "the pipeline's reduce stage needs Capabilities::REDUCE",
+            ));
+        }
+        let addend = if reduce {
+            let a = dev.alloc(config.chunk_bytes)?;
+            let words: Vec<u8> = (0..config.chunk_bytes / 4)
+                .flat_map(|k| reduce_addend_word(k).to_le_bytes())
+                .collect();
+            streams[0].write(&a, 0, words)?;
+            streams[0].synchronize()?;
+            Some(a)
+        } else {
+            None
+        };
+        let compute_skipped = (lcg.is_none() && !kernels && !reduce).then(|| {
+            format!(
+                "the {} backend has neither the built-in kernels nor the built-in reduce here",
+                B::KIND
+            )
+        });
         let mut inputs = Vec::with_capacity(config.chunks);
         let mut outputs = Vec::with_capacity(config.chunks);
         let mut pageable_reason = None;
@@ -193,9 +274,7 @@ impl<B: Backend> Pipeline<B> {
                 });
             match made {
                 Ok((mut i, o)) => {
-                    for (k, b) in i.as_mut_slice()?.iter_mut().enumerate() {
-                        *b = input_byte(c, k);
-                    }
+                    fill_input(reduce, c, i.as_mut_slice()?);
                     inputs.push(i);
                     outputs.push(o);
                 }
@@ -219,17 +298,24 @@ impl<B: Backend> Pipeline<B> {
             pageable_out: Vec::new(),
             compute_skipped,
             lcg,
+            addend,
         })
     }
 
     /// How the compute stage runs: `"module launch (xstream_lcg)"`, `"built-in kernel
-    /// (Kernel::Lcg)"` or `"skipped"`.
+    /// (Kernel::Lcg)"`, `"built-in reduce (Stream::reduce, f32 sum)"` or `"skipped"`.
     pub fn compute_path(&self) -> &'static str {
-        match (&self.lcg, &self.compute_skipped) {
-            (Some(_), _) => "module launch (xstream_lcg)",
-            (None, None) => "built-in kernel (Kernel::Lcg)",
-            (None, Some(_)) => "skipped",
+        match (&self.lcg, &self.addend, &self.compute_skipped) {
+            (Some(_), _, _) => "module launch (xstream_lcg)",
+            (None, Some(_), _) => "built-in reduce (Stream::reduce, f32 sum)",
+            (None, None, None) => "built-in kernel (Kernel::Lcg)",
+            (None, None, Some(_)) => "skipped",
         }
+    }
+
+    /// Whether the compute stage is the built-in reduce.
+    pub fn uses_reduce(&self) -> bool {
+        self.addend.is_some()
     }
 
     /// Runs the pipeline once (the timed region) and returns its timeline.
@@ -251,7 +337,11 @@ impl<B: Backend> Pipeline<B> {
         let mut reads: Vec<Readback> = Vec::new();
         let pageable: Vec<Vec<u8>> = if self.pageable_reason.is_some() {
             (0..cfg.chunks)
-                .map(|c| (0..cfg.chunk_bytes).map(|i| input_byte(c, i)).collect())
+                .map(|c| {
+                    let mut v = vec![0u8; cfg.chunk_bytes];
+                    fill_input(self.addend.is_some(), c, &mut v);
+                    v
+                })
                 .collect()
         } else {
             Vec::new()
@@ -283,6 +373,13 @@ impl<B: Backend> Pipeline<B> {
                 ev[1].record(s)?;
             }
             match (&self.lcg, &self.compute_skipped) {
+                _ if self.addend.is_some() => {
+                    let add = self.addend.as_ref().ok_or(Error::NotReady)?;
+                    let r = Reduction::new(ReduceKind::Sum, ReduceType::F32);
+                    for _ in 0..cfg.rounds {
+                        s.reduce(buf, 0, add, 0, len, r)?;
+                    }
+                }
                 (Some(f), _) => {
                     let (words, launch) = lcg_launch(len)?;
                     s.launch_kernel(
@@ -371,6 +468,7 @@ impl<B: Backend> Pipeline<B> {
             return Err(Error::invalid("verify needs a completed run"));
         }
         let rounds = self.compute_skipped.is_none().then_some(cfg.rounds);
+        let reduce = self.addend.is_some();
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let bad = std::sync::atomic::AtomicUsize::new(usize::MAX);
         std::thread::scope(|sc| {
@@ -379,11 +477,13 @@ impl<B: Backend> Pipeline<B> {
                 sc.spawn(move || {
                     let mut want = vec![0u8; cfg.chunk_bytes];
                     for c in (t..cfg.chunks).step_by(cores) {
-                        for (k, w) in want.iter_mut().enumerate() {
-                            *w = input_byte(c, k);
-                        }
-                        if let Some(r) = rounds {
-                            lcg_reference(&mut want, r);
+                        match rounds {
+                            Some(r) if reduce => reduce_reference(c, r, &mut want),
+                            Some(r) => {
+                                fill_input(false, c, &mut want);
+                                lcg_reference(&mut want, r);
+                            }
+                            None => fill_input(reduce, c, &mut want),
                         }
                         if outs[c] != want.as_slice() {
                             bad.fetch_min(c, std::sync::atomic::Ordering::Relaxed);
@@ -398,5 +498,17 @@ impl<B: Backend> Pipeline<B> {
                 "chunk {c}: the device result differs from the host reference"
             ))),
         }
+    }
+}
+
+/// The reduce stage's expected chunk `c` after `rounds` rounds, in typed `f32` arithmetic:
+/// word `k` is the input word plus the addend word, added `rounds` times.
+fn reduce_reference(c: usize, rounds: u32, out: &mut [u8]) {
+    for (k, w) in out.chunks_exact_mut(4).enumerate() {
+        let mut v = reduce_input_word(c, k);
+        for _ in 0..rounds {
+            v += reduce_addend_word(k);
+        }
+        w.copy_from_slice(&v.to_le_bytes());
     }
 }

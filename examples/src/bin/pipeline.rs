@@ -12,15 +12,18 @@
 //! cargo run -p xstream-examples --bin pipeline -- --backend host
 //! ```
 //!
-//! The compute kernel is the built-in LCG ([`Kernel::Lcg`]); on a device without the built-in
-//! kernels (an NPU runtime without them) the compute stage is skipped and the program says so.
-//! To put your own kernel here, see the `user_kernel` example.
+//! The compute kernel is the built-in LCG ([`Kernel::Lcg`]). On a device without the built-in
+//! kernels but with the built-in reduce (an Ascend NPU: its runtime has `aclrtReduceAsync` and
+//! cannot load the simulator-format builtin module) the compute stage is [`ROUNDS`] reduces
+//! instead ([`Stream::reduce`], f32 sums of an addend of 0.5 into the chunk, whose words are then
+//! small integers as `f32`); without either it is skipped. The program says which ran. To put
+//! your own kernel here, see the `user_kernel` example.
 
 use std::process::ExitCode;
 
 use xstream::{
     lcg_reference, Backend, Capabilities, Device, Event, EventDesc, HostAllocDesc, HostBuffer,
-    Kernel, Result, Stream, StreamDesc, StreamFlags,
+    Kernel, ReduceKind, ReduceType, Reduction, Result, Stream, StreamDesc, StreamFlags,
 };
 
 /// Compute streams (the upload stream comes on top).
@@ -37,6 +40,13 @@ fn input_byte(c: usize, i: usize) -> u8 {
     (i.wrapping_mul(31) ^ c.wrapping_mul(7)) as u8
 }
 
+/// The input of chunk `c` for the reduce stage: word `k` is `input_byte(c, k)` as `f32`.
+fn input_words(c: usize) -> Vec<u8> {
+    (0..CHUNK_BYTES / 4)
+        .flat_map(|k| f32::from(input_byte(c, k)).to_le_bytes())
+        .collect()
+}
+
 /// The whole program, for any backend `B`.
 fn run<B: Backend>() -> Result<()> {
     let dev = B::open(0)?;
@@ -48,6 +58,8 @@ fn run<B: Backend>() -> Result<()> {
         info.driver
     );
     let compute = info.capabilities.contains(Capabilities::KERNELS);
+    // Without the built-in kernels, the built-in reduce (no kernel binary needed).
+    let reduce = !compute && info.capabilities.contains(Capabilities::REDUCE);
 
     // Streams. NON_BLOCKING: no implicit synchronization with the device's default stream,
     // which is what a runtime wants for its own queues.
@@ -69,8 +81,12 @@ fn run<B: Backend>() -> Result<()> {
     let mut outputs: Vec<HostBuffer<B>> = Vec::with_capacity(CHUNKS);
     for c in 0..CHUNKS {
         let mut h = dev.alloc_host(CHUNK_BYTES, &HostAllocDesc::new())?;
-        for (i, b) in h.as_mut_slice()?.iter_mut().enumerate() {
-            *b = input_byte(c, i);
+        if reduce {
+            h.as_mut_slice()?.copy_from_slice(&input_words(c));
+        } else {
+            for (i, b) in h.as_mut_slice()?.iter_mut().enumerate() {
+                *b = input_byte(c, i);
+            }
         }
         inputs.push(h);
         outputs.push(dev.alloc_host(CHUNK_BYTES, &HostAllocDesc::new())?);
@@ -80,6 +96,13 @@ fn run<B: Backend>() -> Result<()> {
     let slots = (0..CHUNKS)
         .map(|_| dev.alloc(CHUNK_BYTES))
         .collect::<Result<Vec<_>>>()?;
+    // The reduce stage's addend: 0.5 in every f32 word, written once before the run.
+    let addend = dev.alloc(CHUNK_BYTES)?;
+    if reduce {
+        upload.write(&addend, 0, 0.5f32.to_le_bytes().repeat(CHUNK_BYTES / 4))?;
+        upload.synchronize()?;
+    }
+    let sum = Reduction::new(ReduceKind::Sum, ReduceType::F32);
 
     // Events: one per chunk for the upload -> compute dependency, one per compute stream to
     // join them at the end, and two timing events around the run (`EventDesc::new()` makes
@@ -105,6 +128,10 @@ fn run<B: Backend>() -> Result<()> {
                 buf: &slots[c],
                 rounds: ROUNDS,
             })?;
+        } else if reduce {
+            for _ in 0..ROUNDS {
+                s.reduce(&slots[c], 0, &addend, 0, CHUNK_BYTES, sum)?;
+            }
         }
         s.copy_to_host(&slots[c], 0, &mut outputs[c], 0, CHUNK_BYTES)?;
     }
@@ -122,17 +149,26 @@ fn run<B: Backend>() -> Result<()> {
     let rounds = if compute { ROUNDS } else { 0 };
     let mut want = vec![0u8; CHUNK_BYTES];
     for (c, out) in outputs.iter().enumerate() {
-        for (i, w) in want.iter_mut().enumerate() {
-            *w = input_byte(c, i);
+        if reduce {
+            // Each word gained 0.5 per round (exact in f32).
+            want = (0..CHUNK_BYTES / 4)
+                .flat_map(|k| (f32::from(input_byte(c, k)) + 0.5 * ROUNDS as f32).to_le_bytes())
+                .collect();
+        } else {
+            for (i, w) in want.iter_mut().enumerate() {
+                *w = input_byte(c, i);
+            }
+            lcg_reference(&mut want, rounds);
         }
-        lcg_reference(&mut want, rounds);
         if out.as_slice()? != want.as_slice() {
             return Err(xstream::Error::invalid(format!(
                 "chunk {c}: the device result differs from the host reference"
             )));
         }
     }
-    if !compute {
+    if reduce {
+        println!("compute stage: built-in reduce ({ROUNDS} f32 sums per chunk, no kernel binary)");
+    } else if !compute {
         println!(
             "compute stage: NOT RUN (the {} device has no built-in kernels); copies only",
             B::KIND

@@ -22,6 +22,11 @@
 //! ```sh
 //! cargo run -p xstream-examples --bin user_kernel -- --backend host
 //! ```
+//!
+//! On an Ascend runtime that cannot load the builtin module (a real CANN runtime, or the
+//! simulator with `XSIM_REAL_KERNELS=1`) there is no kernel binary to launch: the program says
+//! so on stderr (`needs a kernel binary: ...`) and exits with status 3
+//! ([`xstream_examples::EXIT_NEEDS_KERNEL_BINARY`]), never falling back to another backend.
 
 use std::process::ExitCode;
 
@@ -175,13 +180,23 @@ fn check<B: Backend>(s: &B::Stream, buf: &BufferOf<B>, want: &[u8], what: &str) 
     Ok(())
 }
 
-/// The whole program, for any backend `B`.
-fn run<B: Backend>() -> Result<()> {
+/// The whole program, for any backend `B`: `Ok(Some(why))` when the device has no kernel
+/// binary to run (Ascend without the builtin module).
+fn run<B: Backend>() -> Result<Option<String>> {
     let dev = B::open(0)?;
     println!("backend {}, device {}", B::KIND, dev.info().name);
     let caps = dev.info().capabilities;
     if !caps.contains(Capabilities::MODULES) {
         return Err(Error::unsupported(B::KIND, "kernel modules on this device"));
+    }
+    if B::KIND == BackendKind::Ascend && !caps.contains(Capabilities::KERNELS) {
+        return Ok(Some(match dev.builtin_module() {
+            Err(e) => format!(
+                "this Ascend runtime cannot load the builtin module, and no binary of your own \
+                 kernel is given (ModuleSource::AscendBinary): {e}"
+            ),
+            Ok(_) => "the device has no built-in kernels".to_string(),
+        }));
     }
     let k = UserKernel::<B>::load(&dev)?;
     let declared = match k.f.params() {
@@ -206,7 +221,7 @@ fn run<B: Backend>() -> Result<()> {
     //    graph replayed: one submission per replay instead of one per launch.
     if !caps.contains(Capabilities::CAPTURE) {
         println!("capture: NOT RUN (the {} device cannot capture)", B::KIND);
-        return Ok(());
+        return Ok(None);
     }
     s.begin_capture(CaptureMode::Global)?;
     for _ in 0..STEPS {
@@ -223,11 +238,15 @@ fn run<B: Backend>() -> Result<()> {
         graph.node_count()
     );
     println!("verified: the graph replayed {REPLAYS} times matches the host reference");
-    Ok(())
+    Ok(None)
 }
 
 fn main() -> ExitCode {
     let r = xstream_examples::choose_backend(Capabilities::MODULES)
         .and_then(|kind| xstream::dispatch!(kind, B => run::<B>()));
-    xstream_examples::exit_code(r)
+    match r {
+        Ok(Some(why)) => xstream_examples::needs_kernel_binary("user_kernel", &why),
+        Ok(None) => ExitCode::SUCCESS,
+        Err(e) => xstream_examples::exit_code(Err(e)),
+    }
 }

@@ -101,6 +101,8 @@ bitflags::bitflags! {
         const VALUE_OPS_32 = 1 << 20;
         /// 64-bit stream memory operations ([`Stream::wait_value64`], [`Stream::write_value64`]).
         const VALUE_OPS_64 = 1 << 21;
+        /// The built-in reduce operation ([`Stream::reduce`]; see the `reduce` module).
+        const REDUCE = 1 << 22;
     }
 }
 

@@ -1,0 +1,57 @@
+//! The built-in reduce on Ascend: one `aclrtReduceAsync` (a runtime task, no kernel binary),
+//! used when the runtime exports it ([`Capabilities::REDUCE`]). A kind or type the chip lacks
+//! comes back from the runtime as 207000, i.e. [`Error::Unsupported`]; MAX and MIN on products
+//! whose reduce is SUM only come back as 107000 and are reported as [`Error::Unsupported`] too.
+
+use std::sync::Arc;
+
+use xstream_core::{BackendKind, Capabilities, Device, Error, ReduceKind, Reduction, Result};
+
+use super::AscendStream;
+use crate::result;
+use crate::AscendBuffer;
+
+pub(super) fn reduce(
+    s: &AscendStream,
+    dst: &AscendBuffer,
+    dst_offset: usize,
+    src: &AscendBuffer,
+    src_offset: usize,
+    len: usize,
+    r: Reduction,
+) -> Result<()> {
+    if !s.device.info().capabilities.contains(Capabilities::REDUCE) {
+        return Err(Error::unsupported(
+            BackendKind::Ascend,
+            "built-in reduce: this libascendcl.so does not export aclrtReduceAsync",
+        ));
+    }
+    s.enter("reduce")?;
+    s.check_buf(dst)?;
+    s.check_buf(src)?;
+    xstream_core::reduce::check(r, dst.inner.len, dst_offset, src.inner.len, src_offset, len)?;
+    let d = result::memory::at(dst.inner.ptr, dst_offset);
+    let so = result::memory::at(src.inner.ptr, src_offset);
+    xstream_core::reduce::check_overlap(d as u64, so as u64, len)?;
+    match result::reduce::reduce_async(s.device.inner.t, d, so, len, r, s.state.raw) {
+        Ok(()) => {}
+        // Every portable rule was checked above, so a parameter error for a kind other than
+        // SUM is the runtime's rule for products whose reduce takes its "V2" task (Atlas
+        // training and inference products): SUM only.
+        Err(e) if r.kind != ReduceKind::Sum && e.native().is_some_and(|n| n.code == 107_000) => {
+            return Err(Error::unsupported(
+                BackendKind::Ascend,
+                format!(
+                    "built-in reduce {}: this product reduces with SUM only ({e})",
+                    r.kind.name()
+                ),
+            ))
+        }
+        Err(e) => return Err(e),
+    }
+    s.state.enqueued(Some(Box::new((
+        Arc::clone(&src.inner),
+        Arc::clone(&dst.inner),
+    ))));
+    Ok(())
+}
