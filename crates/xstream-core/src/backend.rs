@@ -264,8 +264,8 @@ pub trait Function: Clone + Send + Sync + fmt::Debug + 'static {
 /// buffer (plain, stream-ordered and pooled alike). A buffer's [`Buffer::len`] stays the
 /// requested length and every bounds check uses it; only the memory below is larger.
 ///
-/// Why: vendor libraries read user buffers in whole words (NCCL's LL all-reduce kernels read
-/// 4- and 16-byte words, so an f16 buffer of odd length is over-read past its end), and
+/// Why: vendor libraries read user buffers in whole words (NCCL rounds its reads of user data
+/// up to a multiple of 16 bytes, so an f16 buffer of odd length is over-read past its end), and
 /// PyTorch's caching allocator, which those libraries are exercised with, never hands out a
 /// block that is not a multiple of 512 bytes. 512 also keeps every block a multiple of the
 /// 256-byte alignment `cuMemAlloc` guarantees. See docs/semantics.md ("Allocation granularity").
