@@ -329,6 +329,26 @@ impl Controls {
         unsafe { self.call0(c"xsimLiveAllocs") }
     }
 
+    /// `xsimAllocSize(p)`: the bytes really allocated for the live block starting at `addr`
+    /// (0 when none starts there).
+    pub fn alloc_size(&self, addr: u64) -> u64 {
+        // SAFETY: `uint64_t xsimAllocSize(const void*)` (simulator README).
+        let f: unsafe extern "C" fn(*const std::ffi::c_void) -> u64 =
+            unsafe { self.sym(c"xsimAllocSize") };
+        // SAFETY: the simulator only compares the address, never dereferences it.
+        unsafe { f(addr as usize as *const std::ffi::c_void) }
+    }
+
+    /// `xsimAllocRequested(p)`: the size passed to the allocation of the live block starting
+    /// at `addr` (0 when none starts there).
+    pub fn alloc_requested(&self, addr: u64) -> u64 {
+        // SAFETY: `uint64_t xsimAllocRequested(const void*)` (simulator README).
+        let f: unsafe extern "C" fn(*const std::ffi::c_void) -> u64 =
+            unsafe { self.sym(c"xsimAllocRequested") };
+        // SAFETY: the simulator only compares the address, never dereferences it.
+        unsafe { f(addr as usize as *const std::ffi::c_void) }
+    }
+
     /// `aclrtResetDevice(ordinal)`, called behind the backend's back.
     pub fn reset_device(&self, ordinal: i32) -> i32 {
         // SAFETY: `aclError aclrtResetDevice(int32_t deviceId)` (ACL documentation).

@@ -33,40 +33,80 @@ pub(crate) enum Home {
     Host,
 }
 
-/// Live blocks: start address → (layout, home).
-fn allocs() -> &'static Mutex<BTreeMap<usize, (Layout, Home)>> {
-    static A: OnceLock<Mutex<BTreeMap<usize, (Layout, Home)>>> = OnceLock::new();
+/// `aclrtMalloc` sizes are aligned to this many bytes (the runtime's `DATA_MEMORY_ALIGN_SIZE`).
+const DEVICE_ALIGN: usize = 32;
+/// ... and padded with this many (the runtime's default `DATA_MEMORY_PADDING_SIZE`; a real SoC
+/// spec may set another `padding_size`, the simulator has none).
+const DEVICE_PADDING: usize = 32;
+/// `ACL_MEM_MALLOC_HUGE1G_ONLY` and `ACL_MEM_MALLOC_HUGE1G_ONLY_P2P`: aligned, never padded.
+const HUGE1G_POLICIES: [i32; 2] = [6, 7];
+
+/// One live block: its layout (the bytes really allocated), the size the caller asked for, and
+/// where it lives.
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    layout: Layout,
+    requested: usize,
+    home: Home,
+}
+
+/// Live blocks by start address.
+fn allocs() -> &'static Mutex<BTreeMap<usize, Block>> {
+    static A: OnceLock<Mutex<BTreeMap<usize, Block>>> = OnceLock::new();
     A.get_or_init(Default::default)
 }
 
 /// The home of the block holding `p .. p + n`, when one does.
 pub(crate) fn home_of(p: usize, n: usize) -> Option<Home> {
     let g = lock(allocs());
-    let (&start, &(layout, home)) = g.range(..=p).next_back()?;
+    let (&start, b) = g.range(..=p).next_back()?;
     let end = p.checked_add(n)?;
-    (end <= start + layout.size()).then_some(home)
+    (end <= start + b.layout.size()).then_some(b.home)
 }
 
-fn sim_alloc(out: *mut *mut c_void, size: usize, home: Home) -> R {
+/// The bytes `aclrtMalloc` really allocates for `size` (the runtime's
+/// `GetAlignedAndPaddingSize`): `size` plus the alignment and, unless unpadded, the padding,
+/// minus one, rounded down to the alignment. `None` when the sum overflows (the runtime's
+/// "size too large", `ACL_ERROR_INVALID_PARAM`).
+fn device_size(size: usize, padded: bool) -> Option<usize> {
+    let append = if padded {
+        DEVICE_ALIGN + DEVICE_PADDING
+    } else {
+        DEVICE_ALIGN
+    };
+    let sum = size.checked_add(append)?;
+    Some((sum - 1) / DEVICE_ALIGN * DEVICE_ALIGN)
+}
+
+/// Allocates `size` bytes (`requested` is what the caller asked for, recorded for
+/// `xsimAllocRequested`).
+fn sim_alloc(out: *mut *mut c_void, size: usize, requested: usize, home: Home) -> R {
     non_null(out, "pointer")?;
-    if size == 0 {
+    if requested == 0 {
         return err(ACL_ERROR_INVALID_PARAM, "size is 0");
     }
     let layout = Layout::from_size_align(size, ALIGN)
         .or_else(|_| err(ACL_ERROR_INVALID_PARAM, "size too large"))?;
-    // SAFETY: layout has non-zero size.
+    // SAFETY: layout has non-zero size (`size >= requested > 0`).
     let p = unsafe { std::alloc::alloc(layout) };
     if p.is_null() {
         return err(207_001, "out of memory");
     }
-    lock(allocs()).insert(p as usize, (layout, home));
+    lock(allocs()).insert(
+        p as usize,
+        Block {
+            layout,
+            requested,
+            home,
+        },
+    );
     // SAFETY: checked non-NULL; caller contract.
     unsafe { put(out, p as *mut c_void) }
 }
 
 fn sim_free(p: *mut c_void) -> R {
     non_null(p, "pointer")?;
-    let Some((layout, _)) = lock(allocs()).remove(&(p as usize)) else {
+    let Some(Block { layout, .. }) = lock(allocs()).remove(&(p as usize)) else {
         return err(
             ACL_ERROR_INVALID_PARAM,
             "pointer not allocated by the simulator",
@@ -88,17 +128,60 @@ pub unsafe extern "C" fn xsimLiveAllocs() -> u64 {
     std::panic::catch_unwind(|| lock(allocs()).len() as u64).unwrap_or(u64::MAX)
 }
 
+/// `uint64_t xsimAllocSize(const void* p)`: the bytes really allocated for the live block that
+/// starts at `p` (for `aclrtMalloc`, the runtime's aligned and padded size), 0 when no live
+/// block starts there. Simulator-only.
+///
+/// # Safety
+/// `p` is only compared, never dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn xsimAllocSize(p: *const c_void) -> u64 {
+    crate::faults::count_call("xsimAllocSize");
+    std::panic::catch_unwind(|| {
+        lock(allocs())
+            .get(&(p as usize))
+            .map_or(0, |b| b.layout.size() as u64)
+    })
+    .unwrap_or(0)
+}
+
+/// `uint64_t xsimAllocRequested(const void* p)`: the size the caller passed for the live block
+/// that starts at `p`, 0 when no live block starts there. Simulator-only.
+///
+/// # Safety
+/// `p` is only compared, never dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn xsimAllocRequested(p: *const c_void) -> u64 {
+    crate::faults::count_call("xsimAllocRequested");
+    std::panic::catch_unwind(|| {
+        lock(allocs())
+            .get(&(p as usize))
+            .map_or(0, |b| b.requested as u64)
+    })
+    .unwrap_or(0)
+}
+
 /// `aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy)`: host memory
-/// standing in for device memory (64-byte aligned, policy ignored); needs a current context.
+/// standing in for device memory (64-byte aligned); needs a current context. Like the runtime
+/// (`src/acl/aclrt_impl/memory.cpp`, `aclMallocMemInner`), the block is `size` aligned up to 32
+/// bytes plus 32 bytes of padding (no padding for the two HUGE1G policies), and a `size` whose
+/// padded sum overflows is `ACL_ERROR_INVALID_PARAM`. The policy is otherwise ignored.
 ///
 /// # Safety
 /// `dev_ptr` must be NULL or valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtMalloc(dev_ptr: *mut *mut c_void, size: usize, policy: i32) -> i32 {
-    let _ = policy;
     ffi("aclrtMalloc", true, || {
+        // The runtime's order: the pointer, the size, the padded size, then the context.
+        non_null(dev_ptr, "pointer")?;
+        if size == 0 {
+            return err(ACL_ERROR_INVALID_PARAM, "size is 0");
+        }
+        let Some(real) = device_size(size, !HUGE1G_POLICIES.contains(&policy)) else {
+            return err(ACL_ERROR_INVALID_PARAM, "size too large");
+        };
         let ctx = cur_ctx()?;
-        sim_alloc(dev_ptr, size, Home::Device(ctx.device))
+        sim_alloc(dev_ptr, real, size, Home::Device(ctx.device))
     })
 }
 
@@ -118,7 +201,7 @@ pub unsafe extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> i32 {
 #[no_mangle]
 pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize) -> i32 {
     ffi("aclrtMallocHost", true, || {
-        sim_alloc(host_ptr, size, Home::Host)?;
+        sim_alloc(host_ptr, size, size, Home::Host)?;
         // SAFETY: sim_alloc wrote the block's address through the checked-non-NULL pointer.
         crate::host_mem::add(unsafe { *host_ptr } as usize, size);
         Ok(())

@@ -37,7 +37,8 @@ pub const DEFAULT_RELEASE_THRESHOLD: u64 = 256 << 20;
 
 /// Requests up to this size round up to [`SMALL_ROUND`]; larger ones to [`LARGE_ROUND`].
 const SMALL_MAX: usize = 1 << 20;
-const SMALL_ROUND: usize = 512;
+/// Small classes are multiples of the allocation granule every backend rounds to.
+const SMALL_ROUND: usize = xstream_core::ALLOC_GRANULE;
 const LARGE_ROUND: usize = 2 << 20;
 
 /// How many streams other than its allocating stream a stream-ordered buffer tracks before

@@ -485,7 +485,10 @@ impl Device for AscendDevice {
                 detail: format!("{len} bytes is more than any address space holds"),
             });
         }
-        let ptr = result::memory::malloc(d.t, len, consts::ACL_MEM_MALLOC_HUGE_FIRST)?;
+        // Rounded up to the allocation granule (docs/semantics.md); `len` stays the buffer's
+        // length. Cannot overflow: `len` is at most `isize::MAX`.
+        let size = xstream_core::alloc_size(len).unwrap_or(len);
+        let ptr = result::memory::malloc(d.t, size, consts::ACL_MEM_MALLOC_HUGE_FIRST)?;
         let buf = AscendBuffer {
             inner: Arc::new(BufInner {
                 device: self.clone(),
@@ -497,10 +500,10 @@ impl Device for AscendDevice {
         // Zero it before returning (documented cost of alloc): with the synchronous
         // `aclrtMemset` where the runtime has it, else on the default stream and wait.
         if crate::loader::has_group(d.t, &crate::loader::SYNC_MEMSET) {
-            result::sysinfo::memset(d.t, ptr, len, 0).map_err(|e| d.observe(e))?;
+            result::sysinfo::memset(d.t, ptr, size, 0).map_err(|e| d.observe(e))?;
         } else {
             let raw = d.default_state.raw;
-            result::memory::memset_async(d.t, ptr, 0, len, 0, raw)?;
+            result::memory::memset_async(d.t, ptr, 0, size, 0, raw)?;
             result::stream::synchronize(d.t, raw).map_err(|e| d.observe(e))?;
         }
         Ok(buf)
@@ -604,7 +607,9 @@ pub const ACL_HOST_MEM_FLAGS: &[xstream_core::HostFlagRow] = &[
     },
 ];
 
-/// Device memory from `aclrtMalloc` (`ACL_MEM_MALLOC_HUGE_FIRST`). Dropping it frees it with
+/// Device memory from `aclrtMalloc` (`ACL_MEM_MALLOC_HUGE_FIRST`), asked for its length rounded
+/// up to [`xstream_core::ALLOC_GRANULE`] (stream-ordered buffers: to their size class, also a
+/// multiple of it); [`Buffer::len`] is the requested length. Dropping it frees it with
 /// `aclrtFree` on the reaper thread once the device's queued work has completed. A buffer from
 /// `alloc_async` given back with `free_async` goes to the device's block cache instead
 /// (stream-ordered reuse, see [`crate::blocks`]).

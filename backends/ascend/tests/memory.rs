@@ -65,3 +65,60 @@ fn allocator_register_get_unregister() {
         Err(Error::NotOwned { .. })
     ));
 }
+
+#[test]
+fn alloc_rounds_to_the_granule_and_bounds_use_len() {
+    if !common::in_sim_process() {
+        return;
+    }
+    // An f16 buffer of 1031 elements: the odd size NCCL over-read on CUDA (issue 21).
+    const ODD: usize = 2062;
+    let sim = common::Sim::get();
+    let d = common::device(0);
+    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let a = d.alloc(ODD).unwrap();
+    let b = d.alloc(ODD).unwrap();
+    assert_eq!(a.len(), ODD);
+    // xstream asks aclrtMalloc for the length rounded up to the granule; the simulator then
+    // aligns and pads it like the runtime (2560 + 32).
+    let p = a.device_address();
+    assert_eq!(sim.alloc_requested(p), 2560);
+    assert_eq!(
+        sim.alloc_requested(p) % xstream_core::ALLOC_GRANULE as u64,
+        0
+    );
+    assert_eq!(sim.alloc_size(p), 2592);
+    // Bounds checks use `len`, not the rounded block.
+    s.write(&a, 0, vec![5; ODD]).unwrap();
+    s.copy(&a, 0, &b, 0, ODD).unwrap();
+    let whole = s.read(&b, 0, ODD).unwrap();
+    assert!(matches!(
+        s.copy(&a, 0, &b, 0, ODD + 1),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        s.read(&a, 0, ODD + 1),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        s.write(&a, ODD, vec![1]),
+        Err(Error::InvalidArgument(_))
+    ));
+    s.synchronize().unwrap();
+    assert_eq!(whole.take().unwrap(), vec![5; ODD]);
+    // A stream-ordered buffer: its size class is a multiple of the granule too.
+    let o = s.alloc_async(ODD).unwrap();
+    assert_eq!(o.len(), ODD);
+    let q = o.device_address();
+    assert_eq!(
+        sim.alloc_requested(q) % xstream_core::ALLOC_GRANULE as u64,
+        0
+    );
+    assert!(sim.alloc_requested(q) >= 2560);
+    assert!(matches!(
+        s.copy(&a, 0, &o, 0, ODD + 1),
+        Err(Error::InvalidArgument(_))
+    ));
+    s.free_async(o).unwrap();
+    s.synchronize().unwrap();
+}

@@ -41,7 +41,9 @@
 //!   fault (~110-150 ms after it), and fails the slots even if nobody calls xstream. The slot
 //!   fires once whichever path comes first. The poller thread switches itself to RELAXED
 //!   capture mode (`cuThreadExchangeStreamCaptureMode`) so it never invalidates a user capture,
-//!   and so does the dispatcher thread when xstream uses it. `cuStreamAddCallback` stays
+//!   and so do the dispatcher thread and the stream reaper thread (which runs the teardown of
+//!   dropped streams, so a drop never waits for the stream's work on the dropping thread, see
+//!   docs/semantics.md) when xstream uses them. `cuStreamAddCallback` stays
 //!   reachable as [`CudaStream::add_status_callback`] (runs even after a fault, with the
 //!   status).
 //! - **Timeouts** are emulated: `cuStreamQuery`/`cuEventQuery` plus sleeps starting at 20 µs

@@ -11,12 +11,20 @@
 //! `cuMemFree` happens when the last user is known complete. A captured graph keeps its
 //! buffers, and hands them to the stream at each launch. After a device fault, host functions
 //! never run and the memory is left to the (dead) context.
+//!
+//! # Allocation granularity
+//! Every allocation xstream makes (`cuMemAlloc`, `cuMemAllocAsync`, `cuMemAllocFromPoolAsync`,
+//! `cuMemAllocManaged`) asks the driver for the length rounded up to
+//! [`xstream_core::ALLOC_GRANULE`] (512 bytes), so libraries that read whole words (NCCL's LL
+//! kernels) stay inside the allocation; `len()` stays the requested length and every bounds
+//! check uses it. [`CudaBuffer::address_range`] shows what the driver allocated. An adopted
+//! cudarc slice ([`CudaBuffer::from_cudarc`]) keeps the size cudarc gave it.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use xstream_core::callback::{dispatch, in_callback};
-use xstream_core::{Allocator, BackendKind, Block, Buffer, Error, Result};
+use xstream_core::{alloc_size, Allocator, BackendKind, Block, Buffer, Error, Result};
 
 use crate::ffi::{self, CuStream};
 use crate::stream::StreamHandle;
@@ -258,6 +266,21 @@ impl CudaBuffer {
         })
     }
 
+    /// The allocation the driver holds underneath (`cuMemGetAddressRange`): its base address
+    /// and size in bytes. For a buffer xstream allocated, the size is at least
+    /// [`len`](Buffer::len) rounded up to [`xstream_core::ALLOC_GRANULE`] (module docs).
+    ///
+    /// # Errors
+    /// Vendor errors (a poisoned context).
+    pub fn address_range(&self) -> Result<(u64, usize)> {
+        let sh = &self.dev().shared;
+        sh.enter()?;
+        sh.check(
+            "cuMemGetAddressRange",
+            ffi::mem_get_address_range(self.ptr()),
+        )
+    }
+
     /// Whether it came from `alloc_async`.
     pub fn is_stream_ordered(&self) -> bool {
         matches!(self.mem, Mem::Ordered(_))
@@ -316,7 +339,7 @@ pub(crate) fn alloc_ordered(stream: &CudaStream, len: usize) -> Result<CudaBuffe
     }
     let ptr = sh.check(
         "cuMemAllocAsync",
-        ffi::mem_alloc_async(len, stream.handle.raw),
+        ffi::mem_alloc_async(rounded(len)?, stream.handle.raw),
     )?;
     Ok(CudaBuffer {
         mem: Mem::Ordered(Ordered {
@@ -356,13 +379,22 @@ pub(crate) fn set_pool_release_threshold(dev: &CudaDevice, bytes: u64) -> Result
     )
 }
 
+/// The size xstream asks the driver for: `len` rounded up to the allocation granule.
+fn rounded(len: usize) -> Result<usize> {
+    alloc_size(len).ok_or_else(|| Error::OutOfMemory {
+        backend: BackendKind::Cuda,
+        detail: format!("{len} bytes is more than any address space holds"),
+    })
+}
+
 pub(crate) fn alloc(dev: &CudaDevice, len: usize) -> Result<CudaBuffer> {
     if len == 0 {
         return Err(Error::invalid("a buffer needs at least one byte"));
     }
+    let size = rounded(len)?;
     let sh = &dev.shared;
     sh.enter()?;
-    let ptr = sh.check("cuMemAlloc", ffi::mem_alloc(len))?;
+    let ptr = sh.check("cuMemAlloc", ffi::mem_alloc(size))?;
     let buf = CudaBuffer {
         mem: Mem::Plain(Arc::new(Alloc {
             dev: dev.clone(),
@@ -372,11 +404,12 @@ pub(crate) fn alloc(dev: &CudaDevice, len: usize) -> Result<CudaBuffer> {
         })),
     };
     // Zero on the internal stream and wait: `cuMemsetD8` (sync) would run on the legacy stream
-    // and could race with work on NON_BLOCKING streams.
+    // and could race with work on NON_BLOCKING streams. The whole block, slack included, so
+    // a library's word-wise read past `len` sees defined bytes.
     let _g = sh.sentinel_lock.lock().unwrap_or_else(|e| e.into_inner());
     sh.check(
         "cuMemsetD8Async",
-        ffi::memset_d8_async(ptr, 0, len, sh.sentinel),
+        ffi::memset_d8_async(ptr, 0, size, sh.sentinel),
     )?;
     sh.check("cuStreamSynchronize", ffi::stream_synchronize(sh.sentinel))?;
     Ok(buf)
@@ -425,7 +458,10 @@ pub(crate) fn alloc_managed(dev: &CudaDevice, len: usize) -> Result<CudaManagedB
         ));
     }
     // CU_MEM_ATTACH_GLOBAL = 1.
-    let ptr = sh.check("cuMemAllocManaged", ffi::mem_alloc_managed(len, 0x1))?;
+    let ptr = sh.check(
+        "cuMemAllocManaged",
+        ffi::mem_alloc_managed(rounded(len)?, 0x1),
+    )?;
     Ok(CudaManagedBuffer {
         alloc: Arc::new(Alloc {
             dev: dev.clone(),
@@ -486,7 +522,9 @@ impl CudaAsyncAllocator {
 impl Allocator for CudaAsyncAllocator {
     fn alloc(&self, size: usize) -> Option<Block> {
         self.dev.shared.enter().ok()?;
-        match ffi::mem_alloc_from_pool_async(size.max(1), self.pool, self.raw_stream()) {
+        // Rounded up to the allocation granule like every other xstream allocation.
+        let size = alloc_size(size.max(1))?;
+        match ffi::mem_alloc_from_pool_async(size, self.pool, self.raw_stream()) {
             Ok(p) => {
                 self.live
                     .lock()
@@ -543,11 +581,13 @@ impl Drop for CudaAsyncAllocator {
 }
 
 /// Allocates `len` bytes with `cuMemAllocAsync` from the device's current pool on `stream`
-/// (for callers that want stream-ordered memory without an allocator object).
+/// (for callers that want stream-ordered memory without an allocator object). The driver is
+/// asked for `len` rounded up to [`xstream_core::ALLOC_GRANULE`].
 ///
 /// # Errors
 /// [`Error::Unsupported`] without memory pools; [`Error::OutOfMemory`].
 pub fn alloc_async(stream: &CudaStream, len: usize) -> Result<u64> {
+    let len = rounded(len)?;
     let sh = &stream.cuda_device().shared;
     sh.enter()?;
     if sh.default_pool.is_none() {

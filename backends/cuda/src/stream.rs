@@ -10,7 +10,7 @@
 //! - `memop`: `cuStreamWaitValue*` / `cuStreamWriteValue*`;
 //! - `attribute`: stream attributes and the allocator slot;
 //! - `native`: CUDA-only extras (cudarc interop, getters, external waits, managed attach);
-//! - `drop`: `cuStreamDestroy` and deferred release behind queued work.
+//! - `drop`: `cuStreamDestroy` on the reaper thread and deferred release behind queued work.
 
 use std::fmt;
 use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
@@ -76,9 +76,9 @@ pub(crate) struct StreamState {
 ///
 /// `Send + Sync`: the CUDA driver accepts a stream from any thread; every call binds the
 /// device's context first. Identity is [`Stream::id`] (`cuStreamGetId`), never the handle,
-/// which the driver recycles after destroy (driver behaviour in docs/semantics.md). Dropping an owned stream calls
-/// `cuStreamDestroy`, which neither blocks nor cancels (row 8); the buffers its queued work
-/// uses are released by a host function behind that work.
+/// which the driver recycles after destroy (driver behaviour in docs/semantics.md). Dropping an owned stream
+/// neither blocks nor cancels: `cuStreamDestroy` (row 8) runs on xstream's CUDA reaper thread,
+/// and the buffers its queued work uses are released by a host function behind that work.
 pub struct CudaStream {
     dev: CudaDevice,
     pub(crate) handle: Arc<StreamHandle>,

@@ -293,3 +293,62 @@ fn memory_is_flat_after_100k_host_buffer_and_async_allocation_cycles() {
     );
     assert!(delta.abs() <= 4.0 * 1048576.0, "RSS grew by {delta} bytes");
 }
+
+/// Issue 21: the driver's allocation under an odd-length buffer is rounded up to the granule
+/// (`cuMemGetAddressRange`), plain and stream-ordered; `len()` and bounds checks stay exact.
+#[test]
+fn allocations_are_rounded_to_the_granule() {
+    let Some(d) = device("allocations_are_rounded_to_the_granule") else {
+        return;
+    };
+    // An f16 buffer of 1031 elements: the size NCCL's LL kernels over-read by 2 bytes.
+    const ODD: usize = 2062;
+    let want = xstream_core::alloc_size(ODD).unwrap();
+    assert_eq!(want, 2560);
+    let s = d.create_stream(&nb()).unwrap();
+    let a = d.alloc(ODD).unwrap();
+    assert_eq!(a.len(), ODD);
+    let (base, size) = a.address_range().unwrap();
+    assert_eq!(
+        base,
+        a.device_address(),
+        "cuMemAlloc: the buffer starts its allocation"
+    );
+    // The driver reports the size it was asked for (at least: it may round further itself);
+    // before issue 21 that was 2062, which is what memcheck saw NCCL read past.
+    println!("cuMemGetAddressRange: {size} bytes under a {ODD}-byte buffer");
+    assert!(
+        size >= want,
+        "cuMemAlloc: the driver holds {size} bytes, less than the rounded {want}"
+    );
+    // Bounds checks use `len`.
+    let b = d.alloc(ODD).unwrap();
+    s.write(&a, 0, vec![3; ODD]).unwrap();
+    s.copy(&a, 0, &b, 0, ODD).unwrap();
+    let whole = s.read(&b, 0, ODD).unwrap();
+    assert!(matches!(
+        s.copy(&a, 0, &b, 0, ODD + 1),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        s.read(&a, 0, ODD + 1),
+        Err(Error::InvalidArgument(_))
+    ));
+    s.synchronize().unwrap();
+    assert_eq!(whole.take().unwrap(), vec![3; ODD]);
+    // Stream-ordered: the rounded block lies inside the range the driver reports for it.
+    let o = s.alloc_async(ODD).unwrap();
+    assert_eq!(o.len(), ODD);
+    let (base, size) = o.address_range().unwrap();
+    let p = o.device_address();
+    assert!(
+        base <= p && p + want as u64 <= base + size as u64,
+        "cuMemAllocAsync: [{p:#x}, +{want}) not inside [{base:#x}, +{size})"
+    );
+    assert!(matches!(
+        s.copy(&a, 0, &o, 0, ODD + 1),
+        Err(Error::InvalidArgument(_))
+    ));
+    s.free_async(o).unwrap();
+    s.synchronize().unwrap();
+}

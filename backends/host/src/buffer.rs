@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use xstream_core::{BackendKind, Buffer, Error, Result};
+use xstream_core::{alloc_size, BackendKind, Buffer, Error, Result};
 
 use crate::HostBackend;
 
@@ -40,7 +40,8 @@ impl BufInner {
     }
 }
 
-/// A host buffer: `len` zero-initialised bytes on the heap.
+/// A host buffer: `len` zero-initialised bytes on the heap (in a block rounded up to
+/// [`xstream_core::ALLOC_GRANULE`], see [`HostBuffer::allocated_len`]).
 ///
 /// Its [`device_address`](Buffer::device_address) is the address of its heap block: stable
 /// for the buffer's life (the block never moves) and unique among live buffers.
@@ -54,12 +55,18 @@ impl HostBuffer {
         if len == 0 {
             return Err(Error::invalid("cannot allocate a zero-length buffer"));
         }
-        let mut v = Vec::new();
-        v.try_reserve_exact(len).map_err(|e| Error::OutOfMemory {
+        // The heap block is rounded up to the allocation granule (docs/semantics.md) and
+        // zeroed whole; the vector's length, the buffer's `len`, stays the requested size.
+        let oom = |detail: String| Error::OutOfMemory {
             backend: BackendKind::Host,
-            detail: format!("{len}-byte buffer: {e}"),
-        })?;
-        v.resize(len, 0);
+            detail,
+        };
+        let size = alloc_size(len).ok_or_else(|| oom(format!("{len}-byte buffer: too large")))?;
+        let mut v = Vec::new();
+        v.try_reserve_exact(size)
+            .map_err(|e| oom(format!("{len}-byte buffer: {e}")))?;
+        v.resize(size, 0);
+        v.truncate(len);
         let addr = v.as_ptr() as usize as u64;
         Ok(Self {
             inner: Arc::new(BufInner {
@@ -69,6 +76,12 @@ impl HostBuffer {
                 ordinal,
             }),
         })
+    }
+
+    /// The bytes of the heap block underneath: [`len`](Buffer::len) rounded up to
+    /// [`xstream_core::ALLOC_GRANULE`] (the slack is zeroed and never written by xstream).
+    pub fn allocated_len(&self) -> usize {
+        self.inner.lock().capacity()
     }
 
     pub(crate) fn inner_len(&self) -> usize {

@@ -260,6 +260,23 @@ pub trait Function: Clone + Send + Sync + fmt::Debug + 'static {
     fn params(&self) -> Option<&[ParamKind]>;
 }
 
+/// The granularity, in bytes, to which every backend rounds the allocation underneath a device
+/// buffer (plain, stream-ordered and pooled alike). A buffer's [`Buffer::len`] stays the
+/// requested length and every bounds check uses it; only the memory below is larger.
+///
+/// Why: vendor libraries read user buffers in whole words (NCCL rounds its reads of user data
+/// up to a multiple of 16 bytes, so an f16 buffer of odd length is over-read past its end), and
+/// PyTorch's caching allocator, which those libraries are exercised with, never hands out a
+/// block that is not a multiple of 512 bytes. 512 also keeps every block a multiple of the
+/// 256-byte alignment `cuMemAlloc` guarantees. See docs/semantics.md ("Allocation granularity").
+pub const ALLOC_GRANULE: usize = 512;
+
+/// The bytes a backend allocates underneath a buffer of `len` bytes: `len` rounded up to
+/// [`ALLOC_GRANULE`]; `None` when that overflows `usize`.
+pub fn alloc_size(len: usize) -> Option<usize> {
+    len.checked_next_multiple_of(ALLOC_GRANULE)
+}
+
 /// A device buffer.
 pub trait Buffer: Send + Sync + fmt::Debug + 'static {
     /// The backend.

@@ -62,10 +62,10 @@ pub use attr::{
     AccessPolicyWindow, AccessProperty, FailureMode, StreamAttr, StreamAttrValue, SyncPolicy,
 };
 pub use backend::{
-    check_range, check_timeout, lcg_reference, Backend, BackendKind, Borrowed, Buffer, BufferOf,
-    Capabilities, CreationReport, Device, DeviceInfo, DeviceOf, Event, EventDesc, EventOf,
-    Function, FunctionOf, Graph, GraphOf, Kernel, Module, ModuleOf, Ownership, Readback,
-    ReadbackFill, Status, Stream, StreamDesc, StreamOf,
+    alloc_size, check_range, check_timeout, lcg_reference, Backend, BackendKind, Borrowed, Buffer,
+    BufferOf, Capabilities, CreationReport, Device, DeviceInfo, DeviceOf, Event, EventDesc,
+    EventOf, Function, FunctionOf, Graph, GraphOf, Kernel, Module, ModuleOf, Ownership, Readback,
+    ReadbackFill, Status, Stream, StreamDesc, StreamOf, ALLOC_GRANULE,
 };
 pub use callback::{ensure_not_in_callback, HostCallback};
 pub use capture::{CaptureCell, CaptureMode, CaptureStatus};

@@ -25,6 +25,14 @@ pub(crate) fn mem_alloc_managed(len: usize, flags: u32) -> CuResult<u64> {
     Ok(p)
 }
 
+/// `cuMemGetAddressRange`: the base and size of the allocation holding `p`.
+pub(crate) fn mem_get_address_range(p: u64) -> CuResult<(u64, usize)> {
+    let (mut base, mut size) = (0, 0);
+    // SAFETY: valid out-pointers; context bound; an unknown address is an error, not UB.
+    ok(unsafe { sys::cuMemGetAddressRange_v2(&mut base, &mut size, p) })?;
+    Ok((base, size))
+}
+
 /// `cuMemFree`.
 pub(crate) fn mem_free(p: u64) -> CuResult<()> {
     // SAFETY: `p` is an allocation this crate owns and no pending work uses.

@@ -1,7 +1,22 @@
-//! Releasing a [`CudaStream`]: `cuStreamDestroy` of an owned handle (never blocking) and the
-//! deferred release, behind the stream's work, of what that work still uses.
+//! Releasing a [`CudaStream`]: `cuStreamDestroy` of an owned handle and the deferred release,
+//! behind the stream's work, of what that work still uses.
+//!
+//! **Drop never waits for the stream's work, whoever makes the driver wait.** The driver's
+//! `cuStreamDestroy` returns at once and releases the stream after its work, and
+//! `cuLaunchHostFunc` only enqueues, but a tool that interposes on the driver may make either
+//! call wait for the stream's pending work: under compute-sanitizer, dropping a stream held
+//! by a host-side gate blocked until the gate gave up (the conformance check
+//! `stream_drop_does_not_cancel`, GPU run of 2026-11-24, and `destroy_with_pending_work_completes_it`
+//! in GPU run 2, which missed a 20 ms bound behind a 50 ms kernel). So the caller's thread makes
+//! no such call: only the end of a capture in progress (which must happen on the capturing
+//! thread and does not wait for work) runs there; the hand-off of the keep-alive list and
+//! `cuStreamDestroy` run on the backend's reaper thread ([`reap`]), in drop order. A stream
+//! whose work never completes can then stall only the reaper (later drops' releases wait
+//! behind it), never the thread that dropped it.
 
-use std::sync::{Arc, Mutex};
+use std::cell::Cell;
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use xstream_core::callback::{dispatch, in_callback, CallbackSlot, PanicSlot};
 
@@ -23,25 +38,81 @@ impl Drop for StreamHandle {
             return;
         }
         let (raw, dev) = (self.raw, self.dev.clone());
-        let destroy = move || {
-            ffi::ensure_relaxed_capture_mode();
+        // On the reaper (module docs): the driver releases the stream after its work (row 8),
+        // and should a tool make `cuStreamDestroy` wait for that work, only the reaper waits.
+        reap(Box::new(move || {
+            driver_prelude();
             if ffi::bind(dev.shared.raw_ctx).is_ok() {
-                // Non-blocking: the driver releases the stream after its work (row 8).
                 if let Err(c) = ffi::stream_destroy(raw) {
                     tracing::debug!(code = c, "cuStreamDestroy failed");
                 }
             }
-        };
-        if in_callback() {
-            dispatch(Box::new(destroy));
-        } else {
-            // On the caller's thread: do not switch its capture mode.
-            if ffi::bind(self.dev.shared.raw_ctx).is_ok() {
-                if let Err(c) = ffi::stream_destroy(self.raw) {
-                    tracing::debug!(code = c, "cuStreamDestroy failed");
+        }));
+    }
+}
+
+/// A teardown job for the reaper thread.
+pub(crate) type ReapJob = Box<dyn FnOnce() + Send + 'static>;
+
+thread_local! {
+    static ON_REAPER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `job` on the CUDA backend's reaper thread: one thread for the process, jobs one at a
+/// time in submission order, outside any host callback (driver calls are allowed); jobs that
+/// call the driver relax the thread's capture mode first (its calls never break a user's
+/// capture). A job submitted
+/// from the reaper itself runs at once (it is already in order). A panic is caught and logged.
+/// Without a reaper thread (it could not be spawned) the job runs on the caller's thread,
+/// through the dispatcher when the caller is inside a host callback.
+pub(crate) fn reap(job: ReapJob) {
+    if ON_REAPER.with(Cell::get) {
+        run_reap_job(job);
+        return;
+    }
+    static TX: OnceLock<Option<Mutex<Sender<ReapJob>>>> = OnceLock::new();
+    let tx = TX.get_or_init(|| {
+        let (tx, rx) = channel::<ReapJob>();
+        std::thread::Builder::new()
+            .name("xstream-cuda-reaper".into())
+            .spawn(move || {
+                ON_REAPER.with(|c| c.set(true));
+                while let Ok(job) = rx.recv() {
+                    run_reap_job(job);
                 }
-            }
-        }
+            })
+            .map_err(|e| tracing::error!(error = %e, "cannot spawn the CUDA reaper thread"))
+            .ok()
+            .map(|_| Mutex::new(tx))
+    });
+    let job = match tx {
+        Some(tx) => match lock(tx).send(job) {
+            Ok(()) => return,
+            Err(e) => e.0,
+        },
+        None => job,
+    };
+    if in_callback() {
+        dispatch(Box::new(move || {
+            ffi::ensure_relaxed_capture_mode();
+            run_reap_job(job);
+        }));
+    } else {
+        run_reap_job(job);
+    }
+}
+
+/// First step of a job that calls the driver: on the reaper, switches it to RELAXED capture
+/// mode (once); elsewhere (the inline fallback) leaves the caller's mode alone.
+fn driver_prelude() {
+    if ON_REAPER.with(Cell::get) {
+        ffi::ensure_relaxed_capture_mode();
+    }
+}
+
+fn run_reap_job(job: ReapJob) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err() {
+        tracing::error!("a CUDA stream teardown job panicked");
     }
 }
 
@@ -86,17 +157,25 @@ impl Drop for CudaStream {
         let dev = self.dev.clone();
         let handle = Arc::clone(&self.handle);
         let state = Arc::clone(&self.state);
+        let end_capture = {
+            let (dev, handle, state) = (dev.clone(), Arc::clone(&handle), Arc::clone(&state));
+            move || {
+                if state.capture.is_capturing() && ffi::bind(dev.shared.raw_ctx).is_ok() {
+                    let (_, g) = ffi::stream_end_capture(handle.raw);
+                    if !g.is_null() {
+                        let _ = ffi::graph_destroy(g);
+                    }
+                    let _ = state.capture.end();
+                    lock(&state.capture_keep).clear();
+                }
+            }
+        };
+        // Hands what the queued work uses to a host function behind it, then lets the handle
+        // go (`cuStreamDestroy` when it was the last); on the reaper (module docs).
         let release = move || {
+            driver_prelude();
             if ffi::bind(dev.shared.raw_ctx).is_err() {
                 return;
-            }
-            if state.capture.is_capturing() {
-                let (_, g) = ffi::stream_end_capture(handle.raw);
-                if !g.is_null() {
-                    let _ = ffi::graph_destroy(g);
-                }
-                let _ = state.capture.end();
-                lock(&state.capture_keep).clear();
             }
             let mut v = std::mem::take(&mut *lock(&state.keep));
             v.extend(state.modules.take());
@@ -110,12 +189,67 @@ impl Drop for CudaStream {
             drop(handle);
         };
         if in_callback() {
+            // No driver calls inside a host function: both on the dispatcher, in order.
             dispatch(Box::new(move || {
                 ffi::ensure_relaxed_capture_mode();
-                release();
+                end_capture();
+                reap(Box::new(release));
             }));
         } else {
-            release();
+            // A capture is ended on the thread that began it (cuStreamEndCapture refuses
+            // another thread under GLOBAL or THREAD_LOCAL mode); it waits for no work.
+            end_capture();
+            reap(Box::new(release));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// The rule the drop path relies on, without a GPU: `reap` returns while an earlier job
+    /// is still blocked (a teardown call the driver, or a tool on it, makes wait for a held
+    /// stream), and the jobs run afterwards, off the caller's thread, in submission order.
+    #[test]
+    fn reap_never_waits_for_a_blocked_job_and_keeps_order() {
+        let (open_tx, open_rx) = mpsc::channel::<()>();
+        let (seen_tx, seen_rx) = mpsc::channel::<(u32, bool)>();
+        let caller = std::thread::current().id();
+        let s1 = seen_tx.clone();
+        reap(Box::new(move || {
+            // A teardown call held until the test opens it (a guard, not a timing bound).
+            let opened = open_rx.recv_timeout(Duration::from_secs(30)).is_ok();
+            s1.send((1, opened)).unwrap();
+        }));
+        let s2 = seen_tx.clone();
+        reap(Box::new(move || {
+            s2.send((2, std::thread::current().id() != caller)).unwrap();
+        }));
+        // Both calls returned while job 1 is held: nothing ran yet.
+        assert!(
+            seen_rx.try_recv().is_err(),
+            "a job ran before it was released"
+        );
+        open_tx.send(()).unwrap();
+        let first = seen_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        let second = seen_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert_eq!(first, (1, true), "job 1 was not released by the test");
+        assert_eq!(
+            second,
+            (2, true),
+            "job 2 ran out of order or on the caller's thread"
+        );
+        // A job that reaps from the reaper runs inline, not queued behind itself.
+        let (tx, rx) = mpsc::channel::<u32>();
+        reap(Box::new(move || {
+            let t2 = tx.clone();
+            reap(Box::new(move || t2.send(1).unwrap()));
+            tx.send(2).unwrap();
+        }));
+        assert_eq!(rx.recv_timeout(Duration::from_secs(30)).unwrap(), 1);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(30)).unwrap(), 2);
     }
 }
