@@ -3,13 +3,15 @@
 //! pageable. The runtime's rule modelled: host memory
 //! in an asynchronous copy that is captured (between `aclmdlRICaptureBegin` and
 //! `aclmdlRICaptureEnd`) must be page-locked, so a captured host-to-device or device-to-host
-//! copy whose host side is pageable is refused (`ACL_ERROR_INVALID_PARAM`, the code this
-//! simulator chooses) and the copy is not recorded.
+//! copy whose host side is pageable is refused with 107000 (`ACL_ERROR_RT_PARAM_INVALID`: the
+//! runtime's `RT_ERROR_INVALID_VALUE` for a pageable copy on a capturing stream in
+//! `ApiErrorDecorator::MemcpyAsync`, `hicann/runtime` `src/runtime/api/impl/api_error.cc`) and
+//! the copy is not recorded.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
 
-use crate::codes::ACL_ERROR_INVALID_PARAM;
+use crate::codes::{ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID};
 use crate::error::{err, lock, R};
 
 /// `ACL_MEMCPY_HOST_TO_DEVICE`.
@@ -111,7 +113,7 @@ pub(crate) fn check_captured_copy(kind: i32, dst: usize, src: usize, n: usize) -
         Ok(())
     } else {
         err(
-            ACL_ERROR_INVALID_PARAM,
+            ACL_ERROR_RT_PARAM_INVALID,
             "a captured asynchronous copy needs page-locked host memory (aclrtMallocHost); \
              this host range is pageable",
         )

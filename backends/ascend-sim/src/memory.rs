@@ -4,15 +4,21 @@
 //! synchronous `aclrtMemcpy` and the stream-ordered `aclrtMemcpyAsync` / `aclrtMemsetAsync`.
 //!
 //! `aclrtMemcpy` copies on the calling thread before the call returns. Like every simulated copy
-//! it reads and writes host memory, so all eight `aclrtMemcpyKind` values behave alike. During a
-//! capture in GLOBAL or THREAD_LOCAL mode the capturing thread gets 107027 and the capture is
-//! invalidated (synchronous copies are illegal in a capture unless the thread switched to
-//! RELAXED).
+//! it reads and writes host memory, so the six copy kinds the runtime accepts (0..=5) behave
+//! alike. The argument checks follow the CANN runtime's source (`hicann/runtime`:
+//! `src/acl/aclrt_impl/memory.cpp` `aclrtMemcpyImpl`, `aclrtMemcpyAsyncImpl`,
+//! `aclrtMemsetAsyncImpl`, `MemcpyKindTranslate`; `src/runtime/api/api_c.cc` `rtMemcpy`,
+//! `rtMemcpyAsync`, `rtMemsetAsync`; `src/runtime/api/impl/api_error.cc` and `api_impl.cc`
+//! `MemCopySync`, `MemcpyAsync`, `MemsetAsync`): a zero count succeeds before any check, bad
+//! pointers and kinds are the ACL layer's 100000, a count above the destination's capacity is
+//! the runtime layer's 107000. During a capture in GLOBAL or THREAD_LOCAL mode a synchronous
+//! copy gets 107030 and the capture stays valid (the thread may switch to RELAXED).
 
 use crate::capture::*;
 use crate::codes::*;
 use crate::device::*;
 use crate::error::*;
+use crate::memset::ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
 use crate::stream::*;
 use crate::task::*;
 use std::alloc::Layout;
@@ -208,13 +214,23 @@ pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize
     })
 }
 
-/// `aclError aclrtFreeHost(void* hostPtr)`.
+/// `aclError aclrtFreeHost(void* hostPtr)`: NULL → 100000; device memory from `aclrtMalloc`
+/// → 107000; an address the simulator did not allocate → 100000.
 ///
 /// # Safety
 /// `host_ptr` must come from `aclrtMallocHost` and not be in use by queued work.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> i32 {
     ffi("aclrtFreeHost", true, || {
+        // `ApiImpl::HostFree` (`src/runtime/api/impl/api_impl.cc`): an address whose location
+        // is device memory is refused with `RT_ERROR_INVALID_VALUE` (107000).
+        non_null(host_ptr, "hostPtr")?;
+        if let Some(Home::Device(_)) = home_of(host_ptr as usize, 1) {
+            return err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                "aclrtFreeHost of device memory (aclrtMalloc): use aclrtFree",
+            );
+        }
         sim_free(host_ptr)?;
         crate::host_mem::remove(host_ptr as usize);
         Ok(())
@@ -270,23 +286,56 @@ pub unsafe extern "C" fn aclrtHostUnregister(ptr: *mut c_void) -> i32 {
     })
 }
 
-/// The argument rules `aclrtMemcpy` and `aclrtMemcpyAsync` share: non-NULL pointers,
-/// `count <= destMax`, a known copy kind (0..=7); each broken rule → 100000.
-fn check_copy(dst: *mut c_void, dest_max: usize, src: *const c_void, count: usize, kind: i32) -> R {
+/// The copy kinds the runtime's ACL layer translates (`MemcpyKindTranslate` in
+/// `src/acl/aclrt_impl/memory.cpp`): `ACL_MEMCPY_HOST_TO_HOST` (0) … `ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE`
+/// (5). `ACL_MEMCPY_INNER_DEVICE_TO_DEVICE` (6), `ACL_MEMCPY_INTER_DEVICE_TO_DEVICE` (7) and
+/// every other value → 100000.
+pub const COPY_KINDS: std::ops::RangeInclusive<i32> = 0..=5;
+
+/// What the ACL layer of `aclrtMemcpy` / `aclrtMemcpyAsync` checks, in its order, after
+/// `count == 0` (which the callers answer with 0 before this): NULL `dst`, then NULL `src`,
+/// then a kind outside [`COPY_KINDS`], each → 100000.
+fn check_copy_acl(dst: *mut c_void, src: *const c_void, kind: i32) -> R {
     non_null(dst, "dst")?;
     non_null(src, "src")?;
-    if count > dest_max {
-        return err(ACL_ERROR_INVALID_PARAM, "count exceeds destMax");
+    if !COPY_KINDS.contains(&kind) {
+        return err(
+            ACL_ERROR_INVALID_PARAM,
+            format!("memcpy kind {kind} is not one of 0..=5"),
+        );
     }
-    if !(0..=7).contains(&kind) {
-        return err(ACL_ERROR_INVALID_PARAM, format!("bad memcpy kind {kind}"));
+    Ok(())
+}
+
+/// The runtime layer's count rule (`ApiErrorDecorator::MemCopySync` / `MemcpyAsync` /
+/// `MemsetAsync` in `src/runtime/api/impl/api_error.cc`): `count > max` → 107000
+/// (`RT_ERROR_INVALID_VALUE`).
+fn check_count(count: usize, max: usize, what: &str) -> R {
+    if count > max {
+        return err(
+            ACL_ERROR_RT_PARAM_INVALID,
+            format!("count {count} exceeds {what} {max}"),
+        );
+    }
+    Ok(())
+}
+
+/// The runtime validates a non-NULL stream handle before its own argument checks
+/// (`rtMemcpyAsync` / `rtMemsetAsync` in `src/runtime/api/api_c.cc`); NULL is the default
+/// stream, resolved later.
+fn check_stream_handle(stream: *mut c_void) -> R {
+    if !stream.is_null() {
+        crate::registry::stream_of(stream)?;
     }
     Ok(())
 }
 
 /// `aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count,
-/// aclrtMemcpyKind kind)`: synchronous copy. NULL pointers, `count > destMax` or a kind outside
-/// 0..=7 → 100000; no current context → 107002; poisoned context → its code.
+/// aclrtMemcpyKind kind)`: synchronous copy, in the runtime's order: `count == 0` → 0 with
+/// nothing checked; NULL `dst`, NULL `src`, a kind outside 0..=5 → 100000; `count > destMax`
+/// (so also `destMax == 0`) → 107000; `dst == src` → 0 with nothing copied (no context
+/// needed); no current context → 107002; poisoned context → its code; the thread captures in
+/// GLOBAL or THREAD_LOCAL mode → 107030, the capture stays valid (RELAXED allows the copy).
 ///
 /// # Safety
 /// `src` must be valid for `count` reads and `dst` for `count` writes.
@@ -299,13 +348,22 @@ pub unsafe extern "C" fn aclrtMemcpy(
     kind: i32,
 ) -> i32 {
     ffi("aclrtMemcpy", true, || {
-        check_copy(dst, dest_max, src, count, kind)?;
+        if count == 0 {
+            return Ok(());
+        }
+        check_copy_acl(dst, src, kind)?;
+        check_count(count, dest_max, "destMax")?;
+        if dst.cast_const() == src {
+            return Ok(());
+        }
         let ctx = cur_ctx()?;
-        refuse_in_capture(
-            ACL_ERROR_RT_STREAM_CAPTURED,
-            "synchronous copy during capture",
-        )?;
         ctx.check_poison()?;
+        if !captures_affecting_me().is_empty() {
+            return err(
+                ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT,
+                "synchronous copy while the thread captures (only RELAXED allows it)",
+            );
+        }
         crate::peer::check_copy_access(ctx.device, kind, dst as usize, src as usize, count)?;
         // SAFETY: both non-NULL; the caller guarantees `count` valid bytes on each side;
         // `copy` tolerates overlap.
@@ -316,10 +374,15 @@ pub unsafe extern "C" fn aclrtMemcpy(
 
 /// `aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src, size_t count,
 /// aclrtMemcpyKind kind, aclrtStream stream)`: executes in stream order on the stream's worker
-/// (pageable host memory is treated like pinned memory, except inside a capture, where a
-/// pageable host side is refused: see `host_mem`). `count > destMax` → 100000. A
-/// device-to-device copy touching memory of another device needs peer access from the
-/// stream's device to it (`aclrtDeviceEnablePeerAccess`), otherwise 100000 (see `peer`).
+/// (pageable host memory is treated like pinned memory, except inside a capture: see
+/// `host_mem`). In the runtime's order: `count == 0` → 0 with nothing checked; NULL `dst`,
+/// NULL `src`, a kind outside 0..=5 → 100000; an unknown stream handle → 100000;
+/// `count > destMax` → 107000; no current context → 107002; `dst == src` → 0 with no task; a
+/// pageable host side of a host-to-device or device-to-host copy on a capturing stream →
+/// 107000 (the runtime's `RT_ERROR_INVALID_VALUE`); then the stream rules (another context's
+/// stream 107003, the default stream in a capture 107031); a device-to-device copy touching
+/// memory of another device needs peer access from the stream's device to it
+/// (`aclrtDeviceEnablePeerAccess`), otherwise 100000 (see `peer`).
 ///
 /// # Safety
 /// Both ranges must stay valid until the copy has executed.
@@ -333,12 +396,21 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     stream: *mut c_void,
 ) -> i32 {
     ffi("aclrtMemcpyAsync", true, || {
-        check_copy(dst, dest_max, src, count, kind)?;
-        let s = enqueue_stream(stream)?;
-        crate::peer::check_copy_access(s.ctx.device, kind, dst as usize, src as usize, count)?;
-        if s.capture().is_some() {
+        if count == 0 {
+            return Ok(());
+        }
+        check_copy_acl(dst, src, kind)?;
+        check_stream_handle(stream)?;
+        check_count(count, dest_max, "destMax")?;
+        cur_ctx()?;
+        if dst.cast_const() == src {
+            return Ok(());
+        }
+        if !stream.is_null() && crate::registry::stream_of(stream)?.capture().is_some() {
             crate::host_mem::check_captured_copy(kind, dst as usize, src as usize, count)?;
         }
+        let s = enqueue_stream(stream)?;
+        crate::peer::check_copy_access(s.ctx.device, kind, dst as usize, src as usize, count)?;
         s.push(Task::Copy {
             dst: dst as usize,
             src: src as usize,
@@ -348,7 +420,10 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
 }
 
 /// `aclError aclrtMemsetAsync(void* devPtr, size_t maxCount, int32_t value, size_t count,
-/// aclrtStream stream)`: `count > maxCount` → 100000.
+/// aclrtStream stream)`: sets the low byte of `value`, in stream order. In the runtime's
+/// order: `count == 0` → 0 with nothing checked; NULL `devPtr` → 100000; an unknown stream
+/// handle → 100000; `count > maxCount` → 107000; then the stream rules as for
+/// `aclrtMemcpyAsync`.
 ///
 /// # Safety
 /// The range must stay valid until the memset has executed.
@@ -361,10 +436,12 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
     stream: *mut c_void,
 ) -> i32 {
     ffi("aclrtMemsetAsync", true, || {
-        non_null(dev_ptr, "devPtr")?;
-        if count > max_count {
-            return err(ACL_ERROR_INVALID_PARAM, "count exceeds maxCount");
+        if count == 0 {
+            return Ok(());
         }
+        non_null(dev_ptr, "devPtr")?;
+        check_stream_handle(stream)?;
+        check_count(count, max_count, "maxCount")?;
         let s = enqueue_stream(stream)?;
         s.push(Task::Set {
             dst: dev_ptr as usize,

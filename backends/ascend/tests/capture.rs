@@ -161,3 +161,26 @@ fn page_locked_copies_are_refused_inside_a_capture() {
     s.copy_to_host(&buf, 0, &mut h, 0, 64).unwrap();
     assert_eq!(h.as_slice().unwrap(), &[9u8; 64][..]);
 }
+
+/// `Device::alloc` zeroes the new buffer with the synchronous `aclrtMemset`, which the runtime
+/// refuses on a thread that captures in GLOBAL or THREAD_LOCAL mode (107030) and which leaves
+/// the capture valid. The error names the code; the capture still ends with its graph.
+#[test]
+fn alloc_during_a_capture_names_the_runtime_code() {
+    if !common::in_sim_process() {
+        return;
+    }
+    let d = common::device(0);
+    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    s.begin_capture(CaptureMode::Global).unwrap();
+    let e = d.alloc(8).unwrap_err();
+    let n = e.native().expect("a native ACL error");
+    assert_eq!((n.api, n.code), ("aclrtMemset", 107_030), "{e}");
+    assert_eq!(n.name, "ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT");
+    assert!(e
+        .to_string()
+        .contains("ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT"));
+    assert_eq!(s.capture_status(), CaptureStatus::Active);
+    let g = s.end_capture().unwrap();
+    assert_eq!(g.node_count(), 0);
+}

@@ -39,6 +39,37 @@ fn write_read_copy_memset_lcg() {
     ));
 }
 
+/// Zero lengths are no error at the portable level (`Stream::memset` / `write` / `copy` /
+/// `read` only refuse out-of-bounds ranges) and change nothing. A zero-length memset reaches
+/// `aclrtMemsetAsync` with count 0, which the runtime (and the simulator) answers with 0
+/// before any other check.
+#[test]
+fn zero_lengths_succeed_and_change_nothing() {
+    if !common::in_sim_process() {
+        return;
+    }
+    let d = common::device(0);
+    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let a = d.alloc(8).unwrap();
+    let b = d.alloc(8).unwrap();
+    s.write(&a, 0, vec![1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+    s.memset(&a, 0, 0, 9).unwrap();
+    s.memset(&a, 8, 0, 9).unwrap();
+    s.write(&a, 8, Vec::new()).unwrap();
+    s.copy(&a, 8, &b, 8, 0).unwrap();
+    let empty = s.read(&a, 8, 0).unwrap();
+    assert!(matches!(
+        s.memset(&a, 9, 0, 9),
+        Err(Error::InvalidArgument(_))
+    ));
+    let ra = s.read(&a, 0, 8).unwrap();
+    let rb = s.read(&b, 0, 8).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(empty.take().unwrap(), Vec::<u8>::new());
+    assert_eq!(ra.take().unwrap(), vec![1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(rb.take().unwrap(), vec![0; 8]);
+}
+
 #[test]
 fn allocator_register_get_unregister() {
     if !common::in_sim_process() {
