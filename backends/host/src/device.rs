@@ -34,7 +34,8 @@ pub const HOST_CAPABILITIES: Capabilities = Capabilities::PRIORITY
     .union(Capabilities::LEGACY_DEFAULT_STREAM)
     .union(Capabilities::VALUE_OPS_32)
     .union(Capabilities::VALUE_OPS_64)
-    .union(Capabilities::PEER_COPY);
+    .union(Capabilities::PEER_COPY)
+    .union(Capabilities::INTERPROCESS_EVENTS);
 
 /// Process-wide ids for streams and events (never recycled).
 pub(crate) fn next_id() -> u64 {

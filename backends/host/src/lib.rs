@@ -69,6 +69,7 @@ mod device;
 mod event;
 mod graph;
 mod hostmem;
+pub mod ipc;
 mod module;
 mod stream;
 mod worker;

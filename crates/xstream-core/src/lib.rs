@@ -47,6 +47,7 @@ pub mod completion;
 pub mod error;
 pub mod flags;
 pub mod hostmem;
+pub mod ipc;
 pub mod memop;
 pub mod module;
 pub mod pipeline;
@@ -78,6 +79,7 @@ pub use hostmem::{
     translate_host_flags, AlignedAlloc, HostAllocDesc, HostAllocation, HostBuffer, HostFlagRow,
     HostMemFlags, HostSpan,
 };
+pub use ipc::{IpcEvent, IpcEventHandle};
 pub use memop::WaitCondition;
 pub use module::{
     check_args, HostArg, HostKernel, HostKernelFn, HostModule, KernelArg, LaunchConfig,
