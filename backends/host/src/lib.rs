@@ -70,6 +70,7 @@ mod event;
 mod graph;
 mod hostmem;
 pub mod ipc;
+pub mod ipc_mem;
 mod module;
 mod stream;
 mod worker;

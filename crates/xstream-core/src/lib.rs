@@ -79,7 +79,7 @@ pub use hostmem::{
     translate_host_flags, AlignedAlloc, HostAllocDesc, HostAllocation, HostBuffer, HostFlagRow,
     HostMemFlags, HostSpan,
 };
-pub use ipc::{IpcEvent, IpcEventHandle};
+pub use ipc::{IpcBuffer, IpcEvent, IpcEventHandle, IpcMemHandle};
 pub use memop::WaitCondition;
 pub use module::{
     check_args, HostArg, HostKernel, HostKernelFn, HostModule, KernelArg, LaunchConfig,
