@@ -230,7 +230,17 @@ pub const GROUPS: &[SymbolGroup] = &[
         capability: None,
         symbols: &["aclrtHostRegister", "aclrtHostUnregister"],
     },
+    IPC_EVENT_HANDLES,
 ];
+
+/// Interprocess event handles: [`IpcEvent`](xstream_core::IpcEvent) on events created with
+/// `INTERPROCESS` (whether the chip has IPC events at all is the `INTERPROCESS_EVENTS`
+/// capability, probed when the device opens).
+pub const IPC_EVENT_HANDLES: SymbolGroup = SymbolGroup {
+    name: "interprocess event handles",
+    capability: None,
+    symbols: &["aclrtIpcGetEventHandle", "aclrtIpcOpenEventHandle"],
+};
 
 /// How much of a group a table has.
 #[derive(Debug, Clone, PartialEq, Eq)]
