@@ -19,7 +19,7 @@
 # Step raw: the bench bench/gpu_nccl (benches/benches/gpu_nccl.rs) runs xstream's all-reduce and
 # raw ncclAllReduce in one process, interleaved, on every GPU (one rank each); its table goes to
 # $OUT/nccl_bench.md. That is the like-for-like overhead check; torch adds its own layers.
-# Env: STEPS (default "tests xs1 xs2 torch raw"), BACKEND (default cuda; host for a dry run of the
+# Env: STEPS (default "tests xs1 xs2 xs3 torch raw"), BACKEND (default cuda; host for a dry run of the
 #      script anywhere), MAX (default 1G), ITERS (default 20), WARMUP (default 5), NCCL_LIB (a
 #      libnccl.so* to use; default: the one PyTorch ships, else the system's), WORLD (ranks per
 #      job: default 2, or 1 where nvidia-smi lists one GPU).
@@ -35,7 +35,7 @@ mkdir -p "$OUT"
 LOG="$OUT/collectives.log"
 MD="$OUT/collectives.md"
 : >"$LOG"
-STEPS=" ${STEPS:-tests xs1 xs2 torch raw} "
+STEPS=" ${STEPS:-tests xs1 xs2 xs3 torch raw} "
 step() { [[ "$STEPS" == *" $1 "* ]]; }
 MAX="${MAX:-1G}"; ITERS="${ITERS:-20}"; WARMUP="${WARMUP:-5}"
 export NCCL_NVLS_ENABLE=0
@@ -137,6 +137,27 @@ else
     status "xstream one process per GPU" "$rc2"
 fi
 
+# 3b. xstream, one process per GPU, launched by torchrun (--no-python): the ranks meet through
+#     MASTER_ADDR/MASTER_PORT (the TCP rendezvous of xstream_core::collective::rendezvous), no
+#     id file. Its table should match step 3's.
+echo "===== xstream one process per GPU, torchrun + TCP rendezvous" >>"$LOG"
+if command -v torchrun >/dev/null; then TR=(torchrun); else TR=(python3 -m torch.distributed.run); fi
+if ! step xs3; then
+    :
+elif [ "$WORLD" -lt 2 ] || [ "${BACKEND:-cuda}" = host ]; then
+    echo "# skipped: one rank or host backend (host jobs are in-process)" >"$OUT/xs3.txt"
+    note "SKIP xstream torchrun + TCP rendezvous (one GPU or host backend: nothing to join across processes)"
+elif ! command -v torchrun >/dev/null && ! python3 -c 'import torch' 2>/dev/null; then
+    note "SKIP xstream torchrun + TCP rendezvous: neither torchrun nor the torch module is on this machine"
+else
+    XSTREAM_RENDEZVOUS_TIMEOUT_MS=60000 timeout 150 "${TR[@]}" --standalone --nproc_per_node="$WORLD" --no-python \
+        "$XS" "${SWEEP[@]}" >"$OUT/xs3.txt" 2>>"$LOG"
+    rc3=$?
+    # PASS needs the exit status and a table row from rank 0.
+    if [ "$rc3" -eq 0 ] && ! grep -qE '^ *[0-9]+ ' "$OUT/xs3.txt"; then rc3=1; note "     xs3: no table rows in $OUT/xs3.txt"; fi
+    status "xstream torchrun + TCP rendezvous" "$rc3"
+fi
+
 # 4. PyTorch, torchrun, same sizes.
 echo "===== torch.distributed.all_reduce (torchrun)" >>"$LOG"
 PY="$ROOT/scripts/torch_allreduce.py"; [ -f "$PY" ] || PY="$BUNDLE/torch_allreduce.py"
@@ -164,7 +185,7 @@ if step raw; then
     fi
 fi
 
-for f in xs1 xs2 torch; do [ -f "$OUT/$f.txt" ] && { echo; echo "== $f"; cat "$OUT/$f.txt"; }; done | tee -a "$LOG"
+for f in xs1 xs2 xs3 torch; do [ -f "$OUT/$f.txt" ] && { echo; echo "== $f"; cat "$OUT/$f.txt"; }; done | tee -a "$LOG"
 
 # 6. Side by side (bus bandwidth and time per size), and the targets.
 python3 - "$OUT/xs1.txt" "$OUT/xs2.txt" "$OUT/torch.txt" "$WORLD" >"$MD" <<'PY'

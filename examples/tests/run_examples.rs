@@ -293,3 +293,42 @@ fn user_kernel_needs_a_kernel_binary_with_real_kernels() {
         "{stderr}"
     );
 }
+
+const IPC_PRODUCER_CONSUMER: Example = Example {
+    name: "ipc_producer_consumer",
+    exe: env!("CARGO_BIN_EXE_ipc_producer_consumer"),
+    verified: "verified: the consumer's result (262144 bytes) matches the host reference",
+};
+
+/// Two processes (the example starts its consumer itself) sharing a buffer and two events.
+#[test]
+fn ipc_producer_consumer_on_host() {
+    expect_verified(&IPC_PRODUCER_CONSUMER, BackendKind::Host);
+    let out = run(&IPC_PRODUCER_CONSUMER, BackendKind::Host);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("consumer: enqueued: wait on the producer"),
+        "the consumer enqueued its wait without blocking:\n{stdout}"
+    );
+}
+
+#[test]
+fn ipc_producer_consumer_on_cuda() {
+    expect_verified_on_cuda(&IPC_PRODUCER_CONSUMER);
+}
+
+/// The Ascend backend has no interprocess buffers yet: a clear refusal (and a SKIP line).
+#[test]
+fn ipc_producer_consumer_is_refused_on_the_acl_simulator() {
+    let out = run(&IPC_PRODUCER_CONSUMER, BackendKind::Ascend);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && stderr.contains("interprocess buffers (IpcBuffer) are not implemented on Ascend"),
+        "{stderr}"
+    );
+    report_skip(
+        "ipc_producer_consumer on the ACL simulator",
+        &"interprocess buffers are not implemented on Ascend (checked: a clear refusal)",
+    );
+}

@@ -170,6 +170,16 @@ where
             _ => {}
         }
     }
+    // Flags the kept ones imply through their native bits (INTERPROCESS sets the
+    // disable-timing bit on CUDA and the host): the object reports them too.
+    let native = native_bits(set, F::from_bits_truncate(kept));
+    for row in set.rows {
+        if let Translation::Native { set: bits, .. } = row.translation {
+            if bits != 0 && native & bits == bits {
+                kept |= row.flag.bits();
+            }
+        }
+    }
     Want::Created { kept, dropped }
 }
 

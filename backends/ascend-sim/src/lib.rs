@@ -32,6 +32,7 @@
 //! | `host_mem` | which host ranges are page-locked (the captured-copy rule) |
 //! | `hosttask` | host tasks of other simulated libraries (`xsimLaunchHostTask`; simulator-only) |
 //! | `hostfunc` | host-func subscriptions (`aclrtSubscribeHostFunc`, `aclrtProcessHostFunc`) |
+//! | `ipc_event` | IPC event handles (`aclrtIpcGetEventHandle`, `aclrtIpcOpenEventHandle`): refused, the simulated chip has none |
 //! | `kernel` | kernel binaries and launches (`aclrtBinaryLoadFromData`, `aclrtKernelArgs*`, `aclrtLaunchKernel*`) |
 //! | `memory` | `aclrtMalloc/Free`, `aclrtMallocHost/FreeHost`, `aclrtMemcpy`, `*Async` copies |
 //! | `memset` | the synchronous `aclrtMemset` |
@@ -72,6 +73,7 @@ pub mod faults;
 mod host_mem;
 pub mod hostfunc;
 pub mod hosttask;
+pub mod ipc_event;
 pub mod kernel;
 pub mod memory;
 pub mod memset;
@@ -98,6 +100,7 @@ pub use exception::*;
 pub use faults::*;
 pub use hostfunc::*;
 pub use hosttask::*;
+pub use ipc_event::*;
 pub use kernel::*;
 pub use memory::*;
 pub use memset::*;

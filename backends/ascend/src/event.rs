@@ -28,6 +28,8 @@ use crate::stream::{AscendStream, StreamState};
 use crate::sys::{consts, RawEvent};
 use crate::AscendBackend;
 
+mod ipc;
+
 pub(crate) struct EventInner {
     device: AscendDevice,
     raw: RawEvent,

@@ -277,7 +277,17 @@ pub const GROUPS: &[SymbolGroup] = &[
         capability: Some(Capabilities::REDUCE),
         symbols: &["aclrtReduceAsync"],
     },
+    IPC_EVENT_HANDLES,
 ];
+
+/// Interprocess event handles: [`IpcEvent`](xstream_core::IpcEvent) on events created with
+/// `INTERPROCESS` (whether the chip has IPC events at all is the `INTERPROCESS_EVENTS`
+/// capability, probed when the device opens).
+pub const IPC_EVENT_HANDLES: SymbolGroup = SymbolGroup {
+    name: "interprocess event handles",
+    capability: None,
+    symbols: &["aclrtIpcGetEventHandle", "aclrtIpcOpenEventHandle"],
+};
 
 /// How much of a group a table has.
 #[derive(Debug, Clone, PartialEq, Eq)]

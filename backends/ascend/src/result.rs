@@ -264,6 +264,30 @@ pub(crate) mod event {
     pub(crate) fn destroy(t: &AclFns, e: RawEvent) -> Result<()> {
         call!(t, aclrtDestroyEvent(e.0))
     }
+    /// `aclrtIpcGetEventHandle`: the handle bytes of an `ACL_EVENT_IPC` event.
+    pub(crate) fn ipc_get_handle(
+        t: &AclFns,
+        e: RawEvent,
+    ) -> Result<[u8; crate::sys::ACL_IPC_EVENT_HANDLE_SIZE]> {
+        let h = out!(crate::sys::aclrtIpcEventHandle, |p| call!(
+            opt t,
+            aclrtIpcGetEventHandle(e.0, p)
+        ));
+        Ok(h.reserved.map(|c| c as u8))
+    }
+    /// `aclrtIpcOpenEventHandle`: an event of this process for another process's handle.
+    pub(crate) fn ipc_open_handle(
+        t: &AclFns,
+        bytes: &[u8; crate::sys::ACL_IPC_EVENT_HANDLE_SIZE],
+    ) -> Result<RawEvent> {
+        let h = crate::sys::aclrtIpcEventHandle {
+            reserved: bytes.map(|b| b as std::ffi::c_char),
+        };
+        Ok(RawEvent(out!(*mut c_void, |p| call!(
+            opt t,
+            aclrtIpcOpenEventHandle(h, p)
+        ))))
+    }
     pub(crate) fn record(t: &AclFns, e: RawEvent, s: RawStream) -> Result<()> {
         call!(t, aclrtRecordEvent(e.0, s.0))
     }

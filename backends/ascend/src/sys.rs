@@ -48,6 +48,20 @@ pub union aclrtStreamAttrValue {
 
 const _: () = assert!(std::mem::size_of::<aclrtStreamAttrValue>() == 16);
 
+/// `ACL_IPC_EVENT_HANDLE_SIZE` (`acl/acl_rt.h`): the bytes of an [`aclrtIpcEventHandle`].
+pub const ACL_IPC_EVENT_HANDLE_SIZE: usize = 64;
+
+/// C `aclrtIpcEventHandle` (`acl/acl_rt.h`): `{ char reserved[ACL_IPC_EVENT_HANDLE_SIZE]; }`,
+/// passed **by value** to `aclrtIpcOpenEventHandle`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct aclrtIpcEventHandle {
+    /// The opaque handle bytes.
+    pub reserved: [c_char; ACL_IPC_EVENT_HANDLE_SIZE],
+}
+
+const _: () = assert!(std::mem::size_of::<aclrtIpcEventHandle>() == ACL_IPC_EVENT_HANDLE_SIZE);
+
 /// C `aclrtBinaryLoadOptions` (`acl/acl_rt.h`): `{ aclrtBinaryLoadOption* options; size_t
 /// numOpt; }`. xstream passes none (a NULL pointer); the type is declared for the prototype.
 #[repr(C)]
@@ -478,6 +492,8 @@ acl_table! {
         aclrtLaunchKernelWithConfig = c"aclrtLaunchKernelWithConfig": fn(P, u32, P, *mut aclrtLaunchKernelCfg, P, P) -> aclError;
         aclrtReduceAsync = c"aclrtReduceAsync": fn(P, *const c_void, u64, u32, i32, P, P) -> aclError;
         xsimLaunchFault = c"xsimLaunchFault": fn(P, i32) -> aclError;
+        aclrtIpcGetEventHandle = c"aclrtIpcGetEventHandle": fn(P, *mut aclrtIpcEventHandle) -> aclError;
+        aclrtIpcOpenEventHandle = c"aclrtIpcOpenEventHandle": fn(aclrtIpcEventHandle, PP) -> aclError;
     }
 }
 

@@ -306,28 +306,87 @@ fn abort_stops_a_waiting_peer_with_an_error() {
     s.synchronize().expect("stream after the failure");
 }
 
+/// The body of a rank process of the bootstrap tests: join through the environment, then an
+/// all_reduce of two ranks.
+fn rank_process_through_the_bootstrap() {
+    use xstream_core::collective::bootstrap::Bootstrap;
+    let b = Bootstrap::from_env()
+        .expect("bootstrap")
+        .expect("launched as a job");
+    let d = common::device(b.local_rank);
+    let c = b
+        .init::<AscendBackend>(&d)
+        .expect("init through the bootstrap");
+    assert_eq!((c.rank(), c.world_size()), (b.rank, 2));
+    let s = d.create_stream(&StreamDesc::new()).expect("stream");
+    let buf = upload(&d, &s, i32s(&[5 * (b.rank as i32 + 1); 100]));
+    c.all_reduce(&buf, &buf, 100, DataType::I32, ReduceOp::Sum, &s)
+        .expect("all_reduce");
+    collective::synchronize(&c, &s).expect("synchronize");
+    assert_eq!(from_i32s(&download(&s, &buf, 400)), vec![15; 100]);
+}
+
+/// Two rank processes launched torchrun-style with `MASTER_ADDR` / `MASTER_PORT` (loopback):
+/// rank 0 serves the HCCL root info over TCP, rank 1 fetches it, then one all_reduce. Each
+/// process is killed if it outlives its bound.
+#[test]
+fn ranks_in_separate_processes_through_the_tcp_rendezvous() {
+    if std::env::var_os("XSTREAM_TEST_HCCL_RANK_PROCESS").is_some() {
+        return rank_process_through_the_bootstrap();
+    }
+    if !common::in_sim_process() {
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let name = std::thread::current().name().expect("test").to_owned();
+    let kids: Vec<_> = (0..2)
+        .map(|r| {
+            std::process::Command::new(std::env::current_exe().expect("exe"))
+                .args([&name, "--exact", "--nocapture", "--test-threads=1"])
+                .env("XSTREAM_TEST_HCCL_RANK_PROCESS", "1")
+                .env("RANK", r.to_string())
+                .env("WORLD_SIZE", "2")
+                .env("LOCAL_RANK", r.to_string())
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", port.to_string())
+                .env_remove("XSTREAM_UNIQUE_ID")
+                .env_remove("XSTREAM_UNIQUE_ID_FILE")
+                .env_remove("TORCHELASTIC_USE_AGENT_STORE")
+                .env_remove("XSTREAM_RENDEZVOUS_PORT")
+                .env("XSTREAM_RENDEZVOUS_TIMEOUT_MS", "20000")
+                .env("XSTREAM_COLLECTIVE_TIMEOUT_MS", "20000")
+                .spawn()
+                .expect("rank process")
+        })
+        .collect();
+    let start = std::time::Instant::now();
+    let ok: Vec<bool> = kids
+        .into_iter()
+        .map(|mut k| loop {
+            if let Some(st) = k.try_wait().expect("try_wait") {
+                break st.success();
+            }
+            if start.elapsed() > std::time::Duration::from_secs(60) {
+                let _ = k.kill();
+                let _ = k.wait();
+                break false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        })
+        .collect();
+    assert_eq!(ok, vec![true, true], "a rank process failed");
+}
+
 /// Two rank processes launched torchrun-style: `RANK`, `WORLD_SIZE`, `LOCAL_RANK` and
 /// `XSTREAM_UNIQUE_ID_FILE` (rank 0 writes the HCCL root info there, rank 1 waits for it),
 /// joined through `collective::bootstrap`.
 #[test]
 fn ranks_in_separate_processes_through_the_bootstrap() {
-    use xstream_core::collective::bootstrap::Bootstrap;
     if std::env::var_os("XSTREAM_TEST_HCCL_RANK_PROCESS").is_some() {
-        let b = Bootstrap::from_env()
-            .expect("bootstrap")
-            .expect("launched as a job");
-        let d = common::device(b.local_rank);
-        let c = b
-            .init::<AscendBackend>(&d)
-            .expect("init through the bootstrap");
-        assert_eq!((c.rank(), c.world_size()), (b.rank, 2));
-        let s = d.create_stream(&StreamDesc::new()).expect("stream");
-        let buf = upload(&d, &s, i32s(&[5 * (b.rank as i32 + 1); 100]));
-        c.all_reduce(&buf, &buf, 100, DataType::I32, ReduceOp::Sum, &s)
-            .expect("all_reduce");
-        collective::synchronize(&c, &s).expect("synchronize");
-        assert_eq!(from_i32s(&download(&s, &buf, 400)), vec![15; 100]);
-        return;
+        return rank_process_through_the_bootstrap();
     }
     if !common::in_sim_process() {
         return;

@@ -16,6 +16,8 @@ use crate::ffi::{self, CuEvent};
 use crate::stream::StreamState;
 use crate::{error, CudaBackend, CudaDevice, CudaStream, TIMED_WAIT_MAX_NAP};
 
+mod ipc;
+
 /// Owns the native event; destroyed when the event and every poller check using it are gone.
 struct EventHandle {
     raw: CuEvent,

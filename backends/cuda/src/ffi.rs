@@ -134,6 +134,7 @@ mod context;
 mod event;
 mod graph;
 mod image;
+mod ipc;
 mod kernel;
 mod memory;
 #[cfg(feature = "nccl")]
@@ -147,6 +148,7 @@ pub(crate) use self::context::*;
 pub(crate) use self::event::*;
 pub(crate) use self::graph::*;
 pub(crate) use self::image::*;
+pub(crate) use self::ipc::*;
 pub(crate) use self::kernel::*;
 pub(crate) use self::memory::*;
 pub(crate) use self::peer::*;

@@ -30,6 +30,8 @@ use crate::ffi::{self, CuStream};
 use crate::stream::StreamHandle;
 use crate::{CudaBackend, CudaDevice, CudaStream};
 
+mod ipc;
+
 /// One device allocation; `cuMemFree` on drop (or, for an adopted cudarc slice, cudarc's
 /// own release).
 pub(crate) struct Alloc {

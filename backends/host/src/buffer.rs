@@ -1,10 +1,11 @@
 //! Host "device" memory: zero-initialised heap bytes shared by the buffer and the work that
 //! uses it.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use xstream_core::{alloc_size, BackendKind, Buffer, Error, Result};
 
+use crate::ipc_mem::{BufGuard, SharedMem};
 use crate::HostBackend;
 
 /// The bytes of one buffer. Work items hold an `Arc` to it, so a buffer dropped while work
@@ -15,6 +16,8 @@ pub(crate) struct BufInner {
     len: usize,
     /// The device ordinal it was allocated on.
     ordinal: usize,
+    /// The file holding its bytes once exported to other processes, or opened from one.
+    shared: OnceLock<SharedMem>,
 }
 
 impl std::fmt::Debug for BufInner {
@@ -27,8 +30,43 @@ impl std::fmt::Debug for BufInner {
 }
 
 impl BufInner {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Vec<u8>> {
-        self.data.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn lock(&self) -> BufGuard<'_> {
+        BufGuard::new(
+            self.data.lock().unwrap_or_else(|e| e.into_inner()),
+            self.shared.get(),
+        )
+    }
+
+    /// Its shared file, made with `make` from its current bytes on first use.
+    pub(crate) fn share_with(
+        &self,
+        make: impl FnOnce(&[u8]) -> Result<SharedMem>,
+    ) -> Result<&SharedMem> {
+        let g = self.data.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = self.shared.get() {
+            return Ok(s);
+        }
+        let s = make(&g)?;
+        // The data lock is held: nobody else can be setting it.
+        Ok(self.shared.get_or_init(|| s))
+    }
+
+    /// A buffer of `len` bytes living in another process's shared file.
+    pub(crate) fn imported(len: usize, ordinal: usize, shared: SharedMem) -> Result<Self> {
+        let mut v = Vec::new();
+        v.try_reserve_exact(len).map_err(|e| Error::OutOfMemory {
+            backend: BackendKind::Host,
+            detail: format!("{len}-byte imported buffer: {e}"),
+        })?;
+        v.resize(len, 0);
+        let addr = v.as_ptr() as usize as u64;
+        Ok(Self {
+            data: Mutex::new(v),
+            addr,
+            len,
+            ordinal,
+            shared: OnceLock::from(shared),
+        })
     }
 
     pub(crate) fn addr(&self) -> u64 {
@@ -74,6 +112,7 @@ impl HostBuffer {
                 addr,
                 len,
                 ordinal,
+                shared: OnceLock::new(),
             }),
         })
     }

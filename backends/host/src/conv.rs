@@ -10,6 +10,7 @@
 //! | stream | [`STREAM_SPIN_SYNC`] | `synchronize` spins instead of sleeping |
 //! | event | [`EVENT_BLOCKING_SYNC`] | `synchronize` blocks on a condvar at once |
 //! | event | [`EVENT_DISABLE_TIMING`] | records take no timestamp |
+//! | event | [`EVENT_INTERPROCESS`] | the event's state is shared with other processes ([`crate::ipc`]) |
 //!
 //! [`HostStream`]: crate::HostStream
 //! [`HostEvent`]: crate::HostEvent
@@ -27,6 +28,10 @@ pub const STREAM_SPIN_SYNC: u32 = 0x2;
 pub const EVENT_BLOCKING_SYNC: u32 = 0x1;
 /// Native event bit: records take no timestamp.
 pub const EVENT_DISABLE_TIMING: u32 = 0x2;
+/// Native event bit: the event's state is shared with other processes (a file of `/dev/shm`,
+/// see [`crate::ipc`]); set with [`EVENT_DISABLE_TIMING`], as CUDA requires of its
+/// interprocess events.
+pub const EVENT_INTERPROCESS: u32 = 0x4;
 
 /// The host priority range: CUDA's scale (lower is more urgent). Priorities are recorded and
 /// reported; the worker threads are scheduled by the OS, which does not see them.
@@ -109,10 +114,11 @@ static EVENT_ROWS: &[FlagRow<EventFlags>] = &[
     },
     FlagRow {
         flag: EventFlags::INTERPROCESS,
-        native_name: "-",
-        translation: Translation::Unsupported(
-            "host events live in process memory and cannot be shared with other processes",
-        ),
+        native_name: "HOST_EVENT_INTERPROCESS | HOST_EVENT_DISABLE_TIMING",
+        translation: Translation::Native {
+            set: EVENT_INTERPROCESS | EVENT_DISABLE_TIMING,
+            clear: 0,
+        },
     },
     FlagRow {
         flag: EventFlags::EXTERNAL,
@@ -222,9 +228,14 @@ mod tests {
             .unwrap();
         assert_eq!(t.native, EVENT_BLOCKING_SYNC | EVENT_DISABLE_TIMING);
         assert_eq!(HOST_FLAGS.event_from_native(t.native), (t.effective, 0));
-        assert!(HOST_FLAGS
+        let t = HOST_FLAGS
             .event_to_native(EventFlags::INTERPROCESS, TranslationPolicy::Strict)
-            .is_err());
+            .unwrap();
+        assert_eq!(t.native, EVENT_INTERPROCESS | EVENT_DISABLE_TIMING);
+        assert_eq!(
+            HOST_FLAGS.event_from_native(t.native).0,
+            EventFlags::INTERPROCESS | EventFlags::DISABLE_TIMING
+        );
         let t = HOST_FLAGS
             .stream_to_native(
                 StreamFlags::all() - StreamFlags::DEVICE_USE_ONLY,

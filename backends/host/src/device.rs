@@ -35,7 +35,8 @@ pub const HOST_CAPABILITIES: Capabilities = Capabilities::PRIORITY
     .union(Capabilities::VALUE_OPS_32)
     .union(Capabilities::VALUE_OPS_64)
     .union(Capabilities::REDUCE)
-    .union(Capabilities::PEER_COPY);
+    .union(Capabilities::PEER_COPY)
+    .union(Capabilities::INTERPROCESS_EVENTS);
 
 /// Process-wide ids for streams and events (never recycled).
 pub(crate) fn next_id() -> u64 {

@@ -7,18 +7,19 @@
 //! and records completing out of order on different streams cannot satisfy the wrong wait.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use xstream_core::callback::ensure_not_in_callback;
 use xstream_core::completion::{completion, CompletionSignal};
 use xstream_core::{
-    check_timeout, CaptureErrorKind, Completion, Error, Event, EventDesc, EventFlags, FlagReport,
-    Result, Status,
+    check_timeout, BackendKind, CaptureErrorKind, Completion, Device, Error, Event, EventDesc,
+    EventFlags, FlagReport, IpcEvent, IpcEventHandle, Result, Status, TranslationPolicy,
 };
 
 use crate::conv::{map_event_wait, WaitMode, HOST_FLAGS};
 use crate::device::next_id;
+use crate::ipc::{self, IpcState};
 use crate::worker::{wait_until, Queue};
 use crate::{HostBackend, HostDevice, HostStream};
 
@@ -39,6 +40,8 @@ pub(crate) struct RecordSlot {
     cv: Condvar,
     done: AtomicBool,
     timing: bool,
+    /// The interprocess state this record moves when it completes, and its number.
+    ipc: OnceLock<(Arc<IpcState>, u64)>,
 }
 
 impl RecordSlot {
@@ -48,7 +51,13 @@ impl RecordSlot {
             cv: Condvar::new(),
             done: AtomicBool::new(false),
             timing,
+            ipc: OnceLock::new(),
         })
+    }
+
+    /// Makes this record number `seq` of an interprocess event (set before it is enqueued).
+    pub(crate) fn notify_ipc(&self, state: Arc<IpcState>, seq: u64) {
+        let _ = self.ipc.set((state, seq));
     }
 
     fn lock(&self) -> MutexGuard<'_, SlotState> {
@@ -69,6 +78,9 @@ impl RecordSlot {
             waiters
         };
         self.cv.notify_all();
+        if let Some((state, seq)) = self.ipc.get() {
+            state.complete(*seq, status.is_ok());
+        }
         for w in waiters {
             w.complete(status.clone());
         }
@@ -136,6 +148,8 @@ pub(crate) struct EventInner {
     pub native: u32,
     pub report: FlagReport,
     latest: Mutex<Latest>,
+    /// The shared state of an interprocess event (created with `INTERPROCESS`, or opened).
+    pub(crate) ipc: Option<Arc<IpcState>>,
 }
 
 impl std::fmt::Debug for EventInner {
@@ -175,14 +189,21 @@ impl HostEvent {
         let t = HOST_FLAGS.event_to_native(desc.flags, desc.policy)?;
         let id = next_id();
         tracing::debug!(event = id, flags = ?t.effective, "create host event");
+        let ipc = if t.effective.contains(EventFlags::INTERPROCESS) {
+            Some(IpcState::create(id)?)
+        } else {
+            None
+        };
         Ok(Self {
             inner: Arc::new(EventInner {
                 id,
                 device: device.clone(),
-                flags: t.effective,
+                // Native bits may imply more flags (INTERPROCESS sets DISABLE_TIMING, as CUDA).
+                flags: t.effective | HOST_FLAGS.event_from_native(t.native).0,
                 native: t.native,
                 report: t.report,
                 latest: Mutex::new(Latest::Never),
+                ipc,
             }),
         })
     }
@@ -203,6 +224,10 @@ impl HostEvent {
     /// A capture error (invalidating that capture) when the latest record is inside a capture
     /// under way (CUDA: `CUDA_ERROR_CAPTURED_EVENT`).
     fn executing_slot(&self, op: &'static str) -> Result<Option<Arc<RecordSlot>>> {
+        if let Some(state) = &self.inner.ipc {
+            // Records of every process count: the shared state decides.
+            return ipc::wait_slot(state);
+        }
         let latest = self.inner.latest();
         if let Some(q) = latest.active_capture() {
             q.capture.invalidate();
@@ -316,5 +341,44 @@ impl Event for HostEvent {
 
     fn as_raw(&self) -> u64 {
         self.inner.id
+    }
+}
+
+/// Host interprocess events: the shared state lives in a file of `/dev/shm` (see
+/// [`crate::ipc`]); the handle's payload is that file's name.
+impl IpcEvent for HostEvent {
+    fn export_ipc(&self) -> Result<IpcEventHandle> {
+        let Some(state) = &self.inner.ipc else {
+            return Err(Error::invalid(format!(
+                "host event {} was not created with EventFlags::INTERPROCESS: it cannot be exported",
+                self.inner.id
+            )));
+        };
+        IpcEventHandle::new(
+            BackendKind::Host,
+            self.inner.device.info().ordinal,
+            state.name().as_bytes(),
+        )
+    }
+
+    fn open_ipc(device: &HostDevice, handle: &IpcEventHandle) -> Result<Self> {
+        ensure_not_in_callback()?;
+        handle.check_for(BackendKind::Host, device.info().ordinal)?;
+        device.shared().check()?;
+        let state = IpcState::open(handle.payload())?;
+        let t = HOST_FLAGS.event_to_native(EventFlags::INTERPROCESS, TranslationPolicy::Strict)?;
+        let id = next_id();
+        tracing::debug!(event = id, state = state.name(), "open host IPC event");
+        Ok(Self {
+            inner: Arc::new(EventInner {
+                id,
+                device: device.clone(),
+                flags: t.effective | HOST_FLAGS.event_from_native(t.native).0,
+                native: t.native,
+                report: t.report,
+                latest: Mutex::new(Latest::Never),
+                ipc: Some(state),
+            }),
+        })
     }
 }

@@ -69,6 +69,8 @@ mod device;
 mod event;
 mod graph;
 mod hostmem;
+pub mod ipc;
+pub mod ipc_mem;
 mod module;
 mod stream;
 mod worker;

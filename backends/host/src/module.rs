@@ -164,7 +164,7 @@ impl KernelLaunch {
             QueuedArg::Buffer(b) => b.addr(),
             _ => 0,
         });
-        let mut guards: Vec<Option<std::sync::MutexGuard<'_, Vec<u8>>>> =
+        let mut guards: Vec<Option<crate::ipc_mem::BufGuard<'_>>> =
             (0..self.args.len()).map(|_| None).collect();
         for i in order {
             if let QueuedArg::Buffer(b) = &self.args[i] {

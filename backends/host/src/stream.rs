@@ -115,6 +115,13 @@ impl HostStream {
             )));
         }
         self.device.shared().check()?;
+        if event.inner.ipc.is_some() {
+            // Interprocess events are not captured (their records move state other
+            // processes see): refused, and the capture invalidated.
+            self.queue
+                .capture
+                .gate("event_record (interprocess event)")?;
+        }
         if let Some(r) = self.with_capture(|rec| {
             self.queue.capture.gate_enqueue("event_record")?;
             rec.nodes.push(Node::Record(Arc::clone(&event.inner)));
@@ -127,7 +134,21 @@ impl HostStream {
             return r;
         }
         let slot = RecordSlot::new(event.inner.timing());
-        self.queue.push(Op::Record(Arc::clone(&slot)))?;
+        let shared = match &event.inner.ipc {
+            Some(state) => {
+                let seq = state.begin_record()?;
+                slot.notify_ipc(Arc::clone(state), seq);
+                Some((state, seq))
+            }
+            None => None,
+        };
+        if let Err(e) = self.queue.push(Op::Record(Arc::clone(&slot))) {
+            if let Some((state, seq)) = shared {
+                // Never enqueued: other processes must not wait for it forever.
+                state.complete(seq, false);
+            }
+            return Err(e);
+        }
         event.inner.set_latest(Latest::Real(slot));
         Ok(())
     }
@@ -259,6 +280,13 @@ impl Stream for HostStream {
     fn wait_event(&self, event: &HostEvent) -> Result<()> {
         ensure_not_in_callback()?;
         self.device.shared().check()?;
+        if let Some(state) = &event.inner.ipc {
+            self.queue.capture.gate("wait_event (interprocess event)")?;
+            return match crate::ipc::wait_slot(state)? {
+                Some(slot) if !slot.is_done() => self.queue.push(Op::Wait(slot)),
+                _ => Ok(()),
+            };
+        }
         let latest = event.inner.latest();
         if let Some(r) = self.with_capture(|rec| {
             self.queue.capture.gate_enqueue("wait_event")?;

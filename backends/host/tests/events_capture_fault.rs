@@ -46,10 +46,13 @@ fn elapsed_time_and_its_errors() {
     s.synchronize().unwrap();
     assert!(matches!(a.elapsed_ms(&nt), Err(Error::TimingDisabled)));
     assert!(matches!(nt.elapsed_ms(&a), Err(Error::TimingDisabled)));
-    assert!(matches!(
-        d.create_event(&EventDesc::new().flags(EventFlags::INTERPROCESS)),
-        Err(Error::UnsupportedFlag { .. })
-    ));
+    // INTERPROCESS implies DISABLE_TIMING (tests/ipc_events.rs has the rest).
+    let ipc = d
+        .create_event(&EventDesc::new().flags(EventFlags::INTERPROCESS))
+        .unwrap();
+    ipc.record(&s).unwrap();
+    s.synchronize().unwrap();
+    assert!(matches!(a.elapsed_ms(&ipc), Err(Error::TimingDisabled)));
     let e = d
         .create_event(
             &EventDesc::new()
@@ -57,7 +60,11 @@ fn elapsed_time_and_its_errors() {
                 .policy(TranslationPolicy::BestEffort),
         )
         .unwrap();
-    assert_eq!(e.flags(), EventFlags::EXTERNAL);
+    assert_eq!(
+        e.flags(),
+        EventFlags::INTERPROCESS | EventFlags::DISABLE_TIMING | EventFlags::EXTERNAL,
+        "INTERPROCESS is native on the host (a shared-memory state) and implies DISABLE_TIMING"
+    );
 }
 
 #[test]

@@ -6,9 +6,10 @@
 //!   over devices `0..N` (the host backend repeats its device when it has fewer), driven from
 //!   one thread with one group per iteration;
 //! - **one rank per process**, when the bootstrap environment is set (`RANK`, `WORLD_SIZE`,
-//!   `LOCAL_RANK`, `XSTREAM_UNIQUE_ID` or `XSTREAM_UNIQUE_ID_FILE`, as torchrun-style
-//!   launchers set them): this process opens device `LOCAL_RANK` and joins the job; rank 0
-//!   prints the table.
+//!   `LOCAL_RANK`, and the id through `XSTREAM_UNIQUE_ID`, `XSTREAM_UNIQUE_ID_FILE` or, as
+//!   torchrun sets them, `MASTER_ADDR`/`MASTER_PORT`: rank 0 serves the id over TCP, see
+//!   `xstream_core::collective::rendezvous`): this process opens device `LOCAL_RANK` and joins
+//!   the job; rank 0 prints the table.
 //!
 //! Bus bandwidth is the algorithm bandwidth times nccl-tests' factor (`2(n-1)/n` for
 //! all_reduce, `(n-1)/n` for all_gather and reduce_scatter, 1 otherwise). Sizes are the

@@ -40,8 +40,8 @@ enum Cmd {
     Demo(demo::DemoArgs),
     /// Collective bandwidth sweep (nccl-tests style: time, algorithm and bus bandwidth per
     /// message size); one process for every rank, or one rank per process under a
-    /// torchrun-style environment (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `XSTREAM_UNIQUE_ID` or
-    /// `XSTREAM_UNIQUE_ID_FILE`).
+    /// torchrun-style environment (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, and `XSTREAM_UNIQUE_ID`,
+    /// `XSTREAM_UNIQUE_ID_FILE` or `MASTER_ADDR`/`MASTER_PORT` for a TCP rendezvous).
     Collectives(collectives::CollArgs),
     /// Runs the portable conformance checks against a backend.
     Conform {

@@ -48,6 +48,7 @@ pub mod completion;
 pub mod error;
 pub mod flags;
 pub mod hostmem;
+pub mod ipc;
 pub mod memop;
 pub mod module;
 pub mod pipeline;
@@ -80,6 +81,7 @@ pub use hostmem::{
     translate_host_flags, AlignedAlloc, HostAllocDesc, HostAllocation, HostBuffer, HostFlagRow,
     HostMemFlags, HostSpan,
 };
+pub use ipc::{IpcBuffer, IpcEvent, IpcEventHandle, IpcMemHandle};
 pub use memop::WaitCondition;
 pub use module::{
     check_args, HostArg, HostKernel, HostKernelFn, HostModule, KernelArg, LaunchConfig,

@@ -4,8 +4,9 @@
 //! ```text
 //! data-parallel-allreduce [--backend auto|host|cuda] [--ranks N] [--elems N] [--steps N]
 //! ```
-//! Under a torchrun-style environment (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`,
-//! `XSTREAM_UNIQUE_ID` or `XSTREAM_UNIQUE_ID_FILE`) the process is one rank of the job.
+//! Under a torchrun-style environment (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, and
+//! `XSTREAM_UNIQUE_ID`, `XSTREAM_UNIQUE_ID_FILE` or `MASTER_ADDR`/`MASTER_PORT`) the process is
+//! one rank of the job.
 
 use std::process::ExitCode;
 

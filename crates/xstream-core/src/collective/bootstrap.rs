@@ -7,7 +7,13 @@
 //! | `WORLD_SIZE` | how many ranks the job has |
 //! | `LOCAL_RANK` | this process's index on its host (picks the device); defaults to `RANK` |
 //! | `XSTREAM_UNIQUE_ID` | the job's id as hex ([`UniqueId::to_hex`]), made beforehand |
-//! | `XSTREAM_UNIQUE_ID_FILE` | a path on a file system every rank sees: rank 0 makes the id and writes it there, the others wait for it (up to the collective timeout) |
+//! | `XSTREAM_UNIQUE_ID_FILE` | a path on a file system every rank sees: rank 0 makes the id and writes it there, the others wait for it (up to the rendezvous timeout) |
+//! | `MASTER_ADDR`, `MASTER_PORT` | rank 0's host and port (as torchrun sets them): rank 0 makes the id and serves it over TCP, the others fetch it ([`rendezvous`](super::rendezvous)) |
+//! | `XSTREAM_RENDEZVOUS_TIMEOUT_MS` | how long the id exchange may take (file or TCP); default: the collective timeout (300 s) |
+//!
+//! Precedence: `XSTREAM_UNIQUE_ID`, then `XSTREAM_UNIQUE_ID_FILE` (setting both is an error),
+//! then `MASTER_ADDR`/`MASTER_PORT`: an explicit xstream variable wins over the launcher's
+//! endpoint, which torchrun always sets. A job of one rank uses none of them.
 //!
 //! With `XSTREAM_UNIQUE_ID_FILE`, the path must be fresh for each job: rank 0 refuses a file
 //! that already exists (it would be a stale id of an earlier job that other ranks could read
@@ -17,7 +23,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{collective_timeout, CollectiveBackend, CollectiveErrorKind, UniqueId};
+use super::rendezvous::{fetch_id, rendezvous_timeout, Endpoint, RendezvousServer};
+use super::{CollectiveBackend, CollectiveErrorKind, UniqueId};
 use crate::{DeviceOf, Error, Result};
 
 /// The variable holding the rank.
@@ -40,6 +47,8 @@ pub enum IdSource {
     File(PathBuf),
     /// Made here (a job of one rank).
     Local,
+    /// Over TCP (`MASTER_ADDR`/`MASTER_PORT`): rank 0 serves it, the others fetch it.
+    Tcp(Endpoint),
 }
 
 /// A rank's place in a job, read from the environment.
@@ -69,8 +78,9 @@ impl Bootstrap {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`]: one of `RANK`/`WORLD_SIZE` without the other, a value that
-    /// is not a number, `RANK >= WORLD_SIZE`, `WORLD_SIZE` 0, a malformed hex id, both or none
-    /// of the id variables for more than one rank.
+    /// is not a number, `RANK >= WORLD_SIZE`, `WORLD_SIZE` 0, a malformed hex id, both id
+    /// variables, none of the id sources for more than one rank, a malformed TCP endpoint
+    /// ([`Endpoint::from_lookup`]).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Option<Self>> {
         let num = |name: &str| -> Result<Option<usize>> {
             get(name)
@@ -118,11 +128,14 @@ impl Bootstrap {
             ),
             (None, Some(path)) if !path.trim().is_empty() => IdSource::File(PathBuf::from(path)),
             _ if world_size == 1 => IdSource::Local,
-            _ => {
-                return Err(Error::invalid(format!(
-                    "a job of {world_size} ranks needs {UNIQUE_ID_ENV} (hex) or {UNIQUE_ID_FILE_ENV} (a path every rank sees)"
-                )))
-            }
+            _ => match Endpoint::from_lookup(&get)? {
+                Some(ep) => IdSource::Tcp(ep),
+                None => {
+                    return Err(Error::invalid(format!(
+                        "a job of {world_size} ranks needs {UNIQUE_ID_ENV} (hex), {UNIQUE_ID_FILE_ENV} (a path every rank sees) or MASTER_ADDR and MASTER_PORT (TCP rendezvous with rank 0)"
+                    )))
+                }
+            },
         };
         Ok(Some(Self {
             rank,
@@ -133,11 +146,13 @@ impl Bootstrap {
     }
 
     /// The job's unique id: given, read from the file (waiting up to `timeout` for rank 0 to
-    /// write it), or made with `make` (rank 0 of a file source, which then writes it; a job of
-    /// one rank).
+    /// write it), fetched from rank 0 over TCP (up to `timeout`), or made with `make` (rank 0
+    /// of a file source, which then writes it; rank 0 of a TCP source, which then serves it to
+    /// every other rank before returning, up to `timeout`; a job of one rank).
     ///
     /// # Errors
-    /// `make`'s errors; [`write_id_file`]'s and [`read_id_file`]'s errors.
+    /// `make`'s errors; [`write_id_file`]'s and [`read_id_file`]'s errors;
+    /// [`RendezvousServer::serve`]'s and [`fetch_id`]'s errors.
     pub fn unique_id(
         &self,
         make: impl FnOnce() -> Result<UniqueId>,
@@ -152,17 +167,23 @@ impl Bootstrap {
                 Ok(id)
             }
             IdSource::File(path) => read_id_file(path, timeout),
+            IdSource::Tcp(ep) if self.rank == 0 => {
+                let id = make()?;
+                RendezvousServer::bind_endpoint(ep)?.serve(&id, self.world_size, timeout)?;
+                Ok(id)
+            }
+            IdSource::Tcp(ep) => fetch_id(ep, self.rank, self.world_size, timeout),
         }
     }
 
     /// Joins the job on `device` with backend `B`: the unique id (per
-    /// [`Bootstrap::unique_id`], timeout from [`collective_timeout`]), then
+    /// [`Bootstrap::unique_id`], timeout from [`rendezvous_timeout`]), then
     /// [`CollectiveBackend::init_rank`].
     ///
     /// # Errors
     /// As [`Bootstrap::unique_id`] and [`CollectiveBackend::init_rank`].
     pub fn init<B: CollectiveBackend>(&self, device: &DeviceOf<B>) -> Result<B::Comm> {
-        let id = self.unique_id(B::new_unique_id, collective_timeout()?)?;
+        let id = self.unique_id(B::new_unique_id, rendezvous_timeout()?)?;
         B::init_rank(device, &id, self.rank, self.world_size)
     }
 }

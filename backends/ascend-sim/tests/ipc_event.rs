@@ -1,0 +1,50 @@
+//! `aclrtIpcGetEventHandle` / `aclrtIpcOpenEventHandle` on the simulated chip, which has no IPC
+//! events: the ACL-layer NULL checks (100000), then the feature refusal (207000) before the
+//! event or the handle bytes are looked at, as the runtime does on such a chip.
+
+mod common;
+use ascendcl::codes::*;
+use ascendcl::*;
+use std::ffi::c_void;
+use std::ptr::null_mut;
+
+#[test]
+fn ipc_event_handles_are_refused_on_a_chip_without_ipc_events() {
+    let _g = common::shared();
+    let mut ev: *mut c_void = null_mut();
+    // SAFETY: valid out-pointer.
+    assert_eq!(unsafe { aclrtCreateEvent(&mut ev) }, 0);
+    let mut h = AclrtIpcEventHandle { reserved: [0; 64] };
+    // SAFETY: every pointer is valid or NULL on purpose.
+    unsafe {
+        assert_eq!(
+            aclrtIpcGetEventHandle(ev, null_mut()),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclrtIpcGetEventHandle(null_mut(), &mut h),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclrtIpcGetEventHandle(ev, &mut h),
+            ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+        );
+        // Not even an event: the chip check comes first.
+        let bogus = 0x1234usize as *mut c_void;
+        assert_eq!(
+            aclrtIpcGetEventHandle(bogus, &mut h),
+            ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+        );
+        assert_eq!(
+            aclrtIpcOpenEventHandle(h, null_mut()),
+            ACL_ERROR_INVALID_PARAM
+        );
+        let mut opened: *mut c_void = null_mut();
+        assert_eq!(
+            aclrtIpcOpenEventHandle(h, &mut opened),
+            ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+        );
+        assert!(opened.is_null());
+        assert_eq!(aclrtDestroyEvent(ev), 0);
+    }
+}

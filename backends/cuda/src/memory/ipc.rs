@@ -1,0 +1,100 @@
+//! Interprocess buffers on CUDA: [`IpcBuffer`] for [`CudaBuffer`] through `cuIpcGetMemHandle`
+//! / `cuIpcOpenMemHandle` (lazy peer access) / `cuIpcCloseMemHandle`. The handle's payload
+//! is the driver's 64-byte `CUipcMemHandle`; its header carries the range.
+//!
+//! Only buffers from [`Device::alloc`](xstream_core::Device::alloc) (`cuMemAlloc`, whose
+//! pointer is the allocation's base) export; stream-ordered buffers, adopted cudarc slices
+//! and imports are refused. An import is an allocation of this crate whose release is
+//! `cuIpcCloseMemHandle` (under the buffer lifetime rule: after the last queued work using
+//! it); the exporter's `cuMemFree` frees the memory. The driver refuses opening a handle in
+//! the exporting process. The import's length is the handle's: the driver does not say how
+//! long the exporter's allocation is, so the range is the exporter's word.
+
+use std::sync::Arc;
+
+use xstream_core::{BackendKind, Error, IpcBuffer, IpcMemHandle, Result};
+
+use super::{Alloc, CudaBuffer, Mem};
+use crate::ffi::{self, IPC_EVENT_HANDLE_SIZE};
+use crate::CudaDevice;
+
+/// An opened allocation: `cuIpcCloseMemHandle` of its base on drop.
+struct Imported {
+    base: u64,
+    ctx: ffi::CuContext,
+}
+
+impl Drop for Imported {
+    fn drop(&mut self) {
+        if ffi::bind(self.ctx).is_ok() {
+            if let Err(c) = ffi::ipc_close_mem_handle(self.base) {
+                tracing::debug!(code = c, "cuIpcCloseMemHandle failed");
+            }
+        }
+    }
+}
+
+impl IpcBuffer for CudaBuffer {
+    fn export_ipc_range(&self, offset: usize, len: usize) -> Result<IpcMemHandle> {
+        let a =
+            match &self.mem {
+                Mem::Plain(a) if a.foreign.is_none() => a,
+                Mem::Plain(_) => {
+                    return Err(Error::invalid(
+                        "an adopted cudarc slice or an imported buffer cannot be exported: \
+                     export a buffer of Device::alloc",
+                    ))
+                }
+                Mem::Ordered(_) => return Err(Error::invalid(
+                    "a stream-ordered buffer cannot be exported (pool export is not supported): \
+                     export a buffer of Device::alloc",
+                )),
+            };
+        if len == 0 || offset.checked_add(len).is_none_or(|end| end > a.len) {
+            return Err(Error::invalid(format!(
+                "export of bytes {offset}..+{len} of a {}-byte buffer",
+                a.len
+            )));
+        }
+        a.dev.shared.enter()?;
+        let bytes = a
+            .dev
+            .shared
+            .check("cuIpcGetMemHandle", ffi::ipc_get_mem_handle(a.ptr))?;
+        IpcMemHandle::new(
+            BackendKind::Cuda,
+            a.dev.shared.info.ordinal,
+            offset,
+            len,
+            &bytes,
+        )
+    }
+
+    fn open_ipc(device: &CudaDevice, handle: &IpcMemHandle) -> Result<Self> {
+        handle.check_for(BackendKind::Cuda, device.shared.info.ordinal)?;
+        let bytes: &[u8; IPC_EVENT_HANDLE_SIZE] = handle.payload().try_into().map_err(|_| {
+            Error::invalid(format!(
+                "a CUDA IPC memory handle carries {IPC_EVENT_HANDLE_SIZE} bytes, this one {}",
+                handle.payload().len()
+            ))
+        })?;
+        device.shared.enter()?;
+        let base = device
+            .shared
+            .check("cuIpcOpenMemHandle", ffi::ipc_open_mem_handle(bytes))?;
+        let ptr = base.checked_add(handle.offset() as u64).ok_or_else(|| {
+            Error::invalid("the handle's offset overflows the device address space")
+        })?;
+        Ok(CudaBuffer {
+            mem: Mem::Plain(Arc::new(Alloc {
+                dev: device.clone(),
+                ptr,
+                len: handle.len(),
+                foreign: Some(Box::new(Imported {
+                    base,
+                    ctx: device.shared.raw_ctx,
+                })),
+            })),
+        })
+    }
+}
