@@ -1,0 +1,488 @@
+//! The exported driver functions (`halXxx` / `drvXxx`), with the prototypes of the driver
+//! headers the runtime includes (`pkg_inc/driver/ascend_hal*.h`). Struct fields are read and
+//! written at the offsets those headers give (x86-64).
+//!
+//! Every function catches panics (none may cross into the runtime) and answers
+//! `DRV_ERROR_INVALID_VALUE` for null outputs.
+
+#![allow(non_snake_case)]
+
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
+
+use crate::codes::*;
+use crate::{devinfo, memory, queue};
+
+fn guard(name: &str, f: impl FnOnce() -> i32) -> i32 {
+    let r = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        eprintln!("[hal-sim] {name}: internal panic caught");
+        DRV_ERROR_INVALID_VALUE
+    });
+    crate::trace!("{name} -> {r}");
+    r
+}
+
+/// Reads a `u32` field at byte offset `off` of a C struct.
+///
+/// # Safety
+/// `p + off` must be readable for 4 bytes.
+unsafe fn rd32(p: *const c_void, off: usize) -> u32 {
+    // SAFETY: the caller's promise; unaligned read for packed layouts.
+    unsafe { (p as *const u8).add(off).cast::<u32>().read_unaligned() }
+}
+
+/// Writes a `u32` field at byte offset `off`.
+///
+/// # Safety
+/// `p + off` must be writable for 4 bytes.
+unsafe fn wr32(p: *mut c_void, off: usize, v: u32) {
+    // SAFETY: the caller's promise.
+    unsafe { (p as *mut u8).add(off).cast::<u32>().write_unaligned(v) }
+}
+
+/// Reads a `u64` field at byte offset `off`.
+///
+/// # Safety
+/// `p + off` must be readable for 8 bytes.
+unsafe fn rd64(p: *const c_void, off: usize) -> u64 {
+    // SAFETY: the caller's promise.
+    unsafe { (p as *const u8).add(off).cast::<u64>().read_unaligned() }
+}
+
+/// Writes a `u64` field at byte offset `off`.
+///
+/// # Safety
+/// `p + off` must be writable for 8 bytes.
+unsafe fn wr64(p: *mut c_void, off: usize, v: u64) {
+    // SAFETY: the caller's promise.
+    unsafe { (p as *mut u8).add(off).cast::<u64>().write_unaligned(v) }
+}
+
+// ---------------------------------------------------------------- devices
+
+/// `drvError_t drvGetDevNum(uint32_t *num_dev)`.
+#[no_mangle]
+pub extern "C" fn drvGetDevNum(num: *mut u32) -> i32 {
+    guard("drvGetDevNum", || {
+        if num.is_null() {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: non-null output of the caller.
+        unsafe { *num = devinfo::DEVICE_COUNT };
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t drvGetDevIDs(uint32_t *devices, uint32_t len)`.
+#[no_mangle]
+pub extern "C" fn drvGetDevIDs(devices: *mut u32, len: u32) -> i32 {
+    guard("drvGetDevIDs", || {
+        if devices.is_null() || len < devinfo::DEVICE_COUNT {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        for i in 0..devinfo::DEVICE_COUNT {
+            // SAFETY: the caller's array holds `len` >= DEVICE_COUNT entries.
+            unsafe { *devices.add(i as usize) = i };
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+fn check_dev(dev: u32) -> bool {
+    dev < devinfo::DEVICE_COUNT
+}
+
+/// `drvError_t drvDeviceGetPhyIdByIndex(uint32_t devIndex, uint32_t *phyId)`.
+#[no_mangle]
+pub extern "C" fn drvDeviceGetPhyIdByIndex(index: u32, phy: *mut u32) -> i32 {
+    guard("drvDeviceGetPhyIdByIndex", || {
+        if phy.is_null() || !check_dev(index) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: non-null output.
+        unsafe { *phy = index };
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t drvDeviceGetIndexByPhyId(uint32_t phyId, uint32_t *devIndex)`.
+#[no_mangle]
+pub extern "C" fn drvDeviceGetIndexByPhyId(phy: u32, index: *mut u32) -> i32 {
+    guard("drvDeviceGetIndexByPhyId", || {
+        if index.is_null() || !check_dev(phy) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: non-null output.
+        unsafe { *index = phy };
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t halGetDeviceInfo(uint32_t devId, int32_t moduleType, int32_t infoType, int64_t *value)`.
+#[no_mangle]
+pub extern "C" fn halGetDeviceInfo(dev: u32, module: i32, info: i32, value: *mut i64) -> i32 {
+    guard("halGetDeviceInfo", || {
+        crate::trace!("halGetDeviceInfo(dev {dev}, module {module}, info {info})");
+        if value.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        match devinfo::value(module, info) {
+            Some(v) => {
+                // SAFETY: non-null output.
+                unsafe { *value = v };
+                DRV_ERROR_NONE
+            }
+            None => DRV_ERROR_NOT_SUPPORT,
+        }
+    })
+}
+
+/// `drvError_t halGetPhyDeviceInfo(uint32_t phyId, int32_t moduleType, int32_t infoType, int64_t *value)`.
+#[no_mangle]
+pub extern "C" fn halGetPhyDeviceInfo(phy: u32, module: i32, info: i32, value: *mut i64) -> i32 {
+    halGetDeviceInfo(phy, module, info, value)
+}
+
+/// `drvError_t halGetSocVersion(uint32_t devId, char *soc_version, uint32_t len)`.
+#[no_mangle]
+pub extern "C" fn halGetSocVersion(dev: u32, out: *mut u8, len: u32) -> i32 {
+    guard("halGetSocVersion", || {
+        let name = devinfo::SOC_NAME.as_bytes();
+        if out.is_null() || !check_dev(dev) || (len as usize) <= name.len() {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: `out` holds `len` > name.len() bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(name.as_ptr(), out, name.len());
+            *out.add(name.len()) = 0;
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t halGetAPIVersion(int *halAPIVersion)`.
+#[no_mangle]
+pub extern "C" fn halGetAPIVersion(v: *mut i32) -> i32 {
+    guard("halGetAPIVersion", || {
+        if v.is_null() {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: non-null output.
+        unsafe { *v = API_VERSION };
+        DRV_ERROR_NONE
+    })
+}
+
+/// Driver API version reported by `halGetAPIVersion`.
+pub const API_VERSION: i32 = 0x072313;
+
+/// `drvError_t drvDeviceOpen(void **device, uint32_t deviceId)`.
+#[no_mangle]
+pub extern "C" fn drvDeviceOpen(device: *mut *mut c_void, dev: u32) -> i32 {
+    guard("drvDeviceOpen", || {
+        if !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        if !device.is_null() {
+            // SAFETY: non-null output; the handle is opaque to the runtime.
+            unsafe { *device = std::ptr::null_mut::<c_void>().wrapping_add(dev as usize + 1) };
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t drvDeviceClose(uint32_t devId)`.
+#[no_mangle]
+pub extern "C" fn drvDeviceClose(dev: u32) -> i32 {
+    guard("drvDeviceClose", || if check_dev(dev) { DRV_ERROR_NONE } else { DRV_ERROR_INVALID_VALUE })
+}
+
+// ---------------------------------------------------------------- memory
+
+/// `drvError_t halMemAlloc(void **pp, unsigned long long size, unsigned long long flag)`.
+#[no_mangle]
+pub extern "C" fn halMemAlloc(pp: *mut *mut c_void, size: u64, flag: u64) -> i32 {
+    guard("halMemAlloc", || {
+        crate::trace!("halMemAlloc(size {size}, flag {flag:#x})");
+        if pp.is_null() || size == 0 {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        match memory::alloc(size) {
+            Some(a) => {
+                // SAFETY: non-null output.
+                unsafe { *pp = a as *mut c_void };
+                DRV_ERROR_NONE
+            }
+            None => DRV_ERROR_OUT_OF_MEMORY,
+        }
+    })
+}
+
+/// `drvError_t halMemFree(void *pp)`.
+#[no_mangle]
+pub extern "C" fn halMemFree(p: *mut c_void) -> i32 {
+    guard("halMemFree", || if memory::free(p as usize) { DRV_ERROR_NONE } else { DRV_ERROR_INVALID_VALUE })
+}
+
+/// `drvError_t drvMemcpy(DVdeviceptr dst, size_t destMax, DVdeviceptr src, size_t byteCount)`.
+#[no_mangle]
+pub extern "C" fn drvMemcpy(dst: u64, dest_max: usize, src: u64, count: usize) -> i32 {
+    guard("drvMemcpy", || {
+        crate::trace!("drvMemcpy({dst:#x} <- {src:#x}, {count} bytes)");
+        if count > dest_max || !memory::copy(dst as usize, src as usize, count) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t drvMemsetD8(DVdeviceptr dst, size_t destMax, UINT8 value, size_t N)`.
+#[no_mangle]
+pub extern "C" fn drvMemsetD8(dst: u64, dest_max: usize, value: u8, n: usize) -> i32 {
+    guard("drvMemsetD8", || {
+        if n > dest_max || !memory::fill(dst as usize, value, n) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+// ---------------------------------------------------------------- queues
+
+/// `drvError_t halSqCqAllocate(uint32_t devId, struct halSqCqInputInfo *in, struct halSqCqOutputInfo *out)`.
+///
+/// Input offsets: type 0, tsId 4, sqeSize 8, cqeSize 12, sqeDepth 16, cqeDepth 20, grpId 24,
+/// flag 28, cqId 32, sqId 36, info[5] 40. Output: sqId 0, cqId 4, queueVAddr 8, flag 16.
+#[no_mangle]
+pub extern "C" fn halSqCqAllocate(dev: u32, input: *mut c_void, output: *mut c_void) -> i32 {
+    guard("halSqCqAllocate", || {
+        if input.is_null() || output.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: the runtime passes a `halSqCqInputInfo` (96 bytes) and a `halSqCqOutputInfo`
+        // (40 bytes).
+        unsafe {
+            let ty = rd32(input, 0);
+            let depth = rd32(input, 16);
+            let flag = rd32(input, 28);
+            let want_cq = rd32(input, 32);
+            let want_sq = rd32(input, 36);
+            let info0 = rd32(input, 40);
+            crate::trace!(
+                "halSqCqAllocate(type {ty}, sqeSize {}, cqeSize {}, sqeDepth {depth}, cqeDepth {}, flag {flag:#x}, cq {want_cq}, sq {want_sq}, info0 {info0})",
+                rd32(input, 8),
+                rd32(input, 12),
+                rd32(input, 20)
+            );
+            match ty {
+                DRV_NORMAL_TYPE => {
+                    let want = (flag & TSDRV_FLAG_SPECIFIED_SQ_ID != 0).then_some(want_sq);
+                    let (sq, cq) = queue::alloc_sq(want, depth);
+                    wr32(output, 0, sq);
+                    wr32(output, 4, cq);
+                    wr64(output, 8, 0);
+                }
+                DRV_LOGIC_TYPE => {
+                    let want = (flag & TSDRV_FLAG_SPECIFIED_CQ_ID != 0).then_some(want_cq);
+                    let cq = queue::alloc_logic_cq(want, info0);
+                    wr32(output, 0, 0);
+                    wr32(output, 4, cq);
+                    wr64(output, 8, 0);
+                }
+                DRV_CALLBACK_TYPE => {
+                    // Host-callback queues: the STARS runtime reports callbacks through the logic
+                    // CQ; this queue pair exists but never receives entries.
+                    let (sq, cq) = queue::alloc_sq(None, depth);
+                    wr32(output, 0, sq);
+                    wr32(output, 4, cq);
+                    wr64(output, 8, 0);
+                }
+                _ => return DRV_ERROR_NOT_SUPPORT,
+            }
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t halSqCqFree(uint32_t devId, struct halSqCqFreeInfo *info)` (type 0, tsId 4,
+/// sqId 8, cqId 12, flag 16).
+#[no_mangle]
+pub extern "C" fn halSqCqFree(dev: u32, info: *mut c_void) -> i32 {
+    guard("halSqCqFree", || {
+        if info.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: a `halSqCqFreeInfo` (52 bytes).
+        let (ty, sq, cq) = unsafe { (rd32(info, 0), rd32(info, 8), rd32(info, 12)) };
+        let ok = match ty {
+            DRV_LOGIC_TYPE => queue::free_logic_cq(cq),
+            _ => queue::free_sq(sq),
+        };
+        if ok {
+            DRV_ERROR_NONE
+        } else {
+            DRV_ERROR_INVALID_VALUE
+        }
+    })
+}
+
+/// `drvError_t halSqCqQuery(uint32_t devId, struct halSqCqQueryInfo *info)` (type 0, tsId 4,
+/// sqId 8, cqId 12, prop 16, value[8] 20).
+#[no_mangle]
+pub extern "C" fn halSqCqQuery(dev: u32, info: *mut c_void) -> i32 {
+    guard("halSqCqQuery", || {
+        if info.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: a `halSqCqQueryInfo` (52 bytes).
+        unsafe {
+            let sq = rd32(info, 8);
+            let prop = rd32(info, 16);
+            let Some((head, tail, depth)) = queue::sq_state(sq) else {
+                return DRV_ERROR_INVALID_VALUE;
+            };
+            let v = match prop {
+                DRV_SQCQ_PROP_SQ_HEAD => head,
+                DRV_SQCQ_PROP_SQ_TAIL => tail,
+                DRV_SQCQ_PROP_SQ_DEPTH => depth,
+                DRV_SQCQ_PROP_SQ_STATUS | DRV_SQCQ_PROP_SQ_CQE_STATUS => 0,
+                _ => return DRV_ERROR_NOT_SUPPORT,
+            };
+            crate::trace!("halSqCqQuery(sq {sq}, prop {prop}) = {v}");
+            wr32(info, 20, v);
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t halSqTaskSend(uint32_t devId, struct halTaskSendInfo *info)` (type 0, tsId 4,
+/// sqId 8, timeout 12, sqe_addr 16, sqe_num 24, pos 28).
+#[no_mangle]
+pub extern "C" fn halSqTaskSend(dev: u32, info: *mut c_void) -> i32 {
+    guard("halSqTaskSend", || {
+        if info.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: a `halTaskSendInfo` (64 bytes); `sqe_addr` holds `sqe_num` 64-byte entries.
+        unsafe {
+            let ty = rd32(info, 0);
+            let sq = rd32(info, 8);
+            let addr = rd64(info, 16) as *const [u8; queue::SQE_SIZE];
+            let n = rd32(info, 24) as usize;
+            if ty != DRV_NORMAL_TYPE {
+                return DRV_ERROR_NOT_SUPPORT;
+            }
+            if addr.is_null() || n == 0 {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            let entries = std::slice::from_raw_parts(addr, n);
+            if !queue::submit(sq, entries) {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            if let Some((_, tail, _)) = queue::sq_state(sq) {
+                wr32(info, 28, tail);
+            }
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t halCqReportRecv(uint32_t devId, struct halReportRecvInfo *info)` (type 0,
+/// tsId 4, cqId 8, timeout 12 (ms), cqe_addr 16, cqe_num 24, report_cqe_num 28, stream_id 32,
+/// task_id 36).
+#[no_mangle]
+pub extern "C" fn halCqReportRecv(dev: u32, info: *mut c_void) -> i32 {
+    guard("halCqReportRecv", || {
+        if info.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: a `halReportRecvInfo` (72 bytes); `cqe_addr` holds `cqe_num` 32-byte entries.
+        unsafe {
+            let ty = rd32(info, 0);
+            let cq = rd32(info, 8);
+            let timeout = rd32(info, 12) as i32;
+            let out = rd64(info, 16) as *mut [u8; queue::CQE_SIZE];
+            let max = rd32(info, 24) as usize;
+            if ty != DRV_LOGIC_TYPE {
+                wr32(info, 28, 0);
+                return DRV_ERROR_NOT_SUPPORT;
+            }
+            if out.is_null() {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            let Some(got) = queue::receive(cq, max, timeout) else {
+                return DRV_ERROR_INVALID_VALUE;
+            };
+            for (i, e) in got.iter().enumerate() {
+                out.add(i).write(*e);
+            }
+            wr32(info, 28, got.len() as u32);
+            crate::trace!("halCqReportRecv(cq {cq}, max {max}, timeout {timeout}) = {} entries", got.len());
+            if got.is_empty() {
+                return DRV_ERROR_WAIT_TIMEOUT;
+            }
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t halReportRelease(uint32_t devId, struct halReportReleaseInfo *info)`: entries are
+/// removed when received, so nothing is left to release.
+#[no_mangle]
+pub extern "C" fn halReportRelease(dev: u32, _info: *mut c_void) -> i32 {
+    guard("halReportRelease", || if check_dev(dev) { DRV_ERROR_NONE } else { DRV_ERROR_INVALID_VALUE })
+}
+
+// ---------------------------------------------------------------- resource ids
+
+static RES_IDS: Mutex<BTreeMap<u32, Vec<u32>>> = Mutex::new(BTreeMap::new());
+
+/// Upper bound of each id space (streams, events, notifies, models, …).
+const RES_ID_LIMIT: u32 = 65_535;
+
+/// `drvError_t halResourceIdAlloc(uint32_t devId, struct halResourceIdInputInfo *in,
+/// struct halResourceIdOutputInfo *out)` (in: type 0, tsId 4, resourceId 8; out: resourceId 0).
+#[no_mangle]
+pub extern "C" fn halResourceIdAlloc(dev: u32, input: *mut c_void, output: *mut c_void) -> i32 {
+    guard("halResourceIdAlloc", || {
+        if input.is_null() || output.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: `halResourceIdInputInfo` (44 bytes) and `halResourceIdOutputInfo` (36 bytes).
+        unsafe {
+            let ty = rd32(input, 0);
+            let mut ids = RES_IDS.lock().unwrap_or_else(|e| e.into_inner());
+            let used = ids.entry(ty).or_default();
+            let Some(id) = (0..RES_ID_LIMIT).find(|i| !used.contains(i)) else {
+                return DRV_ERROR_OUT_OF_MEMORY;
+            };
+            used.push(id);
+            crate::trace!("halResourceIdAlloc(type {ty}) = {id}");
+            wr32(output, 0, id);
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t halResourceIdFree(uint32_t devId, struct halResourceIdInputInfo *in)`.
+#[no_mangle]
+pub extern "C" fn halResourceIdFree(dev: u32, input: *mut c_void) -> i32 {
+    guard("halResourceIdFree", || {
+        if input.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: a `halResourceIdInputInfo`.
+        let (ty, id) = unsafe { (rd32(input, 0), rd32(input, 8)) };
+        let mut ids = RES_IDS.lock().unwrap_or_else(|e| e.into_inner());
+        let used = ids.entry(ty).or_default();
+        match used.iter().position(|&x| x == id) {
+            Some(i) => {
+                used.swap_remove(i);
+                DRV_ERROR_NONE
+            }
+            None => DRV_ERROR_INVALID_VALUE,
+        }
+    })
+}
