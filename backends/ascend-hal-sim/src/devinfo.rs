@@ -73,11 +73,21 @@ pub const INFO_RUN_MACH: i32 = 31;
 /// `INFO_TYPE_HD_CONNECT_TYPE` (0: PCIe).
 pub const INFO_HD_CONNECT_TYPE: i32 = 40;
 
+/// `INFO_TYPE_REAL_TIME`: the device clock (here the host's real-time clock, nanoseconds).
+pub const INFO_REAL_TIME: i32 = 64;
+
+fn realtime_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
 /// The value of one (module, info) pair, or `None` where this emulation has no answer (the
 /// driver then says `DRV_ERROR_NOT_SUPPORT`).
 pub fn value(module: i32, info: i32) -> Option<i64> {
     Some(match (module, info) {
-        (MODULE_SYSTEM, INFO_ENV) => 0,
+        // 3: ASIC (`npu_driver.hpp`: 0 FPGA, 1 EMU, 2 ESL, 3 ASIC).
+        (MODULE_SYSTEM, INFO_ENV) => 3,
         (MODULE_SYSTEM, INFO_VERSION) => HARDWARE_VERSION,
         (MODULE_SYSTEM, INFO_MASTERID) => 0,
         // The runtime reads the task-scheduler count here ("tsNumber", valid 1..=2).
@@ -92,6 +102,7 @@ pub fn value(module: i32, info: i32) -> Option<i64> {
         (MODULE_SYSTEM, INFO_ADDR_MODE) => 0,
         (MODULE_SYSTEM, INFO_RUN_MACH) => 0,
         (MODULE_SYSTEM, INFO_HD_CONNECT_TYPE) => 0,
+        (MODULE_SYSTEM, INFO_REAL_TIME) => realtime_ns(),
         (MODULE_AICORE, INFO_CORE_NUM) => AICORE_COUNT,
         (MODULE_AICORE, INFO_IN_USED) => 1,
         (MODULE_AICORE, INFO_FREQUE) => 1800,

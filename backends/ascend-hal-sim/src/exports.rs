@@ -199,6 +199,46 @@ pub extern "C" fn drvDeviceClose(dev: u32) -> i32 {
     guard("drvDeviceClose", || if check_dev(dev) { DRV_ERROR_NONE } else { DRV_ERROR_INVALID_VALUE })
 }
 
+/// `drvError_t halDeviceOpen(uint32_t devid, halDevOpenIn *in, halDevOpenOut *out)`: both
+/// structures are reserved (zeros).
+#[no_mangle]
+pub extern "C" fn halDeviceOpen(dev: u32, _in: *mut c_void, _out: *mut c_void) -> i32 {
+    guard("halDeviceOpen", || if check_dev(dev) { DRV_ERROR_NONE } else { DRV_ERROR_INVALID_VALUE })
+}
+
+/// `drvError_t halDeviceClose(uint32_t devid, halDevCloseIn *in)`.
+#[no_mangle]
+pub extern "C" fn halDeviceClose(dev: u32, _in: *mut c_void) -> i32 {
+    guard("halDeviceClose", || if check_dev(dev) { DRV_ERROR_NONE } else { DRV_ERROR_INVALID_VALUE })
+}
+
+/// `DVresult drvMemSmmuQuery(DVdevice device, UINT32 *SSID)`: one address space, SSID 0.
+#[no_mangle]
+pub extern "C" fn drvMemSmmuQuery(dev: u32, ssid: *mut u32) -> i32 {
+    guard("drvMemSmmuQuery", || {
+        if ssid.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: non-null output.
+        unsafe { *ssid = 0 };
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t drvGetPlatformInfo(uint32_t *info)`: 1, `RT_RUN_MODE_ONLINE` (a host process
+/// driving a PCIe device; `pkg_inc/runtime/runtime/dev.h`).
+#[no_mangle]
+pub extern "C" fn drvGetPlatformInfo(info: *mut u32) -> i32 {
+    guard("drvGetPlatformInfo", || {
+        if info.is_null() {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: non-null output.
+        unsafe { *info = 1 };
+        DRV_ERROR_NONE
+    })
+}
+
 // ---------------------------------------------------------------- memory
 
 /// `drvError_t halMemAlloc(void **pp, unsigned long long size, unsigned long long flag)`.
@@ -246,6 +286,70 @@ pub extern "C" fn drvMemsetD8(dst: u64, dest_max: usize, value: u8, n: usize) ->
             return DRV_ERROR_INVALID_VALUE;
         }
         DRV_ERROR_NONE
+    })
+}
+
+/// `DVresult drvMemConvertAddr(DVdeviceptr pSrc, DVdeviceptr pDst, UINT32 len, struct DMA_ADDR *dma)`.
+///
+/// `struct DMA_ADDR` (40 bytes): phyAddr.src 0, phyAddr.dst 8, phyAddr.len 16, phyAddr.flag 20,
+/// phyAddr.priv 24, fixed_size 32, virt_id 36. The emulation records (src, dst, len) and hands back
+/// a descriptor handle in `phyAddr.src` with `len` 1 (one descriptor, chain flag set), the way a
+/// chained conversion is described in `ascend_hal_base.h`.
+#[no_mangle]
+pub extern "C" fn drvMemConvertAddr(src: u64, dst: u64, len: u32, dma: *mut c_void) -> i32 {
+    guard("drvMemConvertAddr", || {
+        crate::trace!("drvMemConvertAddr({src:#x} -> {dst:#x}, {len} bytes)");
+        if dma.is_null() || src == 0 || dst == 0 {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        let h = memory::dma_create(src as usize, dst as usize, len as usize);
+        // SAFETY: a `struct DMA_ADDR` (40 bytes).
+        unsafe {
+            wr64(dma, 0, h);
+            wr64(dma, 8, dst);
+            wr32(dma, 16, 1);
+            *(dma as *mut u8).add(20) = 1;
+            wr64(dma, 24, 0);
+            wr32(dma, 32, len);
+            wr32(dma, 36, 0);
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+/// `DVresult drvMemDestroyAddr(struct DMA_ADDR *ptr)`.
+#[no_mangle]
+pub extern "C" fn drvMemDestroyAddr(dma: *mut c_void) -> i32 {
+    guard("drvMemDestroyAddr", || {
+        if dma.is_null() {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: a `struct DMA_ADDR` filled by `drvMemConvertAddr`.
+        let h = unsafe { rd64(dma, 0) };
+        if memory::dma_destroy(h) {
+            DRV_ERROR_NONE
+        } else {
+            DRV_ERROR_INVALID_VALUE
+        }
+    })
+}
+
+/// `DVresult halMemDestroyAddrBatch(struct DMA_ADDR *ptr[], uint32_t num)`.
+#[no_mangle]
+pub extern "C" fn halMemDestroyAddrBatch(ptrs: *mut *mut c_void, num: u32) -> i32 {
+    guard("halMemDestroyAddrBatch", || {
+        if ptrs.is_null() {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        let mut rc = DRV_ERROR_NONE;
+        for i in 0..num as usize {
+            // SAFETY: the caller's array holds `num` pointers.
+            let p = unsafe { *ptrs.add(i) };
+            if drvMemDestroyAddr(p) != DRV_ERROR_NONE {
+                rc = DRV_ERROR_INVALID_VALUE;
+            }
+        }
+        rc
     })
 }
 
@@ -343,6 +447,15 @@ pub extern "C" fn halSqCqQuery(dev: u32, info: *mut c_void) -> i32 {
             let Some((head, tail, depth)) = queue::sq_state(sq) else {
                 return DRV_ERROR_INVALID_VALUE;
             };
+            if prop == DRV_SQCQ_PROP_SQ_REG_BASE {
+                // value[0]: high 32 bits, value[1]: low 32 bits, value[2]: size
+                // (`NpuDriver::GetSqRegVirtualAddrBySqid`).
+                let page = queue::sq_reg_page(sq).unwrap_or(0) as u64;
+                wr32(info, 20, (page >> 32) as u32);
+                wr32(info, 24, page as u32);
+                wr32(info, 28, queue::REG_PAGE_SIZE);
+                return DRV_ERROR_NONE;
+            }
             let v = match prop {
                 DRV_SQCQ_PROP_SQ_HEAD => head,
                 DRV_SQCQ_PROP_SQ_TAIL => tail,
@@ -484,5 +597,105 @@ pub extern "C" fn halResourceIdFree(dev: u32, input: *mut c_void) -> i32 {
             }
             None => DRV_ERROR_INVALID_VALUE,
         }
+    })
+}
+
+// ---------------------------------------------------------------- misc
+
+/// `pid_t drvDeviceGetBareTgid(void)`: the process id (host and "device" share the process).
+#[no_mangle]
+pub extern "C" fn drvDeviceGetBareTgid() -> i32 {
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::getpid() }
+}
+
+/// `void drvFlushCache(uint64_t base, uint32_t len)`: host memory is coherent; nothing to do.
+#[no_mangle]
+pub extern "C" fn drvFlushCache(_base: u64, _len: u32) {}
+
+/// `void drvDfxShowReport(uint32_t devId)`: no report ring to show.
+#[no_mangle]
+pub extern "C" fn drvDfxShowReport(_dev: u32) {}
+
+/// `drvError_t halGetChipCapability(uint32_t devId, struct halCapabilityInfo *info)`
+/// (136 bytes: sdma_reduce_support, memory_support, ts_group_number, sdma_reduce_kind, res[30]):
+/// no SDMA reduce, HBM memory (`CAP_MEM_SUPPORT_HBM`), one TS group.
+#[no_mangle]
+pub extern "C" fn halGetChipCapability(dev: u32, info: *mut c_void) -> i32 {
+    guard("halGetChipCapability", || {
+        if info.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: a `struct halCapabilityInfo` of 136 bytes.
+        unsafe {
+            std::ptr::write_bytes(info as *mut u8, 0, 136);
+            wr32(info, 4, 1);
+            wr32(info, 8, 1);
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t halResourceConfig(uint32_t devId, struct halResourceIdInputInfo *in,
+/// struct halResourceConfigInfo *para)`: resource attributes (stream priority, …) are accepted;
+/// nothing in this emulation depends on them.
+#[no_mangle]
+pub extern "C" fn halResourceConfig(dev: u32, input: *mut c_void, para: *mut c_void) -> i32 {
+    guard("halResourceConfig", || {
+        if input.is_null() || para.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: `halResourceIdInputInfo` and `halResourceConfigInfo` (prop first).
+        let (ty, id, prop) = unsafe { (rd32(input, 0), rd32(input, 8), rd32(para, 0)) };
+        crate::trace!("halResourceConfig(type {ty}, id {id}, prop {prop})");
+        DRV_ERROR_NONE
+    })
+}
+
+static MAPPED: Mutex<BTreeMap<u32, usize>> = Mutex::new(BTreeMap::new());
+
+/// Size of each emulated register window handed out by `halMemCtl(CTRL_TYPE_ADDR_MAP)`.
+const MAPPED_WINDOW: u64 = 4096;
+
+/// `drvError_t halMemCtl(int type, void *param, size_t paramSize, void *out, size_t *outSize)`.
+///
+/// `CTRL_TYPE_ADDR_MAP` (0) with `struct AddrMapInPara {addr_type, devid}` →
+/// `struct AddrMapOutPara {ptr, len}`: each register window (L2 buffer, C2C control, …) is a
+/// zeroed page of emulated device memory; the runtime only embeds these addresses in kernel
+/// entries. Every other control type: not supported.
+#[no_mangle]
+pub extern "C" fn halMemCtl(ty: i32, param: *mut c_void, param_size: usize, out: *mut c_void, out_size: *mut usize) -> i32 {
+    guard("halMemCtl", || {
+        crate::trace!("halMemCtl(type {ty}, param size {param_size})");
+        if ty != 0 {
+            return DRV_ERROR_NOT_SUPPORT;
+        }
+        if param.is_null() || out.is_null() || param_size < 8 {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: `AddrMapInPara` (8 bytes, checked) and `AddrMapOutPara` (16 bytes).
+        unsafe {
+            let addr_type = rd32(param, 0);
+            if !check_dev(rd32(param, 4)) {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            let mut m = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
+            let page = match m.get(&addr_type) {
+                Some(&p) => p,
+                None => {
+                    let Some(p) = memory::alloc(MAPPED_WINDOW) else {
+                        return DRV_ERROR_OUT_OF_MEMORY;
+                    };
+                    m.insert(addr_type, p);
+                    p
+                }
+            };
+            wr64(out, 0, page as u64);
+            wr64(out, 8, MAPPED_WINDOW);
+            if !out_size.is_null() {
+                *out_size = 16;
+            }
+        }
+        DRV_ERROR_NONE
     })
 }

@@ -99,6 +99,9 @@ struct Sq {
     depth: u32,
     head: u32,
     tail: u32,
+    /// A zeroed page of emulated device memory standing for the SQ's register window; the
+    /// runtime only embeds its address in entries (conditional and stream-activation tasks).
+    reg_page: usize,
 }
 
 #[derive(Debug, Default)]
@@ -147,6 +150,7 @@ pub fn alloc_sq(want_sq: Option<u32>, depth: u32) -> (u32, u32) {
                 depth: if depth == 0 { DEFAULT_SQ_DEPTH } else { depth },
                 head: 0,
                 tail: 0,
+                reg_page: memory::alloc(REG_PAGE_SIZE as u64).unwrap_or(0),
             },
         );
         (id, id)
@@ -170,7 +174,23 @@ pub fn alloc_logic_cq(want: Option<u32>, stream_id: u32) -> u32 {
 
 /// Frees an SQ; `false` when unknown.
 pub fn free_sq(id: u32) -> bool {
-    with(|s| s.sqs.remove(&id).is_some())
+    match with(|s| s.sqs.remove(&id)) {
+        Some(q) => {
+            if q.reg_page != 0 {
+                memory::free(q.reg_page);
+            }
+            true
+        }
+        None => false,
+    }
+}
+
+/// Size of the emulated SQ register window.
+pub const REG_PAGE_SIZE: u32 = 4096;
+
+/// Address of an SQ's emulated register window.
+pub fn sq_reg_page(id: u32) -> Option<usize> {
+    with(|s| s.sqs.get(&id).map(|q| q.reg_page))
 }
 
 /// Frees a logic CQ; `false` when unknown.
@@ -259,8 +279,14 @@ fn execute(e: &[u8; SQE_SIZE], h: &Header, events: &mut BTreeMap<u32, u64>) -> u
         sqe_type::PCIE_DMA => {
             let converted = e[28] & 1 == 1;
             if converted {
-                crate::trace!("PCIe DMA entry with converted descriptors: refused");
-                return ERR_REFUSED;
+                // sq_addr (words 4-5) is the handle `drvMemConvertAddr` returned.
+                let handle = u64_at(e, 16);
+                let Some((src, dst, len)) = memory::dma_get(handle as u64) else {
+                    crate::trace!("PCIe DMA entry names unknown descriptor {handle:#x}: refused");
+                    return ERR_REFUSED;
+                };
+                crate::trace!("PCIe DMA (converted) copy {len} bytes {src:#x} -> {dst:#x}");
+                return if memory::copy(dst, src, len) { 0 } else { ERR_REFUSED };
             }
             let src = u64_at(e, 32) as usize;
             let dst = u64_at(e, 40) as usize;
