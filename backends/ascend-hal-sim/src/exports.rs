@@ -699,3 +699,57 @@ pub extern "C" fn halMemCtl(ty: i32, param: *mut c_void, param_size: usize, out:
         DRV_ERROR_NONE
     })
 }
+
+/// `DV_MEM_LOCK_DEV`: device memory.
+const DV_MEM_LOCK_DEV: u32 = 0x10;
+/// `DV_MEM_USER_MALLOC`: not a driver address (plain host memory).
+const DV_MEM_USER_MALLOC: u32 = 0x80;
+
+/// `DVresult drvMemGetAttribute(DVdeviceptr vptr, struct DVattribute *attr)` (memType 0,
+/// devId 12, pageSize 16): emulated device memory is `DV_MEM_LOCK_DEV`, anything else
+/// `DV_MEM_USER_MALLOC`.
+#[no_mangle]
+pub extern "C" fn drvMemGetAttribute(vptr: u64, attr: *mut c_void) -> i32 {
+    guard("drvMemGetAttribute", || {
+        if attr.is_null() {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        let dev = memory::find(vptr as usize).is_some();
+        // SAFETY: a `struct DVattribute` (52 bytes).
+        unsafe {
+            wr32(attr, 0, if dev { DV_MEM_LOCK_DEV } else { DV_MEM_USER_MALLOC });
+            wr32(attr, 12, 0);
+            wr32(attr, 16, memory::DEVICE_ALIGN as u32);
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+/// `DVresult drvMemAddressTranslate(DVdeviceptr vptr, UINT64 *pptr)`: the emulated device's
+/// "physical" address is its virtual one; non-device addresses are refused.
+#[no_mangle]
+pub extern "C" fn drvMemAddressTranslate(vptr: u64, pptr: *mut u64) -> i32 {
+    guard("drvMemAddressTranslate", || {
+        if pptr.is_null() || memory::find(vptr as usize).is_none() {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: non-null output.
+        unsafe { *pptr = vptr };
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t drvDeviceGetTransWay(void *src, void *dest, uint8_t *trans_type)`: `DRV_SDMA` (0)
+/// between two device addresses, `DRV_PCIE_DMA` (1) when one side is host memory.
+#[no_mangle]
+pub extern "C" fn drvDeviceGetTransWay(src: *mut c_void, dst: *mut c_void, way: *mut u8) -> i32 {
+    guard("drvDeviceGetTransWay", || {
+        if way.is_null() {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        let both = memory::find(src as usize).is_some() && memory::find(dst as usize).is_some();
+        // SAFETY: non-null output.
+        unsafe { *way = if both { 0 } else { 1 } };
+        DRV_ERROR_NONE
+    })
+}
