@@ -196,20 +196,38 @@ pub extern "C" fn drvDeviceOpen(device: *mut *mut c_void, dev: u32) -> i32 {
 /// `drvError_t drvDeviceClose(uint32_t devId)`.
 #[no_mangle]
 pub extern "C" fn drvDeviceClose(dev: u32) -> i32 {
-    guard("drvDeviceClose", || if check_dev(dev) { DRV_ERROR_NONE } else { DRV_ERROR_INVALID_VALUE })
+    guard("drvDeviceClose", || {
+        if check_dev(dev) {
+            DRV_ERROR_NONE
+        } else {
+            DRV_ERROR_INVALID_VALUE
+        }
+    })
 }
 
 /// `drvError_t halDeviceOpen(uint32_t devid, halDevOpenIn *in, halDevOpenOut *out)`: both
 /// structures are reserved (zeros).
 #[no_mangle]
 pub extern "C" fn halDeviceOpen(dev: u32, _in: *mut c_void, _out: *mut c_void) -> i32 {
-    guard("halDeviceOpen", || if check_dev(dev) { DRV_ERROR_NONE } else { DRV_ERROR_INVALID_VALUE })
+    guard("halDeviceOpen", || {
+        if check_dev(dev) {
+            DRV_ERROR_NONE
+        } else {
+            DRV_ERROR_INVALID_VALUE
+        }
+    })
 }
 
 /// `drvError_t halDeviceClose(uint32_t devid, halDevCloseIn *in)`.
 #[no_mangle]
 pub extern "C" fn halDeviceClose(dev: u32, _in: *mut c_void) -> i32 {
-    guard("halDeviceClose", || if check_dev(dev) { DRV_ERROR_NONE } else { DRV_ERROR_INVALID_VALUE })
+    guard("halDeviceClose", || {
+        if check_dev(dev) {
+            DRV_ERROR_NONE
+        } else {
+            DRV_ERROR_INVALID_VALUE
+        }
+    })
 }
 
 /// `DVresult drvMemSmmuQuery(DVdevice device, UINT32 *SSID)`: one address space, SSID 0.
@@ -263,7 +281,13 @@ pub extern "C" fn halMemAlloc(pp: *mut *mut c_void, size: u64, flag: u64) -> i32
 /// `drvError_t halMemFree(void *pp)`.
 #[no_mangle]
 pub extern "C" fn halMemFree(p: *mut c_void) -> i32 {
-    guard("halMemFree", || if memory::free(p as usize) { DRV_ERROR_NONE } else { DRV_ERROR_INVALID_VALUE })
+    guard("halMemFree", || {
+        if memory::free(p as usize) {
+            DRV_ERROR_NONE
+        } else {
+            DRV_ERROR_INVALID_VALUE
+        }
+    })
 }
 
 /// `drvError_t drvMemcpy(DVdeviceptr dst, size_t destMax, DVdeviceptr src, size_t byteCount)`.
@@ -532,7 +556,10 @@ pub extern "C" fn halCqReportRecv(dev: u32, info: *mut c_void) -> i32 {
                 out.add(i).write(*e);
             }
             wr32(info, 28, got.len() as u32);
-            crate::trace!("halCqReportRecv(cq {cq}, max {max}, timeout {timeout}) = {} entries", got.len());
+            crate::trace!(
+                "halCqReportRecv(cq {cq}, max {max}, timeout {timeout}) = {} entries",
+                got.len()
+            );
             if got.is_empty() {
                 return DRV_ERROR_WAIT_TIMEOUT;
             }
@@ -545,7 +572,13 @@ pub extern "C" fn halCqReportRecv(dev: u32, info: *mut c_void) -> i32 {
 /// removed when received, so nothing is left to release.
 #[no_mangle]
 pub extern "C" fn halReportRelease(dev: u32, _info: *mut c_void) -> i32 {
-    guard("halReportRelease", || if check_dev(dev) { DRV_ERROR_NONE } else { DRV_ERROR_INVALID_VALUE })
+    guard("halReportRelease", || {
+        if check_dev(dev) {
+            DRV_ERROR_NONE
+        } else {
+            DRV_ERROR_INVALID_VALUE
+        }
+    })
 }
 
 // ---------------------------------------------------------------- resource ids
@@ -664,7 +697,13 @@ const MAPPED_WINDOW: u64 = 4096;
 /// zeroed page of emulated device memory; the runtime only embeds these addresses in kernel
 /// entries. Every other control type: not supported.
 #[no_mangle]
-pub extern "C" fn halMemCtl(ty: i32, param: *mut c_void, param_size: usize, out: *mut c_void, out_size: *mut usize) -> i32 {
+pub extern "C" fn halMemCtl(
+    ty: i32,
+    param: *mut c_void,
+    param_size: usize,
+    out: *mut c_void,
+    out_size: *mut usize,
+) -> i32 {
     guard("halMemCtl", || {
         crate::trace!("halMemCtl(type {ty}, param size {param_size})");
         if ty != 0 {
@@ -717,7 +756,15 @@ pub extern "C" fn drvMemGetAttribute(vptr: u64, attr: *mut c_void) -> i32 {
         let dev = memory::find(vptr as usize).is_some();
         // SAFETY: a `struct DVattribute` (52 bytes).
         unsafe {
-            wr32(attr, 0, if dev { DV_MEM_LOCK_DEV } else { DV_MEM_USER_MALLOC });
+            wr32(
+                attr,
+                0,
+                if dev {
+                    DV_MEM_LOCK_DEV
+                } else {
+                    DV_MEM_USER_MALLOC
+                },
+            );
             wr32(attr, 12, 0);
             wr32(attr, 16, memory::DEVICE_ALIGN as u32);
         }

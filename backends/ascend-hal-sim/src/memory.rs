@@ -38,7 +38,8 @@ pub fn free(addr: usize) -> bool {
     let Some(len) = table().remove(&addr) else {
         return false;
     };
-    let layout = std::alloc::Layout::from_size_align(len, DEVICE_ALIGN).expect("layout was valid at alloc");
+    let layout =
+        std::alloc::Layout::from_size_align(len, DEVICE_ALIGN).expect("layout was valid at alloc");
     // SAFETY: `addr` came from `alloc_zeroed` with this same layout and is removed from the table.
     unsafe { std::alloc::dealloc(addr as *mut u8, layout) };
     true
@@ -96,6 +97,37 @@ pub fn fill(dst: usize, value: u8, len: usize) -> bool {
     true
 }
 
+/// DMA descriptors made by `drvMemConvertAddr` (handle → (src, dst, len)). The runtime puts the
+/// handle into a converted PCIe-DMA entry (`sq_addr`); executing the entry looks it up here.
+static DMA: Mutex<BTreeMap<u64, (usize, usize, usize)>> = Mutex::new(BTreeMap::new());
+
+/// Base of the (fake, never dereferenced) descriptor handles.
+const DMA_HANDLE_BASE: u64 = 0xD3A0_0000_0000;
+
+/// Records a DMA descriptor; returns its handle.
+pub fn dma_create(src: usize, dst: usize, len: usize) -> u64 {
+    let mut t = DMA.lock().unwrap_or_else(|e| e.into_inner());
+    let h = t.keys().next_back().map_or(DMA_HANDLE_BASE, |k| k + 64);
+    t.insert(h, (src, dst, len));
+    h
+}
+
+/// The descriptor behind a handle.
+pub fn dma_get(handle: u64) -> Option<(usize, usize, usize)> {
+    DMA.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&handle)
+        .copied()
+}
+
+/// Forgets a descriptor; `false` when unknown.
+pub fn dma_destroy(handle: u64) -> bool {
+    DMA.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&handle)
+        .is_some()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,29 +151,4 @@ mod tests {
         assert!(free(d));
         assert!(!free(d));
     }
-}
-
-/// DMA descriptors made by `drvMemConvertAddr` (handle → (src, dst, len)). The runtime puts the
-/// handle into a converted PCIe-DMA entry (`sq_addr`); executing the entry looks it up here.
-static DMA: Mutex<BTreeMap<u64, (usize, usize, usize)>> = Mutex::new(BTreeMap::new());
-
-/// Base of the (fake, never dereferenced) descriptor handles.
-const DMA_HANDLE_BASE: u64 = 0xD3A0_0000_0000;
-
-/// Records a DMA descriptor; returns its handle.
-pub fn dma_create(src: usize, dst: usize, len: usize) -> u64 {
-    let mut t = DMA.lock().unwrap_or_else(|e| e.into_inner());
-    let h = t.keys().next_back().map_or(DMA_HANDLE_BASE, |k| k + 64);
-    t.insert(h, (src, dst, len));
-    h
-}
-
-/// The descriptor behind a handle.
-pub fn dma_get(handle: u64) -> Option<(usize, usize, usize)> {
-    DMA.lock().unwrap_or_else(|e| e.into_inner()).get(&handle).copied()
-}
-
-/// Forgets a descriptor; `false` when unknown.
-pub fn dma_destroy(handle: u64) -> bool {
-    DMA.lock().unwrap_or_else(|e| e.into_inner()).remove(&handle).is_some()
 }

@@ -266,8 +266,12 @@ fn execute(e: &[u8; SQE_SIZE], h: &Header, events: &mut BTreeMap<u32, u64>) -> u
             let mut src = u64_at(e, 32) as usize;
             let mut dst = u64_at(e, 40) as usize;
             if d2d_offset {
-                src += (u64::from(u32_at(e, 48)) | (u64::from(u16::from_le_bytes([e[56], e[57]])) << 32)) as usize;
-                dst += (u64::from(u32_at(e, 52)) | (u64::from(u16::from_le_bytes([e[58], e[59]])) << 32)) as usize;
+                src += (u64::from(u32_at(e, 48))
+                    | (u64::from(u16::from_le_bytes([e[56], e[57]])) << 32))
+                    as usize;
+                dst += (u64::from(u32_at(e, 52))
+                    | (u64::from(u16::from_le_bytes([e[58], e[59]])) << 32))
+                    as usize;
             }
             crate::trace!("SDMA copy {len} bytes {src:#x} -> {dst:#x}");
             if memory::copy(dst, src, len) {
@@ -281,12 +285,16 @@ fn execute(e: &[u8; SQE_SIZE], h: &Header, events: &mut BTreeMap<u32, u64>) -> u
             if converted {
                 // sq_addr (words 4-5) is the handle `drvMemConvertAddr` returned.
                 let handle = u64_at(e, 16);
-                let Some((src, dst, len)) = memory::dma_get(handle as u64) else {
+                let Some((src, dst, len)) = memory::dma_get(handle) else {
                     crate::trace!("PCIe DMA entry names unknown descriptor {handle:#x}: refused");
                     return ERR_REFUSED;
                 };
                 crate::trace!("PCIe DMA (converted) copy {len} bytes {src:#x} -> {dst:#x}");
-                return if memory::copy(dst, src, len) { 0 } else { ERR_REFUSED };
+                return if memory::copy(dst, src, len) {
+                    0
+                } else {
+                    ERR_REFUSED
+                };
             }
             let src = u64_at(e, 32) as usize;
             let dst = u64_at(e, 40) as usize;
@@ -304,7 +312,11 @@ fn execute(e: &[u8; SQE_SIZE], h: &Header, events: &mut BTreeMap<u32, u64>) -> u
                 let dst = u64_at(e, 24) as usize;
                 let len = u32_at(e, 32) as usize;
                 crate::trace!("place-holder copy {len} bytes {src:#x} -> {dst:#x}");
-                return if memory::copy(dst, src, len) { 0 } else { ERR_REFUSED };
+                return if memory::copy(dst, src, len) {
+                    0
+                } else {
+                    ERR_REFUSED
+                };
             }
             crate::trace!("place-holder task_type {} completes", h.word1);
             0
@@ -314,13 +326,19 @@ fn execute(e: &[u8; SQE_SIZE], h: &Header, events: &mut BTreeMap<u32, u64>) -> u
             events.insert(event_id, now_ns());
             0
         }
-        sqe_type::EVENT_WAIT | sqe_type::NOTIFY_RECORD | sqe_type::NOTIFY_WAIT | sqe_type::WRITE_VALUE => {
+        sqe_type::EVENT_WAIT
+        | sqe_type::NOTIFY_RECORD
+        | sqe_type::NOTIFY_WAIT
+        | sqe_type::WRITE_VALUE => {
             // Entries run in submission order on one thread, so every record a wait can name has
             // already executed: the wait is satisfied.
             0
         }
         sqe_type::FFTS | sqe_type::AICPU => {
-            crate::trace!("kernel entry (type {}): no AI Core / AI CPU here, refused", h.kind);
+            crate::trace!(
+                "kernel entry (type {}): no AI Core / AI CPU here, refused",
+                h.kind
+            );
             ERR_REFUSED
         }
         other => {
@@ -388,7 +406,8 @@ pub fn submit(sq_id: u32, entries: &[[u8; SQE_SIZE]]) -> bool {
 /// Takes up to `max` completion entries from logic CQ `cq`, waiting up to `timeout_ms`
 /// (negative: forever). `None` when the CQ is unknown.
 pub fn receive(cq: u32, max: usize, timeout_ms: i32) -> Option<Vec<[u8; CQE_SIZE]>> {
-    let deadline = (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
+    let deadline =
+        (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
     let mut g = state();
     loop {
         let s = g.get_or_insert_with(State::default);
@@ -404,7 +423,10 @@ pub fn receive(cq: u32, max: usize, timeout_ms: i32) -> Option<Vec<[u8; CQE_SIZE
                 if now >= d {
                     return Some(Vec::new());
                 }
-                g = CQ_READY.wait_timeout(g, d - now).unwrap_or_else(|e| e.into_inner()).0;
+                g = CQ_READY
+                    .wait_timeout(g, d - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
             }
         }
     }
@@ -449,7 +471,10 @@ mod tests {
         let got = receive(cq, 8, 0).unwrap();
         assert_eq!(got.len(), 2);
         assert_eq!(u16::from_le_bytes([got[1][2], got[1][3]]), 2);
-        assert_eq!(u32::from_le_bytes([got[1][4], got[1][5], got[1][6], got[1][7]]), 0);
+        assert_eq!(
+            u32::from_le_bytes([got[1][4], got[1][5], got[1][6], got[1][7]]),
+            0
+        );
         // A kernel entry is refused with a failed completion.
         let mut k = [0u8; SQE_SIZE];
         k[0] = sqe_type::FFTS;
@@ -457,7 +482,10 @@ mod tests {
         assert!(submit(sq, &[k]));
         let got = receive(cq, 8, 0).unwrap();
         assert_eq!(got.len(), 1);
-        assert_eq!(u32::from_le_bytes([got[0][4], got[0][5], got[0][6], got[0][7]]), ERR_REFUSED);
+        assert_eq!(
+            u32::from_le_bytes([got[0][4], got[0][5], got[0][6], got[0][7]]),
+            ERR_REFUSED
+        );
         assert!(!submit(sq + 1000, &entries));
         assert!(memory::free(dev));
     }
