@@ -420,10 +420,9 @@ pub extern "C" fn halSqCqAllocate(dev: u32, input: *mut c_void, output: *mut c_v
                     wr64(output, 8, 0);
                 }
                 DRV_CALLBACK_TYPE => {
-                    // Host-callback queues: the STARS runtime reports callbacks through the logic
-                    // CQ; this queue pair exists but never receives entries.
-                    let (sq, cq) = queue::alloc_sq(None, depth);
-                    wr32(output, 0, sq);
+                    // A callback CQ of group `grpId`: host-callback entries report here.
+                    let cq = queue::alloc_callback_cq(rd32(input, 24));
+                    wr32(output, 0, cq);
                     wr32(output, 4, cq);
                     wr64(output, 8, 0);
                 }
@@ -446,6 +445,7 @@ pub extern "C" fn halSqCqFree(dev: u32, info: *mut c_void) -> i32 {
         let (ty, sq, cq) = unsafe { (rd32(info, 0), rd32(info, 8), rd32(info, 12)) };
         let ok = match ty {
             DRV_LOGIC_TYPE => queue::free_logic_cq(cq),
+            DRV_CALLBACK_TYPE => queue::free_callback_cq(cq),
             _ => queue::free_sq(sq),
         };
         if ok {
@@ -565,19 +565,6 @@ pub extern "C" fn halCqReportRecv(dev: u32, info: *mut c_void) -> i32 {
             }
         }
         DRV_ERROR_NONE
-    })
-}
-
-/// `drvError_t halReportRelease(uint32_t devId, struct halReportReleaseInfo *info)`: entries are
-/// removed when received, so nothing is left to release.
-#[no_mangle]
-pub extern "C" fn halReportRelease(dev: u32, _info: *mut c_void) -> i32 {
-    guard("halReportRelease", || {
-        if check_dev(dev) {
-            DRV_ERROR_NONE
-        } else {
-            DRV_ERROR_INVALID_VALUE
-        }
     })
 }
 
@@ -797,6 +784,153 @@ pub extern "C" fn drvDeviceGetTransWay(src: *mut c_void, dst: *mut c_void, way: 
         let both = memory::find(src as usize).is_some() && memory::find(dst as usize).is_some();
         // SAFETY: non-null output.
         unsafe { *way = if both { 0 } else { 1 } };
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t halReportRelease(uint32_t devId, struct halReportReleaseInfo *info)` (type 0,
+/// tsId 4, cqId 8, count 12): frees the buffer `halCqReportGet` handed out for a callback CQ;
+/// logic-CQ entries are removed when received, so nothing is left to release there.
+#[no_mangle]
+pub extern "C" fn halReportRelease(dev: u32, info: *mut c_void) -> i32 {
+    guard("halReportRelease", || {
+        if info.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: a `halReportReleaseInfo` (48 bytes).
+        let (ty, cq) = unsafe { (rd32(info, 0), rd32(info, 8)) };
+        if ty == DRV_CALLBACK_TYPE {
+            queue::release_callbacks(cq);
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t halCqReportIrqWait(uint32_t devId, struct halReportInfoInput *in,
+/// struct halReportInfoOutput *out)` (in: type 0, grpId 4, tsId 8, timeout 12 ms; out:
+/// cqIdBitmap 0 (pointer to 64-bit words), cqIdBitmapSize 8 (words)). For callback CQs: waits
+/// until one of the group has reports and sets its bit; `DRV_ERROR_WAIT_TIMEOUT` otherwise.
+#[no_mangle]
+pub extern "C" fn halCqReportIrqWait(dev: u32, input: *mut c_void, output: *mut c_void) -> i32 {
+    guard("halCqReportIrqWait", || {
+        if input.is_null() || output.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: `halReportInfoInput` and `halReportInfoOutput` (48 bytes each); the bitmap holds
+        // `cqIdBitmapSize` words.
+        unsafe {
+            if rd32(input, 0) != DRV_CALLBACK_TYPE {
+                return DRV_ERROR_NOT_SUPPORT;
+            }
+            let group = rd32(input, 4);
+            let timeout = rd32(input, 12) as i32;
+            let bitmap = rd64(output, 0) as *mut u64;
+            let words = rd32(output, 8) as usize;
+            if bitmap.is_null() || words == 0 {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            std::ptr::write_bytes(bitmap, 0, words);
+            let ready = queue::wait_callbacks(group, timeout);
+            let mut any = false;
+            for cq in ready {
+                let (w, b) = ((cq / 64) as usize, cq % 64);
+                if w < words {
+                    *bitmap.add(w) |= 1u64 << b;
+                    any = true;
+                }
+            }
+            if any {
+                DRV_ERROR_NONE
+            } else {
+                DRV_ERROR_WAIT_TIMEOUT
+            }
+        }
+    })
+}
+
+/// `drvError_t halCqReportGet(uint32_t devId, struct halReportGetInput *in,
+/// struct halReportGetOutput *out)` (in: type 0, tsId 4, cqId 8; out: count 0, reportPtr 8):
+/// the pending `rtHostFuncCqReport_t` entries of a callback CQ, valid until `halReportRelease`.
+#[no_mangle]
+pub extern "C" fn halCqReportGet(dev: u32, input: *mut c_void, output: *mut c_void) -> i32 {
+    guard("halCqReportGet", || {
+        if input.is_null() || output.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: `halReportGetInput` (44 bytes) and `halReportGetOutput` (48 bytes).
+        unsafe {
+            if rd32(input, 0) != DRV_CALLBACK_TYPE {
+                return DRV_ERROR_NOT_SUPPORT;
+            }
+            let Some((addr, n)) = queue::take_callbacks(rd32(input, 8)) else {
+                return DRV_ERROR_INVALID_VALUE;
+            };
+            wr32(output, 0, n as u32);
+            wr64(output, 8, if n == 0 { 0 } else { addr as u64 });
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+thread_local! {
+    /// The command slot `halSqMemGet` lends to the calling thread (one 64-byte command).
+    static COMMAND: std::cell::RefCell<Box<[u8; 64]>> = std::cell::RefCell::new(Box::new([0u8; 64]));
+}
+
+/// `drvError_t halSqMemGet(uint32_t devId, struct halSqMemGetInput *in,
+/// struct halSqMemGetOutput *out)` (in: type 0, tsId 4, sqId 8, cmdCount 12; out: cmdCount 0,
+/// cmdPtr 8): lends the calling thread one zeroed 64-byte command slot.
+#[no_mangle]
+pub extern "C" fn halSqMemGet(dev: u32, input: *mut c_void, output: *mut c_void) -> i32 {
+    guard("halSqMemGet", || {
+        if input.is_null() || output.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: `halSqMemGetInput` / `halSqMemGetOutput` (48 bytes each).
+        unsafe {
+            if rd32(input, 12) != 1 {
+                return DRV_ERROR_NOT_SUPPORT;
+            }
+            let ptr = COMMAND.with(|c| {
+                let mut c = c.borrow_mut();
+                c.fill(0);
+                c.as_mut_ptr() as u64
+            });
+            wr32(output, 0, 1);
+            wr64(output, 8, ptr);
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+/// `STARS_CALLBACK_EVENT_RECORD_CMDTYPE` (`core/inc/stars/stars.hpp`).
+const CALLBACK_EVENT_RECORD: u8 = 15;
+
+/// `drvError_t halSqMsgSend(uint32_t devId, struct halSqMsgInfo *info)` (type 0, tsId 4, sqId 8,
+/// cmdCount 12, reportCount 16): for `DRV_CALLBACK_TYPE`, the command in the thread's slot is the
+/// runtime's reply to a blocking host callback (`rtHostFuncRecordCommand_t`: cmdType 4,
+/// streamId 8, recordId 10, taskId 12); cmdType 15 records event `recordId`, releasing the
+/// stream's wait on it.
+#[no_mangle]
+pub extern "C" fn halSqMsgSend(dev: u32, info: *mut c_void) -> i32 {
+    guard("halSqMsgSend", || {
+        if info.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: a `halSqMsgInfo` (52 bytes).
+        let ty = unsafe { rd32(info, 0) };
+        if ty != DRV_CALLBACK_TYPE {
+            return DRV_ERROR_NOT_SUPPORT;
+        }
+        let (cmd, record) = COMMAND.with(|c| {
+            let c = c.borrow();
+            (c[4], u32::from(u16::from_le_bytes([c[10], c[11]])))
+        });
+        crate::trace!("halSqMsgSend(callback reply, cmdType {cmd}, recordId {record})");
+        if cmd != CALLBACK_EVENT_RECORD {
+            return DRV_ERROR_NOT_SUPPORT;
+        }
+        queue::record_event(record);
         DRV_ERROR_NONE
     })
 }

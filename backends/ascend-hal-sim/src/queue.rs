@@ -9,8 +9,18 @@
 //! stream (`LogicCqAllocate*`: `info[0]` is the stream id). An entry asks for a completion entry
 //! with the header's `wr_cqe` bit.
 //!
-//! Here every entry is executed on the calling thread, in submission order, before
-//! `halSqTaskSend` returns; the SQ head then equals the tail.
+//! Each SQ has a worker thread that executes its entries in submission order, asynchronously to
+//! `halSqTaskSend`; the SQ head advances as entries finish. An event-wait entry holds its SQ until
+//! the event is recorded (by an event-record entry on any SQ, or by the runtime's reply to a
+//! blocking host callback) and consumes the record (the semaphore-like behaviour the ACL
+//! documentation describes for events waited on by a stream; the runtime's source does not show
+//! the device side, so this is the emulation's choice).
+//!
+//! Host callbacks: the runtime sends them as AI CPU-type entries with topic 26
+//! (`EVENT_TS_CALLBACK_MSG`, `RtStarsHostfuncCallbackSqe` in `core/inc/sqe/v100/stars_kernel.hpp`);
+//! the worker turns each into an `rtHostFuncCqReport_t` (`core/inc/task/task.hpp`) on the callback
+//! CQ the entry names, which the runtime's report loop collects with `halCqReportIrqWait` /
+//! `halCqReportGet`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -99,6 +109,8 @@ struct Sq {
     depth: u32,
     head: u32,
     tail: u32,
+    /// Entries submitted and not yet executed, oldest first.
+    pending: VecDeque<[u8; SQE_SIZE]>,
     /// A zeroed page of emulated device memory standing for the SQ's register window; the
     /// runtime only embeds its address in entries (conditional and stream-activation tasks).
     reg_page: usize,
@@ -115,10 +127,18 @@ struct State {
     next_cq: u32,
     /// Event id → time stamp of its last record.
     events: BTreeMap<u32, u64>,
+    /// Events recorded and not yet consumed by a wait.
+    recorded: std::collections::BTreeSet<u32>,
+    /// Callback CQs: id → (group, pending reports).
+    cb_cqs: BTreeMap<u32, (u32, VecDeque<[u8; CQE_SIZE]>)>,
+    /// Reports handed out by `take_callbacks`, kept alive until released.
+    cb_delivered: BTreeMap<u32, Box<[[u8; CQE_SIZE]]>>,
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
 static CQ_READY: Condvar = Condvar::new();
+/// Wakes SQ workers (new entries, a recorded event, a freed SQ).
+static WORK: Condvar = Condvar::new();
 
 fn state() -> MutexGuard<'static, Option<State>> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
@@ -135,8 +155,20 @@ pub fn now_ns() -> u64 {
     START.get_or_init(Instant::now).elapsed().as_nanos() as u64 + 1
 }
 
-/// Allocates an SQ (with its physical CQ id, which the runtime keeps but never reads from).
+/// Allocates an SQ (with its physical CQ id, which the runtime keeps but never reads from) and
+/// starts its worker.
 pub fn alloc_sq(want_sq: Option<u32>, depth: u32) -> (u32, u32) {
+    let (sq, cq) = alloc_sq_only(want_sq, depth);
+    let spawned = std::thread::Builder::new()
+        .name(format!("hal-sim-sq{sq}"))
+        .spawn(move || worker(sq));
+    if spawned.is_err() {
+        crate::trace!("sq {sq}: no worker thread; entries will not run");
+    }
+    (sq, cq)
+}
+
+fn alloc_sq_only(want_sq: Option<u32>, depth: u32) -> (u32, u32) {
     with(|s| {
         let id = want_sq.unwrap_or_else(|| {
             while s.sqs.contains_key(&s.next_sq) {
@@ -150,6 +182,7 @@ pub fn alloc_sq(want_sq: Option<u32>, depth: u32) -> (u32, u32) {
                 depth: if depth == 0 { DEFAULT_SQ_DEPTH } else { depth },
                 head: 0,
                 tail: 0,
+                pending: VecDeque::new(),
                 reg_page: memory::alloc(REG_PAGE_SIZE as u64).unwrap_or(0),
             },
         );
@@ -174,7 +207,9 @@ pub fn alloc_logic_cq(want: Option<u32>, stream_id: u32) -> u32 {
 
 /// Frees an SQ; `false` when unknown.
 pub fn free_sq(id: u32) -> bool {
-    match with(|s| s.sqs.remove(&id)) {
+    let removed = with(|s| s.sqs.remove(&id));
+    WORK.notify_all();
+    match removed {
         Some(q) => {
             if q.reg_page != 0 {
                 memory::free(q.reg_page);
@@ -249,9 +284,9 @@ fn u64_at(e: &[u8], o: usize) -> u64 {
 /// `TS_TASK_TYPE_MEMCPY_ASYNC_WITHOUT_SDMA` (place-holder copy).
 const TASK_MEMCPY_WITHOUT_SDMA: u16 = 90;
 
-/// Executes one entry; returns (error code, always-report) where always-report forces a
-/// completion entry (failures are always reported, as STARS does).
-fn execute(e: &[u8; SQE_SIZE], h: &Header, events: &mut BTreeMap<u32, u64>) -> u32 {
+/// Executes one entry that touches only memory (copies, place-holders) or is refused; returns
+/// the error code for its completion (0: success).
+fn execute_data(e: &[u8; SQE_SIZE], h: &Header) -> u32 {
     match h.kind {
         sqe_type::SDMA => {
             let ptr_mode = e[15] & 1;
@@ -321,19 +356,6 @@ fn execute(e: &[u8; SQE_SIZE], h: &Header, events: &mut BTreeMap<u32, u64>) -> u
             crate::trace!("place-holder task_type {} completes", h.word1);
             0
         }
-        sqe_type::EVENT_RECORD => {
-            let event_id = u32::from(u16::from_le_bytes([e[8], e[9]]));
-            events.insert(event_id, now_ns());
-            0
-        }
-        sqe_type::EVENT_WAIT
-        | sqe_type::NOTIFY_RECORD
-        | sqe_type::NOTIFY_WAIT
-        | sqe_type::WRITE_VALUE => {
-            // Entries run in submission order on one thread, so every record a wait can name has
-            // already executed: the wait is satisfied.
-            0
-        }
         sqe_type::FFTS | sqe_type::AICPU => {
             crate::trace!(
                 "kernel entry (type {}): no AI Core / AI CPU here, refused",
@@ -348,30 +370,106 @@ fn execute(e: &[u8; SQE_SIZE], h: &Header, events: &mut BTreeMap<u32, u64>) -> u
     }
 }
 
-/// Submits `entries` to SQ `sq_id`: executes each in order, advances the head, queues completion
-/// entries. Returns `false` when the SQ is unknown.
-pub fn submit(sq_id: u32, entries: &[[u8; SQE_SIZE]]) -> bool {
+/// `topicId` of a host-callback entry (`EVENT_TS_CALLBACK_MSG`).
+const TOPIC_TS_CALLBACK: u32 = 26;
+
+/// Whether an AI CPU-type entry is a host callback (word 14: subTopicId 12 bits, topicId 6 bits).
+fn is_callback(e: &[u8; SQE_SIZE], h: &Header) -> bool {
+    h.kind == sqe_type::AICPU && (u32_at(e, 56) >> 12) & 0x3f == TOPIC_TS_CALLBACK
+}
+
+/// Builds the `rtHostFuncCqReport_t` for a callback entry; returns (callback CQ, report).
+fn callback_report(e: &[u8; SQE_SIZE], sq_id: u32, head: u32) -> (u32, [u8; CQE_SIZE]) {
+    let cq = u32::from(u16::from_le_bytes([e[16], e[17]]));
+    let stream = [e[22], e[23]];
+    let event = [e[24], e[25]];
+    let block = u16::from_le_bytes([e[26], e[27]]) != 0;
+    let task = [e[28], e[29]];
+    let func = u64::from(u32_at(e, 32)) | (u64::from(u32_at(e, 36)) << 32);
+    let data = u64::from(u32_at(e, 40)) | (u64::from(u32_at(e, 44)) << 32);
+    let mut r = [0u8; CQE_SIZE];
+    // phase 1, SOP 1, EOP 1, cqId in the upper 12 bits.
+    let flags: u16 = 0b1011 | ((cq as u16 & 0xfff) << 4);
+    r[0..2].copy_from_slice(&flags.to_le_bytes());
+    r[2..4].copy_from_slice(&stream);
+    r[4..6].copy_from_slice(&task);
+    r[6..8].copy_from_slice(&(sq_id as u16).to_le_bytes());
+    r[8..10].copy_from_slice(&(head as u16).to_le_bytes());
+    r[12] = u8::from(block);
+    r[14..16].copy_from_slice(&event);
+    r[16..24].copy_from_slice(&func.to_le_bytes());
+    r[24..32].copy_from_slice(&data.to_le_bytes());
+    (cq, r)
+}
+
+/// Event id of an event record / wait entry (`RtStarsEventSqe`: `eventId` at byte 8).
+fn event_id(e: &[u8; SQE_SIZE]) -> u32 {
+    u32::from(u16::from_le_bytes([e[8], e[9]]))
+}
+
+/// The worker of SQ `sq_id`: executes its entries in order until the SQ is freed.
+fn worker(sq_id: u32) {
     let mut g = state();
-    let s = g.get_or_insert_with(State::default);
-    if !s.sqs.contains_key(&sq_id) {
-        return false;
-    }
-    let mut notify = false;
-    for e in entries {
-        let h = header(e);
+    loop {
+        let s = g.get_or_insert_with(State::default);
+        let Some(q) = s.sqs.get(&sq_id) else {
+            return;
+        };
+        let Some(e) = q.pending.front().copied() else {
+            g = WORK.wait(g).unwrap_or_else(|e| e.into_inner());
+            continue;
+        };
+        let h = header(&e);
+        if h.kind == sqe_type::EVENT_WAIT {
+            let id = event_id(&e);
+            if !s.recorded.remove(&id) {
+                g = WORK.wait(g).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            crate::trace!("sq {sq_id}: event {id} wait satisfied");
+        }
+        let data_path = !matches!(h.kind, sqe_type::EVENT_RECORD | sqe_type::EVENT_WAIT)
+            && !is_callback(&e, &h)
+            && !matches!(
+                h.kind,
+                sqe_type::NOTIFY_RECORD | sqe_type::NOTIFY_WAIT | sqe_type::WRITE_VALUE
+            );
+        let err = if data_path {
+            drop(g);
+            let err = execute_data(&e, &h);
+            g = state();
+            err
+        } else {
+            0
+        };
+        let s = g.get_or_insert_with(State::default);
+        let Some(q) = s.sqs.get_mut(&sq_id) else {
+            return;
+        };
+        q.pending.pop_front();
+        q.head = (q.head + 1) % q.depth;
+        let head = q.head;
         crate::trace!(
-            "sq {sq_id}: entry type {} stream {} task {} wr_cqe {} word1 {}",
+            "sq {sq_id}: entry type {} stream {} task {} done (err {err}), head {head}",
             h.kind,
             h.stream_id,
-            h.task_id,
-            h.wr_cqe,
-            h.word1
+            h.task_id
         );
-        let err = execute(e, &h, &mut s.events);
-        let q = s.sqs.get_mut(&sq_id).expect("checked above");
-        q.tail = (q.tail + 1) % q.depth;
-        q.head = q.tail;
-        let head = q.head;
+        match h.kind {
+            sqe_type::EVENT_RECORD => {
+                let id = event_id(&e);
+                s.events.insert(id, now_ns());
+                s.recorded.insert(id);
+            }
+            _ if is_callback(&e, &h) => {
+                let (cq, report) = callback_report(&e, sq_id, head);
+                match s.cb_cqs.get_mut(&cq) {
+                    Some((_, reports)) => reports.push_back(report),
+                    None => crate::trace!("callback for unknown callback CQ {cq}: dropped"),
+                }
+            }
+            _ => {}
+        }
         if h.wr_cqe || err != 0 {
             let cqe = Cqe {
                 stream_id: h.stream_id,
@@ -383,24 +481,126 @@ pub fn submit(sq_id: u32, entries: &[[u8; SQE_SIZE]]) -> bool {
                 sq_head: head as u16,
                 timestamp: now_ns(),
             };
-            let cq = s
-                .stream_cq
-                .get(&u32::from(h.stream_id))
-                .copied()
-                .or_else(|| s.cqs.keys().next_back().copied());
-            if let Some(cq) = cq.and_then(|c| s.cqs.get_mut(&c)) {
-                cq.push_back(cqe.to_bytes());
-                notify = true;
-            } else {
-                crate::trace!("no logic CQ for stream {}: completion dropped", h.stream_id);
+            let cq = s.stream_cq.get(&u32::from(h.stream_id)).copied();
+            match cq.and_then(|c| s.cqs.get_mut(&c)) {
+                Some(cq) => cq.push_back(cqe.to_bytes()),
+                None => crate::trace!("no logic CQ for stream {}: completion dropped", h.stream_id),
+            }
+        }
+        CQ_READY.notify_all();
+        WORK.notify_all();
+    }
+}
+
+/// Submits `entries` to SQ `sq_id`: they join the SQ's queue and its worker runs them in order.
+/// Returns `false` when the SQ is unknown.
+pub fn submit(sq_id: u32, entries: &[[u8; SQE_SIZE]]) -> bool {
+    let ok = with(|s| {
+        let Some(q) = s.sqs.get_mut(&sq_id) else {
+            return false;
+        };
+        for e in entries {
+            let h = header(e);
+            crate::trace!(
+                "sq {sq_id}: submit type {} stream {} task {} wr_cqe {} word1 {}",
+                h.kind,
+                h.stream_id,
+                h.task_id,
+                h.wr_cqe,
+                h.word1
+            );
+            q.pending.push_back(*e);
+            q.tail = (q.tail + 1) % q.depth;
+        }
+        true
+    });
+    WORK.notify_all();
+    ok
+}
+
+/// Records an event from the host (the runtime's reply to a blocking host callback).
+pub fn record_event(event_id: u32) {
+    with(|s| {
+        s.events.insert(event_id, now_ns());
+        s.recorded.insert(event_id);
+    });
+    WORK.notify_all();
+}
+
+/// Creates a callback CQ in `group`.
+pub fn alloc_callback_cq(group: u32) -> u32 {
+    let (sq, _) = alloc_sq_only(None, DEFAULT_SQ_DEPTH);
+    with(|s| {
+        s.cb_cqs.insert(sq, (group, VecDeque::new()));
+    });
+    sq
+}
+
+/// Waits up to `timeout_ms` (negative: forever) until a callback CQ of `group` has reports;
+/// returns the ids of those that have.
+pub fn wait_callbacks(group: u32, timeout_ms: i32) -> Vec<u32> {
+    let deadline =
+        (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
+    let mut g = state();
+    loop {
+        let s = g.get_or_insert_with(State::default);
+        let ready: Vec<u32> = s
+            .cb_cqs
+            .iter()
+            .filter(|(_, (grp, r))| *grp == group && !r.is_empty())
+            .map(|(&id, _)| id)
+            .collect();
+        if !ready.is_empty() {
+            return ready;
+        }
+        match deadline {
+            None => g = CQ_READY.wait(g).unwrap_or_else(|e| e.into_inner()),
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    return Vec::new();
+                }
+                g = CQ_READY
+                    .wait_timeout(g, d - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
             }
         }
     }
-    drop(g);
-    if notify {
-        CQ_READY.notify_all();
-    }
-    true
+}
+
+/// Moves the pending reports of callback CQ `cq` into a buffer that stays valid until
+/// [`release_callbacks`] (or the next take); returns its address and count.
+pub fn take_callbacks(cq: u32) -> Option<(usize, usize)> {
+    with(|s| {
+        let (_, reports) = s.cb_cqs.get_mut(&cq)?;
+        let buf: Box<[[u8; CQE_SIZE]]> = reports.drain(..).collect();
+        let n = buf.len();
+        let addr = buf.as_ptr() as usize;
+        s.cb_delivered.insert(cq, buf);
+        Some((addr, n))
+    })
+}
+
+/// Releases the buffer [`take_callbacks`] handed out for `cq`.
+pub fn release_callbacks(cq: u32) {
+    with(|s| {
+        s.cb_delivered.remove(&cq);
+    });
+}
+
+/// Frees a callback CQ; `false` when unknown.
+pub fn free_callback_cq(cq: u32) -> bool {
+    let known = with(|s| {
+        s.cb_delivered.remove(&cq);
+        s.cb_cqs.remove(&cq).is_some()
+    });
+    known && free_sq(cq)
+}
+
+/// Whether `cq` is a callback CQ.
+pub fn is_callback_cq(cq: u32) -> bool {
+    with(|s| s.cb_cqs.contains_key(&cq))
 }
 
 /// Takes up to `max` completion entries from logic CQ `cq`, waiting up to `timeout_ms`
@@ -466,10 +666,15 @@ mod tests {
             sdma(stream as u16, 2, dev, back.as_mut_ptr() as usize, 64),
         ];
         assert!(submit(sq, &entries));
+        // The worker runs them; wait for both completions (the bound only guards a hang).
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            let more = receive(cq, 8, 10_000).unwrap();
+            assert!(!more.is_empty(), "completions did not arrive");
+            got.extend(more);
+        }
         assert_eq!(back, src);
         assert_eq!(sq_state(sq), Some((2, 2, 16)));
-        let got = receive(cq, 8, 0).unwrap();
-        assert_eq!(got.len(), 2);
         assert_eq!(u16::from_le_bytes([got[1][2], got[1][3]]), 2);
         assert_eq!(
             u32::from_le_bytes([got[1][4], got[1][5], got[1][6], got[1][7]]),
@@ -480,7 +685,7 @@ mod tests {
         k[0] = sqe_type::FFTS;
         k[4..6].copy_from_slice(&(stream as u16).to_le_bytes());
         assert!(submit(sq, &[k]));
-        let got = receive(cq, 8, 0).unwrap();
+        let got = receive(cq, 8, 10_000).unwrap();
         assert_eq!(got.len(), 1);
         assert_eq!(
             u32::from_le_bytes([got[0][4], got[0][5], got[0][6], got[0][7]]),
@@ -488,5 +693,71 @@ mod tests {
         );
         assert!(!submit(sq + 1000, &entries));
         assert!(memory::free(dev));
+        assert!(free_sq(sq));
+    }
+
+    fn event_entry(kind: u8, stream: u16, event: u16) -> [u8; SQE_SIZE] {
+        let mut e = [0u8; SQE_SIZE];
+        e[0] = kind;
+        e[1] = 1 << 6;
+        e[4..6].copy_from_slice(&stream.to_le_bytes());
+        e[8..10].copy_from_slice(&event.to_le_bytes());
+        e
+    }
+
+    #[test]
+    fn event_wait_holds_its_queue_until_recorded() {
+        let (a, _) = alloc_sq(None, 16);
+        let (b, _) = alloc_sq(None, 16);
+        let cq = alloc_logic_cq(None, 901);
+        let cq_a = alloc_logic_cq(None, 902);
+        // Stream b waits for event 3000, then reports; nothing has recorded it.
+        assert!(submit(b, &[event_entry(sqe_type::EVENT_WAIT, 901, 3000)]));
+        assert!(receive(cq, 8, 50).unwrap().is_empty());
+        assert_eq!(sq_state(b).map(|(h, _, _)| h), Some(0));
+        // Stream a records it: b's wait completes (and consumes the record).
+        assert!(submit(a, &[event_entry(sqe_type::EVENT_RECORD, 902, 3000)]));
+        let got = receive(cq, 8, 10_000).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0][9], sqe_type::EVENT_WAIT);
+        assert!(event_timestamp(3000).is_some());
+        // A second wait needs a second record; the host can give it (callback reply).
+        assert!(submit(b, &[event_entry(sqe_type::EVENT_WAIT, 901, 3000)]));
+        assert!(receive(cq, 8, 50).unwrap().is_empty());
+        record_event(3000);
+        assert_eq!(receive(cq, 8, 10_000).unwrap().len(), 1);
+        assert_eq!(receive(cq_a, 8, 10_000).unwrap().len(), 1);
+        assert!(free_sq(a) && free_sq(b));
+    }
+
+    #[test]
+    fn callback_entry_reports_on_its_callback_cq() {
+        let group = 77;
+        let cb = alloc_callback_cq(group);
+        let (sq, _) = alloc_sq(None, 16);
+        let mut e = [0u8; SQE_SIZE];
+        e[0] = sqe_type::AICPU;
+        e[16..18].copy_from_slice(&(cb as u16).to_le_bytes());
+        e[22..24].copy_from_slice(&5u16.to_le_bytes()); // stream
+        e[24..26].copy_from_slice(&9u16.to_le_bytes()); // event
+        e[26..28].copy_from_slice(&1u16.to_le_bytes()); // blocking
+        e[32..36].copy_from_slice(&0x1234u32.to_le_bytes()); // function
+        e[40..44].copy_from_slice(&0x5678u32.to_le_bytes()); // data
+        e[56..60].copy_from_slice(&(TOPIC_TS_CALLBACK << 12).to_le_bytes());
+        assert!(submit(sq, &[e]));
+        assert_eq!(wait_callbacks(group, 10_000), vec![cb]);
+        let (addr, n) = take_callbacks(cb).unwrap();
+        assert_eq!(n, 1);
+        // SAFETY: `take_callbacks` keeps the buffer alive until `release_callbacks`.
+        let r = unsafe { *(addr as *const [u8; CQE_SIZE]) };
+        assert_eq!(u16::from_le_bytes([r[2], r[3]]), 5);
+        assert_eq!(r[12], 1);
+        assert_eq!(u16::from_le_bytes([r[14], r[15]]), 9);
+        assert_eq!(u64::from_le_bytes(r[16..24].try_into().unwrap()), 0x1234);
+        assert_eq!(u64::from_le_bytes(r[24..32].try_into().unwrap()), 0x5678);
+        release_callbacks(cb);
+        // Nothing more in that group.
+        assert!(wait_callbacks(group, 0).is_empty());
+        assert!(free_callback_cq(cb) && free_sq(sq));
     }
 }

@@ -87,6 +87,20 @@ fn driver_entry_points_through_dlopen() {
         send[24..28].copy_from_slice(&1u32.to_le_bytes());
         let task_send: libloading::Symbol<'_, TaskSend> = lib.get(b"halSqTaskSend").unwrap();
         assert_eq!(task_send(0, send.as_mut_ptr().cast()), 0);
+
+        // The completion entry arrives on the logic CQ (halReportRecvInfo: 72 bytes) once the
+        // SQ's worker ran the entry (the 10 s bound only guards against a hang).
+        let recv: libloading::Symbol<'_, TaskSend> = lib.get(b"halCqReportRecv").unwrap();
+        let mut cqes = [0u8; 32 * 4];
+        let mut r = [0u8; 72];
+        r[0..4].copy_from_slice(&2u32.to_le_bytes());
+        r[8..12].copy_from_slice(&output[1].to_le_bytes());
+        r[12..16].copy_from_slice(&10_000u32.to_le_bytes());
+        r[16..24].copy_from_slice(&(cqes.as_mut_ptr() as u64).to_le_bytes());
+        r[24..28].copy_from_slice(&4u32.to_le_bytes());
+        assert_eq!(recv(0, r.as_mut_ptr().cast()), 0);
+        assert_eq!(u32::from_le_bytes(r[28..32].try_into().unwrap()), 1);
+        assert_eq!(u16::from_le_bytes([cqes[0], cqes[1]]), 7);
         let mut back = vec![0u8; 256];
         assert_eq!(memcpy(back.as_mut_ptr() as u64, 256, dev as u64, 256), 0);
         assert_eq!(back, src);
@@ -99,18 +113,8 @@ fn driver_entry_points_through_dlopen() {
         assert_eq!(query(0, q.as_mut_ptr().cast()), 0);
         assert_eq!(q[5], 1);
 
-        // The completion entry waits on the logic CQ (halReportRecvInfo: 72 bytes).
-        let recv: libloading::Symbol<'_, TaskSend> = lib.get(b"halCqReportRecv").unwrap();
-        let mut cqes = [0u8; 32 * 4];
-        let mut r = [0u8; 72];
-        r[0..4].copy_from_slice(&2u32.to_le_bytes());
-        r[8..12].copy_from_slice(&output[1].to_le_bytes());
-        r[16..24].copy_from_slice(&(cqes.as_mut_ptr() as u64).to_le_bytes());
-        r[24..28].copy_from_slice(&4u32.to_le_bytes());
-        assert_eq!(recv(0, r.as_mut_ptr().cast()), 0);
-        assert_eq!(u32::from_le_bytes(r[28..32].try_into().unwrap()), 1);
-        assert_eq!(u16::from_le_bytes([cqes[0], cqes[1]]), 7);
         // Nothing more: a zero timeout says DRV_ERROR_WAIT_TIMEOUT.
+        r[12..16].copy_from_slice(&0u32.to_le_bytes());
         assert_eq!(recv(0, r.as_mut_ptr().cast()), 16);
 
         // An unemulated function refuses instead of pretending.
