@@ -11,8 +11,10 @@
 //!   ([`devinfo`]);
 //! * device memory backed by host memory, with host↔device and device↔device copies ([`memory`]);
 //! * submission queues (SQ) and logic completion queues (CQ): every 64-byte STARS entry handed to
-//!   `halSqTaskSend` is executed in order on the host, the SQ head advances, and a completion
-//!   entry is queued for the stream's logic CQ when the entry asks for one ([`queue`]).
+//!   `halSqTaskSend` is executed in order by the SQ's worker thread, the SQ head advances, and a
+//!   completion entry is queued for the stream's logic CQ when the entry asks for one; event
+//!   waits hold their SQ until the event is recorded; host callbacks are reported on their
+//!   callback CQ ([`queue`]).
 //!
 //! Kernels are not run (there is no AI Core here): an AI Core / AI CPU entry completes with an
 //! error report, never silently. Every exported function catches panics.
