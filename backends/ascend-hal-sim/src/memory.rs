@@ -1,0 +1,154 @@
+//! Device memory backed by host memory.
+//!
+//! Every device allocation is a host allocation recorded in a table (start → length), so the
+//! driver can answer "is this a device address?" the way the runtime asks it, and copies between
+//! any two recorded or host addresses are plain `memmove`s.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+/// Alignment of device allocations (the driver hands out at least page-aligned blocks).
+pub const DEVICE_ALIGN: usize = 4096;
+
+/// Total device memory reported (32 GiB, the `memory_size` of the 910B4 platform file).
+pub const DEVICE_MEMORY_BYTES: u64 = 32 << 30;
+
+static TABLE: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
+
+fn table() -> MutexGuard<'static, BTreeMap<usize, usize>> {
+    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Allocates `size` bytes of emulated device memory (zeroed); `None` when the host refuses.
+pub fn alloc(size: u64) -> Option<usize> {
+    let size = usize::try_from(size).ok()?.max(1);
+    let rounded = size.checked_add(DEVICE_ALIGN - 1)? / DEVICE_ALIGN * DEVICE_ALIGN;
+    let layout = std::alloc::Layout::from_size_align(rounded, DEVICE_ALIGN).ok()?;
+    // SAFETY: the layout has a non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        return None;
+    }
+    table().insert(p as usize, rounded);
+    Some(p as usize)
+}
+
+/// Frees an allocation made by [`alloc`]; `false` when `addr` is not the start of one.
+pub fn free(addr: usize) -> bool {
+    let Some(len) = table().remove(&addr) else {
+        return false;
+    };
+    let layout =
+        std::alloc::Layout::from_size_align(len, DEVICE_ALIGN).expect("layout was valid at alloc");
+    // SAFETY: `addr` came from `alloc_zeroed` with this same layout and is removed from the table.
+    unsafe { std::alloc::dealloc(addr as *mut u8, layout) };
+    true
+}
+
+/// The allocation containing `addr`, as (start, length).
+pub fn find(addr: usize) -> Option<(usize, usize)> {
+    let t = table();
+    let (&start, &len) = t.range(..=addr).next_back()?;
+    (addr < start + len).then_some((start, len))
+}
+
+/// Whether `[addr, addr+len)` lies inside one device allocation.
+pub fn is_device_range(addr: usize, len: usize) -> bool {
+    find(addr).is_some_and(|(s, l)| addr.checked_add(len).is_some_and(|end| end <= s + l))
+}
+
+/// Bytes of device memory currently allocated.
+pub fn used_bytes() -> u64 {
+    table().values().map(|&l| l as u64).sum()
+}
+
+/// Copies `len` bytes from `src` to `dst` (either may be host or emulated device memory).
+///
+/// Refuses (returns `false`) when a side that lies in a device allocation overruns it, or when a
+/// pointer is null; host-side ranges are the caller's promise, as with the real driver.
+pub fn copy(dst: usize, src: usize, len: usize) -> bool {
+    if len == 0 {
+        return true;
+    }
+    if dst == 0 || src == 0 {
+        return false;
+    }
+    for a in [dst, src] {
+        if find(a).is_some() && !is_device_range(a, len) {
+            return false;
+        }
+    }
+    // SAFETY: both ranges are valid for `len` bytes: device ranges were checked above, host ranges
+    // are the runtime's buffers of that size; `copy` (memmove) allows overlap.
+    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
+    true
+}
+
+/// Fills `len` bytes at `dst` with `value` (same checks as [`copy`]).
+pub fn fill(dst: usize, value: u8, len: usize) -> bool {
+    if len == 0 {
+        return true;
+    }
+    if dst == 0 || (find(dst).is_some() && !is_device_range(dst, len)) {
+        return false;
+    }
+    // SAFETY: as in `copy`.
+    unsafe { std::ptr::write_bytes(dst as *mut u8, value, len) };
+    true
+}
+
+/// DMA descriptors made by `drvMemConvertAddr` (handle → (src, dst, len)). The runtime puts the
+/// handle into a converted PCIe-DMA entry (`sq_addr`); executing the entry looks it up here.
+static DMA: Mutex<BTreeMap<u64, (usize, usize, usize)>> = Mutex::new(BTreeMap::new());
+
+/// Base of the (fake, never dereferenced) descriptor handles.
+const DMA_HANDLE_BASE: u64 = 0xD3A0_0000_0000;
+
+/// Records a DMA descriptor; returns its handle.
+pub fn dma_create(src: usize, dst: usize, len: usize) -> u64 {
+    let mut t = DMA.lock().unwrap_or_else(|e| e.into_inner());
+    let h = t.keys().next_back().map_or(DMA_HANDLE_BASE, |k| k + 64);
+    t.insert(h, (src, dst, len));
+    h
+}
+
+/// The descriptor behind a handle.
+pub fn dma_get(handle: u64) -> Option<(usize, usize, usize)> {
+    DMA.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&handle)
+        .copied()
+}
+
+/// Forgets a descriptor; `false` when unknown.
+pub fn dma_destroy(handle: u64) -> bool {
+    DMA.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&handle)
+        .is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_copy_free_round_trip() {
+        let d = alloc(100).expect("alloc");
+        assert_eq!(d % DEVICE_ALIGN, 0);
+        assert!(is_device_range(d, 100));
+        assert!(!is_device_range(d, DEVICE_ALIGN + 1));
+        let src: Vec<u8> = (0..100u8).collect();
+        assert!(copy(d, src.as_ptr() as usize, 100));
+        let mut back = vec![0u8; 100];
+        assert!(copy(back.as_mut_ptr() as usize, d, 100));
+        assert_eq!(src, back);
+        assert!(fill(d, 7, 10));
+        assert!(copy(back.as_mut_ptr() as usize, d, 100));
+        assert_eq!(&back[..10], &[7; 10]);
+        assert_eq!(back[10], 10);
+        assert!(!copy(d + 10, src.as_ptr() as usize, DEVICE_ALIGN));
+        assert!(free(d));
+        assert!(!free(d));
+    }
+}

@@ -1,0 +1,763 @@
+//! Submission queues, logic completion queues and the in-order execution of STARS entries.
+//!
+//! The runtime for a 910B (`libruntime_v100.so`) builds 64-byte STARS entries
+//! (`core/inc/sqe/v100/stars_sqe.hpp`, `stars_dma.hpp`, header `rtStarsSqeHeader_t` in
+//! `pkg_inc/runtime/rt_external_stars_define.h`) and hands them to `halSqTaskSend` for a stream's
+//! SQ. It learns progress two ways: the SQ head (`halSqCqQuery`, `DRV_SQCQ_PROP_SQ_HEAD`) and
+//! 32-byte completion entries (`rtLogicCqReport_t` / `rtCqReport_t`,
+//! `core/inc/task/task_info_base.hpp`) read with `halCqReportRecv` from the logic CQ bound to the
+//! stream (`LogicCqAllocate*`: `info[0]` is the stream id). An entry asks for a completion entry
+//! with the header's `wr_cqe` bit.
+//!
+//! Each SQ has a worker thread that executes its entries in submission order, asynchronously to
+//! `halSqTaskSend`; the SQ head advances as entries finish. An event-wait entry holds its SQ until
+//! the event is recorded (by an event-record entry on any SQ, or by the runtime's reply to a
+//! blocking host callback) and consumes the record (the semaphore-like behaviour the ACL
+//! documentation describes for events waited on by a stream; the runtime's source does not show
+//! the device side, so this is the emulation's choice).
+//!
+//! Host callbacks: the runtime sends them as AI CPU-type entries with topic 26
+//! (`EVENT_TS_CALLBACK_MSG`, `RtStarsHostfuncCallbackSqe` in `core/inc/sqe/v100/stars_kernel.hpp`);
+//! the worker turns each into an `rtHostFuncCqReport_t` (`core/inc/task/task.hpp`) on the callback
+//! CQ the entry names, which the runtime's report loop collects with `halCqReportIrqWait` /
+//! `halCqReportGet`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::memory;
+
+/// Size of one STARS submission entry.
+pub const SQE_SIZE: usize = 64;
+/// Size of one logic completion entry.
+pub const CQE_SIZE: usize = 32;
+/// SQ depth reported when the runtime asks (`DRV_SQCQ_PROP_SQ_DEPTH`).
+pub const DEFAULT_SQ_DEPTH: u32 = 2048;
+
+/// STARS entry types (`rtStarsSqeType`).
+pub mod sqe_type {
+    /// FFTS (AI Core kernels).
+    pub const FFTS: u8 = 0;
+    /// AI CPU kernels.
+    pub const AICPU: u8 = 1;
+    /// Place holder (maintenance, copies without SDMA, …): the sub-type is `task_type`.
+    pub const PLACE_HOLDER: u8 = 3;
+    /// Event record.
+    pub const EVENT_RECORD: u8 = 4;
+    /// Event wait.
+    pub const EVENT_WAIT: u8 = 5;
+    /// Notify record.
+    pub const NOTIFY_RECORD: u8 = 6;
+    /// Notify wait.
+    pub const NOTIFY_WAIT: u8 = 7;
+    /// Write value (event reset).
+    pub const WRITE_VALUE: u8 = 8;
+    /// SDMA copy.
+    pub const SDMA: u8 = 11;
+    /// PCIe DMA copy.
+    pub const PCIE_DMA: u8 = 17;
+}
+
+/// Error code written into a completion entry for an entry this emulation refuses (kernels, or a
+/// copy outside device memory). The runtime treats any non-zero `errorCode` as a task failure.
+pub const ERR_REFUSED: u32 = 0x1;
+
+/// One decoded completion entry (`rtLogicCqReport_t`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cqe {
+    /// Stream id from the entry's header.
+    pub stream_id: u16,
+    /// Task id from the entry's header.
+    pub task_id: u16,
+    /// 0 on success.
+    pub error_code: u32,
+    /// STARS error type (0 on success).
+    pub error_type: u8,
+    /// The entry's type.
+    pub sqe_type: u8,
+    /// The SQ it came from.
+    pub sq_id: u16,
+    /// The SQ head after the entry.
+    pub sq_head: u16,
+    /// Time stamp (nanoseconds of a monotonic clock).
+    pub timestamp: u64,
+}
+
+impl Cqe {
+    /// The 32-byte wire form.
+    pub fn to_bytes(&self) -> [u8; CQE_SIZE] {
+        let mut b = [0u8; CQE_SIZE];
+        b[0..2].copy_from_slice(&self.stream_id.to_le_bytes());
+        b[2..4].copy_from_slice(&self.task_id.to_le_bytes());
+        b[4..8].copy_from_slice(&self.error_code.to_le_bytes());
+        b[8] = self.error_type;
+        b[9] = self.sqe_type;
+        b[10..12].copy_from_slice(&self.sq_id.to_le_bytes());
+        b[12..14].copy_from_slice(&self.sq_head.to_le_bytes());
+        // b[14..16]: flags (match/drop/error bits) stay 0; errorBit when failed.
+        if self.error_code != 0 {
+            b[14] = 0b100;
+        }
+        b[16..24].copy_from_slice(&self.timestamp.to_le_bytes());
+        b
+    }
+}
+
+#[derive(Debug)]
+struct Sq {
+    depth: u32,
+    head: u32,
+    tail: u32,
+    /// Entries submitted and not yet executed, oldest first.
+    pending: VecDeque<[u8; SQE_SIZE]>,
+    /// A zeroed page of emulated device memory standing for the SQ's register window; the
+    /// runtime only embeds its address in entries (conditional and stream-activation tasks).
+    reg_page: usize,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    sqs: BTreeMap<u32, Sq>,
+    /// Logic CQs and their pending entries.
+    cqs: BTreeMap<u32, VecDeque<[u8; CQE_SIZE]>>,
+    /// Stream id → logic CQ (from the logic CQ allocation's `info[0]`).
+    stream_cq: BTreeMap<u32, u32>,
+    next_sq: u32,
+    next_cq: u32,
+    /// Event id → time stamp of its last record.
+    events: BTreeMap<u32, u64>,
+    /// Events recorded and not yet consumed by a wait.
+    recorded: std::collections::BTreeSet<u32>,
+    /// Callback CQs: id → (group, pending reports).
+    cb_cqs: BTreeMap<u32, (u32, VecDeque<[u8; CQE_SIZE]>)>,
+    /// Reports handed out by `take_callbacks`, kept alive until released.
+    cb_delivered: BTreeMap<u32, Box<[[u8; CQE_SIZE]]>>,
+}
+
+static STATE: Mutex<Option<State>> = Mutex::new(None);
+static CQ_READY: Condvar = Condvar::new();
+/// Wakes SQ workers (new entries, a recorded event, a freed SQ).
+static WORK: Condvar = Condvar::new();
+
+fn state() -> MutexGuard<'static, Option<State>> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
+    let mut g = state();
+    f(g.get_or_insert_with(State::default))
+}
+
+/// Nanoseconds of the monotonic clock.
+pub fn now_ns() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64 + 1
+}
+
+/// Allocates an SQ (with its physical CQ id, which the runtime keeps but never reads from) and
+/// starts its worker.
+pub fn alloc_sq(want_sq: Option<u32>, depth: u32) -> (u32, u32) {
+    let (sq, cq) = alloc_sq_only(want_sq, depth);
+    let spawned = std::thread::Builder::new()
+        .name(format!("hal-sim-sq{sq}"))
+        .spawn(move || worker(sq));
+    if spawned.is_err() {
+        crate::trace!("sq {sq}: no worker thread; entries will not run");
+    }
+    (sq, cq)
+}
+
+fn alloc_sq_only(want_sq: Option<u32>, depth: u32) -> (u32, u32) {
+    with(|s| {
+        let id = want_sq.unwrap_or_else(|| {
+            while s.sqs.contains_key(&s.next_sq) {
+                s.next_sq += 1;
+            }
+            s.next_sq
+        });
+        s.sqs.insert(
+            id,
+            Sq {
+                depth: if depth == 0 { DEFAULT_SQ_DEPTH } else { depth },
+                head: 0,
+                tail: 0,
+                pending: VecDeque::new(),
+                reg_page: memory::alloc(REG_PAGE_SIZE as u64).unwrap_or(0),
+            },
+        );
+        (id, id)
+    })
+}
+
+/// Allocates a logic CQ bound to `stream_id`.
+pub fn alloc_logic_cq(want: Option<u32>, stream_id: u32) -> u32 {
+    with(|s| {
+        let id = want.unwrap_or_else(|| {
+            while s.cqs.contains_key(&s.next_cq) {
+                s.next_cq += 1;
+            }
+            s.next_cq
+        });
+        s.cqs.entry(id).or_default();
+        s.stream_cq.insert(stream_id, id);
+        id
+    })
+}
+
+/// Frees an SQ; `false` when unknown.
+pub fn free_sq(id: u32) -> bool {
+    let removed = with(|s| s.sqs.remove(&id));
+    WORK.notify_all();
+    match removed {
+        Some(q) => {
+            if q.reg_page != 0 {
+                memory::free(q.reg_page);
+            }
+            true
+        }
+        None => false,
+    }
+}
+
+/// Size of the emulated SQ register window.
+pub const REG_PAGE_SIZE: u32 = 4096;
+
+/// Address of an SQ's emulated register window.
+pub fn sq_reg_page(id: u32) -> Option<usize> {
+    with(|s| s.sqs.get(&id).map(|q| q.reg_page))
+}
+
+/// Frees a logic CQ; `false` when unknown.
+pub fn free_logic_cq(id: u32) -> bool {
+    with(|s| {
+        s.stream_cq.retain(|_, c| *c != id);
+        s.cqs.remove(&id).is_some()
+    })
+}
+
+/// Binds a stream to a logic CQ (used when the runtime names the stream in an SQ allocation).
+pub fn bind_stream(stream_id: u32, cq: u32) {
+    with(|s| {
+        s.stream_cq.insert(stream_id, cq);
+    });
+}
+
+/// (head, tail, depth) of an SQ.
+pub fn sq_state(id: u32) -> Option<(u32, u32, u32)> {
+    with(|s| s.sqs.get(&id).map(|q| (q.head, q.tail, q.depth)))
+}
+
+/// Decoded header fields of one entry.
+#[derive(Clone, Copy, Debug)]
+pub struct Header {
+    /// Entry type (6 bits).
+    pub kind: u8,
+    /// Write a completion entry.
+    pub wr_cqe: bool,
+    /// For place-holder entries: the runtime's task type; otherwise the block dimension.
+    pub word1: u16,
+    /// Stream id.
+    pub stream_id: u16,
+    /// Task id.
+    pub task_id: u16,
+}
+
+/// Decodes the 8-byte header.
+pub fn header(e: &[u8; SQE_SIZE]) -> Header {
+    Header {
+        kind: e[0] & 0x3f,
+        wr_cqe: (e[1] >> 6) & 1 == 1,
+        word1: u16::from_le_bytes([e[2], e[3]]),
+        stream_id: u16::from_le_bytes([e[4], e[5]]),
+        task_id: u16::from_le_bytes([e[6], e[7]]),
+    }
+}
+
+fn u32_at(e: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([e[o], e[o + 1], e[o + 2], e[o + 3]])
+}
+fn u64_at(e: &[u8], o: usize) -> u64 {
+    u64::from(u32_at(e, o)) | (u64::from(u32_at(e, o + 4)) << 32)
+}
+
+/// `TS_TASK_TYPE_MEMCPY_ASYNC_WITHOUT_SDMA` (place-holder copy).
+const TASK_MEMCPY_WITHOUT_SDMA: u16 = 90;
+
+/// Executes one entry that touches only memory (copies, place-holders) or is refused; returns
+/// the error code for its completion (0: success).
+fn execute_data(e: &[u8; SQE_SIZE], h: &Header) -> u32 {
+    match h.kind {
+        sqe_type::SDMA => {
+            let ptr_mode = e[15] & 1;
+            let word = u32_at(e, 16);
+            let opcode = word & 0xff;
+            if ptr_mode != 0 || opcode != 0 {
+                crate::trace!("SDMA entry with ptr_mode={ptr_mode} opcode={opcode}: refused");
+                return ERR_REFUSED;
+            }
+            let d2d_offset = (word >> 28) & 1 == 1;
+            let len = u32_at(e, 28) as usize;
+            let mut src = u64_at(e, 32) as usize;
+            let mut dst = u64_at(e, 40) as usize;
+            if d2d_offset {
+                src += (u64::from(u32_at(e, 48))
+                    | (u64::from(u16::from_le_bytes([e[56], e[57]])) << 32))
+                    as usize;
+                dst += (u64::from(u32_at(e, 52))
+                    | (u64::from(u16::from_le_bytes([e[58], e[59]])) << 32))
+                    as usize;
+            }
+            crate::trace!("SDMA copy {len} bytes {src:#x} -> {dst:#x}");
+            if memory::copy(dst, src, len) {
+                0
+            } else {
+                ERR_REFUSED
+            }
+        }
+        sqe_type::PCIE_DMA => {
+            let converted = e[28] & 1 == 1;
+            if converted {
+                // sq_addr (words 4-5) is the handle `drvMemConvertAddr` returned.
+                let handle = u64_at(e, 16);
+                let Some((src, dst, len)) = memory::dma_get(handle) else {
+                    crate::trace!("PCIe DMA entry names unknown descriptor {handle:#x}: refused");
+                    return ERR_REFUSED;
+                };
+                crate::trace!("PCIe DMA (converted) copy {len} bytes {src:#x} -> {dst:#x}");
+                return if memory::copy(dst, src, len) {
+                    0
+                } else {
+                    ERR_REFUSED
+                };
+            }
+            let src = u64_at(e, 32) as usize;
+            let dst = u64_at(e, 40) as usize;
+            let len = u64_at(e, 48) as usize;
+            crate::trace!("PCIe DMA copy {len} bytes {src:#x} -> {dst:#x}");
+            if memory::copy(dst, src, len) {
+                0
+            } else {
+                ERR_REFUSED
+            }
+        }
+        sqe_type::PLACE_HOLDER => {
+            if h.word1 == TASK_MEMCPY_WITHOUT_SDMA {
+                let src = u64_at(e, 16) as usize;
+                let dst = u64_at(e, 24) as usize;
+                let len = u32_at(e, 32) as usize;
+                crate::trace!("place-holder copy {len} bytes {src:#x} -> {dst:#x}");
+                return if memory::copy(dst, src, len) {
+                    0
+                } else {
+                    ERR_REFUSED
+                };
+            }
+            crate::trace!("place-holder task_type {} completes", h.word1);
+            0
+        }
+        sqe_type::FFTS | sqe_type::AICPU => {
+            crate::trace!(
+                "kernel entry (type {}): no AI Core / AI CPU here, refused",
+                h.kind
+            );
+            ERR_REFUSED
+        }
+        other => {
+            crate::trace!("entry type {other}: not emulated, refused");
+            ERR_REFUSED
+        }
+    }
+}
+
+/// `topicId` of a host-callback entry (`EVENT_TS_CALLBACK_MSG`).
+const TOPIC_TS_CALLBACK: u32 = 26;
+
+/// Whether an AI CPU-type entry is a host callback (word 14: subTopicId 12 bits, topicId 6 bits).
+fn is_callback(e: &[u8; SQE_SIZE], h: &Header) -> bool {
+    h.kind == sqe_type::AICPU && (u32_at(e, 56) >> 12) & 0x3f == TOPIC_TS_CALLBACK
+}
+
+/// Builds the `rtHostFuncCqReport_t` for a callback entry; returns (callback CQ, report).
+fn callback_report(e: &[u8; SQE_SIZE], sq_id: u32, head: u32) -> (u32, [u8; CQE_SIZE]) {
+    let cq = u32::from(u16::from_le_bytes([e[16], e[17]]));
+    let stream = [e[22], e[23]];
+    let event = [e[24], e[25]];
+    let block = u16::from_le_bytes([e[26], e[27]]) != 0;
+    let task = [e[28], e[29]];
+    let func = u64::from(u32_at(e, 32)) | (u64::from(u32_at(e, 36)) << 32);
+    let data = u64::from(u32_at(e, 40)) | (u64::from(u32_at(e, 44)) << 32);
+    let mut r = [0u8; CQE_SIZE];
+    // phase 1, SOP 1, EOP 1, cqId in the upper 12 bits.
+    let flags: u16 = 0b1011 | ((cq as u16 & 0xfff) << 4);
+    r[0..2].copy_from_slice(&flags.to_le_bytes());
+    r[2..4].copy_from_slice(&stream);
+    r[4..6].copy_from_slice(&task);
+    r[6..8].copy_from_slice(&(sq_id as u16).to_le_bytes());
+    r[8..10].copy_from_slice(&(head as u16).to_le_bytes());
+    r[12] = u8::from(block);
+    r[14..16].copy_from_slice(&event);
+    r[16..24].copy_from_slice(&func.to_le_bytes());
+    r[24..32].copy_from_slice(&data.to_le_bytes());
+    (cq, r)
+}
+
+/// Event id of an event record / wait entry (`RtStarsEventSqe`: `eventId` at byte 8).
+fn event_id(e: &[u8; SQE_SIZE]) -> u32 {
+    u32::from(u16::from_le_bytes([e[8], e[9]]))
+}
+
+/// The worker of SQ `sq_id`: executes its entries in order until the SQ is freed.
+fn worker(sq_id: u32) {
+    let mut g = state();
+    loop {
+        let s = g.get_or_insert_with(State::default);
+        let Some(q) = s.sqs.get(&sq_id) else {
+            return;
+        };
+        let Some(e) = q.pending.front().copied() else {
+            g = WORK.wait(g).unwrap_or_else(|e| e.into_inner());
+            continue;
+        };
+        let h = header(&e);
+        if h.kind == sqe_type::EVENT_WAIT {
+            let id = event_id(&e);
+            if !s.recorded.remove(&id) {
+                g = WORK.wait(g).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            crate::trace!("sq {sq_id}: event {id} wait satisfied");
+        }
+        let data_path = !matches!(h.kind, sqe_type::EVENT_RECORD | sqe_type::EVENT_WAIT)
+            && !is_callback(&e, &h)
+            && !matches!(
+                h.kind,
+                sqe_type::NOTIFY_RECORD | sqe_type::NOTIFY_WAIT | sqe_type::WRITE_VALUE
+            );
+        let err = if data_path {
+            drop(g);
+            let err = execute_data(&e, &h);
+            g = state();
+            err
+        } else {
+            0
+        };
+        let s = g.get_or_insert_with(State::default);
+        let Some(q) = s.sqs.get_mut(&sq_id) else {
+            return;
+        };
+        q.pending.pop_front();
+        q.head = (q.head + 1) % q.depth;
+        let head = q.head;
+        crate::trace!(
+            "sq {sq_id}: entry type {} stream {} task {} done (err {err}), head {head}",
+            h.kind,
+            h.stream_id,
+            h.task_id
+        );
+        match h.kind {
+            sqe_type::EVENT_RECORD => {
+                let id = event_id(&e);
+                s.events.insert(id, now_ns());
+                s.recorded.insert(id);
+            }
+            _ if is_callback(&e, &h) => {
+                let (cq, report) = callback_report(&e, sq_id, head);
+                match s.cb_cqs.get_mut(&cq) {
+                    Some((_, reports)) => reports.push_back(report),
+                    None => crate::trace!("callback for unknown callback CQ {cq}: dropped"),
+                }
+            }
+            _ => {}
+        }
+        if h.wr_cqe || err != 0 {
+            let cqe = Cqe {
+                stream_id: h.stream_id,
+                task_id: h.task_id,
+                error_code: err,
+                error_type: 0,
+                sqe_type: h.kind,
+                sq_id: sq_id as u16,
+                sq_head: head as u16,
+                timestamp: now_ns(),
+            };
+            let cq = s.stream_cq.get(&u32::from(h.stream_id)).copied();
+            match cq.and_then(|c| s.cqs.get_mut(&c)) {
+                Some(cq) => cq.push_back(cqe.to_bytes()),
+                None => crate::trace!("no logic CQ for stream {}: completion dropped", h.stream_id),
+            }
+        }
+        CQ_READY.notify_all();
+        WORK.notify_all();
+    }
+}
+
+/// Submits `entries` to SQ `sq_id`: they join the SQ's queue and its worker runs them in order.
+/// Returns `false` when the SQ is unknown.
+pub fn submit(sq_id: u32, entries: &[[u8; SQE_SIZE]]) -> bool {
+    let ok = with(|s| {
+        let Some(q) = s.sqs.get_mut(&sq_id) else {
+            return false;
+        };
+        for e in entries {
+            let h = header(e);
+            crate::trace!(
+                "sq {sq_id}: submit type {} stream {} task {} wr_cqe {} word1 {}",
+                h.kind,
+                h.stream_id,
+                h.task_id,
+                h.wr_cqe,
+                h.word1
+            );
+            q.pending.push_back(*e);
+            q.tail = (q.tail + 1) % q.depth;
+        }
+        true
+    });
+    WORK.notify_all();
+    ok
+}
+
+/// Records an event from the host (the runtime's reply to a blocking host callback).
+pub fn record_event(event_id: u32) {
+    with(|s| {
+        s.events.insert(event_id, now_ns());
+        s.recorded.insert(event_id);
+    });
+    WORK.notify_all();
+}
+
+/// Creates a callback CQ in `group`.
+pub fn alloc_callback_cq(group: u32) -> u32 {
+    let (sq, _) = alloc_sq_only(None, DEFAULT_SQ_DEPTH);
+    with(|s| {
+        s.cb_cqs.insert(sq, (group, VecDeque::new()));
+    });
+    sq
+}
+
+/// Waits up to `timeout_ms` (negative: forever) until a callback CQ of `group` has reports;
+/// returns the ids of those that have.
+pub fn wait_callbacks(group: u32, timeout_ms: i32) -> Vec<u32> {
+    let deadline =
+        (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
+    let mut g = state();
+    loop {
+        let s = g.get_or_insert_with(State::default);
+        let ready: Vec<u32> = s
+            .cb_cqs
+            .iter()
+            .filter(|(_, (grp, r))| *grp == group && !r.is_empty())
+            .map(|(&id, _)| id)
+            .collect();
+        if !ready.is_empty() {
+            return ready;
+        }
+        match deadline {
+            None => g = CQ_READY.wait(g).unwrap_or_else(|e| e.into_inner()),
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    return Vec::new();
+                }
+                g = CQ_READY
+                    .wait_timeout(g, d - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        }
+    }
+}
+
+/// Moves the pending reports of callback CQ `cq` into a buffer that stays valid until
+/// [`release_callbacks`] (or the next take); returns its address and count.
+pub fn take_callbacks(cq: u32) -> Option<(usize, usize)> {
+    with(|s| {
+        let (_, reports) = s.cb_cqs.get_mut(&cq)?;
+        let buf: Box<[[u8; CQE_SIZE]]> = reports.drain(..).collect();
+        let n = buf.len();
+        let addr = buf.as_ptr() as usize;
+        s.cb_delivered.insert(cq, buf);
+        Some((addr, n))
+    })
+}
+
+/// Releases the buffer [`take_callbacks`] handed out for `cq`.
+pub fn release_callbacks(cq: u32) {
+    with(|s| {
+        s.cb_delivered.remove(&cq);
+    });
+}
+
+/// Frees a callback CQ; `false` when unknown.
+pub fn free_callback_cq(cq: u32) -> bool {
+    let known = with(|s| {
+        s.cb_delivered.remove(&cq);
+        s.cb_cqs.remove(&cq).is_some()
+    });
+    known && free_sq(cq)
+}
+
+/// Whether `cq` is a callback CQ.
+pub fn is_callback_cq(cq: u32) -> bool {
+    with(|s| s.cb_cqs.contains_key(&cq))
+}
+
+/// Takes up to `max` completion entries from logic CQ `cq`, waiting up to `timeout_ms`
+/// (negative: forever). `None` when the CQ is unknown.
+pub fn receive(cq: u32, max: usize, timeout_ms: i32) -> Option<Vec<[u8; CQE_SIZE]>> {
+    let deadline =
+        (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
+    let mut g = state();
+    loop {
+        let s = g.get_or_insert_with(State::default);
+        let q = s.cqs.get_mut(&cq)?;
+        if !q.is_empty() || max == 0 {
+            let n = q.len().min(max);
+            return Some(q.drain(..n).collect());
+        }
+        match deadline {
+            None => g = CQ_READY.wait(g).unwrap_or_else(|e| e.into_inner()),
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    return Some(Vec::new());
+                }
+                g = CQ_READY
+                    .wait_timeout(g, d - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        }
+    }
+}
+
+/// Time stamp of an event's last record.
+pub fn event_timestamp(event_id: u32) -> Option<u64> {
+    with(|s| s.events.get(&event_id).copied())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sdma(stream: u16, task: u16, src: usize, dst: usize, len: u32) -> [u8; SQE_SIZE] {
+        let mut e = [0u8; SQE_SIZE];
+        e[0] = sqe_type::SDMA;
+        e[1] = 1 << 6; // wr_cqe
+        e[4..6].copy_from_slice(&stream.to_le_bytes());
+        e[6..8].copy_from_slice(&task.to_le_bytes());
+        e[28..32].copy_from_slice(&len.to_le_bytes());
+        e[32..40].copy_from_slice(&(src as u64).to_le_bytes());
+        e[40..48].copy_from_slice(&(dst as u64).to_le_bytes());
+        e
+    }
+
+    #[test]
+    fn sdma_entries_copy_in_order_and_report() {
+        let stream = 900;
+        let (sq, _) = alloc_sq(None, 16);
+        let cq = alloc_logic_cq(None, stream);
+        let dev = memory::alloc(64).unwrap();
+        let src = [5u8; 64];
+        let mut back = [0u8; 64];
+        let entries = [
+            sdma(stream as u16, 1, src.as_ptr() as usize, dev, 64),
+            sdma(stream as u16, 2, dev, back.as_mut_ptr() as usize, 64),
+        ];
+        assert!(submit(sq, &entries));
+        // The worker runs them; wait for both completions (the bound only guards a hang).
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            let more = receive(cq, 8, 10_000).unwrap();
+            assert!(!more.is_empty(), "completions did not arrive");
+            got.extend(more);
+        }
+        assert_eq!(back, src);
+        assert_eq!(sq_state(sq), Some((2, 2, 16)));
+        assert_eq!(u16::from_le_bytes([got[1][2], got[1][3]]), 2);
+        assert_eq!(
+            u32::from_le_bytes([got[1][4], got[1][5], got[1][6], got[1][7]]),
+            0
+        );
+        // A kernel entry is refused with a failed completion.
+        let mut k = [0u8; SQE_SIZE];
+        k[0] = sqe_type::FFTS;
+        k[4..6].copy_from_slice(&(stream as u16).to_le_bytes());
+        assert!(submit(sq, &[k]));
+        let got = receive(cq, 8, 10_000).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            u32::from_le_bytes([got[0][4], got[0][5], got[0][6], got[0][7]]),
+            ERR_REFUSED
+        );
+        assert!(!submit(sq + 1000, &entries));
+        assert!(memory::free(dev));
+        assert!(free_sq(sq));
+    }
+
+    fn event_entry(kind: u8, stream: u16, event: u16) -> [u8; SQE_SIZE] {
+        let mut e = [0u8; SQE_SIZE];
+        e[0] = kind;
+        e[1] = 1 << 6;
+        e[4..6].copy_from_slice(&stream.to_le_bytes());
+        e[8..10].copy_from_slice(&event.to_le_bytes());
+        e
+    }
+
+    #[test]
+    fn event_wait_holds_its_queue_until_recorded() {
+        let (a, _) = alloc_sq(None, 16);
+        let (b, _) = alloc_sq(None, 16);
+        let cq = alloc_logic_cq(None, 901);
+        let cq_a = alloc_logic_cq(None, 902);
+        // Stream b waits for event 3000, then reports; nothing has recorded it.
+        assert!(submit(b, &[event_entry(sqe_type::EVENT_WAIT, 901, 3000)]));
+        assert!(receive(cq, 8, 50).unwrap().is_empty());
+        assert_eq!(sq_state(b).map(|(h, _, _)| h), Some(0));
+        // Stream a records it: b's wait completes (and consumes the record).
+        assert!(submit(a, &[event_entry(sqe_type::EVENT_RECORD, 902, 3000)]));
+        let got = receive(cq, 8, 10_000).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0][9], sqe_type::EVENT_WAIT);
+        assert!(event_timestamp(3000).is_some());
+        // A second wait needs a second record; the host can give it (callback reply).
+        assert!(submit(b, &[event_entry(sqe_type::EVENT_WAIT, 901, 3000)]));
+        assert!(receive(cq, 8, 50).unwrap().is_empty());
+        record_event(3000);
+        assert_eq!(receive(cq, 8, 10_000).unwrap().len(), 1);
+        assert_eq!(receive(cq_a, 8, 10_000).unwrap().len(), 1);
+        assert!(free_sq(a) && free_sq(b));
+    }
+
+    #[test]
+    fn callback_entry_reports_on_its_callback_cq() {
+        let group = 77;
+        let cb = alloc_callback_cq(group);
+        let (sq, _) = alloc_sq(None, 16);
+        let mut e = [0u8; SQE_SIZE];
+        e[0] = sqe_type::AICPU;
+        e[16..18].copy_from_slice(&(cb as u16).to_le_bytes());
+        e[22..24].copy_from_slice(&5u16.to_le_bytes()); // stream
+        e[24..26].copy_from_slice(&9u16.to_le_bytes()); // event
+        e[26..28].copy_from_slice(&1u16.to_le_bytes()); // blocking
+        e[32..36].copy_from_slice(&0x1234u32.to_le_bytes()); // function
+        e[40..44].copy_from_slice(&0x5678u32.to_le_bytes()); // data
+        e[56..60].copy_from_slice(&(TOPIC_TS_CALLBACK << 12).to_le_bytes());
+        assert!(submit(sq, &[e]));
+        assert_eq!(wait_callbacks(group, 10_000), vec![cb]);
+        let (addr, n) = take_callbacks(cb).unwrap();
+        assert_eq!(n, 1);
+        // SAFETY: `take_callbacks` keeps the buffer alive until `release_callbacks`.
+        let r = unsafe { *(addr as *const [u8; CQE_SIZE]) };
+        assert_eq!(u16::from_le_bytes([r[2], r[3]]), 5);
+        assert_eq!(r[12], 1);
+        assert_eq!(u16::from_le_bytes([r[14], r[15]]), 9);
+        assert_eq!(u64::from_le_bytes(r[16..24].try_into().unwrap()), 0x1234);
+        assert_eq!(u64::from_le_bytes(r[24..32].try_into().unwrap()), 0x5678);
+        release_callbacks(cb);
+        // Nothing more in that group.
+        assert!(wait_callbacks(group, 0).is_empty());
+        assert!(free_callback_cq(cb) && free_sq(sq));
+    }
+}
