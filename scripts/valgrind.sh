@@ -23,6 +23,7 @@ SKIP=77
 # is a test whose assertion depends on thread timing that valgrind's slowdown (one thread at a
 # time, ~30x slower) can break; the same test runs natively in `cargo test`.
 HARNESS_ONLY=(
+    "xstream-hccl-sim/multiprocess::a_rank_process_that_dies_gives_the_others_an_error_not_a_hang"$'\t'"its rank timeout is 500 ms on purpose (a dead peer must give the others an error within it); three rank processes starting under valgrind miss it (seen 2026-11-25: every rank exit 101, memcheck logs of all 7 processes empty)"
 )
 
 vg="${VALGRIND:-valgrind}"
