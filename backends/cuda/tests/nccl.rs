@@ -11,7 +11,7 @@ use xstream_conformance::collectives::{
 use xstream_conformance::report_skip;
 use xstream_core::collective::bootstrap::Bootstrap;
 use xstream_core::{
-    Backend, CollectiveBackend, Communicator, DataType, Device, Error, ReduceOp, Stream, StreamDesc,
+    Backend, CollectiveBackend, Communicator, DataType, Device, Error, ReduceOp, StreamDesc,
 };
 use xstream_cuda::collective::nccl_version;
 use xstream_cuda::CudaBackend;
