@@ -129,6 +129,7 @@ pub mod modules;
 mod ordering;
 mod peer;
 mod pool;
+pub mod reference;
 pub mod simulator;
 mod streams;
 mod timeouts;
