@@ -22,7 +22,7 @@
 # `compute-sanitizer --tool memcheck --leak-check full`, then the modules test binary (which
 # launches every kernel of the builtin module, and user PTX) under racecheck and synccheck. A
 # sanitizer step is PASS only when compute-sanitizer exits 0, every "ERROR SUMMARY" line it
-# printed (one per process: child processes are followed) says "0 errors", and the test
+# printed (one per process: --target-processes all follows child processes) says "0 errors", and the test
 # harness reports `test result: ok`. Options and their reasons:
 #   --report-api-errors no: the tests provoke failing driver calls on purpose (bad input, capture
 #     rules, a missing peer); those are checked by the tests themselves, not memory errors.
@@ -154,7 +154,7 @@ sanitize() {
     case "$name" in *nccl*) env+=(NCCL_CUMEM_ENABLE=0) ;; esac
     echo "===== compute-sanitizer --tool $tool $name ${env[*]} ${skipped:+(skipped: $skipped)}" >>"$OUT/sanitizer.log"
     t=$SECONDS
-    env "${env[@]}" timeout "$lim" compute-sanitizer --tool "$tool" "${opts[@]}" --report-api-errors no \
+    env "${env[@]}" timeout "$lim" compute-sanitizer --tool "$tool" "${opts[@]}" --report-api-errors no --target-processes all \
         --error-exitcode 99 "$bin" --test-threads=1 "${skip[@]}" >"$OUT/san.tmp" 2>&1
     rc=$?
     cat "$OUT/san.tmp" >>"$OUT/sanitizer.log"
@@ -189,15 +189,17 @@ if [ -n "$SANITIZE" ]; then
         verdict FAIL "sanitizer mode: compute-sanitizer not found on PATH"
     elif [ "$SANITIZE" = 1 ] || [ "$SANITIZE" = all ]; then
         [ "${#names[@]}" -gt 0 ] || verdict FAIL "sanitizer mode: no test binary in $MANIFEST${ONLY:+ matching ONLY=$ONLY}"
-        for n in "${names[@]}"; do sanitize memcheck "$n"; done
+        # The modules binary first, under all three tools (short runs), then the others.
         mod=""
         for n in "${names[@]}"; do [[ "$n" == *--modules--test ]] && mod="$n"; done
         if [ -n "$mod" ]; then
+            sanitize memcheck "$mod"
             sanitize racecheck "$mod"
             sanitize synccheck "$mod"
         elif [ -z "${ONLY:-}" ]; then
             verdict FAIL "racecheck/synccheck: the modules test binary (xstream-cuda--modules--test) is not in the bundle"
         fi
+        for n in "${names[@]}"; do [ "$n" = "$mod" ] || sanitize memcheck "$n"; done
     elif [ -x "$HERE/bin/$SANITIZE" ]; then
         sanitize memcheck "$SANITIZE"
         [[ "$SANITIZE" != *--modules--test ]] || { sanitize racecheck "$SANITIZE"; sanitize synccheck "$SANITIZE"; }
