@@ -96,8 +96,9 @@ while IFS=$'\t' read -r name b; do
     # Threads the runtimes leave behind (dispatcher, poller, reaper) are still reachable at
     # exit: only "definitely lost" leaks and memory errors count (exit code 99).
     # The simulators' environment is given here (ACL and HCCL, with a rank timeout long enough
-    # for valgrind's slowdown): a simulator test started without it reruns itself in a child
-    # process (tests/src/simulator.rs), which valgrind would not see.
+    # for valgrind's slowdown), so simulator tests run in the test binary's own process rather
+    # than rerunning themselves in a child (tests/src/simulator.rs); children that tests do
+    # start (rank processes, examples) are followed (--trace-children), one log per process.
     XSTREAM_ACL_LIBRARY="$PWD/target/debug/libascendcl.so" XSIM_DEVICES=2 \
     XSTREAM_HCCL_LIBRARY="$PWD/target/debug/libhccl.so" XSIM_HCCL_TIMEOUT_MS=300000 timeout "${VALGRIND_TIMEOUT:-1200}" "$vg" --quiet --leak-check=full \
         --errors-for-leak-kinds=definite --show-leak-kinds=definite --error-exitcode=99 \
