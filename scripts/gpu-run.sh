@@ -106,6 +106,9 @@ read_harness() { # file
     ran=$(sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed.*/\1/p' "$1" | tail -1)
     # "SKIP: <test>: <reason>" at a line's start or after "test <name> ... ".
     skips=$(grep -cE "(^|\.\.\. )SKIP:" "$1")
+    # Tests that skipped as a whole: their first output, on the harness's "test NAME ... " line,
+    # is "SKIP:" (a test that runs a suite prints the SKIP of a listed check on a line of its own).
+    skipped_tests=$(grep -cE "^test .* \.\.\. SKIP:" "$1")
     fails=$(grep -E "^test .* FAILED$" "$1" | sed 's/^test //; s/ \.\.\. FAILED$//' | tr '\n' ' ')
 }
 
@@ -127,7 +130,7 @@ run_one() { # name
         verdict FAIL "$info (no test result line)"
     elif [ "${ran:-0}" -eq 0 ]; then
         verdict SKIP "$info (the binary holds no test)"
-    elif [ "$skips" -ge "$ran" ]; then
+    elif [ "$skipped_tests" -ge "$ran" ]; then
         verdict SKIP "$info (every test printed SKIP)"
     else
         verdict PASS "$info"
@@ -176,7 +179,7 @@ sanitize() {
         verdict FAIL "$info (no passing test result line)"
     elif [ "${ran:-0}" -eq 0 ]; then
         verdict SKIP "$info (no test ran)"
-    elif [ "$skips" -ge "$ran" ]; then
+    elif [ "$skipped_tests" -ge "$ran" ]; then
         verdict SKIP "$info (every test printed SKIP)"
     else
         verdict PASS "$info"
