@@ -10,7 +10,8 @@
 #        - release `xstream` CLI and bench executables when those packages build;
 #        - scripts/gpu-run.sh and any scripts/*.py bench script copied alongside.
 #   2. there: the device `run` tool with carry ["gpu-bundle"] and the command
-#        bash gpu-bundle/gpu-run.sh            (or: SANITIZE=<binary-name> bash gpu-bundle/gpu-run.sh)
+#        bash gpu-bundle/gpu-run.sh            (or: SANITIZE=1 bash gpu-bundle/gpu-run.sh: every test
+#        binary under compute-sanitizer memcheck, the modules binary under racecheck and synccheck)
 #      which writes logs under $OUT and prints a short PASS/FAIL summary last.
 #
 # Env: FEATURES (default "cuda"), CARGO_TARGET_DIR (default: cargo's), JOBS (default 2),

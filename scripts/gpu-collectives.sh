@@ -22,7 +22,10 @@
 # Env: STEPS (default "tests xs1 xs2 xs3 torch raw"), BACKEND (default cuda; host for a dry run of the
 #      script anywhere), MAX (default 1G), ITERS (default 20), WARMUP (default 5), NCCL_LIB (a
 #      libnccl.so* to use; default: the one PyTorch ships, else the system's), WORLD (ranks per
-#      job: default 2, or 1 where nvidia-smi lists one GPU).
+#      job: default 2, or 1 where nvidia-smi lists one GPU; a failing nvidia-smi -L is a FAIL).
+# Verdicts: PASS / FAIL / SKIP per step; the two-rank side-by-side targets ("Targets ... NOT
+# MET") and the raw step's targets fail the script when their steps ran; no NCCL test binary in
+# the bundle is a SKIP line.
 #
 # One GPU (WORLD=1): xstream runs one rank in one process, the one-process-per-GPU step is
 # skipped, torchrun starts one process, and the side-by-side table compares time and algorithm
@@ -70,32 +73,47 @@ if command -v nvidia-smi >/dev/null; then
     nvidia-smi topo -m >>"$LOG" 2>&1
 fi
 
-WORLD="${WORLD:-}"
-if [ -z "$WORLD" ]; then
-    WORLD=2
-    if [ "${BACKEND:-cuda}" = cuda ] && command -v nvidia-smi >/dev/null; then
-        [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -lt 2 ] && WORLD=1
-    fi
-fi
-echo "ranks per job: $WORLD" | tee -a "$LOG"
-
 SUM=""
 FAILED=0
 note() { SUM+="$1"$'\n'; echo "$1"; }
+
+# Ranks per job: WORLD, else 2 for the host dry run, else the GPUs `nvidia-smi -L` lists (2 at
+# most). A failing or absent nvidia-smi on the CUDA backend is a FAIL, never a silent one rank.
+WORLD="${WORLD:-}"
+if [ -z "$WORLD" ] && [ "${BACKEND:-cuda}" != cuda ]; then
+    WORLD=2
+elif [ -z "$WORLD" ]; then
+    if ! gl=$(nvidia-smi -L 2>&1); then
+        note "FAIL gpu count: nvidia-smi -L failed ($(head -c 160 <<<"$gl" | tr '\n' ' ')); set WORLD to run anyway"
+        echo "== SUMMARY"; printf '%s' "$SUM"; exit 1
+    fi
+    ngpu=$(grep -c '^GPU' <<<"$gl")
+    if [ "$ngpu" -lt 1 ]; then
+        note "FAIL gpu count: nvidia-smi -L listed no GPU; set WORLD to run anyway"
+        echo "== SUMMARY"; printf '%s' "$SUM"; exit 1
+    fi
+    WORLD=$((ngpu < 2 ? ngpu : 2))
+fi
+echo "ranks per job: $WORLD" | tee -a "$LOG"
 # status NAME RC: notes the step as PASS (rc 0) or FAIL (anything else; the script then exits 1).
 status() { if [ "$2" -eq 0 ]; then note "PASS $1"; else note "FAIL $1: rc=$2"; FAILED=1; fi; }
 
 # 1. Correctness: the NCCL tests (one process for both GPUs, one process per GPU, every op x dtype).
+ntests=0
 for t in "$BUNDLE"/bin/*nccl*; do
     [ -x "$t" ] && step tests || continue
+    ntests=$((ntests + 1))
     echo "===== $(basename "$t")" >>"$LOG"
     timeout 240 "$t" --test-threads=1 --nocapture >"$OUT/nccl-tests.tmp" 2>&1
     rc=$?
     cat "$OUT/nccl-tests.tmp" >>"$LOG"
     # A skipping test prints "SKIP: <name>: <reason>" (after "test <name> ... " here).
     skips=$(grep -c 'SKIP: ' "$OUT/nccl-tests.tmp")
+    # Tests that skipped as a whole ("SKIP:" first on their "test NAME ... " line); a listed
+    # check skipping inside the conformance run does not make the binary a SKIP.
+    skipped_tests=$(grep -cE '^test .* \.\.\. SKIP:' "$OUT/nccl-tests.tmp")
     ran=$(sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p' "$OUT/nccl-tests.tmp" | tail -1)
-    if [ "$rc" -eq 0 ] && [ -n "$ran" ] && [ "$skips" -ge "$ran" ]; then
+    if [ "$rc" -eq 0 ] && [ -n "$ran" ] && [ "$skipped_tests" -ge "$ran" ]; then
         note "SKIP NCCL tests $(basename "$t"): every test printed SKIP ($(grep -m1 -o 'SKIP: .*' "$OUT/nccl-tests.tmp" | cut -c1-160))"
     else
         status "NCCL tests $(basename "$t")" "$rc"
@@ -103,6 +121,9 @@ for t in "$BUNDLE"/bin/*nccl*; do
     note "     $(grep -E '^test result' "$OUT/nccl-tests.tmp" | tail -1) skips=$skips $(grep -E '^(FAIL|PASS) coll_' "$OUT/nccl-tests.tmp" | awk '{print $1}' | sort | uniq -c | tr '\n' ' ')"
     rm -f "$OUT/nccl-tests.tmp"
 done
+if step tests && [ "$ntests" -eq 0 ]; then
+    note "SKIP NCCL tests: no NCCL test binary in $BUNDLE/bin (bundle with FEATURES=\"cuda xstream-cuda/nccl\")"
+fi
 
 SWEEP=(collectives --backend "${BACKEND:-cuda}" --op all_reduce --dtype f32 --min-bytes 8 --max-bytes "$MAX" --iters "$ITERS" --warmup "$WARMUP")
 
@@ -181,7 +202,8 @@ if step raw; then
         rc=$?
         cat "$OUT/raw.txt" >>"$LOG"
         if grep -q '^SKIP' "$OUT/raw.txt"; then note "SKIP raw: $(grep -m1 '^SKIP' "$OUT/raw.txt")"; else status "xstream vs raw NCCL (gpu_nccl)" "$rc"; fi
-        l=$(grep -m1 '^Targets' "$OUT/raw.txt"); [ -z "$l" ] || note "     $l"
+        l=$(grep -m1 '^Targets' "$OUT/raw.txt")
+        if [[ "$l" == *"NOT MET"* ]]; then note "FAIL raw targets: $l"; FAILED=1; elif [ -n "$l" ]; then note "     $l"; fi
     fi
 fi
 
@@ -247,6 +269,14 @@ echo
 cat "$MD"
 echo
 if grep -q 'WRONG' "$MD"; then note "FAIL a result was wrong (see the table)"; FAILED=1; fi
+# The side-by-side targets (two ranks: xstream one process per GPU against torch).
+tl=$(grep -m1 -E '^(Targets|NOT MET)' "$MD")
+if [[ "$tl" == *"NOT MET"* ]]; then
+    if step xs2 && step torch; then note "FAIL side-by-side targets: $tl"; FAILED=1
+    else note "SKIP side-by-side targets: steps xs2 and torch did not both run in this call ($tl)"; fi
+elif [ -n "$tl" ]; then
+    note "PASS side-by-side targets: $tl"
+fi
 echo "== SUMMARY"
 printf '%s' "$SUM"
 exit "$FAILED"

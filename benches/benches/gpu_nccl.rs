@@ -17,10 +17,16 @@
 //!   `cuMemAlloc` in each device's primary context (the one xstream uses), the context made
 //!   current before each rank's call (as a raw program sets its device), `ncclAllReduce`.
 //! - Sizes from 8 B to `XS_MAX` bytes (default 1 GiB), doubling. Per size: one checked call on
-//!   each side (inputs all ones, every rank must read back the world size), a warm-up batch,
+//!   each side, then a warm-up batch,
 //!   then [`REPS`] repeats; each repeat times a batch of `XS_ITERS` (default 20) back-to-back
 //!   calls followed by a synchronize of every stream (like nccl-tests), once per side, the
 //!   order alternating between repeats. A cell is the median time per call (p10–p90).
+//! - The check, per size and side: every element of every rank's receive buffer is first set to
+//!   a NaN pattern (so a call that wrote nothing, or only part, leaves NaNs), every rank's input
+//!   is written whole with a value that depends on the rank, the element and the size
+//!   ([`input`]), and after the all-reduce every element of every rank is read back and compared
+//!   with the exact sum (small integers, exact in f32). A result left over from the previous
+//!   size, a short write or a wrong offset fails the bench (exit 1).
 //! - algbw = bytes / time; busbw = algbw × 2(n−1)/n (0 for one rank, where algbw is shown).
 //!
 //! Output: a Markdown table (also to `$OUT/nccl_bench.md` when `$OUT` is set) and verdicts for
@@ -42,8 +48,36 @@ use xstream_cuda::{CudaBackend, CudaDevice};
 
 /// Timed repeats per size and side.
 const REPS: usize = 7;
-/// Elements read back per rank for the correctness check (at most).
-const CHECK_ELEMS: usize = 1 << 20;
+/// The bit pattern the receive buffers are poisoned with before each checked call (a NaN, which
+/// no correct sum equals).
+const POISON: u32 = 0x7fc0_dead;
+
+/// Rank `rank`'s input element `j` for the check at size `count` elements: small integers
+/// (exact in f32, and so are their sums), different from one rank, element and size to the next.
+fn input(rank: usize, j: usize, count: usize) -> f32 {
+    ((j.wrapping_mul(7) + rank * 13 + count.trailing_zeros() as usize) % 61) as f32
+}
+
+/// The exact all-reduce (sum) of element `j` over `world` ranks.
+fn expected(world: usize, j: usize, count: usize) -> f32 {
+    (0..world).map(|r| input(r, j, count)).sum()
+}
+
+/// Rank `rank`'s whole input for `count` elements, as little-endian bytes.
+fn input_bytes(rank: usize, count: usize) -> Vec<u8> {
+    (0..count)
+        .flat_map(|j| input(rank, j, count).to_le_bytes())
+        .collect()
+}
+
+/// The first element of `bytes` (f32, little-endian) that is not the expected sum.
+fn first_wrong(bytes: &[u8], world: usize, count: usize) -> Option<(usize, f32)> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .enumerate()
+        .find(|&(j, v)| v.to_bits() != expected(world, j, count).to_bits())
+}
 /// `CU_STREAM_NON_BLOCKING`.
 const CU_STREAM_NON_BLOCKING: u32 = 1;
 
@@ -223,34 +257,40 @@ fn raw_sync(ranks: &[RawRank]) -> R<()> {
     Ok(())
 }
 
-/// Sets the first `count` f32 of every raw send buffer to 1.0, runs one all-reduce and checks
-/// that every rank reads back the world size.
+/// Poisons every raw receive buffer, writes every rank's whole input, runs one all-reduce and
+/// checks every element of every rank's result.
 fn raw_check(ranks: &[RawRank], count: usize) -> R<()> {
-    for r in ranks {
+    let inputs: Vec<Vec<u8>> = (0..ranks.len()).map(|r| input_bytes(r, count)).collect();
+    for (r, data) in ranks.iter().zip(&inputs) {
         r.bind()?;
         ck(
-            // SAFETY: `send` holds at least `count` f32; the stream is live.
-            unsafe { sys::cuMemsetD32Async(r.send, 1.0f32.to_bits(), count, r.stream) },
+            // SAFETY: `recv` holds at least `count` f32; the stream is live.
+            unsafe { sys::cuMemsetD32Async(r.recv, POISON, count, r.stream) },
             "cuMemsetD32Async",
         )?;
+        ck(
+            // SAFETY: `send` holds at least `count * 4` bytes and `data` has exactly that many;
+            // the synchronous copy completes before `data` can be dropped.
+            unsafe { sys::cuMemcpyHtoD_v2(r.send, data.as_ptr() as *const c_void, count * 4) },
+            "cuMemcpyHtoD",
+        )?;
     }
+    raw_sync(ranks)?;
     raw_issue(ranks, count)?;
     raw_sync(ranks)?;
-    let n = count.min(CHECK_ELEMS);
-    let want = ranks.len() as f32;
     for (i, r) in ranks.iter().enumerate() {
         r.bind()?;
-        let mut host = vec![0f32; n];
+        let mut host = vec![0u8; count * 4];
         ck(
-            // SAFETY: `host` has room for `n` f32; `recv` holds at least `n` f32; the stream's
-            // work is complete.
-            unsafe { sys::cuMemcpyDtoH_v2(host.as_mut_ptr() as *mut c_void, r.recv, n * 4) },
+            // SAFETY: `host` has room for `count` f32; `recv` holds at least that many; the
+            // stream's work is complete.
+            unsafe { sys::cuMemcpyDtoH_v2(host.as_mut_ptr() as *mut c_void, r.recv, count * 4) },
             "cuMemcpyDtoH",
         )?;
-        if let Some(j) = host.iter().position(|&v| v != want) {
+        if let Some((j, v)) = first_wrong(&host, ranks.len(), count) {
             return Err(Stop::Fail(format!(
-                "raw all_reduce of {count} f32: rank {i} element {j} is {} (want {want})",
-                host[j]
+                "raw all_reduce of {count} f32: rank {i} element {j} is {v} (want {})",
+                expected(ranks.len(), j, count)
             )));
         }
     }
@@ -290,30 +330,27 @@ impl Xs {
         Ok(())
     }
 
+    /// Poisons every receive buffer, writes every rank's whole input, runs one all-reduce and
+    /// checks every element of every rank's result.
     fn check(&self, count: usize) -> R<()> {
-        // All-reduce is element-wise: the checked prefix is all that needs known inputs.
-        let n = count.min(CHECK_ELEMS);
-        let ones: Vec<u8> = std::iter::repeat_n(1.0f32.to_le_bytes(), n)
-            .flatten()
-            .collect();
-        for (s, (send, _)) in self.streams.iter().zip(&self.bufs) {
-            s.write(send, 0, ones.clone())
+        let world = self.comms.len();
+        for (r, (s, (send, recv))) in self.streams.iter().zip(&self.bufs).enumerate() {
+            s.write(recv, 0, POISON.to_le_bytes().repeat(count))
+                .map_err(|e| fail("write", e))?;
+            s.write(send, 0, input_bytes(r, count))
                 .map_err(|e| fail("write", e))?;
         }
+        self.sync().map_err(|e| fail("synchronize", e))?;
         self.issue(count).map_err(|e| fail("all_reduce", e))?;
         self.sync().map_err(|e| fail("synchronize", e))?;
-        let want = self.comms.len() as f32;
         for (i, (s, (_, recv))) in self.streams.iter().zip(&self.bufs).enumerate() {
-            let rb = s.read(recv, 0, n * 4).map_err(|e| fail("read", e))?;
+            let rb = s.read(recv, 0, count * 4).map_err(|e| fail("read", e))?;
             s.synchronize().map_err(|e| fail("synchronize", e))?;
             let bytes = rb.take().map_err(|e| fail("read", e))?;
-            let bad = bytes
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .position(|v| v != want);
-            if let Some(j) = bad {
+            if let Some((j, v)) = first_wrong(&bytes, world, count) {
                 return Err(Stop::Fail(format!(
-                    "xstream all_reduce of {count} f32: rank {i} element {j} is wrong (want {want})"
+                    "xstream all_reduce of {count} f32: rank {i} element {j} is {v} (want {})",
+                    expected(world, j, count)
                 )));
             }
         }
@@ -328,7 +365,54 @@ fn stat(mut v: Vec<f64>) -> (f64, f64, f64) {
     (at(0.5), at(0.1), at(0.9))
 }
 
+/// The check must be able to fail: a poisoned buffer (a call that wrote nothing), the previous
+/// size's result left in place, and one rank's input (a one-rank "sum" that copied nothing into a
+/// two-rank result) are each reported wrong, and the right answer is not. Runs before anything
+/// else, with or without a GPU.
+fn self_test() -> R<()> {
+    for world in [1usize, 2, 8] {
+        for count in [2usize, 1 << 10, 1 << 16] {
+            let right: Vec<u8> = (0..count)
+                .flat_map(|j| expected(world, j, count).to_le_bytes())
+                .collect();
+            let stale: Vec<u8> = (0..count)
+                .flat_map(|j| expected(world, j, count / 2).to_le_bytes())
+                .collect();
+            let poisoned = POISON.to_le_bytes().repeat(count);
+            let mut one_off = right.clone();
+            one_off[4 * (count - 1)..].copy_from_slice(&(-1.0f32).to_le_bytes());
+            let mut wrong = vec![
+                ("poisoned", poisoned),
+                ("previous size", stale),
+                ("last element", one_off),
+            ];
+            if world > 1 {
+                wrong.push(("one rank's input", input_bytes(0, count)));
+            }
+            if first_wrong(&right, world, count).is_some() {
+                return Err(fail(
+                    "self test",
+                    format!("the right result is reported wrong ({world} ranks, {count} f32)"),
+                ));
+            }
+            for (what, bytes) in wrong {
+                if first_wrong(&bytes, world, count).is_none() {
+                    return Err(fail(
+                        "self test",
+                        format!(
+                            "a wrong result ({what}) passes the check ({world} ranks, {count} f32)"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn run() -> R<()> {
+    self_test()?;
+    println!("gpu_nccl: self test of the result check passed (it rejects poisoned, stale and partial results)");
     if let Err(e) = CudaBackend::availability() {
         return Err(Stop::Skip(format!("no CUDA device: {e}")));
     }

@@ -4,8 +4,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use xstream_core::{
-    lcg_reference, Backend, Capabilities, CaptureErrorKind, CaptureMode, CaptureStatus, Device,
-    Error, Graph, Kernel, Stream,
+    Backend, Capabilities, CaptureErrorKind, CaptureMode, CaptureStatus, Device, Error, Graph,
+    Kernel, Stream,
 };
 
 use crate::{nb, pass, read_all, CheckResult, Ctx, Env};
@@ -42,7 +42,7 @@ pub(crate) fn capture_defers_and_replays<B: Backend>(env: &Env<B>) -> CheckResul
     g.launch(&s).ctx("replay 2")?;
     let after = read_all::<B>(&s, &buf)?;
     let mut want = init;
-    lcg_reference(&mut want, 6);
+    crate::reference::lcg_jump(&mut want, 6);
     ensure!(
         after == want,
         "two replays differ from running the work twice"

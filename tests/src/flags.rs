@@ -1,8 +1,8 @@
 //! Flag translation tables, the strict / best-effort policy and priority mapping.
 
 use xstream_core::{
-    Backend, Combination, Device, Error, Event, EventDesc, Priority, Stream, StreamDesc,
-    StreamFlags, Translation, TranslationPolicy,
+    Backend, Combination, Device, Error, Event, EventDesc, Priority, Stream, StreamAttr,
+    StreamAttrValue, StreamDesc, StreamFlags, Translation, TranslationPolicy,
 };
 
 use crate::{nb, pass, CheckResult, Ctx, Env};
@@ -310,5 +310,69 @@ pub(crate) fn priority_mapping<B: Backend>(env: &Env<B>) -> CheckResult {
         r.default,
         c.priority(),
         collapsed.join(", ")
+    ))
+}
+
+/// `set_attribute(Priority(v))` follows the creation rule's strict side on every backend: a value
+/// outside the device's range is refused with `InvalidArgument` and leaves the stream's priority
+/// as it was (the CUDA driver would clamp it silently; set_attribute has no report to tell a
+/// clamp in). An in-range value is applied and read back, or refused as `Unsupported` where the
+/// runtime cannot change a priority after creation.
+pub(crate) fn priority_attribute<B: Backend>(env: &Env<B>) -> CheckResult {
+    let dev = &env.device;
+    let r = dev.info().priority_range;
+    let s = dev.create_stream(&nb()).ctx("create")?;
+    let read = |s: &B::Stream| match s.attribute(StreamAttr::Priority) {
+        Ok(StreamAttrValue::Priority(p)) => Ok(p),
+        other => Err(format!("attribute(Priority): {other:?}")),
+    };
+    let before = read(&s)?;
+    // One value beyond each end of the range.
+    let (below, above) = if r.least >= r.greatest {
+        (r.least + 100, r.greatest - 100)
+    } else {
+        (r.least - 100, r.greatest + 100)
+    };
+    for v in [below, above] {
+        match s.set_attribute(StreamAttrValue::Priority(v)) {
+            Err(Error::InvalidArgument(_)) => {}
+            other => {
+                return Err(format!(
+                    "set_attribute(Priority({v})) outside [least {}, greatest {}]: expected \
+                     InvalidArgument, got {other:?}",
+                    r.least, r.greatest
+                ))
+            }
+        }
+        let now = read(&s)?;
+        ensure!(
+            now == before && s.priority() == before,
+            "a refused priority {v} changed the stream: attribute {now}, priority() {}, was {before}",
+            s.priority()
+        );
+    }
+    // An in-range value other than the current one (where the range has one).
+    let target = if before == r.greatest {
+        r.least
+    } else {
+        r.greatest
+    };
+    let applied = match s.set_attribute(StreamAttrValue::Priority(target)) {
+        Ok(()) => {
+            let now = read(&s)?;
+            ensure!(
+                now == target && s.priority() == target,
+                "set_attribute(Priority({target})) read back attribute {now}, priority() {}",
+                s.priority()
+            );
+            format!("{target} applied and read back")
+        }
+        Err(Error::Unsupported { .. }) if target != before => {
+            format!("changing the priority is unsupported here ({target} refused as Unsupported)")
+        }
+        Err(e) => return Err(format!("set_attribute(Priority({target})) in range: {e}")),
+    };
+    pass(format!(
+        "{below} and {above} refused with InvalidArgument, priority stays {before}; {applied}"
     ))
 }

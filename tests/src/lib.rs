@@ -131,6 +131,7 @@ mod ordering;
 mod peer;
 mod pool;
 mod reduce;
+pub mod reference;
 pub mod simulator;
 mod streams;
 mod timeouts;
@@ -204,6 +205,7 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         c!(flags::flag_table_total, "every portable flag has exactly one translation row"),
         c!(flags::flag_policy, "strict refuses unsupported flags by name and vendor-rejected combinations up front; best effort creates anyway and reports what it dropped"),
         c!(flags::priority_mapping, "portable priorities map through the native range; clamps are reported, strict refuses"),
+        c!(flags::priority_attribute, "set_attribute(Priority) outside the device range is refused on every backend (never clamped silently); in range it is applied and read back"),
         c!(streams::stream_ids_unique, "stream ids are unique and never reused"),
         c!(streams::bad_input, "invalid arguments give clear errors"),
         c!(data::lcg_kernel, "the built-in compute kernel matches the host reference"),

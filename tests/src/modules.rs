@@ -5,8 +5,8 @@ use xstream_core::module::{
     lcg_launch, BUILTIN_DELAY, BUILTIN_DELAY_PARAMS, BUILTIN_LCG, BUILTIN_LCG_PARAMS,
 };
 use xstream_core::{
-    lcg_reference, Backend, BackendKind, Buffer, Capabilities, CaptureMode, Device, Error,
-    Function, Graph, HostModule, KernelArg, LaunchConfig, Module, ModuleSource, ParamKind, Stream,
+    Backend, BackendKind, Buffer, Capabilities, CaptureMode, Device, Error, Function, Graph,
+    HostModule, KernelArg, LaunchConfig, Module, ModuleSource, ParamKind, Stream,
 };
 
 use crate::{nb, pass, read_all, CheckResult, Ctx, Env};
@@ -108,7 +108,7 @@ pub(crate) fn module_builtin_lcg<B: Backend>(env: &Env<B>) -> CheckResult {
     launch_lcg::<B>(&s, &lcg, &buf, 4)?;
     let got = read_all::<B>(&s, &buf)?;
     let mut want = data;
-    lcg_reference(&mut want, 9);
+    crate::reference::lcg_jump(&mut want, 9);
     ensure!(
         got == want,
         "xstream_lcg result differs from the host reference"
@@ -145,7 +145,7 @@ pub(crate) fn module_launch_in_capture<B: Backend>(env: &Env<B>) -> CheckResult 
     g.launch(&s).ctx("replay 2")?;
     let got = read_all::<B>(&s, &buf)?;
     let mut want = data;
-    lcg_reference(&mut want, 6);
+    crate::reference::lcg_jump(&mut want, 6);
     ensure!(
         got == want,
         "two replays differ from 2 x 3 rounds of the reference"
@@ -279,7 +279,7 @@ pub(crate) fn module_bad_input<B: Backend>(env: &Env<B>) -> CheckResult {
     s.launch_kernel(&lcg, &cfg, &good).ctx("good launch")?;
     let got = read_all::<B>(&s, &buf)?;
     let mut want = vec![0u8; 64];
-    lcg_reference(&mut want, 1);
+    crate::reference::lcg_jump(&mut want, 1);
     ensure!(got == want, "refused launches changed the buffer");
     pass("missing name, count, kind, zero dims and foreign source refused; stream still usable")
 }

@@ -78,6 +78,20 @@ mod collectives {
         run_on("host, 3 ranks on device 0", vec![d.clone(), d.clone(), d]);
     }
 
+    /// A one-rank job passes `rank_conformance` (the path `nccl_single_rank` takes on one GPU):
+    /// every case out of place and the send/recv to itself.
+    #[test]
+    fn rank_conformance_one_rank() {
+        use xstream_conformance::collectives::rank_conformance;
+        use xstream_core::{CollectiveBackend, Device, StreamDesc};
+        let dev = HostDevice::new_isolated(0);
+        let c = HostBackend::init_all(std::slice::from_ref(&dev)).unwrap();
+        let st = dev.create_stream(&StreamDesc::new()).unwrap();
+        let r = rank_conformance::<HostBackend>(&c[0], &st);
+        println!("{r:?}");
+        assert!(r.is_ok(), "{r:?}");
+    }
+
     /// `rank_conformance` (what each process of a multi-process job runs), one thread per rank
     /// joined by unique id.
     #[test]

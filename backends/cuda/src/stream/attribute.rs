@@ -4,7 +4,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use xstream_core::{Allocator, Error, Ownership, Result, StreamAttr, StreamAttrValue};
+use xstream_core::{
+    Allocator, Error, Ownership, Priority, Result, StreamAttr, StreamAttrValue, TranslationPolicy,
+};
 
 use cudarc::driver::sys;
 
@@ -66,6 +68,14 @@ pub(super) fn set_attribute(s: &CudaStream, value: StreamAttrValue) -> Result<()
     }
     let (id, v) = match value {
         StreamAttrValue::Priority(p) => {
+            // The driver clamps an out-of-range value silently (docs/semantics.md); the portable
+            // rule refuses it, as host and Ascend do: set_attribute has no report in which a
+            // clamp could be told, so it takes the strict side of creation's rule.
+            s.dev
+                .shared
+                .info
+                .priority_range
+                .resolve(Priority::Native(p), TranslationPolicy::Strict)?;
             (Id::CU_LAUNCH_ATTRIBUTE_PRIORITY, ffi::attr_from_priority(p))
         }
         StreamAttrValue::SyncPolicy(p) => (
