@@ -81,8 +81,7 @@ macro_rules! pair {
 /// The error of an operation given objects of two backends.
 fn mixed(op: &str, a: BackendKind, b: BackendKind) -> Error {
     Error::WrongDevice(format!(
-        "{op}: a {a} object was given a {b} object (objects of different backends cannot be \
-         mixed)"
+        "{op}: the {a} backend's object was given the {b} backend's object (backends do not mix)"
     ))
 }
 

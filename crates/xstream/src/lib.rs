@@ -80,6 +80,16 @@ pub use xstream_core::*;
 #[cfg(any(feature = "host", feature = "cuda-backend", feature = "ascend"))]
 pub mod any;
 
+/// The snippets of docs/coming-from-cudarc.md, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/coming-from-cudarc.md")]
+pub struct ComingFromCudarc;
+
+/// The snippets of docs/coming-from-torch.md, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/coming-from-torch.md")]
+pub struct ComingFromTorch;
+
 #[cfg(feature = "host")]
 /// The CPU backend.
 pub use xstream_host as host;

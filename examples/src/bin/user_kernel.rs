@@ -227,6 +227,7 @@ fn run<B: Backend>() -> Result<()> {
 }
 
 fn main() -> ExitCode {
+    xstream_examples::init_tracing();
     let r = xstream_examples::choose_backend(Capabilities::MODULES)
         .and_then(|kind| xstream::dispatch!(kind, B => run::<B>()));
     xstream_examples::exit_code(r)
