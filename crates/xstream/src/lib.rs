@@ -160,7 +160,7 @@ macro_rules! __if_ascend {
 /// in yields [`Error::NotCompiled`].
 ///
 /// `dispatch!(kind, B => expr, else k => other)` takes any type instead: for a backend that
-/// is not compiled in it evaluates `other`, with `k` (any pattern, `_` included) bound to the
+/// is not compiled in it evaluates `other`, with `k` (a name, or `_`) bound to the
 /// kind. Use it when the body returns your own error type, or no `Result` at all:
 ///
 /// ```
