@@ -1,7 +1,9 @@
 //! The type-erased path (`xstream::any`) against the generic one: the same operations give
 //! the same results and the same errors, on the host backend and on the Ascend backend over
 //! the ACL runtime simulator (a test double of `libascendcl.so`, not hardware); objects of two
-//! backends mixed give `Error::WrongDevice` naming both.
+//! backends mixed give `Error::WrongDevice` naming both. (Built with the `host` feature, the
+//! default.)
+#![cfg(feature = "host")]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
