@@ -33,8 +33,9 @@
 //!
 //! Objects of the generic path convert both ways: `AnyStream::from(host_stream)`, and
 //! [`AnyStream::downcast_ref`]`::<HostBackend>()` gives the typed stream back (for its raw
-//! handle, or for an operation the erased types leave out: modules, kernel launches,
-//! page-locked host buffers).
+//! handle, or for an operation the erased types leave out: modules and kernel launches).
+//! Page-locked host memory has its erased type too, [`AnyHostBuffer`]
+//! ([`AnyDevice::alloc_host`], [`AnyStream::copy_to_device`], [`AnyStream::copy_to_host`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,8 +43,8 @@ use std::time::Duration;
 use crate::{
     Allocator, Backend, BackendKind, Buffer, CaptureMode, CaptureStatus, Completion,
     CreationReport, Device, DeviceInfo, Error, Event, EventDesc, EventFlags, FlagReport, Graph,
-    HostCallback, Readback, Result, Status, Stream, StreamAttr, StreamAttrValue, StreamDesc,
-    StreamFlags, WaitCondition,
+    HostAllocDesc, HostBuffer, HostCallback, HostMemFlags, Readback, Result, Status, Stream,
+    StreamAttr, StreamAttrValue, StreamDesc, StreamFlags, WaitCondition,
 };
 
 /// Runs `$e` with `$x` bound to the inner value of `$v`, a value (or reference) of the erased
@@ -167,6 +168,28 @@ erased!(
     AnyGraph, Graph, graph_of, HostGraph, CudaGraph, AscendGraph
 );
 
+/// Page-locked host memory bound to a device of any compiled backend
+/// ([`AnyDevice::alloc_host`]; the erased [`HostBuffer`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AnyHostBuffer {
+    /// The host (CPU) backend's.
+    #[cfg(feature = "host")]
+    Host(HostBuffer<crate::host::HostBackend>),
+    /// The CUDA backend's.
+    #[cfg(feature = "cuda-backend")]
+    Cuda(HostBuffer<crate::cuda::CudaBackend>),
+    /// The Ascend backend's.
+    #[cfg(feature = "ascend")]
+    Ascend(HostBuffer<crate::ascend::AscendBackend>),
+}
+
+impl<B: Erasable> From<HostBuffer<B>> for AnyHostBuffer {
+    fn from(h: HostBuffer<B>) -> Self {
+        B::wrap_host_buffer(h)
+    }
+}
+
 impl Clone for AnyDevice {
     fn clone(&self) -> Self {
         each!(AnyDevice, self, d => d.clone().into())
@@ -187,6 +210,12 @@ pub trait Erasable: Backend + sealed::Sealed {
     fn buffer_of(b: &AnyBuffer) -> Option<&Self::Buffer>;
     #[doc(hidden)]
     fn graph_of(g: &AnyGraph) -> Option<&Self::Graph>;
+    #[doc(hidden)]
+    fn host_buffer_of(h: &AnyHostBuffer) -> Option<&HostBuffer<Self>>;
+    #[doc(hidden)]
+    fn host_buffer_of_mut(h: &mut AnyHostBuffer) -> Option<&mut HostBuffer<Self>>;
+    #[doc(hidden)]
+    fn wrap_host_buffer(h: HostBuffer<Self>) -> AnyHostBuffer;
 }
 
 mod sealed {
@@ -234,6 +263,23 @@ macro_rules! erasable {
                     AnyGraph::$v(x) => Some(x),
                     _ => None,
                 }
+            }
+            fn host_buffer_of(h: &AnyHostBuffer) -> Option<&HostBuffer<Self>> {
+                #[allow(unreachable_patterns)]
+                match h {
+                    AnyHostBuffer::$v(x) => Some(x),
+                    _ => None,
+                }
+            }
+            fn host_buffer_of_mut(h: &mut AnyHostBuffer) -> Option<&mut HostBuffer<Self>> {
+                #[allow(unreachable_patterns)]
+                match h {
+                    AnyHostBuffer::$v(x) => Some(x),
+                    _ => None,
+                }
+            }
+            fn wrap_host_buffer(h: HostBuffer<Self>) -> AnyHostBuffer {
+                AnyHostBuffer::$v(h)
             }
         }
     };
@@ -287,6 +333,14 @@ impl AnyDevice {
     /// As [`Device::alloc`].
     pub fn alloc(&self, len: usize) -> Result<AnyBuffer> {
         each!(AnyDevice, self, d => d.alloc(len).map(AnyBuffer::from))
+    }
+
+    /// Allocates page-locked host memory bound to this device ([`Device::alloc_host`]).
+    ///
+    /// # Errors
+    /// As [`Device::alloc_host`].
+    pub fn alloc_host(&self, len: usize, desc: &HostAllocDesc) -> Result<AnyHostBuffer> {
+        each!(AnyDevice, self, d => d.alloc_host(len, desc).map(AnyHostBuffer::from))
     }
 
     /// Waits for all work on the device ([`Device::synchronize`]).
@@ -552,6 +606,48 @@ impl AnyStream {
         })
     }
 
+    /// [`Stream::copy_to_device`]: one native asynchronous copy from page-locked memory.
+    ///
+    /// # Errors
+    /// As [`Stream::copy_to_device`]; [`Error::WrongDevice`] for a buffer of another backend.
+    pub fn copy_to_device(
+        &self,
+        src: &AnyHostBuffer,
+        src_offset: usize,
+        dst: &AnyBuffer,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        const OP: &str = "AnyStream::copy_to_device";
+        if src.kind() != self.kind() {
+            return Err(mixed(OP, self.kind(), src.kind()));
+        }
+        pair!(OP, AnyStream, self, AnyBuffer, dst, s, b => {
+            s.copy_to_device(host_of(OP, s, src)?, src_offset, b, dst_offset, len)
+        })
+    }
+
+    /// [`Stream::copy_to_host`]: one native asynchronous copy into page-locked memory.
+    ///
+    /// # Errors
+    /// As [`Stream::copy_to_host`]; [`Error::WrongDevice`] for a buffer of another backend.
+    pub fn copy_to_host(
+        &self,
+        src: &AnyBuffer,
+        src_offset: usize,
+        dst: &mut AnyHostBuffer,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        const OP: &str = "AnyStream::copy_to_host";
+        if dst.kind() != self.kind() {
+            return Err(mixed(OP, self.kind(), dst.kind()));
+        }
+        pair!(OP, AnyStream, self, AnyBuffer, src, s, b => {
+            s.copy_to_host(b, src_offset, host_of_mut(OP, s, dst)?, dst_offset, len)
+        })
+    }
+
     /// [`Stream::alloc_async`].
     ///
     /// # Errors
@@ -646,6 +742,111 @@ impl AnyBuffer {
     /// [`Buffer::device_address`].
     pub fn device_address(&self) -> u64 {
         each!(AnyBuffer, self, b => b.device_address())
+    }
+}
+
+/// The typed host buffer of the backend of stream `_s`.
+fn host_of<'a, S: Stream>(op: &str, _s: &S, h: &'a AnyHostBuffer) -> Result<&'a HostBuffer<S::B>>
+where
+    S::B: Erasable,
+{
+    <S::B as Erasable>::host_buffer_of(h)
+        .ok_or_else(|| mixed(op, <S::B as Backend>::KIND, h.kind()))
+}
+
+/// The typed host buffer of the backend of stream `_s`, mutably.
+fn host_of_mut<'a, S: Stream>(
+    op: &str,
+    _s: &S,
+    h: &'a mut AnyHostBuffer,
+) -> Result<&'a mut HostBuffer<S::B>>
+where
+    S::B: Erasable,
+{
+    let kind = h.kind();
+    <S::B as Erasable>::host_buffer_of_mut(h)
+        .ok_or_else(|| mixed(op, <S::B as Backend>::KIND, kind))
+}
+
+impl AnyHostBuffer {
+    /// Which backend it belongs to.
+    pub fn kind(&self) -> BackendKind {
+        each!(AnyHostBuffer, self, h => <_ as HostBufferKind>::kind_of(h))
+    }
+
+    /// The typed buffer of the generic path, when it is of backend `B`.
+    pub fn downcast_ref<B: Erasable>(&self) -> Option<&HostBuffer<B>> {
+        B::host_buffer_of(self)
+    }
+
+    /// The typed buffer of the generic path, mutably, when it is of backend `B`.
+    pub fn downcast_mut<B: Erasable>(&mut self) -> Option<&mut HostBuffer<B>> {
+        B::host_buffer_of_mut(self)
+    }
+
+    /// Its device (a clone, which shares the device).
+    pub fn device(&self) -> AnyDevice {
+        each!(AnyHostBuffer, self, h => h.device().clone().into())
+    }
+
+    /// [`HostBuffer::len`].
+    pub fn len(&self) -> usize {
+        each!(AnyHostBuffer, self, h => h.len())
+    }
+
+    /// [`HostBuffer::is_empty`].
+    pub fn is_empty(&self) -> bool {
+        each!(AnyHostBuffer, self, h => h.is_empty())
+    }
+
+    /// [`HostBuffer::flags`].
+    pub fn flags(&self) -> HostMemFlags {
+        each!(AnyHostBuffer, self, h => h.flags())
+    }
+
+    /// [`HostBuffer::report`].
+    pub fn report(&self) -> &FlagReport {
+        each!(AnyHostBuffer, self, h => h.report())
+    }
+
+    /// [`HostBuffer::is_page_locked`].
+    pub fn is_page_locked(&self) -> bool {
+        each!(AnyHostBuffer, self, h => h.is_page_locked())
+    }
+
+    /// [`HostBuffer::wait_idle`].
+    ///
+    /// # Errors
+    /// As [`HostBuffer::wait_idle`].
+    pub fn wait_idle(&self) -> Result<()> {
+        each!(AnyHostBuffer, self, h => h.wait_idle())
+    }
+
+    /// [`HostBuffer::as_slice`] (waits for the copies that use the buffer).
+    ///
+    /// # Errors
+    /// As [`HostBuffer::as_slice`].
+    pub fn as_slice(&self) -> Result<&[u8]> {
+        each!(AnyHostBuffer, self, h => h.as_slice())
+    }
+
+    /// [`HostBuffer::as_mut_slice`] (waits for the copies that use the buffer).
+    ///
+    /// # Errors
+    /// As [`HostBuffer::as_mut_slice`].
+    pub fn as_mut_slice(&mut self) -> Result<&mut [u8]> {
+        each!(AnyHostBuffer, self, h => h.as_mut_slice())
+    }
+}
+
+/// The backend kind of a typed host buffer.
+trait HostBufferKind {
+    fn kind_of(&self) -> BackendKind;
+}
+
+impl<B: Backend> HostBufferKind for HostBuffer<B> {
+    fn kind_of(&self) -> BackendKind {
+        B::KIND
     }
 }
 

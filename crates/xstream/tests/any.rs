@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use xstream::any::{AnyDevice, AnyEvent, AnyStream};
 use xstream::{
-    Backend, BackendKind, CaptureMode, Device, Error, Event, EventDesc, EventFlags, Status, Stream,
-    StreamDesc,
+    Backend, BackendKind, CaptureMode, Device, Error, Event, EventDesc, EventFlags, HostAllocDesc,
+    Status, Stream, StreamDesc,
 };
 
 /// Every erased operation on `dev`, checked by its result.
@@ -90,6 +90,24 @@ fn exercise(dev: &AnyDevice, kind: BackendKind) {
     assert!(matches!(dev.alloc(0), Err(Error::InvalidArgument(_))));
     let f = s.alloc_async(32).expect("alloc_async");
     s.free_async(f).expect("free_async");
+
+    // The data path: page-locked host memory, one native copy each way.
+    let mut h = dev
+        .alloc_host(32, &HostAllocDesc::new())
+        .expect("alloc_host");
+    assert_eq!((h.kind(), h.len()), (kind, 32));
+    h.as_mut_slice().expect("host slice").fill(5);
+    let d = dev.alloc(32).expect("alloc");
+    s.copy_to_device(&h, 0, &d, 0, 32).expect("copy_to_device");
+    s.memset(&d, 0, 4, 6).expect("memset");
+    s.copy_to_host(&d, 0, &mut h, 0, 32).expect("copy_to_host");
+    let mut want = [5u8; 32];
+    want[..4].fill(6);
+    assert_eq!(h.as_slice().expect("waits for the copy"), &want[..]);
+    assert!(matches!(
+        s.copy_to_device(&h, 16, &d, 0, 32),
+        Err(Error::InvalidArgument(_))
+    ));
     dev.synchronize().expect("device synchronize");
 }
 
@@ -219,6 +237,22 @@ mod simulator {
         mixed(hs.copy(&hb, 0, &nb, 0, 16), "copy (dst)");
         mixed(hs.copy(&nb, 0, &hb, 0, 16), "copy (src)");
         mixed(hs.read(&nb, 0, 4).map(drop), "read");
+        let hh = host.alloc_host(16, &HostAllocDesc::new()).unwrap();
+        let mut nh = npu.alloc_host(16, &HostAllocDesc::new()).unwrap();
+        mixed(
+            ns.copy_to_device(&hh, 0, &nb, 0, 16),
+            "copy_to_device (host side)",
+        );
+        mixed(
+            ns.copy_to_device(&nh, 0, &hb, 0, 16),
+            "copy_to_device (device side)",
+        );
+        mixed(
+            hs.copy_to_host(&hb, 0, &mut nh, 0, 16),
+            "copy_to_host (host side)",
+        );
+        assert!(nh.downcast_mut::<xstream::AscendBackend>().is_some());
+        assert!(hh.downcast_ref::<xstream::AscendBackend>().is_none());
         mixed(hs.free_async(nb), "free_async");
         mixed(host.can_access_peer(&npu).map(drop), "can_access_peer");
         let he = host.create_event(&EventDesc::new()).unwrap();
