@@ -33,7 +33,9 @@
 //!
 //! Objects of the generic path convert both ways: `AnyStream::from(host_stream)`, and
 //! [`AnyStream::downcast_ref`]`::<HostBackend>()` gives the typed stream back (for its raw
-//! handle, or for an operation the erased types leave out: modules and kernel launches).
+//! handle, or for what the erased types leave out: the built-in test kernels of
+//! [`Stream::launch`]). Modules and launches have their erased types ([`AnyModule`],
+//! [`AnyFunction`], [`AnyStream::launch_kernel`]).
 //! Page-locked host memory has its erased type too, [`AnyHostBuffer`]
 //! ([`AnyDevice::alloc_host`], [`AnyStream::copy_to_device`], [`AnyStream::copy_to_host`]).
 
@@ -42,9 +44,10 @@ use std::time::Duration;
 
 use crate::{
     Allocator, Backend, BackendKind, Buffer, CaptureMode, CaptureStatus, Completion,
-    CreationReport, Device, DeviceInfo, Error, Event, EventDesc, EventFlags, FlagReport, Graph,
-    HostAllocDesc, HostBuffer, HostCallback, HostMemFlags, Readback, Result, Status, Stream,
-    StreamAttr, StreamAttrValue, StreamDesc, StreamFlags, WaitCondition,
+    CreationReport, Device, DeviceInfo, Error, Event, EventDesc, EventFlags, FlagReport, Function,
+    Graph, HostAllocDesc, HostBuffer, HostCallback, HostMemFlags, KernelArg, LaunchConfig, Module,
+    ModuleSource, ParamKind, Readback, Result, Status, Stream, StreamAttr, StreamAttrValue,
+    StreamDesc, StreamFlags, WaitCondition,
 };
 
 /// Runs `$e` with `$x` bound to the inner value of `$v`, a value (or reference) of the erased
@@ -168,6 +171,21 @@ erased!(
     AnyGraph, Graph, graph_of, HostGraph, CudaGraph, AscendGraph
 );
 
+erased!(
+    /// A loaded module of kernels of any compiled backend ([`AnyDevice::load_module`]).
+    AnyModule, Module, module_of, HostLoadedModule, CudaModule, AscendModule
+);
+erased!(
+    /// A kernel function of any compiled backend ([`AnyModule::function`]); cheap to clone.
+    AnyFunction, Function, function_of, HostFunction, CudaFunction, AscendFunction
+);
+
+impl Clone for AnyFunction {
+    fn clone(&self) -> Self {
+        each!(AnyFunction, self, f => f.clone().into())
+    }
+}
+
 /// Page-locked host memory bound to a device of any compiled backend
 /// ([`AnyDevice::alloc_host`]; the erased [`HostBuffer`]).
 #[derive(Debug)]
@@ -210,6 +228,10 @@ pub trait Erasable: Backend + sealed::Sealed {
     fn buffer_of(b: &AnyBuffer) -> Option<&Self::Buffer>;
     #[doc(hidden)]
     fn graph_of(g: &AnyGraph) -> Option<&Self::Graph>;
+    #[doc(hidden)]
+    fn module_of(m: &AnyModule) -> Option<&Self::Module>;
+    #[doc(hidden)]
+    fn function_of(f: &AnyFunction) -> Option<&Self::Function>;
     #[doc(hidden)]
     fn host_buffer_of(h: &AnyHostBuffer) -> Option<&HostBuffer<Self>>;
     #[doc(hidden)]
@@ -261,6 +283,20 @@ macro_rules! erasable {
                 #[allow(unreachable_patterns)]
                 match g {
                     AnyGraph::$v(x) => Some(x),
+                    _ => None,
+                }
+            }
+            fn module_of(m: &AnyModule) -> Option<&Self::Module> {
+                #[allow(unreachable_patterns)]
+                match m {
+                    AnyModule::$v(x) => Some(x),
+                    _ => None,
+                }
+            }
+            fn function_of(f: &AnyFunction) -> Option<&Self::Function> {
+                #[allow(unreachable_patterns)]
+                match f {
+                    AnyFunction::$v(x) => Some(x),
                     _ => None,
                 }
             }
@@ -341,6 +377,22 @@ impl AnyDevice {
     /// As [`Device::alloc_host`].
     pub fn alloc_host(&self, len: usize, desc: &HostAllocDesc) -> Result<AnyHostBuffer> {
         each!(AnyDevice, self, d => d.alloc_host(len, desc).map(AnyHostBuffer::from))
+    }
+
+    /// Loads a module of kernels ([`Device::load_module`]).
+    ///
+    /// # Errors
+    /// As [`Device::load_module`].
+    pub fn load_module(&self, src: &ModuleSource<'_>) -> Result<AnyModule> {
+        each!(AnyDevice, self, d => d.load_module(src).map(AnyModule::from))
+    }
+
+    /// The module shipped with the crate ([`Device::builtin_module`]).
+    ///
+    /// # Errors
+    /// As [`Device::builtin_module`].
+    pub fn builtin_module(&self) -> Result<AnyModule> {
+        each!(AnyDevice, self, d => d.builtin_module().map(AnyModule::from))
     }
 
     /// Waits for all work on the device ([`Device::synchronize`]).
@@ -648,6 +700,25 @@ impl AnyStream {
         })
     }
 
+    /// [`Stream::launch_kernel`]: kernel `f` with `cfg` and `args`. The arguments are
+    /// converted to the backend's types first (one small vector per launch).
+    ///
+    /// # Errors
+    /// As [`Stream::launch_kernel`]; [`Error::WrongDevice`] for a function or buffer argument
+    /// of another backend.
+    pub fn launch_kernel(
+        &self,
+        f: &AnyFunction,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, AnyBuffer>],
+    ) -> Result<()> {
+        const OP: &str = "AnyStream::launch_kernel";
+        pair!(OP, AnyStream, self, AnyFunction, f, s, func => {
+            let typed = typed_args(OP, s, args)?;
+            s.launch_kernel(func, cfg, &typed)
+        })
+    }
+
     /// [`Stream::alloc_async`].
     ///
     /// # Errors
@@ -742,6 +813,55 @@ impl AnyBuffer {
     /// [`Buffer::device_address`].
     pub fn device_address(&self) -> u64 {
         each!(AnyBuffer, self, b => b.device_address())
+    }
+}
+
+/// `args` with each buffer replaced by the typed buffer of the backend of stream `_s`.
+fn typed_args<'a, S: Stream>(
+    op: &str,
+    _s: &S,
+    args: &[KernelArg<'a, AnyBuffer>],
+) -> Result<Vec<KernelArg<'a, <S::B as Backend>::Buffer>>>
+where
+    S::B: Erasable,
+{
+    args.iter()
+        .map(|a| {
+            Ok(match *a {
+                KernelArg::Buffer(b) => KernelArg::Buffer(
+                    <S::B as Erasable>::buffer_of(b)
+                        .ok_or_else(|| mixed(op, <S::B as Backend>::KIND, b.kind()))?,
+                ),
+                KernelArg::U32(v) => KernelArg::U32(v),
+                KernelArg::I32(v) => KernelArg::I32(v),
+                KernelArg::U64(v) => KernelArg::U64(v),
+                KernelArg::I64(v) => KernelArg::I64(v),
+                KernelArg::F32(v) => KernelArg::F32(v),
+                KernelArg::F64(v) => KernelArg::F64(v),
+            })
+        })
+        .collect()
+}
+
+impl AnyModule {
+    /// The function called `name` ([`Module::function`]).
+    ///
+    /// # Errors
+    /// As [`Module::function`].
+    pub fn function(&self, name: &str) -> Result<AnyFunction> {
+        each!(AnyModule, self, m => m.function(name).map(AnyFunction::from))
+    }
+}
+
+impl AnyFunction {
+    /// [`Function::name`].
+    pub fn name(&self) -> &str {
+        each!(AnyFunction, self, f => f.name())
+    }
+
+    /// [`Function::params`].
+    pub fn params(&self) -> Option<&[ParamKind]> {
+        each!(AnyFunction, self, f => f.params())
     }
 }
 
