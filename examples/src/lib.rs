@@ -113,6 +113,36 @@ pub fn needs_kernel_binary(example: &str, why: &str) -> ExitCode {
     ExitCode::from(EXIT_NEEDS_KERNEL_BINARY)
 }
 
+/// The environment variable with the log filter of the examples (and of the `xstream` CLI):
+/// `tracing-subscriber`'s env-filter syntax, e.g. `debug` or `xstream_cuda=debug,warn`.
+/// `RUST_LOG` is read when it is not set; the default is `warn`.
+pub const LOG_ENV: &str = "XSTREAM_LOG";
+
+/// Installs a `tracing` subscriber that prints xstream's events to stderr, filtered by
+/// [`LOG_ENV`] (else `RUST_LOG`, else `warn`): without one, the libraries' warnings (a flag
+/// dropped under best effort, a device exception, a leaked buffer) go nowhere. A filter that
+/// does not parse is reported and `warn` used. Call it first in `main`; later calls do
+/// nothing.
+pub fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let spec = std::env::var(LOG_ENV)
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_default();
+    let filter = if spec.trim().is_empty() {
+        EnvFilter::new("warn")
+    } else {
+        EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+            eprintln!("warning: log filter `{spec}` does not parse ({e}); using `warn`");
+            EnvFilter::new("warn")
+        })
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .without_time()
+        .try_init();
+}
+
 /// The exit status of an example: success, or the error on stderr and failure.
 pub fn exit_code(r: Result<()>) -> ExitCode {
     match r {

@@ -34,6 +34,12 @@ const RUNTIME_SKELETON: Example = Example {
     verified: "verified: the result (24576 bytes) matches the host reference",
 };
 
+const ERASED_RUNTIME: Example = Example {
+    name: "erased_runtime",
+    exe: env!("CARGO_BIN_EXE_erased_runtime"),
+    verified: "verified: the gathered tensor (8192 bytes) matches the host reference",
+};
+
 const USER_KERNEL: Example = Example {
     name: "user_kernel",
     exe: env!("CARGO_BIN_EXE_user_kernel"),
@@ -121,6 +127,25 @@ everywhere!(ASYNC_STREAMS =>
     async_streams_on_host, async_streams_on_the_acl_simulator, async_streams_on_cuda);
 everywhere!(RUNTIME_SKELETON =>
     runtime_skeleton_on_host, runtime_skeleton_on_the_acl_simulator, runtime_skeleton_on_cuda);
+everywhere!(ERASED_RUNTIME =>
+    erased_runtime_on_host, erased_runtime_on_the_acl_simulator, erased_runtime_on_cuda);
+
+/// On a backend other than host, the erased example also shows that mixing backends is a
+/// clear error (the simulator here; a GPU where there is one).
+#[test]
+fn erased_runtime_refuses_mixed_backends() {
+    let out = run(&ERASED_RUNTIME, BackendKind::Ascend);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.lines().any(
+            |l| l.starts_with("mixing refused: wrong device: AnyEvent::record")
+                && l.contains("ascend")
+                && l.contains("host")
+        ),
+        "{stdout}"
+    );
+}
 
 /// The backend can also be chosen through `XSTREAM_BACKEND`; a bad name is a clear error.
 #[test]
@@ -330,5 +355,33 @@ fn ipc_producer_consumer_is_refused_on_the_acl_simulator() {
     report_skip(
         "ipc_producer_consumer on the ACL simulator",
         &"interprocess buffers are not implemented on Ascend (checked: a clear refusal)",
+    );
+}
+
+/// The examples install a `tracing` subscriber: xstream's events reach stderr under the
+/// filter in `XSTREAM_LOG` (here `debug`: the host backend's stream and event creation), none
+/// below `warn` by default, and a filter that does not parse is reported.
+#[test]
+fn examples_print_xstream_tracing_events_by_filter() {
+    let run_with = |filter: Option<&str>| {
+        let mut cmd = Command::new(ERASED_RUNTIME.exe);
+        cmd.args(["--backend", "host"])
+            .env_remove("XSTREAM_LOG")
+            .env_remove("RUST_LOG");
+        if let Some(f) = filter {
+            cmd.env("XSTREAM_LOG", f);
+        }
+        let out = cmd.output().expect("start the example");
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let debug = run_with(Some("debug"));
+    assert!(debug.contains("create host event"), "{debug}");
+    let quiet = run_with(None);
+    assert!(!quiet.contains("create host event"), "{quiet}");
+    let bad = run_with(Some("xstream_host=loud"));
+    assert!(
+        bad.starts_with("warning: log filter `xstream_host=loud` does not parse"),
+        "{bad}"
     );
 }

@@ -1,9 +1,11 @@
 //! # xstream-cuda
 //!
 //! The CUDA backend of xstream, over the CUDA **driver** API through
-//! [cudarc](https://docs.rs/cudarc) 0.19 (`driver`, `dynamic-loading`, `cuda-13000` bindings:
-//! libcuda is opened at run time, so this crate builds and its tests run, as skips, on machines
-//! without a GPU).
+//! [cudarc](https://docs.rs/cudarc) 0.19 (`driver`, `fallback-dynamic-loading`, by default the
+//! `cuda-13000` bindings: libcuda is opened at run time, so this crate builds and its tests run,
+//! as skips, on machines without a GPU). The cudarc it was built with is re-exported as
+//! [`cudarc`], so interop types ([`CudaStream::from_cudarc`], ...) match by construction; a crate
+//! with its own cudarc dependency of a compatible version (`0.19`) gets the same one.
 //!
 //! ## Modules
 //! | layer | module | what |
@@ -94,6 +96,10 @@ use std::sync::OnceLock;
 use xstream_core::{Backend, BackendKind, Error, FlagTable, Result};
 
 pub use conv::CUDA_FLAGS;
+
+/// The cudarc this backend is built on; use it (or a `cudarc = "0.19"` dependency, which cargo
+/// unifies with it) for the types that cross between xstream and cudarc.
+pub use cudarc;
 
 /// The longest sleep between two queries of the emulated `synchronize_timeout` (stream and
 /// event): sleeps start at 20 µs and double up to this, bounding the wake-up delay after the

@@ -201,7 +201,31 @@ fn conform_on<B: Backend>(
     Ok(sum.failed == 0)
 }
 
+/// Prints xstream's `tracing` events to stderr, filtered by `XSTREAM_LOG` (else `RUST_LOG`,
+/// else `warn`; env-filter syntax such as `xstream_cuda=debug,warn`); a filter that does not
+/// parse is reported and `warn` used.
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let spec = std::env::var("XSTREAM_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_default();
+    let filter = if spec.trim().is_empty() {
+        EnvFilter::new("warn")
+    } else {
+        EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+            eprintln!("warning: log filter `{spec}` does not parse ({e}); using `warn`");
+            EnvFilter::new("warn")
+        })
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .without_time()
+        .try_init();
+}
+
 fn main() -> ExitCode {
+    init_tracing();
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Info { backend } => info(backend.as_deref()).map(|_| true),

@@ -208,6 +208,17 @@ pub enum Error {
     /// Any other vendor error, with its code.
     #[error("{0}")]
     Native(NativeError),
+    /// An error of a foreign library that xstream or the program calls beside the vendor
+    /// runtime (cudarc, a vendor operator library, a runtime's own code), kept whole as the
+    /// [`source`](std::error::Error::source) so that callers can downcast it.
+    #[error("{what}: {source}")]
+    External {
+        /// What failed, in words (the library and the call).
+        what: String,
+        /// The foreign error.
+        #[source]
+        source: Arc<dyn std::error::Error + Send + Sync>,
+    },
     /// A collective operation (or a communicator's creation) failed: aborted, a peer timed
     /// out. Bad or disagreeing arguments are [`Error::InvalidArgument`]; vendor codes come
     /// as [`Error::Native`] instead.
@@ -260,6 +271,26 @@ impl Error {
     pub fn invalid(msg: impl Into<String>) -> Self {
         Error::InvalidArgument(msg.into())
     }
+
+    /// Shorthand for [`Error::External`]: `source` (a foreign library's error) kept whole,
+    /// with `what` (the library and the call) in front of its message.
+    pub fn external(
+        what: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::External {
+            what: what.into(),
+            source: Arc::new(source),
+        }
+    }
+
+    /// The foreign error of an [`Error::External`], as a `T` when it is one.
+    pub fn external_source<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        match self {
+            Error::External { source, .. } => source.downcast_ref::<T>(),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -286,6 +317,27 @@ mod tests {
         assert!(s.contains("700"), "{s}");
         assert!(e.is_sticky());
         assert_eq!(e.native().unwrap().code, 700);
+    }
+
+    #[test]
+    fn external_keeps_the_foreign_error() {
+        #[derive(Debug, thiserror::Error, PartialEq)]
+        #[error("op library failed with status {0}")]
+        struct OpError(i32);
+
+        let e = Error::external("oplib::matmul", OpError(7));
+        assert_eq!(
+            e.to_string(),
+            "oplib::matmul: op library failed with status 7"
+        );
+        assert_eq!(e.external_source::<OpError>(), Some(&OpError(7)));
+        assert!(e.external_source::<std::io::Error>().is_none());
+        let src = std::error::Error::source(&e).expect("the source is kept");
+        assert_eq!(src.to_string(), "op library failed with status 7");
+        assert!(!e.is_sticky());
+        assert!(e.native().is_none());
+        // Clones share the source.
+        assert_eq!(e.clone().external_source::<OpError>(), Some(&OpError(7)));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! | feature | backend | module | needs at build time |
 //! |---|---|---|---|
 //! | `host` (default) | CPU threads, the reference semantics | [`host`] | nothing |
-//! | `cuda` | CUDA driver via cudarc, loaded at run time | `cuda` | nothing |
+//! | `cuda` | CUDA driver via cudarc, loaded at run time (cudarc's CUDA 13.0 bindings; `cuda-backend` plus a `cuda-XXXXX` feature picks others) | `cuda`, `cudarc` | nothing |
 //! | `ascend` | `libascendcl.so` via libloading | `ascend` | nothing |
 //! | `collectives` | the vendor parts of [`collective`] (CUDA: NCCL, loaded at run time); the host's are always on | `cuda::collective` | nothing |
 //!
@@ -77,6 +77,19 @@
 
 pub use xstream_core::*;
 
+#[cfg(any(feature = "host", feature = "cuda-backend", feature = "ascend"))]
+pub mod any;
+
+/// The snippets of docs/coming-from-cudarc.md, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/coming-from-cudarc.md")]
+pub struct ComingFromCudarc;
+
+/// The snippets of docs/coming-from-torch.md, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/coming-from-torch.md")]
+pub struct ComingFromTorch;
+
 #[cfg(feature = "host")]
 /// The CPU backend.
 pub use xstream_host as host;
@@ -97,20 +110,23 @@ macro_rules! __if_host {
     ($($t:tt)*) => {};
 }
 
-#[cfg(feature = "cuda")]
+#[cfg(feature = "cuda-backend")]
 /// The CUDA backend.
 pub use xstream_cuda as cuda;
-#[cfg(feature = "cuda")]
+#[cfg(feature = "cuda-backend")]
+/// The cudarc the CUDA backend is built on (see [`cuda::cudarc`]).
+pub use xstream_cuda::cudarc;
+#[cfg(feature = "cuda-backend")]
 pub use xstream_cuda::CudaBackend;
 
-#[cfg(feature = "cuda")]
+#[cfg(feature = "cuda-backend")]
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __if_cuda {
     ($($t:tt)*) => { $($t)* };
 }
 
-#[cfg(not(feature = "cuda"))]
+#[cfg(not(feature = "cuda-backend"))]
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __if_cuda {
@@ -142,8 +158,55 @@ macro_rules! __if_ascend {
 /// `dispatch!(kind, B => expr)` evaluates `expr` with the type alias `B` bound to the backend
 /// type of `kind`. `expr` must be a `Result<_, xstream::Error>`; a backend that is not compiled
 /// in yields [`Error::NotCompiled`].
+///
+/// `dispatch!(kind, B => expr, else k => other)` takes any type instead: for a backend that
+/// is not compiled in it evaluates `other`, with `k` (a name, or `_`) bound to the
+/// kind. Use it when the body returns your own error type, or no `Result` at all:
+///
+/// ```
+/// use xstream::{Backend, BackendKind};
+///
+/// #[derive(Debug, PartialEq)]
+/// enum MyError { Missing(BackendKind) }
+///
+/// let name: Result<&str, MyError> =
+///     xstream::dispatch!(BackendKind::Host, B => Ok(B::KIND.name()), else k => Err(MyError::Missing(k)));
+/// assert_eq!(name, Ok("host"));
+/// let n: usize = xstream::dispatch!(BackendKind::Host, B => B::device_count().unwrap_or(0), else _ => 0);
+/// assert!(n >= 1);
+/// ```
 #[macro_export]
 macro_rules! dispatch {
+    ($kind:expr, $B:ident => $body:expr, else $k:pat => $else:expr $(,)?) => {{
+        let __xstream_kind: $crate::BackendKind = $kind;
+        #[allow(unreachable_code, clippy::never_loop)]
+        loop {
+            $crate::__if_host! {
+                if __xstream_kind == $crate::BackendKind::Host {
+                    #[allow(dead_code)]
+                    type $B = $crate::host::HostBackend;
+                    break $body;
+                }
+            }
+            $crate::__if_cuda! {
+                if __xstream_kind == $crate::BackendKind::Cuda {
+                    #[allow(dead_code)]
+                    type $B = $crate::cuda::CudaBackend;
+                    break $body;
+                }
+            }
+            $crate::__if_ascend! {
+                if __xstream_kind == $crate::BackendKind::Ascend {
+                    #[allow(dead_code)]
+                    type $B = $crate::ascend::AscendBackend;
+                    break $body;
+                }
+            }
+            #[allow(unused_variables, irrefutable_let_patterns)]
+            let $k = __xstream_kind;
+            break $else;
+        }
+    }};
     ($kind:expr, $B:ident => $body:expr) => {{
         let __xstream_kind: $crate::BackendKind = $kind;
         #[allow(unreachable_code, clippy::never_loop)]
@@ -186,7 +249,7 @@ pub fn compiled() -> Vec<BackendKind> {
 pub fn is_compiled(kind: BackendKind) -> bool {
     match kind {
         BackendKind::Host => cfg!(feature = "host"),
-        BackendKind::Cuda => cfg!(feature = "cuda"),
+        BackendKind::Cuda => cfg!(feature = "cuda-backend"),
         BackendKind::Ascend => cfg!(feature = "ascend"),
     }
 }
@@ -212,7 +275,7 @@ cfg_if::cfg_if! {
         /// The backend [`auto`] falls back to when none is available: the host backend when it
         /// is compiled in.
         pub const FALLBACK: BackendKind = BackendKind::Host;
-    } else if #[cfg(feature = "cuda")] {
+    } else if #[cfg(feature = "cuda-backend")] {
         /// The backend [`auto`] falls back to when none is available (host is not compiled in).
         pub const FALLBACK: BackendKind = BackendKind::Cuda;
     } else {

@@ -86,6 +86,7 @@ async fn run<B: Backend>() -> Result<()> {
 }
 
 fn main() -> ExitCode {
+    xstream_examples::init_tracing();
     let r = xstream_examples::choose_backend(Capabilities::KERNELS).and_then(|kind| {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(EXECUTOR_THREADS)

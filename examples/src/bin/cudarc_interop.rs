@@ -178,6 +178,7 @@ fn run() -> Result<()> {
 }
 
 fn main() -> ExitCode {
+    xstream_examples::init_tracing();
     // Any backend may be requested; only CUDA runs the example.
     let requested = match xstream_examples::requested_backend(Capabilities::empty()) {
         Ok(kind) => kind,

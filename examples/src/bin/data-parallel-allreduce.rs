@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use xstream_examples::data_parallel::{run, Config};
 
 fn main() -> ExitCode {
+    xstream_examples::init_tracing();
     let mut cfg = Config::default();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {

@@ -185,6 +185,7 @@ fn run<B: Backend>() -> Result<()> {
 }
 
 fn main() -> ExitCode {
+    xstream_examples::init_tracing();
     // The backend is chosen at run time (`--backend`, `XSTREAM_BACKEND`, or auto), and
     // `dispatch!` instantiates `run` for it: generic code, no dynamic dispatch inside.
     let r = xstream_examples::choose_backend(Capabilities::KERNELS)

@@ -172,6 +172,7 @@ fn run<B: Backend>() -> Result<()> {
 }
 
 fn main() -> ExitCode {
+    xstream_examples::init_tracing();
     // Run-time choice: `dispatch!` expands `run::<B>()` once per compiled backend and calls
     // the one `kind` names.
     let r = xstream_examples::choose_backend(Capabilities::KERNELS)

@@ -242,6 +242,7 @@ fn run<B: Backend>() -> Result<Option<String>> {
 }
 
 fn main() -> ExitCode {
+    xstream_examples::init_tracing();
     let r = xstream_examples::choose_backend(Capabilities::MODULES)
         .and_then(|kind| xstream::dispatch!(kind, B => run::<B>()));
     match r {

@@ -1,0 +1,327 @@
+//! The type-erased path (`xstream::any`) against the generic one: the same operations give
+//! the same results and the same errors, on the host backend and on the Ascend backend over
+//! the ACL runtime simulator (a test double of `libascendcl.so`, not hardware); objects of two
+//! backends mixed give `Error::WrongDevice` naming both. (Built with the `host` feature, the
+//! default.)
+#![cfg(feature = "host")]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use xstream::any::{AnyDevice, AnyEvent, AnyStream};
+use xstream::{
+    Backend, BackendKind, CaptureMode, Device, Error, Event, EventDesc, EventFlags, HostAllocDesc,
+    Status, Stream, StreamDesc,
+};
+
+/// Every erased operation on `dev`, checked by its result.
+fn exercise(dev: &AnyDevice, kind: BackendKind) {
+    assert_eq!(dev.kind(), kind);
+    let s = dev.create_stream(&StreamDesc::new()).expect("stream");
+    assert_eq!(s.kind(), kind);
+    assert_eq!(s.device().kind(), kind);
+    assert!(s.id() > 0);
+    let t = dev
+        .create_event(&EventDesc::new().flags(EventFlags::empty()))
+        .expect("timing event");
+    let u = dev.create_event(&EventDesc::new()).expect("event");
+
+    // Data: write, copy, memset, read back.
+    let a = dev.alloc(64).expect("alloc");
+    let b = dev.alloc(64).expect("alloc");
+    assert_eq!((a.len(), a.is_empty(), a.kind()), (64, false, kind));
+    t.record(&s).expect("record start");
+    s.write(&a, 0, (0u8..64).collect()).expect("write");
+    s.copy(&a, 0, &b, 0, 64).expect("copy");
+    s.memset(&b, 0, 8, 0xee).expect("memset");
+    let back = s.read(&b, 0, 64).expect("read");
+    u.record(&s).expect("record end");
+    let other = dev.create_stream(&StreamDesc::new()).expect("stream");
+    other.wait_event(&u).expect("wait_event");
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = Arc::clone(&ran);
+    other
+        .host_callback(move |res| r.store(res.is_ok(), Ordering::SeqCst))
+        .expect("host_callback");
+    other.synchronize().expect("synchronize");
+    assert!(
+        ran.load(Ordering::SeqCst),
+        "the callback ran after the event"
+    );
+    assert_eq!(u.query().expect("query"), Status::Ready);
+    assert_eq!(s.query().expect("query"), Status::Ready);
+    let mut want: Vec<u8> = (0u8..64).collect();
+    want[..8].fill(0xee);
+    assert_eq!(back.take().expect("readback"), want);
+    let ms = t.elapsed_ms(&u).expect("elapsed");
+    assert!(ms >= 0.0, "{ms}");
+
+    // Capture and replay (where the backend captures).
+    if dev
+        .info()
+        .capabilities
+        .contains(xstream::Capabilities::CAPTURE)
+    {
+        let c = dev.create_stream(&StreamDesc::new()).expect("stream");
+        c.begin_capture(CaptureMode::Global).expect("begin");
+        assert!(c.is_capturing());
+        c.memset(&a, 0, 4, 7).expect("captured memset");
+        let g = c.end_capture().expect("end");
+        assert!(!c.is_capturing());
+        assert!(g.node_count() >= 1);
+        g.launch(&s).expect("replay");
+        let r = s.read(&a, 0, 4).expect("read");
+        s.synchronize().expect("sync");
+        assert_eq!(r.take().expect("readback"), vec![7; 4]);
+    }
+
+    // The same errors as the generic path.
+    assert!(matches!(
+        s.memset(&a, 60, 8, 0),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        s.synchronize_timeout(Duration::ZERO),
+        Err(Error::InvalidArgument(_))
+    ));
+    let never = dev.create_event(&EventDesc::new()).expect("event");
+    assert!(matches!(never.elapsed_ms(&u), Err(Error::EventNotRecorded)));
+    assert!(matches!(dev.alloc(0), Err(Error::InvalidArgument(_))));
+    let f = s.alloc_async(32).expect("alloc_async");
+    s.free_async(f).expect("free_async");
+
+    // The data path: page-locked host memory, one native copy each way.
+    let mut h = dev
+        .alloc_host(32, &HostAllocDesc::new())
+        .expect("alloc_host");
+    assert_eq!((h.kind(), h.len()), (kind, 32));
+    h.as_mut_slice().expect("host slice").fill(5);
+    let d = dev.alloc(32).expect("alloc");
+    s.copy_to_device(&h, 0, &d, 0, 32).expect("copy_to_device");
+    s.memset(&d, 0, 4, 6).expect("memset");
+    s.copy_to_host(&d, 0, &mut h, 0, 32).expect("copy_to_host");
+    let mut want = [5u8; 32];
+    want[..4].fill(6);
+    assert_eq!(h.as_slice().expect("waits for the copy"), &want[..]);
+    assert!(matches!(
+        s.copy_to_device(&h, 16, &d, 0, 32),
+        Err(Error::InvalidArgument(_))
+    ));
+    dev.synchronize().expect("device synchronize");
+}
+
+/// The generic path's answer to the same bad inputs, for one backend: the erased path must
+/// give the same error kinds.
+fn generic_errors<B: Backend>(dev: &B::Device) -> [String; 2] {
+    let s = dev.create_stream(&StreamDesc::new()).unwrap();
+    let a = dev.alloc(64).unwrap();
+    let e1 = s.memset(&a, 60, 8, 0).unwrap_err();
+    let ev = dev.create_event(&EventDesc::new()).unwrap();
+    let end = dev.create_event(&EventDesc::new()).unwrap();
+    end.record(&s).unwrap();
+    s.synchronize().unwrap();
+    let e2 = ev.elapsed_ms(&end).unwrap_err();
+    [e1.to_string(), e2.to_string()]
+}
+
+fn erased_errors(dev: &AnyDevice) -> [String; 2] {
+    let s = dev.create_stream(&StreamDesc::new()).unwrap();
+    let a = dev.alloc(64).unwrap();
+    let e1 = s.memset(&a, 60, 8, 0).unwrap_err();
+    let ev = dev.create_event(&EventDesc::new()).unwrap();
+    let end = dev.create_event(&EventDesc::new()).unwrap();
+    end.record(&s).unwrap();
+    s.synchronize().unwrap();
+    let e2 = ev.elapsed_ms(&end).unwrap_err();
+    [e1.to_string(), e2.to_string()]
+}
+
+#[test]
+fn erased_path_on_host() {
+    let dev = AnyDevice::open(BackendKind::Host, 0).expect("host device");
+    exercise(&dev, BackendKind::Host);
+    let typed = xstream::HostBackend::open(0).unwrap();
+    assert_eq!(
+        erased_errors(&dev),
+        generic_errors::<xstream::HostBackend>(&typed)
+    );
+}
+
+#[test]
+fn erased_module_launch_on_host() {
+    use xstream::{HostModule, KernelArg, LaunchConfig, ModuleSource, ParamKind};
+    let dev = AnyDevice::open(BackendKind::Host, 0).unwrap();
+    let m = dev
+        .load_module(&ModuleSource::Host(HostModule::new().with_kernel(
+            "fill",
+            &[ParamKind::Buffer, ParamKind::U32],
+            |_, args| {
+                let v = args[1].u32()?;
+                args[0].buffer()?.fill(v as u8);
+                Ok(())
+            },
+        )))
+        .expect("load_module");
+    let f = m.function("fill").expect("function");
+    assert_eq!(f.name(), "fill");
+    assert_eq!(f.params(), Some(&[ParamKind::Buffer, ParamKind::U32][..]));
+    let s = dev.create_stream(&StreamDesc::new()).unwrap();
+    let b = dev.alloc(16).unwrap();
+    s.launch_kernel(
+        &f,
+        &LaunchConfig::single(),
+        &[KernelArg::Buffer(&b), KernelArg::U32(42)],
+    )
+    .expect("launch");
+    let r = s.read(&b, 0, 16).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(r.take().unwrap(), vec![42; 16]);
+    // The generic path's argument check, through the erased one.
+    assert!(matches!(
+        s.launch_kernel(&f.clone(), &LaunchConfig::single(), &[KernelArg::U32(1)]),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(m.function("nope"), Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn conversions_both_ways_on_host() {
+    let typed = xstream::HostBackend::open(0).unwrap();
+    let s = typed.create_stream(&StreamDesc::new()).unwrap();
+    let id = s.id();
+    let any = AnyStream::from(s);
+    let back = any
+        .downcast_ref::<xstream::HostBackend>()
+        .expect("a host stream");
+    assert_eq!(back.id(), id);
+    let dev = AnyDevice::from(typed.clone());
+    assert_eq!(dev.info().name, typed.info().name);
+    let e = AnyEvent::from(typed.create_event(&EventDesc::new()).unwrap());
+    assert!(e.downcast_ref::<xstream::HostBackend>().is_some());
+}
+
+#[test]
+fn uncompiled_backend_is_not_compiled_error() {
+    for k in BackendKind::ALL {
+        if !xstream::is_compiled(k) {
+            assert!(matches!(AnyDevice::open(k, 0), Err(Error::NotCompiled(x)) if x == k));
+        }
+    }
+}
+
+#[test]
+fn dispatch_else_arm_takes_any_type() {
+    #[derive(Debug, PartialEq)]
+    enum Mine {
+        Missing(BackendKind),
+    }
+    for k in BackendKind::ALL {
+        let r: Result<BackendKind, Mine> =
+            xstream::dispatch!(k, B => Ok(B::KIND), else other => Err(Mine::Missing(other)));
+        if xstream::is_compiled(k) {
+            assert_eq!(r, Ok(k));
+        } else {
+            assert_eq!(r, Err(Mine::Missing(k)));
+        }
+        let n: u32 = xstream::dispatch!(k, B => B::KIND as u32 + 1, else _ => 0);
+        assert_eq!(n == 0, !xstream::is_compiled(k));
+    }
+}
+
+#[cfg(feature = "ascend")]
+mod simulator {
+    use super::*;
+    use xstream_conformance::simulator;
+
+    #[test]
+    fn erased_path_on_ascend_simulator() {
+        if !simulator::run_in_child(1) {
+            return;
+        }
+        simulator::setup(1);
+        let dev = AnyDevice::open(BackendKind::Ascend, 0).expect("simulated Ascend device");
+        exercise(&dev, BackendKind::Ascend);
+        let typed = xstream::AscendBackend::open(0).unwrap();
+        assert_eq!(
+            erased_errors(&dev),
+            generic_errors::<xstream::AscendBackend>(&typed)
+        );
+    }
+
+    #[test]
+    fn mixing_backends_is_a_clear_error() {
+        if !simulator::run_in_child(1) {
+            return;
+        }
+        simulator::setup(1);
+        let host = AnyDevice::open(BackendKind::Host, 0).unwrap();
+        let npu = AnyDevice::open(BackendKind::Ascend, 0).expect("simulated Ascend device");
+        let hs = host.create_stream(&StreamDesc::new()).unwrap();
+        let ns = npu.create_stream(&StreamDesc::new()).unwrap();
+        let ne = npu.create_event(&EventDesc::new()).unwrap();
+        let hb = host.alloc(16).unwrap();
+        let nb = npu.alloc(16).unwrap();
+        let mixed = |r: xstream::Result<()>, what: &str| match r {
+            Err(Error::WrongDevice(m)) => {
+                assert!(m.contains("host") && m.contains("ascend"), "{what}: {m}");
+            }
+            other => panic!("{what}: expected WrongDevice, got {other:?}"),
+        };
+        mixed(ne.record(&hs), "record");
+        mixed(hs.wait_event(&ne), "wait_event");
+        mixed(ns.memset(&hb, 0, 16, 1), "memset");
+        mixed(hs.copy(&hb, 0, &nb, 0, 16), "copy (dst)");
+        mixed(hs.copy(&nb, 0, &hb, 0, 16), "copy (src)");
+        mixed(hs.read(&nb, 0, 4).map(drop), "read");
+        let hh = host.alloc_host(16, &HostAllocDesc::new()).unwrap();
+        let mut nh = npu.alloc_host(16, &HostAllocDesc::new()).unwrap();
+        mixed(
+            ns.copy_to_device(&hh, 0, &nb, 0, 16),
+            "copy_to_device (host side)",
+        );
+        mixed(
+            ns.copy_to_device(&nh, 0, &hb, 0, 16),
+            "copy_to_device (device side)",
+        );
+        mixed(
+            hs.copy_to_host(&hb, 0, &mut nh, 0, 16),
+            "copy_to_host (host side)",
+        );
+        assert!(nh.downcast_mut::<xstream::AscendBackend>().is_some());
+        assert!(hh.downcast_ref::<xstream::AscendBackend>().is_none());
+        let hf = host
+            .builtin_module()
+            .and_then(|m| m.function("xstream_lcg"))
+            .expect("the host builtin module");
+        mixed(
+            ns.launch_kernel(&hf, &xstream::LaunchConfig::single(), &[]),
+            "launch_kernel (function)",
+        );
+        mixed(
+            hs.launch_kernel(
+                &hf,
+                &xstream::LaunchConfig::single(),
+                &[xstream::KernelArg::Buffer(&nb)],
+            ),
+            "launch_kernel (buffer argument)",
+        );
+        mixed(hs.free_async(nb), "free_async");
+        mixed(host.can_access_peer(&npu).map(drop), "can_access_peer");
+        let he = host.create_event(&EventDesc::new()).unwrap();
+        mixed(he.elapsed_ms(&ne).map(drop), "elapsed_ms");
+        assert!(ne.downcast_ref::<xstream::HostBackend>().is_none());
+        // Both streams still work after the refusals.
+        hs.synchronize().unwrap();
+        ns.synchronize().unwrap();
+    }
+}
+
+#[cfg(not(feature = "ascend"))]
+#[test]
+fn erased_path_on_ascend_simulator() {
+    xstream_conformance::report_skip(
+        "erased_path_on_ascend_simulator",
+        &"the `ascend` feature is off (run with `--features ascend`, as `cargo test --workspace` does)",
+    );
+}
