@@ -152,10 +152,15 @@ fn cuda_ipc_a_consumer_process_reads_and_answers_through_a_shared_range() {
         let e = CudaEvent::open_ipc(&d, &ev).unwrap();
         let s = d.create_stream(&StreamDesc::new()).unwrap();
         s.wait_event(&e).unwrap();
-        let r = s.read(&buf, 0, 2048).unwrap();
-        s.write(&buf, 0, vec![0xAB; 16]).unwrap();
+        // The wait is enqueued without blocking. `read` is announced before it is called:
+        // on CUDA it returns only once its copy into pageable memory is done (the driver's
+        // rule for `cuMemcpyDtoHAsync` to pageable memory, docs/semantics.md), and that copy
+        // waits behind the producer's gated work (GPU run 15 saw the read hold the consumer
+        // until the producer's gate gave up).
         println!("WAITING");
         std::io::stdout().flush().unwrap();
+        let r = s.read(&buf, 0, 2048).unwrap();
+        s.write(&buf, 0, vec![0xAB; 16]).unwrap();
         s.synchronize_timeout(LONG).unwrap();
         let got = r.take().unwrap();
         assert_eq!(got, pattern(4096, 5)[1024..3072].to_vec());
