@@ -166,7 +166,7 @@ impl NcclComm {
             return Err(self.gone(name));
         };
         self.dev.shared.enter()?;
-        nccl::enqueue(raw, op, nccl::dtype(args.dtype), stream.handle.raw)
+        nccl::enqueue(raw, op, nccl::dtype(args.dtype), stream.handle.raw())
             .map_err(|c| nccl_error(nccl_api(args.kind), c))?;
         drop(g);
         stream.keep_buf(send);

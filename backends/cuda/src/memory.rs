@@ -144,7 +144,7 @@ impl Ordered {
             .slots
             .iter_mut()
             .filter_map(Option::take)
-            .chain((self.owner.raw != on).then(|| Arc::clone(&self.owner)))
+            .chain((self.owner.raw() != on).then(|| Arc::clone(&self.owner)))
             .peekable();
         if others.peek().is_some() {
             // One event serves every user: a wait snapshots the record at call time.
@@ -152,7 +152,7 @@ impl Ordered {
             let mut r = Ok(());
             for h in others {
                 r = r
-                    .and_then(|()| sh.check("cuEventRecord", ffi::event_record(ev, h.raw)))
+                    .and_then(|()| sh.check("cuEventRecord", ffi::event_record(ev, h.raw())))
                     .and_then(|()| {
                         sh.check("cuStreamWaitEvent", ffi::stream_wait_event(on, ev, 0))
                     });
@@ -193,7 +193,7 @@ impl Drop for Ordered {
             }));
             return;
         }
-        if let Err(e) = self.free_on(self.owner.raw) {
+        if let Err(e) = self.free_on(self.owner.raw()) {
             tracing::debug!(error = %e, "stream-ordered free at drop failed");
         }
     }
@@ -341,7 +341,7 @@ pub(crate) fn alloc_ordered(stream: &CudaStream, len: usize) -> Result<CudaBuffe
     }
     let ptr = sh.check(
         "cuMemAllocAsync",
-        ffi::mem_alloc_async(rounded(len)?, stream.handle.raw),
+        ffi::mem_alloc_async(rounded(len)?, stream.handle.raw()),
     )?;
     Ok(CudaBuffer {
         mem: Mem::Ordered(Ordered {
@@ -361,7 +361,7 @@ pub(crate) fn free_ordered(stream: &CudaStream, buf: CudaBuffer) -> Result<()> {
     buf.check_device("free_async", stream.cuda_device())?;
     match &buf.mem {
         Mem::Plain(_) => Ok(()),
-        Mem::Ordered(o) => o.free_on(stream.handle.raw),
+        Mem::Ordered(o) => o.free_on(stream.handle.raw()),
     }
 }
 
@@ -488,7 +488,7 @@ pub struct CudaAsyncAllocator {
 impl fmt::Debug for CudaAsyncAllocator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CudaAsyncAllocator")
-            .field("stream", &self.stream.raw)
+            .field("stream", &self.stream.raw())
             .field("live", &self.live_blocks())
             .finish()
     }
@@ -512,7 +512,7 @@ impl CudaAsyncAllocator {
     }
 
     fn raw_stream(&self) -> CuStream {
-        self.stream.raw
+        self.stream.raw()
     }
 
     /// Blocks allocated and not yet freed.
@@ -576,7 +576,7 @@ impl Drop for CudaAsyncAllocator {
         }
         if ffi::bind(self.dev.shared.raw_ctx).is_ok() {
             for p in live {
-                let _ = ffi::mem_free_async(p, self.stream.raw);
+                let _ = ffi::mem_free_async(p, self.stream.raw());
             }
         }
     }
@@ -600,7 +600,7 @@ pub fn alloc_async(stream: &CudaStream, len: usize) -> Result<u64> {
     }
     sh.check(
         "cuMemAllocAsync",
-        ffi::mem_alloc_async(len, stream.handle.raw),
+        ffi::mem_alloc_async(len, stream.handle.raw()),
     )
 }
 
@@ -613,6 +613,6 @@ pub fn free_async(stream: &CudaStream, ptr: u64) -> Result<()> {
     sh.enter()?;
     sh.check(
         "cuMemFreeAsync",
-        ffi::mem_free_async(ptr, stream.handle.raw),
+        ffi::mem_free_async(ptr, stream.handle.raw()),
     )
 }

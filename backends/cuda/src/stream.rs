@@ -44,13 +44,47 @@ mod native;
 pub use capture::{exchange_thread_capture_mode, CaptureInfo, DependencyUpdate};
 pub use native::MemAttach;
 
+use drop::UseMark;
+
 /// Owns (or borrows) the native handle; destroys an owned one when the last reference goes.
 pub(crate) struct StreamHandle {
-    pub raw: CuStream,
+    /// The native handle; read through [`StreamHandle::raw`], which records the use.
+    native: CuStream,
+    /// Set once the handle was handed out for anything but its teardown ([`StreamHandle::raw`]):
+    /// until then no work can have been enqueued on the stream, so dropping it needs no hand-off
+    /// to the reaper (`drop` module).
+    used: UseMark,
     /// The cudarc view, made on first use (`cudarc_stream()`), so creation pays nothing for it.
     pub inner: OnceLock<Arc<cudarc::driver::CudaStream>>,
     owned: bool,
     dev: CudaDevice,
+}
+
+impl StreamHandle {
+    /// A handle for a stream no one has used yet.
+    pub(crate) fn new(raw: CuStream, owned: bool, dev: CudaDevice) -> Self {
+        Self {
+            native: raw,
+            used: UseMark::default(),
+            inner: OnceLock::new(),
+            owned,
+            dev,
+        }
+    }
+
+    /// The native handle, for any use: enqueueing, querying, handing it out. Records the use
+    /// (once: a relaxed load of a field beside the handle, a store only the first time).
+    #[inline]
+    pub(crate) fn raw(&self) -> CuStream {
+        self.used.mark();
+        self.native
+    }
+
+    /// Whether [`StreamHandle::raw`] was ever called: `false` means no work was ever enqueued
+    /// on the stream through xstream, nor could be through a handle it gave out.
+    pub(crate) fn was_used(&self) -> bool {
+        self.used.get()
+    }
 }
 
 /// Per-stream xstream state.
@@ -77,8 +111,9 @@ pub(crate) struct StreamState {
 /// `Send + Sync`: the CUDA driver accepts a stream from any thread; every call binds the
 /// device's context first. Identity is [`Stream::id`] (`cuStreamGetId`), never the handle,
 /// which the driver recycles after destroy (driver behaviour in docs/semantics.md). Dropping an owned stream
-/// neither blocks nor cancels: `cuStreamDestroy` (row 8) runs on xstream's CUDA reaper thread,
-/// and the buffers its queued work uses are released by a host function behind that work.
+/// neither blocks nor cancels: `cuStreamDestroy` (row 8) runs on xstream's CUDA reaper thread
+/// (inline for a stream never used, which has no work), and the buffers its queued work uses
+/// are released by a host function behind that work.
 pub struct CudaStream {
     dev: CudaDevice,
     pub(crate) handle: Arc<StreamHandle>,
@@ -95,7 +130,7 @@ impl fmt::Debug for CudaStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CudaStream")
             .field("id", &self.id.get())
-            .field("raw", &self.handle.raw)
+            .field("raw", &self.handle.native)
             .field("name", &self.name)
             .field("flags", &self.flags)
             .field("priority", &self.priority())
@@ -109,7 +144,7 @@ impl CudaStream {
     // -- internal helpers ---------------------------------------------------------------
 
     fn raw(&self) -> CuStream {
-        self.handle.raw
+        self.handle.raw()
     }
 
     fn enter(&self) -> Result<()> {
@@ -225,7 +260,7 @@ impl Stream for CudaStream {
     }
 
     fn synchronize(&self) -> Result<()> {
-        let _span = tracing::trace_span!("stream_synchronize", stream = ?self.handle.raw, name = self.name.as_deref()).entered();
+        let _span = tracing::trace_span!("stream_synchronize", stream = ?self.handle.native, name = self.name.as_deref()).entered();
         if self.state.fast_sync {
             return self.synchronize_spin();
         }
@@ -541,12 +576,7 @@ impl Stream for CudaStream {
             }
         }
         let (flags, priority) = Self::read_props(device, raw)?;
-        let handle = StreamHandle {
-            raw,
-            inner: OnceLock::new(),
-            owned: false,
-            dev: device.clone(),
-        };
+        let handle = StreamHandle::new(raw, false, device.clone());
         Ok(Borrowed::new(Self::build(
             device,
             handle,

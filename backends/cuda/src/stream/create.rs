@@ -59,12 +59,7 @@ impl CudaStream {
                 ffi::stream_create_with_priority(t.native, outcome.native),
             )?
         };
-        let handle = StreamHandle {
-            raw,
-            inner: OnceLock::new(),
-            owned: true,
-            dev: dev.clone(),
-        };
+        let handle = StreamHandle::new(raw, true, dev.clone());
         // No read-back calls on this path: the driver clamps a priority into the range that
         // `resolve` already clamped to (driver behaviour in docs/semantics.md), and `cuStreamGetFlags` returns exactly
         // the flags passed (row 2). `native_priority()` / `native_flags()` read them back on
@@ -98,12 +93,7 @@ impl CudaStream {
     /// A legacy default (`CU_STREAM_LEGACY`) or per-thread (`CU_STREAM_PER_THREAD`) handle.
     pub(crate) fn special(dev: &CudaDevice, raw: CuStream) -> Result<Self> {
         let (flags, priority) = Self::read_props(dev, raw)?;
-        let handle = StreamHandle {
-            raw,
-            inner: OnceLock::new(),
-            owned: false,
-            dev: dev.clone(),
-        };
+        let handle = StreamHandle::new(raw, false, dev.clone());
         let s = Self::build(
             dev,
             handle,

@@ -13,8 +13,16 @@
 //! `cuStreamDestroy` run on the backend's reaper thread ([`reap`]), in drop order. A stream
 //! whose work never completes can then stall only the reaper (later drops' releases wait
 //! behind it), never the thread that dropped it.
+//!
+//! **A stream that never had work is destroyed inline.** The rule is about waiting for work:
+//! a stream whose handle xstream never handed out ([`StreamHandle::raw`] never called: no
+//! enqueue, query, capture or interop view) has no work, nothing to hand off and no capture to
+//! end, so `cuStreamDestroy` runs on the dropping thread, as before the reaper existed (no
+//! boxed job, no cross-thread wake-up, no driver call racing the caller's next one on another
+//! thread). Inside a host callback (no driver calls there) the reaper is used still.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -34,10 +42,19 @@ impl Drop for StreamHandle {
         if self.inner.get().is_some_and(|i| Arc::strong_count(i) > 1) {
             // Somebody still holds the cudarc wrapper handed out by `cudarc_stream()`: never
             // destroy a handle that is still reachable. The stream is leaked (documented).
-            tracing::warn!(stream = ?self.raw, "cudarc wrapper still shared; CUstream not destroyed");
+            tracing::warn!(stream = ?self.native, "cudarc wrapper still shared; CUstream not destroyed");
             return;
         }
-        let (raw, dev) = (self.raw, self.dev.clone());
+        let (raw, dev) = (self.native, self.dev.clone());
+        if destroy_inline(self.was_used(), in_callback()) {
+            // Never used: no work the destroy could wait for (module docs).
+            if ffi::bind(dev.shared.raw_ctx).is_ok() {
+                if let Err(c) = ffi::stream_destroy(raw) {
+                    tracing::debug!(code = c, "cuStreamDestroy failed");
+                }
+            }
+            return;
+        }
         // On the reaper (module docs): the driver releases the stream after its work (row 8),
         // and should a tool make `cuStreamDestroy` wait for that work, only the reaper waits.
         reap(Box::new(move || {
@@ -49,6 +66,40 @@ impl Drop for StreamHandle {
             }
         }));
     }
+}
+
+/// Whether a stream handle was ever used (see [`StreamHandle::raw`]); only ever goes from unused
+/// to used. Relaxed ordering is enough: the mark is read by the thread that drops the last
+/// reference, which the drop of every other reference (and the use before it) happens-before.
+#[derive(Debug, Default)]
+pub(super) struct UseMark(AtomicBool);
+
+impl UseMark {
+    /// A mark already set (a handle that may have been used before xstream got it).
+    pub(super) fn used() -> Self {
+        Self(AtomicBool::new(true))
+    }
+
+    /// Records a use: a load, and a store only the first time (no read-modify-write, so a
+    /// used handle's hot paths never write its cache line again).
+    #[inline]
+    pub(super) fn mark(&self) {
+        if !self.0.load(Ordering::Relaxed) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether [`UseMark::mark`] was called (or the mark was made used).
+    pub(super) fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Whether an owned stream's teardown may run on the dropping thread: only when its handle was
+/// never used (so no work was ever enqueued on it) and the thread may call the driver (not
+/// inside a host callback).
+fn destroy_inline(used: bool, in_callback: bool) -> bool {
+    !used && !in_callback
 }
 
 /// A teardown job for the reaper thread.
@@ -153,7 +204,16 @@ pub(super) fn release_after(
 
 impl Drop for CudaStream {
     fn drop(&mut self) {
-        tracing::debug!(stream = ?self.handle.raw, name = self.name.as_deref(), ownership = ?self.ownership, "cuda stream dropped");
+        tracing::debug!(stream = ?self.handle.native, name = self.name.as_deref(), ownership = ?self.ownership, "cuda stream dropped");
+        if destroy_inline(self.handle.was_used(), in_callback())
+            && self.keep_len() == 0
+            && self.state.modules.seq() == 0
+            && !self.state.capture.is_capturing()
+        {
+            // Never used (module docs): no capture to end, nothing to hand off; the handle
+            // goes with `self`, and `StreamHandle::drop` destroys it inline.
+            return;
+        }
         let dev = self.dev.clone();
         let handle = Arc::clone(&self.handle);
         let state = Arc::clone(&self.state);
@@ -161,7 +221,7 @@ impl Drop for CudaStream {
             let (dev, handle, state) = (dev.clone(), Arc::clone(&handle), Arc::clone(&state));
             move || {
                 if state.capture.is_capturing() && ffi::bind(dev.shared.raw_ctx).is_ok() {
-                    let (_, g) = ffi::stream_end_capture(handle.raw);
+                    let (_, g) = ffi::stream_end_capture(handle.raw());
                     if !g.is_null() {
                         let _ = ffi::graph_destroy(g);
                     }
@@ -180,7 +240,7 @@ impl Drop for CudaStream {
             let mut v = std::mem::take(&mut *lock(&state.keep));
             v.extend(state.modules.take());
             if !v.is_empty() {
-                if let Err(v) = release_after(&dev, handle.raw, v) {
+                if let Err(v) = release_after(&dev, handle.raw(), v) {
                     // Work may still use these buffers: never free them early.
                     tracing::warn!(n = v.len(), "could not defer buffer release; leaking");
                     std::mem::forget(v);
@@ -209,6 +269,32 @@ mod tests {
     use super::*;
     use std::sync::mpsc;
     use std::time::Duration;
+
+    /// The inline teardown's condition: a mark starts unused, one use sets it for good (also
+    /// across threads, seen by the one that drops), a borrowed-from-elsewhere handle starts
+    /// used, and only an unused handle outside a host callback is destroyed inline.
+    #[test]
+    fn use_mark_and_inline_destroy_rule() {
+        let m = UseMark::default();
+        assert!(!m.get(), "a new handle counts as used");
+        assert!(destroy_inline(m.get(), false));
+        let m = Arc::new(m);
+        let m2 = Arc::clone(&m);
+        std::thread::spawn(move || m2.mark()).join().unwrap();
+        assert!(m.get(), "a use on another thread was lost");
+        m.mark();
+        assert!(m.get(), "a second use cleared the mark");
+        assert!(UseMark::used().get());
+        assert!(
+            !destroy_inline(true, false),
+            "a used stream skipped the reaper"
+        );
+        assert!(
+            !destroy_inline(false, true),
+            "a driver call inside a host callback"
+        );
+        assert!(!destroy_inline(true, true));
+    }
 
     /// The rule the drop path relies on, without a GPU: `reap` returns while an earlier job
     /// is still blocked (a teardown call the driver, or a tool on it, makes wait for a held

@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use xstream_core::{Error, Ownership, Result};
 
-use super::{CudaStream, StreamHandle};
+use super::{CudaStream, StreamHandle, UseMark};
 use crate::conv;
 use crate::ffi::{self, CuStream};
 use crate::{CudaDevice, CudaEvent};
@@ -37,8 +37,10 @@ impl CudaStream {
         }
         let raw = CuStream(stream.cu_stream());
         let (flags, priority) = Self::read_props(dev, raw)?;
+        // Borrowed (never destroyed by xstream), and the cudarc side may have used it already.
         let handle = StreamHandle {
-            raw,
+            native: raw,
+            used: UseMark::used(),
             inner: OnceLock::from(stream),
             owned: false,
             dev: dev.clone(),
@@ -61,7 +63,7 @@ impl CudaStream {
     pub fn cudarc_stream(&self) -> &Arc<cudarc::driver::CudaStream> {
         self.handle
             .inner
-            .get_or_init(|| ffi::cudarc_wrap_borrowed(&self.dev.shared.ctx, self.handle.raw))
+            .get_or_init(|| ffi::cudarc_wrap_borrowed(&self.dev.shared.ctx, self.handle.raw()))
     }
 
     /// The device.
