@@ -10,7 +10,7 @@
 //! `ACL_EVENT_IPC` → 107000.
 //!
 //! With `XSIM_IPC=1` on A2/A3 an exported event's state lives in a shared page (see
-//! [`crate::ipc_shm`]): each record in any process takes the next number of a shared counter,
+//! `ipc_shm`): each record in any process takes the next number of a shared counter,
 //! and a completion raises the shared "done" mark to its number. A query, synchronize or
 //! stream wait in any process refers to the latest record made by any process at the time of
 //! the call; records on different streams completing out of order are folded into the
