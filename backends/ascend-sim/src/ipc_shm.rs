@@ -117,12 +117,19 @@ impl Shm {
     }
 
     /// Opens process `pid`'s object `fd`; `None` when it cannot be opened (the process is
-    /// gone, the descriptor is closed or not shared memory) or is shorter than `min_len`.
+    /// gone, the descriptor is closed or is not one of the simulator's `memfd` objects) or is
+    /// shorter than `min_len`.
     pub(crate) fn open(pid: i32, fd: i32, min_len: usize) -> Option<Shm> {
         if pid <= 0 || fd < 0 {
             return None;
         }
-        let path = std::ffi::CString::new(format!("/proc/{pid}/fd/{fd}")).ok()?;
+        let link = format!("/proc/{pid}/fd/{fd}");
+        // Only the simulator's own objects: never open another file of that process.
+        let target = std::fs::read_link(&link).ok()?;
+        if !target.to_string_lossy().starts_with("/memfd:xsim-ipc") {
+            return None;
+        }
+        let path = std::ffi::CString::new(link).ok()?;
         // SAFETY: a valid NUL-terminated path.
         let my = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
         if my < 0 {
