@@ -21,8 +21,12 @@ const LONG: Duration = Duration::from_secs(30);
 const T: &str = "a_consumer_process_shares_a_range_and_an_event_on_the_simulator";
 
 fn spawn(role: &str) -> Child {
+    spawn_test(T, role)
+}
+
+fn spawn_test(test: &str, role: &str) -> Child {
     let mut c = Command::new(std::env::current_exe().expect("current_exe"));
-    c.args([T, "--exact", "--nocapture", "--test-threads=1"])
+    c.args([test, "--exact", "--nocapture", "--test-threads=1"])
         .envs(simulator::env(2))
         .env("XSIM_IPC", "1")
         .env(ROLE, role)
@@ -184,4 +188,66 @@ fn a_consumer_process_shares_a_range_and_an_event_on_the_simulator() {
     let child = spawn("producer");
     let (ok, text) = finish(child, 2 * LONG);
     assert!(ok && text.contains("PRODUCED"), "{text}");
+}
+
+const T2: &str = "handles_of_an_exited_exporter_another_device_or_garbage_are_refused";
+
+/// Exports a buffer and an event, says their handles and exits.
+fn short_lived_exporter() {
+    let d = AscendBackend::open(0).unwrap();
+    let buf = d.alloc(256).unwrap();
+    let ev = d
+        .create_event(&EventDesc::new().flags(EventFlags::INTERPROCESS))
+        .unwrap();
+    let mem = buf.export_ipc().unwrap();
+    let evh = ev.export_ipc().unwrap();
+    say(&format!("HANDLES {} {}", mem.to_hex(), evh.to_hex()));
+}
+
+fn checker() {
+    let d = AscendBackend::open(0).unwrap();
+    let mut child = spawn_test(T2, "exporter");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let lines = wait_line(&mut out, "HANDLES");
+    let (ok, text) = finish(child, LONG);
+    assert!(ok, "{lines:?}\n{text}");
+    let last = lines.last().expect("a HANDLES line");
+    let words: Vec<&str> = last[last.find("HANDLES").unwrap()..]
+        .split_whitespace()
+        .collect();
+    let mem = IpcMemHandle::from_hex(words[1]).unwrap();
+    let evh = IpcEventHandle::from_hex(words[2]).unwrap();
+    // The exporter has exited: the vendor's refusal, as an xstream error (never a hang).
+    let e = AscendBuffer::open_ipc(&d, &mem).unwrap_err();
+    assert!(e.to_string().contains("aclrtIpcMemImportByKey"), "{e}");
+    let e = AscendEvent::open_ipc(&d, &evh).unwrap_err();
+    assert!(e.to_string().contains("aclrtIpcOpenEventHandle"), "{e}");
+    // Another device of the same backend, and garbage bytes.
+    let other = IpcMemHandle::new(BackendKind::Ascend, 1, 0, 256, mem.payload()).unwrap();
+    assert!(matches!(
+        AscendBuffer::open_ipc(&d, &other),
+        Err(Error::WrongDevice(_))
+    ));
+    let nul = IpcMemHandle::new(BackendKind::Ascend, 0, 0, 8, b"a\0b").unwrap();
+    assert!(matches!(
+        AscendBuffer::open_ipc(&d, &nul),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(IpcMemHandle::from_bytes(&[0x5a; 128]).is_err());
+    let junk = IpcEventHandle::new(BackendKind::Ascend, 0, &[0x5a; 64]).unwrap();
+    assert!(AscendEvent::open_ipc(&d, &junk).is_err());
+    say("CHECKED");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "starts child processes, which Miri cannot run")]
+fn handles_of_an_exited_exporter_another_device_or_garbage_are_refused() {
+    match std::env::var(ROLE).as_deref() {
+        Ok("exporter") => return short_lived_exporter(),
+        Ok("checker") => return checker(),
+        _ => {}
+    }
+    let child = spawn_test(T2, "checker");
+    let (ok, text) = finish(child, 2 * LONG);
+    assert!(ok && text.contains("CHECKED"), "{text}");
 }
