@@ -342,19 +342,38 @@ fn ipc_producer_consumer_on_cuda() {
     expect_verified_on_cuda(&IPC_PRODUCER_CONSUMER);
 }
 
-/// The Ascend backend has no interprocess buffers yet: a clear refusal (and a SKIP line).
+/// On the ACL simulator (a test double) in its product mode with IPC events and memory
+/// (`XSIM_IPC=1`): the same two processes over the ACL IPC calls, verified.
 #[test]
-fn ipc_producer_consumer_is_refused_on_the_acl_simulator() {
+fn ipc_producer_consumer_on_the_acl_simulator() {
+    let out = Command::new(IPC_PRODUCER_CONSUMER.exe)
+        .args(["--backend", "ascend"])
+        .envs(simulator::env(1))
+        .env("XSIM_IPC", "1")
+        .output()
+        .expect("start the example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.starts_with("backend ascend, device "),
+        "{}:\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(stdout.contains(IPC_PRODUCER_CONSUMER.verified), "{stdout}");
+    assert!(
+        stdout.contains("consumer: enqueued: wait on the producer"),
+        "the consumer enqueued its wait without blocking:\n{stdout}"
+    );
+}
+
+/// Without `XSIM_IPC` the simulated chip has no IPC events: a clear refusal.
+#[test]
+fn ipc_producer_consumer_is_refused_on_a_simulated_chip_without_ipc() {
     let out = run(&IPC_PRODUCER_CONSUMER, BackendKind::Ascend);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !out.status.success()
-            && stderr.contains("interprocess buffers (IpcBuffer) are not implemented on Ascend"),
+        !out.status.success() && stderr.contains("this chip has no IPC events"),
         "{stderr}"
-    );
-    report_skip(
-        "ipc_producer_consumer on the ACL simulator",
-        &"interprocess buffers are not implemented on Ascend (checked: a clear refusal)",
     );
 }
 

@@ -60,6 +60,7 @@ pub(crate) struct Event {
 
 impl Event {
     pub(crate) fn complete(&self, gen: u64) {
+        crate::ipc_event::on_complete(self, gen);
         let mut g = lock(&self.st);
         g.pending.remove(&gen);
         if gen >= g.ts_gen {
@@ -69,6 +70,9 @@ impl Event {
         self.cv.notify_all();
     }
     pub(crate) fn is_complete(&self) -> bool {
+        if let Some(done) = crate::ipc_event::shared_complete(self) {
+            return done;
+        }
         lock(&self.st).latest_done()
     }
     pub(crate) fn has_timeline(&self) -> bool {
@@ -159,7 +163,7 @@ pub unsafe extern "C" fn aclrtCreateEventExWithFlag(event: *mut *mut c_void, fla
                 format!("invalid event flag {flag:#x}"),
             );
         }
-        if flag == ACL_EVENT_IPC {
+        if flag == ACL_EVENT_IPC && !crate::ipc_shm::ipc_events_supported() {
             return err(
                 ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
                 "IPC events unsupported on the simulated chip",
@@ -177,6 +181,7 @@ pub unsafe extern "C" fn aclrtCreateEventExWithFlag(event: *mut *mut c_void, fla
 pub unsafe extern "C" fn aclrtDestroyEvent(event: *mut c_void) -> i32 {
     ffi("aclrtDestroyEvent", true, || {
         let e = event_of(event)?;
+        crate::ipc_event::forget(event as usize);
         let mut r = lock(reg());
         if r.events.remove(&(event as usize)).is_some() {
             if let Some(n) = r.event_count.get_mut(&e.ctx.device) {
@@ -247,7 +252,8 @@ pub unsafe extern "C" fn aclrtStreamWaitEvent(stream: *mut c_void, event: *mut c
         }
         let waitable = e.kind == EvKind::Default
             || e.flags & ACL_EVENT_SYNC != 0
-            || e.flags == ACL_EVENT_EXTERNAL;
+            || e.flags == ACL_EVENT_EXTERNAL
+            || e.flags == ACL_EVENT_IPC;
         if !waitable {
             return err(
                 ACL_ERROR_RT_PARAM_INVALID,
@@ -381,6 +387,9 @@ pub unsafe extern "C" fn aclrtQueryEventWaitStatus(event: *mut c_void, status: *
 fn sync_event(h: *mut c_void, dl: Option<Instant>) -> R {
     let e = event_of(h)?;
     query_checks(&e)?;
+    if let Some(r) = crate::ipc_event::sync_shared(&e, dl) {
+        return r;
+    }
     let mut g = lock(&e.st);
     while !g.latest_done() {
         drop(g);

@@ -32,7 +32,9 @@
 //! | `host_mem` | which host ranges are page-locked (the captured-copy rule) |
 //! | `hosttask` | host tasks of other simulated libraries (`xsimLaunchHostTask`; simulator-only) |
 //! | `hostfunc` | host-func subscriptions (`aclrtSubscribeHostFunc`, `aclrtProcessHostFunc`) |
-//! | `ipc_event` | IPC event handles (`aclrtIpcGetEventHandle`, `aclrtIpcOpenEventHandle`): refused, the simulated chip has none |
+//! | `ipc_event` | IPC event handles (`aclrtIpcGetEventHandle`, `aclrtIpcOpenEventHandle`): across processes with `XSIM_IPC=1` on A2/A3, else refused (207000) |
+//! | `ipc_mem` | IPC memory (`aclrtIpcMemGetExportKey`, `aclrtIpcMemSetImportPid`, `aclrtIpcMemImportByKey`, `aclrtIpcMemClose`): across processes with `XSIM_IPC=1`, else refused (207000) |
+//! | `ipc_shm` | the shared memory (memfd) behind both |
 //! | `kernel` | kernel binaries and launches (`aclrtBinaryLoadFromData`, `aclrtKernelArgs*`, `aclrtLaunchKernel*`) |
 //! | `memory` | `aclrtMalloc/Free`, `aclrtMallocHost/FreeHost`, `aclrtMemcpy`, `*Async` copies |
 //! | `memset` | the synchronous `aclrtMemset` |
@@ -74,6 +76,8 @@ mod host_mem;
 pub mod hostfunc;
 pub mod hosttask;
 pub mod ipc_event;
+pub mod ipc_mem;
+mod ipc_shm;
 pub mod kernel;
 pub mod memory;
 pub mod memset;
@@ -101,6 +105,7 @@ pub use faults::*;
 pub use hostfunc::*;
 pub use hosttask::*;
 pub use ipc_event::*;
+pub use ipc_mem::*;
 pub use kernel::*;
 pub use memory::*;
 pub use memset::*;

@@ -93,8 +93,12 @@ fn sim_alloc(out: *mut *mut c_void, size: usize, requested: usize, home: Home) -
     }
     let layout = Layout::from_size_align(size, ALIGN)
         .or_else(|_| err(ACL_ERROR_INVALID_PARAM, "size too large"))?;
-    // SAFETY: layout has non-zero size (`size >= requested > 0`).
-    let p = unsafe { std::alloc::alloc(layout) };
+    let p = if matches!(home, Home::Device(_)) && crate::ipc_mem::shared_backing() {
+        crate::ipc_mem::alloc_shared(size)?
+    } else {
+        // SAFETY: layout has non-zero size (`size >= requested > 0`).
+        unsafe { std::alloc::alloc(layout) }
+    };
     if p.is_null() {
         return err(207_001, "out of memory");
     }
@@ -112,15 +116,44 @@ fn sim_alloc(out: *mut *mut c_void, size: usize, requested: usize, home: Home) -
 
 fn sim_free(p: *mut c_void) -> R {
     non_null(p, "pointer")?;
+    if crate::ipc_mem::is_import(p as usize) {
+        return err(
+            ACL_ERROR_RT_PARAM_INVALID,
+            "aclrtFree of an IPC import: close it with aclrtIpcMemClose",
+        );
+    }
     let Some(Block { layout, .. }) = lock(allocs()).remove(&(p as usize)) else {
         return err(
             ACL_ERROR_INVALID_PARAM,
             "pointer not allocated by the simulator",
         );
     };
+    if crate::ipc_mem::free_shared(p as usize) {
+        return Ok(());
+    }
     // SAFETY: `p` was returned by std::alloc::alloc with exactly this layout and is freed once.
     unsafe { std::alloc::dealloc(p as *mut u8, layout) };
     Ok(())
+}
+
+/// Records an IPC import of `size` bytes at `p` as device memory of `device` (so copies and
+/// kernels accept it).
+pub(crate) fn register_import(p: usize, size: usize, device: i32) {
+    if let Ok(layout) = Layout::from_size_align(size.max(1), 1) {
+        lock(allocs()).insert(
+            p,
+            Block {
+                layout,
+                requested: size,
+                home: Home::Device(device),
+            },
+        );
+    }
+}
+
+/// Forgets an IPC import recorded by [`register_import`].
+pub(crate) fn unregister_import(p: usize) {
+    lock(allocs()).remove(&p);
 }
 
 /// `uint64_t xsimLiveAllocs(void)`: blocks from `aclrtMalloc` not yet given back with

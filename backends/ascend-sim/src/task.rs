@@ -78,6 +78,7 @@ impl Task {
                 let gen = g.record_gen;
                 g.pending.insert(gen);
                 g.recorded = true;
+                crate::ipc_event::on_record(ev, gen);
                 Task::Record {
                     ev: ev.clone(),
                     gen: g.record_gen,
@@ -85,7 +86,8 @@ impl Task {
             }
             Task::Wait { ev, .. } => Task::Wait {
                 ev: ev.clone(),
-                target: lock(&ev.st).record_gen,
+                target: crate::ipc_event::wait_target(ev)
+                    .unwrap_or_else(|| lock(&ev.st).record_gen),
             },
             t => t.clone(),
         }
@@ -121,6 +123,10 @@ impl Stream {
                 ev.cv.notify_all();
             }
             Task::Wait { ev, target } if !poisoned => {
+                let stop = || self.cancelled(epoch) || self.ctx.poisoned() != 0;
+                if crate::ipc_event::wait_shared(&ev, target, &stop) {
+                    return;
+                }
                 let mut g = lock(&ev.st);
                 while g.pending.contains(&target) {
                     drop(g);

@@ -46,5 +46,38 @@ fn ipc_event_handles_are_refused_on_a_chip_without_ipc_events() {
         );
         assert!(opened.is_null());
         assert_eq!(aclrtDestroyEvent(ev), 0);
+        // Without XSIM_IPC the product has no IPC memory either: NULL checks, argument
+        // checks, then 207000.
+        let mut p: *mut c_void = null_mut();
+        assert_eq!(aclrtMalloc(&mut p, 64, 0), 0);
+        let mut key = [0 as std::ffi::c_char; 65];
+        assert_eq!(
+            aclrtIpcMemGetExportKey(p, 64, null_mut(), 65, 0),
+            ACL_ERROR_INVALID_PARAM
+        );
+        assert_eq!(
+            aclrtIpcMemGetExportKey(p, 64, key.as_mut_ptr(), 65, 7),
+            ACL_ERROR_RT_PARAM_INVALID
+        );
+        assert_eq!(
+            aclrtIpcMemGetExportKey(p, 64, key.as_mut_ptr(), 65, 0),
+            ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+        );
+        let k = c"xsim-1-2-3";
+        let mut pid = [1i32];
+        assert_eq!(
+            aclrtIpcMemSetImportPid(k.as_ptr(), pid.as_mut_ptr(), 1),
+            ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+        );
+        let mut d: *mut c_void = null_mut();
+        assert_eq!(
+            aclrtIpcMemImportByKey(&mut d, k.as_ptr(), 0),
+            ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+        );
+        assert_eq!(
+            aclrtIpcMemClose(k.as_ptr()),
+            ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+        );
+        assert_eq!(aclrtFree(p), 0);
     }
 }

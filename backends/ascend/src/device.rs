@@ -563,6 +563,9 @@ pub(crate) struct BufInner {
 
 impl Drop for BufInner {
     fn drop(&mut self) {
+        if crate::ipc_mem::close_if_import(&self.device, self.ptr) {
+            return;
+        }
         let cache = &self.device.inner.blocks;
         if let Some(o) = &self.ordered {
             let rel = o.release.lock().unwrap_or_else(|e| e.into_inner()).take();

@@ -66,6 +66,7 @@ pub mod event;
 pub mod graph;
 #[cfg(feature = "hccl")]
 pub mod hccl;
+mod ipc_mem;
 pub mod loader;
 pub mod module;
 mod peer;

@@ -278,7 +278,21 @@ pub const GROUPS: &[SymbolGroup] = &[
         symbols: &["aclrtReduceAsync"],
     },
     IPC_EVENT_HANDLES,
+    IPC_MEMORY,
 ];
+
+/// Interprocess memory: [`IpcBuffer`](xstream_core::IpcBuffer) through the export-key calls
+/// (whether the product has IPC memory shows when a buffer is exported: 207000 otherwise).
+pub const IPC_MEMORY: SymbolGroup = SymbolGroup {
+    name: "interprocess memory",
+    capability: None,
+    symbols: &[
+        "aclrtIpcMemGetExportKey",
+        "aclrtIpcMemSetImportPid",
+        "aclrtIpcMemImportByKey",
+        "aclrtIpcMemClose",
+    ],
+};
 
 /// Interprocess event handles: [`IpcEvent`](xstream_core::IpcEvent) on events created with
 /// `INTERPROCESS` (whether the chip has IPC events at all is the `INTERPROCESS_EVENTS`

@@ -695,3 +695,46 @@ pub(crate) mod allocator {
         call!(opt t, aclrtAllocatorUnregister(s.0))
     }
 }
+
+/// IPC memory: `aclrtIpcMemGetExportKey` / `aclrtIpcMemSetImportPid` /
+/// `aclrtIpcMemImportByKey` / `aclrtIpcMemClose` (optional symbols).
+pub(crate) mod ipc_mem {
+    use super::*;
+    use std::ffi::{c_char, CStr};
+
+    /// The key buffer handed to `aclrtIpcMemGetExportKey` (with its NUL).
+    pub(crate) const KEY_BUF: usize = 65;
+
+    /// `aclrtIpcMemGetExportKey`: the key of `len` bytes at `p` (`flags` as ACL's).
+    pub(crate) fn export_key(t: &AclFns, p: DevPtr, len: usize, flags: u64) -> Result<Vec<u8>> {
+        let mut key = [0 as c_char; KEY_BUF];
+        let kp = key.as_mut_ptr();
+        call!(opt t, aclrtIpcMemGetExportKey(p.0, len, kp, KEY_BUF, flags))?;
+        if key[KEY_BUF - 1] != 0 {
+            return Err(Error::invalid(
+                "aclrtIpcMemGetExportKey returned an unterminated key",
+            ));
+        }
+        // SAFETY: NUL-terminated (checked above) and alive for this scope.
+        let k = unsafe { CStr::from_ptr(key.as_ptr()) };
+        Ok(k.to_bytes().to_vec())
+    }
+    /// `aclrtIpcMemSetImportPid`: `pids` may import `key`.
+    pub(crate) fn set_import_pid(t: &AclFns, key: &CStr, pids: &mut [i32]) -> Result<()> {
+        let (kp, pp, n) = (key.as_ptr(), pids.as_mut_ptr(), pids.len());
+        call!(opt t, aclrtIpcMemSetImportPid(kp, pp, n))
+    }
+    /// `aclrtIpcMemImportByKey` (default flags): this process's address of the export.
+    pub(crate) fn import_by_key(t: &AclFns, key: &CStr) -> Result<DevPtr> {
+        let kp = key.as_ptr();
+        Ok(DevPtr(out!(*mut c_void, |p| call!(
+            opt t,
+            aclrtIpcMemImportByKey(p, kp, 0)
+        ))))
+    }
+    /// `aclrtIpcMemClose`: closes this process's import of `key` (or withdraws its export).
+    pub(crate) fn close(t: &AclFns, key: &CStr) -> Result<()> {
+        let kp = key.as_ptr();
+        call!(opt t, aclrtIpcMemClose(kp))
+    }
+}

@@ -494,6 +494,10 @@ acl_table! {
         xsimLaunchFault = c"xsimLaunchFault": fn(P, i32) -> aclError;
         aclrtIpcGetEventHandle = c"aclrtIpcGetEventHandle": fn(P, *mut aclrtIpcEventHandle) -> aclError;
         aclrtIpcOpenEventHandle = c"aclrtIpcOpenEventHandle": fn(aclrtIpcEventHandle, PP) -> aclError;
+        aclrtIpcMemGetExportKey = c"aclrtIpcMemGetExportKey": fn(P, usize, *mut c_char, usize, u64) -> aclError;
+        aclrtIpcMemSetImportPid = c"aclrtIpcMemSetImportPid": fn(*const c_char, *mut i32, usize) -> aclError;
+        aclrtIpcMemImportByKey = c"aclrtIpcMemImportByKey": fn(PP, *const c_char, u64) -> aclError;
+        aclrtIpcMemClose = c"aclrtIpcMemClose": fn(*const c_char) -> aclError;
     }
 }
 

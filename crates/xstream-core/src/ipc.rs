@@ -462,6 +462,25 @@ pub trait IpcBuffer: Buffer + Sized {
     /// cannot export (an import, a buffer of a pool); [`Error::Unsupported`]; vendor errors.
     fn export_ipc_range(&self, offset: usize, len: usize) -> Result<IpcMemHandle>;
 
+    /// Exports `len` bytes from `offset` for the processes `pids` only, where the vendor
+    /// checks who imports (Ascend: `aclrtIpcMemSetImportPid`'s whitelist, and
+    /// [`IpcBuffer::export_ipc_range`] there lifts the check). Backends without such a rule
+    /// (host, CUDA) export as [`IpcBuffer::export_ipc_range`] does and ignore `pids`; an
+    /// empty list then names no process (on Ascend nobody may import yet).
+    ///
+    /// # Errors
+    /// As [`IpcBuffer::export_ipc_range`]; [`Error::InvalidArgument`] for a process id the
+    /// vendor cannot take.
+    fn export_ipc_range_for(
+        &self,
+        offset: usize,
+        len: usize,
+        pids: &[u32],
+    ) -> Result<IpcMemHandle> {
+        let _ = pids;
+        self.export_ipc_range(offset, len)
+    }
+
     /// Exports the whole buffer.
     ///
     /// # Errors

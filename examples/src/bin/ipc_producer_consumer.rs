@@ -7,6 +7,8 @@
 //! ```sh
 //! cargo run -p xstream-examples --bin ipc_producer_consumer -- --backend host
 //! cargo run -p xstream-examples --bin ipc_producer_consumer -- --backend cuda
+//! XSIM_IPC=1 XSTREAM_ACL_LIBRARY=target/debug/libascendcl.so \
+//!     cargo run -p xstream-examples --bin ipc_producer_consumer -- --backend ascend
 //! ```
 //!
 //! The program is the producer; it starts itself again as the consumer (environment
@@ -20,8 +22,9 @@
 //! 3. producer: its stream waits on `done` and reads the buffer back; the host checks it
 //!    against the reference.
 //!
-//! Backends: host (shared memory under `/dev/shm`) and CUDA (`cuIpc*`); the Ascend backend
-//! has no interprocess buffers yet and is refused with a clear error.
+//! Backends: host (shared memory under `/dev/shm`), CUDA (`cuIpc*`) and Ascend (the ACL IPC
+//! event calls and export keys; on the ACL simulator in its product mode with IPC,
+//! `XSIM_IPC=1`; a product without IPC events is refused when the device is chosen).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, ExitCode, Stdio};
@@ -203,10 +206,8 @@ fn run(kind: BackendKind, consumer_role: bool) -> Result<()> {
         (BackendKind::Host, true) => consumer::<xstream::HostBackend>(),
         (BackendKind::Cuda, false) => producer::<xstream::CudaBackend>(),
         (BackendKind::Cuda, true) => consumer::<xstream::CudaBackend>(),
-        (BackendKind::Ascend, _) => Err(Error::unsupported(
-            BackendKind::Ascend,
-            "interprocess buffers (IpcBuffer) are not implemented on Ascend yet",
-        )),
+        (BackendKind::Ascend, false) => producer::<xstream::AscendBackend>(),
+        (BackendKind::Ascend, true) => consumer::<xstream::AscendBackend>(),
     }
 }
 

@@ -1,0 +1,155 @@
+//! Interprocess buffers on Ascend: [`IpcBuffer`] for [`AscendBuffer`] through
+//! `aclrtIpcMemGetExportKey` / `aclrtIpcMemSetImportPid` / `aclrtIpcMemImportByKey` /
+//! `aclrtIpcMemClose` (optional symbols; prototypes from the public
+//! `include/external/acl/acl_rt.h`).
+//!
+//! The handle's payload is the export key (a C string of at most 64 bytes). ACL lets only
+//! whitelisted processes import: [`IpcBuffer::export_ipc_range`] exports with
+//! `ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION` (any process may import, as on host
+//! and CUDA); [`IpcBuffer::export_ipc_range_for`] exports with the default flag and puts the
+//! given process ids on the whitelist (`aclrtIpcMemSetImportPid`). An import is closed with
+//! `aclrtIpcMemClose(key)` when its last clone drops (after the device's queued work); the
+//! exporter's buffer frees the memory as usual (`aclrtFree`).
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use xstream_core::{
+    ensure_not_in_callback, BackendKind, Buffer, Error, IpcBuffer, IpcMemHandle, Result,
+};
+
+use crate::device::{AscendBuffer, AscendDevice, BufInner};
+use crate::result::ipc_mem as ipc;
+use crate::sys::DevPtr;
+
+/// `ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION` (`acl/acl_rt.h`).
+const ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION: u64 = 0x1;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Open imports: (device ordinal, address) → key.
+fn imports() -> &'static Mutex<HashMap<(usize, usize), CString>> {
+    static M: OnceLock<Mutex<HashMap<(usize, usize), CString>>> = OnceLock::new();
+    M.get_or_init(Default::default)
+}
+
+/// Keys this process exported (opening one here is refused, the portable rule).
+fn exported() -> &'static Mutex<std::collections::HashSet<Vec<u8>>> {
+    static M: OnceLock<Mutex<std::collections::HashSet<Vec<u8>>>> = OnceLock::new();
+    M.get_or_init(Default::default)
+}
+
+/// Closes `ptr` with `aclrtIpcMemClose` (after the device's queued work, on the reaper thread)
+/// when it is an import; `false` otherwise.
+pub(crate) fn close_if_import(device: &AscendDevice, ptr: DevPtr) -> bool {
+    let d = &device.inner;
+    let Some(key) = lock(imports()).remove(&(d.info.ordinal, ptr.0 as usize)) else {
+        return false;
+    };
+    let device = device.clone();
+    crate::callback::reap(Box::new(move || {
+        let d = &device.inner;
+        if d.bind().is_ok() {
+            let _ = crate::result::device::synchronize(d.t);
+            let _ = ipc::close(d.t, &key);
+        }
+    }));
+    true
+}
+
+fn export(
+    buf: &AscendBuffer,
+    offset: usize,
+    len: usize,
+    pids: Option<&[u32]>,
+) -> Result<IpcMemHandle> {
+    ensure_not_in_callback()?;
+    let end = offset.checked_add(len);
+    if len == 0 || end.is_none_or(|e| e > buf.len()) {
+        return Err(Error::invalid(format!(
+            "IPC export of {len} bytes from {offset} of a {}-byte buffer",
+            buf.len()
+        )));
+    }
+    let inner = &buf.inner;
+    if inner.ordered.is_some() {
+        return Err(Error::invalid(
+            "a stream-ordered (alloc_async) Ascend buffer cannot be exported",
+        ));
+    }
+    let d = &inner.device.inner;
+    if lock(imports()).contains_key(&(d.info.ordinal, inner.ptr.0 as usize)) {
+        return Err(Error::invalid(
+            "an imported Ascend buffer cannot be exported again",
+        ));
+    }
+    let mut list = pids
+        .unwrap_or(&[])
+        .iter()
+        .map(|&p| i32::try_from(p).map_err(|_| Error::invalid(format!("process id {p}"))))
+        .collect::<Result<Vec<i32>>>()?;
+    d.bind()?;
+    let flags = if pids.is_some() {
+        0
+    } else {
+        ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION
+    };
+    let key = ipc::export_key(d.t, inner.ptr, buf.len(), flags)?;
+    if key.is_empty() {
+        return Err(Error::invalid(
+            "aclrtIpcMemGetExportKey returned an empty key",
+        ));
+    }
+    if !list.is_empty() {
+        let k = CString::new(key.clone())
+            .map_err(|_| Error::invalid("an Ascend IPC memory key with a NUL byte"))?;
+        ipc::set_import_pid(d.t, &k, &mut list)?;
+    }
+    let h = IpcMemHandle::new(BackendKind::Ascend, d.info.ordinal, offset, len, &key)?;
+    lock(exported()).insert(key);
+    Ok(h)
+}
+
+impl IpcBuffer for AscendBuffer {
+    fn export_ipc_range(&self, offset: usize, len: usize) -> Result<IpcMemHandle> {
+        export(self, offset, len, None)
+    }
+
+    fn export_ipc_range_for(
+        &self,
+        offset: usize,
+        len: usize,
+        pids: &[u32],
+    ) -> Result<IpcMemHandle> {
+        export(self, offset, len, Some(pids))
+    }
+
+    fn open_ipc(device: &AscendDevice, handle: &IpcMemHandle) -> Result<Self> {
+        ensure_not_in_callback()?;
+        let d = &device.inner;
+        handle.check_for(BackendKind::Ascend, d.info.ordinal)?;
+        if lock(exported()).contains(handle.payload()) {
+            return Err(Error::invalid(
+                "an IPC memory handle exported by this very process (use the buffer itself)",
+            ));
+        }
+        let key = CString::new(handle.payload())
+            .map_err(|_| Error::invalid("an Ascend IPC memory key with a NUL byte"))?;
+        d.bind()?;
+        let base = ipc::import_by_key(d.t, &key)?;
+        // The exporter's range: its offset within the imported block.
+        let ptr = DevPtr((base.0 as *mut u8).wrapping_add(handle.offset()) as *mut c_void);
+        lock(imports()).insert((d.info.ordinal, ptr.0 as usize), key);
+        Ok(AscendBuffer {
+            inner: Arc::new(BufInner {
+                device: device.clone(),
+                ptr,
+                len: handle.len(),
+                ordered: None,
+            }),
+        })
+    }
+}
