@@ -46,7 +46,11 @@ pub(crate) struct SState {
 
 /// A stream.
 pub(crate) struct Stream {
+    /// Process-unique key, never reused (host-func subscriptions, exception launchers).
     pub(crate) id: i32,
+    /// The runtime's stream id (`aclrtStreamGetId`, exception info, `hang:ID`): the lowest free
+    /// one, so it is reused after a destroy; -1 for hidden streams, which the API never sees.
+    pub(crate) rt_id: i32,
     pub(crate) ctx: Arc<Context>,
     pub(crate) flags: u32,
     pub(crate) is_default: bool,
@@ -166,7 +170,7 @@ impl Stream {
 
     fn hang_point(&self, epoch: u64) {
         let mut h = lock(&HANGS);
-        while h.contains(&self.id) {
+        while h.contains(&self.rt_id) {
             if self.cancelled(epoch) {
                 return;
             }
@@ -239,15 +243,18 @@ pub(crate) fn new_stream(
     hidden: bool,
 ) -> R<Arc<Stream>> {
     let mut r = lock(reg());
+    let mut rt_id = -1;
     if !hidden {
         let n = r.stream_count.entry(ctx.device).or_insert(0);
         if *n >= max_streams() {
             return err(ACL_ERROR_RT_NO_STREAM_RESOURCE, "stream limit reached");
         }
         *n += 1;
+        rt_id = r.alloc_stream_id();
     }
     let s = Arc::new(Stream {
         id: NEXT_STREAM_ID.fetch_add(1, SeqCst),
+        rt_id,
         ctx: ctx.clone(),
         flags,
         is_default,
@@ -279,6 +286,7 @@ pub(crate) fn retire_stream(s: &Arc<Stream>) {
         if let Some(n) = r.stream_count.get_mut(&s.ctx.device) {
             *n = n.saturating_sub(1);
         }
+        r.stream_ids.remove(&s.rt_id);
     }
 }
 

@@ -87,6 +87,9 @@ pub(crate) struct StreamState {
     /// The stream's native flags among [`MARKER_SYNC_FLAGS`] (host waits go through an
     /// internal event when non-zero).
     marker_flags: u32,
+    /// For an owned stream with a runtime id: (device ordinal, runtime id, xstream id), the
+    /// entry of the id table to drop with the stream.
+    forget_id: Option<(usize, i32, u64)>,
 }
 
 impl StreamState {
@@ -113,6 +116,7 @@ impl StreamState {
             device,
             owned,
             gone: std::sync::atomic::AtomicBool::new(false),
+            forget_id: None,
         }
     }
 
@@ -162,6 +166,7 @@ pub struct AscendStream {
     pub(crate) state: Arc<StreamState>,
     ownership: Ownership,
     id: u64,
+    native_id: Option<i32>,
     name: Option<String>,
     flags: StreamFlags,
     native_flags: u32,
@@ -249,6 +254,7 @@ impl std::fmt::Debug for AscendStream {
         f.debug_struct("AscendStream")
             .field("raw", &self.state.raw)
             .field("id", &self.id)
+            .field("native_id", &self.native_id)
             .field("ownership", &self.ownership)
             .field("flags", &self.flags)
             .finish()
