@@ -39,6 +39,11 @@ pub(crate) struct EvState {
     pub(crate) recorded: bool,
     pub(crate) ts_ns: Option<u64>,
     pub(crate) capture: Option<Arc<Capture>>,
+    /// The latest record whose completion the runtime has collected (see
+    /// [`Event::query_complete`]).
+    pub(crate) collected: u64,
+    /// The stream (its process-unique key) of the latest record.
+    pub(crate) record_stream: i32,
 }
 
 impl EvState {
@@ -70,6 +75,37 @@ impl Event {
     }
     pub(crate) fn is_complete(&self) -> bool {
         lock(&self.st).latest_done()
+    }
+    /// The runtime's answer to a status query. On the STARS chips (product A2: 910B / 910C /
+    /// 950) the runtime collects completions only inside API calls, and for a timing event whose
+    /// latest record ran on the device but whose completion it has not collected yet it answers
+    /// NOT_READY and collects (`Event::QueryEventTask`, `core/src/event/event.cc`; the time
+    /// stamp is still unset): so the first query after the work finished, with no synchronize
+    /// in between, says NOT_READY and the next one COMPLETE. Stream, event and device
+    /// synchronize collect too (the runtime also collects on other paths, which the simulator
+    /// does not model: its first answer is NOT_READY at least as often). Other products answer
+    /// from the device state.
+    pub(crate) fn query_complete(&self) -> bool {
+        let mut g = lock(&self.st);
+        if !g.latest_done() {
+            return false;
+        }
+        if g.record_gen == 0
+            || g.collected >= g.record_gen
+            || !self.has_timeline()
+            || crate::config::product() != crate::config::Product::A2
+        {
+            return true;
+        }
+        g.collected = g.record_gen;
+        false
+    }
+    /// Marks the latest record's completion collected, if it has completed.
+    pub(crate) fn collect(&self) {
+        let mut g = lock(&self.st);
+        if g.latest_done() {
+            g.collected = g.record_gen;
+        }
     }
     pub(crate) fn has_timeline(&self) -> bool {
         self.kind == EvKind::Default || self.flags & ACL_EVENT_TIME_LINE != 0
@@ -308,7 +344,7 @@ pub unsafe extern "C" fn aclrtQueryEventStatus(event: *mut c_void, status: *mut 
         non_null(status, "status")?;
         let e = event_of(event)?;
         query_checks(&e)?;
-        let v = if e.is_complete() {
+        let v = if e.query_complete() {
             ACL_EVENT_RECORDED_STATUS_COMPLETE
         } else {
             ACL_EVENT_RECORDED_STATUS_NOT_READY
@@ -335,7 +371,7 @@ pub unsafe extern "C" fn aclrtQueryEvent(event: *mut c_void, status: *mut i32) -
             );
         }
         query_checks(&e)?;
-        let v = if e.is_complete() {
+        let v = if e.query_complete() {
             ACL_EVENT_STATUS_COMPLETE
         } else {
             ACL_EVENT_STATUS_NOT_READY
@@ -404,6 +440,7 @@ fn sync_event(h: *mut c_void, dl: Option<Instant>) -> R {
             e.cv.wait_timeout(g, slice)
                 .map_or_else(|p| p.into_inner().0, |r| r.0);
     }
+    g.collected = g.record_gen;
     drop(g);
     e.ctx.check_poison()
 }

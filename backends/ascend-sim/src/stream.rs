@@ -103,7 +103,9 @@ impl Stream {
         }
         let t = t.instantiate();
         if let Task::Record { ev, .. } = &t {
-            lock(&ev.st).capture = None;
+            let mut e = lock(&ev.st);
+            e.capture = None;
+            e.record_stream = self.id;
         }
         g.queue.push_back(t);
         self.ensure_worker(&mut g)
@@ -436,7 +438,20 @@ fn sync_stream(h: *mut c_void, dl: Option<Instant>) -> R {
     if s.sync_noop() {
         return Ok(());
     }
-    s.wait_idle(dl, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
+    s.wait_idle(dl, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)?;
+    collect_records(&s);
+    Ok(())
+}
+
+/// A synchronize collects the completions of the stream's event records (see
+/// `Event::query_complete`).
+pub(crate) fn collect_records(s: &Stream) {
+    let events: Vec<Arc<crate::event::Event>> = lock(reg()).events.values().cloned().collect();
+    for e in events {
+        if lock(&e.st).record_stream == s.id {
+            e.collect();
+        }
+    }
 }
 
 /// `aclError aclrtSynchronizeStream(aclrtStream stream)`: needs some current context.

@@ -288,7 +288,7 @@ impl Event for AscendEvent {
         let d = &self.inner.device.inner;
         d.bind()?;
         Ok(status(
-            result::event::query_status(d.t, self.inner.raw).map_err(|e| d.observe(e))?,
+            result::event::query_status_settled(d.t, self.inner.raw).map_err(|e| d.observe(e))?,
         ))
     }
 

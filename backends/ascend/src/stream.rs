@@ -222,7 +222,7 @@ fn marker_wait(
             )
         })?;
         match how {
-            MarkerWait::Query => Ok(match result::event::query_status(d.t, ev)? {
+            MarkerWait::Query => Ok(match result::event::query_status_settled(d.t, ev)? {
                 consts::ACL_EVENT_RECORDED_STATUS_COMPLETE => Status::Ready,
                 _ => Status::Pending,
             }),
