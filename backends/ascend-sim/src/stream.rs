@@ -332,10 +332,27 @@ pub(crate) fn create_stream(out: *mut *mut c_void, priority: u32, flag: u32) -> 
     non_null(out, "stream")?;
     let ctx = cur_ctx()?;
     let flags = flag & 0x3F;
+    // The runtime's order (`ApiErrorDecorator::CheckStreamFlags`, then `Context::StreamCreate`):
+    // HUGE needs the chip's huge-depth feature, which the 310P's feature set lacks; the
+    // coprocessor flag DEVICE_USE_ONLY must be alone; then it needs the chip's MC2 feature,
+    // which the Ascend 910 has not (`mc2FeatureFlag` 0; 910B / 910C and 310P gate it on the
+    // task scheduler firmware, which the simulator takes to have it).
+    if flags & ACL_STREAM_HUGE != 0 && product() == Product::P310 {
+        return err(
+            ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+            "the 310P does not support huge streams",
+        );
+    }
     if flags & ACL_STREAM_DEVICE_USE_ONLY != 0 && flags != ACL_STREAM_DEVICE_USE_ONLY {
         return err(
             ACL_ERROR_RT_PARAM_INVALID,
             "DEVICE_USE_ONLY must be the only flag",
+        );
+    }
+    if flags & ACL_STREAM_DEVICE_USE_ONLY != 0 && product() == Product::T910 {
+        return err(
+            ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+            "the Ascend 910 does not support DEVICE_USE_ONLY streams",
         );
     }
     let prio = effective_priority(priority)?;

@@ -142,6 +142,43 @@ fn many_streams_can_exist() {
     teardown();
 }
 
+/// Per product, as the runtime's chip configurations say: the 310P has no huge streams, the
+/// Ascend 910 no DEVICE_USE_ONLY (coprocessor) streams; the combination rule comes first.
+#[test]
+fn stream_flags_per_product() {
+    let _g = exclusive();
+    let create = |flag: u32| {
+        let mut s = null_mut();
+        // SAFETY: a valid out-pointer.
+        let rc = unsafe { aclrtCreateStreamWithConfig(&mut s, 0, flag) };
+        if rc == 0 {
+            destroy(s);
+        }
+        rc
+    };
+    let set = |p: &std::ffi::CStr| {
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { xsimSetProduct(p.as_ptr()) }, 0);
+    };
+    let mixed = ACL_STREAM_DEVICE_USE_ONLY | ACL_STREAM_FAST_LAUNCH;
+    set(c"a2");
+    assert_eq!(create(ACL_STREAM_HUGE), 0);
+    assert_eq!(create(ACL_STREAM_DEVICE_USE_ONLY), 0);
+    set(c"310p");
+    assert_eq!(create(ACL_STREAM_HUGE), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+    assert_eq!(create(ACL_STREAM_DEVICE_USE_ONLY), 0);
+    set(c"910");
+    assert_eq!(create(ACL_STREAM_HUGE), 0);
+    assert_eq!(
+        create(ACL_STREAM_DEVICE_USE_ONLY),
+        ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+    );
+    assert_eq!(create(mixed), ACL_ERROR_RT_PARAM_INVALID);
+    // SAFETY: NULL restores the configured product.
+    assert_eq!(unsafe { xsimSetProduct(std::ptr::null()) }, 0);
+    teardown();
+}
+
 #[test]
 fn stream_ids_reused_event_ids_increase() {
     let _g = exclusive();
