@@ -77,14 +77,14 @@ impl Event {
         lock(&self.st).latest_done()
     }
     /// The runtime's answer to a status query. On the STARS chips (product A2: 910B / 910C /
-    /// 950) the runtime collects completions only inside API calls, and for a timing event whose
-    /// latest record ran on the device but whose completion it has not collected yet it answers
-    /// NOT_READY and collects (`Event::QueryEventTask`, `core/src/event/event.cc`; the time
-    /// stamp is still unset): so the first query after the work finished, with no synchronize
-    /// in between, says NOT_READY and the next one COMPLETE. Stream, event and device
-    /// synchronize collect too (the runtime also collects on other paths, which the simulator
-    /// does not model: its first answer is NOT_READY at least as often). Other products answer
-    /// from the device state.
+    /// 950), for a timing event whose latest record ran on the device but whose completion the
+    /// runtime has not collected from the completion queue yet, the runtime answers NOT_READY
+    /// and starts a collection (`Event::QueryEventTask`, `core/src/event/event.cc`: the time
+    /// stamp is still unset); it collects inside the call or on its recycle thread, so the
+    /// NOT_READY answers can go on for a while. The simulator answers NOT_READY once and
+    /// collects. Stream, event and device synchronize collect the stream's completed records
+    /// (the runtime also collects on other paths, which the simulator does not model). Other
+    /// products answer from the device state.
     pub(crate) fn query_complete(&self) -> bool {
         let mut g = lock(&self.st);
         if !g.latest_done() {
@@ -441,7 +441,12 @@ fn sync_event(h: *mut c_void, dl: Option<Instant>) -> R {
                 .map_or_else(|p| p.into_inner().0, |r| r.0);
     }
     g.collected = g.record_gen;
+    let stream = g.record_stream;
     drop(g);
+    // The runtime collects the stream's completions while it waits.
+    if stream != 0 {
+        crate::stream::collect_records(stream);
+    }
     e.ctx.check_poison()
 }
 

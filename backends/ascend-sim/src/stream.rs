@@ -456,16 +456,16 @@ fn sync_stream(h: *mut c_void, dl: Option<Instant>) -> R {
         return Ok(());
     }
     s.wait_idle(dl, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)?;
-    collect_records(&s);
+    collect_records(s.id);
     Ok(())
 }
 
-/// A synchronize collects the completions of the stream's event records (see
-/// `Event::query_complete`).
-pub(crate) fn collect_records(s: &Stream) {
+/// A synchronize collects the completions of the event records of the stream (its
+/// process-unique key) that have run (see `Event::query_complete`).
+pub(crate) fn collect_records(stream: i32) {
     let events: Vec<Arc<crate::event::Event>> = lock(reg()).events.values().cloned().collect();
     for e in events {
-        if lock(&e.st).record_stream == s.id {
+        if lock(&e.st).record_stream == stream {
             e.collect();
         }
     }

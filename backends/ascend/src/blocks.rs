@@ -59,7 +59,7 @@ pub(crate) fn size_class(len: usize) -> Option<usize> {
 /// Whether `e` has completed (an error counts as not completed).
 fn done(t: &AclFns, e: RawEvent) -> bool {
     matches!(
-        result::event::query_status_settled(t, e),
+        result::event::query_status(t, e),
         Ok(consts::ACL_EVENT_RECORDED_STATUS_COMPLETE)
     )
 }

@@ -295,19 +295,6 @@ pub(crate) mod event {
     pub(crate) fn query_status(t: &AclFns, e: RawEvent) -> Result<i32> {
         Ok(out!(i32, |p| call!(t, aclrtQueryEventStatus(e.0, p))))
     }
-    /// [`query_status`] asked a second time when the first answer is NOT_READY. The runtime
-    /// says NOT_READY for a timing event whose record has run on the device but whose
-    /// completion it has not yet collected from the completion queue, and that query starts the
-    /// collection (`Event::QueryEventTask` in the runtime's `core/src/event/event.cc`); without
-    /// a runtime thread collecting completions (the STARS chips' mode) the first query after the
-    /// work finished, with no synchronize in between, can therefore say NOT_READY. The second
-    /// answer reflects the collection. Pending work costs two calls.
-    pub(crate) fn query_status_settled(t: &AclFns, e: RawEvent) -> Result<i32> {
-        match query_status(t, e)? {
-            crate::sys::consts::ACL_EVENT_RECORDED_STATUS_NOT_READY => query_status(t, e),
-            v => Ok(v),
-        }
-    }
     pub(crate) fn synchronize(t: &AclFns, e: RawEvent) -> Result<()> {
         call!(t, aclrtSynchronizeEvent(e.0))
     }

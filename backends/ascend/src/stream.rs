@@ -84,6 +84,9 @@ pub(crate) struct StreamState {
     /// The value of `work` when a host wait last saw the stream idle: a query with nothing
     /// enqueued since then is Ready without asking the runtime.
     idle_at: AtomicU64,
+    /// Enqueues `1..=done_upto` (counted by `work`) are known complete: a host callback
+    /// enqueued after them ran, or a host wait or query saw the stream idle after them.
+    done_upto: AtomicU64,
     /// The stream's native flags among [`MARKER_SYNC_FLAGS`] (host waits go through an
     /// internal event when non-zero).
     marker_flags: u32,
@@ -112,6 +115,7 @@ impl StreamState {
             pending: PendingCallbacks::default(),
             work: AtomicU64::new(0),
             idle_at: AtomicU64::new(0),
+            done_upto: AtomicU64::new(0),
             marker_flags: native & MARKER_SYNC_FLAGS,
             device,
             owned,
@@ -137,9 +141,24 @@ impl StreamState {
         }
     }
 
-    /// Notes that something was enqueued on the stream.
-    pub(crate) fn touch(&self) {
-        self.work.fetch_add(1, Ordering::AcqRel);
+    /// Notes that something was enqueued on the stream; returns its position (1-based).
+    pub(crate) fn touch(&self) -> u64 {
+        self.work.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// The current enqueue count.
+    pub(crate) fn enqueues(&self) -> u64 {
+        self.work.load(Ordering::Acquire)
+    }
+
+    /// Notes that enqueues `1..=pos` have completed.
+    pub(crate) fn note_done(&self, pos: u64) {
+        self.done_upto.fetch_max(pos, Ordering::AcqRel);
+    }
+
+    /// Whether enqueue `pos` is known complete (see `done_upto`).
+    pub(crate) fn known_done(&self, pos: u64) -> bool {
+        self.done_upto.load(Ordering::Acquire) >= pos
     }
 
     /// Whether the handle was force-destroyed.
@@ -222,7 +241,7 @@ fn marker_wait(
             )
         })?;
         match how {
-            MarkerWait::Query => Ok(match result::event::query_status_settled(d.t, ev)? {
+            MarkerWait::Query => Ok(match result::event::query_status(d.t, ev)? {
                 consts::ACL_EVENT_RECORDED_STATUS_COMPLETE => Status::Ready,
                 _ => Status::Pending,
             }),
@@ -345,13 +364,19 @@ impl Stream for AscendStream {
         self.state.capture.gate("query")?;
         let d = &self.device.inner;
         d.bind()?;
-        if self.state.marker_flags != 0 {
-            return marker_wait(d, &self.state, MarkerWait::Query);
+        let seen = self.state.enqueues();
+        let r = if self.state.marker_flags != 0 {
+            marker_wait(d, &self.state, MarkerWait::Query)?
+        } else {
+            match result::stream::query(d.t, self.state.raw).map_err(|e| d.observe(e))? {
+                consts::ACL_STREAM_STATUS_COMPLETE => Status::Ready,
+                _ => Status::Pending,
+            }
+        };
+        if r == Status::Ready {
+            self.state.note_done(seen);
         }
-        match result::stream::query(d.t, self.state.raw).map_err(|e| d.observe(e))? {
-            consts::ACL_STREAM_STATUS_COMPLETE => Ok(Status::Ready),
-            _ => Ok(Status::Pending),
-        }
+        Ok(r)
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -361,11 +386,13 @@ impl Stream for AscendStream {
             self.state.capture.gate("synchronize")?;
             let d = &self.device.inner;
             d.bind()?;
+            let seen = self.state.enqueues();
             if self.state.marker_flags != 0 {
                 marker_wait(d, &self.state, MarkerWait::Forever)?;
             } else {
                 result::stream::synchronize(d.t, self.state.raw).map_err(|e| d.observe(e))?;
             }
+            self.state.note_done(seen);
         }
         self.state.panics.take()
     }
@@ -377,6 +404,7 @@ impl Stream for AscendStream {
             self.state.capture.gate("synchronize_timeout")?;
             let d = &self.device.inner;
             d.bind()?;
+            let seen = self.state.enqueues();
             if self.state.marker_flags != 0 {
                 marker_wait(d, &self.state, MarkerWait::Within(timeout))?;
             } else if d.t.aclrtSynchronizeStreamWithTimeout.is_some() {
@@ -394,6 +422,7 @@ impl Stream for AscendStream {
                     std::thread::sleep(Duration::from_micros(100));
                 }
             }
+            self.state.note_done(seen);
         }
         self.state.panics.take()
     }

@@ -58,6 +58,7 @@ impl IpcEvent for AscendEvent {
                 recorded: AtomicBool::new(true),
                 captured_on: Mutex::new(None),
                 capture_seen: AtomicBool::new(false),
+                last_record: Mutex::new(None),
                 owned: true,
             }),
             flags: tr.effective,

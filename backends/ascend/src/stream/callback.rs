@@ -39,8 +39,8 @@ impl AscendStream {
             slot: Arc::clone(&slot),
             state: Arc::clone(&self.state),
             t: d.t,
+            pos: self.state.touch(),
         };
-        self.state.touch();
         callback::launch_host_func(d.t, self.state.raw, data)?;
         d.pending.track(&slot);
         self.state.pending.track(&slot);
@@ -85,8 +85,8 @@ impl AscendStream {
             slot: Arc::clone(&slot),
             state: Arc::clone(&self.state),
             t: d.t,
+            pos: self.state.touch(),
         };
-        self.state.touch();
         callback::launch(d.t, self.state.raw, data).map_err(|e| d.observe(e))?;
         if track {
             d.pending.track(&slot);
