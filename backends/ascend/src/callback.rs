@@ -92,8 +92,8 @@ pub(crate) struct CbData {
     pub(crate) slot: Arc<CallbackSlot>,
     pub(crate) state: Arc<StreamState>,
     pub(crate) t: &'static AclFns,
-    /// The callback's position among the stream's enqueues: when it runs, everything enqueued
-    /// before it has completed.
+    /// The callback's position among the stream's enqueues (0 for a captured callback): when
+    /// it runs, everything enqueued before it has completed.
     pub(crate) pos: u64,
 }
 
@@ -196,7 +196,7 @@ unsafe extern "C" fn trampoline(data: *mut c_void) {
                 _ => Ok(()),
             }
         };
-        if status.is_ok() && !d.state.capture.is_capturing() {
+        if status.is_ok() {
             d.state.note_done(d.pos.saturating_sub(1));
         }
         d.slot.fire(status);

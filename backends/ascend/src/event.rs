@@ -42,6 +42,9 @@ pub(crate) struct EventInner {
     /// The stream and position (see `StreamState::touch`) of the latest record made through
     /// xstream, counted after the record was enqueued: see [`AscendEvent::query`].
     last_record: Mutex<Option<(Weak<StreamState>, u64)>>,
+    /// Set once a record of this event was captured: a graph launch records it again without
+    /// xstream seeing it, so `last_record` may be stale from then on and is not consulted.
+    ever_captured: AtomicBool,
     /// Created by xstream (destroyed with the last handle); `false` for [`AscendEvent::from_raw`].
     owned: bool,
 }
@@ -100,8 +103,10 @@ impl AscendEvent {
     /// `core/src/event/event.cc`), so it can say NOT_READY for a while after the work
     /// finished, even after a callback behind the record ran.
     fn record_known_done(&self) -> bool {
-        self.last_record()
-            .is_some_and(|(stream, pos)| stream.upgrade().is_some_and(|s| s.known_done(pos)))
+        !self.inner.ever_captured.load(Ordering::Acquire)
+            && self
+                .last_record()
+                .is_some_and(|(stream, pos)| stream.upgrade().is_some_and(|s| s.known_done(pos)))
     }
 
     /// The latest record's stream and position.
@@ -166,6 +171,7 @@ impl AscendEvent {
                 captured_on: Mutex::new(None),
                 capture_seen: AtomicBool::new(false),
                 last_record: Mutex::new(None),
+                ever_captured: AtomicBool::new(false),
                 owned: true,
             }),
             flags: tr.effective,
@@ -213,6 +219,7 @@ impl AscendEvent {
                 captured_on: Mutex::new(None),
                 capture_seen: AtomicBool::new(false),
                 last_record: Mutex::new(None),
+                ever_captured: AtomicBool::new(false),
                 owned: false,
             }),
             flags,
@@ -300,13 +307,17 @@ impl Event for AscendEvent {
         result::event::record(d.t, self.inner.raw, stream.state.raw)?;
         // Counted after the enqueue, so a callback or host wait counted later comes after it.
         let pos = stream.state.touch();
+        let capturing = stream.state.capture.is_capturing();
+        if capturing {
+            self.inner.ever_captured.store(true, Ordering::Release);
+        }
         *self
             .inner
             .last_record
             .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some((Arc::downgrade(&stream.state), pos));
+            .unwrap_or_else(|e| e.into_inner()) =
+            (!capturing).then(|| (Arc::downgrade(&stream.state), pos));
         self.inner.recorded.store(true, Ordering::Release);
-        let capturing = stream.state.capture.is_capturing();
         if capturing || self.inner.capture_seen.load(Ordering::Acquire) {
             let mut g = self
                 .inner

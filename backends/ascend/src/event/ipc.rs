@@ -59,6 +59,7 @@ impl IpcEvent for AscendEvent {
                 captured_on: Mutex::new(None),
                 capture_seen: AtomicBool::new(false),
                 last_record: Mutex::new(None),
+                ever_captured: AtomicBool::new(false),
                 owned: true,
             }),
             flags: tr.effective,
