@@ -116,8 +116,8 @@ else
   fail "feasibility (log: $WORK/feasibility.log; rerun with XSTREAM_HAL_SIM_TRACE=1 ASCEND_SLOG_PRINT_TO_STDOUT=1 ASCEND_GLOBAL_LOG_LEVEL=1 for the call trace)"
 fi
 
-# 6. xstream's conformance suite against the real runtime (opt-in: on 2026-11-25 four checks still
-#    failed there, see docs/simulators.md).
+# 6. xstream's conformance suite against the real runtime (opt-in: on 2026-11-25 three checks still
+#    failed there, each a gap of the emulation, see docs/simulators.md).
 if [ "${CANN_CONFORM:-0}" = "1" ]; then
   if ! (cd "$ROOT" && nice cargo build -p xstream-cli >"$WORK/cargo-cli.log" 2>&1); then
     fail "xstream CLI build (see $WORK/cargo-cli.log)"
@@ -130,7 +130,7 @@ if [ "${CANN_CONFORM:-0}" = "1" ]; then
     fail "conformance on the real runtime did not pass or did not finish in ${CONFORM_TIMEOUT:-300} s (log: $WORK/conform.log)"
   fi
 else
-  skip "conformance on the real runtime: set CANN_CONFORM=1 (4 checks known to fail there; docs/simulators.md)"
+  skip "conformance on the real runtime: set CANN_CONFORM=1 (3 checks known to fail there; docs/simulators.md)"
 fi
 
 echo "libraries: $RUN/lib64 (XSTREAM_ACL_LIBRARY=$RUN/lib64/libacl_rt.so with LD_LIBRARY_PATH=$RUN/lib64)"

@@ -315,7 +315,7 @@ fn sync_device(dl: Option<Instant>) -> R {
             continue;
         }
         match s.wait_idle(dl, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT) {
-            Ok(()) => {}
+            Ok(()) => collect_records(s.id),
             Err(e) if e.code == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT => return Err(e),
             // Poison of another context / aborts of other streams do not fail a device sync.
             Err(_) => {}

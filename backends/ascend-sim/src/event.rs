@@ -39,6 +39,11 @@ pub(crate) struct EvState {
     pub(crate) recorded: bool,
     pub(crate) ts_ns: Option<u64>,
     pub(crate) capture: Option<Arc<Capture>>,
+    /// The latest record whose completion the runtime has collected (see
+    /// [`Event::query_complete`]).
+    pub(crate) collected: u64,
+    /// The stream (its process-unique key) of the latest record.
+    pub(crate) record_stream: i32,
 }
 
 impl EvState {
@@ -74,6 +79,37 @@ impl Event {
             return done;
         }
         lock(&self.st).latest_done()
+    }
+    /// The runtime's answer to a status query. On the STARS chips (product A2: 910B / 910C /
+    /// 950), for a timing event whose latest record ran on the device but whose completion the
+    /// runtime has not collected from the completion queue yet, the runtime answers NOT_READY
+    /// and starts a collection (`Event::QueryEventTask`, `core/src/event/event.cc`: the time
+    /// stamp is still unset); it collects inside the call or on its recycle thread, so the
+    /// NOT_READY answers can go on for a while. The simulator answers NOT_READY once and
+    /// collects. Stream, event and device synchronize collect the stream's completed records
+    /// (the runtime also collects on other paths, which the simulator does not model). Other
+    /// products answer from the device state.
+    pub(crate) fn query_complete(&self) -> bool {
+        let mut g = lock(&self.st);
+        if !g.latest_done() {
+            return false;
+        }
+        if g.record_gen == 0
+            || g.collected >= g.record_gen
+            || !self.has_timeline()
+            || crate::config::product() != crate::config::Product::A2
+        {
+            return true;
+        }
+        g.collected = g.record_gen;
+        false
+    }
+    /// Marks the latest record's completion collected, if it has completed.
+    pub(crate) fn collect(&self) {
+        let mut g = lock(&self.st);
+        if g.latest_done() {
+            g.collected = g.record_gen;
+        }
     }
     pub(crate) fn has_timeline(&self) -> bool {
         self.kind == EvKind::Default || self.flags & ACL_EVENT_TIME_LINE != 0
@@ -314,7 +350,7 @@ pub unsafe extern "C" fn aclrtQueryEventStatus(event: *mut c_void, status: *mut 
         non_null(status, "status")?;
         let e = event_of(event)?;
         query_checks(&e)?;
-        let v = if e.is_complete() {
+        let v = if e.query_complete() {
             ACL_EVENT_RECORDED_STATUS_COMPLETE
         } else {
             ACL_EVENT_RECORDED_STATUS_NOT_READY
@@ -341,7 +377,7 @@ pub unsafe extern "C" fn aclrtQueryEvent(event: *mut c_void, status: *mut i32) -
             );
         }
         query_checks(&e)?;
-        let v = if e.is_complete() {
+        let v = if e.query_complete() {
             ACL_EVENT_STATUS_COMPLETE
         } else {
             ACL_EVENT_STATUS_NOT_READY
@@ -413,7 +449,13 @@ fn sync_event(h: *mut c_void, dl: Option<Instant>) -> R {
             e.cv.wait_timeout(g, slice)
                 .map_or_else(|p| p.into_inner().0, |r| r.0);
     }
+    g.collected = g.record_gen;
+    let stream = g.record_stream;
     drop(g);
+    // The runtime collects the stream's completions while it waits.
+    if stream != 0 {
+        crate::stream::collect_records(stream);
+    }
     e.ctx.check_poison()
 }
 

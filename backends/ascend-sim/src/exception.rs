@@ -69,7 +69,7 @@ pub(crate) fn raise(stream: &Stream, code: i32) {
         .unwrap_or(0);
     let mut info = AclrtExceptionInfo {
         task_id: stream.tasks_run.load(SeqCst),
-        stream_id: stream.id as u32,
+        stream_id: stream.rt_id as u32,
         thread_id: tid as u32,
         device_id: stream.ctx.device as u32,
         error_code: code as u32,

@@ -9,6 +9,7 @@ use crate::error::*;
 use crate::event::*;
 use crate::faults::*;
 use crate::stream::*;
+use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::panic::catch_unwind;
@@ -31,6 +32,23 @@ pub(crate) struct Reg {
     pub(crate) primary: HashMap<i32, (Arc<Context>, u64)>,
     pub(crate) stream_count: HashMap<i32, u32>,
     pub(crate) event_count: HashMap<i32, u32>,
+    /// The runtime stream ids in use (see [`Reg::alloc_stream_id`]).
+    pub(crate) stream_ids: BTreeSet<i32>,
+}
+
+impl Reg {
+    /// The lowest stream id not in use. The runtime takes a stream's id from the driver
+    /// (`halResourceIdAlloc`), and both the runtime's own device-model driver
+    /// (`src/cmodel_driver`) and its unit-test driver stub hand out the lowest free id, so a
+    /// destroyed stream's id comes back. Those keep one pool per device; the simulator keeps one
+    /// for all devices, so an id (in `hang:ID`, in exception info) names a single live stream.
+    pub(crate) fn alloc_stream_id(&mut self) -> i32 {
+        let id = (0..i32::MAX)
+            .find(|i| !self.stream_ids.contains(i))
+            .unwrap_or(i32::MAX);
+        self.stream_ids.insert(id);
+        id
+    }
 }
 
 pub(crate) fn reg() -> &'static Mutex<Reg> {

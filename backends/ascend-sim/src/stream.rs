@@ -46,7 +46,11 @@ pub(crate) struct SState {
 
 /// A stream.
 pub(crate) struct Stream {
+    /// Process-unique key, never reused (host-func subscriptions, exception launchers).
     pub(crate) id: i32,
+    /// The runtime's stream id (`aclrtStreamGetId`, exception info, `hang:ID`): the lowest free
+    /// one, so it is reused after a destroy; -1 for hidden streams, which the API never sees.
+    pub(crate) rt_id: i32,
     pub(crate) ctx: Arc<Context>,
     pub(crate) flags: u32,
     pub(crate) is_default: bool,
@@ -99,7 +103,9 @@ impl Stream {
         }
         let t = t.instantiate();
         if let Task::Record { ev, .. } = &t {
-            lock(&ev.st).capture = None;
+            let mut e = lock(&ev.st);
+            e.capture = None;
+            e.record_stream = self.id;
         }
         g.queue.push_back(t);
         self.ensure_worker(&mut g)
@@ -166,7 +172,7 @@ impl Stream {
 
     fn hang_point(&self, epoch: u64) {
         let mut h = lock(&HANGS);
-        while h.contains(&self.id) {
+        while h.contains(&self.rt_id) {
             if self.cancelled(epoch) {
                 return;
             }
@@ -239,15 +245,18 @@ pub(crate) fn new_stream(
     hidden: bool,
 ) -> R<Arc<Stream>> {
     let mut r = lock(reg());
+    let mut rt_id = -1;
     if !hidden {
         let n = r.stream_count.entry(ctx.device).or_insert(0);
         if *n >= max_streams() {
             return err(ACL_ERROR_RT_NO_STREAM_RESOURCE, "stream limit reached");
         }
         *n += 1;
+        rt_id = r.alloc_stream_id();
     }
     let s = Arc::new(Stream {
         id: NEXT_STREAM_ID.fetch_add(1, SeqCst),
+        rt_id,
         ctx: ctx.clone(),
         flags,
         is_default,
@@ -279,6 +288,7 @@ pub(crate) fn retire_stream(s: &Arc<Stream>) {
         if let Some(n) = r.stream_count.get_mut(&s.ctx.device) {
             *n = n.saturating_sub(1);
         }
+        r.stream_ids.remove(&s.rt_id);
     }
 }
 
@@ -322,10 +332,27 @@ pub(crate) fn create_stream(out: *mut *mut c_void, priority: u32, flag: u32) -> 
     non_null(out, "stream")?;
     let ctx = cur_ctx()?;
     let flags = flag & 0x3F;
+    // The runtime's order (`ApiErrorDecorator::CheckStreamFlags`, then `Context::StreamCreate`):
+    // HUGE needs the chip's huge-depth feature, which the 310P's feature set lacks; the
+    // coprocessor flag DEVICE_USE_ONLY must be alone; then it needs the chip's MC2 feature,
+    // which the Ascend 910 has not (`mc2FeatureFlag` 0; 910B / 910C and 310P gate it on the
+    // task scheduler firmware, which the simulator takes to have it).
+    if flags & ACL_STREAM_HUGE != 0 && product() == Product::P310 {
+        return err(
+            ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+            "the 310P does not support huge streams",
+        );
+    }
     if flags & ACL_STREAM_DEVICE_USE_ONLY != 0 && flags != ACL_STREAM_DEVICE_USE_ONLY {
         return err(
             ACL_ERROR_RT_PARAM_INVALID,
             "DEVICE_USE_ONLY must be the only flag",
+        );
+    }
+    if flags & ACL_STREAM_DEVICE_USE_ONLY != 0 && product() == Product::T910 {
+        return err(
+            ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+            "the Ascend 910 does not support DEVICE_USE_ONLY streams",
         );
     }
     let prio = effective_priority(priority)?;
@@ -428,7 +455,20 @@ fn sync_stream(h: *mut c_void, dl: Option<Instant>) -> R {
     if s.sync_noop() {
         return Ok(());
     }
-    s.wait_idle(dl, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
+    s.wait_idle(dl, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)?;
+    collect_records(s.id);
+    Ok(())
+}
+
+/// A synchronize collects the completions of the event records of the stream (its
+/// process-unique key) that have run (see `Event::query_complete`).
+pub(crate) fn collect_records(stream: i32) {
+    let events: Vec<Arc<crate::event::Event>> = lock(reg()).events.values().cloned().collect();
+    for e in events {
+        if lock(&e.st).record_stream == stream {
+            e.collect();
+        }
+    }
 }
 
 /// `aclError aclrtSynchronizeStream(aclrtStream stream)`: needs some current context.

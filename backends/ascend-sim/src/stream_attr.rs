@@ -97,8 +97,9 @@ pub unsafe extern "C" fn aclrtStreamGetFlags(stream: *mut c_void, flags: *mut u3
     })
 }
 
-/// `aclError aclrtStreamGetId(aclrtStream stream, int32_t* streamId)`: process-unique,
-/// increasing, never reused.
+/// `aclError aclrtStreamGetId(aclrtStream stream, int32_t* streamId)`: the runtime's id, unique
+/// among the device's live streams; a destroyed stream's id is handed out again (the lowest free
+/// id, as the runtime's device-model driver allocates them).
 ///
 /// # Safety
 /// `stream_id` must be NULL or valid for a write.
@@ -108,7 +109,7 @@ pub unsafe extern "C" fn aclrtStreamGetId(stream: *mut c_void, stream_id: *mut i
         non_null(stream_id, "streamId")?;
         let s = stream_of(stream)?;
         // SAFETY: caller contract.
-        unsafe { put(stream_id, s.id) }
+        unsafe { put(stream_id, s.rt_id) }
     })
 }
 

@@ -169,3 +169,65 @@ fn elapsed_time_and_timestamp() {
     destroy(s);
     teardown();
 }
+
+/// The runtime's first status query of a timing event whose record ran but whose completion it
+/// has not collected says NOT_READY on the STARS products and collects it; a synchronize
+/// collects too; events without a time line and other products answer from the device.
+#[test]
+fn first_query_after_completion_collects_on_stars_products() {
+    let _g = exclusive();
+    let a = stream();
+    let timing = event(None);
+    let plain = event(Some(ACL_EVENT_SYNC));
+    let last = event(Some(ACL_EVENT_SYNC));
+    let query = |e| {
+        let mut st = -1;
+        // SAFETY: valid out-pointer.
+        assert_eq!(unsafe { aclrtQueryEventStatus(e, &mut st) }, 0);
+        st
+    };
+    // Records run on the device; `last` has no time line, so polling it collects nothing.
+    let run = |evs: &[*mut std::ffi::c_void]| {
+        // SAFETY: handles from the simulator.
+        unsafe {
+            for &e in evs {
+                assert_eq!(aclrtRecordEvent(e, a), 0);
+            }
+            assert_eq!(aclrtRecordEvent(last, a), 0);
+        }
+        let mut polls = 0;
+        while query(last) != ACL_EVENT_RECORDED_STATUS_COMPLETE {
+            polls += 1;
+            assert!(polls < 100_000, "the records never ran");
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    };
+    run(&[timing, plain]);
+    assert_eq!(query(timing), ACL_EVENT_RECORDED_STATUS_NOT_READY);
+    assert_eq!(query(timing), ACL_EVENT_RECORDED_STATUS_COMPLETE);
+    assert_eq!(query(plain), ACL_EVENT_RECORDED_STATUS_COMPLETE);
+    // A stream synchronize, and an event synchronize, collect the stream's records.
+    run(&[timing]);
+    // SAFETY: a live stream.
+    assert_eq!(unsafe { aclrtSynchronizeStream(a) }, 0);
+    assert_eq!(query(timing), ACL_EVENT_RECORDED_STATUS_COMPLETE);
+    run(&[timing]);
+    // SAFETY: a live event.
+    assert_eq!(unsafe { aclrtSynchronizeEvent(last) }, 0);
+    assert_eq!(query(timing), ACL_EVENT_RECORDED_STATUS_COMPLETE);
+    // 310P (no STARS): the answer comes from the device.
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { xsimSetProduct(c"310p".as_ptr()) }, 0);
+    run(&[timing]);
+    assert_eq!(query(timing), ACL_EVENT_RECORDED_STATUS_COMPLETE);
+    // SAFETY: NULL restores the configured product.
+    assert_eq!(unsafe { xsimSetProduct(std::ptr::null()) }, 0);
+    // SAFETY: handles from the simulator.
+    unsafe {
+        aclrtDestroyEvent(timing);
+        aclrtDestroyEvent(plain);
+        aclrtDestroyEvent(last);
+    }
+    destroy(a);
+    teardown();
+}

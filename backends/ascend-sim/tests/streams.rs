@@ -142,22 +142,60 @@ fn many_streams_can_exist() {
     teardown();
 }
 
+/// Per product, as the runtime's chip configurations say: the 310P has no huge streams, the
+/// Ascend 910 no DEVICE_USE_ONLY (coprocessor) streams; the combination rule comes first.
 #[test]
-fn ids_are_unique_and_increasing() {
-    let _g = shared();
+fn stream_flags_per_product() {
+    let _g = exclusive();
+    let create = |flag: u32| {
+        let mut s = null_mut();
+        // SAFETY: a valid out-pointer.
+        let rc = unsafe { aclrtCreateStreamWithConfig(&mut s, 0, flag) };
+        if rc == 0 {
+            destroy(s);
+        }
+        rc
+    };
+    let set = |p: &std::ffi::CStr| {
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { xsimSetProduct(p.as_ptr()) }, 0);
+    };
+    let mixed = ACL_STREAM_DEVICE_USE_ONLY | ACL_STREAM_FAST_LAUNCH;
+    set(c"a2");
+    assert_eq!(create(ACL_STREAM_HUGE), 0);
+    assert_eq!(create(ACL_STREAM_DEVICE_USE_ONLY), 0);
+    set(c"310p");
+    assert_eq!(create(ACL_STREAM_HUGE), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+    assert_eq!(create(ACL_STREAM_DEVICE_USE_ONLY), 0);
+    set(c"910");
+    assert_eq!(create(ACL_STREAM_HUGE), 0);
+    assert_eq!(
+        create(ACL_STREAM_DEVICE_USE_ONLY),
+        ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+    );
+    assert_eq!(create(mixed), ACL_ERROR_RT_PARAM_INVALID);
+    // SAFETY: NULL restores the configured product.
+    assert_eq!(unsafe { xsimSetProduct(std::ptr::null()) }, 0);
+    teardown();
+}
+
+#[test]
+fn stream_ids_reused_event_ids_increase() {
+    let _g = exclusive();
     // SAFETY: valid out-pointers; handles from the simulator.
     unsafe {
         let (a, b) = (stream(), stream());
         let (mut ia, mut ib) = (0, 0);
         assert_eq!(aclrtStreamGetId(a, &mut ia), 0);
         assert_eq!(aclrtStreamGetId(b, &mut ib), 0);
-        assert!(ib > ia);
+        assert_ne!(ia, ib);
+        // The runtime's driver hands out the lowest free id: a's comes back.
         destroy(a);
-        destroy(b);
         let c = stream();
         let mut ic = 0;
         assert_eq!(aclrtStreamGetId(c, &mut ic), 0);
-        assert!(ic > ib);
+        assert_eq!(ic, ia, "a destroyed stream's id is reused");
+        destroy(b);
         destroy(c);
         let (e1, e2) = (event(None), event(None));
         let (mut x, mut y) = (0, 0);

@@ -92,6 +92,9 @@ pub(crate) struct CbData {
     pub(crate) slot: Arc<CallbackSlot>,
     pub(crate) state: Arc<StreamState>,
     pub(crate) t: &'static AclFns,
+    /// The callback's position among the stream's enqueues (0 for a captured callback): when
+    /// it runs, everything enqueued before it has completed.
+    pub(crate) pos: u64,
 }
 
 /// Launches `data` as a blocking report callback on `stream`. On failure the data (and the
@@ -193,6 +196,9 @@ unsafe extern "C" fn trampoline(data: *mut c_void) {
                 _ => Ok(()),
             }
         };
+        if status.is_ok() {
+            d.state.note_done(d.pos.saturating_sub(1));
+        }
         d.slot.fire(status);
     }));
 }

@@ -10,7 +10,7 @@
 //! (ACL reports never-recorded events as complete, and elapsed time on them fails with 507000).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use xstream_core::completion::poll_until;
@@ -39,6 +39,12 @@ pub(crate) struct EventInner {
     /// Whether `captured_on` may be `Some`: lets record and query skip its lock on the common
     /// (never captured) path, so those hot paths take no lock.
     capture_seen: AtomicBool,
+    /// The stream and position (see `StreamState::touch`) of the latest record made through
+    /// xstream, counted after the record was enqueued: see [`AscendEvent::query`].
+    last_record: Mutex<Option<(Weak<StreamState>, u64)>>,
+    /// Set once a record of this event was captured: a graph launch records it again without
+    /// xstream seeing it, so `last_record` may be stale from then on and is not consulted.
+    ever_captured: AtomicBool,
     /// Created by xstream (destroyed with the last handle); `false` for [`AscendEvent::from_raw`].
     owned: bool,
 }
@@ -89,6 +95,36 @@ impl std::fmt::Debug for AscendEvent {
 }
 
 impl AscendEvent {
+    /// Whether the latest record is known complete from xstream's side: a host callback
+    /// enqueued after it on its stream ran, or a host wait or query saw that stream idle after
+    /// it. Consulted when the runtime says NOT_READY: for a timing event the runtime answers
+    /// from the record's completion report, which it collects from the device's completion
+    /// queue inside API calls or on its recycle thread (`Event::QueryEventTask`,
+    /// `core/src/event/event.cc`), so it can say NOT_READY for a while after the work
+    /// finished, even after a callback behind the record ran.
+    fn record_known_done(&self) -> bool {
+        !self.inner.ever_captured.load(Ordering::Acquire)
+            && self
+                .last_record()
+                .is_some_and(|(stream, pos)| stream.upgrade().is_some_and(|s| s.known_done(pos)))
+    }
+
+    /// The latest record's stream and position.
+    fn last_record(&self) -> Option<(Weak<StreamState>, u64)> {
+        self.inner
+            .last_record
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// After a wait for the record `rec` returned: it and its stream's earlier work completed.
+    fn note_waited(rec: Option<(Weak<StreamState>, u64)>) {
+        if let Some(s) = rec.and_then(|(w, pos)| w.upgrade().map(|s| (s, pos))) {
+            s.0.note_done(s.1);
+        }
+    }
+
     pub(crate) fn create(device: &AscendDevice, desc: &EventDesc) -> Result<Self> {
         ensure_not_in_callback()?;
         let d = &device.inner;
@@ -134,6 +170,8 @@ impl AscendEvent {
                 recorded: AtomicBool::new(false),
                 captured_on: Mutex::new(None),
                 capture_seen: AtomicBool::new(false),
+                last_record: Mutex::new(None),
+                ever_captured: AtomicBool::new(false),
                 owned: true,
             }),
             flags: tr.effective,
@@ -180,6 +218,8 @@ impl AscendEvent {
                 recorded: AtomicBool::new(true),
                 captured_on: Mutex::new(None),
                 capture_seen: AtomicBool::new(false),
+                last_record: Mutex::new(None),
+                ever_captured: AtomicBool::new(false),
                 owned: false,
             }),
             flags,
@@ -265,8 +305,19 @@ impl Event for AscendEvent {
         let d = &self.inner.device.inner;
         d.bind()?;
         result::event::record(d.t, self.inner.raw, stream.state.raw)?;
-        self.inner.recorded.store(true, Ordering::Release);
+        // Counted after the enqueue, so a callback or host wait counted later comes after it.
+        let pos = stream.state.touch();
         let capturing = stream.state.capture.is_capturing();
+        if capturing {
+            self.inner.ever_captured.store(true, Ordering::Release);
+        }
+        *self
+            .inner
+            .last_record
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) =
+            (!capturing).then(|| (Arc::downgrade(&stream.state), pos));
+        self.inner.recorded.store(true, Ordering::Release);
         if capturing || self.inner.capture_seen.load(Ordering::Acquire) {
             let mut g = self
                 .inner
@@ -287,9 +338,12 @@ impl Event for AscendEvent {
         self.gate("event query")?;
         let d = &self.inner.device.inner;
         d.bind()?;
-        Ok(status(
-            result::event::query_status(d.t, self.inner.raw).map_err(|e| d.observe(e))?,
-        ))
+        let s = status(result::event::query_status(d.t, self.inner.raw).map_err(|e| d.observe(e))?);
+        Ok(if s == Status::Pending && self.record_known_done() {
+            Status::Ready
+        } else {
+            s
+        })
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -300,7 +354,10 @@ impl Event for AscendEvent {
         self.gate("event synchronize")?;
         let d = &self.inner.device.inner;
         d.bind()?;
-        result::event::synchronize(d.t, self.inner.raw).map_err(|e| d.observe(e))
+        let rec = self.last_record();
+        result::event::synchronize(d.t, self.inner.raw).map_err(|e| d.observe(e))?;
+        Self::note_waited(rec);
+        Ok(())
     }
 
     fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
@@ -312,11 +369,14 @@ impl Event for AscendEvent {
         self.gate("event synchronize")?;
         let d = &self.inner.device.inner;
         d.bind()?;
+        let rec = self.last_record();
         if d.t.aclrtSynchronizeEventWithTimeout.is_some() {
             let ms =
                 i32::try_from(timeout.as_nanos().div_ceil(1_000_000).max(1)).unwrap_or(i32::MAX);
-            return result::event::synchronize_timeout(d.t, self.inner.raw, ms)
-                .map_err(|e| d.observe(with_timeout(e, timeout)));
+            result::event::synchronize_timeout(d.t, self.inner.raw, ms)
+                .map_err(|e| d.observe(with_timeout(e, timeout)))?;
+            Self::note_waited(rec);
+            return Ok(());
         }
         // `checked_add`: `now + Duration::MAX` panics; too large a timeout is no deadline.
         let end = Instant::now().checked_add(timeout);
@@ -326,6 +386,7 @@ impl Event for AscendEvent {
             }
             std::thread::sleep(Duration::from_micros(100));
         }
+        Self::note_waited(rec);
         Ok(())
     }
 

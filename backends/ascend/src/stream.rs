@@ -84,9 +84,15 @@ pub(crate) struct StreamState {
     /// The value of `work` when a host wait last saw the stream idle: a query with nothing
     /// enqueued since then is Ready without asking the runtime.
     idle_at: AtomicU64,
+    /// Enqueues `1..=done_upto` (counted by `work`) are known complete: a host callback
+    /// enqueued after them ran, or a host wait or query saw the stream idle after them.
+    done_upto: AtomicU64,
     /// The stream's native flags among [`MARKER_SYNC_FLAGS`] (host waits go through an
     /// internal event when non-zero).
     marker_flags: u32,
+    /// For an owned stream with a runtime id: (device ordinal, runtime id, xstream id), the
+    /// entry of the id table to drop with the stream.
+    forget_id: Option<(usize, i32, u64)>,
 }
 
 impl StreamState {
@@ -109,10 +115,12 @@ impl StreamState {
             pending: PendingCallbacks::default(),
             work: AtomicU64::new(0),
             idle_at: AtomicU64::new(0),
+            done_upto: AtomicU64::new(0),
             marker_flags: native & MARKER_SYNC_FLAGS,
             device,
             owned,
             gone: std::sync::atomic::AtomicBool::new(false),
+            forget_id: None,
         }
     }
 
@@ -133,9 +141,24 @@ impl StreamState {
         }
     }
 
-    /// Notes that something was enqueued on the stream.
-    pub(crate) fn touch(&self) {
-        self.work.fetch_add(1, Ordering::AcqRel);
+    /// Notes that something was enqueued on the stream; returns its position (1-based).
+    pub(crate) fn touch(&self) -> u64 {
+        self.work.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// The current enqueue count.
+    pub(crate) fn enqueues(&self) -> u64 {
+        self.work.load(Ordering::Acquire)
+    }
+
+    /// Notes that enqueues `1..=pos` have completed.
+    pub(crate) fn note_done(&self, pos: u64) {
+        self.done_upto.fetch_max(pos, Ordering::AcqRel);
+    }
+
+    /// Whether enqueue `pos` is known complete (see `done_upto`).
+    pub(crate) fn known_done(&self, pos: u64) -> bool {
+        self.done_upto.load(Ordering::Acquire) >= pos
     }
 
     /// Whether the handle was force-destroyed.
@@ -162,6 +185,7 @@ pub struct AscendStream {
     pub(crate) state: Arc<StreamState>,
     ownership: Ownership,
     id: u64,
+    native_id: Option<i32>,
     name: Option<String>,
     flags: StreamFlags,
     native_flags: u32,
@@ -249,6 +273,7 @@ impl std::fmt::Debug for AscendStream {
         f.debug_struct("AscendStream")
             .field("raw", &self.state.raw)
             .field("id", &self.id)
+            .field("native_id", &self.native_id)
             .field("ownership", &self.ownership)
             .field("flags", &self.flags)
             .finish()
@@ -339,13 +364,19 @@ impl Stream for AscendStream {
         self.state.capture.gate("query")?;
         let d = &self.device.inner;
         d.bind()?;
-        if self.state.marker_flags != 0 {
-            return marker_wait(d, &self.state, MarkerWait::Query);
+        let seen = self.state.enqueues();
+        let r = if self.state.marker_flags != 0 {
+            marker_wait(d, &self.state, MarkerWait::Query)?
+        } else {
+            match result::stream::query(d.t, self.state.raw).map_err(|e| d.observe(e))? {
+                consts::ACL_STREAM_STATUS_COMPLETE => Status::Ready,
+                _ => Status::Pending,
+            }
+        };
+        if r == Status::Ready {
+            self.state.note_done(seen);
         }
-        match result::stream::query(d.t, self.state.raw).map_err(|e| d.observe(e))? {
-            consts::ACL_STREAM_STATUS_COMPLETE => Ok(Status::Ready),
-            _ => Ok(Status::Pending),
-        }
+        Ok(r)
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -355,11 +386,13 @@ impl Stream for AscendStream {
             self.state.capture.gate("synchronize")?;
             let d = &self.device.inner;
             d.bind()?;
+            let seen = self.state.enqueues();
             if self.state.marker_flags != 0 {
                 marker_wait(d, &self.state, MarkerWait::Forever)?;
             } else {
                 result::stream::synchronize(d.t, self.state.raw).map_err(|e| d.observe(e))?;
             }
+            self.state.note_done(seen);
         }
         self.state.panics.take()
     }
@@ -371,6 +404,7 @@ impl Stream for AscendStream {
             self.state.capture.gate("synchronize_timeout")?;
             let d = &self.device.inner;
             d.bind()?;
+            let seen = self.state.enqueues();
             if self.state.marker_flags != 0 {
                 marker_wait(d, &self.state, MarkerWait::Within(timeout))?;
             } else if d.t.aclrtSynchronizeStreamWithTimeout.is_some() {
@@ -388,6 +422,7 @@ impl Stream for AscendStream {
                     std::thread::sleep(Duration::from_micros(100));
                 }
             }
+            self.state.note_done(seen);
         }
         self.state.panics.take()
     }

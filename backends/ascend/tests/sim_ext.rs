@@ -6,13 +6,14 @@ mod common;
 use common::{global_lock, Sim};
 use xstream_ascend::loader::{self, GroupState};
 use xstream_ascend::sys::{AclFns, LoadError};
+use xstream_ascend::AscendStream;
 use xstream_core::{
     Buffer, Capabilities, Device, Error, Kernel, Stream, StreamDesc, StreamFlags, WaitCondition,
 };
 
-/// The runtime's own stream id (the low 40 bits of the portable id).
-fn acl_stream_id(s: &impl Stream) -> u64 {
-    s.id() & ((1 << 40) - 1)
+/// The runtime's own stream id.
+fn acl_stream_id(s: &AscendStream) -> i32 {
+    s.native_id().expect("the simulator has aclrtStreamGetId")
 }
 
 #[test]

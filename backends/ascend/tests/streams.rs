@@ -145,6 +145,44 @@ fn default_stream_ids_and_from_raw() {
     a.synchronize().unwrap();
 }
 
+/// The runtime hands a destroyed stream's id out again (the simulator does as the runtime's
+/// driver does): xstream's ids stay unique across create/drop, views share their stream's id,
+/// and the runtime's id stays readable as `native_id`.
+#[test]
+fn ids_unique_although_the_runtime_reuses_its_own() {
+    if !common::in_sim_process() {
+        return;
+    }
+    let d = common::device(0);
+    let mut seen = std::collections::HashSet::new();
+    let mut natives = std::collections::HashSet::new();
+    let mut native_reused = false;
+    // Dropped streams are destroyed on the reaper thread, so a reuse shows in a later round.
+    for _ in 0..200 {
+        if native_reused {
+            break;
+        }
+        let v: Vec<_> = (0..4)
+            .map(|_| d.create_stream(&StreamDesc::new()).unwrap())
+            .collect();
+        for s in &v {
+            assert!(seen.insert(s.id()), "xstream id {} repeated", s.id());
+            let n = s.native_id().expect("the simulator has aclrtStreamGetId");
+            native_reused |= !natives.insert(n);
+            // SAFETY: `s` outlives the borrowed wrapper.
+            let view = unsafe { AscendStream::from_raw(&d, s.as_raw()) }.unwrap();
+            assert_eq!(view.id(), s.id());
+            assert_eq!(view.native_id(), Some(n));
+        }
+        drop(v);
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(
+        native_reused,
+        "the runtime (simulator) reused no stream id: the check proves nothing"
+    );
+}
+
 #[test]
 fn attributes() {
     if !common::in_sim_process() {

@@ -58,6 +58,8 @@ impl IpcEvent for AscendEvent {
                 recorded: AtomicBool::new(true),
                 captured_on: Mutex::new(None),
                 capture_seen: AtomicBool::new(false),
+                last_record: Mutex::new(None),
+                ever_captured: AtomicBool::new(false),
                 owned: true,
             }),
             flags: tr.effective,

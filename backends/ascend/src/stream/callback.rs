@@ -39,12 +39,23 @@ impl AscendStream {
             slot: Arc::clone(&slot),
             state: Arc::clone(&self.state),
             t: d.t,
+            pos: self.callback_pos(),
         };
-        self.state.touch();
         callback::launch_host_func(d.t, self.state.raw, data)?;
         d.pending.track(&slot);
         self.state.pending.track(&slot);
         Ok(())
+    }
+
+    /// Counts a callback's enqueue; its position for [`CbData::pos`], or 0 while capturing (a
+    /// replayed callback says nothing about the work before the capture).
+    fn callback_pos(&self) -> u64 {
+        let pos = self.state.touch();
+        if self.state.capture.is_capturing() {
+            0
+        } else {
+            pos
+        }
     }
 
     pub(super) fn claim_style(&self, want: u8) -> Result<()> {
@@ -85,8 +96,8 @@ impl AscendStream {
             slot: Arc::clone(&slot),
             state: Arc::clone(&self.state),
             t: d.t,
+            pos: self.callback_pos(),
         };
-        self.state.touch();
         callback::launch(d.t, self.state.raw, data).map_err(|e| d.observe(e))?;
         if track {
             d.pending.track(&slot);

@@ -1,9 +1,11 @@
 //! Creating an [`AscendStream`]: owned streams (`aclrtCreateStream`,
 //! `aclrtCreateStreamWithConfig`, with a reaper flush at the device's stream limit), the
-//! default stream and unowned views; stream ids.
+//! default stream and unowned views; stream ids (process-unique, never the runtime's reusable
+//! id).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use xstream_core::{
@@ -21,13 +23,53 @@ use crate::sys::{consts, RawStream};
 /// How long stream creation at the device limit waits for queued destroys to finish.
 const REAP_FLUSH_LIMIT: Duration = Duration::from_secs(10);
 
+/// xstream's stream ids: a process-wide counter, never reused.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-fn vendor_id(d: &AscendDevice, raw: RawStream) -> u64 {
+/// The xstream id of each live stream by (device ordinal, runtime id), so that views of a
+/// stream (the default stream, `from_raw`) get the id of the stream they show. The runtime's id
+/// (`aclrtStreamGetId`) cannot serve as xstream's id itself: it is unique only among live
+/// streams, and the runtime takes it from its driver, which hands a destroyed stream's id out
+/// again (the runtime's device-model driver gives the lowest free id).
+fn by_native() -> &'static Mutex<HashMap<(usize, i32), u64>> {
+    static M: OnceLock<Mutex<HashMap<(usize, i32), u64>>> = OnceLock::new();
+    M.get_or_init(Mutex::default)
+}
+
+/// The runtime's id of `raw`, when the runtime can say.
+fn native_id(d: &AscendDevice, raw: RawStream) -> Option<i32> {
     let t = d.inner.t;
     match t.aclrtStreamGetId.map(|_| result::stream::get_id(t, raw)) {
-        Some(Ok(id)) if id >= 0 => ((d.inner.ordinal as u64 + 1) << 40) | id as u64,
-        _ => NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        Some(Ok(id)) if id >= 0 => Some(id),
+        _ => None,
+    }
+}
+
+/// The ids of a stream: a fresh xstream id for a stream xstream just created (`fresh`), else
+/// the id of the live stream with the same runtime id (a fresh one the first time), and the
+/// runtime's id. Without a runtime id every call gives a fresh id.
+fn ids(d: &AscendDevice, raw: RawStream, fresh: bool) -> (u64, Option<i32>) {
+    let next = || NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let Some(n) = native_id(d, raw) else {
+        return (next(), None);
+    };
+    let mut m = by_native().lock().unwrap_or_else(|e| e.into_inner());
+    let key = (d.inner.ordinal, n);
+    let id = if fresh {
+        let id = next();
+        m.insert(key, id);
+        id
+    } else {
+        *m.entry(key).or_insert_with(next)
+    };
+    (id, Some(n))
+}
+
+/// Forgets a released stream's entry (unless a newer stream already took its runtime id).
+pub(super) fn forget_id(ordinal: usize, native: i32, id: u64) {
+    let mut m = by_native().lock().unwrap_or_else(|e| e.into_inner());
+    if m.get(&(ordinal, native)) == Some(&id) {
+        m.remove(&(ordinal, native));
     }
 }
 
@@ -66,7 +108,10 @@ impl AscendStream {
             r => r?,
         };
         let persistent = tr.native & consts::ACL_STREAM_PERSISTENT != 0;
-        let state = Arc::new(StreamState::new(raw, Some(device.clone()), true, tr.native));
+        let (id, native_id) = ids(device, raw, true);
+        let mut state = StreamState::new(raw, Some(device.clone()), true, tr.native);
+        state.forget_id = native_id.map(|n| (d.ordinal, n, id));
+        let state = Arc::new(state);
         if persistent {
             let _ = state.capture.begin();
         }
@@ -78,7 +123,8 @@ impl AscendStream {
         };
         tracing::debug!(stream = ?raw, name = desc.name.as_deref(), flags = ?tr.effective, priority, "acl stream created");
         Ok(Self {
-            id: vendor_id(device, raw),
+            id,
+            native_id,
             device: device.clone(),
             state,
             ownership: Ownership::Owned,
@@ -102,8 +148,10 @@ impl AscendStream {
         priority: i32,
     ) -> Self {
         let (flags, _) = ACL_FLAGS.stream_from_native(native);
+        let (id, native_id) = ids(device, state.raw, false);
         Self {
-            id: vendor_id(device, state.raw),
+            id,
+            native_id,
             device: device.clone(),
             persistent: native & consts::ACL_STREAM_PERSISTENT != 0,
             state,

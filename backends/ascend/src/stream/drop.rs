@@ -11,6 +11,9 @@ use crate::result;
 
 impl Drop for StreamState {
     fn drop(&mut self) {
+        if let Some((ordinal, native, id)) = self.forget_id.take() {
+            super::create::forget_id(ordinal, native, id);
+        }
         let Some(device) = self.device.take() else {
             return;
         };

@@ -1,4 +1,4 @@
-//! ACL-only extensions of [`AscendStream`]: native flags, the failure mode
+//! ACL-only extensions of [`AscendStream`]: the runtime's stream id, native flags, the failure mode
 //! (`aclrtSetStreamFailureMode`) and `aclrtDestroyStreamForce`.
 
 use std::sync::atomic::Ordering;
@@ -10,6 +10,14 @@ use crate::result;
 use crate::sys::consts;
 
 impl AscendStream {
+    /// The runtime's own stream id (`aclrtStreamGetId`, read at creation; `None` when the runtime
+    /// lacks the call), the id device exceptions name. Unlike [`Stream::id`](xstream_core::Stream::id)
+    /// it is unique only among live streams: the runtime hands a destroyed stream's id out again.
+    /// ACL-only extension.
+    pub fn native_id(&self) -> Option<i32> {
+        self.native_id
+    }
+
     /// The stream's native ACL flags (`aclrtStreamGetFlags` when present, else what xstream
     /// passed to `aclrtCreateStreamWithConfig`). ACL-only extension.
     ///
