@@ -109,6 +109,17 @@ impl AscendEvent {
                 .is_some_and(|(stream, pos)| stream.upgrade().is_some_and(|s| s.known_done(pos)))
     }
 
+    /// The latest record's stream and position, for a stream that waits on it to pass on
+    /// completion (`StreamState::note_wait`); `None` once the event was captured (a replay
+    /// records it without xstream seeing it).
+    pub(crate) fn wait_evidence(&self) -> Option<(Weak<StreamState>, u64)> {
+        if self.inner.ever_captured.load(Ordering::Acquire) {
+            None
+        } else {
+            self.last_record()
+        }
+    }
+
     /// The latest record's stream and position.
     fn last_record(&self) -> Option<(Weak<StreamState>, u64)> {
         self.inner

@@ -87,6 +87,13 @@ pub(crate) struct StreamState {
     /// Enqueues `1..=done_upto` (counted by `work`) are known complete: a host callback
     /// enqueued after them ran, or a host wait or query saw the stream idle after them.
     done_upto: AtomicU64,
+    /// Event waits enqueued on this stream, as (this stream's position of the wait, the
+    /// waited record's stream, its position there): once this stream is known complete past
+    /// the wait, so is the record (see [`StreamState::note_done`]). At most
+    /// [`MAX_WAIT_EVIDENCE`] entries; the oldest are dropped (only evidence is lost).
+    waits: Mutex<Vec<(u64, std::sync::Weak<StreamState>, u64)>>,
+    /// `waits.len()`, read without the lock on the hot path.
+    waits_len: AtomicUsize,
     /// The stream's native flags among [`MARKER_SYNC_FLAGS`] (host waits go through an
     /// internal event when non-zero).
     marker_flags: u32,
@@ -94,6 +101,9 @@ pub(crate) struct StreamState {
     /// entry of the id table to drop with the stream.
     forget_id: Option<(usize, i32, u64)>,
 }
+
+/// How many event waits a stream remembers as evidence for [`StreamState::note_done`].
+const MAX_WAIT_EVIDENCE: usize = 64;
 
 impl StreamState {
     pub(crate) fn new_default() -> Arc<Self> {
@@ -116,6 +126,8 @@ impl StreamState {
             work: AtomicU64::new(0),
             idle_at: AtomicU64::new(0),
             done_upto: AtomicU64::new(0),
+            waits: Mutex::new(Vec::new()),
+            waits_len: AtomicUsize::new(0),
             marker_flags: native & MARKER_SYNC_FLAGS,
             device,
             owned,
@@ -151,9 +163,37 @@ impl StreamState {
         self.work.load(Ordering::Acquire)
     }
 
-    /// Notes that enqueues `1..=pos` have completed.
+    /// Notes that enqueues `1..=pos` have completed; the records that event waits among them
+    /// waited for have completed too, on their own streams.
     pub(crate) fn note_done(&self, pos: u64) {
         self.done_upto.fetch_max(pos, Ordering::AcqRel);
+        if self.waits_len.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let passed: Vec<_> = {
+            let mut w = self.waits.lock().unwrap_or_else(|e| e.into_inner());
+            let (done, left): (Vec<_>, Vec<_>) = w.drain(..).partition(|e| e.0 <= pos);
+            *w = left;
+            self.waits_len.store(w.len(), Ordering::Release);
+            done
+        };
+        // Outside the lock: the other stream may propagate further.
+        for (_, stream, at) in passed {
+            if let Some(s) = stream.upgrade() {
+                s.note_done(at);
+            }
+        }
+    }
+
+    /// Notes an event wait enqueued at `pos` on this stream for the record `rec`.
+    pub(crate) fn note_wait(&self, pos: u64, rec: (std::sync::Weak<StreamState>, u64)) {
+        let mut w = self.waits.lock().unwrap_or_else(|e| e.into_inner());
+        w.retain(|e| e.1.strong_count() > 0);
+        if w.len() >= MAX_WAIT_EVIDENCE {
+            w.remove(0);
+        }
+        w.push((pos, rec.0, rec.1));
+        self.waits_len.store(w.len(), Ordering::Release);
     }
 
     /// Whether enqueue `pos` is known complete (see `done_upto`).
@@ -441,6 +481,12 @@ impl Stream for AscendStream {
         }
         let d = &self.device.inner;
         result::stream::wait_event(d.t, self.state.raw, event.as_raw_event())?;
+        if !self.state.capture.is_capturing() {
+            if let Some(rec) = event.wait_evidence() {
+                let pos = self.state.touch();
+                self.state.note_wait(pos, rec);
+            }
+        }
         // Outside capture nothing needs the event alive (aclrtDestroyEvent is safe before the
         // wait completes), so no keep-alive is boxed: the wait does not allocate. A captured
         // graph keeps the event for its replays.
