@@ -25,6 +25,7 @@
 //! - `peer`: copies between devices (peer access).
 //! - [`collectives`]: the collective checks, generic over `CollectiveBackend` (run by
 //!   [`collectives::run_collectives`], and per rank by [`collectives::rank_conformance`]).
+//! - [`child`]: this test binary started again as a child process (the interprocess tests).
 //! - [`simulator`]: locating the ACL runtime simulator, its test processes and controls.
 
 use std::sync::{Arc, Mutex};
@@ -121,6 +122,7 @@ macro_rules! need {
 // The families of checks; each check is one function that [`checks`] lists.
 mod callbacks;
 mod capture;
+pub mod child;
 pub mod collectives;
 mod data;
 mod events;

@@ -4,12 +4,12 @@
 //! event; whitelisted exports (`export_ipc_range_for`) admit only the named process. Every
 //! wait has a bound; a child past its bound is killed.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::io::{BufReader, Write};
+use std::process::Child;
+use std::time::Duration;
 
 use xstream_ascend::{AscendBackend, AscendBuffer, AscendEvent};
+use xstream_conformance::child::{self, finish, gate, wait_line};
 use xstream_conformance::simulator;
 use xstream_core::{
     Backend, BackendKind, Buffer, Device, Error, Event, EventDesc, EventFlags, IpcBuffer, IpcEvent,
@@ -25,51 +25,10 @@ fn spawn(role: &str) -> Child {
 }
 
 fn spawn_test(test: &str, role: &str) -> Child {
-    let mut c = Command::new(std::env::current_exe().expect("current_exe"));
-    c.args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .envs(simulator::env(2))
-        .env("XSIM_IPC", "1")
-        .env(ROLE, role)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c.spawn().expect("start the test binary again")
-}
-
-fn wait_line(out: &mut BufReader<ChildStdout>, word: &str) -> Vec<String> {
-    let mut seen = Vec::new();
-    let mut line = String::new();
-    while out.read_line(&mut line).unwrap_or(0) > 0 {
-        let done = line.contains(word);
-        seen.push(std::mem::take(&mut line));
-        if done {
-            break;
-        }
-    }
-    seen
-}
-
-fn finish(mut child: Child, bound: Duration) -> (bool, String) {
-    let start = Instant::now();
-    let ok = loop {
-        if let Some(s) = child.try_wait().expect("try_wait") {
-            break s.success();
-        }
-        if start.elapsed() > bound {
-            let _ = child.kill();
-            let _ = child.wait();
-            break false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut text = String::new();
-    if let Some(mut o) = child.stdout.take() {
-        let _ = o.read_to_string(&mut text);
-    }
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut text);
-    }
-    (ok, text)
+    let mut env = simulator::env(2);
+    env.push(("XSIM_IPC", "1".into()));
+    env.push((ROLE, role.into()));
+    child::spawn_test(test, env)
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -136,11 +95,7 @@ fn producer() {
     ));
     let plain = d.create_event(&EventDesc::new()).unwrap();
     assert!(matches!(plain.export_ipc(), Err(Error::InvalidArgument(_))));
-    let (tx, rx) = mpsc::channel::<()>();
-    s.host_callback(move |_| {
-        let _ = rx.recv_timeout(LONG);
-    })
-    .unwrap();
+    let tx = gate(&s, LONG);
     s.write(&buf, 0, pattern(4096, 5)).unwrap();
     ev.record(&s).unwrap();
     let mem = buf.export_ipc_range(1024, 2048).unwrap();

@@ -3,12 +3,12 @@
 //! Every test skips (prints `SKIP: <test>: <reason>` and passes) without a CUDA device. Every
 //! wait has a bound; a child past its bound is killed.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::mpsc;
+use std::io::{BufReader, Write};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use xstream_conformance::child::{finish, gate, spawn_test, wait_line};
 use xstream_core::{
     Backend, BackendKind, Device, Error, Event, EventDesc, EventFlags, IpcEvent, IpcEventHandle,
     Status, Stream, StreamDesc, StreamFlags,
@@ -40,59 +40,8 @@ fn ipc_event(d: &CudaDevice) -> CudaEvent {
         .unwrap()
 }
 
-/// Holds `s` in a host function until the returned sender sends (or is dropped).
-fn gate(s: &CudaStream) -> mpsc::Sender<()> {
-    let (tx, rx) = mpsc::channel::<()>();
-    s.host_callback(move |_| {
-        let _ = rx.recv_timeout(LONG);
-    })
-    .unwrap();
-    tx
-}
-
 fn spawn_child(test: &str, handle: &IpcEventHandle) -> Child {
-    Command::new(std::env::current_exe().expect("current_exe"))
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, test)
-        .env(HANDLE, handle.to_hex())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the test binary again")
-}
-
-fn wait_line(out: &mut BufReader<ChildStdout>, word: &str) -> Vec<String> {
-    let mut seen = Vec::new();
-    let mut line = String::new();
-    while out.read_line(&mut line).unwrap_or(0) > 0 {
-        let done = line.contains(word);
-        seen.push(std::mem::take(&mut line));
-        if done {
-            break;
-        }
-    }
-    seen
-}
-
-fn finish(mut child: Child, bound: Duration) -> (bool, String) {
-    let start = Instant::now();
-    let ok = loop {
-        if let Some(s) = child.try_wait().expect("try_wait") {
-            break s.success();
-        }
-        if start.elapsed() > bound {
-            let _ = child.kill();
-            let _ = child.wait();
-            break false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut err);
-    }
-    (ok, err)
+    spawn_test(test, [(CHILD, test.to_string()), (HANDLE, handle.to_hex())])
 }
 
 fn child_handle() -> IpcEventHandle {
@@ -155,7 +104,7 @@ fn cuda_ipc_a_process_waits_on_anothers_record() {
     }
     let s = nb(&d);
     let e = ipc_event(&d);
-    let release = gate(&s);
+    let release = gate(&s, LONG);
     e.record(&s).unwrap();
     let mut child = spawn_child(T, &e.export_ipc().unwrap());
     let mut out = BufReader::new(child.stdout.take().unwrap());

@@ -4,16 +4,16 @@
 //! environment). Every test skips (prints `SKIP: <test>: <reason>` and passes) without a
 //! CUDA device. Every wait has a bound; a child past its bound is killed.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::io::{BufReader, Write};
+use std::process::Child;
+use std::time::Duration;
 
+use xstream_conformance::child::{finish, gate, spawn_test, wait_line};
 use xstream_core::{
     Backend, BackendKind, Buffer, Device, Error, Event, EventDesc, EventFlags, IpcBuffer, IpcEvent,
     IpcEventHandle, IpcMemHandle, Stream, StreamDesc,
 };
-use xstream_cuda::{CudaBackend, CudaBuffer, CudaDevice, CudaEvent, CudaStream};
+use xstream_cuda::{CudaBackend, CudaBuffer, CudaDevice, CudaEvent};
 
 const CHILD: &str = "XSTREAM_CUDA_IPC_MEM_CHILD";
 const MEM: &str = "XSTREAM_IPC_MEM_HANDLE";
@@ -31,63 +31,12 @@ fn device(test: &str) -> Option<CudaDevice> {
     }
 }
 
-fn gate(s: &CudaStream) -> mpsc::Sender<()> {
-    let (tx, rx) = mpsc::channel::<()>();
-    s.host_callback(move |_| {
-        let _ = rx.recv_timeout(LONG);
-    })
-    .unwrap();
-    tx
-}
-
 fn spawn(test: &str, mem: &IpcMemHandle, event: Option<&IpcEventHandle>) -> Child {
-    let mut c = Command::new(std::env::current_exe().expect("current_exe"));
-    c.args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, test)
-        .env(MEM, mem.to_hex())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut env = vec![(CHILD, test.to_string()), (MEM, mem.to_hex())];
     if let Some(e) = event {
-        c.env(EVENT, e.to_hex());
+        env.push((EVENT, e.to_hex()));
     }
-    c.spawn().expect("start the test binary again")
-}
-
-fn wait_line(out: &mut BufReader<ChildStdout>, word: &str) -> Vec<String> {
-    let mut seen = Vec::new();
-    let mut line = String::new();
-    while out.read_line(&mut line).unwrap_or(0) > 0 {
-        let done = line.contains(word);
-        seen.push(std::mem::take(&mut line));
-        if done {
-            break;
-        }
-    }
-    seen
-}
-
-fn finish(mut child: Child, bound: Duration) -> (bool, String) {
-    let start = Instant::now();
-    let ok = loop {
-        if let Some(s) = child.try_wait().expect("try_wait") {
-            break s.success();
-        }
-        if start.elapsed() > bound {
-            let _ = child.kill();
-            let _ = child.wait();
-            break false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut text = String::new();
-    if let Some(mut o) = child.stdout.take() {
-        let _ = o.read_to_string(&mut text);
-    }
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut text);
-    }
-    (ok, text)
+    spawn_test(test, env)
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -173,7 +122,7 @@ fn cuda_ipc_a_consumer_process_reads_and_answers_through_a_shared_range() {
         .create_event(&EventDesc::new().flags(EventFlags::INTERPROCESS))
         .unwrap();
     // The producer's write is held back until the consumer waits.
-    let release = gate(&s);
+    let release = gate(&s, LONG);
     s.write(&buf, 0, pattern(4096, 5)).unwrap();
     ev.record(&s).unwrap();
     let mut child = spawn(

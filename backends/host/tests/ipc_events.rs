@@ -2,17 +2,17 @@
 //! handle) and across processes (this test binary started again with a handle in its
 //! environment). Every wait has a bound; a child past its bound is killed.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::mpsc;
+use std::io::{BufReader, Write};
+use std::process::{Child, ChildStdin};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use xstream_conformance::child::{finish, gate, spawn_test, wait_line};
 use xstream_core::{
     Backend, BackendKind, CaptureMode, Device, Error, Event, EventDesc, EventFlags, IpcEvent,
     IpcEventHandle, Status, Stream, StreamDesc,
 };
-use xstream_host::{HostBackend, HostDevice, HostEvent, HostStream};
+use xstream_host::{HostBackend, HostDevice, HostEvent};
 
 /// Set by the parent in a child: which test body the child runs.
 const CHILD: &str = "XSTREAM_IPC_EVENT_CHILD";
@@ -30,61 +30,8 @@ fn ipc_event(d: &HostDevice) -> HostEvent {
         .unwrap()
 }
 
-/// Enqueues a callback that holds `s` until the returned sender sends (or is dropped).
-fn gate(s: &HostStream) -> mpsc::Sender<()> {
-    let (tx, rx) = mpsc::channel::<()>();
-    s.host_callback(move |_| {
-        let _ = rx.recv_timeout(LONG);
-    })
-    .unwrap();
-    tx
-}
-
 fn spawn_child(test: &str, handle: &IpcEventHandle) -> Child {
-    Command::new(std::env::current_exe().expect("current_exe"))
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, test)
-        .env(HANDLE, handle.to_hex())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the test binary again")
-}
-
-/// Reads the child's stdout until a line holding `word` (or the end).
-fn wait_line(out: &mut BufReader<ChildStdout>, word: &str) -> Vec<String> {
-    let mut seen = Vec::new();
-    let mut line = String::new();
-    while out.read_line(&mut line).unwrap_or(0) > 0 {
-        let done = line.contains(word);
-        seen.push(std::mem::take(&mut line));
-        if done {
-            break;
-        }
-    }
-    seen
-}
-
-/// Waits for `child` up to `bound` (killing it past that); returns (success, its stderr).
-fn finish(mut child: Child, bound: Duration) -> (bool, String) {
-    let start = Instant::now();
-    let ok = loop {
-        if let Some(s) = child.try_wait().expect("try_wait") {
-            break s.success();
-        }
-        if start.elapsed() > bound {
-            let _ = child.kill();
-            let _ = child.wait();
-            break false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut err);
-    }
-    (ok, err)
+    spawn_test(test, [(CHILD, test.to_string()), (HANDLE, handle.to_hex())])
 }
 
 fn child_handle() -> IpcEventHandle {
@@ -131,7 +78,7 @@ fn an_opened_event_sees_records_of_the_exporter_and_back() {
     assert_eq!(opened.query().unwrap(), Status::Ready, "never recorded");
     // The exporter records behind a gate: the opened handle sees it pending, a stream waiting
     // on the opened handle holds its later work back.
-    let release = gate(&a);
+    let release = gate(&a, LONG);
     exported.record(&a).unwrap();
     assert_eq!(opened.query().unwrap(), Status::Pending);
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -154,7 +101,7 @@ fn an_opened_event_sees_records_of_the_exporter_and_back() {
     assert_eq!(opened.query().unwrap(), Status::Ready);
     assert!(order.lock().unwrap().contains(&"b after the wait"));
     // And back: a record through the opened handle moves the exporter's view.
-    let release = gate(&b);
+    let release = gate(&b, LONG);
     opened.record(&b).unwrap();
     assert_eq!(exported.query().unwrap(), Status::Pending);
     let done = exported.completed().unwrap();
@@ -238,7 +185,7 @@ fn a_process_waits_on_anothers_record() {
     let d = dev();
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     let e = ipc_event(&d);
-    let release = gate(&s);
+    let release = gate(&s, LONG);
     e.record(&s).unwrap();
     let mut child = spawn_child(T, &e.export_ipc().unwrap());
     let mut out = BufReader::new(child.stdout.take().unwrap());

@@ -167,7 +167,7 @@ impl IpcEventHandle {
 
     /// The bytes as lower-case hex (256 digits).
     pub fn to_hex(&self) -> String {
-        self.bytes.iter().map(|b| format!("{b:02x}")).collect()
+        hex_string(&self.bytes)
     }
 
     /// Parses [`IpcEventHandle::to_hex`]'s form (surrounding white space ignored).
@@ -175,20 +175,7 @@ impl IpcEventHandle {
     /// # Errors
     /// [`Error::InvalidArgument`] for bad hex, then as [`IpcEventHandle::from_bytes`].
     pub fn from_hex(hex: &str) -> Result<Self> {
-        let hex = hex.trim();
-        if !hex.is_ascii() || !hex.len().is_multiple_of(2) {
-            return Err(Error::invalid(
-                "an IPC event handle in hex has an even number of hex digits",
-            ));
-        }
-        let bytes = (0..hex.len())
-            .step_by(2)
-            .map(|i| {
-                u8::from_str_radix(&hex[i..i + 2], 16)
-                    .map_err(|_| Error::invalid(format!("{:?} is not a hex byte", &hex[i..i + 2])))
-            })
-            .collect::<Result<Vec<u8>>>()?;
-        Self::from_bytes(&bytes)
+        Self::from_bytes(&hex_bytes(hex, "event")?)
     }
 
     /// Checks that `backend`'s device `device` may open it.
@@ -197,19 +184,7 @@ impl IpcEventHandle {
     /// [`Error::InvalidArgument`] for another backend; [`Error::WrongDevice`] for another
     /// device ordinal.
     pub fn check_for(&self, backend: BackendKind, device: usize) -> Result<()> {
-        if self.backend() != backend {
-            return Err(Error::invalid(format!(
-                "an IPC event handle of the {} backend cannot be opened by the {backend} backend",
-                self.backend()
-            )));
-        }
-        if self.device() != device {
-            return Err(Error::WrongDevice(format!(
-                "the IPC event handle is of {backend} device {}, opened on device {device}",
-                self.device()
-            )));
-        }
-        Ok(())
+        check_origin("event", (self.backend(), self.device()), (backend, device))
     }
 }
 
@@ -391,7 +366,7 @@ impl IpcMemHandle {
 
     /// The bytes as lower-case hex (256 digits).
     pub fn to_hex(&self) -> String {
-        self.bytes.iter().map(|b| format!("{b:02x}")).collect()
+        hex_string(&self.bytes)
     }
 
     /// Parses [`IpcMemHandle::to_hex`]'s form.
@@ -399,20 +374,7 @@ impl IpcMemHandle {
     /// # Errors
     /// [`Error::InvalidArgument`] for bad hex, then as [`IpcMemHandle::from_bytes`].
     pub fn from_hex(hex: &str) -> Result<Self> {
-        let hex = hex.trim();
-        if !hex.is_ascii() || !hex.len().is_multiple_of(2) {
-            return Err(Error::invalid(
-                "an IPC memory handle in hex has an even number of hex digits",
-            ));
-        }
-        let bytes = (0..hex.len())
-            .step_by(2)
-            .map(|i| {
-                u8::from_str_radix(&hex[i..i + 2], 16)
-                    .map_err(|_| Error::invalid(format!("{:?} is not a hex byte", &hex[i..i + 2])))
-            })
-            .collect::<Result<Vec<u8>>>()?;
-        Self::from_bytes(&bytes)
+        Self::from_bytes(&hex_bytes(hex, "memory")?)
     }
 
     /// Checks that `backend`'s device `device` may open it.
@@ -421,19 +383,7 @@ impl IpcMemHandle {
     /// [`Error::InvalidArgument`] for another backend; [`Error::WrongDevice`] for another
     /// device ordinal.
     pub fn check_for(&self, backend: BackendKind, device: usize) -> Result<()> {
-        if self.backend() != backend {
-            return Err(Error::invalid(format!(
-                "an IPC memory handle of the {} backend cannot be opened by the {backend} backend",
-                self.backend()
-            )));
-        }
-        if self.device() != device {
-            return Err(Error::WrongDevice(format!(
-                "the IPC memory handle is of {backend} device {}, opened on device {device}",
-                self.device()
-            )));
-        }
-        Ok(())
+        check_origin("memory", (self.backend(), self.device()), (backend, device))
     }
 }
 
@@ -496,6 +446,48 @@ pub trait IpcBuffer: Buffer + Sized {
     /// does not recognise, an export that is gone (freed, its process exited) where the
     /// backend can tell, or an export of this very process; vendor errors.
     fn open_ipc(device: &DeviceOf<Self::B>, handle: &IpcMemHandle) -> Result<Self>;
+}
+
+/// The bytes of a handle as lower-case hex (shared by both handle kinds).
+fn hex_string(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The bytes of a handle's hex form (surrounding white space ignored); `what` names the handle
+/// kind ("event", "memory") in the error.
+fn hex_bytes(hex: &str, what: &str) -> Result<Vec<u8>> {
+    let hex = hex.trim();
+    if !hex.is_ascii() || !hex.len().is_multiple_of(2) {
+        return Err(Error::invalid(format!(
+            "an IPC {what} handle in hex has an even number of hex digits"
+        )));
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(&hex[i..i + 2], 16)
+                .map_err(|_| Error::invalid(format!("{:?} is not a hex byte", &hex[i..i + 2])))
+        })
+        .collect()
+}
+
+/// Checks that a handle exported by `have` (backend, device ordinal) is opened by `want`;
+/// `what` names the handle kind ("event", "memory") in the error.
+fn check_origin(what: &str, have: (BackendKind, usize), want: (BackendKind, usize)) -> Result<()> {
+    let (backend, device) = want;
+    if have.0 != backend {
+        return Err(Error::invalid(format!(
+            "an IPC {what} handle of the {} backend cannot be opened by the {backend} backend",
+            have.0
+        )));
+    }
+    if have.1 != device {
+        return Err(Error::WrongDevice(format!(
+            "the IPC {what} handle is of {backend} device {}, opened on device {device}",
+            have.1
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
