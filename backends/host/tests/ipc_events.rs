@@ -45,6 +45,10 @@ fn read_stdin_line() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "locks a shared-memory state file (flock), which Miri does not support"
+)]
 fn interprocess_flag_implies_disable_timing_and_exports() {
     let d = dev();
     let e = ipc_event(&d);
@@ -67,6 +71,10 @@ fn interprocess_flag_implies_disable_timing_and_exports() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "locks a shared-memory state file (flock), which Miri does not support"
+)]
 fn an_opened_event_sees_records_of_the_exporter_and_back() {
     let d = dev();
     let (a, b) = (
@@ -111,6 +119,10 @@ fn an_opened_event_sees_records_of_the_exporter_and_back() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "locks a shared-memory state file (flock), which Miri does not support"
+)]
 fn bad_handles_are_refused() {
     let d = dev();
     let e = ipc_event(&d);
@@ -146,6 +158,10 @@ fn bad_handles_are_refused() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "locks a shared-memory state file (flock), which Miri does not support"
+)]
 fn interprocess_events_are_not_captured() {
     let d = dev();
     let s = d.create_stream(&StreamDesc::new()).unwrap();

@@ -35,6 +35,10 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "locks a shared-memory state file (flock), which Miri does not support"
+)]
 fn bad_exports_and_handles_are_refused() {
     let d = dev();
     let b = d.alloc(4096).unwrap();
