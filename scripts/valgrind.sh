@@ -16,6 +16,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+# The timeouts tests give the code under test (a collective's short timeout, for one), lengthened
+# tenfold: memcheck runs one thread at a time, ~30x slower (tests/src/lib.rs harness_timeout).
+export XSTREAM_TEST_TIMEOUT_SCALE="${XSTREAM_TEST_TIMEOUT_SCALE:-10}"
 SKIP=77
 
 # Test failures that are allowed ONLY when memcheck's log is clean: "package/target::test", a tab,
@@ -139,6 +142,9 @@ while IFS=$'\t' read -r name b; do
         echo "FAIL valgrind $name: $why (logs: $log.<pid>, $out)"
         [ "${#logs[@]}" -eq 0 ] && echo "   (no valgrind log was written)"
         for l in "${logs[@]}"; do grep -q . "$l" && { echo "   -- $l"; head -40 "$l"; }; done
+        # The test output's failure lines (CI keeps no files: what failed must be in the log).
+        grep -E '^(FAIL |---- |thread .* panicked)|assertion|^test .* FAILED$' "$out" | head -40 \
+            | sed 's/^/   | /'
     fi
 done <<<"$bins"
 echo "valgrind: $total binaries, $((total - failed)) clean, $failed failed"

@@ -769,11 +769,13 @@ fn warm_up<B: CollectiveBackend>(cs: &[CommOf<B>], ss: &[StreamOf<B>]) -> Result
 fn coll_dead_peer<B: CollectiveBackend>(env: &CollEnv<B>) -> CheckResult {
     let cs = comms(env)?;
     let ss = streams::<B>(&cs)?;
+    let b = buffer_with::<B>(cs[0].device(), &ss[0], 64, &[])?;
+    // The warm-up runs under the default timeout: under a slow harness (valgrind) a healthy
+    // all_reduce can take longer than the short one.
+    warm_up::<B>(&cs, &ss)?;
     if let Err(e) = cs[0].set_timeout(env.short_timeout) {
         return Ok(Outcome::Skip(format!("set_timeout: {e}")));
     }
-    let b = buffer_with::<B>(cs[0].device(), &ss[0], 64, &[])?;
-    warm_up::<B>(&cs, &ss)?;
     // Rank 0 enters an all_reduce; no other rank ever does.
     group(&[&cs[0]], || {
         cs[0].all_reduce(&b, &b, 16, DataType::F32, ReduceOp::Sum, &ss[0])
@@ -799,14 +801,15 @@ fn coll_dead_peer<B: CollectiveBackend>(env: &CollEnv<B>) -> CheckResult {
 fn coll_abort<B: CollectiveBackend>(env: &CollEnv<B>) -> CheckResult {
     let cs = comms(env)?;
     let ss = streams::<B>(&cs)?;
+    let b0 = buffer_with::<B>(cs[0].device(), &ss[0], 64, &[])?;
+    let b1 = buffer_with::<B>(cs[1].device(), &ss[1], 64, &[])?;
+    // Warm-up first, under the default timeout (see coll_dead_peer).
+    warm_up::<B>(&cs, &ss)?;
     for c in &cs {
         if let Err(e) = c.set_timeout(env.short_timeout) {
             return Ok(Outcome::Skip(format!("set_timeout: {e}")));
         }
     }
-    let b0 = buffer_with::<B>(cs[0].device(), &ss[0], 64, &[])?;
-    let b1 = buffer_with::<B>(cs[1].device(), &ss[1], 64, &[])?;
-    warm_up::<B>(&cs, &ss)?;
     group(&[&cs[0]], || {
         cs[0].all_reduce(&b0, &b0, 16, DataType::F32, ReduceOp::Sum, &ss[0])
     })

@@ -482,6 +482,19 @@ pub fn assert_conforms<B: Backend>(what: &str, sum: &Summary) {
     );
 }
 
+/// `base` multiplied by `XSTREAM_TEST_TIMEOUT_SCALE` (a whole number, default 1): the timeouts
+/// a test gives the code under test (never timing bounds of a check), lengthened for slow
+/// harnesses. `scripts/valgrind.sh` sets the scale, since memcheck runs one thread at a time and
+/// many times slower.
+pub fn harness_timeout(base: Duration) -> Duration {
+    let scale = std::env::var("XSTREAM_TEST_TIMEOUT_SCALE")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1);
+    base * scale
+}
+
 /// Reports a test that skipped because its hardware is absent: `SKIP: <test>: <reason>`,
 /// written straight to the process's stderr so that `cargo test`'s output capture does not
 /// hide it (a skipped test must never look like a silent pass).

@@ -58,7 +58,7 @@ mod collectives {
                 AscendBackend::open(0).expect("device 0"),
                 AscendBackend::open(1).expect("device 1"),
             ],
-            short_timeout: Duration::from_millis(300),
+            short_timeout: xstream_conformance::harness_timeout(Duration::from_millis(300)),
         };
         let mut skipped = Vec::new();
         let sum = run_collectives(&env, None, |c, r, t| {

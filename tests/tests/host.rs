@@ -57,7 +57,7 @@ mod collectives {
     fn run_on(what: &str, devices: Vec<HostDevice>) {
         let env = CollEnv::<HostBackend> {
             devices,
-            short_timeout: Duration::from_millis(200),
+            short_timeout: xstream_conformance::harness_timeout(Duration::from_millis(200)),
         };
         let sum = run_collectives(&env, None, report_coll_line);
         println!("{what}: {sum:?}");
