@@ -37,7 +37,11 @@ pub(crate) fn views_and_typed_copies<B: Backend>(env: &Env<B>) -> CheckResult {
     let s = dev.create_stream(&nb()).ctx("create")?;
     let buf = dev.alloc(64).ctx("alloc")?;
     let all = buf.typed::<u32>().ctx("typed")?;
-    ensure!(all.len() == 16, "u32 slice of 64 bytes has {} elements", all.len());
+    ensure!(
+        all.len() == 16,
+        "u32 slice of 64 bytes has {} elements",
+        all.len()
+    );
     let mid = all.slice(2..6).ctx("slice 2..6")?;
     ensure!(
         mid.offset_bytes() == 8 && mid.len_bytes() == 16,
@@ -50,10 +54,23 @@ pub(crate) fn views_and_typed_copies<B: Backend>(env: &Env<B>) -> CheckResult {
         "slice address is not buffer + 8"
     );
     let (lo, hi) = all.split_at(4).ctx("split_at")?;
-    ensure!(lo.len() == 4 && hi.len() == 12, "split_at(4) gave {} + {}", lo.len(), hi.len());
+    ensure!(
+        lo.len() == 4 && hi.len() == 12,
+        "split_at(4) gave {} + {}",
+        lo.len(),
+        hi.len()
+    );
     // Errors, each named.
-    invalid("slice past the end", all.slice(3..20).map(|_| ()), "outside")?;
-    invalid("split past the end", all.split_at(17).map(|_| ()), "outside")?;
+    invalid(
+        "slice past the end",
+        all.slice(3..20).map(|_| ()),
+        "outside",
+    )?;
+    invalid(
+        "split past the end",
+        all.split_at(17).map(|_| ()),
+        "outside",
+    )?;
     invalid(
         "misaligned typed view",
         BufferView::range(&buf, 2, 8).and_then(|v| v.typed::<u32>()),
@@ -64,8 +81,16 @@ pub(crate) fn views_and_typed_copies<B: Backend>(env: &Env<B>) -> CheckResult {
         BufferView::range(&buf, 0, 6).and_then(|v| v.typed::<u32>()),
         "whole number",
     )?;
-    invalid("view out of range", BufferView::range(&buf, 60, 8), "outside")?;
-    invalid("zero-sized element", DeviceSlice::<(), _>::new(&buf), "zero-sized")?;
+    invalid(
+        "view out of range",
+        BufferView::range(&buf, 60, 8),
+        "outside",
+    )?;
+    invalid(
+        "zero-sized element",
+        DeviceSlice::<(), _>::new(&buf),
+        "zero-sized",
+    )?;
     invalid(
         "write_from longer than the view",
         s.write_from(mid, &[0u32; 5]),
@@ -91,7 +116,8 @@ pub(crate) fn views_and_typed_copies<B: Backend>(env: &Env<B>) -> CheckResult {
     // Operations through views against a model of the buffer.
     let mut model = [0u32; 16];
     s.write_from(&buf, &model).ctx("write_from whole")?;
-    s.write_from(mid, &[1u32, 2, 3, 4]).ctx("write_from slice")?;
+    s.write_from(mid, &[1u32, 2, 3, 4])
+        .ctx("write_from slice")?;
     model[2..6].copy_from_slice(&[1, 2, 3, 4]);
     s.memset32(all.slice(8..10).ctx("slice")?, 0xdead_beef)
         .ctx("memset32")?;
@@ -102,13 +128,19 @@ pub(crate) fn views_and_typed_copies<B: Backend>(env: &Env<B>) -> CheckResult {
     s.memset_view(BufferView::range(&buf, 52, 2).ctx("view")?, 0x7f)
         .ctx("memset_view")?;
     model[13] = 0x0000_7f7f;
-    s.copy_view(all.slice(2..4).ctx("slice")?, all.slice(14..16).ctx("slice")?)
-        .ctx("copy_view")?;
+    s.copy_view(
+        all.slice(2..4).ctx("slice")?,
+        all.slice(14..16).ctx("slice")?,
+    )
+    .ctx("copy_view")?;
     model[14] = 1;
     model[15] = 2;
     let mut back = [0u32; 16];
     s.read_into(&buf, &mut back).ctx("read_into")?;
-    ensure!(back == model, "after view operations: {back:x?}, expected {model:x?}");
+    ensure!(
+        back == model,
+        "after view operations: {back:x?}, expected {model:x?}"
+    );
     let rb = s.read_view(hi).ctx("read_view")?;
     s.synchronize().ctx("sync")?;
     ensure!(
@@ -121,14 +153,18 @@ pub(crate) fn views_and_typed_copies<B: Backend>(env: &Env<B>) -> CheckResult {
     ensure!(two == [0xdead_beef; 2], "read_into of a slice: {two:x?}");
 
     // Asynchronous typed copies over page-locked memory.
-    let mut h = dev.alloc_host(16, &HostAllocDesc::new()).ctx("alloc_host")?;
+    let mut h = dev
+        .alloc_host(16, &HostAllocDesc::new())
+        .ctx("alloc_host")?;
     h.typed_mut::<u32>()
         .ctx("typed_mut")?
         .copy_from_slice(&[7, 8, 9, 10]);
     s.write_from_host(&h, 0, all.slice(0..4).ctx("slice")?)
         .ctx("write_from_host")?;
     model[..4].copy_from_slice(&[7, 8, 9, 10]);
-    let mut h2 = dev.alloc_host(16, &HostAllocDesc::new()).ctx("alloc_host")?;
+    let mut h2 = dev
+        .alloc_host(16, &HostAllocDesc::new())
+        .ctx("alloc_host")?;
     s.read_into_host(all.slice(2..6).ctx("slice")?, &mut h2, 0)
         .ctx("read_into_host")?;
     ensure!(
@@ -149,13 +185,20 @@ pub(crate) fn views_and_typed_copies<B: Backend>(env: &Env<B>) -> CheckResult {
         s.launch_kernel(
             &f,
             &cfg,
-            &[KernelArg::View(v.as_view()), KernelArg::U32(n), KernelArg::U32(3)],
+            &[
+                KernelArg::View(v.as_view()),
+                KernelArg::U32(n),
+                KernelArg::U32(3),
+            ],
         )
         .ctx("launch on a view")?;
         let mut expect: Vec<u8> = model.iter().flat_map(|w| w.to_le_bytes()).collect();
         lcg_reference(&mut expect[16..32], 3);
         let got = read_all::<B>(&s, &buf)?;
-        ensure!(got == expect, "lcg on words 4..8 changed other words or missed some");
+        ensure!(
+            got == expect,
+            "lcg on words 4..8 changed other words or missed some"
+        );
         kernel = "the builtin lcg on a view touched exactly its words";
     }
     pass(format!(
@@ -170,7 +213,11 @@ pub(crate) fn zero_length<B: Backend>(env: &Env<B>) -> CheckResult {
     let dev = &env.device;
     let s = dev.create_stream(&nb()).ctx("create")?;
     let z = dev.alloc(0).ctx("alloc(0)")?;
-    ensure!(z.is_empty() && z.len() == 0, "alloc(0) has length {}", z.len());
+    ensure!(
+        z.is_empty() && z.len() == 0,
+        "alloc(0) has length {}",
+        z.len()
+    );
     let z2 = dev.alloc(0).ctx("second alloc(0)")?;
     ensure!(
         z.device_address() != z2.device_address(),
@@ -184,8 +231,10 @@ pub(crate) fn zero_length<B: Backend>(env: &Env<B>) -> CheckResult {
     s.memset16(&z, 1).ctx("memset16 of 0 bytes")?;
     s.write(&z, 0, Vec::new()).ctx("write of 0 bytes")?;
     s.copy(&z, 0, &b, 16, 0).ctx("copy of 0 bytes")?;
-    s.copy(&b, 3, &b, 9, 0).ctx("copy of 0 bytes within a buffer")?;
-    s.write_from(&z, &[] as &[f32]).ctx("write_from of 0 elements")?;
+    s.copy(&b, 3, &b, 9, 0)
+        .ctx("copy of 0 bytes within a buffer")?;
+    s.write_from(&z, &[] as &[f32])
+        .ctx("write_from of 0 elements")?;
     s.read_into(&z, &mut [] as &mut [u64])
         .ctx("read_into of 0 elements")?;
     let v = b.view().slice(8..8).ctx("empty view")?;
@@ -199,8 +248,16 @@ pub(crate) fn zero_length<B: Backend>(env: &Env<B>) -> CheckResult {
         z.typed::<f32>().ctx("typed")?.is_empty(),
         "typed view of a zero-length buffer is not empty"
     );
-    invalid("memset past a zero-length buffer", s.memset(&z, 0, 1, 0), "outside")?;
-    invalid("view past a zero-length buffer", BufferView::range(&z, 1, 0), "outside")?;
+    invalid(
+        "memset past a zero-length buffer",
+        s.memset(&z, 0, 1, 0),
+        "outside",
+    )?;
+    invalid(
+        "view past a zero-length buffer",
+        BufferView::range(&z, 1, 0),
+        "outside",
+    )?;
     let empty = s.read(&z, 0, 0).ctx("read of 0 bytes")?;
     let got = read_all::<B>(&s, &b)?;
     ensure!(
@@ -293,7 +350,11 @@ fn add_source(kind: BackendKind) -> ModuleSource<'static> {
 pub(crate) fn kernel_aliasing<B: Backend>(env: &Env<B>) -> CheckResult {
     need!(env, Capabilities::MODULES, "modules and kernels");
     if B::KIND == BackendKind::Ascend {
-        need!(env, Capabilities::KERNELS, "the simulator-format user kernel");
+        need!(
+            env,
+            Capabilities::KERNELS,
+            "the simulator-format user kernel"
+        );
     }
     let dev = &env.device;
     let s = dev.create_stream(&nb()).ctx("create")?;
@@ -323,7 +384,12 @@ pub(crate) fn kernel_aliasing<B: Backend>(env: &Env<B>) -> CheckResult {
     let mut got = vec![0u32; N as usize];
     s.read_into(&out, &mut got).ctx("read out")?;
     let want: Vec<u32> = av.iter().map(|x| x * 2).collect();
-    ensure!(got == want, "out = a + a: {:?}.. expected {:?}..", &got[..4], &want[..4]);
+    ensure!(
+        got == want,
+        "out = a + a: {:?}.. expected {:?}..",
+        &got[..4],
+        &want[..4]
+    );
     // a = a + b: the output is an input.
     s.launch_kernel(
         &f,
@@ -338,7 +404,12 @@ pub(crate) fn kernel_aliasing<B: Backend>(env: &Env<B>) -> CheckResult {
     .ctx("launch a = a + b")?;
     s.read_into(&a, &mut got).ctx("read a")?;
     let a2: Vec<u32> = av.iter().zip(&bv).map(|(x, y)| x + y).collect();
-    ensure!(got == a2, "a = a + b: {:?}.. expected {:?}..", &got[..4], &a2[..4]);
+    ensure!(
+        got == a2,
+        "a = a + b: {:?}.. expected {:?}..",
+        &got[..4],
+        &a2[..4]
+    );
     // Views of one buffer: b[..half] = b[..half] + b[half..].
     let half = N as usize / 2;
     let bs = b.typed::<u32>().ctx("typed")?;
@@ -359,6 +430,11 @@ pub(crate) fn kernel_aliasing<B: Backend>(env: &Env<B>) -> CheckResult {
     for i in 0..half {
         b2[i] = bv[i] + bv[half + i];
     }
-    ensure!(got == b2, "views: {:?}.. expected {:?}..", &got[..4], &b2[..4]);
+    ensure!(
+        got == b2,
+        "views: {:?}.. expected {:?}..",
+        &got[..4],
+        &b2[..4]
+    );
     pass("out = a + a, a = a + b and disjoint views of one buffer give the reference results")
 }

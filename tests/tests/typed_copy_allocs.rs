@@ -98,7 +98,10 @@ fn typed_copies_allocate_nothing_on_host() {
     let dev = xstream_host::HostBackend::open(0).expect("host device");
     let n = typed_copy_allocations::<xstream_host::HostBackend>(&dev);
     println!("host: {n} allocations in {ROUNDS} write_from + read_into pairs");
-    assert_eq!(n, 0, "host typed copies allocated {n} times in {ROUNDS} rounds");
+    assert_eq!(
+        n, 0,
+        "host typed copies allocated {n} times in {ROUNDS} rounds"
+    );
 }
 
 #[test]

@@ -81,7 +81,12 @@ impl Builtin {
             Self::Delay => &[XSIM_PARAM_U64],
             Self::Lcg | Self::Fill => &[XSIM_PARAM_PTR, XSIM_PARAM_U32, XSIM_PARAM_U32],
             Self::Fault => &[XSIM_PARAM_I32],
-            Self::Add => &[XSIM_PARAM_PTR, XSIM_PARAM_PTR, XSIM_PARAM_PTR, XSIM_PARAM_U32],
+            Self::Add => &[
+                XSIM_PARAM_PTR,
+                XSIM_PARAM_PTR,
+                XSIM_PARAM_PTR,
+                XSIM_PARAM_U32,
+            ],
         }
     }
 

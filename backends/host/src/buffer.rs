@@ -98,7 +98,8 @@ impl HostBuffer {
             backend: BackendKind::Host,
             detail,
         };
-        let size = alloc_size(len.max(1)).ok_or_else(|| oom(format!("{len}-byte buffer: too large")))?;
+        let size =
+            alloc_size(len.max(1)).ok_or_else(|| oom(format!("{len}-byte buffer: too large")))?;
         let mut v = Vec::new();
         v.try_reserve_exact(size)
             .map_err(|e| oom(format!("{len}-byte buffer: {e}")))?;

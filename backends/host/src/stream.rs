@@ -380,7 +380,13 @@ impl Stream for HostStream {
     }
 
     fn memset(&self, buf: &HostBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        memory::memset(self, buf, offset, len, xstream_core::MemsetPattern::U8(value))
+        memory::memset(
+            self,
+            buf,
+            offset,
+            len,
+            xstream_core::MemsetPattern::U8(value),
+        )
     }
 
     fn write(&self, dst: &HostBuffer, offset: usize, data: Vec<u8>) -> Result<()> {

@@ -370,7 +370,9 @@ mod tests {
         assert!(bounds("t", 0..6, 5).is_err());
         assert!(bounds("t", 4..2, 5).is_err());
         assert!(bounds("t", 0..=usize::MAX, 5).is_err());
-        let e = bounds("BufferView::slice", 3..9, 8).unwrap_err().to_string();
+        let e = bounds("BufferView::slice", 3..9, 8)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("outside 0..8"), "{e}");
     }
 

@@ -180,7 +180,9 @@ fn drain(s: &HostStream, op: &'static str) -> Result<()> {
     let target = s.queue.enqueued();
     let mode = crate::conv::map_stream_wait(s.queue.native_flags, s.queue.attrs().sync);
     if !s.queue.wait_for(target, None, mode) {
-        return Err(Error::invalid(format!("{op}: the stream's work did not complete")));
+        return Err(Error::invalid(format!(
+            "{op}: the stream's work did not complete"
+        )));
     }
     s.device.shared().check()
 }
