@@ -42,9 +42,9 @@ fn write_read_copy_memset_lcg() {
 }
 
 /// Zero lengths are no error at the portable level (`Stream::memset` / `write` / `copy` /
-/// `read` only refuse out-of-bounds ranges) and change nothing. A zero-length memset reaches
-/// `aclrtMemsetAsync` with count 0, which the runtime (and the simulator) answers with 0
-/// before any other check.
+/// `read` only refuse out-of-bounds ranges) and change nothing: the backend answers a
+/// zero-length memset, write or copy without calling ACL (docs/semantics.md, zero-length
+/// buffers and operations).
 #[test]
 fn zero_lengths_succeed_and_change_nothing() {
     if !common::in_sim_process() {
