@@ -143,13 +143,6 @@ impl<'a, Buf: Buffer> BufferView<'a, Buf> {
     pub fn typed<T: bytemuck::Pod>(&self) -> Result<DeviceSlice<'a, T, Buf>> {
         DeviceSlice::from_view(*self)
     }
-
-    /// Whether `self` and `other` view the same buffer and share at least one byte.
-    pub fn overlaps(&self, other: &Self) -> bool {
-        std::ptr::eq(self.buf, other.buf)
-            && self.offset < other.offset + other.len
-            && other.offset < self.offset + self.len
-    }
 }
 
 impl<'a, Buf: Buffer> From<&'a Buf> for BufferView<'a, Buf> {

@@ -399,6 +399,7 @@ pub(super) fn memset_pattern(
     len: usize,
     value: xstream_core::MemsetPattern,
 ) -> Result<()> {
+    value.check(offset, len)?;
     if let Some(b) = value.as_byte() {
         return memset(s, buf, offset, len, b);
     }

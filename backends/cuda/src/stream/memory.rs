@@ -91,6 +91,7 @@ pub(super) fn memset_pattern(
     value: MemsetPattern,
 ) -> Result<()> {
     check_range("memset", buf.len_bytes(), offset, len)?;
+    value.check(offset, len)?;
     s.enter()?;
     if len == 0 {
         return Ok(());

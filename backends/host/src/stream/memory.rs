@@ -19,6 +19,7 @@ pub(super) fn memset(
 ) -> Result<()> {
     ensure_not_in_callback()?;
     check_range("memset", buf.inner_len(), offset, len)?;
+    value.check(offset, len)?;
     if len == 0 {
         return Ok(());
     }
