@@ -33,7 +33,9 @@ pub(crate) fn stream_ordered_alloc<B: Backend>(env: &Env<B>) -> CheckResult {
     let dev = &env.device;
     let s = dev.create_stream(&nb()).ctx("create")?;
     let t = dev.create_stream(&nb()).ctx("create")?;
-    ensure!(s.alloc_async(0).is_err(), "alloc_async(0) did not fail");
+    let z = s.alloc_async(0).ctx("alloc_async(0)")?;
+    ensure!(z.len() == 0, "alloc_async(0) gave {} bytes", z.len());
+    s.free_async(z).ctx("free_async of a zero-length buffer")?;
     let x = s.alloc_async(N).ctx("alloc_async")?;
     ensure!(x.len() == N, "alloc_async gave {} bytes", x.len());
     s.memset(&x, 0, N, 7).ctx("memset")?;

@@ -23,6 +23,8 @@
 //! - `memop`: stream memory operations (wait on / write a value).
 //! - `reduce`: the built-in reduce (`dst = op(dst, src)` per element) against a typed reference.
 //! - `peer`: copies between devices (peer access).
+//! - `views`: buffer views and typed slices, typed copies, 16/32-bit memsets, zero-length
+//!   buffers, aliasing of kernel arguments.
 //! - [`collectives`]: the collective checks, generic over `CollectiveBackend` (run by
 //!   [`collectives::run_collectives`], and per rank by [`collectives::rank_conformance`]).
 //! - [`child`]: this test binary started again as a child process (the interprocess tests).
@@ -137,6 +139,7 @@ pub mod reference;
 pub mod simulator;
 mod streams;
 mod timeouts;
+mod views;
 
 pub use flags::{check_portable_kinds, kind_of, portable_kinds, Kind};
 
@@ -240,6 +243,9 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
             run: memop::value_wait_write::<B>,
         },
         c!(reduce::reduce_builtin, "the built-in reduce matches a typed reference for every kind and type the device has, refuses bad ranges and replays from a capture"),
+        c!(views::views_and_typed_copies, "views and typed slices slice, split and refuse misaligned or out-of-range ranges; memset/16/32, write, read, copy and typed copies (synchronous and page-locked) work through views; a kernel on a view touches only the view"),
+        c!(views::zero_length, "zero-length buffers are allowed and distinct; zero-length memsets and copies are no-ops"),
+        c!(views::kernel_aliasing, "a buffer passed twice to a kernel (out = a + a, a = a + b, views of one buffer) gives the reference result"),
         c!(peer::peer_copy, "with peer access enabled bytes move both ways between devices in stream order; without it, out of bounds or with foreign buffers the copy is refused"),
     ]
 }
@@ -286,7 +292,8 @@ const ACL_MODULES: &str = "the builtin module and the suite's Ascend user kernel
                            the ACL runtime simulator's test-only format; a real CANN runtime \
                            refuses them (the device lacks KERNELS)";
 
-static CUDA_MAY_SKIP: [MaySkip; 12] = [
+static CUDA_MAY_SKIP: [MaySkip; 13] = [
+    lacks("kernel_aliasing", Capabilities::MODULES, CUDA_MODULES),
     lacks("reduce_builtin", Capabilities::REDUCE, CUDA_MODULES),
     lacks("peer_copy", Capabilities::PEER_COPY, PEER_ONE_DEVICE),
     MaySkip {
@@ -318,7 +325,8 @@ static CUDA_MAY_SKIP: [MaySkip; 12] = [
     lacks("module_bad_input", Capabilities::MODULES, CUDA_MODULES),
 ];
 
-static ASCEND_MAY_SKIP: [MaySkip; 16] = [
+static ASCEND_MAY_SKIP: [MaySkip; 17] = [
+    lacks("kernel_aliasing", Capabilities::KERNELS, ACL_MODULES),
     lacks(
         "reduce_builtin",
         Capabilities::REDUCE,

@@ -14,7 +14,7 @@
 //! | count | `u32` | number of kernels, 1..=64 |
 //! | *per kernel:* name length | `u16` | 1..=255 |
 //! | name | bytes | UTF-8 without NUL, unique within the binary |
-//! | builtin | `u32` | the CPU kernel: 1 delay, 2 lcg, 3 fault, 4 fill |
+//! | builtin | `u32` | the CPU kernel: 1 delay, 2 lcg, 3 fault, 4 fill, 5 add |
 //! | parameter count | `u8` | must equal the built-in's |
 //! | parameter kinds | one `u8` each | must equal the built-in's: 1 pointer (8 bytes), 2 `u32`, 3 `u64`, 4 `i32` |
 //!
@@ -26,10 +26,11 @@
 //! | 2 lcg | `pointer words_ptr, u32 words, u32 rounds` | each `u32` x: `rounds` × `x = x*1664525 + 1013904223` (wrapping) |
 //! | 3 fault | `i32 code` | a device fault: the context is poisoned with `code` (0: nothing) |
 //! | 4 fill | `pointer words_ptr, u32 words, u32 value` | stores `value` into each of the `words` `u32`s |
+//! | 5 add | `pointer a, pointer b, pointer out, u32 words` | for each `i < words`: reads `a[i]` and `b[i]`, then stores their wrapping `u32` sum to `out[i]` (the pointers may alias) |
 //!
 //! Arguments are laid out like the runtime lays out an AI Core kernel's: each parameter starts
 //! at the next multiple of 8 bytes, and the argument block ends after the last parameter (delay
-//! 8 bytes, lcg and fill 20, fault 4).
+//! 8 bytes, lcg and fill 20, fault 4, add 28).
 
 /// The magic that opens a simulator kernel binary.
 pub const XSIM_BINARY_MAGIC: [u8; 8] = *b"XSIMKBIN";
@@ -58,6 +59,8 @@ pub enum Builtin {
     Fault = 3,
     /// Stores a `u32` value into `u32` words.
     Fill = 4,
+    /// `out[i] = a[i] + b[i]` over `u32` words (the pointers may alias).
+    Add = 5,
 }
 
 impl Builtin {
@@ -67,6 +70,7 @@ impl Builtin {
             2 => Some(Self::Lcg),
             3 => Some(Self::Fault),
             4 => Some(Self::Fill),
+            5 => Some(Self::Add),
             _ => None,
         }
     }
@@ -77,6 +81,12 @@ impl Builtin {
             Self::Delay => &[XSIM_PARAM_U64],
             Self::Lcg | Self::Fill => &[XSIM_PARAM_PTR, XSIM_PARAM_U32, XSIM_PARAM_U32],
             Self::Fault => &[XSIM_PARAM_I32],
+            Self::Add => &[
+                XSIM_PARAM_PTR,
+                XSIM_PARAM_PTR,
+                XSIM_PARAM_PTR,
+                XSIM_PARAM_U32,
+            ],
         }
     }
 

@@ -525,6 +525,27 @@ impl ExtTask for KernelTask {
                     unsafe { std::slice::from_raw_parts_mut(ptr as *mut u32, words) }.fill(x);
                 }
             }
+            Builtin::Add => {
+                let ptrs = [0, 1, 2].map(|i| read_u64(b, lay[i].0) as usize);
+                let words = read_u32(b, lay[3].0) as usize;
+                if words == 0 {
+                    return;
+                }
+                if ptrs.iter().any(|&p| p == 0 || !p.is_multiple_of(4)) {
+                    stream.fault(ACL_ERROR_RT_AICORE_EXCEPTION);
+                    return;
+                }
+                let [a, bb, out] = ptrs.map(|p| p as *mut u32);
+                for i in 0..words {
+                    // SAFETY: the launcher promised `words` u32s at each pointer stay valid
+                    // until the kernel ran; element-wise reads and writes through raw pointers
+                    // allow the arguments to alias.
+                    unsafe {
+                        let x = a.add(i).read().wrapping_add(bb.add(i).read());
+                        out.add(i).write(x);
+                    }
+                }
+            }
             Builtin::Fault => {
                 let code = read_u32(b, lay[0].0) as i32;
                 if code != 0 {

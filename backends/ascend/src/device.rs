@@ -472,9 +472,6 @@ impl Device for AscendDevice {
 
     fn alloc(&self, len: usize) -> Result<AscendBuffer> {
         ensure_not_in_callback()?;
-        if len == 0 {
-            return Err(Error::invalid("cannot allocate a zero-length buffer"));
-        }
         let d = &self.inner;
         d.bind()?;
         if len > isize::MAX as usize {
@@ -487,7 +484,8 @@ impl Device for AscendDevice {
         }
         // Rounded up to the allocation granule (docs/semantics.md); `len` stays the buffer's
         // length. Cannot overflow: `len` is at most `isize::MAX`.
-        let size = xstream_core::alloc_size(len).unwrap_or(len);
+        // A zero-length buffer holds one granule (a valid, unique address).
+        let size = xstream_core::alloc_size(len.max(1)).unwrap_or(len);
         let ptr = result::memory::malloc(d.t, size, consts::ACL_MEM_MALLOC_HUGE_FIRST)?;
         let buf = AscendBuffer {
             inner: Arc::new(BufInner {

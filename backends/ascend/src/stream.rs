@@ -364,6 +364,20 @@ impl AscendStream {
         self.device.inner.bind()
     }
 
+    /// Waits for every task enqueued so far (no capture check, no callback-panic report).
+    pub(super) fn wait_all(&self) -> Result<()> {
+        let d = &self.device.inner;
+        d.bind()?;
+        let seen = self.state.enqueues();
+        if self.state.marker_flags != 0 {
+            marker_wait(d, &self.state, MarkerWait::Forever)?;
+        } else {
+            result::stream::synchronize(d.t, self.state.raw).map_err(|e| d.observe(e))?;
+        }
+        self.state.note_done(seen);
+        Ok(())
+    }
+
     fn timeout_ms(d: Duration) -> i32 {
         let ms = d.as_nanos().div_ceil(1_000_000).max(1);
         i32::try_from(ms).unwrap_or(i32::MAX)
@@ -424,15 +438,7 @@ impl Stream for AscendStream {
         let _span = tracing::trace_span!("stream_synchronize", stream = ?self.state.raw, name = self.name.as_deref()).entered();
         if !self.persistent {
             self.state.capture.gate("synchronize")?;
-            let d = &self.device.inner;
-            d.bind()?;
-            let seen = self.state.enqueues();
-            if self.state.marker_flags != 0 {
-                marker_wait(d, &self.state, MarkerWait::Forever)?;
-            } else {
-                result::stream::synchronize(d.t, self.state.raw).map_err(|e| d.observe(e))?;
-            }
-            self.state.note_done(seen);
+            self.wait_all()?;
         }
         self.state.panics.take()
     }
@@ -564,6 +570,28 @@ impl Stream for AscendStream {
     fn alloc_async(&self, len: usize) -> Result<AscendBuffer> {
         memory::alloc_async(self, len)
     }
+
+    // --- views and typed copies ---
+
+    fn enqueue_memset_pattern(
+        &self,
+        buf: &AscendBuffer,
+        offset: usize,
+        len: usize,
+        value: xstream_core::MemsetPattern,
+    ) -> Result<()> {
+        memory::memset_pattern(self, buf, offset, len, value)
+    }
+
+    fn write_bytes_now(&self, dst: &AscendBuffer, offset: usize, src: &[u8]) -> Result<()> {
+        memory::write_bytes_now(self, dst, offset, src)
+    }
+
+    fn read_bytes_now(&self, src: &AscendBuffer, offset: usize, dst: &mut [u8]) -> Result<()> {
+        memory::read_bytes_now(self, src, offset, dst)
+    }
+
+    // --- end of views and typed copies ---
 
     fn free_async(&self, buf: AscendBuffer) -> Result<()> {
         memory::free_async(self, buf)

@@ -327,9 +327,6 @@ impl Buffer for CudaBuffer {
 
 /// `cuMemAllocAsync` on `stream` (the device's current pool): a stream-ordered buffer.
 pub(crate) fn alloc_ordered(stream: &CudaStream, len: usize) -> Result<CudaBuffer> {
-    if len == 0 {
-        return Err(Error::invalid("a buffer needs at least one byte"));
-    }
     let dev = stream.cuda_device();
     let sh = &dev.shared;
     sh.enter()?;
@@ -381,18 +378,17 @@ pub(crate) fn set_pool_release_threshold(dev: &CudaDevice, bytes: u64) -> Result
     )
 }
 
-/// The size xstream asks the driver for: `len` rounded up to the allocation granule.
+/// The size xstream asks the driver for: `len` rounded up to the allocation granule; one
+/// granule for a zero-length buffer (the driver refuses 0 bytes, and the address stays
+/// valid and unique).
 fn rounded(len: usize) -> Result<usize> {
-    alloc_size(len).ok_or_else(|| Error::OutOfMemory {
+    alloc_size(len.max(1)).ok_or_else(|| Error::OutOfMemory {
         backend: BackendKind::Cuda,
         detail: format!("{len} bytes is more than any address space holds"),
     })
 }
 
 pub(crate) fn alloc(dev: &CudaDevice, len: usize) -> Result<CudaBuffer> {
-    if len == 0 {
-        return Err(Error::invalid("a buffer needs at least one byte"));
-    }
     let size = rounded(len)?;
     let sh = &dev.shared;
     sh.enter()?;

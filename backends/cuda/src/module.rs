@@ -406,7 +406,7 @@ pub(crate) fn launch(
                 a.kind().size()
             )));
         }
-        if let KernelArg::Buffer(b) = a {
+        if let Some(b) = a.buffer() {
             b.check_device("launch_kernel", dev)?;
         }
     }
@@ -430,7 +430,7 @@ pub(crate) fn launch(
         values,
     ))?;
     for a in args {
-        if let KernelArg::Buffer(b) = a {
+        if let Some(b) = a.buffer() {
             s.keep_buf(b);
         }
     }

@@ -430,6 +430,28 @@ impl Stream for CudaStream {
         crate::memory::alloc_ordered(self, len)
     }
 
+    // --- views and typed copies ---
+
+    fn enqueue_memset_pattern(
+        &self,
+        buf: &CudaBuffer,
+        offset: usize,
+        len: usize,
+        value: xstream_core::MemsetPattern,
+    ) -> Result<()> {
+        memory::memset_pattern(self, buf, offset, len, value)
+    }
+
+    fn write_bytes_now(&self, dst: &CudaBuffer, offset: usize, src: &[u8]) -> Result<()> {
+        memory::write_bytes_now(self, dst, offset, src)
+    }
+
+    fn read_bytes_now(&self, src: &CudaBuffer, offset: usize, dst: &mut [u8]) -> Result<()> {
+        memory::read_bytes_now(self, src, offset, dst)
+    }
+
+    // --- end of views and typed copies ---
+
     fn free_async(&self, buf: CudaBuffer) -> Result<()> {
         self.gate_enqueue("free_async")?;
         crate::memory::free_ordered(self, buf)

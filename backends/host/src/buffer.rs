@@ -90,16 +90,16 @@ pub struct HostBuffer {
 
 impl HostBuffer {
     pub(crate) fn alloc(len: usize, ordinal: usize) -> Result<Self> {
-        if len == 0 {
-            return Err(Error::invalid("cannot allocate a zero-length buffer"));
-        }
         // The heap block is rounded up to the allocation granule (docs/semantics.md) and
-        // zeroed whole; the vector's length, the buffer's `len`, stays the requested size.
+        // zeroed whole; the vector's length, the buffer's `len`, stays the requested size. A
+        // zero-length buffer holds one granule too, so its address is unique (the lock order
+        // of multi-buffer work is by address).
         let oom = |detail: String| Error::OutOfMemory {
             backend: BackendKind::Host,
             detail,
         };
-        let size = alloc_size(len).ok_or_else(|| oom(format!("{len}-byte buffer: too large")))?;
+        let size =
+            alloc_size(len.max(1)).ok_or_else(|| oom(format!("{len}-byte buffer: too large")))?;
         let mut v = Vec::new();
         v.try_reserve_exact(size)
             .map_err(|e| oom(format!("{len}-byte buffer: {e}")))?;

@@ -2,9 +2,11 @@
 //! order on the stream's worker thread. The builtin module ([`builtin_host_module`]) holds
 //! `xstream_delay` and `xstream_lcg`, the kernels behind `Kernel::Delay` and `Kernel::Lcg`.
 //!
-//! A kernel receives the launch configuration and its arguments: buffers as exclusive byte
-//! slices (every buffer of the launch is locked for the call, in address order, so the same
-//! buffer may not be passed twice), scalars by value. An error returned by the kernel, or a
+//! A kernel receives the launch configuration and its arguments: buffers (or the ranges of
+//! views) as exclusive byte slices (every buffer of the launch is locked for the call, in
+//! address order), scalars by value. A buffer may be passed several times: overlapping
+//! arguments work on copies merged back after the call (see `KernelLaunch::run` and
+//! docs/semantics.md, "Views and aliasing"). An error returned by the kernel, or a
 //! panic, is a device fault: the context is poisoned with a sticky error naming the kernel,
 //! as a failing kernel poisons a CUDA context. Like device code, a kernel touches only its
 //! arguments: xstream calls from inside it return `Error::NotPermitted` (as inside a
@@ -133,10 +135,15 @@ impl Function for HostFunction {
     }
 }
 
-/// A launch's argument as queued: buffers keep their bytes alive until the launch ran.
+/// A launch's argument as queued: buffers (whole, or the range of a view) keep their bytes
+/// alive until the launch ran.
 #[derive(Debug, Clone)]
 pub(crate) enum QueuedArg {
-    Buffer(Arc<crate::buffer::BufInner>),
+    Buffer {
+        buf: Arc<crate::buffer::BufInner>,
+        offset: usize,
+        len: usize,
+    },
     U32(u32),
     I32(i32),
     U64(u64),
@@ -153,33 +160,83 @@ pub(crate) struct KernelLaunch {
     pub args: Vec<QueuedArg>,
 }
 
+/// The buffer arguments of one buffer in a launch: `(argument index, offset, len)`.
+type Group = Vec<(usize, usize, usize)>;
+
 impl KernelLaunch {
-    /// Runs the kernel: locks every buffer (in address order, the order every multi-buffer
-    /// operation of the worker uses), then calls the function.
+    /// Runs the kernel: locks each distinct buffer once (in address order, the order every
+    /// multi-buffer operation of the worker uses), hands each buffer argument its bytes, then
+    /// calls the function.
+    ///
+    /// Aliasing (docs/semantics.md, "Views and aliasing"): arguments of one buffer whose
+    /// ranges are disjoint get disjoint slices of the buffer itself. When ranges overlap (the
+    /// same buffer twice, overlapping views), each of those arguments gets a private copy of
+    /// its bytes as they were when the kernel started, and afterwards the bytes each argument
+    /// changed are written back, in argument order: `out = a + a` and the in-place
+    /// `a = a + b` give CUDA's results.
     pub(crate) fn run(&self) -> Result<()> {
-        let mut order: Vec<usize> = (0..self.args.len())
-            .filter(|&i| matches!(self.args[i], QueuedArg::Buffer(_)))
-            .collect();
-        order.sort_by_key(|&i| match &self.args[i] {
-            QueuedArg::Buffer(b) => b.addr(),
-            _ => 0,
-        });
-        let mut guards: Vec<Option<crate::ipc_mem::BufGuard<'_>>> =
-            (0..self.args.len()).map(|_| None).collect();
-        for i in order {
-            if let QueuedArg::Buffer(b) = &self.args[i] {
-                guards[i] = Some(b.lock());
+        let mut groups: Vec<(&Arc<crate::buffer::BufInner>, Group)> = Vec::new();
+        for (i, a) in self.args.iter().enumerate() {
+            if let QueuedArg::Buffer { buf, offset, len } = a {
+                match groups.iter_mut().find(|(b, _)| Arc::ptr_eq(b, buf)) {
+                    Some((_, g)) => g.push((i, *offset, *len)),
+                    None => groups.push((buf, vec![(i, *offset, *len)])),
+                }
             }
+        }
+        groups.sort_by_key(|(b, _)| b.addr());
+        let mut guards: Vec<crate::ipc_mem::BufGuard<'_>> =
+            groups.iter().map(|(b, _)| b.lock()).collect();
+        // Per group: whether its ranges overlap (then it works on copies).
+        let overlapping: Vec<bool> = groups
+            .iter_mut()
+            .map(|(_, g)| {
+                g.sort_by_key(|&(_, off, _)| off);
+                g.windows(2).any(|w| w[0].1 + w[0].2 > w[1].1)
+            })
+            .collect();
+        // Copies for overlapping groups: (argument index, offset, bytes at launch start).
+        let mut private: Vec<(usize, usize, Vec<u8>)> = Vec::new();
+        let mut pristine: Vec<Option<Vec<u8>>> = Vec::with_capacity(groups.len());
+        for ((_, g), (guard, &ov)) in groups.iter().zip(guards.iter_mut().zip(&overlapping)) {
+            if ov {
+                let whole = guard.as_mut_slice().to_vec();
+                for &(i, off, len) in g {
+                    private.push((i, off, whole[off..off + len].to_vec()));
+                }
+                pristine.push(Some(whole));
+            } else {
+                pristine.push(None);
+            }
+        }
+        let mut slots: Vec<Option<&mut [u8]>> = (0..self.args.len()).map(|_| None).collect();
+        for ((_, g), (guard, &ov)) in groups.iter().zip(guards.iter_mut().zip(&overlapping)) {
+            if ov {
+                continue;
+            }
+            // Disjoint ranges, sorted by offset: split the buffer's bytes between them.
+            let mut rest: &mut [u8] = guard.as_mut_slice();
+            let mut at = 0;
+            for &(i, off, len) in g {
+                let (_, tail) = std::mem::take(&mut rest).split_at_mut(off - at);
+                let (mine, tail) = tail.split_at_mut(len);
+                slots[i] = Some(mine);
+                rest = tail;
+                at = off + len;
+            }
+        }
+        for (i, _, bytes) in private.iter_mut() {
+            slots[*i] = Some(bytes.as_mut_slice());
         }
         let mut args = self
             .args
             .iter()
-            .zip(guards.iter_mut())
-            .map(|(a, g)| {
+            .zip(slots.iter_mut())
+            .map(|(a, slot)| {
                 Ok(match a {
-                    QueuedArg::Buffer(_) => match g {
-                        Some(g) => HostArg::Buffer(g.as_mut_slice()),
-                        None => return Err(Error::invalid("host kernel buffer not locked")),
+                    QueuedArg::Buffer { .. } => match slot.take() {
+                        Some(b) => HostArg::Buffer(b),
+                        None => return Err(Error::invalid("host kernel buffer not bound")),
                     },
                     QueuedArg::U32(v) => HostArg::U32(*v),
                     QueuedArg::I32(v) => HostArg::I32(*v),
@@ -190,6 +247,25 @@ impl KernelLaunch {
                 })
             })
             .collect::<Result<Vec<HostArg<'_>>>>()?;
-        (self.function.kernel.function())(&self.cfg, &mut args)
+        let r = (self.function.kernel.function())(&self.cfg, &mut args);
+        drop(args);
+        drop(slots);
+        // Write back what each copy changed, in argument order.
+        private.sort_by_key(|&(i, _, _)| i);
+        for (i, off, bytes) in &private {
+            let Some(gi) = groups.iter().position(|(_, g)| g.iter().any(|e| e.0 == *i)) else {
+                continue;
+            };
+            let (Some(orig), Some(guard)) = (pristine[gi].as_ref(), guards.get_mut(gi)) else {
+                continue;
+            };
+            let dst = guard.as_mut_slice();
+            for (j, &b) in bytes.iter().enumerate() {
+                if b != orig[off + j] {
+                    dst[off + j] = b;
+                }
+            }
+        }
+        r
     }
 }

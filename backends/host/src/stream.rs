@@ -380,7 +380,13 @@ impl Stream for HostStream {
     }
 
     fn memset(&self, buf: &HostBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        memory::memset(self, buf, offset, len, value)
+        memory::memset(
+            self,
+            buf,
+            offset,
+            len,
+            xstream_core::MemsetPattern::U8(value),
+        )
     }
 
     fn write(&self, dst: &HostBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
@@ -430,6 +436,28 @@ impl Stream for HostStream {
     ) -> Result<()> {
         memory::enqueue_copy_to_host(self, src, src_offset, dst)
     }
+
+    // --- views and typed copies ---
+
+    fn enqueue_memset_pattern(
+        &self,
+        buf: &HostBuffer,
+        offset: usize,
+        len: usize,
+        value: xstream_core::MemsetPattern,
+    ) -> Result<()> {
+        memory::memset(self, buf, offset, len, value)
+    }
+
+    fn write_bytes_now(&self, dst: &HostBuffer, offset: usize, src: &[u8]) -> Result<()> {
+        memory::write_bytes_now(self, dst, offset, src)
+    }
+
+    fn read_bytes_now(&self, src: &HostBuffer, offset: usize, dst: &mut [u8]) -> Result<()> {
+        memory::read_bytes_now(self, src, offset, dst)
+    }
+
+    // --- end of views and typed copies ---
 
     fn free_async(&self, buf: HostBuffer) -> Result<()> {
         self.check_buffer_device("free_async", &buf)?;

@@ -47,7 +47,7 @@ pub(crate) enum Node {
         buf: Arc<BufInner>,
         offset: usize,
         len: usize,
-        value: u8,
+        value: xstream_core::MemsetPattern,
     },
     Write {
         dst: Arc<BufInner>,
@@ -481,7 +481,7 @@ fn run_node(q: &Queue, n: Node) {
             value,
         } => {
             if let Some(s) = buf.lock().get_mut(offset..offset + len) {
-                s.fill(value);
+                value.fill(s);
             }
         }
         Node::Write { dst, offset, data } => {

@@ -27,6 +27,7 @@ use crate::callback::HostCallback;
 use crate::completion::{completion, Completion};
 use crate::hostmem::{HostAllocDesc, HostBuffer, HostSpan};
 use crate::module::{KernelArg, LaunchConfig, ModuleSource, ParamKind};
+use crate::view::{BufferView, DeviceSlice, MemsetPattern};
 use crate::{
     Allocator, CaptureMode, CaptureStatus, Error, EventFlags, FlagReport, FlagTable, Result,
     StreamAttr, StreamAttrValue, StreamFlags,
@@ -135,10 +136,12 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// Flag errors per the desc's policy, vendor errors.
     fn create_event(&self, desc: &EventDesc) -> Result<EventOf<Self::B>>;
 
-    /// Allocates a zero-initialised device buffer of `len` bytes.
+    /// Allocates a zero-initialised device buffer of `len` bytes. A zero-length buffer is
+    /// allowed (an empty tensor): every zero-length operation on it is a no-op, and it still
+    /// holds one allocation granule underneath, so its address is valid and unique.
     ///
     /// # Errors
-    /// [`Error::OutOfMemory`], [`Error::InvalidArgument`] for `len == 0`.
+    /// [`Error::OutOfMemory`].
     fn alloc(&self, len: usize) -> Result<BufferOf<Self::B>>;
 
     /// Waits for all work on the device (every stream).
@@ -283,12 +286,34 @@ pub trait Buffer: Send + Sync + fmt::Debug + 'static {
     type B: Backend<Buffer = Self>;
     /// Its length in bytes.
     fn len(&self) -> usize;
-    /// Whether it is empty (never, for buffers from [`Device::alloc`]).
+    /// Whether it is empty (zero-length buffers are allowed).
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
     /// The device address (or host address on the host backend).
     fn device_address(&self) -> u64;
+
+    // --- views and typed copies ---
+
+    /// A view of the whole buffer.
+    fn view(&self) -> BufferView<'_, Self>
+    where
+        Self: Sized,
+    {
+        BufferView::new(self)
+    }
+
+    /// The whole buffer as a typed slice of `T`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the length is not a whole number of elements or `T`
+    /// is zero-sized.
+    fn typed<T: bytemuck::Pod>(&self) -> Result<DeviceSlice<'_, T, Self>>
+    where
+        Self: Sized,
+    {
+        DeviceSlice::new(self)
+    }
 }
 
 /// An in-order queue of device work.
@@ -535,7 +560,7 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// and fenced until the copy completed (see [`crate::hostmem`]); no heap allocation.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] out of bounds or for `len == 0`; [`Error::WrongDevice`] for
+    /// [`Error::InvalidArgument`] out of bounds (`len == 0` is a no-op); [`Error::WrongDevice`] for
     /// a buffer of another device; [`Error::Unsupported`] inside a capture or where the
     /// backend has no page-locked copies; vendor errors.
     fn copy_to_device(
@@ -613,7 +638,7 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// once on any stream.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for `len == 0`; [`Error::OutOfMemory`]; vendor errors.
+    /// [`Error::OutOfMemory`]; vendor errors. (`len == 0` gives a zero-length buffer.)
     fn alloc_async(&self, len: usize) -> Result<BufferOf<Self::B>> {
         self.device().alloc(len)
     }
@@ -706,6 +731,285 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
         let _ = (dst, dst_offset, src, src_offset, len, r);
         Err(crate::reduce::unsupported(Self::B::KIND, "not available"))
     }
+
+    // --- views and typed copies ---
+    // Views (`crate::view`) are accepted by the operations below through
+    // `impl Into<BufferView>` (a `&Buffer`, a `BufferView` or a `DeviceSlice`); the byte-offset
+    // operations above stay. Zero-length ranges are no-ops on every backend.
+
+    /// [`Stream::memset`] over a view.
+    ///
+    /// # Errors
+    /// As [`Stream::memset`].
+    fn memset_view<'v>(
+        &self,
+        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
+        value: u8,
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        let v = dst.into();
+        self.memset(v.buffer(), v.offset(), v.len(), value)
+    }
+
+    /// Enqueues: set every 16-bit element of the view to `value` (CUDA `cuMemsetD16Async`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the view's offset or length is not a multiple of 2; as
+    /// [`Stream::memset`].
+    fn memset16<'v>(
+        &self,
+        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
+        value: u16,
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        self.memset_pattern(dst.into(), MemsetPattern::U16(value))
+    }
+
+    /// Enqueues: set every 32-bit element of the view to `value` (CUDA `cuMemsetD32Async`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the view's offset or length is not a multiple of 4; as
+    /// [`Stream::memset`].
+    fn memset32<'v>(
+        &self,
+        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
+        value: u32,
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        self.memset_pattern(dst.into(), MemsetPattern::U32(value))
+    }
+
+    /// Enqueues a memset of 8-, 16- or 32-bit elements over `dst` (checks the element
+    /// alignment of the range, then calls [`Stream::enqueue_memset_pattern`]).
+    ///
+    /// # Errors
+    /// As [`Stream::memset16`].
+    fn memset_pattern(
+        &self,
+        dst: BufferView<'_, BufferOf<Self::B>>,
+        value: MemsetPattern,
+    ) -> Result<()> {
+        value.check(dst.offset(), dst.len())?;
+        self.enqueue_memset_pattern(dst.buffer(), dst.offset(), dst.len(), value)
+    }
+
+    /// Backend hook of [`Stream::memset_pattern`] (range and element alignment checked). The
+    /// default takes patterns whose bytes are all equal through [`Stream::memset`] and refuses
+    /// the others as [`Error::Unsupported`].
+    ///
+    /// # Errors
+    /// As [`Stream::memset`]; [`Error::Unsupported`] by default.
+    fn enqueue_memset_pattern(
+        &self,
+        buf: &BufferOf<Self::B>,
+        offset: usize,
+        len: usize,
+        value: MemsetPattern,
+    ) -> Result<()> {
+        match value.as_byte() {
+            Some(b) => self.memset(buf, offset, len, b),
+            None => Err(Error::unsupported(
+                <Self::B as Backend>::KIND,
+                "memset of 16- and 32-bit patterns",
+            )),
+        }
+    }
+
+    /// [`Stream::write`] into a view: `data` fills the view's first `data.len()` bytes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `data` is longer than the view; as [`Stream::write`].
+    fn write_view<'v>(
+        &self,
+        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
+        data: Vec<u8>,
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        let v = dst.into();
+        check_range("write_view", v.len(), 0, data.len())?;
+        self.write(v.buffer(), v.offset(), data)
+    }
+
+    /// [`Stream::read`] of a whole view.
+    ///
+    /// # Errors
+    /// As [`Stream::read`].
+    fn read_view<'v>(&self, src: impl Into<BufferView<'v, BufferOf<Self::B>>>) -> Result<Readback>
+    where
+        Self: Sized,
+    {
+        let v = src.into();
+        self.read(v.buffer(), v.offset(), v.len())
+    }
+
+    /// [`Stream::copy`] between two views of equal length (of one buffer or two).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for views of different lengths; as [`Stream::copy`].
+    fn copy_view<'v>(
+        &self,
+        src: impl Into<BufferView<'v, BufferOf<Self::B>>>,
+        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        let (s, d) = (src.into(), dst.into());
+        if s.len() != d.len() {
+            return Err(Error::invalid(format!(
+                "copy_view: source of {} bytes, destination of {} bytes",
+                s.len(),
+                d.len()
+            )));
+        }
+        self.copy(s.buffer(), s.offset(), d.buffer(), d.offset(), s.len())
+    }
+
+    /// [`Stream::reduce`] over two views of equal length: `dst = op(dst, src)` per element.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for views of different lengths; as [`Stream::reduce`].
+    fn reduce_view<'v>(
+        &self,
+        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
+        src: impl Into<BufferView<'v, BufferOf<Self::B>>>,
+        r: crate::Reduction,
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        let (d, s) = (dst.into(), src.into());
+        if s.len() != d.len() {
+            return Err(Error::invalid(format!(
+                "reduce_view: destination of {} bytes, source of {} bytes",
+                d.len(),
+                s.len()
+            )));
+        }
+        self.reduce(d.buffer(), d.offset(), s.buffer(), s.offset(), s.len(), r)
+    }
+
+    /// Copies `src` into the first `size_of_val(src)` bytes of `dst`, in stream order, and
+    /// returns once `src` may be reused: synchronous with respect to the host slice (when it
+    /// returns, the stream's earlier work has run and the bytes are in device memory). No
+    /// heap allocation on the host and Ascend backends (docs/semantics.md, "Typed copies").
+    /// An empty `src` is a no-op.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `src` is longer than the view; refused inside a
+    /// capture and inside a stream-blocking callback; the stream's errors.
+    fn write_from<'v, T: bytemuck::Pod>(
+        &self,
+        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
+        src: &[T],
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        let v = dst.into();
+        let bytes: &[u8] = bytemuck::cast_slice(src);
+        check_range("write_from", v.len(), 0, bytes.len())?;
+        self.write_bytes_now(v.buffer(), v.offset(), bytes)
+    }
+
+    /// Fills `dst` from the first `size_of_val(dst)` bytes of `src`, in stream order, and
+    /// returns once `dst` holds them (the stream's earlier work has run). No heap allocation
+    /// on the host and Ascend backends. An empty `dst` is a no-op.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `dst` is longer than the view; as
+    /// [`Stream::write_from`].
+    fn read_into<'v, T: bytemuck::Pod>(
+        &self,
+        src: impl Into<BufferView<'v, BufferOf<Self::B>>>,
+        dst: &mut [T],
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        let v = src.into();
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
+        check_range("read_into", v.len(), 0, bytes.len())?;
+        self.read_bytes_now(v.buffer(), v.offset(), bytes)
+    }
+
+    /// Backend hook of [`Stream::write_from`]: copy `src` to `offset` of `dst` in stream order
+    /// and return once `src` may be reused. The default stages the bytes through
+    /// [`Stream::write`] (one allocation) and synchronizes the stream.
+    ///
+    /// # Errors
+    /// As [`Stream::write_from`].
+    fn write_bytes_now(&self, dst: &BufferOf<Self::B>, offset: usize, src: &[u8]) -> Result<()> {
+        check_range("write_from", dst.len(), offset, src.len())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.write(dst, offset, src.to_vec())?;
+        self.synchronize()
+    }
+
+    /// Backend hook of [`Stream::read_into`]: fill `dst` from `offset` of `src` in stream
+    /// order and return once it is filled. The default goes through [`Stream::read`].
+    ///
+    /// # Errors
+    /// As [`Stream::read_into`].
+    fn read_bytes_now(&self, src: &BufferOf<Self::B>, offset: usize, dst: &mut [u8]) -> Result<()> {
+        check_range("read_into", src.len(), offset, dst.len())?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let rb = self.read(src, offset, dst.len())?;
+        self.synchronize()?;
+        dst.copy_from_slice(&rb.take()?);
+        Ok(())
+    }
+
+    /// [`Stream::copy_to_device`] of a whole view from `src_offset` of a page-locked host
+    /// buffer: asynchronous, no staging, no heap allocation (see [`crate::hostmem`]).
+    ///
+    /// # Errors
+    /// As [`Stream::copy_to_device`].
+    fn write_from_host<'v>(
+        &self,
+        src: &HostBuffer<Self::B>,
+        src_offset: usize,
+        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        let v = dst.into();
+        crate::hostmem::copy_to_device(self, src, src_offset, v.buffer(), v.offset(), v.len())
+    }
+
+    /// [`Stream::copy_to_host`] of a whole view to `dst_offset` of a page-locked host buffer:
+    /// asynchronous; the bytes are readable through [`HostBuffer::as_slice`] or
+    /// [`HostBuffer::typed`] (which wait for the copy).
+    ///
+    /// # Errors
+    /// As [`Stream::copy_to_host`].
+    fn read_into_host<'v>(
+        &self,
+        src: impl Into<BufferView<'v, BufferOf<Self::B>>>,
+        dst: &mut HostBuffer<Self::B>,
+        dst_offset: usize,
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        let v = src.into();
+        crate::hostmem::copy_to_host(self, v.buffer(), v.offset(), dst, dst_offset, v.len())
+    }
+
+    // --- end of views and typed copies ---
 
     /// The native handle.
     fn as_raw(&self) -> Self::Raw;

@@ -395,6 +395,25 @@ impl<B: Backend> HostBuffer<B> {
         Ok(unsafe { std::slice::from_raw_parts_mut(self.mem.as_ptr(), self.mem.len()) })
     }
 
+    /// The bytes as elements of `T`, once every copy that used the buffer has completed (the
+    /// buffer is page-aligned, so any `T` fits when the length is a multiple of its size).
+    ///
+    /// # Errors
+    /// As [`HostBuffer::wait_idle`]; [`Error::InvalidArgument`] when the length is not a
+    /// whole number of elements.
+    pub fn typed<T: bytemuck::Pod>(&self) -> Result<&[T]> {
+        bytemuck::try_cast_slice(self.as_slice()?).map_err(|e| cast_error::<T>(self.len(), e))
+    }
+
+    /// As [`HostBuffer::typed`], writable.
+    ///
+    /// # Errors
+    /// As [`HostBuffer::typed`].
+    pub fn typed_mut<T: bytemuck::Pod>(&mut self) -> Result<&mut [T]> {
+        let len = self.len();
+        bytemuck::try_cast_slice_mut(self.as_mut_slice()?).map_err(|e| cast_error::<T>(len, e))
+    }
+
     /// Checks a copy's arguments, orders it after the buffer's last use, enqueues it with
     /// `enqueue` and moves the fence behind it.
     fn fenced_copy(
@@ -406,11 +425,6 @@ impl<B: Backend> HostBuffer<B> {
         enqueue: impl FnOnce(HostSpan) -> Result<()>,
     ) -> Result<()> {
         crate::check_range(what, self.len(), offset, len)?;
-        if len == 0 {
-            return Err(Error::invalid(format!(
-                "{what}: a copy needs at least one byte"
-            )));
-        }
         let sdev = stream.device().info().ordinal;
         if sdev != self.mem.ordinal() && !self.flags.contains(HostMemFlags::PORTABLE) {
             return Err(Error::WrongDevice(format!(
@@ -418,6 +432,10 @@ impl<B: Backend> HostBuffer<B> {
                  is on device {sdev}",
                 self.mem.ordinal()
             )));
+        }
+        if len == 0 {
+            // A zero-length copy is a no-op (docs/semantics.md), checked like any other.
+            return Ok(());
         }
         if stream.is_capturing() {
             return Err(Error::unsupported(
@@ -447,6 +465,13 @@ impl<B: Backend> HostBuffer<B> {
         g.stream = sid;
         Ok(())
     }
+}
+
+fn cast_error<T>(len: usize, e: bytemuck::PodCastError) -> Error {
+    Error::invalid(format!(
+        "host buffer of {len} bytes as [{}]: {e:?}",
+        std::any::type_name::<T>()
+    ))
 }
 
 /// The copies of the data path, as provided methods over the backends' hooks

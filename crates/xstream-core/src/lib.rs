@@ -24,6 +24,7 @@
 //! | [`memop`] | stream memory operations (wait on / write a word of device memory) |
 //! | [`reduce`] | the built-in reduce operation (`dst = op(dst, src)` per element, no kernel binary) |
 //! | [`module`] | modules and kernels: sources, launch configurations, typed arguments, host kernels |
+//! | [`view`] | views of device buffers: byte ranges ([`BufferView`]) and typed slices ([`DeviceSlice`]), memset patterns |
 //! | [`error`] | the one error type, keeping vendor codes |
 //! | `sync` | (private) `std` or loom synchronization primitives for the callback slot and futures |
 //!
@@ -57,6 +58,7 @@ pub mod priority;
 pub mod reduce;
 mod sync;
 pub mod translate;
+pub mod view;
 
 pub use allocator::{Allocator, AllocatorSlot, Block, HostAllocator};
 pub use attr::{
@@ -94,3 +96,4 @@ pub use translate::{
     Combination, FlagReport, FlagRow, FlagSet, FlagTable, Translated, Translation,
     TranslationPolicy,
 };
+pub use view::{BufferView, DeviceSlice, MemsetPattern};

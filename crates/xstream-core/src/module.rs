@@ -137,6 +137,11 @@ impl ParamKind {
 pub enum KernelArg<'a, Buf> {
     /// A device buffer, passed as its device address; kept alive until the launch completed.
     Buffer(&'a Buf),
+    /// A range of a device buffer ([`crate::BufferView`]), filling a
+    /// [`ParamKind::Buffer`] parameter: CUDA and Ascend kernels get the buffer's address plus
+    /// the view's offset, host kernels the view's bytes. The buffer is kept alive as for
+    /// [`KernelArg::Buffer`].
+    View(crate::BufferView<'a, Buf>),
     /// A `u32` value.
     U32(u32),
     /// An `i32` value.
@@ -159,11 +164,11 @@ impl<Buf> Clone for KernelArg<'_, Buf> {
 
 impl<Buf> Copy for KernelArg<'_, Buf> {}
 
-impl<Buf> KernelArg<'_, Buf> {
+impl<'a, Buf> KernelArg<'a, Buf> {
     /// The parameter kind this argument fills.
     pub const fn kind(&self) -> ParamKind {
         match self {
-            Self::Buffer(_) => ParamKind::Buffer,
+            Self::Buffer(_) | Self::View(_) => ParamKind::Buffer,
             Self::U32(_) => ParamKind::U32,
             Self::I32(_) => ParamKind::I32,
             Self::U64(_) => ParamKind::U64,
@@ -173,11 +178,22 @@ impl<Buf> KernelArg<'_, Buf> {
         }
     }
 
+    /// The buffer of a [`KernelArg::Buffer`] or [`KernelArg::View`] (what the launch keeps
+    /// alive and checks the device of); `None` for a scalar.
+    pub const fn buffer(&self) -> Option<&'a Buf> {
+        match *self {
+            Self::Buffer(b) => Some(b),
+            Self::View(v) => Some(v.buffer()),
+            _ => None,
+        }
+    }
+
     /// The argument's value as the kernel sees it (little-endian, `size()` bytes), with
-    /// `address` giving a buffer's device address.
+    /// `address` giving a buffer's device address (a view adds its offset).
     pub fn to_bits(&self, address: impl FnOnce(&Buf) -> u64) -> u64 {
         match *self {
             Self::Buffer(b) => address(b),
+            Self::View(v) => address(v.buffer()).wrapping_add(v.offset() as u64),
             Self::U32(v) => u64::from(v),
             Self::I32(v) => u64::from(v as u32),
             Self::U64(v) => v,

@@ -832,6 +832,12 @@ where
                     <S::B as Erasable>::buffer_of(b)
                         .ok_or_else(|| mixed(op, <S::B as Backend>::KIND, b.kind()))?,
                 ),
+                KernelArg::View(v) => KernelArg::View(xstream_core::BufferView::range(
+                    <S::B as Erasable>::buffer_of(v.buffer())
+                        .ok_or_else(|| mixed(op, <S::B as Backend>::KIND, v.buffer().kind()))?,
+                    v.offset(),
+                    v.len(),
+                )?),
                 KernelArg::U32(v) => KernelArg::U32(v),
                 KernelArg::I32(v) => KernelArg::I32(v),
                 KernelArg::U64(v) => KernelArg::U64(v),

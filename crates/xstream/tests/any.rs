@@ -87,7 +87,7 @@ fn exercise(dev: &AnyDevice, kind: BackendKind) {
     ));
     let never = dev.create_event(&EventDesc::new()).expect("event");
     assert!(matches!(never.elapsed_ms(&u), Err(Error::EventNotRecorded)));
-    assert!(matches!(dev.alloc(0), Err(Error::InvalidArgument(_))));
+    assert_eq!(dev.alloc(0).expect("zero-length buffer").len(), 0);
     let f = s.alloc_async(32).expect("alloc_async");
     s.free_async(f).expect("free_async");
 

@@ -48,7 +48,7 @@ pub(super) fn launch(
     let mut bufs = Vec::new();
     let mut params = Vec::with_capacity(args.len());
     for a in args {
-        if let KernelArg::Buffer(b) = a {
+        if let Some(b) = a.buffer() {
             s.check_buf(b)?;
             bufs.push(Arc::clone(&b.inner));
         }

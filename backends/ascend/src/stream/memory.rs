@@ -66,6 +66,9 @@ pub(super) fn memset(
     s.enter("memset")?;
     s.check_buf(buf)?;
     check_range("memset", buf.inner.len, offset, len)?;
+    if len == 0 {
+        return Ok(());
+    }
     let d = &s.device.inner;
     result::memory::memset_async(d.t, buf.inner.ptr, offset, len, value, s.state.raw)?;
     s.state.enqueued(Some(Box::new(Arc::clone(&buf.inner))));
@@ -273,18 +276,14 @@ pub(super) fn copy_peer(
 pub(super) fn alloc_async(s: &AscendStream, len: usize) -> Result<AscendBuffer> {
     ensure_not_in_callback()?;
     s.state.capture.gate("alloc_async")?;
-    if len == 0 {
-        return Err(xstream_core::Error::invalid(
-            "cannot allocate a zero-length buffer",
-        ));
-    }
     let d = &s.device.inner;
     d.bind()?;
     let oom = || xstream_core::Error::OutOfMemory {
         backend: xstream_core::BackendKind::Ascend,
         detail: format!("{len} bytes is more than any address space holds"),
     };
-    let class = crate::blocks::size_class(len)
+    // A zero-length buffer holds the smallest block (a valid, unique address).
+    let class = crate::blocks::size_class(len.max(1))
         .filter(|&c| c <= isize::MAX as usize)
         .ok_or_else(oom)?;
     let cache = &d.blocks;
@@ -382,5 +381,111 @@ fn enqueue_device_copy(
         Arc::clone(&src.inner),
         Arc::clone(&dst.inner),
     ))));
+    Ok(())
+}
+
+/// Bytes of the pattern staged on the host by [`memset_pattern`] before it doubles them on
+/// the device.
+const PATTERN_STAGE: usize = 4096;
+
+/// `memset16` / `memset32` (emulated: ACL's `aclrtMemsetAsync` sets bytes only). A pattern
+/// whose bytes are all equal is one byte memset; any other is one staged write of up to
+/// [`PATTERN_STAGE`] bytes of the pattern, then device-to-device copies doubling the filled
+/// prefix, all on this stream (so in stream order, and capturable like the copies they are).
+pub(super) fn memset_pattern(
+    s: &AscendStream,
+    buf: &AscendBuffer,
+    offset: usize,
+    len: usize,
+    value: xstream_core::MemsetPattern,
+) -> Result<()> {
+    value.check(offset, len)?;
+    if let Some(b) = value.as_byte() {
+        return memset(s, buf, offset, len, b);
+    }
+    ensure_not_in_callback()?;
+    s.check_buf(buf)?;
+    check_range("memset", buf.inner.len, offset, len)?;
+    if len == 0 {
+        return Ok(());
+    }
+    let first = len.min(PATTERN_STAGE);
+    let mut stage = vec![0u8; first];
+    value.fill(&mut stage);
+    write(s, buf, offset, stage)?;
+    let mut have = first;
+    while have < len {
+        let n = have.min(len - have);
+        copy(s, buf, offset, buf, offset + have, n)?;
+        have += n;
+    }
+    Ok(())
+}
+
+/// `Stream::write_from`: one `aclrtMemcpyAsync` host to device from the caller's slice on
+/// this stream, then a wait for the stream, so the slice is free again when this returns. No
+/// staging and no heap allocation.
+pub(super) fn write_bytes_now(
+    s: &AscendStream,
+    dst: &AscendBuffer,
+    offset: usize,
+    src: &[u8],
+) -> Result<()> {
+    ensure_not_in_callback()?;
+    s.check_buf(dst)?;
+    check_range("write_from", dst.inner.len, offset, src.len())?;
+    if src.is_empty() {
+        return Ok(());
+    }
+    sync_copy_allowed(s, "write_from")?;
+    s.enter("write_from")?;
+    result::memory::memcpy(
+        s.device.inner.t,
+        result::memory::at(dst.inner.ptr, offset),
+        src.as_ptr().cast(),
+        src.len(),
+        consts::ACL_MEMCPY_HOST_TO_DEVICE,
+        s.state.raw,
+    )?;
+    s.wait_all()
+}
+
+/// `Stream::read_into`: one `aclrtMemcpyAsync` device to host into the caller's slice, then a
+/// wait for the stream. No heap allocation.
+pub(super) fn read_bytes_now(
+    s: &AscendStream,
+    src: &AscendBuffer,
+    offset: usize,
+    dst: &mut [u8],
+) -> Result<()> {
+    ensure_not_in_callback()?;
+    s.check_buf(src)?;
+    check_range("read_into", src.inner.len, offset, dst.len())?;
+    if dst.is_empty() {
+        return Ok(());
+    }
+    sync_copy_allowed(s, "read_into")?;
+    s.enter("read_into")?;
+    result::memory::memcpy(
+        s.device.inner.t,
+        dst.as_mut_ptr().cast(),
+        result::memory::at(src.inner.ptr, offset).cast_const(),
+        dst.len(),
+        consts::ACL_MEMCPY_DEVICE_TO_HOST,
+        s.state.raw,
+    )?;
+    s.wait_all()
+}
+
+/// The synchronous typed copies need a stream that runs its tasks now: refused inside a
+/// capture (the capture is invalidated, as for `read`) and on a persistent stream.
+fn sync_copy_allowed(s: &AscendStream, op: &'static str) -> Result<()> {
+    s.state.capture.gate(op)?;
+    if s.persistent {
+        return Err(xstream_core::Error::unsupported(
+            xstream_core::BackendKind::Ascend,
+            format!("{op} on a persistent stream (its tasks run only when a model executes)"),
+        ));
+    }
     Ok(())
 }

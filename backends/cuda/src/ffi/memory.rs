@@ -67,6 +67,19 @@ pub(crate) fn memset_d8_async(p: u64, value: u8, len: usize, s: CuStream) -> CuR
     ok(unsafe { sys::cuMemsetD8Async(p, value, len, s.0) })
 }
 
+/// `cuMemsetD16Async`: `n` 16-bit elements from `p` (2-byte aligned).
+pub(crate) fn memset_d16_async(p: u64, value: u16, n: usize, s: CuStream) -> CuResult<()> {
+    // SAFETY: the range lies inside a live allocation and is aligned (checked by the caller);
+    // `s` live.
+    ok(unsafe { sys::cuMemsetD16Async(p, value, n, s.0) })
+}
+
+/// `cuMemsetD32Async`: `n` 32-bit elements from `p` (4-byte aligned).
+pub(crate) fn memset_d32_async(p: u64, value: u32, n: usize, s: CuStream) -> CuResult<()> {
+    // SAFETY: as in `memset_d16_async`.
+    ok(unsafe { sys::cuMemsetD32Async(p, value, n, s.0) })
+}
+
 /// `cuStreamWaitValue32` (the `_v2` symbol, CUDA >= 11.7): `flags` is a
 /// `CU_STREAM_WAIT_VALUE_*` comparison.
 pub(crate) fn stream_wait_value32(s: CuStream, addr: u64, value: u32, flags: u32) -> CuResult<()> {

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use xstream_core::{check_range, Readback, Result};
+use xstream_core::{check_range, MemsetPattern, Readback, Result};
 
 use super::drop::release_after;
 use super::{lock, CudaStream};
@@ -78,19 +78,105 @@ pub(super) fn memset(
     value: u8,
 ) -> Result<()> {
     check_range("memset", buf.len_bytes(), offset, len)?;
+    memset_pattern(s, buf, offset, len, MemsetPattern::U8(value))
+}
+
+/// `memset`, `memset16`, `memset32`: `cuMemsetD8Async` / `D16` / `D32` (the element alignment
+/// was checked by `Stream::memset_pattern`; the driver checks it again). Zero bytes: no-op.
+pub(super) fn memset_pattern(
+    s: &CudaStream,
+    buf: &CudaBuffer,
+    offset: usize,
+    len: usize,
+    value: MemsetPattern,
+) -> Result<()> {
+    check_range("memset", buf.len_bytes(), offset, len)?;
+    value.check(offset, len)?;
     s.enter()?;
+    if len == 0 {
+        return Ok(());
+    }
     s.gate_enqueue("memset")?;
-    s.check(
-        "cuMemsetD8Async",
-        ffi::memset_d8_async(buf.ptr() + offset as u64, value, len, s.raw()),
-    )?;
+    let p = buf.ptr() + offset as u64;
+    let r = match value {
+        MemsetPattern::U8(v) => ("cuMemsetD8Async", ffi::memset_d8_async(p, v, len, s.raw())),
+        MemsetPattern::U16(v) => (
+            "cuMemsetD16Async",
+            ffi::memset_d16_async(p, v, len / 2, s.raw()),
+        ),
+        MemsetPattern::U32(v) => (
+            "cuMemsetD32Async",
+            ffi::memset_d32_async(p, v, len / 4, s.raw()),
+        ),
+    };
+    s.check(r.0, r.1)?;
     s.keep_buf(buf);
+    Ok(())
+}
+
+/// `Stream::write_from`: `cuMemcpyHtoDAsync` from the caller's (pageable) slice, then
+/// `cuStreamSynchronize`, so the slice is free again when this returns. No heap allocation.
+pub(super) fn write_bytes_now(
+    s: &CudaStream,
+    dst: &CudaBuffer,
+    offset: usize,
+    src: &[u8],
+) -> Result<()> {
+    check_range("write_from", dst.len_bytes(), offset, src.len())?;
+    s.enter()?;
+    dst.check_device("write_from", s.cuda_device())?;
+    if src.is_empty() {
+        return Ok(());
+    }
+    sync_copy_allowed(s, "write_from")?;
+    s.check(
+        "cuMemcpyHtoDAsync",
+        ffi::memcpy_htod_async(dst.ptr() + offset as u64, src, s.raw()),
+    )?;
+    s.check("cuStreamSynchronize", ffi::stream_synchronize(s.raw()))
+}
+
+/// `Stream::read_into`: `cuMemcpyDtoHAsync` into the caller's slice, then
+/// `cuStreamSynchronize`. No heap allocation.
+pub(super) fn read_bytes_now(
+    s: &CudaStream,
+    src: &CudaBuffer,
+    offset: usize,
+    dst: &mut [u8],
+) -> Result<()> {
+    check_range("read_into", src.len_bytes(), offset, dst.len())?;
+    s.enter()?;
+    src.check_device("read_into", s.cuda_device())?;
+    if dst.is_empty() {
+        return Ok(());
+    }
+    sync_copy_allowed(s, "read_into")?;
+    s.check(
+        "cuMemcpyDtoHAsync",
+        ffi::memcpy_dtoh_async(dst, src.ptr() + offset as u64, s.raw()),
+    )?;
+    s.check("cuStreamSynchronize", ffi::stream_synchronize(s.raw()))
+}
+
+/// The synchronous typed copies need a stream that runs its work now: refused inside a
+/// capture (the capture is invalidated, as for `read`) and on a persistent stream.
+fn sync_copy_allowed(s: &CudaStream, op: &'static str) -> Result<()> {
+    s.gate(op)?;
+    if s.state.persistent {
+        return Err(xstream_core::Error::unsupported(
+            xstream_core::BackendKind::Cuda,
+            format!("{op} on a persistent stream"),
+        ));
+    }
     Ok(())
 }
 
 pub(super) fn write(s: &CudaStream, dst: &CudaBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
     check_range("write", dst.len_bytes(), offset, data.len())?;
     s.enter()?;
+    if data.is_empty() {
+        return Ok(());
+    }
     s.gate_enqueue("write")?;
     // `data` is pageable: CUDA stages it before cuMemcpyHtoDAsync returns, so it may be
     // dropped afterwards; a captured copy reads it at every replay, so the graph keeps it.
@@ -149,6 +235,9 @@ pub(super) fn copy(
     check_range("copy source", src.len_bytes(), src_offset, len)?;
     check_range("copy destination", dst.len_bytes(), dst_offset, len)?;
     s.enter()?;
+    if len == 0 {
+        return Ok(());
+    }
     s.gate_enqueue("copy")?;
     s.check(
         "cuMemcpyDtoDAsync",

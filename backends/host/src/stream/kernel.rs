@@ -10,8 +10,8 @@ use super::HostStream;
 use crate::module::{KernelLaunch, QueuedArg};
 use crate::{HostBuffer, HostFunction};
 
-/// Checks a launch (dimensions, function device, arguments, buffer devices, a buffer passed
-/// twice) and builds its queued form.
+/// Checks a launch (dimensions, function device, arguments, buffer devices) and builds its
+/// queued form. A buffer may be passed several times (see `crate::module`, aliasing).
 pub(super) fn prepare(
     s: &HostStream,
     f: &HostFunction,
@@ -29,20 +29,23 @@ pub(super) fn prepare(
     }
     check_args(f.name(), f.kernel.params(), args)?;
     let mut queued = Vec::with_capacity(args.len());
-    for (i, a) in args.iter().enumerate() {
+    for a in args {
         queued.push(match *a {
             KernelArg::Buffer(b) => {
                 s.check_buffer_device("launch_kernel", b)?;
-                let twice = args[..i]
-                    .iter()
-                    .any(|p| matches!(p, KernelArg::Buffer(q) if Arc::ptr_eq(&q.inner, &b.inner)));
-                if twice {
-                    return Err(Error::invalid(format!(
-                        "launch_kernel: `{}` argument {i} is a buffer already passed to this launch (host kernels get exclusive access to each buffer)",
-                        f.name()
-                    )));
+                QueuedArg::Buffer {
+                    buf: Arc::clone(&b.inner),
+                    offset: 0,
+                    len: b.inner_len(),
                 }
-                QueuedArg::Buffer(Arc::clone(&b.inner))
+            }
+            KernelArg::View(v) => {
+                s.check_buffer_device("launch_kernel", v.buffer())?;
+                QueuedArg::Buffer {
+                    buf: Arc::clone(&v.buffer().inner),
+                    offset: v.offset(),
+                    len: v.len(),
+                }
             }
             KernelArg::U32(v) => QueuedArg::U32(v),
             KernelArg::I32(v) => QueuedArg::I32(v),

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use xstream_core::callback::ensure_not_in_callback;
-use xstream_core::{check_range, Readback, Result};
+use xstream_core::{check_range, Error, MemsetPattern, Readback, Result};
 
 use super::HostStream;
 use crate::worker::{Node, Op};
@@ -15,10 +15,14 @@ pub(super) fn memset(
     buf: &HostBuffer,
     offset: usize,
     len: usize,
-    value: u8,
+    value: MemsetPattern,
 ) -> Result<()> {
     ensure_not_in_callback()?;
     check_range("memset", buf.inner_len(), offset, len)?;
+    value.check(offset, len)?;
+    if len == 0 {
+        return Ok(());
+    }
     s.submit(
         "memset",
         Node::Memset {
@@ -33,6 +37,9 @@ pub(super) fn memset(
 pub(super) fn write(s: &HostStream, dst: &HostBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
     ensure_not_in_callback()?;
     check_range("write", dst.inner_len(), offset, data.len())?;
+    if data.is_empty() {
+        return Ok(());
+    }
     s.submit(
         "write",
         Node::Write {
@@ -76,6 +83,9 @@ pub(super) fn copy(
     ensure_not_in_callback()?;
     check_range("copy source", src.inner_len(), src_offset, len)?;
     check_range("copy destination", dst.inner_len(), dst_offset, len)?;
+    if len == 0 {
+        return Ok(());
+    }
     s.submit(
         "copy",
         Node::Copy {
@@ -159,4 +169,65 @@ pub(super) fn enqueue_copy_to_host(
             dst,
         },
     )
+}
+
+/// Waits until the stream's work enqueued so far has run, for the synchronous typed copies:
+/// refused in a capture and inside a callback; reports the device's sticky error. No heap
+/// allocation.
+fn drain(s: &HostStream, op: &'static str) -> Result<()> {
+    ensure_not_in_callback()?;
+    s.device.shared().check()?;
+    s.queue.capture.gate(op)?;
+    let target = s.queue.enqueued();
+    let mode = crate::conv::map_stream_wait(s.queue.native_flags, s.queue.attrs().sync);
+    if !s.queue.wait_for(target, None, mode) {
+        return Err(Error::invalid(format!(
+            "{op}: the stream's work did not complete"
+        )));
+    }
+    s.device.shared().check()
+}
+
+/// `Stream::write_from` on the host: after the stream's earlier work, the bytes are copied on
+/// the calling thread under the buffer's lock (no staging, no allocation).
+pub(super) fn write_bytes_now(
+    s: &HostStream,
+    dst: &HostBuffer,
+    offset: usize,
+    src: &[u8],
+) -> Result<()> {
+    ensure_not_in_callback()?;
+    s.check_buffer_device("write_from", dst)?;
+    check_range("write_from", dst.inner_len(), offset, src.len())?;
+    if src.is_empty() {
+        return Ok(());
+    }
+    drain(s, "write_from")?;
+    match dst.inner.lock().get_mut(offset..offset + src.len()) {
+        Some(d) => d.copy_from_slice(src),
+        None => return Err(Error::invalid("write_from: range outside the buffer")),
+    }
+    Ok(())
+}
+
+/// `Stream::read_into` on the host: after the stream's earlier work, the bytes are copied on
+/// the calling thread under the buffer's lock.
+pub(super) fn read_bytes_now(
+    s: &HostStream,
+    src: &HostBuffer,
+    offset: usize,
+    dst: &mut [u8],
+) -> Result<()> {
+    ensure_not_in_callback()?;
+    s.check_buffer_device("read_into", src)?;
+    check_range("read_into", src.inner_len(), offset, dst.len())?;
+    if dst.is_empty() {
+        return Ok(());
+    }
+    drain(s, "read_into")?;
+    match src.inner.lock().get(offset..offset + dst.len()) {
+        Some(b) => dst.copy_from_slice(b),
+        None => return Err(Error::invalid("read_into: range outside the buffer")),
+    }
+    Ok(())
 }
