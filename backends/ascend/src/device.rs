@@ -438,6 +438,40 @@ impl AscendDevice {
     }
 }
 
+impl AscendDevice {
+    /// `aclrtMalloc` of `len` rounded up to the granule, not zeroed: the buffer and the
+    /// allocated size.
+    fn alloc_plain(&self, len: usize) -> Result<(AscendBuffer, usize)> {
+        ensure_not_in_callback()?;
+        if len == 0 {
+            return Err(Error::invalid("cannot allocate a zero-length buffer"));
+        }
+        let d = &self.inner;
+        d.bind()?;
+        if len > isize::MAX as usize {
+            // No address space holds it; ACL's parameter check would call it an invalid
+            // argument (100000), but for the caller it is running out of memory.
+            return Err(Error::OutOfMemory {
+                backend: BackendKind::Ascend,
+                detail: format!("{len} bytes is more than any address space holds"),
+            });
+        }
+        // Rounded up to the allocation granule (docs/semantics.md); `len` stays the buffer's
+        // length. Cannot overflow: `len` is at most `isize::MAX`.
+        let size = xstream_core::alloc_size(len).unwrap_or(len);
+        let ptr = result::memory::malloc(d.t, size, consts::ACL_MEM_MALLOC_HUGE_FIRST)?;
+        let buf = AscendBuffer {
+            inner: Arc::new(BufInner {
+                device: self.clone(),
+                ptr,
+                len,
+                ordered: None,
+            }),
+        };
+        Ok((buf, size))
+    }
+}
+
 impl Device for AscendDevice {
     type B = AscendBackend;
 
@@ -471,32 +505,8 @@ impl Device for AscendDevice {
     }
 
     fn alloc(&self, len: usize) -> Result<AscendBuffer> {
-        ensure_not_in_callback()?;
-        if len == 0 {
-            return Err(Error::invalid("cannot allocate a zero-length buffer"));
-        }
-        let d = &self.inner;
-        d.bind()?;
-        if len > isize::MAX as usize {
-            // No address space holds it; ACL's parameter check would call it an invalid
-            // argument (100000), but for the caller it is running out of memory.
-            return Err(Error::OutOfMemory {
-                backend: BackendKind::Ascend,
-                detail: format!("{len} bytes is more than any address space holds"),
-            });
-        }
-        // Rounded up to the allocation granule (docs/semantics.md); `len` stays the buffer's
-        // length. Cannot overflow: `len` is at most `isize::MAX`.
-        let size = xstream_core::alloc_size(len).unwrap_or(len);
-        let ptr = result::memory::malloc(d.t, size, consts::ACL_MEM_MALLOC_HUGE_FIRST)?;
-        let buf = AscendBuffer {
-            inner: Arc::new(BufInner {
-                device: self.clone(),
-                ptr,
-                len,
-                ordered: None,
-            }),
-        };
+        let (buf, size) = self.alloc_plain(len)?;
+        let (d, ptr) = (&self.inner, buf.inner.ptr);
         // Zero it before returning (documented cost of alloc): with the synchronous
         // `aclrtMemset` where the runtime has it, else on the default stream and wait.
         if crate::loader::has_group(d.t, &crate::loader::SYNC_MEMSET) {
@@ -551,6 +561,24 @@ impl Device for AscendDevice {
         d.bind()?;
         result::device::synchronize(d.t).map_err(|e| d.observe(e))
     }
+
+    // --- ordering and allocation without host sync ---
+
+    /// `aclrtMalloc` alone: no zeroing, no stream, no host wait.
+    #[allow(unsafe_code)] // the trait's contract is unsafe; the body has no unsafe code.
+    unsafe fn alloc_uninit(&self, len: usize) -> Result<AscendBuffer> {
+        self.alloc_plain(len).map(|(b, _)| b)
+    }
+
+    /// `aclrtMalloc`, then `aclrtMemsetAsync` of the buffer's `len` bytes on `stream`
+    /// (through `Stream::memset`); no host wait.
+    fn alloc_zeroed_on(&self, stream: &AscendStream, len: usize) -> Result<AscendBuffer> {
+        let (buf, _) = self.alloc_plain(len)?;
+        xstream_core::Stream::memset(stream, &buf, 0, len, 0)?;
+        Ok(buf)
+    }
+
+    // --- end of ordering and allocation without host sync ---
 }
 
 pub(crate) struct BufInner {
