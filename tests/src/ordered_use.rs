@@ -3,7 +3,7 @@
 //! tracking of a stream-ordered buffer by any number of streams, and `Stream::record_use`
 //! (the last also with work enqueued through a raw handle: [`record_use_with_raw_copy`]).
 //!
-//! Every ordering is made observable with a [`Gate`] (a host callback holding its stream), so
+//! Every ordering is made observable with a `Gate` (a host callback holding its stream), so
 //! the checks observe order, not time. Where a check lets an unordered stream run ahead, it
 //! does so with a bounded wait that is never an assertion (as `stream_ordered_alloc` does).
 

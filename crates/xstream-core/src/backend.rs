@@ -816,7 +816,8 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// ordered after it, and so is the release when it is dropped. Work enqueued on this
     /// stream after the call is not covered: mark after enqueueing. Marking costs no host
     /// wait; marking a stream twice is harmless. Work xstream enqueued itself is tracked
-    /// without marking.
+    /// without marking. The marked stream's native handle must stay valid until the buffer is
+    /// freed (for a borrowed stream: its owner must not destroy it before).
     ///
     /// # Errors
     /// [`Error::WrongDevice`] for a buffer of another device; [`Error::Unsupported`] where the
