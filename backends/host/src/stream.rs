@@ -107,7 +107,7 @@ impl HostStream {
         Ok(())
     }
 
-    pub(crate) fn record_event(&self, event: &HostEvent) -> Result<()> {
+    pub(crate) fn record_host_event(&self, event: &HostEvent) -> Result<()> {
         if !event.inner.device.same_context(&self.device) {
             return Err(Error::WrongDevice(format!(
                 "event {} belongs to another host context than stream {}",
