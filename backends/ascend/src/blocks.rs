@@ -19,10 +19,11 @@
 //! Every stream that used the buffer is tracked, however many (a list, no slot limit), and so
 //! is every stream marked with [`Stream::record_use`](xstream_core::Stream::record_use) (work
 //! enqueued through the raw handle). A stream-ordered buffer used inside a capture invalidates
-//! the capture (a graph could replay after the free). A buffer whose streams cannot take an
-//! event record now (dropped, capturing, force-destroyed), or that is dropped without
-//! `free_async`, is released the conservative way of every other buffer: `aclrtFree` on the
-//! reaper after a device synchronize.
+//! the capture (a graph could replay after the free). A buffer dropped without `free_async` is
+//! freed on the reaper thread in its allocating stream's order, as if `free_async` had been
+//! called there (release events, then the cache). A buffer whose streams cannot take an event
+//! record (dropped, capturing, force-destroyed) is released the conservative way of every
+//! other buffer: `aclrtFree` on the reaper after a device synchronize.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -275,6 +276,25 @@ impl Ordered {
         if !u.iter().any(|(k, _)| *k == s.key) {
             u.push((s.key, Arc::downgrade(s)));
         }
+    }
+
+    /// For a buffer dropped without `free_async`: the release events of a free on its
+    /// allocating stream, when that stream is still alive and can take a record (else
+    /// `Err(Conservative)`). Called on the reaper thread, with the context bound.
+    pub(crate) fn record_release_on_owner(
+        &self,
+        t: &AclFns,
+        cache: &BlockCache,
+    ) -> std::result::Result<Release, Conservative> {
+        let Some(owner) = self.owner_state.upgrade() else {
+            return Err(Conservative);
+        };
+        if owner.capture.is_capturing() || owner.is_gone() {
+            return Err(Conservative);
+        }
+        let rel = self.record_release(t, cache, &owner)?;
+        owner.touch();
+        Ok(rel)
     }
 
     /// Records the release events of a free on `on`: one on `on`, one on every other stream

@@ -595,18 +595,50 @@ impl Drop for BufInner {
             return;
         }
         let cache = &self.device.inner.blocks;
-        if let Some(o) = &self.ordered {
+        let device = self.device.clone();
+        let ptr = self.ptr;
+        if let Some(o) = self.ordered.take() {
             let rel = o.release.lock().unwrap_or_else(|e| e.into_inner()).take();
             if let Some(rel) = rel {
                 // Freed with free_async: the events order every reuse (no runtime call here).
-                cache.put(self.ptr, o.size, rel);
+                cache.put(ptr, o.size, rel);
                 return;
             }
+            if o.freed.load(std::sync::atomic::Ordering::Acquire) {
+                // free_async could not order the release by events: the conservative way.
+                reap(Box::new(move || {
+                    let d = &device.inner;
+                    if d.bind().is_ok() {
+                        let _ = result::device::synchronize(d.t);
+                        let _ = result::memory::free(d.t, ptr);
+                    }
+                }));
+                return;
+            }
+            // Dropped without free_async: released in its allocating stream's order, as a
+            // free_async there would (release events, then the cache), on the reaper thread
+            // (the dropping thread may be inside a callback, where no runtime call is made);
+            // the conservative way only when that stream cannot take a record.
+            reap(Box::new(move || {
+                let d = &device.inner;
+                if d.bind().is_err() {
+                    return;
+                }
+                match o.record_release_on_owner(d.t, &d.blocks) {
+                    Ok(rel) => {
+                        d.blocks.put(ptr, o.size, rel);
+                        d.blocks.enforce_threshold(d.t);
+                    }
+                    Err(crate::blocks::Conservative) => {
+                        let _ = result::device::synchronize(d.t);
+                        let _ = result::memory::free(d.t, ptr);
+                    }
+                }
+            }));
+            return;
         }
         // aclrtFree is not stream-ordered: defer it until the device's pending work is done,
         // on the reaper thread (never blocks the dropping thread).
-        let device = self.device.clone();
-        let ptr = self.ptr;
         reap(Box::new(move || {
             let d = &device.inner;
             if d.bind().is_ok() {

@@ -470,3 +470,41 @@ fn out_of_memory_with_running_blocks_synchronizes_and_retries() {
     t.synchronize().unwrap();
     s.synchronize().unwrap();
 }
+
+/// A stream-ordered buffer dropped without `free_async`, while its allocating stream is alive,
+/// is released in that stream's order (release events on it and on the other streams that
+/// used it, then the block cache), with no device synchronize; the block is reused once those
+/// events completed.
+#[test]
+fn drop_without_free_async_is_stream_ordered() {
+    if !common::in_sim_process() {
+        return;
+    }
+    let Fx { _g, d, s, t, sim } = fixture();
+    let a = s.alloc_async(4096).unwrap();
+    t.memset(&a, 0, 16, 1).unwrap();
+    let syncs = sim.call_count("aclrtSynchronizeDevice");
+    let frees = sim.call_count("aclrtFree");
+    drop(a);
+    assert!(
+        eventually(Duration::from_secs(20), || d.pool_cached() == (4096, 1)),
+        "the dropped block did not reach the cache: {:?}",
+        d.pool_cached()
+    );
+    assert_eq!(
+        sim.call_count("aclrtSynchronizeDevice"),
+        syncs,
+        "dropping a stream-ordered buffer synchronized the device"
+    );
+    assert_eq!(
+        sim.call_count("aclrtFree"),
+        frees,
+        "the block was freed, not cached"
+    );
+    t.synchronize().unwrap();
+    s.synchronize().unwrap();
+    let b = s.alloc_async(4096).unwrap();
+    assert_eq!(d.pool_cached(), (0, 0), "the cached block was not reused");
+    s.free_async(b).unwrap();
+    s.synchronize().unwrap();
+}
