@@ -159,3 +159,11 @@ impl<B: Backend> EventPool<B> {
         r
     }
 }
+
+/// `EventPool<B>` is `Send + Sync` for every backend: checked when this generic function is
+/// compiled, for any `B`.
+#[allow(dead_code)]
+fn pool_is_send_sync<B: Backend>() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<EventPool<B>>();
+}
