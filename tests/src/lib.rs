@@ -14,6 +14,9 @@
 //! - `streams`: stream identity and argument checking.
 //! - `data`: the built-in compute kernel against its host reference.
 //! - `ordering`: event waits across streams, query, the default-stream rule.
+//! - [`ordered_use`]: join, record_event, the event pool, allocation without host
+//!   synchronization, use tracking by many streams, `record_use` (with a raw-handle copy:
+//!   [`ordered_use::record_use_with_raw_copy`]).
 //! - `timeouts`: synchronize with a timeout.
 //! - `events`: event timing and never-recorded events.
 //! - `callbacks`: host callbacks (order, panics, re-entrancy, faults, stream drop).
@@ -131,6 +134,7 @@ mod events;
 mod flags;
 mod memop;
 pub mod modules;
+pub mod ordered_use;
 mod ordering;
 mod peer;
 mod pool;
@@ -247,6 +251,13 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         c!(views::zero_length, "zero-length buffers are allowed and distinct; zero-length memsets and copies are no-ops"),
         c!(views::kernel_aliasing, "a buffer passed twice to a kernel (out = a + a, a = a + b, views of one buffer) gives the reference result"),
         c!(peer::peer_copy, "with peer access enabled bytes move both ways between devices in stream order; without it, out of bounds or with foreign buffers the copy is refused"),
+        // --- ordering and allocation without host sync ---
+        c!(ordered_use::join_orders, "Stream::join orders the joining stream after the work enqueued on the other"),
+        c!(ordered_use::record_event_orders, "Stream::record_event returns a recorded event that orders a wait"),
+        c!(ordered_use::event_pool_bounded, "the event pool is bounded, refuses foreign flags, reuses its events, and a pooled join orders work"),
+        c!(ordered_use::alloc_without_host_sync, "alloc_zeroed_on zeroes in its stream's order without a host wait; alloc_uninit holds what is written"),
+        c!(ordered_use::many_stream_users, "a stream-ordered buffer used by six held streams keeps its bytes for them; free_async does not wait on the host"),
+        c!(ordered_use::record_use_no_host_wait, "record_use on plain and stream-ordered buffers, and the frees after it, never wait on the host"),
     ]
 }
 

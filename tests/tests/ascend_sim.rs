@@ -29,6 +29,64 @@ fn conformance_on_ascend_simulator() {
     );
 }
 
+/// A native device-to-device copy through the stream's raw handle (`aclrtMemcpyAsync`),
+/// unseen by xstream: the raw path of the `record_use` check.
+fn acl_raw_copy(
+    s: &xstream_ascend::AscendStream,
+    src: u64,
+    dst: u64,
+    len: usize,
+) -> xstream_core::Result<()> {
+    use xstream_core::Stream;
+    let t = AscendBackend::fns()?;
+    // SAFETY: `src` and `dst` are device addresses of live buffers of at least `len` bytes
+    // (the check keeps both alive until the stream synchronized); the stream's handle is live
+    // and its context is bound on this thread (the check's xstream calls bound it).
+    let rc = unsafe {
+        (t.aclrtMemcpyAsync)(
+            dst as usize as *mut std::ffi::c_void,
+            len,
+            src as usize as *const std::ffi::c_void,
+            len,
+            xstream_ascend::sys::consts::ACL_MEMCPY_DEVICE_TO_DEVICE,
+            s.as_raw().0,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(xstream_core::Error::invalid(format!(
+            "aclrtMemcpyAsync failed: {rc}"
+        )))
+    }
+}
+
+/// `record_use` with work enqueued through the raw handle (PyTorch's `record_stream`): marked,
+/// the freed block is not reused before the raw copy ran; unmarked, the simulated runtime's
+/// stream-ordered block cache hands the block to the freeing stream's next allocation at once
+/// and the held raw copy reads the new bytes (the check fails without the marking).
+#[test]
+fn record_use_covers_raw_handle_work_on_ascend_simulator() {
+    use xstream_conformance::ordered_use::{record_use_with_raw_copy, RawUse};
+    if !xstream_conformance::simulator::run_in_child(1) {
+        return;
+    }
+    xstream_conformance::simulator::setup(1);
+    let env = Env::<AscendBackend> {
+        device: AscendBackend::open(0).expect("simulated Ascend device"),
+        isolated: None,
+    };
+    assert_eq!(
+        record_use_with_raw_copy(&env, acl_raw_copy, true),
+        Ok(RawUse::Kept)
+    );
+    assert_eq!(
+        record_use_with_raw_copy(&env, acl_raw_copy, false),
+        Ok(RawUse::Reused),
+        "without the marking the raw copy must observe the reuse (the check's negative control)"
+    );
+}
+
 /// The collective checks on Ascend over the simulators (`libascendcl.so` and `libhccl.so`
 /// test doubles): two ranks in this process (`init_all`), and two rank processes.
 mod collectives {

@@ -16,11 +16,14 @@
 //!   kept cached: above it, `free_async` and `alloc_async` free completed blocks; an explicit
 //!   trim does the same down to any size; dropping the device frees the whole cache.
 //!
-//! A stream-ordered buffer used inside a capture invalidates the capture (a graph could replay
-//! after the free). A buffer that more than 4 other streams used, or whose streams
-//! cannot take an event record now (dropped, capturing, force-destroyed), or that is dropped
-//! without `free_async`, is released the conservative way of every other buffer: `aclrtFree`
-//! on the reaper after a device synchronize.
+//! Every stream that used the buffer is tracked, however many (a list, no slot limit), and so
+//! is every stream marked with [`Stream::record_use`](xstream_core::Stream::record_use) (work
+//! enqueued through the raw handle). A stream-ordered buffer used inside a capture invalidates
+//! the capture (a graph could replay after the free). A buffer dropped without `free_async` is
+//! freed on the reaper thread in its allocating stream's order, as if `free_async` had been
+//! called there (release events, then the cache). A buffer whose streams cannot take an event
+//! record (dropped, capturing, force-destroyed) is released the conservative way of every
+//! other buffer: `aclrtFree` on the reaper after a device synchronize.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -40,10 +43,6 @@ const SMALL_MAX: usize = 1 << 20;
 /// Small classes are multiples of the allocation granule every backend rounds to.
 const SMALL_ROUND: usize = xstream_core::ALLOC_GRANULE;
 const LARGE_ROUND: usize = 2 << 20;
-
-/// How many streams other than its allocating stream a stream-ordered buffer tracks before
-/// its free falls back to the conservative release.
-pub(crate) const USER_SLOTS: usize = 4;
 
 /// The size class (the bytes actually allocated) of a request of `len` bytes, `None` when
 /// rounding overflows.
@@ -245,17 +244,12 @@ pub(crate) struct Ordered {
     /// Key of the allocating stream.
     pub(crate) owner: u64,
     owner_state: Weak<StreamState>,
-    users: Mutex<Users>,
+    /// Every other stream that used it (or was marked), by key, once each.
+    users: Mutex<Vec<(u64, Weak<StreamState>)>>,
     /// `free_async` was called (through this handle or a clone).
     pub(crate) freed: AtomicBool,
     /// Set by `free_async` when the stream-ordered release applies.
     pub(crate) release: Mutex<Option<Release>>,
-}
-
-#[derive(Default)]
-struct Users {
-    slots: [Option<(u64, Weak<StreamState>)>; USER_SLOTS],
-    overflow: bool,
 }
 
 /// Why a free must take the conservative release.
@@ -279,13 +273,28 @@ impl Ordered {
             return;
         }
         let mut u = self.users.lock().unwrap_or_else(|e| e.into_inner());
-        if u.slots.iter().flatten().any(|(k, _)| *k == s.key) {
-            return;
+        if !u.iter().any(|(k, _)| *k == s.key) {
+            u.push((s.key, Arc::downgrade(s)));
         }
-        match u.slots.iter_mut().find(|x| x.is_none()) {
-            Some(slot) => *slot = Some((s.key, Arc::downgrade(s))),
-            None => u.overflow = true,
+    }
+
+    /// For a buffer dropped without `free_async`: the release events of a free on its
+    /// allocating stream, when that stream is still alive and can take a record (else
+    /// `Err(Conservative)`). Called on the reaper thread, with the context bound.
+    pub(crate) fn record_release_on_owner(
+        &self,
+        t: &AclFns,
+        cache: &BlockCache,
+    ) -> std::result::Result<Release, Conservative> {
+        let Some(owner) = self.owner_state.upgrade() else {
+            return Err(Conservative);
+        };
+        if owner.capture.is_capturing() || owner.is_gone() {
+            return Err(Conservative);
         }
+        let rel = self.record_release(t, cache, &owner)?;
+        owner.touch();
+        Ok(rel)
     }
 
     /// Records the release events of a free on `on`: one on `on`, one on every other stream
@@ -297,10 +306,7 @@ impl Ordered {
         cache: &BlockCache,
         on: &StreamState,
     ) -> std::result::Result<Release, Conservative> {
-        let mut u = self.users.lock().unwrap_or_else(|e| e.into_inner());
-        if u.overflow {
-            return Err(Conservative);
-        }
+        let users = std::mem::take(&mut *self.users.lock().unwrap_or_else(|e| e.into_inner()));
         let owner = (self.owner != on.key).then(|| self.owner_state.clone());
         let mut others = Vec::new();
         let fail = |others: Vec<RawEvent>| {
@@ -309,10 +315,8 @@ impl Ordered {
             }
             Err(Conservative)
         };
-        for w in u
-            .slots
-            .iter_mut()
-            .filter_map(Option::take)
+        for w in users
+            .into_iter()
             .filter(|(k, _)| *k != on.key)
             .map(|(_, w)| w)
             .chain(owner)

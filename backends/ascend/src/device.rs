@@ -438,6 +438,38 @@ impl AscendDevice {
     }
 }
 
+impl AscendDevice {
+    /// `aclrtMalloc` of `len` rounded up to the granule, not zeroed: the buffer and the
+    /// allocated size.
+    fn alloc_plain(&self, len: usize) -> Result<(AscendBuffer, usize)> {
+        ensure_not_in_callback()?;
+        let d = &self.inner;
+        d.bind()?;
+        if len > isize::MAX as usize {
+            // No address space holds it; ACL's parameter check would call it an invalid
+            // argument (100000), but for the caller it is running out of memory.
+            return Err(Error::OutOfMemory {
+                backend: BackendKind::Ascend,
+                detail: format!("{len} bytes is more than any address space holds"),
+            });
+        }
+        // Rounded up to the allocation granule (docs/semantics.md); `len` stays the buffer's
+        // length. Cannot overflow: `len` is at most `isize::MAX`.
+        // A zero-length buffer holds one granule (a valid, unique address).
+        let size = xstream_core::alloc_size(len.max(1)).unwrap_or(len);
+        let ptr = result::memory::malloc(d.t, size, consts::ACL_MEM_MALLOC_HUGE_FIRST)?;
+        let buf = AscendBuffer {
+            inner: Arc::new(BufInner {
+                device: self.clone(),
+                ptr,
+                len,
+                ordered: None,
+            }),
+        };
+        Ok((buf, size))
+    }
+}
+
 impl Device for AscendDevice {
     type B = AscendBackend;
 
@@ -471,30 +503,8 @@ impl Device for AscendDevice {
     }
 
     fn alloc(&self, len: usize) -> Result<AscendBuffer> {
-        ensure_not_in_callback()?;
-        let d = &self.inner;
-        d.bind()?;
-        if len > isize::MAX as usize {
-            // No address space holds it; ACL's parameter check would call it an invalid
-            // argument (100000), but for the caller it is running out of memory.
-            return Err(Error::OutOfMemory {
-                backend: BackendKind::Ascend,
-                detail: format!("{len} bytes is more than any address space holds"),
-            });
-        }
-        // Rounded up to the allocation granule (docs/semantics.md); `len` stays the buffer's
-        // length. Cannot overflow: `len` is at most `isize::MAX`.
-        // A zero-length buffer holds one granule (a valid, unique address).
-        let size = xstream_core::alloc_size(len.max(1)).unwrap_or(len);
-        let ptr = result::memory::malloc(d.t, size, consts::ACL_MEM_MALLOC_HUGE_FIRST)?;
-        let buf = AscendBuffer {
-            inner: Arc::new(BufInner {
-                device: self.clone(),
-                ptr,
-                len,
-                ordered: None,
-            }),
-        };
+        let (buf, size) = self.alloc_plain(len)?;
+        let (d, ptr) = (&self.inner, buf.inner.ptr);
         // Zero it before returning (documented cost of alloc): with the synchronous
         // `aclrtMemset` where the runtime has it, else on the default stream and wait.
         if crate::loader::has_group(d.t, &crate::loader::SYNC_MEMSET) {
@@ -549,6 +559,24 @@ impl Device for AscendDevice {
         d.bind()?;
         result::device::synchronize(d.t).map_err(|e| d.observe(e))
     }
+
+    // --- ordering and allocation without host sync ---
+
+    /// `aclrtMalloc` alone: no zeroing, no stream, no host wait.
+    #[allow(unsafe_code)] // the trait's contract is unsafe; the body has no unsafe code.
+    unsafe fn alloc_uninit(&self, len: usize) -> Result<AscendBuffer> {
+        self.alloc_plain(len).map(|(b, _)| b)
+    }
+
+    /// `aclrtMalloc`, then `aclrtMemsetAsync` of the buffer's `len` bytes on `stream`
+    /// (through `Stream::memset`); no host wait.
+    fn alloc_zeroed_on(&self, stream: &AscendStream, len: usize) -> Result<AscendBuffer> {
+        let (buf, _) = self.alloc_plain(len)?;
+        xstream_core::Stream::memset(stream, &buf, 0, len, 0)?;
+        Ok(buf)
+    }
+
+    // --- end of ordering and allocation without host sync ---
 }
 
 pub(crate) struct BufInner {
@@ -565,18 +593,50 @@ impl Drop for BufInner {
             return;
         }
         let cache = &self.device.inner.blocks;
-        if let Some(o) = &self.ordered {
+        let device = self.device.clone();
+        let ptr = self.ptr;
+        if let Some(o) = self.ordered.take() {
             let rel = o.release.lock().unwrap_or_else(|e| e.into_inner()).take();
             if let Some(rel) = rel {
                 // Freed with free_async: the events order every reuse (no runtime call here).
-                cache.put(self.ptr, o.size, rel);
+                cache.put(ptr, o.size, rel);
                 return;
             }
+            if o.freed.load(std::sync::atomic::Ordering::Acquire) {
+                // free_async could not order the release by events: the conservative way.
+                reap(Box::new(move || {
+                    let d = &device.inner;
+                    if d.bind().is_ok() {
+                        let _ = result::device::synchronize(d.t);
+                        let _ = result::memory::free(d.t, ptr);
+                    }
+                }));
+                return;
+            }
+            // Dropped without free_async: released in its allocating stream's order, as a
+            // free_async there would (release events, then the cache), on the reaper thread
+            // (the dropping thread may be inside a callback, where no runtime call is made);
+            // the conservative way only when that stream cannot take a record.
+            reap(Box::new(move || {
+                let d = &device.inner;
+                if d.bind().is_err() {
+                    return;
+                }
+                match o.record_release_on_owner(d.t, &d.blocks) {
+                    Ok(rel) => {
+                        d.blocks.put(ptr, o.size, rel);
+                        d.blocks.enforce_threshold(d.t);
+                    }
+                    Err(crate::blocks::Conservative) => {
+                        let _ = result::device::synchronize(d.t);
+                        let _ = result::memory::free(d.t, ptr);
+                    }
+                }
+            }));
+            return;
         }
         // aclrtFree is not stream-ordered: defer it until the device's pending work is done,
         // on the reaper thread (never blocks the dropping thread).
-        let device = self.device.clone();
-        let ptr = self.ptr;
         reap(Box::new(move || {
             let d = &device.inner;
             if d.bind().is_ok() {

@@ -742,4 +742,19 @@ impl Stream for AscendStream {
             prio,
         )))
     }
+
+    // --- ordering and allocation without host sync ---
+
+    /// A stream-ordered buffer adds this stream to its users, so its `free_async` records a
+    /// release event here and no allocation reuses the block before that event completed
+    /// (`crate::blocks`). A plain buffer needs nothing: its `aclrtFree` runs after a device
+    /// synchronize, which waits for this stream's work too. Refused during capture (a graph
+    /// could replay the unseen work after the free).
+    fn record_use(&self, buf: &AscendBuffer) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.state.capture.gate("record_use")?;
+        self.check_buf(buf)
+    }
+
+    // --- end of ordering and allocation without host sync ---
 }

@@ -383,9 +383,9 @@ fn untracked_frees_are_conservative() {
     }
     let Fx { _g, d, s, sim, .. } = fixture();
     let base = sim.live_allocs();
-    // More other streams than the buffer tracks (4): freed after a device synchronize, never
-    // cached.
-    let others: Vec<_> = (0..5)
+    // Any number of other streams is tracked (no slot limit): with six other users the block
+    // is still cached, ordered by one release event per stream, and no device synchronize.
+    let others: Vec<_> = (0..6)
         .map(|_| d.create_stream(&StreamDesc::new()).unwrap())
         .collect();
     let a = s.alloc_async(4096).unwrap();
@@ -393,24 +393,28 @@ fn untracked_frees_are_conservative() {
         o.memset(&a, 0, 16, 1).unwrap();
     }
     s.free_async(a).unwrap();
-    assert_eq!(d.pool_cached(), (0, 0));
-    // A stream that used the buffer was dropped before the free: the same.
+    assert_eq!(d.pool_cached(), (4096, 1));
+    // Reused once every user's release event completed.
+    for o in &others {
+        o.synchronize().unwrap();
+    }
+    s.synchronize().unwrap();
+    let a2 = s.alloc_async(4096).unwrap();
+    assert_eq!(d.pool_cached(), (0, 0), "the cached block was not reused");
+    s.free_async(a2).unwrap();
+    assert_eq!(d.pool_cached(), (4096, 1));
+    // A stream that used the buffer was dropped before the free: freed after a device
+    // synchronize, never cached.
     let b = s.alloc_async(4096).unwrap();
     let gone = d.create_stream(&StreamDesc::new()).unwrap();
     gone.memset(&b, 0, 16, 1).unwrap();
     drop(gone);
     s.free_async(b).unwrap();
-    assert_eq!(d.pool_cached(), (0, 0));
-    // Four other streams are tracked: the block is cached.
-    let c = s.alloc_async(4096).unwrap();
-    for o in &others[..4] {
-        o.memset(&c, 0, 16, 1).unwrap();
-    }
-    s.free_async(c).unwrap();
-    assert_eq!(d.pool_cached(), (4096, 1));
+    // `b` took the cached block; freed untracked, it is not cached again.
+    assert_eq!(d.pool_cached(), (0, 0), "the untracked block was cached");
     assert!(
-        eventually(Duration::from_secs(20), || sim.live_allocs() == base + 1),
-        "the untracked blocks were not freed"
+        eventually(Duration::from_secs(20), || sim.live_allocs() == base),
+        "the untracked block was not freed"
     );
     s.synchronize().unwrap();
 }
@@ -468,5 +472,43 @@ fn out_of_memory_with_running_blocks_synchronizes_and_retries() {
     assert_eq!(sim.live_allocs(), base + 1);
     t.free_async(y).unwrap();
     t.synchronize().unwrap();
+    s.synchronize().unwrap();
+}
+
+/// A stream-ordered buffer dropped without `free_async`, while its allocating stream is alive,
+/// is released in that stream's order (release events on it and on the other streams that
+/// used it, then the block cache), with no device synchronize; the block is reused once those
+/// events completed.
+#[test]
+fn drop_without_free_async_is_stream_ordered() {
+    if !common::in_sim_process() {
+        return;
+    }
+    let Fx { _g, d, s, t, sim } = fixture();
+    let a = s.alloc_async(4096).unwrap();
+    t.memset(&a, 0, 16, 1).unwrap();
+    let syncs = sim.call_count("aclrtSynchronizeDevice");
+    let frees = sim.call_count("aclrtFree");
+    drop(a);
+    assert!(
+        eventually(Duration::from_secs(20), || d.pool_cached() == (4096, 1)),
+        "the dropped block did not reach the cache: {:?}",
+        d.pool_cached()
+    );
+    assert_eq!(
+        sim.call_count("aclrtSynchronizeDevice"),
+        syncs,
+        "dropping a stream-ordered buffer synchronized the device"
+    );
+    assert_eq!(
+        sim.call_count("aclrtFree"),
+        frees,
+        "the block was freed, not cached"
+    );
+    t.synchronize().unwrap();
+    s.synchronize().unwrap();
+    let b = s.alloc_async(4096).unwrap();
+    assert_eq!(d.pool_cached(), (0, 0), "the cached block was not reused");
+    s.free_async(b).unwrap();
     s.synchronize().unwrap();
 }

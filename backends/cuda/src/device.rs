@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     pub managed_memory: bool,
     /// Serialises buffer zeroing on the sentinel stream.
     pub sentinel_lock: Mutex<()>,
+    /// Pooled ordering events (joins, stream-ordered frees): see `crate::event_pool`.
+    pub events: crate::event_pool::RawEventPool,
     /// Ordinals of the devices whose memory this context may access
     /// (`Device::enable_peer_access`).
     pub peers: Mutex<std::collections::HashSet<usize>>,
@@ -121,6 +123,7 @@ impl Drop for Shared {
         if ffi::bind(self.raw_ctx).is_err() {
             return;
         }
+        self.events.destroy_all();
         let _ = ffi::stream_destroy(self.sentinel);
     }
 }
@@ -488,6 +491,7 @@ impl CudaDevice {
                 default_pool,
                 managed_memory: managed,
                 sentinel_lock: Mutex::new(()),
+                events: Default::default(),
                 peers: Mutex::new(std::collections::HashSet::new()),
             }),
         })
@@ -613,4 +617,20 @@ impl Device for CudaDevice {
         self.shared
             .check("cuCtxSynchronize", ffi::ctx_synchronize())
     }
+
+    // --- ordering and allocation without host sync ---
+
+    /// `cuMemAlloc` alone: no zeroing, no stream, no host wait (see `crate::memory`).
+    #[allow(unsafe_code)] // the trait's contract is unsafe; the body has no unsafe code.
+    unsafe fn alloc_uninit(&self, len: usize) -> Result<CudaBuffer> {
+        crate::memory::alloc_uninit(self, len)
+    }
+
+    /// `cuMemAlloc`, then `cuMemsetD8Async` of the whole allocation (granule slack included)
+    /// on `stream`; no host wait.
+    fn alloc_zeroed_on(&self, stream: &CudaStream, len: usize) -> Result<CudaBuffer> {
+        crate::memory::alloc_zeroed_on(self, stream, len)
+    }
+
+    // --- end of ordering and allocation without host sync ---
 }

@@ -15,7 +15,7 @@
 //! | backend | `lib.rs` | [`CudaBackend`]: availability probe, device count, open |
 //! | device | `device` | [`CudaDevice`]: primary context, pending callbacks, sticky state, kernels |
 //! | stream | `stream`, `stream/` | [`CudaStream`]: the portable impl; `stream/`: create, capture, callback, memory, memop, attribute, native (CUDA-only), drop |
-//! | event | `event` | [`CudaEvent`] |
+//! | event | `event`, `event_pool` | [`CudaEvent`]; the context's internal pool of ordering events (joins, stream-ordered frees) |
 //! | graph | `graph` | [`CudaGraph`]: instantiate once, replay with `cuGraphLaunch` |
 //! | memory | [`memory`], `hostmem` | [`CudaBuffer`], managed and stream-ordered memory; page-locked host memory; cudarc slices adopted ([`CudaBuffer::from_cudarc`]) |
 //! | modules | [`module`], `nvrtc` (feature `nvrtc`) | [`CudaModule`], [`CudaFunction`]: PTX / cubin / fatbin loading, parameter layouts, checked launches; NVRTC compilation |
@@ -81,6 +81,7 @@ pub mod conv;
 mod device;
 pub mod error;
 mod event;
+mod event_pool;
 mod ffi;
 mod graph;
 mod hostmem;

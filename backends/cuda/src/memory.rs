@@ -12,6 +12,26 @@
 //! buffers, and hands them to the stream at each launch. After a device fault, host functions
 //! never run and the memory is left to the (dead) context.
 //!
+//! # Allocation without host synchronization
+//! [`Device::alloc`](xstream_core::Device::alloc) (`cuMemAlloc`, then `cuMemsetD8Async` of the
+//! whole block on the device's internal idle stream and a `cuStreamSynchronize` of that stream)
+//! waits for its own zeroing only, never for other streams' work; it stays the simple, always
+//! defined choice. [`Device::alloc_uninit`](xstream_core::Device::alloc_uninit) is
+//! `cuMemAlloc` alone, and [`Device::alloc_zeroed_on`](xstream_core::Device::alloc_zeroed_on)
+//! enqueues the zeroing on the caller's stream with no host wait.
+//! [`Stream::alloc_async`](xstream_core::Stream::alloc_async) is `cuMemAllocAsync`.
+//!
+//! # Use tracking
+//! A stream-ordered buffer remembers every stream that used it (any number: a list, no slot
+//! limit) and the streams marked with [`Stream::record_use`](xstream_core::Stream::record_use);
+//! its free (`free_async` on stream F, or the drop, on its allocating stream) makes F wait for
+//! each of them with one event from the context's pool (`crate::event_pool`: record on the
+//! user, `cuStreamWaitEvent` on F), then enqueues `cuMemFreeAsync` on F. The host never waits
+//! and the context is never synchronized. A plain buffer marked with `record_use` is kept by
+//! the marked stream's keep-alive list (released once that stream's work up to the mark is
+//! known complete), and its `free_async` on F makes F wait for the marked streams the same
+//! way.
+//!
 //! # Allocation granularity
 //! Every allocation xstream makes (`cuMemAlloc`, `cuMemAllocAsync`, `cuMemAllocFromPoolAsync`,
 //! `cuMemAllocManaged`) asks the driver for the length rounded up to
@@ -40,6 +60,28 @@ pub(crate) struct Alloc {
     len: usize,
     /// An adopted cudarc slice ([`CudaBuffer::from_cudarc`]): dropping it frees the memory.
     foreign: Option<Box<dyn std::any::Any + Send + Sync>>,
+    /// Streams marked with `record_use`: a `free_async` waits for them.
+    marked: Mutex<Vec<Arc<StreamHandle>>>,
+}
+
+impl Alloc {
+    fn new(dev: &CudaDevice, ptr: u64, len: usize) -> Self {
+        Self {
+            dev: dev.clone(),
+            ptr,
+            len,
+            foreign: None,
+            marked: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+/// Adds `s` to `list` unless it is there already.
+fn add_stream(list: &Mutex<Vec<Arc<StreamHandle>>>, s: &Arc<StreamHandle>) {
+    let mut g = list.lock().unwrap_or_else(|e| e.into_inner());
+    if !g.iter().any(|x| Arc::ptr_eq(x, s)) {
+        g.push(Arc::clone(s));
+    }
 }
 
 impl Drop for Alloc {
@@ -94,9 +136,6 @@ enum Mem {
     Ordered(Ordered),
 }
 
-/// How many other streams a stream-ordered buffer tracks without a context-wide wait.
-const USER_SLOTS: usize = 4;
-
 /// A stream-ordered allocation: freed with `cuMemFreeAsync` on a stream, ordered after the
 /// work of its owner stream (stream order) and of every other stream that used it (tracked
 /// here, like PyTorch's `record_stream`).
@@ -105,16 +144,10 @@ pub(crate) struct Ordered {
     ptr: u64,
     len: usize,
     owner: Arc<StreamHandle>,
-    users: Mutex<Users>,
+    /// Every other stream that used it (or was marked with `record_use`), once each.
+    users: Mutex<Vec<Arc<StreamHandle>>>,
     /// Freed (by `free_async` or drop).
     freed: std::sync::atomic::AtomicBool,
-}
-
-#[derive(Default)]
-struct Users {
-    slots: [Option<Arc<StreamHandle>>; USER_SLOTS],
-    /// More streams used it than there are slots: the free waits for the whole context.
-    overflow: bool,
 }
 
 impl Ordered {
@@ -122,14 +155,7 @@ impl Ordered {
         if Arc::ptr_eq(s, &self.owner) {
             return;
         }
-        let mut u = self.users.lock().unwrap_or_else(|e| e.into_inner());
-        if u.slots.iter().flatten().any(|x| Arc::ptr_eq(x, s)) {
-            return;
-        }
-        match u.slots.iter_mut().find(|x| x.is_none()) {
-            Some(slot) => *slot = Some(Arc::clone(s)),
-            None => u.overflow = true,
-        }
+        add_stream(&self.users, s);
     }
 
     /// `cuMemFreeAsync` on `on`, after every tracked user's work.
@@ -139,30 +165,17 @@ impl Ordered {
             return Err(Error::invalid("stream-ordered buffer freed twice"));
         }
         sh.enter()?;
-        let mut u = self.users.lock().unwrap_or_else(|e| e.into_inner());
-        let mut others = u
-            .slots
-            .iter_mut()
-            .filter_map(Option::take)
-            .chain((self.owner.raw() != on).then(|| Arc::clone(&self.owner)))
-            .peekable();
-        if others.peek().is_some() {
-            // One event serves every user: a wait snapshots the record at call time.
-            let ev = sh.check("cuEventCreate", ffi::event_create(0x2))?;
-            let mut r = Ok(());
-            for h in others {
-                r = r
-                    .and_then(|()| sh.check("cuEventRecord", ffi::event_record(ev, h.raw())))
-                    .and_then(|()| {
-                        sh.check("cuStreamWaitEvent", ffi::stream_wait_event(on, ev, 0))
-                    });
-            }
-            let _ = ffi::event_destroy(ev);
-            r?;
-        }
-        if u.overflow {
-            sh.check("cuCtxSynchronize", ffi::ctx_synchronize())?;
-        }
+        let users = std::mem::take(&mut *self.users.lock().unwrap_or_else(|e| e.into_inner()));
+        // One pooled event serves every user (a wait snapshots the record at call time); the
+        // host never waits and the context is never synchronized, however many streams.
+        sh.events.order_after(
+            sh,
+            on,
+            users
+                .iter()
+                .map(|h| h.raw())
+                .chain(std::iter::once(self.owner.raw())),
+        )?;
         sh.check("cuMemFreeAsync", ffi::mem_free_async(self.ptr, on))
     }
 }
@@ -259,11 +272,10 @@ impl CudaBuffer {
             p
         };
         Ok(CudaBuffer {
-            mem: Mem::Plain(Arc::new(Alloc {
-                dev: dev.clone(),
-                ptr,
-                len,
-                foreign: Some(Box::new(slice)),
+            mem: Mem::Plain(Arc::new({
+                let mut a = Alloc::new(dev, ptr, len);
+                a.foreign = Some(Box::new(slice));
+                a
             })),
         })
     }
@@ -346,20 +358,44 @@ pub(crate) fn alloc_ordered(stream: &CudaStream, len: usize) -> Result<CudaBuffe
             ptr,
             len,
             owner: Arc::clone(&stream.handle),
-            users: Mutex::new(Users::default()),
+            users: Mutex::new(Vec::new()),
             freed: std::sync::atomic::AtomicBool::new(false),
         }),
     })
 }
 
 /// `cuMemFreeAsync` of a stream-ordered buffer on `stream` (after its other users); a plain
-/// buffer is dropped under its keep-alive rule.
+/// buffer is dropped under its keep-alive rule, after `stream` was made to wait for the
+/// streams marked with `record_use`.
 pub(crate) fn free_ordered(stream: &CudaStream, buf: CudaBuffer) -> Result<()> {
     buf.check_device("free_async", stream.cuda_device())?;
     match &buf.mem {
-        Mem::Plain(_) => Ok(()),
+        Mem::Plain(a) => {
+            let marked = std::mem::take(&mut *a.marked.lock().unwrap_or_else(|e| e.into_inner()));
+            if marked.is_empty() {
+                return Ok(());
+            }
+            let sh = &a.dev.shared;
+            sh.enter()?;
+            sh.events
+                .order_after(sh, stream.handle.raw(), marked.iter().map(|h| h.raw()))
+        }
         Mem::Ordered(o) => o.free_on(stream.handle.raw()),
     }
+}
+
+/// `Stream::record_use`: `stream` (its work so far) uses `buf` unseen by xstream.
+pub(crate) fn record_use(stream: &CudaStream, buf: &CudaBuffer) -> Result<()> {
+    buf.check_device("record_use", stream.cuda_device())?;
+    match &buf.mem {
+        Mem::Plain(a) => {
+            add_stream(&a.marked, &stream.handle);
+            // The keep-alive list holds the memory until the marked work is known complete.
+            stream.keep(Keep::Buffer(Arc::clone(a)));
+        }
+        Mem::Ordered(o) => o.note_use(&stream.handle),
+    }
+    Ok(())
 }
 
 /// See [`CudaDevice::set_pool_release_threshold`].
@@ -388,19 +424,42 @@ fn rounded(len: usize) -> Result<usize> {
     })
 }
 
-pub(crate) fn alloc(dev: &CudaDevice, len: usize) -> Result<CudaBuffer> {
+/// `cuMemAlloc` of `len` rounded up to the granule: the buffer and the allocated size.
+fn plain(dev: &CudaDevice, len: usize) -> Result<(CudaBuffer, usize)> {
     let size = rounded(len)?;
     let sh = &dev.shared;
     sh.enter()?;
     let ptr = sh.check("cuMemAlloc", ffi::mem_alloc(size))?;
     let buf = CudaBuffer {
-        mem: Mem::Plain(Arc::new(Alloc {
-            dev: dev.clone(),
-            ptr,
-            len,
-            foreign: None,
-        })),
+        mem: Mem::Plain(Arc::new(Alloc::new(dev, ptr, len))),
     };
+    Ok((buf, size))
+}
+
+/// `Device::alloc_uninit`: `cuMemAlloc` alone (no zeroing, no host wait).
+pub(crate) fn alloc_uninit(dev: &CudaDevice, len: usize) -> Result<CudaBuffer> {
+    plain(dev, len).map(|(b, _)| b)
+}
+
+/// `Device::alloc_zeroed_on`: `cuMemAlloc`, then the whole block zeroed on `stream`.
+pub(crate) fn alloc_zeroed_on(
+    dev: &CudaDevice,
+    stream: &CudaStream,
+    len: usize,
+) -> Result<CudaBuffer> {
+    if stream.cuda_device().shared.raw_ctx != dev.shared.raw_ctx {
+        return Err(Error::WrongDevice(
+            "alloc_zeroed_on: the stream belongs to another CUDA context".into(),
+        ));
+    }
+    let (buf, size) = plain(dev, len)?;
+    stream.memset_whole(&buf, size)?;
+    Ok(buf)
+}
+
+pub(crate) fn alloc(dev: &CudaDevice, len: usize) -> Result<CudaBuffer> {
+    let (buf, size) = plain(dev, len)?;
+    let (sh, ptr) = (&dev.shared, buf.ptr());
     // Zero on the internal stream and wait: `cuMemsetD8` (sync) would run on the legacy stream
     // and could race with work on NON_BLOCKING streams. The whole block, slack included, so
     // a library's word-wise read past `len` sees defined bytes.
@@ -461,12 +520,7 @@ pub(crate) fn alloc_managed(dev: &CudaDevice, len: usize) -> Result<CudaManagedB
         ffi::mem_alloc_managed(rounded(len)?, 0x1),
     )?;
     Ok(CudaManagedBuffer {
-        alloc: Arc::new(Alloc {
-            dev: dev.clone(),
-            ptr,
-            len,
-            foreign: None,
-        }),
+        alloc: Arc::new(Alloc::new(dev, ptr, len)),
     })
 }
 

@@ -610,4 +610,41 @@ impl Stream for CudaStream {
             false,
         )?))
     }
+
+    // --- ordering and allocation without host sync ---
+
+    /// One pooled event (the context's pool, `crate::event_pool`): `cuEventRecord` on `other`,
+    /// `cuStreamWaitEvent` here; no event is created once the pool is warm.
+    fn join(&self, other: &Self) -> Result<()> {
+        self.enter()?;
+        if other.dev.shared.raw_ctx != self.dev.shared.raw_ctx {
+            return Err(Error::WrongDevice(
+                "join: the streams belong to different CUDA contexts".into(),
+            ));
+        }
+        if Arc::ptr_eq(&self.handle, &other.handle) || self.raw() == other.raw() {
+            return Ok(());
+        }
+        self.gate_enqueue("join")?;
+        other.gate_enqueue("join")?;
+        let sh = &self.dev.shared;
+        sh.events
+            .order_after(sh, self.raw(), [other.raw()])
+            .inspect_err(|e| {
+                if matches!(e, Error::Capture { .. }) {
+                    self.state.capture.invalidate();
+                }
+            })
+    }
+
+    /// Stream-ordered buffers add this stream to their users; plain ones are kept by this
+    /// stream's keep-alive list and remembered for `free_async` (see `crate::memory`). Refused
+    /// during capture: a graph could replay the unseen work after the free.
+    fn record_use(&self, buf: &CudaBuffer) -> Result<()> {
+        self.enter()?;
+        self.gate("record_use")?;
+        crate::memory::record_use(self, buf)
+    }
+
+    // --- end of ordering and allocation without host sync ---
 }

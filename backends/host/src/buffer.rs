@@ -145,3 +145,46 @@ impl Buffer for HostBuffer {
         self.inner.addr
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{mpsc, Arc};
+    use std::time::Duration;
+
+    use xstream_core::{Backend, Device, Stream, StreamDesc};
+
+    use crate::HostBackend;
+
+    /// `record_use`: a buffer freed while the marked stream is held keeps its bytes until the
+    /// stream passed the mark; unmarked, they go at the free.
+    #[test]
+    fn record_use_keeps_the_bytes_until_the_marked_stream_passed() {
+        for mark in [true, false] {
+            let d = HostBackend::open(0).unwrap();
+            let s = d.create_stream(&StreamDesc::new()).unwrap();
+            let t = d.create_stream(&StreamDesc::new()).unwrap();
+            let buf = d.alloc(64).unwrap();
+            let weak = Arc::downgrade(&buf.inner);
+            let (tx, rx) = mpsc::channel::<()>();
+            t.host_callback(move |_| {
+                let _ = rx.recv_timeout(Duration::from_secs(10));
+            })
+            .unwrap();
+            if mark {
+                t.record_use(&buf).unwrap();
+            }
+            s.free_async(buf).unwrap();
+            assert_eq!(
+                weak.upgrade().is_some(),
+                mark,
+                "mark = {mark}: bytes alive after the free while the marked stream is held"
+            );
+            tx.send(()).unwrap();
+            t.synchronize().unwrap();
+            assert!(
+                weak.upgrade().is_none(),
+                "the bytes outlived the marked work"
+            );
+        }
+    }
+}

@@ -279,7 +279,7 @@ impl Event for HostEvent {
 
     fn record(&self, stream: &HostStream) -> Result<()> {
         ensure_not_in_callback()?;
-        stream.record_event(self)
+        stream.record_host_event(self)
     }
 
     fn query(&self) -> Result<Status> {

@@ -107,7 +107,7 @@ impl HostStream {
         Ok(())
     }
 
-    pub(crate) fn record_event(&self, event: &HostEvent) -> Result<()> {
+    pub(crate) fn record_host_event(&self, event: &HostEvent) -> Result<()> {
         if !event.inner.device.same_context(&self.device) {
             return Err(Error::WrongDevice(format!(
                 "event {} belongs to another host context than stream {}",
@@ -573,4 +573,19 @@ impl Stream for HostStream {
             ))),
         }
     }
+
+    // --- ordering and allocation without host sync ---
+
+    /// Holds the buffer's bytes until this stream's work enqueued so far ran: a stream-blocking
+    /// callback that owns a reference to them (the host backend frees a buffer's bytes when
+    /// the last reference goes, so no free can run ahead of the marked work). Refused during
+    /// capture, like every callback.
+    fn record_use(&self, buf: &HostBuffer) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.check_buffer_device("record_use", buf)?;
+        let keep = Arc::clone(&buf.inner);
+        self.enqueue_callback(Box::new(move |_| drop(keep)))
+    }
+
+    // --- end of ordering and allocation without host sync ---
 }

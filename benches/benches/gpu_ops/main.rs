@@ -28,6 +28,8 @@
 //! - `sync.rs`: the synchronize-latency section.
 //! - `json.rs`: the JSON writer.
 //! - `gpu_data.rs`: the data path (pipelines, page-locked bandwidth) against the raw driver.
+//! - `nosync.rs`: allocation and frees while another stream is busy (no host synchronization),
+//!   against the raw driver.
 //! - `modules.rs`: the module launch path against raw `cuLaunchKernel`, and heap allocations
 //!   per launch (this binary's counting `#[global_allocator]`).
 
@@ -71,6 +73,7 @@ mod gpu_data;
 mod json;
 mod measure;
 mod modules;
+mod nosync;
 mod raw;
 mod stats;
 mod sync;
@@ -812,6 +815,9 @@ fn run() -> BenchResult<()> {
     let pipes = gpu_data::pipelines(&dev)?;
     let data_md = gpu_data::markdown(&pipes, &bws);
     md.push_str(&data_md);
+    eprintln!("== allocation and frees without host synchronization (another stream busy)");
+    let nosync_rows = nosync::rows(&dev, delay_fn)?;
+    md.push_str(&nosync::markdown(&nosync_rows));
     let _ = writeln!(
         md,
         "total bench time {:.1} s",
@@ -863,6 +869,21 @@ fn run() -> BenchResult<()> {
             "{}{{\"variant\":{},\"allocs\":{a:.4}}}",
             if i > 0 { "," } else { "" },
             json_str(name)
+        );
+    }
+    js.push_str("],\"nosync\":[");
+    for (i, r) in nosync_rows.iter().enumerate() {
+        let cell = |c: &Option<(Stat, usize)>| match c {
+            Some((st, k)) => format!("{{\"ns\":{},\"still_busy\":{k}}}", json_stat(Some(*st))),
+            None => "null".into(),
+        };
+        let _ = write!(
+            js,
+            "{}{{\"op\":{},\"xstream\":{},\"raw\":{}}}",
+            if i > 0 { "," } else { "" },
+            json_str(r.op),
+            cell(&r.x),
+            cell(&r.raw)
         );
     }
     let _ = write!(

@@ -235,6 +235,55 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
             "the builtin module (not yet)",
         ))
     }
+
+    // --- ordering and allocation without host sync ---
+
+    /// Allocates a device buffer of `len` bytes whose contents are unspecified, with no host
+    /// synchronization: no zeroing is enqueued and the calling thread never waits for device
+    /// work (the vendor's allocation call itself is the only cost). The buffer is usable at
+    /// once by work on any stream of the device, like one from [`Device::alloc`].
+    ///
+    /// The default (a backend without a cheaper path) is [`Device::alloc`]: zeroed bytes are
+    /// one choice of unspecified bytes. See docs/semantics.md ("Allocation without host
+    /// synchronization") for what each backend does.
+    ///
+    /// # Safety
+    /// The bytes are unspecified: they may hold data that an earlier allocation of this
+    /// process left there. Reading them (by any work, a kernel, a copy, a readback) before
+    /// writing them is the caller's bug; xstream neither detects nor prevents it. Writing
+    /// first (a copy, a kernel, a [`Stream::memset`]) makes the buffer as defined as any
+    /// other.
+    ///
+    /// # Errors
+    /// As [`Device::alloc`].
+    #[allow(unsafe_code)]
+    unsafe fn alloc_uninit(&self, len: usize) -> Result<BufferOf<Self::B>> {
+        self.alloc(len)
+    }
+
+    /// Allocates a device buffer of `len` bytes zeroed in `stream`'s order: the zeroing is
+    /// enqueued on `stream` and the calling thread does not wait for it. Work enqueued on
+    /// `stream` after this call sees zeros; work on another stream must be ordered after it
+    /// first ([`Stream::join`], an event), as for any write.
+    ///
+    /// # Errors
+    /// As [`Device::alloc`]; [`Error::WrongDevice`] for a stream of another device; the
+    /// stream's enqueue errors (the buffer is then dropped under the lifetime rule).
+    fn alloc_zeroed_on(&self, stream: &StreamOf<Self::B>, len: usize) -> Result<BufferOf<Self::B>> {
+        if stream.device().info().ordinal != self.info().ordinal {
+            return Err(Error::WrongDevice(
+                "alloc_zeroed_on: the stream belongs to another device".into(),
+            ));
+        }
+        // SAFETY: the memset enqueued below writes every byte of the buffer before any later
+        // work on `stream` reads it; other streams must order themselves after it (documented).
+        #[allow(unsafe_code)]
+        let buf = unsafe { self.alloc_uninit(len)? };
+        stream.memset(&buf, 0, len, 0)?;
+        Ok(buf)
+    }
+
+    // --- end of ordering and allocation without host sync ---
 }
 
 /// A loaded module of kernels. Its functions keep it loaded (see [`crate::module`]).
@@ -1029,6 +1078,63 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     ) -> Result<Borrowed<'a, Self>>
     where
         Self: Sized;
+
+    // --- ordering and allocation without host sync ---
+
+    /// Makes later work on this stream wait for all work enqueued on `other` so far (PyTorch's
+    /// `wait_stream`): one record on `other` and one wait here, no host wait. Joining a stream
+    /// with itself is a no-op. Backends use an internal event pool where they have one
+    /// (docs/semantics.md); the default records a new event.
+    ///
+    /// # Errors
+    /// [`Error::WrongDevice`] for a stream of another device (where the vendor forbids
+    /// cross-device waits); capture errors as [`Stream::wait_event`] and [`Event::record`].
+    fn join(&self, other: &Self) -> Result<()>
+    where
+        Self: Sized,
+    {
+        if self.id() == other.id() {
+            return Ok(());
+        }
+        let e = other.record_event()?;
+        self.wait_event(&e)
+    }
+
+    /// A fresh timing-disabled event recorded on this stream (behind the work enqueued so far).
+    /// For events reused instead of created, record through an [`crate::EventPool`].
+    ///
+    /// # Errors
+    /// As [`Device::create_event`] and [`Event::record`].
+    fn record_event(&self) -> Result<EventOf<Self::B>> {
+        let e = self
+            .device()
+            .create_event(&EventDesc::new().flags(EventFlags::DISABLE_TIMING))?;
+        e.record(self)?;
+        Ok(e)
+    }
+
+    /// Declares that work enqueued on this stream so far uses `buf` although xstream did not
+    /// see it (work enqueued through [`Stream::as_raw`] or by another library on this stream's
+    /// handle): PyTorch's `Tensor.record_stream`. The buffer's memory is then not freed or
+    /// reused before that work completed: a [`Stream::free_async`] of it (on any stream) is
+    /// ordered after it, and so is the release when it is dropped. Work enqueued on this
+    /// stream after the call is not covered: mark after enqueueing. Marking costs no host
+    /// wait; marking a stream twice is harmless. Work xstream enqueued itself is tracked
+    /// without marking. The marked stream's native handle must stay valid until the buffer is
+    /// freed (for a borrowed stream: its owner must not destroy it before).
+    ///
+    /// # Errors
+    /// [`Error::WrongDevice`] for a buffer of another device; [`Error::Unsupported`] where the
+    /// backend cannot track it (the default); vendor errors.
+    fn record_use(&self, buf: &BufferOf<Self::B>) -> Result<()> {
+        let _ = buf;
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "marking a buffer used by work xstream did not enqueue (record_use)",
+        ))
+    }
+
+    // --- end of ordering and allocation without host sync ---
 }
 
 /// A synchronization marker.

@@ -4,8 +4,9 @@
 //! GPUs (CUDA driver), Huawei Ascend NPUs (ACL runtime) and CPU threads (the reference).
 //!
 //! This crate holds no vendor code. Its only `unsafe` blocks are in [`hostmem`] (the aligned
-//! host allocation and the byte views of page-locked host buffers); one `unsafe fn` is
-//! declared: [`Stream::from_raw`], whose contract the caller must uphold. It defines:
+//! host allocation and the byte views of page-locked host buffers); two `unsafe fn`s are
+//! declared: [`Stream::from_raw`] and [`Device::alloc_uninit`], whose contracts the caller must
+//! uphold. It defines:
 //!
 //! | module | what |
 //! |---|---|
@@ -25,6 +26,7 @@
 //! | [`reduce`] | the built-in reduce operation (`dst = op(dst, src)` per element, no kernel binary) |
 //! | [`module`] | modules and kernels: sources, launch configurations, typed arguments, host kernels |
 //! | [`view`] | views of device buffers: byte ranges ([`BufferView`]) and typed slices ([`DeviceSlice`]), memset patterns |
+//! | [`event_pool`] | a bounded pool of reusable ordering events ([`EventPool`]) |
 //! | [`error`] | the one error type, keeping vendor codes |
 //! | `sync` | (private) `std` or loom synchronization primitives for the callback slot and futures |
 //!
@@ -35,7 +37,8 @@
 //!   [`TranslationPolicy::Strict`] or listed in the [`FlagReport`] under best effort;
 //!   clamped priorities are reported; callbacks the vendor drops are failed by xstream.
 //! - **Errors keep the vendor's code** ([`NativeError`]) and say whether they are sticky.
-// No unsafe code, except the declaration of `Stream::from_raw`, whose contract is unsafe,
+// No unsafe code, except the declarations of `Stream::from_raw` and `Device::alloc_uninit`,
+// whose contracts are unsafe (and the default `alloc_zeroed_on`, which calls the latter),
 // and the `hostmem` module (which allows it locally).
 #![deny(unsafe_code)]
 
@@ -47,6 +50,7 @@ pub mod capture;
 pub mod collective;
 pub mod completion;
 pub mod error;
+pub mod event_pool;
 pub mod flags;
 pub mod hostmem;
 pub mod ipc;
@@ -78,6 +82,7 @@ pub use collective::{
 };
 pub use completion::{block_on, Completion};
 pub use error::{CaptureErrorKind, Error, NativeError, Result};
+pub use event_pool::EventPool;
 pub use flags::{EventFlags, StreamFlags};
 pub use hostmem::{
     translate_host_flags, AlignedAlloc, HostAllocDesc, HostAllocation, HostBuffer, HostFlagRow,

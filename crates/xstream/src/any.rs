@@ -371,6 +371,20 @@ impl AnyDevice {
         each!(AnyDevice, self, d => d.alloc(len).map(AnyBuffer::from))
     }
 
+    // --- ordering and allocation without host sync ---
+
+    /// [`Device::alloc_zeroed_on`]: zeroed in `stream`'s order, no host wait. (The facade
+    /// forbids unsafe code, so [`Device::alloc_uninit`] is reached through the backend's
+    /// device: [`AnyDevice`] downcasts.)
+    ///
+    /// # Errors
+    /// As [`Device::alloc_zeroed_on`]; [`Error::WrongDevice`] for a stream of another backend.
+    pub fn alloc_zeroed_on(&self, stream: &AnyStream, len: usize) -> Result<AnyBuffer> {
+        pair!("AnyDevice::alloc_zeroed_on", AnyDevice, self, AnyStream, stream, d, s => d.alloc_zeroed_on(s, len).map(AnyBuffer::from))
+    }
+
+    // --- end of ordering and allocation without host sync ---
+
     /// Allocates page-locked host memory bound to this device ([`Device::alloc_host`]).
     ///
     /// # Errors
@@ -735,6 +749,34 @@ impl AnyStream {
     pub fn free_async(&self, buf: AnyBuffer) -> Result<()> {
         pair!("AnyStream::free_async", AnyStream, self, AnyBuffer, buf, s, b => s.free_async(b))
     }
+
+    // --- ordering and allocation without host sync ---
+
+    /// [`Stream::join`]: later work here waits for the work enqueued on `other` so far.
+    ///
+    /// # Errors
+    /// As [`Stream::join`]; [`Error::WrongDevice`] for a stream of another backend.
+    pub fn join(&self, other: &AnyStream) -> Result<()> {
+        pair!("AnyStream::join", AnyStream, self, AnyStream, other, s, o => s.join(o))
+    }
+
+    /// [`Stream::record_event`]: a fresh event recorded here.
+    ///
+    /// # Errors
+    /// As [`Stream::record_event`].
+    pub fn record_event(&self) -> Result<AnyEvent> {
+        each!(AnyStream, self, s => Stream::record_event(s).map(AnyEvent::from))
+    }
+
+    /// [`Stream::record_use`]: work enqueued here so far (through the raw handle) uses `buf`.
+    ///
+    /// # Errors
+    /// As [`Stream::record_use`]; [`Error::WrongDevice`] for a buffer of another backend.
+    pub fn record_use(&self, buf: &AnyBuffer) -> Result<()> {
+        pair!("AnyStream::record_use", AnyStream, self, AnyBuffer, buf, s, b => s.record_use(b))
+    }
+
+    // --- end of ordering and allocation without host sync ---
 
     /// [`Stream::wait_value32`].
     ///

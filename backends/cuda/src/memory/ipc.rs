@@ -86,14 +86,13 @@ impl IpcBuffer for CudaBuffer {
             Error::invalid("the handle's offset overflows the device address space")
         })?;
         Ok(CudaBuffer {
-            mem: Mem::Plain(Arc::new(Alloc {
-                dev: device.clone(),
-                ptr,
-                len: handle.len(),
-                foreign: Some(Box::new(Imported {
+            mem: Mem::Plain(Arc::new({
+                let mut a = Alloc::new(device, ptr, handle.len());
+                a.foreign = Some(Box::new(Imported {
                     base,
                     ctx: device.shared.raw_ctx,
-                })),
+                }));
+                a
             })),
         })
     }

@@ -70,6 +70,21 @@ impl CudaStream {
     }
 }
 
+impl CudaStream {
+    /// Zeroes the whole allocation under a new plain buffer (`size` bytes: its length rounded up
+    /// to the granule) on this stream, for `Device::alloc_zeroed_on`; no host wait.
+    pub(crate) fn memset_whole(&self, buf: &CudaBuffer, size: usize) -> Result<()> {
+        self.enter()?;
+        self.gate_enqueue("alloc_zeroed_on")?;
+        self.check(
+            "cuMemsetD8Async",
+            ffi::memset_d8_async(buf.ptr(), 0, size, self.raw()),
+        )?;
+        self.keep_buf(buf);
+        Ok(())
+    }
+}
+
 pub(super) fn memset(
     s: &CudaStream,
     buf: &CudaBuffer,
