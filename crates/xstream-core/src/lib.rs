@@ -23,6 +23,7 @@
 //! | [`attr`] | typed stream attributes |
 //! | [`memop`] | stream memory operations (wait on / write a word of device memory) |
 //! | [`reduce`] | the built-in reduce operation (`dst = op(dst, src)` per element, no kernel binary) |
+//! | [`launch`] | the launch builder: arguments of every width, structs by value, checked and unchecked launches, launch attributes |
 //! | [`module`] | modules and kernels: sources, launch configurations, typed arguments, host kernels |
 //! | [`error`] | the one error type, keeping vendor codes |
 //! | `sync` | (private) `std` or loom synchronization primitives for the callback slot and futures |
@@ -34,7 +35,8 @@
 //!   [`TranslationPolicy::Strict`] or listed in the [`FlagReport`] under best effort;
 //!   clamped priorities are reported; callbacks the vendor drops are failed by xstream.
 //! - **Errors keep the vendor's code** ([`NativeError`]) and say whether they are sticky.
-// No unsafe code, except the declaration of `Stream::from_raw`, whose contract is unsafe,
+// No unsafe code, except the declarations of `Stream::from_raw`,
+// `Stream::enqueue_launch_unchecked` and `LaunchBuilder::launch_unchecked`, whose contracts are unsafe,
 // and the `hostmem` module (which allows it locally).
 #![deny(unsafe_code)]
 
@@ -49,6 +51,7 @@ pub mod error;
 pub mod flags;
 pub mod hostmem;
 pub mod ipc;
+pub mod launch;
 pub mod memop;
 pub mod module;
 pub mod pipeline;
@@ -83,8 +86,9 @@ pub use hostmem::{
 };
 pub use ipc::{IpcBuffer, IpcEvent, IpcEventHandle, IpcMemHandle};
 pub use memop::WaitCondition;
+pub use launch::{ByValue, KernelParam, LaunchAttrs, LaunchBuilder, RawBytes};
 pub use module::{
-    check_args, HostArg, HostKernel, HostKernelFn, HostModule, KernelArg, LaunchConfig,
+    check_arg_sizes, check_args, ArgValue, HostArg, HostKernel, HostKernelFn, HostModule, KernelArg, LaunchConfig,
     LaunchLimits, ModuleSource, ParamKind,
 };
 pub use pool::{Lease, PoolConfig, PriorityClass, StreamPool};

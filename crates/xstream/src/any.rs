@@ -827,17 +827,9 @@ where
 {
     args.iter()
         .map(|a| {
-            Ok(match *a {
-                KernelArg::Buffer(b) => KernelArg::Buffer(
-                    <S::B as Erasable>::buffer_of(b)
-                        .ok_or_else(|| mixed(op, <S::B as Backend>::KIND, b.kind()))?,
-                ),
-                KernelArg::U32(v) => KernelArg::U32(v),
-                KernelArg::I32(v) => KernelArg::I32(v),
-                KernelArg::U64(v) => KernelArg::U64(v),
-                KernelArg::I64(v) => KernelArg::I64(v),
-                KernelArg::F32(v) => KernelArg::F32(v),
-                KernelArg::F64(v) => KernelArg::F64(v),
+            a.map_buffer(|b| {
+                <S::B as Erasable>::buffer_of(b)
+                    .ok_or_else(|| mixed(op, <S::B as Backend>::KIND, b.kind()))
             })
         })
         .collect()
