@@ -234,6 +234,8 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         c!(modules::module_launch_in_capture, "a kernel launched during capture runs only on replay; two replays equal twice the rounds"),
         c!(modules::module_user_kernel, "a user module of the backend's own kind loads and its kernel fills exactly its words"),
         c!(modules::module_bad_input, "missing function, wrong argument count or kind, zero dimensions and a foreign source are clear errors"),
+        c!(modules::launch_builder_widths, "the launch builder passes a struct by value and i8/u16/i64/f32 scalars intact (the builtin echo kernel)"),
+        c!(modules::launch_builder_bad_args, "the launch builder refuses a wrong count, a wrong width, a wrong struct size and attributes the backend lacks"),
         Check {
             name: "value_wait_write",
             about: "a memory wait blocks only its stream until a write releases it (32/64-bit, GEQ across a wrap)",
@@ -286,7 +288,7 @@ const ACL_MODULES: &str = "the builtin module and the suite's Ascend user kernel
                            the ACL runtime simulator's test-only format; a real CANN runtime \
                            refuses them (the device lacks KERNELS)";
 
-static CUDA_MAY_SKIP: [MaySkip; 12] = [
+static CUDA_MAY_SKIP: [MaySkip; 14] = [
     lacks("reduce_builtin", Capabilities::REDUCE, CUDA_MODULES),
     lacks("peer_copy", Capabilities::PEER_COPY, PEER_ONE_DEVICE),
     MaySkip {
@@ -316,9 +318,11 @@ static CUDA_MAY_SKIP: [MaySkip; 12] = [
     ),
     lacks("module_user_kernel", Capabilities::MODULES, CUDA_MODULES),
     lacks("module_bad_input", Capabilities::MODULES, CUDA_MODULES),
+    lacks("launch_builder_widths", Capabilities::MODULES, CUDA_MODULES),
+    lacks("launch_builder_bad_args", Capabilities::MODULES, CUDA_MODULES),
 ];
 
-static ASCEND_MAY_SKIP: [MaySkip; 16] = [
+static ASCEND_MAY_SKIP: [MaySkip; 18] = [
     lacks(
         "reduce_builtin",
         Capabilities::REDUCE,
@@ -371,6 +375,8 @@ static ASCEND_MAY_SKIP: [MaySkip; 16] = [
     ),
     lacks("module_user_kernel", Capabilities::KERNELS, ACL_MODULES),
     lacks("module_bad_input", Capabilities::KERNELS, ACL_MODULES),
+    lacks("launch_builder_widths", Capabilities::KERNELS, ACL_MODULES),
+    lacks("launch_builder_bad_args", Capabilities::KERNELS, ACL_MODULES),
 ];
 
 const PEER_ONE_DEVICE: &str = "a copy between devices needs two devices; the device has no peer \

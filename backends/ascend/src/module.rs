@@ -306,9 +306,14 @@ impl AscendFunction {
     }
 
     /// The same function with declared parameter kinds (ACL cannot report them): launches
-    /// then check each argument's kind and size, and the launch builder's checked launch
-    /// accepts it. The declaration is a promise about the binary that xstream cannot verify.
-    pub fn with_params(&self, kinds: &[ParamKind]) -> AscendFunction {
+    /// then check each argument's kind and size, and the launch builder's checked (safe)
+    /// launch accepts it.
+    ///
+    /// # Safety
+    /// `kinds` must be the kernel's real parameters (count, sizes, meaning): xstream cannot
+    /// verify them, and safe launches rely on them.
+    #[allow(unsafe_code)]
+    pub unsafe fn with_params(&self, kinds: &[ParamKind]) -> AscendFunction {
         AscendFunction {
             params: Some(Cow::Owned(kinds.to_vec())),
             ..self.clone()

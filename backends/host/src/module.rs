@@ -71,7 +71,7 @@ pub fn builtin_host_module() -> &'static HostModule {
                     ))
                 })?;
                 // Only the fields' bytes: the padding of the record stays untouched.
-                for r in [0..3, 8..20, 24..36] {
+                for r in [0..3, 8..17, 18..20, 24..36] {
                     dst[r.clone()].copy_from_slice(&rec[r]);
                 }
                 Ok(())

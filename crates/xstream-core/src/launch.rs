@@ -326,6 +326,7 @@ impl<'a, B: Backend> LaunchBuilder<'a, B> {
     /// cluster; [`Error::Unsupported`] for an attribute the backend lacks or a kernel whose
     /// parameter layout is unknown; as [`Stream::launch_kernel`].
     pub fn launch(&self) -> Result<()> {
+        refuse_empty_blocks(self.args.as_slice())?;
         self.stream
             .enqueue_launch(self.func, &self.cfg, self.args.as_slice(), &self.attrs)
     }
@@ -342,6 +343,7 @@ impl<'a, B: Backend> LaunchBuilder<'a, B> {
     /// As [`LaunchBuilder::launch`], less the unknown layout.
     #[allow(unsafe_code)]
     pub unsafe fn launch_unchecked(&self) -> Result<()> {
+        refuse_empty_blocks(self.args.as_slice())?;
         // SAFETY: the caller upholds the contract of `enqueue_launch_unchecked`, which is
         // this function's.
         unsafe {
@@ -352,6 +354,19 @@ impl<'a, B: Backend> LaunchBuilder<'a, B> {
                 &self.attrs,
             )
         }
+    }
+}
+
+/// Refuses a by-value block of no bytes (no kernel parameter is empty; ACL refuses one too).
+fn refuse_empty_blocks<Buf>(args: &[KernelArg<'_, Buf>]) -> Result<()> {
+    match args
+        .iter()
+        .position(|a| matches!(a, KernelArg::Bytes(b) if b.is_empty()))
+    {
+        Some(i) => Err(Error::invalid(format!(
+            "launch argument {i} is an empty byte block (a kernel parameter has at least one byte)"
+        ))),
+        None => Ok(()),
     }
 }
 
