@@ -235,6 +235,7 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         c!(modules::module_user_kernel, "a user module of the backend's own kind loads and its kernel fills exactly its words"),
         c!(modules::module_bad_input, "missing function, wrong argument count or kind, zero dimensions and a foreign source are clear errors"),
         c!(modules::launch_builder_widths, "the launch builder passes a struct by value and i8/u16/i64/f32 scalars intact (the builtin echo kernel)"),
+        c!(modules::launch_builder_unchecked, "a user kernel through the builder: the checked launch runs where the layout is known; where it is not, it is refused and the unsafe unchecked launch runs"),
         c!(modules::launch_builder_bad_args, "the launch builder refuses a wrong count, a wrong width, a wrong struct size and attributes the backend lacks"),
         Check {
             name: "value_wait_write",
@@ -288,7 +289,7 @@ const ACL_MODULES: &str = "the builtin module and the suite's Ascend user kernel
                            the ACL runtime simulator's test-only format; a real CANN runtime \
                            refuses them (the device lacks KERNELS)";
 
-static CUDA_MAY_SKIP: [MaySkip; 14] = [
+static CUDA_MAY_SKIP: [MaySkip; 15] = [
     lacks("reduce_builtin", Capabilities::REDUCE, CUDA_MODULES),
     lacks("peer_copy", Capabilities::PEER_COPY, PEER_ONE_DEVICE),
     MaySkip {
@@ -320,9 +321,10 @@ static CUDA_MAY_SKIP: [MaySkip; 14] = [
     lacks("module_bad_input", Capabilities::MODULES, CUDA_MODULES),
     lacks("launch_builder_widths", Capabilities::MODULES, CUDA_MODULES),
     lacks("launch_builder_bad_args", Capabilities::MODULES, CUDA_MODULES),
+    lacks("launch_builder_unchecked", Capabilities::MODULES, CUDA_MODULES),
 ];
 
-static ASCEND_MAY_SKIP: [MaySkip; 18] = [
+static ASCEND_MAY_SKIP: [MaySkip; 19] = [
     lacks(
         "reduce_builtin",
         Capabilities::REDUCE,
@@ -377,6 +379,7 @@ static ASCEND_MAY_SKIP: [MaySkip; 18] = [
     lacks("module_bad_input", Capabilities::KERNELS, ACL_MODULES),
     lacks("launch_builder_widths", Capabilities::KERNELS, ACL_MODULES),
     lacks("launch_builder_bad_args", Capabilities::KERNELS, ACL_MODULES),
+    lacks("launch_builder_unchecked", Capabilities::KERNELS, ACL_MODULES),
 ];
 
 const PEER_ONE_DEVICE: &str = "a copy between devices needs two devices; the device has no peer \

@@ -440,3 +440,53 @@ pub(crate) fn launch_builder_bad_args<B: Backend>(env: &Env<B>) -> CheckResult {
         "wrong count, wrong scalar width, wrong struct size refused (InvalidArgument); {attr_detail}; stream still usable"
     ))
 }
+
+pub(crate) fn launch_builder_unchecked<B: Backend>(env: &Env<B>) -> CheckResult {
+    need!(env, Capabilities::MODULES, "modules and kernels");
+    if B::KIND == BackendKind::Ascend {
+        need!(
+            env,
+            Capabilities::KERNELS,
+            "the simulator's kernel-binary format"
+        );
+    }
+    let dev = &env.device;
+    let m = dev.load_module(&fill_source(B::KIND)).ctx("load_module")?;
+    let fill = m.function("xs_fill").ctx("function(xs_fill)")?;
+    let s = dev.create_stream(&nb()).ctx("create")?;
+    let words = 64u32;
+    let buf = dev.alloc(words as usize * 4).ctx("alloc")?;
+    let mut l = s.launch_builder(&fill);
+    l.config(LaunchConfig::for_items(words, 32))
+        .arg(&buf)
+        .arg(words)
+        .arg(0x600D_F111u32);
+    let checked = l.launch();
+    // Where the backend knows the layout (host kinds, CUDA's driver layout) the checked launch
+    // runs; where it cannot (ACL), it is refused and only the unsafe launch passes.
+    // CUDA reports a user kernel's sizes from the driver (12.4 and later), not as kinds.
+    let may_know = fill.params().is_some() || B::KIND == BackendKind::Cuda;
+    let detail = match checked {
+        Ok(()) if may_know => "layout known: the checked launch ran",
+        Err(Error::Unsupported { .. }) if fill.params().is_none() => {
+            // SAFETY: `xs_fill(pointer, u32 words, u32 value)` takes exactly these three
+            // arguments, and the buffer holds `words` u32s.
+            #[allow(unsafe_code)]
+            unsafe { l.launch_unchecked() }.ctx("launch_unchecked")?;
+            "layout unknown: checked launch refused (Unsupported), unchecked launch ran"
+        }
+        r => {
+            return Err(format!(
+                "checked launch of a user kernel (declared parameters: {:?}): {r:?}",
+                fill.params()
+            ))
+        }
+    };
+    let got = read_all::<B>(&s, &buf)?;
+    ensure!(
+        got.chunks_exact(4)
+            .all(|w| w == 0x600D_F111u32.to_le_bytes()),
+        "xs_fill through the builder left words unfilled"
+    );
+    pass(detail)
+}
