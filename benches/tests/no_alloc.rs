@@ -275,7 +275,11 @@ fn builder_counts<B: Backend>(dev: &B::Device) -> (u64, u64, u64) {
     let s = dev
         .create_stream(&StreamDesc::new().flags(StreamFlags::NON_BLOCKING))
         .unwrap();
-    let f = dev.builtin_module().unwrap().function(BUILTIN_ECHO).unwrap();
+    let f = dev
+        .builtin_module()
+        .unwrap()
+        .function(BUILTIN_ECHO)
+        .unwrap();
     let buf = dev.alloc(64).unwrap();
     let st = EchoStruct {
         a: 1,
@@ -332,7 +336,10 @@ fn assert_builder_counts(backend: &str, (build, via_builder, direct): (u64, u64,
     report(backend, "builder: 6 args", build, None);
     report(backend, "launch via builder", via_builder, None);
     report(backend, "launch via launch_kernel", direct, None);
-    assert_eq!(build, 0, "{backend}: building a 6-argument launch allocated");
+    assert_eq!(
+        build, 0,
+        "{backend}: building a 6-argument launch allocated"
+    );
     assert!(
         via_builder <= direct,
         "{backend}: a launch through the builder allocated {via_builder} times, launch_kernel {direct}"

@@ -3,8 +3,8 @@
 
 use xstream_core::launch::{ByValue, RawBytes};
 use xstream_core::module::{
-    lcg_launch, BUILTIN_DELAY, BUILTIN_DELAY_PARAMS, BUILTIN_ECHO, BUILTIN_LCG,
-    BUILTIN_LCG_PARAMS, ECHO_RECORD_BYTES,
+    lcg_launch, BUILTIN_DELAY, BUILTIN_DELAY_PARAMS, BUILTIN_ECHO, BUILTIN_LCG, BUILTIN_LCG_PARAMS,
+    ECHO_RECORD_BYTES,
 };
 use xstream_core::{
     Backend, BackendKind, Buffer, Capabilities, CaptureMode, Device, Error, Function, Graph,
@@ -404,7 +404,11 @@ pub(crate) fn launch_builder_bad_args<B: Backend>(env: &Env<B>) -> CheckResult {
         .arg(2u16)
         .arg(3i64)
         .arg(4.0f32);
-    expect_invalid("12 bytes where a 16-byte struct goes", l.launch(), "argument 1")?;
+    expect_invalid(
+        "12 bytes where a 16-byte struct goes",
+        l.launch(),
+        "argument 1",
+    )?;
     l.clear_args();
     l.arg(&buf)
         .arg(ByValue(&st))

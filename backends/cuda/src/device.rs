@@ -496,6 +496,18 @@ impl CudaDevice {
                 driver / 1000,
                 (driver % 1000) / 10
             ),
+            chip: Some(format!("sm_{major}{minor}")),
+            compute_capability: Some((major.max(0) as u32, minor.max(0) as u32)),
+            compute_units: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .ok()
+                .and_then(|n| u32::try_from(n).ok()),
+            total_memory: ffi::device_total_mem(cu_device).ok(),
+            // `cuDeviceGetUuid_v2` appeared in CUDA 11.4.
+            uuid: (driver >= 11040)
+                .then(|| ffi::device_uuid(cu_device).ok())
+                .flatten()
+                .map(xstream_core::DeviceUuid),
+            pci_bus_id: ffi::device_pci_bus_id(cu_device).ok(),
         };
         Ok(Self {
             shared: Arc::new(Shared {
@@ -594,6 +606,16 @@ impl Device for CudaDevice {
     fn disable_peer_access(&self, peer: &CudaDevice) -> Result<()> {
         crate::peer::disable(self, peer)
     }
+
+    // --- device info ---
+
+    fn memory_info(&self) -> Result<xstream_core::MemoryInfo> {
+        self.shared.enter()?;
+        let (free, total) = ffi::mem_get_info().map_err(|c| error::map("cuMemGetInfo", c))?;
+        Ok(xstream_core::MemoryInfo { free, total })
+    }
+
+    // --- end of device info ---
 
     fn info(&self) -> &DeviceInfo {
         &self.shared.info

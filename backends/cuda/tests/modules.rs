@@ -426,13 +426,21 @@ fn launch_builder_attributes_and_allocations() {
     sb[2] = st.b.to_le_bytes()[0];
     sb[8..16].copy_from_slice(&st.c.to_le_bytes());
     let want = echo_record(&sb, -9, 0xABCD, -77, 0.5);
-    let cluster_ok = d.info().name.contains("sm_9") || d.info().name.contains("sm_1");
+    let cluster_ok = d
+        .info()
+        .compute_capability
+        .is_some_and(|(major, _)| major >= 9);
     let mut cases: Vec<(&str, LaunchConfig, bool, Option<[u32; 3]>)> = vec![
         ("plain", LaunchConfig::single(), false, None),
         ("cooperative", LaunchConfig::linear(2, 32), true, None),
     ];
     if cluster_ok {
-        cases.push(("cluster", LaunchConfig::linear(2, 32), false, Some([2, 1, 1])));
+        cases.push((
+            "cluster",
+            LaunchConfig::linear(2, 32),
+            false,
+            Some([2, 1, 1]),
+        ));
     } else {
         eprintln!("SKIP: launch_builder_attributes_and_allocations (cluster case): compute capability below 9.0");
     }
@@ -451,7 +459,11 @@ fn launch_builder_attributes_and_allocations() {
             .arg(0.5f32);
         l.launch().unwrap_or_else(|e| panic!("{what}: {e}"));
         let got = read(&s, &b);
-        assert_eq!(&got[..ECHO_RECORD_BYTES], &want[..], "{what}: echoed record");
+        assert_eq!(
+            &got[..ECHO_RECORD_BYTES],
+            &want[..],
+            "{what}: echoed record"
+        );
     }
     let b = d.alloc(64).unwrap();
     let mut l = s.launch_builder(&echo);

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use crate::callback::HostCallback;
 use crate::completion::{completion, Completion};
+use crate::devinfo::MemoryInfo;
 use crate::hostmem::{HostAllocDesc, HostBuffer, HostSpan};
 use crate::launch::{LaunchAttrs, LaunchBuilder};
 use crate::module::{KernelArg, LaunchConfig, ModuleSource, ParamKind};
@@ -205,6 +206,21 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
             "peer access between devices",
         ))
     }
+
+    // --- device info ---
+
+    /// Free and total memory now (see [`crate::devinfo`]).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] where the vendor cannot say (the default); vendor errors.
+    fn memory_info(&self) -> Result<MemoryInfo> {
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "free memory (not yet)",
+        ))
+    }
+
+    // --- end of device info ---
 
     // ---- Modules and kernels (see `crate::module`) ----
 

@@ -442,7 +442,10 @@ mod tests {
         a.cooperative = true;
         match a.refuse_all(BackendKind::Ascend) {
             Err(Error::Unsupported { what, .. }) => {
-                assert!(what.contains("cooperative") && what.contains("cluster"), "{what}")
+                assert!(
+                    what.contains("cooperative") && what.contains("cluster"),
+                    "{what}"
+                )
             }
             other => panic!("{other:?}"),
         }

@@ -23,6 +23,7 @@
 //! | [`attr`] | typed stream attributes |
 //! | [`memop`] | stream memory operations (wait on / write a word of device memory) |
 //! | [`reduce`] | the built-in reduce operation (`dst = op(dst, src)` per element, no kernel binary) |
+//! | [`devinfo`] | device facts: chip, compute units, memory, UUID, PCI bus id |
 //! | [`launch`] | the launch builder: arguments of every width, structs by value, checked and unchecked launches, launch attributes |
 //! | [`module`] | modules and kernels: sources, launch configurations, typed arguments, host kernels |
 //! | [`error`] | the one error type, keeping vendor codes |
@@ -47,6 +48,7 @@ pub mod callback;
 pub mod capture;
 pub mod collective;
 pub mod completion;
+pub mod devinfo;
 pub mod error;
 pub mod flags;
 pub mod hostmem;
@@ -78,6 +80,7 @@ pub use collective::{
     Communicator, DataType, ReduceOp, UniqueId,
 };
 pub use completion::{block_on, Completion};
+pub use devinfo::{DeviceUuid, MemoryInfo};
 pub use error::{CaptureErrorKind, Error, NativeError, Result};
 pub use flags::{EventFlags, StreamFlags};
 pub use hostmem::{
@@ -85,11 +88,11 @@ pub use hostmem::{
     HostMemFlags, HostSpan,
 };
 pub use ipc::{IpcBuffer, IpcEvent, IpcEventHandle, IpcMemHandle};
-pub use memop::WaitCondition;
 pub use launch::{ByValue, KernelParam, LaunchAttrs, LaunchBuilder, RawBytes};
+pub use memop::WaitCondition;
 pub use module::{
-    check_arg_sizes, check_args, ArgValue, HostArg, HostKernel, HostKernelFn, HostModule, KernelArg, LaunchConfig,
-    LaunchLimits, ModuleSource, ParamKind,
+    check_arg_sizes, check_args, ArgValue, HostArg, HostKernel, HostKernelFn, HostModule,
+    KernelArg, LaunchConfig, LaunchLimits, ModuleSource, ParamKind,
 };
 pub use pool::{Lease, PoolConfig, PriorityClass, StreamPool};
 pub use priority::{Priority, PriorityOutcome, PriorityRange};

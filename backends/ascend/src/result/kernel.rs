@@ -84,14 +84,7 @@ fn build_args(t: &AclFns, func: RawFunction, params: &[ArgValue<'_>]) -> Result<
         // SAFETY: `args` is this thread's live list; `bytes` is `bytes.len()` readable bytes
         // that the runtime copies during the call (it never writes through the pointer, which
         // the prototype declares non-const); `ph` is a live local.
-        let code = unsafe {
-            append(
-                args,
-                bytes.as_ptr().cast_mut().cast(),
-                bytes.len(),
-                &mut ph,
-            )
-        };
+        let code = unsafe { append(args, bytes.as_ptr().cast_mut().cast(), bytes.len(), &mut ph) };
         check(t, "aclrtKernelArgsAppend", code)?;
     }
     // SAFETY: `args` is this thread's live list.
