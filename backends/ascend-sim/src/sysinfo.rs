@@ -441,50 +441,6 @@ pub unsafe extern "C" fn aclsysGetVersionNum(pkg_name: *mut c_char, version_num:
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn num(s: &str) -> Result<i32, i32> {
-        version_number(s.as_bytes())
-    }
-
-    #[test]
-    fn version_numbers() {
-        assert_eq!(num("8.5.0"), Ok(80_500_000));
-        assert_eq!(num("9.1.2"), Ok(90_102_000));
-        assert_eq!(num("8.5.0.alpha001"), Ok(80_499_701));
-        assert_eq!(num("9.0.0-rc.1"), Ok(89_999_901));
-        assert_eq!(num("9.0.0rc2"), Ok(89_999_902));
-        assert_eq!(num("9.0.0-beta"), Ok(89_999_800));
-        assert_eq!(num("9.0.0-RC3"), Ok(89_999_903));
-        // Not major.minor.patch, or a suffix the runtime does not know.
-        assert_eq!(num("8.0.RC3"), Err(500_000));
-        assert_eq!(num("8.5"), Err(500_000));
-        assert_eq!(num(".5.0"), Err(500_000));
-        assert_eq!(num("8..0"), Err(500_000));
-        assert_eq!(num("8.5.0.1"), Err(500_000));
-        assert_eq!(num("8.5.0-xrc1"), Err(500_000));
-        assert_eq!(num("8.5.0-rc1x"), Err(500_000));
-        assert_eq!(num("8.5.0-rc..1"), Err(500_000));
-        assert_eq!(num("x.5.0"), Err(500_000));
-    }
-
-    #[test]
-    fn stoi_like_cpp() {
-        assert_eq!(stoi(b" 12ab"), Some((12, 3)));
-        assert_eq!(stoi(b"-3"), Some((-3, 2)));
-        assert_eq!(stoi(b"ab"), None);
-        assert_eq!(stoi(b"99999999999"), None);
-    }
-
-    #[test]
-    fn trim_keeps_all_blank() {
-        assert_eq!(trim(b"  9.1.0 \r"), b"9.1.0");
-        assert_eq!(trim(b"   "), b"   ");
-    }
-}
-
 /// `ACL_DEV_ATTR_AICPU_CORE_NUM` (`aclrtDevAttr`).
 pub const ACL_DEV_ATTR_AICPU_CORE_NUM: i32 = 1;
 /// `ACL_DEV_ATTR_AICORE_CORE_NUM`.
@@ -631,4 +587,48 @@ pub unsafe extern "C" fn aclrtDeviceGetPCIBusId(
         unsafe { std::ptr::copy_nonoverlapping(id.as_ptr(), pci_bus_id.cast::<u8>(), id.len()) };
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn num(s: &str) -> Result<i32, i32> {
+        version_number(s.as_bytes())
+    }
+
+    #[test]
+    fn version_numbers() {
+        assert_eq!(num("8.5.0"), Ok(80_500_000));
+        assert_eq!(num("9.1.2"), Ok(90_102_000));
+        assert_eq!(num("8.5.0.alpha001"), Ok(80_499_701));
+        assert_eq!(num("9.0.0-rc.1"), Ok(89_999_901));
+        assert_eq!(num("9.0.0rc2"), Ok(89_999_902));
+        assert_eq!(num("9.0.0-beta"), Ok(89_999_800));
+        assert_eq!(num("9.0.0-RC3"), Ok(89_999_903));
+        // Not major.minor.patch, or a suffix the runtime does not know.
+        assert_eq!(num("8.0.RC3"), Err(500_000));
+        assert_eq!(num("8.5"), Err(500_000));
+        assert_eq!(num(".5.0"), Err(500_000));
+        assert_eq!(num("8..0"), Err(500_000));
+        assert_eq!(num("8.5.0.1"), Err(500_000));
+        assert_eq!(num("8.5.0-xrc1"), Err(500_000));
+        assert_eq!(num("8.5.0-rc1x"), Err(500_000));
+        assert_eq!(num("8.5.0-rc..1"), Err(500_000));
+        assert_eq!(num("x.5.0"), Err(500_000));
+    }
+
+    #[test]
+    fn stoi_like_cpp() {
+        assert_eq!(stoi(b" 12ab"), Some((12, 3)));
+        assert_eq!(stoi(b"-3"), Some((-3, 2)));
+        assert_eq!(stoi(b"ab"), None);
+        assert_eq!(stoi(b"99999999999"), None);
+    }
+
+    #[test]
+    fn trim_keeps_all_blank() {
+        assert_eq!(trim(b"  9.1.0 \r"), b"9.1.0");
+        assert_eq!(trim(b"   "), b"   ");
+    }
 }

@@ -150,7 +150,7 @@ impl LaunchAttrs {
                         "cluster dimension {axis} is 0 (cluster = {c:?}); every dimension must be at least 1"
                     )));
                 }
-                if cfg.grid[i] % c[i] != 0 {
+                if !cfg.grid[i].is_multiple_of(c[i]) {
                     return Err(Error::invalid(format!(
                         "grid dimension {axis} ({}) is not a multiple of the cluster dimension ({})",
                         cfg.grid[i], c[i]

@@ -152,55 +152,6 @@ pub(crate) fn data_type_size(t: &AclFns, acl_type: i32) -> Option<usize> {
     Some(unsafe { f(acl_type) })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::ffi::c_void;
-
-    extern "C" fn dummy() {}
-
-    /// Reports a repairable memory fault with two ranges on device 3, nothing elsewhere.
-    unsafe extern "C" fn memory_fault(device: i32, info: *mut aclrtErrorInfo) -> i32 {
-        if device == 3 {
-            // SAFETY: the caller passes a valid aclrtErrorInfo.
-            unsafe {
-                (*info).errorType = 1;
-                (*info).hasDetail = 1;
-                (*info).tryRepair = 1;
-                (*info).detail[0] = 2;
-            }
-        }
-        0
-    }
-
-    #[test]
-    fn fault_detail_in_words() {
-        let addr = dummy as *const () as *mut c_void;
-        let verbose = memory_fault as *const () as *mut c_void;
-        // SAFETY: only aclrtGetErrorVerbose is called, and it has the declared prototype.
-        let t = unsafe {
-            AclFns::load_with("fake", |n: &CStr| {
-                if n == c"aclrtGetErrorVerbose" {
-                    verbose
-                } else if AclFns::REQUIRED.contains(&n) {
-                    addr
-                } else {
-                    std::ptr::null_mut()
-                }
-            })
-        }
-        .unwrap();
-        assert_eq!(
-            fault_detail(&t, 3).as_deref(),
-            Some(
-                "device 3 fault reported by aclrtGetErrorVerbose: memory (uncorrectable HBM \
-                 error), 2 affected range(s), repairable (aclrtRepairError)"
-            )
-        );
-        assert_eq!(fault_detail(&t, 0), None);
-    }
-}
-
 /// `ACL_DEV_ATTR_AICORE_CORE_NUM` (`aclrtDevAttr`).
 const ACL_DEV_ATTR_AICORE_CORE_NUM: i32 = 101;
 /// `ACL_DDR_MEM` (`aclrtMemAttr`).
@@ -257,4 +208,53 @@ pub(crate) fn pci_bus_id(t: &AclFns, id: i32) -> Option<String> {
         .collect();
     let s = String::from_utf8_lossy(&bytes).into_owned();
     (!s.is_empty()).then_some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::c_void;
+
+    extern "C" fn dummy() {}
+
+    /// Reports a repairable memory fault with two ranges on device 3, nothing elsewhere.
+    unsafe extern "C" fn memory_fault(device: i32, info: *mut aclrtErrorInfo) -> i32 {
+        if device == 3 {
+            // SAFETY: the caller passes a valid aclrtErrorInfo.
+            unsafe {
+                (*info).errorType = 1;
+                (*info).hasDetail = 1;
+                (*info).tryRepair = 1;
+                (*info).detail[0] = 2;
+            }
+        }
+        0
+    }
+
+    #[test]
+    fn fault_detail_in_words() {
+        let addr = dummy as *const () as *mut c_void;
+        let verbose = memory_fault as *const () as *mut c_void;
+        // SAFETY: only aclrtGetErrorVerbose is called, and it has the declared prototype.
+        let t = unsafe {
+            AclFns::load_with("fake", |n: &CStr| {
+                if n == c"aclrtGetErrorVerbose" {
+                    verbose
+                } else if AclFns::REQUIRED.contains(&n) {
+                    addr
+                } else {
+                    std::ptr::null_mut()
+                }
+            })
+        }
+        .unwrap();
+        assert_eq!(
+            fault_detail(&t, 3).as_deref(),
+            Some(
+                "device 3 fault reported by aclrtGetErrorVerbose: memory (uncorrectable HBM \
+                 error), 2 affected range(s), repairable (aclrtRepairError)"
+            )
+        );
+        assert_eq!(fault_detail(&t, 0), None);
+    }
 }
