@@ -241,7 +241,7 @@ XS_LCG_DONE:
     ret;
 }
 
-.visible .entry xstream_echo_params(.param .u64 xstream_echo_out, .param .align 8 .b8 xstream_echo_s[16], .param .s8 xstream_echo_x, .param .u16 xstream_echo_y, .param .s64 xstream_echo_z, .param .f32 xstream_echo_w)
+.visible .entry xstream_echo_params(.param .u64 xstream_echo_out, .param .align 8 .b8 xstream_echo_s[16], .param .u8 xstream_echo_x, .param .u16 xstream_echo_y, .param .u64 xstream_echo_z, .param .f32 xstream_echo_w)
 {
     .reg .b16 %rs<5>;
     .reg .b64 %rd<4>;

@@ -719,6 +719,33 @@ impl AnyStream {
         })
     }
 
+    // --- launch builder ---
+
+    /// [`Stream::enqueue_launch`] (the checked launch of the launch builder, see
+    /// [`xstream_core::launch`]): arguments of every kind, with `attrs`. The arguments are
+    /// converted to the backend's types first (one small vector per launch). The erased path
+    /// has no unchecked launch (this crate has no `unsafe`): use the typed stream
+    /// (`downcast_ref`) for one.
+    ///
+    /// # Errors
+    /// As [`Stream::enqueue_launch`]; [`Error::WrongDevice`] for a function or buffer
+    /// argument of another backend.
+    pub fn launch_checked(
+        &self,
+        f: &AnyFunction,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, AnyBuffer>],
+        attrs: &xstream_core::LaunchAttrs,
+    ) -> Result<()> {
+        const OP: &str = "AnyStream::launch_checked";
+        pair!(OP, AnyStream, self, AnyFunction, f, s, func => {
+            let typed = typed_args(OP, s, args)?;
+            s.enqueue_launch(func, cfg, &typed, attrs)
+        })
+    }
+
+    // --- end of launch builder ---
+
     /// [`Stream::alloc_async`].
     ///
     /// # Errors
