@@ -263,3 +263,101 @@ fn data_path_allocations() {
     assert_eq!(d2h, 0, "copy_to_host allocated");
     assert_eq!(aa, 0, "alloc_async + free_async allocated");
 }
+
+/// The launch builder's own work (a builder with six arguments: a buffer, a struct by value
+/// and four scalars) allocates nothing, and a launch through it allocates no more than the
+/// same launch through `launch_kernel` (what the backend's enqueue allocates is its own).
+fn builder_counts<B: Backend>(dev: &B::Device) -> (u64, u64, u64) {
+    use xstream_conformance::modules::EchoStruct;
+    use xstream_core::launch::ByValue;
+    use xstream_core::module::BUILTIN_ECHO;
+    use xstream_core::{KernelArg, LaunchConfig, Module};
+    let s = dev
+        .create_stream(&StreamDesc::new().flags(StreamFlags::NON_BLOCKING))
+        .unwrap();
+    let f = dev
+        .builtin_module()
+        .unwrap()
+        .function(BUILTIN_ECHO)
+        .unwrap();
+    let buf = dev.alloc(64).unwrap();
+    let st = EchoStruct {
+        a: 1,
+        b: 2,
+        pad: [0; 5],
+        c: 3.0,
+    };
+    let build = count(|| {
+        let mut l = s.launch_builder(&f);
+        l.arg(&buf)
+            .arg(ByValue(&st))
+            .arg(1i8)
+            .arg(2u16)
+            .arg(3i64)
+            .arg(4.0f32);
+        std::hint::black_box(l.args().len());
+    });
+    let mut l = s.launch_builder(&f);
+    l.arg(&buf)
+        .arg(ByValue(&st))
+        .arg(1i8)
+        .arg(2u16)
+        .arg(3i64)
+        .arg(4.0f32);
+    let via_builder = count_grouped(5, || l.launch().unwrap(), || s.synchronize().unwrap());
+    let bytes = bytemuck_bytes(&st);
+    let args = [
+        KernelArg::Buffer(&buf),
+        KernelArg::Bytes(&bytes),
+        KernelArg::I8(1),
+        KernelArg::U16(2),
+        KernelArg::I64(3),
+        KernelArg::F32(4.0),
+    ];
+    let direct = count_grouped(
+        5,
+        || s.launch_kernel(&f, &LaunchConfig::single(), &args).unwrap(),
+        || s.synchronize().unwrap(),
+    );
+    (build, via_builder, direct)
+}
+
+/// The bytes of `s` (its fields, little-endian, with the explicit padding).
+fn bytemuck_bytes(s: &xstream_conformance::modules::EchoStruct) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[0..2].copy_from_slice(&s.a.to_le_bytes());
+    b[2] = s.b.to_le_bytes()[0];
+    b[3..8].copy_from_slice(&s.pad);
+    b[8..16].copy_from_slice(&s.c.to_le_bytes());
+    b
+}
+
+fn assert_builder_counts(backend: &str, (build, via_builder, direct): (u64, u64, u64)) {
+    report(backend, "builder: 6 args", build, None);
+    report(backend, "launch via builder", via_builder, None);
+    report(backend, "launch via launch_kernel", direct, None);
+    assert_eq!(
+        build, 0,
+        "{backend}: building a 6-argument launch allocated"
+    );
+    assert!(
+        via_builder <= direct,
+        "{backend}: a launch through the builder allocated {via_builder} times, launch_kernel {direct}"
+    );
+}
+
+#[test]
+fn launch_builder_adds_no_allocation() {
+    let dev = HostBackend::open(0).unwrap();
+    assert_builder_counts("host", builder_counts::<HostBackend>(&dev));
+}
+
+#[test]
+fn launch_builder_adds_no_allocation_on_ascend() {
+    if !xstream_conformance::simulator::run_in_child(1) {
+        return;
+    }
+    common::setup();
+    let dev = AscendBackend::open(0).expect("open the simulated Ascend device");
+    assert_builder_counts("ascend", builder_counts::<AscendBackend>(&dev));
+}

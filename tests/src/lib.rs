@@ -12,6 +12,7 @@
 //!   the skip list ([`may_skip`]) and the runner ([`run`]).
 //! - `flags`: flag translation tables, strict / best-effort policy, priority mapping.
 //! - `streams`: stream identity and argument checking.
+//! - `devinfo`: device facts (memory, compute units, UUID) consistent and stable.
 //! - `data`: the built-in compute kernel against its host reference.
 //! - `ordering`: event waits across streams, query, the default-stream rule.
 //! - [`ordered_use`]: join, record_event, the event pool, allocation without host
@@ -130,6 +131,7 @@ mod capture;
 pub mod child;
 pub mod collectives;
 mod data;
+mod devinfo;
 mod events;
 mod flags;
 mod memop;
@@ -241,6 +243,10 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         c!(modules::module_launch_in_capture, "a kernel launched during capture runs only on replay; two replays equal twice the rounds"),
         c!(modules::module_user_kernel, "a user module of the backend's own kind loads and its kernel fills exactly its words"),
         c!(modules::module_bad_input, "missing function, wrong argument count or kind, zero dimensions and a foreign source are clear errors"),
+        c!(modules::launch_builder_widths, "the launch builder passes a struct by value and i8/u16/i64/f32 scalars intact (the builtin echo kernel)"),
+        c!(devinfo::device_info_consistent, "device facts are consistent (free <= total, counts > 0 where reported) and the UUID / PCI id are stable across two opens"),
+        c!(modules::launch_builder_unchecked, "a user kernel through the builder: the checked launch runs where the layout is known; where it is not, it is refused and the unsafe unchecked launch runs"),
+        c!(modules::launch_builder_bad_args, "the launch builder refuses a wrong count, a wrong width, a wrong struct size and attributes the backend lacks"),
         Check {
             name: "value_wait_write",
             about: "a memory wait blocks only its stream until a write releases it (32/64-bit, GEQ across a wrap)",
@@ -303,7 +309,7 @@ const ACL_MODULES: &str = "the builtin module and the suite's Ascend user kernel
                            the ACL runtime simulator's test-only format; a real CANN runtime \
                            refuses them (the device lacks KERNELS)";
 
-static CUDA_MAY_SKIP: [MaySkip; 13] = [
+static CUDA_MAY_SKIP: [MaySkip; 16] = [
     lacks("kernel_aliasing", Capabilities::MODULES, CUDA_MODULES),
     lacks("reduce_builtin", Capabilities::REDUCE, CUDA_MODULES),
     lacks("peer_copy", Capabilities::PEER_COPY, PEER_ONE_DEVICE),
@@ -334,9 +340,20 @@ static CUDA_MAY_SKIP: [MaySkip; 13] = [
     ),
     lacks("module_user_kernel", Capabilities::MODULES, CUDA_MODULES),
     lacks("module_bad_input", Capabilities::MODULES, CUDA_MODULES),
+    lacks("launch_builder_widths", Capabilities::MODULES, CUDA_MODULES),
+    lacks(
+        "launch_builder_bad_args",
+        Capabilities::MODULES,
+        CUDA_MODULES,
+    ),
+    lacks(
+        "launch_builder_unchecked",
+        Capabilities::MODULES,
+        CUDA_MODULES,
+    ),
 ];
 
-static ASCEND_MAY_SKIP: [MaySkip; 17] = [
+static ASCEND_MAY_SKIP: [MaySkip; 20] = [
     lacks("kernel_aliasing", Capabilities::KERNELS, ACL_MODULES),
     lacks(
         "reduce_builtin",
@@ -390,6 +407,17 @@ static ASCEND_MAY_SKIP: [MaySkip; 17] = [
     ),
     lacks("module_user_kernel", Capabilities::KERNELS, ACL_MODULES),
     lacks("module_bad_input", Capabilities::KERNELS, ACL_MODULES),
+    lacks("launch_builder_widths", Capabilities::KERNELS, ACL_MODULES),
+    lacks(
+        "launch_builder_bad_args",
+        Capabilities::KERNELS,
+        ACL_MODULES,
+    ),
+    lacks(
+        "launch_builder_unchecked",
+        Capabilities::KERNELS,
+        ACL_MODULES,
+    ),
 ];
 
 const PEER_ONE_DEVICE: &str = "a copy between devices needs two devices; the device has no peer \

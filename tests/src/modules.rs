@@ -1,8 +1,10 @@
 //! Modules and kernels: the builtin module against its host reference, launches inside a
 //! capture, a user kernel per backend, and the errors of bad launches.
 
+use xstream_core::launch::{ByValue, RawBytes};
 use xstream_core::module::{
-    lcg_launch, BUILTIN_DELAY, BUILTIN_DELAY_PARAMS, BUILTIN_LCG, BUILTIN_LCG_PARAMS,
+    lcg_launch, BUILTIN_DELAY, BUILTIN_DELAY_PARAMS, BUILTIN_ECHO, BUILTIN_LCG, BUILTIN_LCG_PARAMS,
+    ECHO_RECORD_BYTES,
 };
 use xstream_core::{
     Backend, BackendKind, Buffer, Capabilities, CaptureMode, Device, Error, Function, Graph,
@@ -282,4 +284,213 @@ pub(crate) fn module_bad_input<B: Backend>(env: &Env<B>) -> CheckResult {
     crate::reference::lcg_jump(&mut want, 1);
     ensure!(got == want, "refused launches changed the buffer");
     pass("missing name, count, kind, zero dims and foreign source refused; stream still usable")
+}
+
+/// The struct [`xstream_core::module::BUILTIN_ECHO`] takes by value:
+/// `#[repr(C)] { u16 a; i8 b; u8 pad[5]; f64 c; }` (16 bytes; the padding C would insert is an
+/// explicit field, so every byte passed is initialised).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EchoStruct {
+    /// Written at offset 0 of the record.
+    pub a: u16,
+    /// Written at offset 2.
+    pub b: i8,
+    /// Padding (not written).
+    pub pad: [u8; 5],
+    /// Written at offset 8.
+    pub c: f64,
+}
+
+// SAFETY: `repr(C)`, fields of 2 + 1 + 5 + 8 bytes at offsets 0, 2, 3, 8: no implicit padding;
+// every bit pattern of each field is valid.
+#[allow(unsafe_code)]
+unsafe impl bytemuck::Zeroable for EchoStruct {}
+// SAFETY: as above; `Copy + 'static`.
+#[allow(unsafe_code)]
+unsafe impl bytemuck::Pod for EchoStruct {}
+
+fn echo_want(s: &EchoStruct, x: i8, y: u16, z: i64, w: f32) -> [u8; ECHO_RECORD_BYTES] {
+    let mut b = [0u8; 16];
+    b.copy_from_slice(bytemuck::bytes_of(s));
+    xstream_core::module::echo_record(&b, x, y, z, w)
+}
+
+pub(crate) fn launch_builder_widths<B: Backend>(env: &Env<B>) -> CheckResult {
+    need!(env, Capabilities::MODULES, "modules and kernels");
+    need!(env, Capabilities::KERNELS, "the builtin module");
+    let dev = &env.device;
+    let echo = dev
+        .builtin_module()
+        .ctx("builtin_module")?
+        .function(BUILTIN_ECHO)
+        .ctx("function(xstream_echo_params)")?;
+    let s = dev.create_stream(&nb()).ctx("create")?;
+    let buf = dev.alloc(64).ctx("alloc")?;
+    // Seed the record's padding bytes: the kernel must leave them alone.
+    s.write(&buf, 0, vec![0xEE; 64]).ctx("write")?;
+    let st = EchoStruct {
+        a: 0xBEEF,
+        b: -7,
+        pad: [0; 5],
+        c: -1.25e300,
+    };
+    let (x, y, z, w) = (-128i8, 0xFFFEu16, i64::MIN + 3, 3.5f32);
+    s.launch_builder(&echo)
+        .arg(&buf)
+        .arg(ByValue(&st))
+        .arg(x)
+        .arg(y)
+        .arg(z)
+        .arg(w)
+        .launch()
+        .ctx("builder launch(xstream_echo_params)")?;
+    let got = read_all::<B>(&s, &buf)?;
+    let mut want = vec![0xEEu8; 64];
+    let rec = echo_want(&st, x, y, z, w);
+    for r in [0..3, 8..17, 18..20, 24..36] {
+        want[r.clone()].copy_from_slice(&rec[r]);
+    }
+    ensure!(
+        got == want,
+        "the echoed record differs:\n got  {:02x?}\n want {:02x?}",
+        &got[..40],
+        &want[..40]
+    );
+    pass("u16/i8/f64 struct by value, i8, u16, i64, f32 reached the kernel intact; padding untouched")
+}
+
+fn expect_unsupported(what: &str, r: xstream_core::Result<()>) -> Result<(), String> {
+    match r {
+        Err(Error::Unsupported { .. }) => Ok(()),
+        Err(e) => Err(format!("{what}: expected Unsupported, got {e}")),
+        Ok(()) => Err(format!("{what}: accepted")),
+    }
+}
+
+pub(crate) fn launch_builder_bad_args<B: Backend>(env: &Env<B>) -> CheckResult {
+    need!(env, Capabilities::MODULES, "modules and kernels");
+    need!(env, Capabilities::KERNELS, "the builtin module");
+    let dev = &env.device;
+    let echo = dev
+        .builtin_module()
+        .ctx("builtin_module")?
+        .function(BUILTIN_ECHO)
+        .ctx("function(xstream_echo_params)")?;
+    let s = dev.create_stream(&nb()).ctx("create")?;
+    let buf = dev.alloc(64).ctx("alloc")?;
+    let st = EchoStruct {
+        a: 1,
+        b: 2,
+        pad: [0; 5],
+        c: 3.0,
+    };
+    let short = [0u8; 12];
+    let mut l = s.launch_builder(&echo);
+    l.arg(&buf).arg(ByValue(&st)).arg(1i8).arg(2u16).arg(3i64);
+    expect_invalid("five arguments for six parameters", l.launch(), "argument")?;
+    l.clear_args();
+    l.arg(&buf)
+        .arg(ByValue(&st))
+        .arg(1i8)
+        .arg(2u32)
+        .arg(3i64)
+        .arg(4.0f32);
+    expect_invalid("a u32 where a u16 goes", l.launch(), "argument 3")?;
+    l.clear_args();
+    l.arg(&buf)
+        .arg(RawBytes(&short))
+        .arg(1i8)
+        .arg(2u16)
+        .arg(3i64)
+        .arg(4.0f32);
+    expect_invalid(
+        "12 bytes where a 16-byte struct goes",
+        l.launch(),
+        "argument 1",
+    )?;
+    l.clear_args();
+    l.arg(&buf)
+        .arg(ByValue(&st))
+        .arg(1i8)
+        .arg(2u16)
+        .arg(3i64)
+        .arg(4.0f32);
+    let attr_detail = if B::KIND == BackendKind::Cuda {
+        // CUDA has clusters: a grid that is no multiple of the cluster is refused instead.
+        l.config(LaunchConfig::linear(3, 1)).cluster([2, 1, 1]);
+        expect_invalid("grid 3 with clusters of 2", l.launch(), "multiple")?;
+        "a grid not a multiple of its cluster refused"
+    } else {
+        l.cooperative(true);
+        expect_unsupported("a cooperative launch", l.launch())?;
+        l.cooperative(false).cluster([1, 1, 1]);
+        expect_unsupported("cluster dimensions", l.launch())?;
+        "cooperative launch and clusters refused (Unsupported)"
+    };
+    // Nothing was enqueued: the buffer is untouched; a good launch still works.
+    l.attrs(Default::default()).config(LaunchConfig::single());
+    let before = read_all::<B>(&s, &buf)?;
+    ensure!(before == vec![0u8; 64], "a refused launch wrote the buffer");
+    l.launch().ctx("good launch")?;
+    let got = read_all::<B>(&s, &buf)?;
+    // The buffer was zero: the record's padding stays zero, as `echo_record` leaves it.
+    ensure!(
+        got[..ECHO_RECORD_BYTES] == echo_want(&st, 1, 2, 3, 4.0)[..],
+        "the good launch after refusals wrote {:02x?}",
+        &got[..ECHO_RECORD_BYTES]
+    );
+    pass(format!(
+        "wrong count, wrong scalar width, wrong struct size refused (InvalidArgument); {attr_detail}; stream still usable"
+    ))
+}
+
+pub(crate) fn launch_builder_unchecked<B: Backend>(env: &Env<B>) -> CheckResult {
+    need!(env, Capabilities::MODULES, "modules and kernels");
+    if B::KIND == BackendKind::Ascend {
+        need!(
+            env,
+            Capabilities::KERNELS,
+            "the simulator's kernel-binary format"
+        );
+    }
+    let dev = &env.device;
+    let m = dev.load_module(&fill_source(B::KIND)).ctx("load_module")?;
+    let fill = m.function("xs_fill").ctx("function(xs_fill)")?;
+    let s = dev.create_stream(&nb()).ctx("create")?;
+    let words = 64u32;
+    let buf = dev.alloc(words as usize * 4).ctx("alloc")?;
+    let mut l = s.launch_builder(&fill);
+    l.config(LaunchConfig::for_items(words, 32))
+        .arg(&buf)
+        .arg(words)
+        .arg(0x600D_F111u32);
+    let checked = l.launch();
+    // Where the backend knows the layout (host kinds, CUDA's driver layout) the checked launch
+    // runs; where it cannot (ACL), it is refused and only the unsafe launch passes.
+    // CUDA reports a user kernel's sizes from the driver (12.4 and later), not as kinds.
+    let may_know = fill.params().is_some() || B::KIND == BackendKind::Cuda;
+    let detail = match checked {
+        Ok(()) if may_know => "layout known: the checked launch ran",
+        Err(Error::Unsupported { .. }) if fill.params().is_none() => {
+            // SAFETY: `xs_fill(pointer, u32 words, u32 value)` takes exactly these three
+            // arguments, and the buffer holds `words` u32s.
+            #[allow(unsafe_code)]
+            unsafe { l.launch_unchecked() }.ctx("launch_unchecked")?;
+            "layout unknown: checked launch refused (Unsupported), unchecked launch ran"
+        }
+        r => {
+            return Err(format!(
+                "checked launch of a user kernel (declared parameters: {:?}): {r:?}",
+                fill.params()
+            ))
+        }
+    };
+    let got = read_all::<B>(&s, &buf)?;
+    ensure!(
+        got.chunks_exact(4)
+            .all(|w| w == 0x600D_F111u32.to_le_bytes()),
+        "xs_fill through the builder left words unfilled"
+    );
+    pass(detail)
 }

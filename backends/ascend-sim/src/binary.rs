@@ -14,9 +14,9 @@
 //! | count | `u32` | number of kernels, 1..=64 |
 //! | *per kernel:* name length | `u16` | 1..=255 |
 //! | name | bytes | UTF-8 without NUL, unique within the binary |
-//! | builtin | `u32` | the CPU kernel: 1 delay, 2 lcg, 3 fault, 4 fill, 5 add |
+//! | builtin | `u32` | the CPU kernel: 1 delay, 2 lcg, 3 fault, 4 fill, 5 add, 6 echo |
 //! | parameter count | `u8` | must equal the built-in's |
-//! | parameter kinds | one `u8` each | must equal the built-in's: 1 pointer (8 bytes), 2 `u32`, 3 `u64`, 4 `i32` |
+//! | parameter kinds | one `u8` each | must equal the built-in's: 1 pointer (8 bytes), 2 `u32`, 3 `u64`, 4 `i32`, 5 `i8`, 8 `u16`, 9 `i64`, 10 `f32`, 16 a 16-byte block passed by value |
 //!
 //! Nothing may follow the last kernel. The built-ins:
 //!
@@ -27,10 +27,11 @@
 //! | 3 fault | `i32 code` | a device fault: the context is poisoned with `code` (0: nothing) |
 //! | 4 fill | `pointer words_ptr, u32 words, u32 value` | stores `value` into each of the `words` `u32`s |
 //! | 5 add | `pointer a, pointer b, pointer out, u32 words` | for each `i < words`: reads `a[i]` and `b[i]`, then stores their wrapping `u32` sum to `out[i]` (the pointers may alias) |
+//! | 6 echo | `pointer out, block16 s, i8 x, u16 y, i64 z, f32 w` | writes the 40-byte record of xstream's `xstream_echo_params`: `s` bytes 0..3 at 0, `s` bytes 8..16 at 8, `x` at 16, `y` at 18, `z` at 24, `w` at 32 (little-endian; other bytes untouched) |
 //!
 //! Arguments are laid out like the runtime lays out an AI Core kernel's: each parameter starts
 //! at the next multiple of 8 bytes, and the argument block ends after the last parameter (delay
-//! 8 bytes, lcg and fill 20, fault 4, add 28).
+//! 8 bytes, lcg and fill 20, fault 4, add 28, echo 52).
 
 /// The magic that opens a simulator kernel binary.
 pub const XSIM_BINARY_MAGIC: [u8; 8] = *b"XSIMKBIN";
@@ -47,6 +48,27 @@ pub const XSIM_PARAM_U32: u8 = 2;
 pub const XSIM_PARAM_U64: u8 = 3;
 /// Parameter kind byte: `i32`.
 pub const XSIM_PARAM_I32: u8 = 4;
+/// Parameter kind byte: `i8`.
+pub const XSIM_PARAM_I8: u8 = 5;
+/// Parameter kind byte: `u16`.
+pub const XSIM_PARAM_U16: u8 = 8;
+/// Parameter kind byte: `i64`.
+pub const XSIM_PARAM_I64: u8 = 9;
+/// Parameter kind byte: `f32`.
+pub const XSIM_PARAM_F32: u8 = 10;
+/// Parameter kind byte: a 16-byte block passed by value (a struct).
+pub const XSIM_PARAM_BLOCK16: u8 = 16;
+
+/// The size in bytes of a parameter of kind byte `k`.
+pub fn param_size(k: u8) -> usize {
+    match k {
+        XSIM_PARAM_I8 => 1,
+        XSIM_PARAM_U16 => 2,
+        XSIM_PARAM_U32 | XSIM_PARAM_I32 | XSIM_PARAM_F32 => 4,
+        XSIM_PARAM_BLOCK16 => 16,
+        _ => 8,
+    }
+}
 
 /// A built-in CPU kernel of the simulator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +83,8 @@ pub enum Builtin {
     Fill = 4,
     /// `out[i] = a[i] + b[i]` over `u32` words (the pointers may alias).
     Add = 5,
+    /// Writes its arguments (scalars of several widths, a struct by value) into a record.
+    Echo = 6,
 }
 
 impl Builtin {
@@ -71,6 +95,7 @@ impl Builtin {
             3 => Some(Self::Fault),
             4 => Some(Self::Fill),
             5 => Some(Self::Add),
+            6 => Some(Self::Echo),
             _ => None,
         }
     }
@@ -87,6 +112,14 @@ impl Builtin {
                 XSIM_PARAM_PTR,
                 XSIM_PARAM_U32,
             ],
+            Self::Echo => &[
+                XSIM_PARAM_PTR,
+                XSIM_PARAM_BLOCK16,
+                XSIM_PARAM_I8,
+                XSIM_PARAM_U16,
+                XSIM_PARAM_I64,
+                XSIM_PARAM_F32,
+            ],
         }
     }
 
@@ -96,11 +129,7 @@ impl Builtin {
         self.params()
             .iter()
             .map(|&k| {
-                let size = if k == XSIM_PARAM_U32 || k == XSIM_PARAM_I32 {
-                    4
-                } else {
-                    8
-                };
+                let size = param_size(k);
                 let off = end.next_multiple_of(8);
                 end = off + size;
                 (off, size)
@@ -234,6 +263,11 @@ mod tests {
         assert_eq!(Builtin::Lcg.layout(), vec![(0, 8), (8, 4), (16, 4)]);
         assert_eq!(Builtin::Lcg.args_size(), 20);
         assert_eq!(Builtin::Fault.args_size(), 4);
+        assert_eq!(
+            Builtin::Echo.layout(),
+            vec![(0, 8), (8, 16), (24, 1), (32, 2), (40, 8), (48, 4)]
+        );
+        assert_eq!(Builtin::Echo.args_size(), 52);
     }
 
     #[test]

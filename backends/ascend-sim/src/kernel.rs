@@ -546,6 +546,36 @@ impl ExtTask for KernelTask {
                     }
                 }
             }
+            Builtin::Echo => {
+                let ptr = read_u64(b, lay[0].0) as usize;
+                if ptr == 0 {
+                    stream.fault(ACL_ERROR_RT_AICORE_EXCEPTION);
+                    return;
+                }
+                // (source offset in the argument block, length, record offset)
+                let (s, x, y, z, w) = (lay[1].0, lay[2].0, lay[3].0, lay[4].0, lay[5].0);
+                let pieces = [
+                    (s, 3, 0),
+                    (s + 8, 8, 8),
+                    (x, 1, 16),
+                    (y, 2, 18),
+                    (z, 8, 24),
+                    (w, 4, 32),
+                ];
+                for (src, n, dst) in pieces {
+                    // SAFETY: the launcher promised the 40-byte record at `ptr` stays valid
+                    // until the kernel ran (the device trusts its arguments the same way);
+                    // `src..src + n` lies in the argument block, checked against the layout
+                    // at launch.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            b[src..src + n].as_ptr(),
+                            (ptr as *mut u8).add(dst),
+                            n,
+                        )
+                    };
+                }
+            }
             Builtin::Fault => {
                 let code = read_u32(b, lay[0].0) as i32;
                 if code != 0 {

@@ -62,6 +62,16 @@ fn allocs() -> &'static Mutex<BTreeMap<usize, Block>> {
     A.get_or_init(Default::default)
 }
 
+/// Bytes the caller asked for in the live `aclrtMalloc` blocks of device `device` (what
+/// `aclrtGetMemInfo` counts as used).
+pub(crate) fn live_device_bytes(device: i32) -> u64 {
+    lock(allocs())
+        .values()
+        .filter(|b| b.home == Home::Device(device))
+        .map(|b| b.requested as u64)
+        .sum()
+}
+
 /// The home of the block holding `p .. p + n`, when one does.
 pub(crate) fn home_of(p: usize, n: usize) -> Option<Home> {
     let g = lock(allocs());

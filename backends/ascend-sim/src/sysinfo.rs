@@ -1,7 +1,10 @@
 //! System information: the run mode (`aclrtGetRunMode`), the installed CANN package versions
 //! (`aclsysGetVersionStr` / `aclsysGetVersionNum`), the SoC name (`aclrtGetSocName`), the
-//! cores the calling thread may use (`aclrtGetResInCurrentThread`) and the device's fault
-//! detail (`aclrtGetErrorVerbose`).
+//! cores the calling thread may use (`aclrtGetResInCurrentThread`), the device's fault
+//! detail (`aclrtGetErrorVerbose`), and the device facts of `aclrtGetDeviceInfo`,
+//! `aclrtGetMemInfo`, `aclrtDeviceGetUuid` and `aclrtDeviceGetPCIBusId` (plausible fixed values
+//! per simulated product, listed in `docs/simulators.md`; the free memory is the total less the
+//! simulator's live `aclrtMalloc` blocks).
 //!
 //! The rules follow the CANN runtime's source (`hicann/runtime`): `src/acl/aclrt_impl/device.cpp`
 //! (run mode, resources), `src/acl/aclrt_impl/acl.cpp` (package versions),
@@ -435,6 +438,154 @@ pub unsafe extern "C" fn aclsysGetVersionNum(pkg_name: *mut c_char, version_num:
         let n = version_number_r(&v)?;
         // SAFETY: checked non-NULL; caller contract.
         unsafe { put(version_num, n) }
+    })
+}
+
+/// `ACL_DEV_ATTR_AICPU_CORE_NUM` (`aclrtDevAttr`).
+pub const ACL_DEV_ATTR_AICPU_CORE_NUM: i32 = 1;
+/// `ACL_DEV_ATTR_AICORE_CORE_NUM`.
+pub const ACL_DEV_ATTR_AICORE_CORE_NUM: i32 = 101;
+/// `ACL_DEV_ATTR_CUBE_CORE_NUM`.
+pub const ACL_DEV_ATTR_CUBE_CORE_NUM: i32 = 102;
+/// `ACL_DEV_ATTR_VECTOR_CORE_NUM`.
+pub const ACL_DEV_ATTR_VECTOR_CORE_NUM: i32 = 201;
+/// `ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE` (bytes).
+pub const ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE: i32 = 301;
+/// `ACL_DEV_ATTR_L2_CACHE_SIZE` (bytes).
+pub const ACL_DEV_ATTR_L2_CACHE_SIZE: i32 = 302;
+
+const GIB: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
+
+/// The simulated product's device memory, L2 cache and AI CPU count (plausible values for the
+/// chip, not measured on one).
+fn product_memory() -> (u64, u64, i64) {
+    match product() {
+        Product::A2 => (64 * GIB, 192 * MIB, 6),
+        Product::P310 => (24 * GIB, 96 * MIB, 8),
+        Product::T910 => (32 * GIB, 32 * MIB, 14),
+    }
+}
+
+/// Checks a device id against the simulated device count (107001 outside).
+fn check_device(id: i64) -> R {
+    if id < 0 || id >= i64::from(crate::config::device_count()) {
+        return err(DEVICE_ID, format!("device id {id} is out of range"));
+    }
+    Ok(())
+}
+
+/// `aclError aclrtGetDeviceInfo(uint32_t deviceId, aclrtDevAttr attr, int64_t* value)`: the
+/// core counts (1, 101, 102, 201) and memory sizes (301, 302) of the simulated product. NULL
+/// `value` → 100000 (the ACL layer's check); a device id out of range → 107001; another
+/// attribute of the header → 207000 (not simulated); an unknown one → 107000.
+///
+/// # Safety
+/// `value` must be NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtGetDeviceInfo(device_id: u32, attr: i32, value: *mut i64) -> i32 {
+    ffi("aclrtGetDeviceInfo", false, || {
+        non_null(value, "value")?;
+        check_device(i64::from(device_id))?;
+        let (_, cube, vector) = soc();
+        let (mem, l2, aicpu) = product_memory();
+        let v: i64 = match attr {
+            ACL_DEV_ATTR_AICPU_CORE_NUM => aicpu,
+            ACL_DEV_ATTR_AICORE_CORE_NUM | ACL_DEV_ATTR_CUBE_CORE_NUM => i64::from(cube),
+            ACL_DEV_ATTR_VECTOR_CORE_NUM => i64::from(vector),
+            ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE => mem as i64,
+            ACL_DEV_ATTR_L2_CACHE_SIZE => l2 as i64,
+            202..=212 | 401..=409 | 501 | 601 => {
+                return err(
+                    ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                    format!("device attribute {attr} is not simulated"),
+                )
+            }
+            _ => {
+                return err(
+                    ACL_ERROR_RT_PARAM_INVALID,
+                    format!("unknown device attribute {attr}"),
+                )
+            }
+        };
+        // SAFETY: checked non-NULL; caller contract.
+        unsafe { put(value, v) }
+    })
+}
+
+/// `aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t* free, size_t* total)`: the current
+/// context's device: `total` the product's memory, `free` the total less the live
+/// `aclrtMalloc` blocks of that device. Every `aclrtMemAttr` (0..=17) reports the same pool.
+/// NULL `free` or `total` → 100000; another attribute → 107000; no current context → 107002.
+///
+/// # Safety
+/// `free` and `total` must be NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtGetMemInfo(attr: i32, free: *mut usize, total: *mut usize) -> i32 {
+    ffi("aclrtGetMemInfo", false, || {
+        non_null(free, "free")?;
+        non_null(total, "total")?;
+        if !(0..=17).contains(&attr) {
+            return err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!("memory attribute {attr} out of range [0, 17]"),
+            );
+        }
+        let ctx = cur_ctx()?;
+        let (mem, _, _) = product_memory();
+        let used = crate::memory::live_device_bytes(ctx.device);
+        // SAFETY: checked non-NULL; caller contract.
+        unsafe { put(total, mem as usize) }?;
+        // SAFETY: as above.
+        unsafe { put(free, mem.saturating_sub(used) as usize) }
+    })
+}
+
+/// `aclError aclrtDeviceGetUuid(int32_t deviceId, aclrtUuid* uuid)`: a fixed UUID per device,
+/// `58 53 49 4d` (`XSIM`), eleven zero bytes, the device id in the last byte. NULL → 100000;
+/// a device id out of range → 107001.
+///
+/// # Safety
+/// `uuid` must be NULL or valid for a 16-byte write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtDeviceGetUuid(device_id: i32, uuid: *mut [u8; 16]) -> i32 {
+    ffi("aclrtDeviceGetUuid", false, || {
+        non_null(uuid, "uuid")?;
+        check_device(i64::from(device_id))?;
+        let mut u = [0u8; 16];
+        u[..4].copy_from_slice(b"XSIM");
+        u[15] = device_id as u8;
+        // SAFETY: checked non-NULL; caller contract.
+        unsafe { put(uuid, u) }
+    })
+}
+
+/// `aclError aclrtDeviceGetPCIBusId(int32_t deviceId, char* pciBusId, int32_t len)`: a fixed
+/// bus id per device, `0000:<0xc1 + id>:00.0`, NUL-terminated. NULL → 100000; a device id out
+/// of range → 107001; `len` too small for the id and its NUL → 107000.
+///
+/// # Safety
+/// `pci_bus_id` must be NULL or valid for `len` bytes of writes.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtDeviceGetPCIBusId(
+    device_id: i32,
+    pci_bus_id: *mut c_char,
+    len: i32,
+) -> i32 {
+    ffi("aclrtDeviceGetPCIBusId", false, || {
+        non_null(pci_bus_id, "pciBusId")?;
+        check_device(i64::from(device_id))?;
+        let id = format!("0000:{:02x}:00.0\0", 0xc1 + device_id);
+        if len < 0 || (len as usize) < id.len() {
+            return err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!("len {len} is below the {} bytes of the bus id", id.len()),
+            );
+        }
+        // SAFETY: checked non-NULL; the caller promised `len` writable bytes, and `id` (with
+        // its NUL) fits in them (checked).
+        unsafe { std::ptr::copy_nonoverlapping(id.as_ptr(), pci_bus_id.cast::<u8>(), id.len()) };
+        Ok(())
     })
 }
 

@@ -306,6 +306,16 @@ impl AscendDevice {
             capabilities: caps,
             max_streams,
             driver: describe_runtime(t, result::sysinfo::host_run_mode(t)),
+            chip: result::sysinfo::soc_name(t),
+            compute_capability: None,
+            compute_units: result::sysinfo::ai_cores(t, ordinal as u32)
+                .or_else(|| result::sysinfo::cores(t).map(|(cube, _)| cube))
+                .filter(|&n| n > 0),
+            total_memory: result::sysinfo::mem_info(t)
+                .and_then(|r| r.ok())
+                .map(|(_, total)| total),
+            uuid: result::sysinfo::uuid(t, ordinal as i32).map(xstream_core::DeviceUuid),
+            pci_bus_id: result::sysinfo::pci_bus_id(t, ordinal as i32),
         };
         DeviceInner {
             t,
@@ -484,6 +494,26 @@ impl Device for AscendDevice {
     fn disable_peer_access(&self, peer: &AscendDevice) -> Result<()> {
         crate::peer::disable(self, peer)
     }
+
+    // --- device info ---
+
+    fn memory_info(&self) -> Result<xstream_core::MemoryInfo> {
+        ensure_not_in_callback()?;
+        let d = &self.inner;
+        d.bind()?;
+        match result::sysinfo::mem_info(d.t) {
+            Some(r) => r.map(|(free, total)| xstream_core::MemoryInfo { free, total }),
+            None => Err(Error::unsupported(
+                BackendKind::Ascend,
+                format!(
+                    "free memory: {} does not export aclrtGetMemInfo",
+                    d.t.library
+                ),
+            )),
+        }
+    }
+
+    // --- end of device info ---
 
     fn info(&self) -> &DeviceInfo {
         &self.inner.info

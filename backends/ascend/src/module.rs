@@ -27,7 +27,10 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use xstream_core::module::{BUILTIN_DELAY, BUILTIN_DELAY_PARAMS, BUILTIN_LCG, BUILTIN_LCG_PARAMS};
+use xstream_core::module::{
+    BUILTIN_DELAY, BUILTIN_DELAY_PARAMS, BUILTIN_ECHO, BUILTIN_ECHO_PARAMS, BUILTIN_LCG,
+    BUILTIN_LCG_PARAMS,
+};
 use xstream_core::{
     ensure_not_in_callback, BackendKind, Capabilities, Error, Function, Module, ParamKind, Result,
 };
@@ -49,6 +52,12 @@ pub enum SimKernel {
     Fault,
     /// `(pointer, u32 words, u32 value)`: stores `value` into `u32` words.
     Fill,
+    /// `(pointer a, pointer b, pointer out, u32 words)`: `out[i] = a[i] + b[i]` over `u32`
+    /// words (the pointers may alias).
+    Add,
+    /// `(pointer out, 16-byte struct, i8, u16, i64, f32)`: writes its arguments into `out`
+    /// (the record of [`xstream_core::module::BUILTIN_ECHO`]).
+    Echo,
 }
 
 impl SimKernel {
@@ -59,6 +68,9 @@ impl SimKernel {
             Self::Lcg => (2, &[1, 2, 2]),
             Self::Fault => (3, &[4]),
             Self::Fill => (4, &[1, 2, 2]),
+            Self::Add => (5, &[1, 1, 1, 2]),
+            // 16 a 16-byte block, 5 i8, 8 u16, 9 i64, 10 f32.
+            Self::Echo => (6, &[1, 16, 5, 8, 9, 10]),
         }
     }
 }
@@ -89,12 +101,13 @@ pub fn sim_binary(kernels: &[(&str, SimKernel)]) -> Vec<u8> {
     v
 }
 
-/// The builtin module's binary: [`BUILTIN_DELAY`] and [`BUILTIN_LCG`] in the simulator's
-/// test-only format (see the module docs: it runs only on the simulator).
+/// The builtin module's binary: [`BUILTIN_DELAY`], [`BUILTIN_LCG`] and [`BUILTIN_ECHO`] in
+/// the simulator's test-only format (see the module docs: it runs only on the simulator).
 pub fn builtin_binary() -> Vec<u8> {
     sim_binary(&[
         (BUILTIN_DELAY, SimKernel::Delay),
         (BUILTIN_LCG, SimKernel::Lcg),
+        (BUILTIN_ECHO, SimKernel::Echo),
     ])
 }
 
@@ -227,7 +240,7 @@ impl Module for AscendModule {
         d.bind()?;
         let raw = result::kernel::get_function(d.t, self.inner.raw, name)?;
         let params = if self.inner.builtin {
-            builtin_params(name)
+            builtin_params(name).map(Cow::Borrowed)
         } else {
             None
         };
@@ -244,6 +257,7 @@ fn builtin_params(name: &str) -> Option<&'static [ParamKind]> {
     match name {
         BUILTIN_DELAY => Some(BUILTIN_DELAY_PARAMS),
         BUILTIN_LCG => Some(BUILTIN_LCG_PARAMS),
+        BUILTIN_ECHO => Some(BUILTIN_ECHO_PARAMS),
         _ => None,
     }
 }
@@ -262,7 +276,7 @@ pub(crate) enum Owner {
 pub struct AscendFunction {
     name: Cow<'static, str>,
     pub(crate) raw: RawFunction,
-    params: Option<&'static [ParamKind]>,
+    params: Option<Cow<'static, [ParamKind]>>,
     pub(crate) owner: Owner,
 }
 
@@ -277,7 +291,7 @@ impl AscendFunction {
             } else {
                 b.lcg
             },
-            params: builtin_params(name),
+            params: builtin_params(name).map(Cow::Borrowed),
             owner: Owner::Device(device.clone()),
         })
     }
@@ -294,6 +308,21 @@ impl AscendFunction {
     pub fn as_raw(&self) -> RawFunction {
         self.raw
     }
+
+    /// The same function with declared parameter kinds (ACL cannot report them): launches
+    /// then check each argument's kind and size, and the launch builder's checked (safe)
+    /// launch accepts it.
+    ///
+    /// # Safety
+    /// `kinds` must be the kernel's real parameters (count, sizes, meaning): xstream cannot
+    /// verify them, and safe launches rely on them.
+    #[allow(unsafe_code)]
+    pub unsafe fn with_params(&self, kinds: &[ParamKind]) -> AscendFunction {
+        AscendFunction {
+            params: Some(Cow::Owned(kinds.to_vec())),
+            ..self.clone()
+        }
+    }
 }
 
 impl Function for AscendFunction {
@@ -304,7 +333,7 @@ impl Function for AscendFunction {
     }
 
     fn params(&self) -> Option<&[ParamKind]> {
-        self.params
+        self.params.as_deref()
     }
 }
 
@@ -317,7 +346,7 @@ mod tests {
         let b = builtin_binary();
         assert_eq!(&b[..8], b"XSIMKBIN");
         assert_eq!(u32::from_le_bytes([b[8], b[9], b[10], b[11]]), 1);
-        assert_eq!(u32::from_le_bytes([b[12], b[13], b[14], b[15]]), 2);
+        assert_eq!(u32::from_le_bytes([b[12], b[13], b[14], b[15]]), 3);
         // First entry: name length, name, built-in id 1 (delay), one u64 parameter.
         let n = usize::from(u16::from_le_bytes([b[16], b[17]]));
         assert_eq!(&b[18..18 + n], BUILTIN_DELAY.as_bytes());

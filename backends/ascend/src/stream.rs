@@ -668,6 +668,33 @@ impl Stream for AscendStream {
         kernel::launch(self, f, cfg, args)
     }
 
+    // --- launch builder ---
+
+    fn enqueue_launch(
+        &self,
+        f: &AscendFunction,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, AscendBuffer>],
+        attrs: &xstream_core::LaunchAttrs,
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        kernel::launch_ex(self, f, cfg, args, attrs, kernel::Layout::Required)
+    }
+
+    #[allow(unsafe_code)]
+    unsafe fn enqueue_launch_unchecked(
+        &self,
+        f: &AscendFunction,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, AscendBuffer>],
+        attrs: &xstream_core::LaunchAttrs,
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        kernel::launch_ex(self, f, cfg, args, attrs, kernel::Layout::Lenient)
+    }
+
+    // --- end of launch builder ---
+
     // ---- Stream memory operations (see `stream::memop`) ----
 
     fn wait_value32(

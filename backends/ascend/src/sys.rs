@@ -460,6 +460,10 @@ acl_table! {
         aclrtGetRunMode = c"aclrtGetRunMode": fn(*mut i32) -> aclError;
         aclrtGetSocName = c"aclrtGetSocName": fn() -> *const c_char;
         aclrtGetResInCurrentThread = c"aclrtGetResInCurrentThread": fn(i32, *mut u32) -> aclError;
+        aclrtGetDeviceInfo = c"aclrtGetDeviceInfo": fn(u32, i32, *mut i64) -> aclError;
+        aclrtGetMemInfo = c"aclrtGetMemInfo": fn(i32, *mut usize, *mut usize) -> aclError;
+        aclrtDeviceGetUuid = c"aclrtDeviceGetUuid": fn(i32, *mut [u8; 16]) -> aclError;
+        aclrtDeviceGetPCIBusId = c"aclrtDeviceGetPCIBusId": fn(i32, *mut c_char, i32) -> aclError;
         aclrtGetErrorVerbose = c"aclrtGetErrorVerbose": fn(i32, *mut aclrtErrorInfo) -> aclError;
         aclrtMemset = c"aclrtMemset": fn(P, usize, i32, usize) -> aclError;
         aclDataTypeSize = c"aclDataTypeSize": fn(i32) -> usize;

@@ -244,6 +244,30 @@ XS_LCG_DONE:
     ret;
 }
 
+.visible .entry xstream_echo_params(.param .u64 xstream_echo_out, .param .align 8 .b8 xstream_echo_s[16], .param .u8 xstream_echo_x, .param .u16 xstream_echo_y, .param .u64 xstream_echo_z, .param .f32 xstream_echo_w)
+{
+    .reg .b16 %rs<5>;
+    .reg .b64 %rd<4>;
+    .reg .f32 %f<2>;
+    ld.param.u64 %rd1, [xstream_echo_out];
+    cvta.to.global.u64 %rd1, %rd1;
+    ld.param.u16 %rs1, [xstream_echo_s];
+    ld.param.u8 %rs2, [xstream_echo_s+2];
+    ld.param.u64 %rd2, [xstream_echo_s+8];
+    ld.param.u8 %rs3, [xstream_echo_x];
+    ld.param.u16 %rs4, [xstream_echo_y];
+    ld.param.u64 %rd3, [xstream_echo_z];
+    ld.param.f32 %f1, [xstream_echo_w];
+    st.global.u16 [%rd1], %rs1;
+    st.global.u8 [%rd1+2], %rs2;
+    st.global.u64 [%rd1+8], %rd2;
+    st.global.u8 [%rd1+16], %rs3;
+    st.global.u16 [%rd1+18], %rs4;
+    st.global.u64 [%rd1+24], %rd3;
+    st.global.f32 [%rd1+32], %f1;
+    ret;
+}
+
 .visible .entry xs_fault()
 {
     .reg .u32 %r<2>;
@@ -475,6 +499,18 @@ impl CudaDevice {
                 driver / 1000,
                 (driver % 1000) / 10
             ),
+            chip: Some(format!("sm_{major}{minor}")),
+            compute_capability: Some((major.max(0) as u32, minor.max(0) as u32)),
+            compute_units: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .ok()
+                .and_then(|n| u32::try_from(n).ok()),
+            total_memory: ffi::device_total_mem(cu_device).ok(),
+            // `cuDeviceGetUuid_v2` appeared in CUDA 11.4.
+            uuid: (driver >= 11040)
+                .then(|| ffi::device_uuid(cu_device).ok())
+                .flatten()
+                .map(xstream_core::DeviceUuid),
+            pci_bus_id: ffi::device_pci_bus_id(cu_device).ok(),
         };
         Ok(Self {
             shared: Arc::new(Shared {
@@ -574,6 +610,16 @@ impl Device for CudaDevice {
     fn disable_peer_access(&self, peer: &CudaDevice) -> Result<()> {
         crate::peer::disable(self, peer)
     }
+
+    // --- device info ---
+
+    fn memory_info(&self) -> Result<xstream_core::MemoryInfo> {
+        self.shared.enter()?;
+        let (free, total) = ffi::mem_get_info().map_err(|c| error::map("cuMemGetInfo", c))?;
+        Ok(xstream_core::MemoryInfo { free, total })
+    }
+
+    // --- end of device info ---
 
     fn info(&self) -> &DeviceInfo {
         &self.shared.info

@@ -10,7 +10,17 @@
 //! `MAX_DYNAMIC_SHARED_SIZE_BYTES`, the argument count and each argument's size against the
 //! driver's parameter layout, the kinds when they are declared (the builtin module, or
 //! [`CudaFunction::with_params`]), and each buffer's context. The driver then reads exactly
-//! one value of the right size per parameter, so a bad launch is an error, never UB.
+//! one value of the right size per parameter, so a bad launch is an error, never UB. A
+//! function whose layout the driver cannot report (drivers before 12.4) is refused by every
+//! safe launch; only the `unsafe` unchecked launch of the launch builder
+//! ([`xstream_core::launch`]) passes its arguments as given.
+//!
+//! # Launch attributes
+//! The launch builder's cooperative launch and cluster dimensions go to `cuLaunchKernelEx` as
+//! `CU_LAUNCH_ATTRIBUTE_COOPERATIVE` / `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`; a device
+//! without `CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH`, or below compute capability 9.0 for
+//! clusters, refuses them with `Error::Unsupported` before the driver is called. A plain
+//! launch stays `cuLaunchKernel`.
 //!
 //! # Lifetimes
 //! A function keeps its module loaded. A launch keeps the module loaded until the stream is
@@ -31,7 +41,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use xstream_core::callback::{dispatch, in_callback};
-use xstream_core::module::{check_args, KernelArg, LaunchConfig, LaunchLimits, ModuleSource};
+use xstream_core::launch::LaunchAttrs;
+use xstream_core::module::{
+    check_arg_sizes, check_args, ArgValue, KernelArg, LaunchConfig, LaunchLimits, ModuleSource,
+};
 use xstream_core::{BackendKind, Error, Function, Module, ParamKind, Result};
 
 use crate::ffi::{self, CheckedImage, CuContext, CuFunction, CuModule, KernelLayout};
@@ -114,6 +127,9 @@ impl Module for CudaModule {
                     Some(xstream_core::module::BUILTIN_DELAY_PARAMS)
                 }
                 xstream_core::module::BUILTIN_LCG => Some(xstream_core::module::BUILTIN_LCG_PARAMS),
+                xstream_core::module::BUILTIN_ECHO => {
+                    Some(xstream_core::module::BUILTIN_ECHO_PARAMS)
+                }
                 n if crate::device::REDUCE_KERNELS.contains(&n) => Some(REDUCE_PARAMS),
                 _ => None,
             }
@@ -147,7 +163,8 @@ fn function(m: &CudaModule, name: &str, kinds: Option<Box<[ParamKind]>>) -> Resu
         Err(c) => return Err(api_err("cuModuleGetFunction", c)),
     };
     let mut layout = KernelLayout::read(raw, MAX_PARAMS).unwrap_or_else(|c| {
-        // Launches of this function are then refused (never passed unchecked).
+        // Safe launches of this function are then refused (only the unsafe unchecked launch
+        // passes its arguments).
         tracing::debug!(
             code = c,
             name,
@@ -187,7 +204,7 @@ fn function(m: &CudaModule, name: &str, kinds: Option<Box<[ParamKind]>>) -> Resu
 struct FunctionInner {
     name: Box<str>,
     raw: CuFunction,
-    /// `None` when the driver cannot report the layout: launches are then refused.
+    /// `None` when the driver cannot report the layout: safe launches are then refused.
     layout: Option<KernelLayout>,
     kinds: Option<Box<[ParamKind]>>,
     limits: LaunchLimits,
@@ -360,12 +377,33 @@ impl CudaDevice {
     }
 }
 
+/// How a launch treats a function whose layout the driver cannot report.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Layout {
+    /// Refused (every safe launch).
+    Required,
+    /// Passed as given (the unsafe unchecked launch; the caller vouches for the arguments).
+    Trusted(ffi::Trusted),
+}
+
 /// Checks and enqueues one launch (the stream's context bound and capture gate passed).
 pub(crate) fn launch(
     s: &CudaStream,
     f: &CudaFunction,
     cfg: &LaunchConfig,
     args: &[KernelArg<'_, CudaBuffer>],
+) -> Result<()> {
+    launch_ex(s, f, cfg, args, &LaunchAttrs::default(), Layout::Required)
+}
+
+/// As [`launch`], with launch attributes and the treatment of an unknown layout.
+pub(crate) fn launch_ex(
+    s: &CudaStream,
+    f: &CudaFunction,
+    cfg: &LaunchConfig,
+    args: &[KernelArg<'_, CudaBuffer>],
+    attrs: &LaunchAttrs,
+    unknown: Layout,
 ) -> Result<()> {
     let fi = &*f.inner;
     let dev = s.cuda_device();
@@ -376,59 +414,60 @@ pub(crate) fn launch(
         )));
     }
     fi.limits.check(cfg)?;
-    let Some(layout) = &fi.layout else {
-        return Err(Error::unsupported(
-            BackendKind::Cuda,
-            format!(
-                "launching `{}`: the driver cannot report its parameter layout (cuFuncGetParamInfo)",
-                fi.name
-            ),
-        ));
-    };
+    attrs.check(cfg)?;
+    check_attrs_supported(dev, attrs)?;
     if let Some(kinds) = &fi.kinds {
         check_args(&fi.name, kinds, args)?;
     }
-    let sizes = layout.sizes();
-    if sizes.len() != args.len() {
-        return Err(Error::invalid(format!(
-            "kernel `{}` takes {} argument(s) (sizes {sizes:?}), got {}",
-            fi.name,
-            sizes.len(),
-            args.len()
-        )));
+    match (&fi.layout, unknown) {
+        (Some(layout), _) => check_arg_sizes(&fi.name, layout.sizes(), args)?,
+        (None, Layout::Required) => return Err(no_layout(&fi.name)),
+        (None, Layout::Trusted(_)) => {}
     }
-    for (i, (a, &n)) in args.iter().zip(sizes).enumerate() {
-        if a.kind().size() != n {
-            return Err(Error::invalid(format!(
-                "kernel `{}` argument {i}: the parameter has {n} bytes, got {} ({} bytes)",
-                fi.name,
-                a.kind().name(),
-                a.kind().size()
-            )));
-        }
+    for a in args {
         if let Some(b) = a.buffer() {
             b.check_device("launch_kernel", dev)?;
         }
     }
-    let mut inline = [[0u8; 8]; ffi::INLINE_PARAMS];
-    let mut heap = Vec::new();
-    let values: &mut [[u8; 8]] = if args.len() <= ffi::INLINE_PARAMS {
-        &mut inline[..args.len()]
+    let mut inline_vals = [ArgValue::Borrowed(&[]); ffi::INLINE_PARAMS];
+    let mut inline_refs: [&[u8]; ffi::INLINE_PARAMS] = [&[]; ffi::INLINE_PARAMS];
+    let mut heap_vals = Vec::new();
+    let mut heap_refs = Vec::new();
+    let vals: &mut [ArgValue<'_>] = if args.len() <= ffi::INLINE_PARAMS {
+        &mut inline_vals[..args.len()]
     } else {
-        heap.resize(args.len(), [0u8; 8]);
-        &mut heap
+        heap_vals.resize(args.len(), ArgValue::Borrowed(&[]));
+        &mut heap_vals
     };
-    for (v, a) in values.iter_mut().zip(args) {
-        *v = a.to_bits(CudaBuffer::ptr).to_le_bytes();
+    for (v, a) in vals.iter_mut().zip(args) {
+        *v = a.value(CudaBuffer::ptr);
     }
-    s.check_launch(ffi::launch_kernel(
-        layout,
-        s.raw_stream(),
-        cfg.grid,
-        cfg.block,
-        cfg.shared_mem_bytes,
-        values,
-    ))?;
+    let refs: &mut [&[u8]] = if args.len() <= ffi::INLINE_PARAMS {
+        &mut inline_refs[..args.len()]
+    } else {
+        heap_refs.resize(args.len(), &[][..]);
+        &mut heap_refs
+    };
+    for (r, v) in refs.iter_mut().zip(vals.iter()) {
+        *r = v.as_bytes();
+    }
+    let l = ffi::Launch {
+        f: fi.raw,
+        stream: s.raw_stream(),
+        grid: cfg.grid,
+        block: cfg.block,
+        shared_mem: cfg.shared_mem_bytes,
+        attrs: ffi::LaunchAttrs {
+            cooperative: attrs.cooperative,
+            cluster: attrs.cluster,
+        },
+    };
+    let r = match (&fi.layout, unknown) {
+        (Some(layout), _) => ffi::launch_kernel(layout, &l, refs),
+        (None, Layout::Trusted(promise)) => ffi::launch_trusted(&l, refs, promise),
+        (None, Layout::Required) => return Err(no_layout(&fi.name)),
+    };
+    s.check_launch(r)?;
     for a in args {
         if let Some(b) = a.buffer() {
             s.keep_buf(b);
@@ -436,6 +475,42 @@ pub(crate) fn launch(
     }
     if fi.tracked {
         s.track_module(&fi.module);
+    }
+    Ok(())
+}
+
+/// The error of a safe launch of a function whose layout the driver cannot report.
+fn no_layout(name: &str) -> Error {
+    Error::unsupported(
+        BackendKind::Cuda,
+        format!(
+            "a checked launch of `{name}`: the driver cannot report its parameter layout (cuFuncGetParamInfo needs a CUDA 12.4 driver); use the unsafe unchecked launch"
+        ),
+    )
+}
+
+/// Refuses attributes the device lacks: cooperative launch without
+/// `CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH`, clusters below compute capability 9.0.
+fn check_attrs_supported(dev: &CudaDevice, attrs: &LaunchAttrs) -> Result<()> {
+    use cudarc::driver::sys::CUdevice_attribute as A;
+    if attrs.is_empty() {
+        return Ok(());
+    }
+    let a = |x| {
+        ffi::device_attribute(dev.shared.cu_device, x)
+            .map_err(|c| error::map("cuDeviceGetAttribute", c))
+    };
+    if attrs.cooperative && a(A::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? == 0 {
+        return Err(Error::unsupported(
+            BackendKind::Cuda,
+            "cooperative launch: the device lacks CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH",
+        ));
+    }
+    if attrs.cluster.is_some() && a(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)? < 9 {
+        return Err(Error::unsupported(
+            BackendKind::Cuda,
+            "thread-block clusters: they need compute capability 9.0 or later",
+        ));
     }
     Ok(())
 }

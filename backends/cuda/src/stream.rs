@@ -551,6 +551,45 @@ impl Stream for CudaStream {
         crate::module::launch(self, f, cfg, args)
     }
 
+    // --- launch builder ---
+
+    fn enqueue_launch(
+        &self,
+        f: &CudaFunction,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, CudaBuffer>],
+        attrs: &xstream_core::LaunchAttrs,
+    ) -> Result<()> {
+        self.enter()?;
+        self.gate_enqueue("launch_kernel")?;
+        crate::module::launch_ex(self, f, cfg, args, attrs, crate::module::Layout::Required)
+    }
+
+    #[allow(unsafe_code)]
+    unsafe fn enqueue_launch_unchecked(
+        &self,
+        f: &CudaFunction,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, CudaBuffer>],
+        attrs: &xstream_core::LaunchAttrs,
+    ) -> Result<()> {
+        self.enter()?;
+        self.gate_enqueue("launch_kernel")?;
+        // SAFETY: this function's caller promised that the arguments match the kernel's
+        // parameters (the contract of `enqueue_launch_unchecked`).
+        let promise = unsafe { ffi::Trusted::new() };
+        crate::module::launch_ex(
+            self,
+            f,
+            cfg,
+            args,
+            attrs,
+            crate::module::Layout::Trusted(promise),
+        )
+    }
+
+    // --- end of launch builder ---
+
     // ---- Stream memory operations (see `stream::memop`) ----
 
     fn wait_value32(

@@ -401,3 +401,89 @@ fn buffer_or_function_of_another_gpu_is_wrong_device() {
     s0.launch_kernel(&f0, &cfg, &fill_args(&b0, 16, 1)).unwrap();
     assert!(read(&s0, &b0).chunks(4).all(|w| w == 1u32.to_le_bytes()));
 }
+
+/// The builtin echo kernel through the launch builder: plain, cooperative, and (on compute
+/// capability 9.0 and later) in clusters of two blocks; each writes the reference record. A
+/// launch through the builder allocates nothing once the stream's keep-alive list has grown.
+#[test]
+fn launch_builder_attributes_and_allocations() {
+    use xstream_conformance::modules::EchoStruct;
+    use xstream_core::launch::ByValue;
+    use xstream_core::module::{echo_record, BUILTIN_ECHO, ECHO_RECORD_BYTES};
+    let Some(d) = device("launch_builder_attributes_and_allocations") else {
+        return;
+    };
+    let s = d.create_stream(&nb()).unwrap();
+    let echo = d.builtin_module().unwrap().function(BUILTIN_ECHO).unwrap();
+    let st = EchoStruct {
+        a: 0x1234,
+        b: -5,
+        pad: [0; 5],
+        c: 6.25,
+    };
+    let mut sb = [0u8; 16];
+    sb[0..2].copy_from_slice(&st.a.to_le_bytes());
+    sb[2] = st.b.to_le_bytes()[0];
+    sb[8..16].copy_from_slice(&st.c.to_le_bytes());
+    let want = echo_record(&sb, -9, 0xABCD, -77, 0.5);
+    let cluster_ok = d
+        .info()
+        .compute_capability
+        .is_some_and(|(major, _)| major >= 9);
+    let mut cases: Vec<(&str, LaunchConfig, bool, Option<[u32; 3]>)> = vec![
+        ("plain", LaunchConfig::single(), false, None),
+        ("cooperative", LaunchConfig::linear(2, 32), true, None),
+    ];
+    if cluster_ok {
+        cases.push((
+            "cluster",
+            LaunchConfig::linear(2, 32),
+            false,
+            Some([2, 1, 1]),
+        ));
+    } else {
+        eprintln!("SKIP: launch_builder_attributes_and_allocations (cluster case): compute capability below 9.0");
+    }
+    for (what, cfg, coop, cluster) in cases {
+        let b = d.alloc(64).unwrap();
+        let mut l = s.launch_builder(&echo);
+        l.config(cfg).cooperative(coop);
+        if let Some(c) = cluster {
+            l.cluster(c);
+        }
+        l.arg(&b)
+            .arg(ByValue(&st))
+            .arg(-9i8)
+            .arg(0xABCDu16)
+            .arg(-77i64)
+            .arg(0.5f32);
+        l.launch().unwrap_or_else(|e| panic!("{what}: {e}"));
+        let got = read(&s, &b);
+        assert_eq!(
+            &got[..ECHO_RECORD_BYTES],
+            &want[..],
+            "{what}: echoed record"
+        );
+    }
+    let b = d.alloc(64).unwrap();
+    let mut l = s.launch_builder(&echo);
+    l.arg(&b)
+        .arg(ByValue(&st))
+        .arg(-9i8)
+        .arg(0xABCDu16)
+        .arg(-77i64)
+        .arg(0.5f32);
+    let mut total = 0;
+    for g in 0..6 {
+        let before = ALLOCS.with(Cell::get);
+        for _ in 0..100 {
+            l.launch().unwrap();
+        }
+        if g > 0 {
+            total += ALLOCS.with(Cell::get) - before;
+        }
+        s.synchronize().unwrap();
+    }
+    eprintln!("allocations per 500 builder launches (6 args, struct by value): {total}");
+    assert_eq!(total, 0);
+}

@@ -236,6 +236,14 @@ impl HostDevice {
             capabilities: HOST_CAPABILITIES,
             max_streams: None,
             driver: format!("xstream-host {} (std threads)", env!("CARGO_PKG_VERSION")),
+            chip: Some(std::env::consts::ARCH.to_string()),
+            compute_capability: None,
+            compute_units: std::thread::available_parallelism()
+                .ok()
+                .and_then(|n| u32::try_from(n.get()).ok()),
+            total_memory: system_memory().ok().map(|m| m.total),
+            uuid: None,
+            pci_bus_id: None,
         };
         Self {
             inner: Arc::new(DeviceInner {
@@ -294,6 +302,14 @@ impl HostDevice {
 
 impl Device for HostDevice {
     type B = crate::HostBackend;
+
+    // --- device info ---
+
+    fn memory_info(&self) -> Result<xstream_core::MemoryInfo> {
+        system_memory()
+    }
+
+    // --- end of device info ---
 
     fn info(&self) -> &DeviceInfo {
         &self.inner.info
@@ -395,4 +411,21 @@ impl Device for HostDevice {
         }
         self.inner.shared.check()
     }
+}
+
+/// The system's memory from `/proc/meminfo` (`MemTotal`, `MemAvailable`): the host device's
+/// memory is the process's.
+fn system_memory() -> Result<xstream_core::MemoryInfo> {
+    let text = std::fs::read_to_string("/proc/meminfo").map_err(|e| {
+        Error::unsupported(
+            BackendKind::Host,
+            format!("free memory: /proc/meminfo cannot be read ({e})"),
+        )
+    })?;
+    xstream_core::devinfo::parse_meminfo(&text).ok_or_else(|| {
+        Error::unsupported(
+            BackendKind::Host,
+            "free memory: /proc/meminfo has no MemTotal / MemAvailable",
+        )
+    })
 }

@@ -1,6 +1,7 @@
 //! Host modules: kernels are Rust functions over buffers ([`HostModule`]), launched in stream
 //! order on the stream's worker thread. The builtin module ([`builtin_host_module`]) holds
-//! `xstream_delay` and `xstream_lcg`, the kernels behind `Kernel::Delay` and `Kernel::Lcg`.
+//! `xstream_delay` and `xstream_lcg`, the kernels behind `Kernel::Delay` and `Kernel::Lcg`, and
+//! `xstream_echo_params`, the argument test kernel.
 //!
 //! A kernel receives the launch configuration and its arguments: buffers (or the ranges of
 //! views) as exclusive byte slices (every buffer of the launch is locked for the call, in
@@ -17,7 +18,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use xstream_core::module::{
-    missing_function, BUILTIN_DELAY, BUILTIN_DELAY_PARAMS, BUILTIN_LCG, BUILTIN_LCG_PARAMS,
+    echo_record, missing_function, BUILTIN_DELAY, BUILTIN_DELAY_PARAMS, BUILTIN_ECHO,
+    BUILTIN_ECHO_PARAMS, BUILTIN_LCG, BUILTIN_LCG_PARAMS, ECHO_RECORD_BYTES,
 };
 use xstream_core::{
     lcg_reference, Error, Function, HostArg, HostKernel, HostModule, LaunchConfig, Module,
@@ -51,6 +53,29 @@ pub fn builtin_host_module() -> &'static HostModule {
                         ))
                     })?;
                 lcg_reference(data, rounds);
+                Ok(())
+            })
+            .with_kernel(BUILTIN_ECHO, BUILTIN_ECHO_PARAMS, |_, args| {
+                let mut st = [0u8; 16];
+                st.copy_from_slice(args[1].bytes()?);
+                let rec = echo_record(
+                    &st,
+                    args[2].i8()?,
+                    args[3].u16()?,
+                    args[4].i64()?,
+                    args[5].f32()?,
+                );
+                let out = args[0].buffer()?;
+                let len = out.len();
+                let dst = out.get_mut(..ECHO_RECORD_BYTES).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "{BUILTIN_ECHO}: its {ECHO_RECORD_BYTES}-byte record does not fit a {len}-byte buffer"
+                    ))
+                })?;
+                // Only the fields' bytes: the padding of the record stays untouched.
+                for r in [0..3, 8..17, 18..20, 24..36] {
+                    dst[r.clone()].copy_from_slice(&rec[r]);
+                }
                 Ok(())
             })
     })
@@ -135,6 +160,35 @@ impl Function for HostFunction {
     }
 }
 
+/// By-value bytes kept inline up to this size (larger blocks take one allocation).
+const INLINE_BYTES: usize = 32;
+
+/// A by-value block as queued: a copy taken at the launch call.
+#[derive(Debug, Clone)]
+pub(crate) enum QueuedBytes {
+    Inline([u8; INLINE_BYTES], u8),
+    Heap(Box<[u8]>),
+}
+
+impl QueuedBytes {
+    pub(crate) fn new(b: &[u8]) -> Self {
+        if b.len() <= INLINE_BYTES {
+            let mut a = [0u8; INLINE_BYTES];
+            a[..b.len()].copy_from_slice(b);
+            Self::Inline(a, b.len() as u8)
+        } else {
+            Self::Heap(b.into())
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Self::Inline(a, n) => &a[..usize::from(*n)],
+            Self::Heap(b) => b,
+        }
+    }
+}
+
 /// A launch's argument as queued: buffers (whole, or the range of a view) keep their bytes
 /// alive until the launch ran.
 #[derive(Debug, Clone)]
@@ -150,6 +204,13 @@ pub(crate) enum QueuedArg {
     I64(i64),
     F32(f32),
     F64(f64),
+    I8(i8),
+    U8(u8),
+    I16(i16),
+    U16(u16),
+    F16(half::f16),
+    BF16(half::bf16),
+    Bytes(QueuedBytes),
 }
 
 /// One queued (or captured) launch.
@@ -244,6 +305,13 @@ impl KernelLaunch {
                     QueuedArg::I64(v) => HostArg::I64(*v),
                     QueuedArg::F32(v) => HostArg::F32(*v),
                     QueuedArg::F64(v) => HostArg::F64(*v),
+                    QueuedArg::I8(v) => HostArg::I8(*v),
+                    QueuedArg::U8(v) => HostArg::U8(*v),
+                    QueuedArg::I16(v) => HostArg::I16(*v),
+                    QueuedArg::U16(v) => HostArg::U16(*v),
+                    QueuedArg::F16(v) => HostArg::F16(*v),
+                    QueuedArg::BF16(v) => HostArg::BF16(*v),
+                    QueuedArg::Bytes(b) => HostArg::Bytes(b.as_slice()),
                 })
             })
             .collect::<Result<Vec<HostArg<'_>>>>()?;

@@ -190,7 +190,7 @@ fn builtin_lcg_with_too_many_words_faults_instead_of_overrunning() {
     assert_eq!(b.snapshot(), vec![0u8; 16], "nothing written");
     assert_eq!(
         builtin_host_module().names().collect::<Vec<_>>(),
-        ["xstream_delay", "xstream_lcg"]
+        ["xstream_delay", "xstream_echo_params", "xstream_lcg"]
     );
 }
 

@@ -98,6 +98,37 @@ fn collapsed_line(r: &xstream::PriorityRange) -> Option<String> {
     ))
 }
 
+/// The `xstream info` lines of a device's facts (chip, compute units, memory, identity); a
+/// fact the vendor does not report is shown as `n/a`.
+fn facts_lines(info: &xstream::DeviceInfo, mem: Result<xstream::MemoryInfo>) -> Vec<String> {
+    let na = || "n/a".to_string();
+    let mib = |b: u64| format!("{} MiB", b >> 20);
+    let cc = info
+        .compute_capability
+        .map(|(a, b)| format!(", compute capability {a}.{b}"))
+        .unwrap_or_default();
+    let free = match mem {
+        Ok(m) => mib(m.free),
+        Err(e) => format!("n/a ({e})"),
+    };
+    vec![
+        format!(
+            "chip: {}{cc}; compute units: {}",
+            info.chip.clone().unwrap_or_else(na),
+            info.compute_units.map_or_else(na, |n| n.to_string())
+        ),
+        format!(
+            "memory: {} total, {free} free",
+            info.total_memory.map_or_else(na, mib)
+        ),
+        format!(
+            "uuid: {}; pci bus id: {}",
+            info.uuid.map_or_else(na, |u| u.to_string()),
+            info.pci_bus_id.clone().unwrap_or_else(na)
+        ),
+    ]
+}
+
 fn print_devices<B: Backend>() -> Result<()> {
     let n = B::device_count()?;
     println!("  devices: {n}");
@@ -118,6 +149,9 @@ fn print_devices<B: Backend>() -> Result<()> {
         }
         if let Some(m) = info.max_streams {
             println!("     max streams: {m}");
+        }
+        for line in facts_lines(info, d.memory_info()) {
+            println!("     {line}");
         }
         let caps: Vec<&str> = info
             .capabilities
@@ -278,6 +312,55 @@ mod tests {
             default: 0,
         };
         assert_eq!(collapsed_line(&wide), None);
+    }
+
+    #[test]
+    fn info_shows_facts_or_na() {
+        let mut info = xstream::DeviceInfo {
+            backend: BackendKind::Cuda,
+            ordinal: 0,
+            name: "test".into(),
+            priority_range: xstream::PriorityRange {
+                least: 0,
+                greatest: 0,
+                default: 0,
+            },
+            capabilities: xstream::Capabilities::empty(),
+            max_streams: None,
+            driver: String::new(),
+            chip: None,
+            compute_capability: None,
+            compute_units: None,
+            total_memory: None,
+            uuid: None,
+            pci_bus_id: None,
+        };
+        info.chip = Some("sm_90".into());
+        info.compute_capability = Some((9, 0));
+        info.compute_units = Some(132);
+        info.total_memory = Some(80 << 30);
+        info.uuid = Some(xstream::DeviceUuid([0xab; 16]));
+        info.pci_bus_id = None;
+        let mem = Ok(xstream::MemoryInfo {
+            free: 1 << 30,
+            total: 80 << 30,
+        });
+        let l = facts_lines(&info, mem).join("\n");
+        assert!(
+            l.contains("chip: sm_90, compute capability 9.0; compute units: 132"),
+            "{l}"
+        );
+        assert!(l.contains("memory: 81920 MiB total, 1024 MiB free"), "{l}");
+        assert!(
+            l.contains("uuid: abababab-abab-") && l.contains("pci bus id: n/a"),
+            "{l}"
+        );
+        info.compute_units = None;
+        let l = facts_lines(&info, Err(xstream::Error::invalid("x"))).join("\n");
+        assert!(
+            l.contains("compute units: n/a") && l.contains("n/a (invalid"),
+            "{l}"
+        );
     }
 
     #[test]

@@ -25,7 +25,9 @@ use std::time::Duration;
 
 use crate::callback::HostCallback;
 use crate::completion::{completion, Completion};
+use crate::devinfo::MemoryInfo;
 use crate::hostmem::{HostAllocDesc, HostBuffer, HostSpan};
+use crate::launch::{LaunchAttrs, LaunchBuilder};
 use crate::module::{KernelArg, LaunchConfig, ModuleSource, ParamKind};
 use crate::view::{BufferView, DeviceSlice, MemsetPattern};
 use crate::{
@@ -207,6 +209,21 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
             "peer access between devices",
         ))
     }
+
+    // --- device info ---
+
+    /// Free and total memory now (see [`crate::devinfo`]).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] where the vendor cannot say (the default); vendor errors.
+    fn memory_info(&self) -> Result<MemoryInfo> {
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "free memory (not yet)",
+        ))
+    }
+
+    // --- end of device info ---
 
     // ---- Modules and kernels (see `crate::module`) ----
 
@@ -600,6 +617,68 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
             "kernel launches from modules (not yet)",
         ))
     }
+
+    // --- launch builder ---
+
+    /// A launch of `f` on this stream, assembled argument by argument (see
+    /// [`crate::launch`]).
+    fn launch_builder<'a>(&'a self, f: &'a FunctionOf<Self::B>) -> LaunchBuilder<'a, Self::B>
+    where
+        Self: Sized,
+    {
+        LaunchBuilder::new(self, f)
+    }
+
+    /// Backend hook of [`LaunchBuilder::launch`]: checks the arguments against the parameter
+    /// layout the backend knows (refusing a launch whose layout it cannot know) and the
+    /// attributes, then enqueues. The default takes no attribute and goes through
+    /// [`Stream::launch_kernel`] when the function's kinds are known.
+    ///
+    /// # Errors
+    /// As [`Stream::launch_kernel`]; [`Error::Unsupported`] for any attribute or an unknown
+    /// layout.
+    fn enqueue_launch(
+        &self,
+        f: &FunctionOf<Self::B>,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, BufferOf<Self::B>>],
+        attrs: &LaunchAttrs,
+    ) -> Result<()> {
+        attrs.refuse_all(<Self::B as Backend>::KIND)?;
+        if f.params().is_none() {
+            return Err(Error::unsupported(
+                <Self::B as Backend>::KIND,
+                format!(
+                    "a checked launch of `{}`: its parameter layout is unknown (declare it, or use the unsafe unchecked launch)",
+                    f.name()
+                ),
+            ));
+        }
+        self.launch_kernel(f, cfg, args)
+    }
+
+    /// Backend hook of [`LaunchBuilder::launch_unchecked`]: as [`Stream::enqueue_launch`],
+    /// passing the arguments as given where the layout is unknown. The default is
+    /// [`Stream::launch_kernel`] after refusing attributes.
+    ///
+    /// # Safety
+    /// The arguments must match the kernel's parameters (count, sizes, meaning).
+    ///
+    /// # Errors
+    /// As [`Stream::enqueue_launch`], less the unknown layout.
+    #[allow(unsafe_code)]
+    unsafe fn enqueue_launch_unchecked(
+        &self,
+        f: &FunctionOf<Self::B>,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, BufferOf<Self::B>>],
+        attrs: &LaunchAttrs,
+    ) -> Result<()> {
+        attrs.refuse_all(<Self::B as Backend>::KIND)?;
+        self.launch_kernel(f, cfg, args)
+    }
+
+    // --- end of launch builder ---
 
     // ---- Data path: async copies with page-locked host memory, stream-ordered allocation
     // (see `crate::hostmem`) ----

@@ -24,6 +24,8 @@
 //! | [`attr`] | typed stream attributes |
 //! | [`memop`] | stream memory operations (wait on / write a word of device memory) |
 //! | [`reduce`] | the built-in reduce operation (`dst = op(dst, src)` per element, no kernel binary) |
+//! | [`devinfo`] | device facts: chip, compute units, memory, UUID, PCI bus id |
+//! | [`launch`] | the launch builder: arguments of every width, structs by value, checked and unchecked launches, launch attributes |
 //! | [`module`] | modules and kernels: sources, launch configurations, typed arguments, host kernels |
 //! | [`view`] | views of device buffers: byte ranges ([`BufferView`]) and typed slices ([`DeviceSlice`]), memset patterns |
 //! | [`event_pool`] | a bounded pool of reusable ordering events ([`EventPool`]) |
@@ -37,8 +39,9 @@
 //!   [`TranslationPolicy::Strict`] or listed in the [`FlagReport`] under best effort;
 //!   clamped priorities are reported; callbacks the vendor drops are failed by xstream.
 //! - **Errors keep the vendor's code** ([`NativeError`]) and say whether they are sticky.
-// No unsafe code, except the declarations of `Stream::from_raw` and `Device::alloc_uninit`,
-// whose contracts are unsafe (and the default `alloc_zeroed_on`, which calls the latter),
+// No unsafe code, except the declarations of `Stream::from_raw`, `Device::alloc_uninit`,
+// `Stream::enqueue_launch_unchecked` and `LaunchBuilder::launch_unchecked`, whose contracts are
+// unsafe (and the default `alloc_zeroed_on`, which calls `alloc_uninit`),
 // and the `hostmem` module (which allows it locally).
 #![deny(unsafe_code)]
 
@@ -49,11 +52,13 @@ pub mod callback;
 pub mod capture;
 pub mod collective;
 pub mod completion;
+pub mod devinfo;
 pub mod error;
 pub mod event_pool;
 pub mod flags;
 pub mod hostmem;
 pub mod ipc;
+pub mod launch;
 pub mod memop;
 pub mod module;
 pub mod pipeline;
@@ -81,6 +86,7 @@ pub use collective::{
     Communicator, DataType, ReduceOp, UniqueId,
 };
 pub use completion::{block_on, Completion};
+pub use devinfo::{DeviceUuid, MemoryInfo};
 pub use error::{CaptureErrorKind, Error, NativeError, Result};
 pub use event_pool::EventPool;
 pub use flags::{EventFlags, StreamFlags};
@@ -89,10 +95,11 @@ pub use hostmem::{
     HostMemFlags, HostSpan,
 };
 pub use ipc::{IpcBuffer, IpcEvent, IpcEventHandle, IpcMemHandle};
+pub use launch::{ByValue, KernelParam, LaunchAttrs, LaunchBuilder, RawBytes};
 pub use memop::WaitCondition;
 pub use module::{
-    check_args, HostArg, HostKernel, HostKernelFn, HostModule, KernelArg, LaunchConfig,
-    LaunchLimits, ModuleSource, ParamKind,
+    check_arg_sizes, check_args, ArgValue, HostArg, HostKernel, HostKernelFn, HostModule,
+    KernelArg, LaunchConfig, LaunchLimits, ModuleSource, ParamKind,
 };
 pub use pool::{Lease, PoolConfig, PriorityClass, StreamPool};
 pub use priority::{Priority, PriorityOutcome, PriorityRange};

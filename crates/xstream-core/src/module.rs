@@ -38,6 +38,41 @@ pub const BUILTIN_DELAY: &str = "xstream_delay";
 /// `words` little-endian `u32` words of the buffer (any grid: a grid-stride loop).
 pub const BUILTIN_LCG: &str = "xstream_lcg";
 
+/// The builtin module's argument test kernel:
+/// `xstream_echo_params(buffer out, EchoStruct s, i8 x, u16 y, i64 z, f32 w)`, where
+/// `EchoStruct` is the 16-byte `#[repr(C)] { u16 a; i8 b; /* 5 bytes padding */ f64 c; }`
+/// passed by value. One thread writes the fields, little-endian, into the first
+/// [`ECHO_RECORD_BYTES`] bytes of `out`: `a` at 0, `b` at 2, `c` at 8, `x` at 16, `y` at 18,
+/// `z` at 24, `w` at 32 (other bytes untouched). It proves that scalars of several widths and
+/// a struct by value reach the kernel intact.
+pub const BUILTIN_ECHO: &str = "xstream_echo_params";
+
+/// The bytes of [`BUILTIN_ECHO`]'s record.
+pub const ECHO_RECORD_BYTES: usize = 40;
+
+/// The parameters of [`BUILTIN_ECHO`].
+pub const BUILTIN_ECHO_PARAMS: &[ParamKind] = &[
+    ParamKind::Buffer,
+    ParamKind::Bytes(16),
+    ParamKind::I8,
+    ParamKind::U16,
+    ParamKind::I64,
+    ParamKind::F32,
+];
+
+/// [`BUILTIN_ECHO`]'s record for struct bytes `s` (16) and the scalars: what every backend's
+/// kernel writes (the host reference).
+pub fn echo_record(s: &[u8; 16], x: i8, y: u16, z: i64, w: f32) -> [u8; ECHO_RECORD_BYTES] {
+    let mut r = [0u8; ECHO_RECORD_BYTES];
+    r[0..3].copy_from_slice(&s[0..3]);
+    r[8..16].copy_from_slice(&s[8..16]);
+    r[16] = x.to_le_bytes()[0];
+    r[18..20].copy_from_slice(&y.to_le_bytes());
+    r[24..32].copy_from_slice(&z.to_le_bytes());
+    r[32..36].copy_from_slice(&w.to_le_bytes());
+    r
+}
+
 /// The parameters of [`BUILTIN_DELAY`].
 pub const BUILTIN_DELAY_PARAMS: &[ParamKind] = &[ParamKind::U64];
 
@@ -107,14 +142,32 @@ pub enum ParamKind {
     F32,
     /// `f64`.
     F64,
+    /// `i8`.
+    I8,
+    /// `u8`.
+    U8,
+    /// `i16`.
+    I16,
+    /// `u16`.
+    U16,
+    /// IEEE 754 half precision ([`half::f16`]).
+    F16,
+    /// bfloat16 ([`half::bf16`]).
+    BF16,
+    /// A block of this many bytes passed by value: a `#[repr(C)]` struct or raw bytes (see
+    /// [`crate::launch`]).
+    Bytes(usize),
 }
 
 impl ParamKind {
     /// The size in bytes of the value passed to the kernel.
     pub const fn size(self) -> usize {
         match self {
+            Self::I8 | Self::U8 => 1,
+            Self::I16 | Self::U16 | Self::F16 | Self::BF16 => 2,
             Self::U32 | Self::I32 | Self::F32 => 4,
             Self::Buffer | Self::U64 | Self::I64 | Self::F64 => 8,
+            Self::Bytes(n) => n,
         }
     }
 
@@ -128,6 +181,13 @@ impl ParamKind {
             Self::I64 => "i64",
             Self::F32 => "f32",
             Self::F64 => "f64",
+            Self::I8 => "i8",
+            Self::U8 => "u8",
+            Self::I16 => "i16",
+            Self::U16 => "u16",
+            Self::F16 => "f16",
+            Self::BF16 => "bf16",
+            Self::Bytes(_) => "bytes",
         }
     }
 }
@@ -154,6 +214,21 @@ pub enum KernelArg<'a, Buf> {
     F32(f32),
     /// An `f64` value.
     F64(f64),
+    /// An `i8` value.
+    I8(i8),
+    /// A `u8` value.
+    U8(u8),
+    /// An `i16` value.
+    I16(i16),
+    /// A `u16` value.
+    U16(u16),
+    /// An IEEE 754 half-precision value.
+    F16(half::f16),
+    /// A bfloat16 value.
+    BF16(half::bf16),
+    /// Bytes passed by value as one parameter (a `#[repr(C)]` struct's bytes, see
+    /// [`crate::launch::ByValue`]); the kernel receives a copy taken at the launch call.
+    Bytes(&'a [u8]),
 }
 
 impl<Buf> Clone for KernelArg<'_, Buf> {
@@ -175,6 +250,13 @@ impl<'a, Buf> KernelArg<'a, Buf> {
             Self::I64(_) => ParamKind::I64,
             Self::F32(_) => ParamKind::F32,
             Self::F64(_) => ParamKind::F64,
+            Self::I8(_) => ParamKind::I8,
+            Self::U8(_) => ParamKind::U8,
+            Self::I16(_) => ParamKind::I16,
+            Self::U16(_) => ParamKind::U16,
+            Self::F16(_) => ParamKind::F16,
+            Self::BF16(_) => ParamKind::BF16,
+            Self::Bytes(b) => ParamKind::Bytes(b.len()),
         }
     }
 
@@ -188,20 +270,140 @@ impl<'a, Buf> KernelArg<'a, Buf> {
         }
     }
 
-    /// The argument's value as the kernel sees it (little-endian, `size()` bytes), with
-    /// `address` giving a buffer's device address (a view adds its offset).
+    /// The size in bytes of the value passed to the kernel.
+    pub const fn size(&self) -> usize {
+        self.kind().size()
+    }
+
+    /// The argument's value as the kernel sees it (little-endian, zero-extended to 64 bits),
+    /// with `address` giving a buffer's device address (a view adds its offset). [`KernelArg::Bytes`] gives its first
+    /// (at most 8) bytes: use [`KernelArg::value`] for every argument kind.
     pub fn to_bits(&self, address: impl FnOnce(&Buf) -> u64) -> u64 {
+        let v = self.value(address);
+        let b = v.as_bytes();
+        let mut w = [0u8; 8];
+        let n = b.len().min(8);
+        w[..n].copy_from_slice(&b[..n]);
+        u64::from_le_bytes(w)
+    }
+
+    /// The argument's bytes as the kernel receives them (little-endian scalars, a buffer's
+    /// 8-byte device address from `address`, a by-value block as it is), without allocating.
+    pub fn value(&self, address: impl FnOnce(&Buf) -> u64) -> ArgValue<'a> {
+        let inline = |b: &[u8]| {
+            let mut bytes = [0u8; 8];
+            bytes[..b.len()].copy_from_slice(b);
+            ArgValue::Inline {
+                bytes,
+                len: b.len() as u8,
+            }
+        };
         match *self {
-            Self::Buffer(b) => address(b),
-            Self::View(v) => address(v.buffer()).wrapping_add(v.offset() as u64),
-            Self::U32(v) => u64::from(v),
-            Self::I32(v) => u64::from(v as u32),
-            Self::U64(v) => v,
-            Self::I64(v) => v as u64,
-            Self::F32(v) => u64::from(v.to_bits()),
-            Self::F64(v) => v.to_bits(),
+            Self::Buffer(b) => inline(&address(b).to_le_bytes()),
+            Self::View(v) => inline(
+                &address(v.buffer())
+                    .wrapping_add(v.offset() as u64)
+                    .to_le_bytes(),
+            ),
+            Self::U32(v) => inline(&v.to_le_bytes()),
+            Self::I32(v) => inline(&v.to_le_bytes()),
+            Self::U64(v) => inline(&v.to_le_bytes()),
+            Self::I64(v) => inline(&v.to_le_bytes()),
+            Self::F32(v) => inline(&v.to_le_bytes()),
+            Self::F64(v) => inline(&v.to_le_bytes()),
+            Self::I8(v) => inline(&v.to_le_bytes()),
+            Self::U8(v) => inline(&[v]),
+            Self::I16(v) => inline(&v.to_le_bytes()),
+            Self::U16(v) => inline(&v.to_le_bytes()),
+            Self::F16(v) => inline(&v.to_le_bytes()),
+            Self::BF16(v) => inline(&v.to_le_bytes()),
+            Self::Bytes(b) => ArgValue::Borrowed(b),
         }
     }
+
+    /// The same argument with its buffer (if any) mapped by `f` (for wrappers over backend
+    /// buffers, such as the facade's run-time dispatch); a view keeps its offset and length,
+    /// so `f` must map a buffer to one of the same length (the same memory seen through
+    /// another type); every other kind is kept as it is.
+    ///
+    /// # Errors
+    /// What `f` returns.
+    pub fn map_buffer<B2>(
+        self,
+        f: impl FnOnce(&'a Buf) -> Result<&'a B2>,
+    ) -> Result<KernelArg<'a, B2>> {
+        Ok(match self {
+            Self::Buffer(b) => KernelArg::Buffer(f(b)?),
+            Self::View(v) => KernelArg::View(v.rebind(f(v.buffer())?)),
+            Self::U32(v) => KernelArg::U32(v),
+            Self::I32(v) => KernelArg::I32(v),
+            Self::U64(v) => KernelArg::U64(v),
+            Self::I64(v) => KernelArg::I64(v),
+            Self::F32(v) => KernelArg::F32(v),
+            Self::F64(v) => KernelArg::F64(v),
+            Self::I8(v) => KernelArg::I8(v),
+            Self::U8(v) => KernelArg::U8(v),
+            Self::I16(v) => KernelArg::I16(v),
+            Self::U16(v) => KernelArg::U16(v),
+            Self::F16(v) => KernelArg::F16(v),
+            Self::BF16(v) => KernelArg::BF16(v),
+            Self::Bytes(b) => KernelArg::Bytes(b),
+        })
+    }
+}
+
+/// The bytes of one argument as the kernel receives them ([`KernelArg::value`]): up to 8
+/// bytes inline, or a borrowed by-value block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgValue<'a> {
+    /// A scalar or a buffer address: the first `len` bytes of `bytes`.
+    Inline {
+        /// The little-endian value, zero-padded.
+        bytes: [u8; 8],
+        /// How many bytes of `bytes` the parameter takes (1..=8).
+        len: u8,
+    },
+    /// A by-value block.
+    Borrowed(&'a [u8]),
+}
+
+impl ArgValue<'_> {
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Self::Inline { bytes, len } => &bytes[..usize::from(*len)],
+            Self::Borrowed(b) => b,
+        }
+    }
+}
+
+/// Checks the sizes of `args` against a parameter layout reported by the vendor (`sizes`, one
+/// per parameter, in bytes): same count, same size at each position.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the function, the position and both sizes.
+pub fn check_arg_sizes<Buf>(
+    name: &str,
+    sizes: &[usize],
+    args: &[KernelArg<'_, Buf>],
+) -> Result<()> {
+    if sizes.len() != args.len() {
+        return Err(Error::invalid(format!(
+            "kernel `{name}` takes {} argument(s) (sizes in bytes {sizes:?}), got {}",
+            sizes.len(),
+            args.len()
+        )));
+    }
+    for (i, (&n, a)) in sizes.iter().zip(args).enumerate() {
+        if a.size() != n {
+            return Err(Error::invalid(format!(
+                "kernel `{name}` argument {i}: the parameter has {n} bytes, got {} ({} bytes)",
+                a.kind().name(),
+                a.size()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Checks `args` against the declared `params` of function `name`: same count, same kind at
@@ -420,6 +622,21 @@ pub enum HostArg<'a> {
     F32(f32),
     /// An `f64` value.
     F64(f64),
+    /// An `i8` value.
+    I8(i8),
+    /// A `u8` value.
+    U8(u8),
+    /// An `i16` value.
+    I16(i16),
+    /// A `u16` value.
+    U16(u16),
+    /// An IEEE 754 half-precision value.
+    F16(half::f16),
+    /// A bfloat16 value.
+    BF16(half::bf16),
+    /// A block passed by value (a `#[repr(C)]` struct's bytes): read it with
+    /// [`HostArg::pod`] or [`HostArg::bytes`].
+    Bytes(&'a [u8]),
 }
 
 macro_rules! host_arg_getter {
@@ -448,7 +665,42 @@ impl HostArg<'_> {
             Self::I64(_) => ParamKind::I64,
             Self::F32(_) => ParamKind::F32,
             Self::F64(_) => ParamKind::F64,
+            Self::I8(_) => ParamKind::I8,
+            Self::U8(_) => ParamKind::U8,
+            Self::I16(_) => ParamKind::I16,
+            Self::U16(_) => ParamKind::U16,
+            Self::F16(_) => ParamKind::F16,
+            Self::BF16(_) => ParamKind::BF16,
+            Self::Bytes(b) => ParamKind::Bytes(b.len()),
         }
+    }
+
+    /// The bytes of a by-value block.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the argument is not a block.
+    pub fn bytes(&self) -> Result<&[u8]> {
+        match self {
+            Self::Bytes(b) => Ok(b),
+            other => Err(other.mismatch(ParamKind::Bytes(0))),
+        }
+    }
+
+    /// A by-value block read as a `T` (a plain-old-data `#[repr(C)]` struct); the block need
+    /// not be aligned.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the argument is not a block of `size_of::<T>()` bytes.
+    pub fn pod<T: bytemuck::Pod>(&self) -> Result<T> {
+        let b = self.bytes()?;
+        if b.len() != std::mem::size_of::<T>() {
+            return Err(Error::invalid(format!(
+                "host kernel argument: a block of {} bytes read as a {}-byte value",
+                b.len(),
+                std::mem::size_of::<T>()
+            )));
+        }
+        Ok(bytemuck::pod_read_unaligned(b))
     }
 
     fn mismatch(&self, want: ParamKind) -> Error {
@@ -493,6 +745,30 @@ impl HostArg<'_> {
     host_arg_getter!(
         /// The `f64` value.
         f64, F64, f64
+    );
+    host_arg_getter!(
+        /// The `i8` value.
+        i8, I8, i8
+    );
+    host_arg_getter!(
+        /// The `u8` value.
+        u8, U8, u8
+    );
+    host_arg_getter!(
+        /// The `i16` value.
+        i16, I16, i16
+    );
+    host_arg_getter!(
+        /// The `u16` value.
+        u16, U16, u16
+    );
+    host_arg_getter!(
+        /// The half-precision value.
+        f16, F16, half::f16
+    );
+    host_arg_getter!(
+        /// The bfloat16 value.
+        bf16, BF16, half::bf16
     );
 }
 

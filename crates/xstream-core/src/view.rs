@@ -88,6 +88,16 @@ impl<'a, Buf> BufferView<'a, Buf> {
     pub const fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    /// The same range over `buf`, which must be the viewed buffer seen through another type
+    /// (same memory, same length): the range is not checked again.
+    pub(crate) const fn rebind<B2>(self, buf: &'a B2) -> BufferView<'a, B2> {
+        BufferView {
+            buf,
+            offset: self.offset,
+            len: self.len,
+        }
+    }
 }
 
 impl<'a, Buf: Buffer> BufferView<'a, Buf> {

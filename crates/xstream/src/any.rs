@@ -733,6 +733,33 @@ impl AnyStream {
         })
     }
 
+    // --- launch builder ---
+
+    /// [`Stream::enqueue_launch`] (the checked launch of the launch builder, see
+    /// [`xstream_core::launch`]): arguments of every kind, with `attrs`. The arguments are
+    /// converted to the backend's types first (one small vector per launch). The erased path
+    /// has no unchecked launch (this crate has no `unsafe`): use the typed stream
+    /// (`downcast_ref`) for one.
+    ///
+    /// # Errors
+    /// As [`Stream::enqueue_launch`]; [`Error::WrongDevice`] for a function or buffer
+    /// argument of another backend.
+    pub fn launch_checked(
+        &self,
+        f: &AnyFunction,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, AnyBuffer>],
+        attrs: &xstream_core::LaunchAttrs,
+    ) -> Result<()> {
+        const OP: &str = "AnyStream::launch_checked";
+        pair!(OP, AnyStream, self, AnyFunction, f, s, func => {
+            let typed = typed_args(OP, s, args)?;
+            s.enqueue_launch(func, cfg, &typed, attrs)
+        })
+    }
+
+    // --- end of launch builder ---
+
     /// [`Stream::alloc_async`].
     ///
     /// # Errors
@@ -869,23 +896,9 @@ where
 {
     args.iter()
         .map(|a| {
-            Ok(match *a {
-                KernelArg::Buffer(b) => KernelArg::Buffer(
-                    <S::B as Erasable>::buffer_of(b)
-                        .ok_or_else(|| mixed(op, <S::B as Backend>::KIND, b.kind()))?,
-                ),
-                KernelArg::View(v) => KernelArg::View(xstream_core::BufferView::range(
-                    <S::B as Erasable>::buffer_of(v.buffer())
-                        .ok_or_else(|| mixed(op, <S::B as Backend>::KIND, v.buffer().kind()))?,
-                    v.offset(),
-                    v.len(),
-                )?),
-                KernelArg::U32(v) => KernelArg::U32(v),
-                KernelArg::I32(v) => KernelArg::I32(v),
-                KernelArg::U64(v) => KernelArg::U64(v),
-                KernelArg::I64(v) => KernelArg::I64(v),
-                KernelArg::F32(v) => KernelArg::F32(v),
-                KernelArg::F64(v) => KernelArg::F64(v),
+            a.map_buffer(|b| {
+                <S::B as Erasable>::buffer_of(b)
+                    .ok_or_else(|| mixed(op, <S::B as Backend>::KIND, b.kind()))
             })
         })
         .collect()

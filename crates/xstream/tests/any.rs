@@ -186,6 +186,47 @@ fn erased_module_launch_on_host() {
 }
 
 #[test]
+fn erased_launch_with_struct_and_narrow_scalars_on_host() {
+    use xstream::module::{echo_record, BUILTIN_ECHO, ECHO_RECORD_BYTES};
+    use xstream::{KernelArg, LaunchAttrs, LaunchConfig};
+    let dev = AnyDevice::open(BackendKind::Host, 0).unwrap();
+    let f = dev
+        .builtin_module()
+        .unwrap()
+        .function(BUILTIN_ECHO)
+        .unwrap();
+    let s = dev.create_stream(&StreamDesc::new()).unwrap();
+    let b = dev.alloc(64).unwrap();
+    let mut st = [0u8; 16];
+    st[..3].copy_from_slice(&[0x34, 0x12, 0xfb]);
+    st[8..].copy_from_slice(&2.5f64.to_le_bytes());
+    let args = [
+        KernelArg::Buffer(&b),
+        KernelArg::Bytes(&st),
+        KernelArg::I8(-3),
+        KernelArg::U16(0xBEEF),
+        KernelArg::I64(-1),
+        KernelArg::F32(1.5),
+    ];
+    s.launch_checked(&f, &LaunchConfig::single(), &args, &LaunchAttrs::default())
+        .expect("launch_checked");
+    let r = s.read(&b, 0, ECHO_RECORD_BYTES).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(
+        r.take().unwrap(),
+        echo_record(&st, -3, 0xBEEF, -1, 1.5).to_vec()
+    );
+    let coop = LaunchAttrs {
+        cooperative: true,
+        cluster: None,
+    };
+    assert!(matches!(
+        s.launch_checked(&f, &LaunchConfig::single(), &args, &coop),
+        Err(Error::Unsupported { .. })
+    ));
+}
+
+#[test]
 fn conversions_both_ways_on_host() {
     let typed = xstream::HostBackend::open(0).unwrap();
     let s = typed.create_stream(&StreamDesc::new()).unwrap();

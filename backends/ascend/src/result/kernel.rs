@@ -6,6 +6,7 @@
 use std::ffi::{c_void, CString};
 use std::ptr::{null, null_mut};
 
+use xstream_core::module::ArgValue;
 use xstream_core::{Error, Result};
 
 use super::{check, opt};
@@ -70,19 +71,20 @@ pub(crate) fn unload(t: &AclFns, b: RawBinary) -> Result<()> {
 /// Builds the calling thread's argument list for `func` from `params` (each appended as its
 /// little-endian bytes, in order) and finalizes it; returns the list handle, valid until the
 /// next `aclrtKernelArgsInit` on this thread.
-fn build_args(t: &AclFns, func: RawFunction, params: &[(u64, usize)]) -> Result<*mut c_void> {
+fn build_args(t: &AclFns, func: RawFunction, params: &[ArgValue<'_>]) -> Result<*mut c_void> {
     let init = opt(t.aclrtKernelArgsInit, "aclrtKernelArgsInit")?;
     let append = opt(t.aclrtKernelArgsAppend, "aclrtKernelArgsAppend")?;
     let finalize = opt(t.aclrtKernelArgsFinalize, "aclrtKernelArgsFinalize")?;
     let mut args: *mut c_void = null_mut();
     // SAFETY: `func` is a live function handle; `args` is a live local.
     check(t, "aclrtKernelArgsInit", unsafe { init(func.0, &mut args) })?;
-    for &(bits, size) in params {
-        let mut bytes = bits.to_le_bytes();
+    for v in params {
+        let bytes = v.as_bytes();
         let mut ph: *mut c_void = null_mut();
-        // SAFETY: `args` is this thread's live list; `bytes` holds at least `size` (4 or 8)
-        // readable bytes that the runtime copies during the call; `ph` is a live local.
-        let code = unsafe { append(args, bytes.as_mut_ptr().cast(), size, &mut ph) };
+        // SAFETY: `args` is this thread's live list; `bytes` is `bytes.len()` readable bytes
+        // that the runtime copies during the call (it never writes through the pointer, which
+        // the prototype declares non-const); `ph` is a live local.
+        let code = unsafe { append(args, bytes.as_ptr().cast_mut().cast(), bytes.len(), &mut ph) };
         check(t, "aclrtKernelArgsAppend", code)?;
     }
     // SAFETY: `args` is this thread's live list.
@@ -90,14 +92,14 @@ fn build_args(t: &AclFns, func: RawFunction, params: &[(u64, usize)]) -> Result<
     Ok(args)
 }
 
-/// Launches `func` on `s` with `num_blocks` blocks, the arguments `params` (value bits and
-/// size in bytes, in order) and, when non-zero, a dynamic unified-buffer size.
+/// Launches `func` on `s` with `num_blocks` blocks, the arguments `params` (each one's bytes,
+/// in order) and, when non-zero, a dynamic unified-buffer size.
 pub(crate) fn launch(
     t: &AclFns,
     func: RawFunction,
     num_blocks: u32,
     s: RawStream,
-    params: &[(u64, usize)],
+    params: &[ArgValue<'_>],
     dyn_ubuf: u32,
 ) -> Result<()> {
     let f = opt(t.aclrtLaunchKernelWithConfig, "aclrtLaunchKernelWithConfig")?;

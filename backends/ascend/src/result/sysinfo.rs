@@ -152,6 +152,64 @@ pub(crate) fn data_type_size(t: &AclFns, acl_type: i32) -> Option<usize> {
     Some(unsafe { f(acl_type) })
 }
 
+/// `ACL_DEV_ATTR_AICORE_CORE_NUM` (`aclrtDevAttr`).
+const ACL_DEV_ATTR_AICORE_CORE_NUM: i32 = 101;
+/// `ACL_DDR_MEM` (`aclrtMemAttr`).
+const ACL_DDR_MEM: i32 = 0;
+/// `ACL_HBM_MEM` (`aclrtMemAttr`).
+const ACL_HBM_MEM: i32 = 1;
+
+/// `aclrtGetDeviceInfo(ACL_DEV_ATTR_AICORE_CORE_NUM)` of device `id`, when exported and
+/// successful.
+pub(crate) fn ai_cores(t: &AclFns, id: u32) -> Option<u32> {
+    let f = t.aclrtGetDeviceInfo?;
+    let mut v = 0i64;
+    // SAFETY: one out-pointer to a live local.
+    let code = unsafe { f(id, ACL_DEV_ATTR_AICORE_CORE_NUM, &mut v) };
+    (code == 0).then(|| u32::try_from(v).ok()).flatten()
+}
+
+/// `aclrtGetMemInfo` of the current context's device: `(free, total)` of its HBM, or of its
+/// DDR where it reports no HBM. `None` when not exported; the runtime's error otherwise.
+pub(crate) fn mem_info(t: &AclFns) -> Option<Result<(u64, u64)>> {
+    let f = t.aclrtGetMemInfo?;
+    let get = |attr| {
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: two out-pointers to live locals.
+        let code = unsafe { f(attr, &mut free, &mut total) };
+        super::check(t, "aclrtGetMemInfo", code).map(|()| (free as u64, total as u64))
+    };
+    Some(match get(ACL_HBM_MEM) {
+        Ok((_, 0)) | Err(_) => get(ACL_DDR_MEM),
+        ok => ok,
+    })
+}
+
+/// `aclrtDeviceGetUuid` of device `id`, when exported and successful.
+pub(crate) fn uuid(t: &AclFns, id: i32) -> Option<[u8; 16]> {
+    let f = t.aclrtDeviceGetUuid?;
+    let mut u = [0u8; 16];
+    // SAFETY: one out-pointer to 16 writable bytes (`aclrtUuid` is `char bytes[16]`).
+    (unsafe { f(id, &mut u) } == 0).then_some(u)
+}
+
+/// `aclrtDeviceGetPCIBusId` of device `id`, when exported and successful.
+pub(crate) fn pci_bus_id(t: &AclFns, id: i32) -> Option<String> {
+    let f = t.aclrtDeviceGetPCIBusId?;
+    let mut buf = [0 as c_char; 64];
+    // SAFETY: `buf` is writable for the length passed.
+    if unsafe { f(id, buf.as_mut_ptr(), buf.len() as i32) } != 0 {
+        return None;
+    }
+    let bytes: Vec<u8> = buf
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    let s = String::from_utf8_lossy(&bytes).into_owned();
+    (!s.is_empty()).then_some(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,17 +7,30 @@
 //! parallelism is fixed by the kernel itself. `shared_mem_bytes` becomes the launch attribute
 //! `ACL_RT_LAUNCH_KERNEL_ATTR_DYN_UBUF_SIZE` (the dynamic unified-buffer size, the on-core
 //! memory) when non-zero. Each argument is appended as its little-endian value (a buffer as its
-//! 8-byte device address).
+//! 8-byte device address, a by-value block as its bytes, `aclrtKernelArgsAppend` with its
+//! size). ACL has no cooperative launch and no clusters: those attributes are refused
+//! ([`Error::Unsupported`]). ACL cannot report a kernel's parameters, so the builder's checked
+//! launch needs declared kinds (the builtin module's, or `AscendFunction::with_params`).
 
 use std::sync::Arc;
 
-use xstream_core::module::{check_args, KernelArg, LaunchConfig};
-use xstream_core::{Error, Function, Result};
+use xstream_core::launch::{LaunchAttrs, INLINE_ARGS};
+use xstream_core::module::{check_args, ArgValue, KernelArg, LaunchConfig};
+use xstream_core::{BackendKind, Error, Function, Result};
 
 use super::AscendStream;
 use crate::device::AscendBuffer;
 use crate::module::{AscendFunction, Owner};
 use crate::result;
+
+/// How a launch treats a function whose parameters are unknown (ACL never reports them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Layout {
+    /// `Stream::launch_kernel`: arguments pass unchecked, as with the vendor API.
+    Lenient,
+    /// The builder's checked launch: refused ([`Error::Unsupported`]).
+    Required,
+}
 
 /// Checks and enqueues a launch of `f` on `s`.
 pub(super) fn launch(
@@ -26,6 +39,20 @@ pub(super) fn launch(
     cfg: &LaunchConfig,
     args: &[KernelArg<'_, AscendBuffer>],
 ) -> Result<()> {
+    launch_ex(s, f, cfg, args, &LaunchAttrs::default(), Layout::Lenient)
+}
+
+/// As [`launch`], with launch attributes (none exists on ACL: any is refused) and the
+/// treatment of an unknown layout.
+pub(super) fn launch_ex(
+    s: &AscendStream,
+    f: &AscendFunction,
+    cfg: &LaunchConfig,
+    args: &[KernelArg<'_, AscendBuffer>],
+    attrs: &LaunchAttrs,
+    layout: Layout,
+) -> Result<()> {
+    attrs.refuse_all(BackendKind::Ascend)?;
     cfg.check_nonzero()?;
     let blocks = u32::try_from(cfg.blocks()).map_err(|_| {
         Error::invalid(format!(
@@ -42,17 +69,34 @@ pub(super) fn launch(
             s.device.inner.ordinal
         )));
     }
-    if let Some(p) = f.params() {
-        check_args(f.name(), p, args)?;
+    match f.params() {
+        Some(p) => check_args(f.name(), p, args)?,
+        None if layout == Layout::Required => {
+            return Err(Error::unsupported(
+                BackendKind::Ascend,
+                format!(
+                    "a checked launch of `{}`: ACL cannot report a kernel's parameter layout; declare it with AscendFunction::with_params, or use the unsafe unchecked launch",
+                    f.name()
+                ),
+            ))
+        }
+        None => {}
     }
     let mut bufs = Vec::new();
-    let mut params = Vec::with_capacity(args.len());
-    for a in args {
+    let mut inline = [ArgValue::Borrowed(&[]); INLINE_ARGS];
+    let mut heap = Vec::new();
+    let params: &mut [ArgValue<'_>] = if args.len() <= INLINE_ARGS {
+        &mut inline[..args.len()]
+    } else {
+        heap.resize(args.len(), ArgValue::Borrowed(&[]));
+        &mut heap
+    };
+    for (p, a) in params.iter_mut().zip(args) {
         if let Some(b) = a.buffer() {
             s.check_buf(b)?;
             bufs.push(Arc::clone(&b.inner));
         }
-        params.push((a.to_bits(|b| b.inner.ptr.0 as u64), a.kind().size()));
+        *p = a.value(|b| b.inner.ptr.0 as u64);
     }
     s.enter("launch_kernel")?;
     let d = &s.device.inner;
@@ -61,7 +105,7 @@ pub(super) fn launch(
         f.raw,
         blocks,
         s.state.raw,
-        &params,
+        params,
         cfg.shared_mem_bytes,
     )
     .map_err(|e| d.observe(e))?;

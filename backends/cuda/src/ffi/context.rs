@@ -45,6 +45,43 @@ pub(crate) fn device_attribute(dev: sys::CUdevice, attr: sys::CUdevice_attribute
     Ok(v)
 }
 
+/// `cuDeviceTotalMem`: the device's memory in bytes.
+pub(crate) fn device_total_mem(dev: sys::CUdevice) -> CuResult<u64> {
+    let mut n = 0usize;
+    // SAFETY: `n` is a valid out-pointer.
+    ok(unsafe { sys::cuDeviceTotalMem_v2(&mut n, dev) })?;
+    Ok(n as u64)
+}
+
+/// `cuMemGetInfo`: free and total bytes of the current context's device (the caller bound it).
+pub(crate) fn mem_get_info() -> CuResult<(u64, u64)> {
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: valid out-pointers.
+    ok(unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) })?;
+    Ok((free as u64, total as u64))
+}
+
+/// `cuDeviceGetUuid` (the `_v2` entry point, CUDA 11.4 and later).
+pub(crate) fn device_uuid(dev: sys::CUdevice) -> CuResult<[u8; 16]> {
+    let mut u = sys::CUuuid_st { bytes: [0; 16] };
+    // SAFETY: `u` is a valid out-pointer to 16 bytes.
+    ok(unsafe { sys::cuDeviceGetUuid_v2(&mut u, dev) })?;
+    Ok(u.bytes.map(|b| b as u8))
+}
+
+/// `cuDeviceGetPCIBusId`: `domain:bus:device.function`.
+pub(crate) fn device_pci_bus_id(dev: sys::CUdevice) -> CuResult<String> {
+    let mut buf = [0 as std::ffi::c_char; 64];
+    // SAFETY: `buf` is writable for its length, which is passed; the driver NUL-terminates.
+    ok(unsafe { sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as i32, dev) })?;
+    let bytes: Vec<u8> = buf
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 /// `cuDeviceGetDefaultMemPool`.
 pub(crate) fn device_default_mem_pool(dev: sys::CUdevice) -> CuResult<CuMemPool> {
     let mut p = MaybeUninit::uninit();

@@ -1,5 +1,5 @@
 //! Modules and kernels: `cuModuleLoadData(Ex)`, `cuModuleGetFunction`, `cuFuncGetParamInfo`,
-//! `cuFuncGetAttribute`, `cuLaunchKernel`.
+//! `cuFuncGetAttribute`, `cuLaunchKernel`, `cuLaunchKernelEx` (launch attributes).
 
 use std::ffi::{c_void, CStr};
 use std::ptr;
@@ -130,8 +130,13 @@ pub(crate) struct KernelLayout {
 
 impl KernelLayout {
     /// Reads the layout of `f` (at most `max` parameters). `Ok(None)` when the driver cannot
-    /// report it (`CUDA_ERROR_NOT_SUPPORTED`).
+    /// report it (a driver before 12.4, or `CUDA_ERROR_NOT_SUPPORTED`).
     pub(crate) fn read(f: CuFunction, max: usize) -> CuResult<Option<Self>> {
+        // `cuFuncGetParamInfo` appeared in CUDA 12.4: an older driver lacks the symbol
+        // (calling it through the dynamically loaded table would panic).
+        if super::driver_version()? < 12040 {
+            return Ok(None);
+        }
         let mut sizes = Vec::new();
         for i in 0..=max {
             match func_param_info(f, i) {
@@ -164,21 +169,73 @@ impl KernelLayout {
     }
 }
 
-/// `cuLaunchKernel` of `k` with three-dimensional grid and block and dynamic shared memory;
-/// `values[i]` is parameter `i` as little-endian bytes. `CUDA_ERROR_INVALID_VALUE` when the
-/// values do not match the layout (count, or a parameter above 8 bytes); no allocation for
-/// up to [`INLINE_PARAMS`] parameters.
-pub(crate) fn launch_kernel(
-    k: &KernelLayout,
-    s: CuStream,
-    grid: [u32; 3],
-    block: [u32; 3],
-    shared_mem: u32,
-    values: &mut [[u8; 8]],
-) -> CuResult<()> {
-    if values.len() != k.sizes.len() || k.sizes.iter().any(|&n| n > 8) {
+/// The launch attributes the driver takes (`cuLaunchKernelEx`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LaunchAttrs {
+    /// `CU_LAUNCH_ATTRIBUTE_COOPERATIVE`.
+    pub cooperative: bool,
+    /// `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`.
+    pub cluster: Option<[u32; 3]>,
+}
+
+/// One launch: function, stream, dimensions, dynamic shared memory and attributes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Launch {
+    pub f: CuFunction,
+    pub stream: CuStream,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem: u32,
+    pub attrs: LaunchAttrs,
+}
+
+/// `cuLaunchKernel` of `k` (or `cuLaunchKernelEx` when `l.attrs` asks for attributes);
+/// `values[i]` is parameter `i`'s bytes. `CUDA_ERROR_INVALID_VALUE` when the values do not
+/// match the layout (count or any size), so the driver reads exactly the bytes given; no
+/// allocation for up to [`INLINE_PARAMS`] parameters.
+pub(crate) fn launch_kernel(k: &KernelLayout, l: &Launch, values: &[&[u8]]) -> CuResult<()> {
+    if values.len() != k.sizes.len() || values.iter().zip(&*k.sizes).any(|(v, &n)| v.len() != n) {
         return Err(1);
     }
+    if l.f != k.f {
+        return Err(1);
+    }
+    // SAFETY: one value per parameter of `k.f`, each exactly the parameter's size (checked
+    // against the driver's layout just above).
+    unsafe { launch_values(l, values) }
+}
+
+/// The caller's promise, made once in an `unsafe` block, that a launch's arguments match its
+/// kernel's parameters (the unchecked launch); [`launch_trusted`] takes it instead of a
+/// layout.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Trusted(());
+
+impl Trusted {
+    /// The promise.
+    ///
+    /// # Safety
+    /// Every launch made with it must pass one value per parameter of its kernel, each at
+    /// least the parameter's size.
+    pub(crate) unsafe fn new() -> Self {
+        Self(())
+    }
+}
+
+/// As [`launch_kernel`] for a function whose layout the driver cannot report, under the
+/// caller's [`Trusted`] promise.
+pub(crate) fn launch_trusted(l: &Launch, values: &[&[u8]], _promise: Trusted) -> CuResult<()> {
+    // SAFETY: the values match the kernel's parameters (the promise `Trusted::new`'s caller
+    // made); the stream is live and bound (the crate's invariant, see the module docs).
+    unsafe { launch_values(l, values) }
+}
+
+/// As [`launch_kernel`] without a layout.
+///
+/// # Safety
+/// `values` must hold one entry per parameter of `l.f`, each at least the parameter's size.
+/// The stream must be a live stream of the function's context, which the caller bound.
+pub(crate) unsafe fn launch_values(l: &Launch, values: &[&[u8]]) -> CuResult<()> {
     let mut inline = [ptr::null_mut::<c_void>(); INLINE_PARAMS];
     let mut heap = Vec::new();
     let ptrs: &mut [*mut c_void] = if values.len() <= INLINE_PARAMS {
@@ -187,33 +244,64 @@ pub(crate) fn launch_kernel(
         heap.resize(values.len(), ptr::null_mut());
         &mut heap
     };
-    for (p, v) in ptrs.iter_mut().zip(values.iter_mut()) {
-        *p = v.as_mut_ptr().cast();
+    for (p, v) in ptrs.iter_mut().zip(values) {
+        // The driver only reads through these pointers (the API's `void**` is not const).
+        *p = v.as_ptr().cast_mut().cast();
     }
     let params = if ptrs.is_empty() {
         ptr::null_mut()
     } else {
         ptrs.as_mut_ptr()
     };
-    // SAFETY: `params` holds one pointer per parameter of `k.f` (count checked against the
-    // driver's layout), each to 8 readable bytes, at least the parameter's size (checked);
-    // all live during the call (the driver copies them). `s` is a live stream of the
-    // function's context, which the caller bound.
-    ok(unsafe {
-        sys::cuLaunchKernel(
-            k.f.0,
-            grid[0],
-            grid[1],
-            grid[2],
-            block[0],
-            block[1],
-            block[2],
-            shared_mem,
-            s.0,
-            params,
-            ptr::null_mut(),
-        )
-    })
+    if l.attrs == LaunchAttrs::default() {
+        // SAFETY: `params` holds one pointer per parameter of `l.f`, each to enough readable
+        // bytes (the caller's promise), all live during the call (the driver copies them).
+        // `l.stream` is a live stream of the function's context, which the caller bound.
+        return ok(unsafe {
+            sys::cuLaunchKernel(
+                l.f.0,
+                l.grid[0],
+                l.grid[1],
+                l.grid[2],
+                l.block[0],
+                l.block[1],
+                l.block[2],
+                l.shared_mem,
+                l.stream.0,
+                params,
+                ptr::null_mut(),
+            )
+        });
+    }
+    // SAFETY: an all-zero `CUlaunchAttribute` is a valid value (id 0, `IGNORE`; zeroed
+    // union), overwritten below.
+    let mut attrs: [sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
+    let mut n = 0;
+    if l.attrs.cooperative {
+        attrs[n].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+        attrs[n].value.cooperative = 1;
+        n += 1;
+    }
+    if let Some([x, y, z]) = l.attrs.cluster {
+        attrs[n].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attrs[n].value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x, y, z };
+        n += 1;
+    }
+    let cfg = sys::CUlaunchConfig {
+        gridDimX: l.grid[0],
+        gridDimY: l.grid[1],
+        gridDimZ: l.grid[2],
+        blockDimX: l.block[0],
+        blockDimY: l.block[1],
+        blockDimZ: l.block[2],
+        sharedMemBytes: l.shared_mem,
+        hStream: l.stream.0,
+        attrs: attrs.as_mut_ptr(),
+        numAttrs: n as u32,
+    };
+    // SAFETY: as for `cuLaunchKernel` above; `cfg` and its `n` attributes are locals live
+    // during the call.
+    ok(unsafe { sys::cuLaunchKernelEx(&cfg, l.f.0, params, ptr::null_mut()) })
 }
 
 /// Whether libnvrtc can be opened (cudarc panics at the first NVRTC call otherwise).

@@ -53,6 +53,13 @@ pub(super) fn prepare(
             KernelArg::I64(v) => QueuedArg::I64(v),
             KernelArg::F32(v) => QueuedArg::F32(v),
             KernelArg::F64(v) => QueuedArg::F64(v),
+            KernelArg::I8(v) => QueuedArg::I8(v),
+            KernelArg::U8(v) => QueuedArg::U8(v),
+            KernelArg::I16(v) => QueuedArg::I16(v),
+            KernelArg::U16(v) => QueuedArg::U16(v),
+            KernelArg::F16(v) => QueuedArg::F16(v),
+            KernelArg::BF16(v) => QueuedArg::BF16(v),
+            KernelArg::Bytes(b) => QueuedArg::Bytes(crate::module::QueuedBytes::new(b)),
         });
     }
     Ok(KernelLaunch {

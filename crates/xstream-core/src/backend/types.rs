@@ -123,6 +123,19 @@ pub struct DeviceInfo {
     pub max_streams: Option<u32>,
     /// Driver or runtime version, in the vendor's words.
     pub driver: String,
+    /// The chip: `sm_90` (CUDA), the SoC name (Ascend), the CPU architecture (host); see
+    /// [`crate::devinfo`].
+    pub chip: Option<String>,
+    /// Compute capability `(major, minor)` (CUDA only).
+    pub compute_capability: Option<(u32, u32)>,
+    /// Compute units: multiprocessors (CUDA), AI Cores (Ascend), logical CPUs (host).
+    pub compute_units: Option<u32>,
+    /// Total memory in bytes (free memory: [`Device::memory_info`](crate::Device::memory_info)).
+    pub total_memory: Option<u64>,
+    /// The device's UUID, where the vendor has one.
+    pub uuid: Option<crate::devinfo::DeviceUuid>,
+    /// The PCI bus id (`domain:bus:device.function`), where the vendor has one.
+    pub pci_bus_id: Option<String>,
 }
 
 /// How to create a stream.
