@@ -13,7 +13,7 @@ use xstream_core::{
 
 use crate::conv::{HOST_FLAGS, HOST_PRIORITY_RANGE};
 use crate::worker::{Queue, QueueKind};
-use crate::{HostBuffer, HostEvent, HostStream};
+use crate::{HostDeviceBuffer, HostEvent, HostStream};
 
 /// The environment variable that sets how many host devices there are (default 1).
 pub const DEVICES_ENV: &str = "XSTREAM_HOST_DEVICES";
@@ -316,10 +316,10 @@ impl Device for HostDevice {
         HostEvent::create(self, desc)
     }
 
-    fn alloc(&self, len: usize) -> Result<HostBuffer> {
+    fn alloc(&self, len: usize) -> Result<HostDeviceBuffer> {
         ensure_not_in_callback()?;
         self.inner.shared.check()?;
-        HostBuffer::alloc(len, self.inner.info.ordinal)
+        HostDeviceBuffer::alloc(len, self.inner.info.ordinal)
     }
 
     fn alloc_host(

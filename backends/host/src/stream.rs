@@ -22,7 +22,7 @@ use xstream_core::{
 use crate::conv::map_stream_wait;
 use crate::event::{Latest, RecordSlot};
 use crate::worker::{Node, Op, Queue};
-use crate::{HostBackend, HostBuffer, HostDevice, HostEvent, HostFunction, HostGraph};
+use crate::{HostBackend, HostDeviceBuffer, HostDevice, HostEvent, HostFunction, HostGraph};
 use xstream_core::module::{
     delay_nanoseconds, lcg_launch, KernelArg, LaunchConfig, BUILTIN_DELAY, BUILTIN_LCG,
 };
@@ -96,7 +96,7 @@ impl HostStream {
     }
 
     /// Refuses a buffer allocated on another device than the stream's.
-    fn check_buffer_device(&self, op: &str, buf: &HostBuffer) -> Result<()> {
+    fn check_buffer_device(&self, op: &str, buf: &HostDeviceBuffer) -> Result<()> {
         let mine = xstream_core::Device::info(&self.device).ordinal;
         if buf.inner.ordinal() != mine {
             return Err(Error::WrongDevice(format!(
@@ -379,7 +379,7 @@ impl Stream for HostStream {
         attribute::allocator(self)
     }
 
-    fn memset(&self, buf: &HostBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
+    fn memset(&self, buf: &HostDeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
         memory::memset(
             self,
             buf,
@@ -389,19 +389,19 @@ impl Stream for HostStream {
         )
     }
 
-    fn write(&self, dst: &HostBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
+    fn write(&self, dst: &HostDeviceBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
         memory::write(self, dst, offset, data)
     }
 
-    fn read(&self, src: &HostBuffer, offset: usize, len: usize) -> Result<Readback> {
+    fn read(&self, src: &HostDeviceBuffer, offset: usize, len: usize) -> Result<Readback> {
         memory::read(self, src, offset, len)
     }
 
     fn copy(
         &self,
-        src: &HostBuffer,
+        src: &HostDeviceBuffer,
         src_offset: usize,
-        dst: &HostBuffer,
+        dst: &HostDeviceBuffer,
         dst_offset: usize,
         len: usize,
     ) -> Result<()> {
@@ -410,9 +410,9 @@ impl Stream for HostStream {
 
     fn copy_peer(
         &self,
-        src: &HostBuffer,
+        src: &HostDeviceBuffer,
         src_offset: usize,
-        dst: &HostBuffer,
+        dst: &HostDeviceBuffer,
         dst_offset: usize,
         len: usize,
     ) -> Result<()> {
@@ -422,7 +422,7 @@ impl Stream for HostStream {
     fn enqueue_copy_to_device(
         &self,
         src: xstream_core::HostSpan,
-        dst: &HostBuffer,
+        dst: &HostDeviceBuffer,
         dst_offset: usize,
     ) -> Result<()> {
         memory::enqueue_copy_to_device(self, src, dst, dst_offset)
@@ -430,7 +430,7 @@ impl Stream for HostStream {
 
     fn enqueue_copy_to_host(
         &self,
-        src: &HostBuffer,
+        src: &HostDeviceBuffer,
         src_offset: usize,
         dst: xstream_core::HostSpan,
     ) -> Result<()> {
@@ -441,7 +441,7 @@ impl Stream for HostStream {
 
     fn enqueue_memset_pattern(
         &self,
-        buf: &HostBuffer,
+        buf: &HostDeviceBuffer,
         offset: usize,
         len: usize,
         value: xstream_core::MemsetPattern,
@@ -449,23 +449,23 @@ impl Stream for HostStream {
         memory::memset(self, buf, offset, len, value)
     }
 
-    fn write_bytes_now(&self, dst: &HostBuffer, offset: usize, src: &[u8]) -> Result<()> {
+    fn write_bytes_now(&self, dst: &HostDeviceBuffer, offset: usize, src: &[u8]) -> Result<()> {
         memory::write_bytes_now(self, dst, offset, src)
     }
 
-    fn read_bytes_now(&self, src: &HostBuffer, offset: usize, dst: &mut [u8]) -> Result<()> {
+    fn read_bytes_now(&self, src: &HostDeviceBuffer, offset: usize, dst: &mut [u8]) -> Result<()> {
         memory::read_bytes_now(self, src, offset, dst)
     }
 
     // --- end of views and typed copies ---
 
-    fn free_async(&self, buf: HostBuffer) -> Result<()> {
+    fn free_async(&self, buf: HostDeviceBuffer) -> Result<()> {
         self.check_buffer_device("free_async", &buf)?;
         drop(buf);
         Ok(())
     }
 
-    fn launch(&self, kernel: Kernel<'_, HostBuffer>) -> Result<()> {
+    fn launch(&self, kernel: Kernel<'_, HostDeviceBuffer>) -> Result<()> {
         ensure_not_in_callback()?;
         let ordinal = xstream_core::Device::info(&self.device).ordinal;
         let builtin = |name: &str| crate::module::builtin_function(name, ordinal);
@@ -495,7 +495,7 @@ impl Stream for HostStream {
         &self,
         f: &HostFunction,
         cfg: &LaunchConfig,
-        args: &[KernelArg<'_, HostBuffer>],
+        args: &[KernelArg<'_, HostDeviceBuffer>],
     ) -> Result<()> {
         ensure_not_in_callback()?;
         let launch = kernel::prepare(self, f, cfg, args)?;
@@ -506,7 +506,7 @@ impl Stream for HostStream {
 
     fn wait_value32(
         &self,
-        buf: &HostBuffer,
+        buf: &HostDeviceBuffer,
         offset: usize,
         value: u32,
         cond: WaitCondition,
@@ -518,7 +518,7 @@ impl Stream for HostStream {
 
     fn wait_value64(
         &self,
-        buf: &HostBuffer,
+        buf: &HostDeviceBuffer,
         offset: usize,
         value: u64,
         cond: WaitCondition,
@@ -528,13 +528,13 @@ impl Stream for HostStream {
         self.submit("wait_value64", n)
     }
 
-    fn write_value32(&self, buf: &HostBuffer, offset: usize, value: u32) -> Result<()> {
+    fn write_value32(&self, buf: &HostDeviceBuffer, offset: usize, value: u32) -> Result<()> {
         ensure_not_in_callback()?;
         let n = memop::node("write_value32", buf, offset, 4, value.into(), None)?;
         self.submit("write_value32", n)
     }
 
-    fn write_value64(&self, buf: &HostBuffer, offset: usize, value: u64) -> Result<()> {
+    fn write_value64(&self, buf: &HostDeviceBuffer, offset: usize, value: u64) -> Result<()> {
         ensure_not_in_callback()?;
         let n = memop::node("write_value64", buf, offset, 8, value, None)?;
         self.submit("write_value64", n)
@@ -542,9 +542,9 @@ impl Stream for HostStream {
 
     fn reduce(
         &self,
-        dst: &HostBuffer,
+        dst: &HostDeviceBuffer,
         dst_offset: usize,
-        src: &HostBuffer,
+        src: &HostDeviceBuffer,
         src_offset: usize,
         len: usize,
         r: xstream_core::Reduction,
