@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use xstream_core::backend_hooks::{HookToken, StreamHooks};
 use xstream_core::callback::{ensure_not_in_callback, CallbackSlot, HostCallback};
 use xstream_core::{
     check_timeout, Allocator, Borrowed, CaptureErrorKind, CaptureMode, CaptureStatus,
@@ -22,7 +23,7 @@ use xstream_core::{
 use crate::conv::map_stream_wait;
 use crate::event::{Latest, RecordSlot};
 use crate::worker::{Node, Op, Queue};
-use crate::{HostBackend, HostDeviceBuffer, HostDevice, HostEvent, HostFunction, HostGraph};
+use crate::{HostBackend, HostDevice, HostDeviceBuffer, HostEvent, HostFunction, HostGraph};
 use xstream_core::module::{
     delay_nanoseconds, lcg_launch, KernelArg, LaunchConfig, BUILTIN_DELAY, BUILTIN_LCG,
 };
@@ -419,46 +420,6 @@ impl Stream for HostStream {
         memory::copy_peer(self, src, src_offset, dst, dst_offset, len)
     }
 
-    fn enqueue_copy_to_device(
-        &self,
-        src: xstream_core::HostSpan,
-        dst: &HostDeviceBuffer,
-        dst_offset: usize,
-    ) -> Result<()> {
-        memory::enqueue_copy_to_device(self, src, dst, dst_offset)
-    }
-
-    fn enqueue_copy_to_host(
-        &self,
-        src: &HostDeviceBuffer,
-        src_offset: usize,
-        dst: xstream_core::HostSpan,
-    ) -> Result<()> {
-        memory::enqueue_copy_to_host(self, src, src_offset, dst)
-    }
-
-    // --- views and typed copies ---
-
-    fn enqueue_memset_pattern(
-        &self,
-        buf: &HostDeviceBuffer,
-        offset: usize,
-        len: usize,
-        value: xstream_core::MemsetPattern,
-    ) -> Result<()> {
-        memory::memset(self, buf, offset, len, value)
-    }
-
-    fn write_bytes_now(&self, dst: &HostDeviceBuffer, offset: usize, src: &[u8]) -> Result<()> {
-        memory::write_bytes_now(self, dst, offset, src)
-    }
-
-    fn read_bytes_now(&self, src: &HostDeviceBuffer, offset: usize, dst: &mut [u8]) -> Result<()> {
-        memory::read_bytes_now(self, src, offset, dst)
-    }
-
-    // --- end of views and typed copies ---
-
     fn free_async(&self, buf: HostDeviceBuffer) -> Result<()> {
         self.check_buffer_device("free_async", &buf)?;
         drop(buf);
@@ -572,5 +533,62 @@ impl Stream for HostStream {
                 xstream_core::Device::info(device).name
             ))),
         }
+    }
+}
+
+// The hooks behind the user-facing methods of `Stream` (called by xstream-core only,
+// after its checks).
+impl xstream_core::__private::Sealed for HostStream {}
+
+impl StreamHooks for HostStream {
+    fn enqueue_copy_to_device(
+        &self,
+        _token: HookToken,
+        src: xstream_core::HostSpan,
+        dst: &HostDeviceBuffer,
+        dst_offset: usize,
+    ) -> Result<()> {
+        memory::enqueue_copy_to_device(self, src, dst, dst_offset)
+    }
+
+    fn enqueue_copy_to_host(
+        &self,
+        _token: HookToken,
+        src: &HostDeviceBuffer,
+        src_offset: usize,
+        dst: xstream_core::HostSpan,
+    ) -> Result<()> {
+        memory::enqueue_copy_to_host(self, src, src_offset, dst)
+    }
+
+    fn enqueue_memset_pattern(
+        &self,
+        _token: HookToken,
+        buf: &HostDeviceBuffer,
+        offset: usize,
+        len: usize,
+        value: xstream_core::MemsetPattern,
+    ) -> Result<()> {
+        memory::memset(self, buf, offset, len, value)
+    }
+
+    fn write_bytes_now(
+        &self,
+        _token: HookToken,
+        dst: &HostDeviceBuffer,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<()> {
+        memory::write_bytes_now(self, dst, offset, src)
+    }
+
+    fn read_bytes_now(
+        &self,
+        _token: HookToken,
+        src: &HostDeviceBuffer,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        memory::read_bytes_now(self, src, offset, dst)
     }
 }
