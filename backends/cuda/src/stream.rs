@@ -442,7 +442,15 @@ impl Stream for CudaStream {
                     ],
                 )
             }
+            #[cfg(feature = "testing")]
             Kernel::Fault => self.check("cuLaunchKernel", ffi::launch_fault(k.fault, self.raw())),
+            // xstream-core's test kernels, turned on by another crate of the build.
+            #[cfg(not(feature = "testing"))]
+            #[allow(unreachable_patterns)]
+            _ => Err(Error::unsupported(
+                xstream_core::BackendKind::Cuda,
+                "test-only kernels (xstream-cuda's `testing` feature is off)",
+            )),
         }
     }
 

@@ -29,7 +29,11 @@ pub const HOST_CAPABILITIES: Capabilities = Capabilities::PRIORITY
     .union(Capabilities::STREAM_IDS)
     .union(Capabilities::KERNELS)
     .union(Capabilities::MODULES)
-    .union(Capabilities::FAULT_INJECTION)
+    .union(if cfg!(feature = "testing") {
+        Capabilities::FAULT_INJECTION
+    } else {
+        Capabilities::empty()
+    })
     .union(Capabilities::CROSS_DEVICE_WAIT)
     .union(Capabilities::LEGACY_DEFAULT_STREAM)
     .union(Capabilities::VALUE_OPS_32)
@@ -252,7 +256,7 @@ impl HostDevice {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    /// The sticky error, once a [`Kernel::Fault`](xstream_core::Kernel::Fault) poisoned the
+    /// The sticky error, once a `Kernel::Fault` poisoned the
     /// device.
     pub fn fault(&self) -> Option<Error> {
         self.inner.shared.fault()

@@ -39,7 +39,7 @@
 //!   ordinary work items, so they cost nothing when the other side is idle.
 //! - **Priorities** use CUDA's scale (least 0, greatest -5, default 0). They are resolved,
 //!   recorded and reported; scheduling of the worker threads is left to the OS.
-//! - **Faults**: [`Kernel::Fault`](xstream_core::Kernel::Fault) poisons the device like a CUDA
+//! - **Faults**: `Kernel::Fault` (feature `testing`) poisons the device like a CUDA
 //!   illegal address: every later op on every stream of the device is skipped, pending
 //!   callbacks fire once with `DeviceLost(HOST_DEVICE_FAULT, 700, sticky)`, and later calls
 //!   return that error at once. [`HostDevice::new_isolated`] gives a context a test may poison.

@@ -448,7 +448,15 @@ impl Stream for HostStream {
                     ],
                 )
             }
+            #[cfg(feature = "testing")]
             Kernel::Fault => self.submit("launch", Node::Fault),
+            // xstream-core's test kernels, turned on by another crate of the build.
+            #[cfg(not(feature = "testing"))]
+            #[allow(unreachable_patterns)]
+            _ => Err(xstream_core::Error::unsupported(
+                xstream_core::BackendKind::Host,
+                "test-only kernels (xstream-host's `testing` feature is off)",
+            )),
         }
     }
 
