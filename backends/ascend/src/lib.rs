@@ -45,7 +45,7 @@
 //!   The builtin module behind [`Kernel::Delay`](xstream_core::Kernel::Delay) and
 //!   [`Kernel::Lcg`](xstream_core::Kernel::Lcg) is a binary in the simulator's test-only format:
 //!   it runs only on the simulator (`xstream-ascend-sim`); on real hardware it is
-//!   [`Error::Unsupported`] and the device lacks `KERNELS`. [`Kernel::Fault`](xstream_core::Kernel::Fault)
+//!   [`Error::Unsupported`] and the device lacks `KERNELS`. `Kernel::Fault` (feature `testing`)
 //!   uses the simulator's `xsimLaunchFault` extension.
 //! - **Raw handles**: [`AscendStream`] and [`AscendEvent`] hand out their `aclrtStream` /
 //!   `aclrtEvent` (`as_raw`) for vendor operator libraries, and wrap handles created elsewhere
@@ -87,7 +87,7 @@ pub use sys::{
     AclFns, DevPtr, LoadError, RawBinary, RawContext, RawEvent, RawFunction, RawModel, RawStream,
 };
 
-/// The code [`Kernel::Fault`](xstream_core::Kernel::Fault) poisons the context with on the
+/// The code `Kernel::Fault` poisons the context with on the
 /// simulator (`ACL_ERROR_RT_AICORE_EXCEPTION`).
 pub const FAULT_CODE: i32 = 507_015;
 

@@ -244,7 +244,12 @@ pub const GROUPS: &[SymbolGroup] = &[
     MODULES,
     SymbolGroup {
         name: "fault injection (simulator only)",
-        capability: Some(Capabilities::FAULT_INJECTION),
+        // `Kernel::Fault` exists with the `testing` feature only.
+        capability: if cfg!(feature = "testing") {
+            Some(Capabilities::FAULT_INJECTION)
+        } else {
+            None
+        },
         symbols: &["xsimLaunchFault"],
     },
     SymbolGroup {

@@ -635,6 +635,7 @@ pub(crate) mod model {
 
 pub(crate) mod xsim {
     use super::*;
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))] // used by `Kernel::Fault` only
     pub(crate) fn fault(t: &AclFns, s: RawStream, code: i32) -> Result<()> {
         call!(opt t, xsimLaunchFault(s.0, code))
     }

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use xstream_core::backend_hooks::{HookToken, StreamHooks};
 use xstream_core::callback::{HostCallback, PanicSlot, PendingCallbacks};
 use xstream_core::module::{KernelArg, LaunchConfig, BUILTIN_DELAY, BUILTIN_LCG};
 use xstream_core::{
@@ -549,49 +550,9 @@ impl Stream for AscendStream {
         memory::write(self, dst, offset, data)
     }
 
-    fn enqueue_copy_to_device(
-        &self,
-        src: xstream_core::HostSpan,
-        dst: &AscendBuffer,
-        dst_offset: usize,
-    ) -> Result<()> {
-        memory::enqueue_copy_to_device(self, src, dst, dst_offset)
-    }
-
-    fn enqueue_copy_to_host(
-        &self,
-        src: &AscendBuffer,
-        src_offset: usize,
-        dst: xstream_core::HostSpan,
-    ) -> Result<()> {
-        memory::enqueue_copy_to_host(self, src, src_offset, dst)
-    }
-
     fn alloc_async(&self, len: usize) -> Result<AscendBuffer> {
         memory::alloc_async(self, len)
     }
-
-    // --- views and typed copies ---
-
-    fn enqueue_memset_pattern(
-        &self,
-        buf: &AscendBuffer,
-        offset: usize,
-        len: usize,
-        value: xstream_core::MemsetPattern,
-    ) -> Result<()> {
-        memory::memset_pattern(self, buf, offset, len, value)
-    }
-
-    fn write_bytes_now(&self, dst: &AscendBuffer, offset: usize, src: &[u8]) -> Result<()> {
-        memory::write_bytes_now(self, dst, offset, src)
-    }
-
-    fn read_bytes_now(&self, src: &AscendBuffer, offset: usize, dst: &mut [u8]) -> Result<()> {
-        memory::read_bytes_now(self, src, offset, dst)
-    }
-
-    // --- end of views and typed copies ---
 
     fn free_async(&self, buf: AscendBuffer) -> Result<()> {
         memory::free_async(self, buf)
@@ -642,6 +603,7 @@ impl Stream for AscendStream {
                 ];
                 kernel::launch(self, &f, &cfg, &args)
             }
+            #[cfg(feature = "testing")]
             Kernel::Fault => {
                 self.enter("launch")?;
                 let d = &self.device.inner;
@@ -655,6 +617,13 @@ impl Stream for AscendStream {
                 self.state.enqueued(None);
                 Ok(())
             }
+            // xstream-core's test kernels, turned on by another crate of the build.
+            #[cfg(not(feature = "testing"))]
+            #[allow(unreachable_patterns)]
+            _ => Err(Error::unsupported(
+                BackendKind::Ascend,
+                "test-only kernels (xstream-ascend's `testing` feature is off)",
+            )),
         }
     }
 
@@ -784,4 +753,61 @@ impl Stream for AscendStream {
     }
 
     // --- end of ordering and allocation without host sync ---
+}
+
+// The hooks behind the user-facing methods of `Stream` (called by xstream-core only,
+// after its checks).
+impl xstream_core::__private::Sealed for AscendStream {}
+
+impl StreamHooks for AscendStream {
+    fn enqueue_copy_to_device(
+        &self,
+        _token: HookToken,
+        src: xstream_core::HostSpan,
+        dst: &AscendBuffer,
+        dst_offset: usize,
+    ) -> Result<()> {
+        memory::enqueue_copy_to_device(self, src, dst, dst_offset)
+    }
+
+    fn enqueue_copy_to_host(
+        &self,
+        _token: HookToken,
+        src: &AscendBuffer,
+        src_offset: usize,
+        dst: xstream_core::HostSpan,
+    ) -> Result<()> {
+        memory::enqueue_copy_to_host(self, src, src_offset, dst)
+    }
+
+    fn enqueue_memset_pattern(
+        &self,
+        _token: HookToken,
+        buf: &AscendBuffer,
+        offset: usize,
+        len: usize,
+        value: xstream_core::MemsetPattern,
+    ) -> Result<()> {
+        memory::memset_pattern(self, buf, offset, len, value)
+    }
+
+    fn write_bytes_now(
+        &self,
+        _token: HookToken,
+        dst: &AscendBuffer,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<()> {
+        memory::write_bytes_now(self, dst, offset, src)
+    }
+
+    fn read_bytes_now(
+        &self,
+        _token: HookToken,
+        src: &AscendBuffer,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        memory::read_bytes_now(self, src, offset, dst)
+    }
 }

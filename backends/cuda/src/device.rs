@@ -25,6 +25,7 @@ pub(crate) struct Kernels {
     pub delay: CudaFunction,
     pub lcg: CudaFunction,
     /// `xs_fault` (a test facility, outside the builtin module's documented kernels).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))] // used by `Kernel::Fault` only
     pub fault: CuFunction,
     /// The built-in reduce's kernels, by [`xstream_core::ReduceType`] (f32, s32, s16, s8).
     pub reduce: [CudaFunction; 4],
@@ -466,10 +467,10 @@ impl CudaDevice {
             caps |= Capabilities::MANAGED_MEMORY;
         }
         if kernels.is_ok() {
-            caps |= Capabilities::KERNELS
-                | Capabilities::FAULT_INJECTION
-                | Capabilities::MODULES
-                | Capabilities::REDUCE;
+            caps |= Capabilities::KERNELS | Capabilities::MODULES | Capabilities::REDUCE;
+            if cfg!(feature = "testing") {
+                caps |= Capabilities::FAULT_INJECTION;
+            }
         } else if let Err(e) = &kernels {
             tracing::warn!(error = %e, "built-in kernels unavailable");
         }

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use xstream_core::backend_hooks::{HookToken, StreamHooks};
 use xstream_core::callback::{HostCallback, PanicSlot};
 use xstream_core::{
     check_timeout, Allocator, AllocatorSlot, Borrowed, CaptureCell, CaptureErrorKind, CaptureMode,
@@ -406,51 +407,11 @@ impl Stream for CudaStream {
         memory::copy_peer(self, src, src_offset, dst, dst_offset, len)
     }
 
-    fn enqueue_copy_to_device(
-        &self,
-        src: xstream_core::HostSpan,
-        dst: &CudaBuffer,
-        dst_offset: usize,
-    ) -> Result<()> {
-        memory::enqueue_copy_to_device(self, src, dst, dst_offset)
-    }
-
-    fn enqueue_copy_to_host(
-        &self,
-        src: &CudaBuffer,
-        src_offset: usize,
-        dst: xstream_core::HostSpan,
-    ) -> Result<()> {
-        memory::enqueue_copy_to_host(self, src, src_offset, dst)
-    }
-
     fn alloc_async(&self, len: usize) -> Result<CudaBuffer> {
         // `alloc_ordered` enters the context (which refuses inside callbacks).
         self.gate_enqueue("alloc_async")?;
         crate::memory::alloc_ordered(self, len)
     }
-
-    // --- views and typed copies ---
-
-    fn enqueue_memset_pattern(
-        &self,
-        buf: &CudaBuffer,
-        offset: usize,
-        len: usize,
-        value: xstream_core::MemsetPattern,
-    ) -> Result<()> {
-        memory::memset_pattern(self, buf, offset, len, value)
-    }
-
-    fn write_bytes_now(&self, dst: &CudaBuffer, offset: usize, src: &[u8]) -> Result<()> {
-        memory::write_bytes_now(self, dst, offset, src)
-    }
-
-    fn read_bytes_now(&self, src: &CudaBuffer, offset: usize, dst: &mut [u8]) -> Result<()> {
-        memory::read_bytes_now(self, src, offset, dst)
-    }
-
-    // --- end of views and typed copies ---
 
     fn free_async(&self, buf: CudaBuffer) -> Result<()> {
         self.gate_enqueue("free_async")?;
@@ -481,7 +442,15 @@ impl Stream for CudaStream {
                     ],
                 )
             }
+            #[cfg(feature = "testing")]
             Kernel::Fault => self.check("cuLaunchKernel", ffi::launch_fault(k.fault, self.raw())),
+            // xstream-core's test kernels, turned on by another crate of the build.
+            #[cfg(not(feature = "testing"))]
+            #[allow(unreachable_patterns)]
+            _ => Err(Error::unsupported(
+                xstream_core::BackendKind::Cuda,
+                "test-only kernels (xstream-cuda's `testing` feature is off)",
+            )),
         }
     }
 
@@ -686,4 +655,61 @@ impl Stream for CudaStream {
     }
 
     // --- end of ordering and allocation without host sync ---
+}
+
+// The hooks behind the user-facing methods of `Stream` (called by xstream-core only,
+// after its checks).
+impl xstream_core::__private::Sealed for CudaStream {}
+
+impl StreamHooks for CudaStream {
+    fn enqueue_copy_to_device(
+        &self,
+        _token: HookToken,
+        src: xstream_core::HostSpan,
+        dst: &CudaBuffer,
+        dst_offset: usize,
+    ) -> Result<()> {
+        memory::enqueue_copy_to_device(self, src, dst, dst_offset)
+    }
+
+    fn enqueue_copy_to_host(
+        &self,
+        _token: HookToken,
+        src: &CudaBuffer,
+        src_offset: usize,
+        dst: xstream_core::HostSpan,
+    ) -> Result<()> {
+        memory::enqueue_copy_to_host(self, src, src_offset, dst)
+    }
+
+    fn enqueue_memset_pattern(
+        &self,
+        _token: HookToken,
+        buf: &CudaBuffer,
+        offset: usize,
+        len: usize,
+        value: xstream_core::MemsetPattern,
+    ) -> Result<()> {
+        memory::memset_pattern(self, buf, offset, len, value)
+    }
+
+    fn write_bytes_now(
+        &self,
+        _token: HookToken,
+        dst: &CudaBuffer,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<()> {
+        memory::write_bytes_now(self, dst, offset, src)
+    }
+
+    fn read_bytes_now(
+        &self,
+        _token: HookToken,
+        src: &CudaBuffer,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        memory::read_bytes_now(self, src, offset, dst)
+    }
 }

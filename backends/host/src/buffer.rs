@@ -78,17 +78,21 @@ impl BufInner {
     }
 }
 
-/// A host buffer: `len` zero-initialised bytes on the heap (in a block rounded up to
-/// [`xstream_core::ALLOC_GRANULE`], see [`HostBuffer::allocated_len`]).
+/// The host backend's device buffer ([`Backend::Buffer`](xstream_core::Backend::Buffer) of
+/// [`HostBackend`]): `len` zero-initialised bytes on the heap (in a block rounded up to
+/// [`xstream_core::ALLOC_GRANULE`], see [`HostDeviceBuffer::allocated_len`]).
+///
+/// Not to be confused with [`xstream_core::HostBuffer`], page-locked host memory of any
+/// backend ([`Device::alloc_host`](xstream_core::Device::alloc_host)).
 ///
 /// Its [`device_address`](Buffer::device_address) is the address of its heap block: stable
 /// for the buffer's life (the block never moves) and unique among live buffers.
 #[derive(Debug, Clone)]
-pub struct HostBuffer {
+pub struct HostDeviceBuffer {
     pub(crate) inner: Arc<BufInner>,
 }
 
-impl HostBuffer {
+impl HostDeviceBuffer {
     pub(crate) fn alloc(len: usize, ordinal: usize) -> Result<Self> {
         // The heap block is rounded up to the allocation granule (docs/semantics.md) and
         // zeroed whole; the vector's length, the buffer's `len`, stays the requested size. A
@@ -134,7 +138,7 @@ impl HostBuffer {
     }
 }
 
-impl Buffer for HostBuffer {
+impl Buffer for HostDeviceBuffer {
     type B = HostBackend;
 
     fn len(&self) -> usize {

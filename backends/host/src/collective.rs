@@ -40,7 +40,7 @@ use xstream_core::{
 };
 
 use crate::buffer::BufInner;
-use crate::{HostBackend, HostBuffer, HostDevice, HostStream};
+use crate::{HostBackend, HostDevice, HostDeviceBuffer, HostStream};
 
 mod job;
 mod reduce;
@@ -265,8 +265,8 @@ impl HostComm {
     fn issue(
         &self,
         args: OpArgs,
-        send: &HostBuffer,
-        recv: &HostBuffer,
+        send: &HostDeviceBuffer,
+        recv: &HostDeviceBuffer,
         stream: &HostStream,
     ) -> Result<()> {
         ensure_not_in_callback()?;
@@ -319,8 +319,8 @@ impl Communicator for HostComm {
 
     fn all_reduce(
         &self,
-        send: &HostBuffer,
-        recv: &HostBuffer,
+        send: &HostDeviceBuffer,
+        recv: &HostDeviceBuffer,
         count: usize,
         dtype: DataType,
         op: ReduceOp,
@@ -332,8 +332,8 @@ impl Communicator for HostComm {
 
     fn all_gather(
         &self,
-        send: &HostBuffer,
-        recv: &HostBuffer,
+        send: &HostDeviceBuffer,
+        recv: &HostDeviceBuffer,
         send_count: usize,
         dtype: DataType,
         stream: &HostStream,
@@ -344,8 +344,8 @@ impl Communicator for HostComm {
 
     fn reduce_scatter(
         &self,
-        send: &HostBuffer,
-        recv: &HostBuffer,
+        send: &HostDeviceBuffer,
+        recv: &HostDeviceBuffer,
         recv_count: usize,
         dtype: DataType,
         op: ReduceOp,
@@ -363,8 +363,8 @@ impl Communicator for HostComm {
 
     fn broadcast(
         &self,
-        send: &HostBuffer,
-        recv: &HostBuffer,
+        send: &HostDeviceBuffer,
+        recv: &HostDeviceBuffer,
         count: usize,
         dtype: DataType,
         root: usize,
@@ -376,8 +376,8 @@ impl Communicator for HostComm {
 
     fn reduce(
         &self,
-        send: &HostBuffer,
-        recv: &HostBuffer,
+        send: &HostDeviceBuffer,
+        recv: &HostDeviceBuffer,
         count: usize,
         dtype: DataType,
         op: ReduceOp,
@@ -390,7 +390,7 @@ impl Communicator for HostComm {
 
     fn send(
         &self,
-        buf: &HostBuffer,
+        buf: &HostDeviceBuffer,
         count: usize,
         dtype: DataType,
         peer: usize,
@@ -402,7 +402,7 @@ impl Communicator for HostComm {
 
     fn recv(
         &self,
-        buf: &HostBuffer,
+        buf: &HostDeviceBuffer,
         count: usize,
         dtype: DataType,
         peer: usize,

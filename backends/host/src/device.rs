@@ -13,7 +13,7 @@ use xstream_core::{
 
 use crate::conv::{HOST_FLAGS, HOST_PRIORITY_RANGE};
 use crate::worker::{Queue, QueueKind};
-use crate::{HostBuffer, HostEvent, HostStream};
+use crate::{HostDeviceBuffer, HostEvent, HostStream};
 
 /// The environment variable that sets how many host devices there are (default 1).
 pub const DEVICES_ENV: &str = "XSTREAM_HOST_DEVICES";
@@ -29,7 +29,11 @@ pub const HOST_CAPABILITIES: Capabilities = Capabilities::PRIORITY
     .union(Capabilities::STREAM_IDS)
     .union(Capabilities::KERNELS)
     .union(Capabilities::MODULES)
-    .union(Capabilities::FAULT_INJECTION)
+    .union(if cfg!(feature = "testing") {
+        Capabilities::FAULT_INJECTION
+    } else {
+        Capabilities::empty()
+    })
     .union(Capabilities::CROSS_DEVICE_WAIT)
     .union(Capabilities::LEGACY_DEFAULT_STREAM)
     .union(Capabilities::VALUE_OPS_32)
@@ -260,7 +264,7 @@ impl HostDevice {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    /// The sticky error, once a [`Kernel::Fault`](xstream_core::Kernel::Fault) poisoned the
+    /// The sticky error, once a `Kernel::Fault` poisoned the
     /// device.
     pub fn fault(&self) -> Option<Error> {
         self.inner.shared.fault()
@@ -332,10 +336,10 @@ impl Device for HostDevice {
         HostEvent::create(self, desc)
     }
 
-    fn alloc(&self, len: usize) -> Result<HostBuffer> {
+    fn alloc(&self, len: usize) -> Result<HostDeviceBuffer> {
         ensure_not_in_callback()?;
         self.inner.shared.check()?;
-        HostBuffer::alloc(len, self.inner.info.ordinal)
+        HostDeviceBuffer::alloc(len, self.inner.info.ordinal)
     }
 
     fn alloc_host(

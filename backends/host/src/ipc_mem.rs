@@ -1,4 +1,4 @@
-//! Interprocess buffers on the host ([`IpcBuffer`] for [`HostBuffer`]): an exported buffer's
+//! Interprocess buffers on the host ([`IpcBuffer`] for [`HostDeviceBuffer`]): an exported buffer's
 //! bytes move to a file of the shared-memory file system (`/dev/shm`, else the temporary
 //! directory) that every process using it reads and writes with positioned I/O, so the crate
 //! stays free of `unsafe` (no `mmap`).
@@ -31,7 +31,7 @@ use xstream_core::{
 };
 
 use crate::buffer::BufInner;
-use crate::{HostBackend, HostBuffer};
+use crate::{HostBackend, HostDeviceBuffer};
 
 /// The length of the file header.
 pub const HEADER_LEN: u64 = 64;
@@ -291,7 +291,7 @@ impl Drop for BufGuard<'_> {
     }
 }
 
-impl IpcBuffer for HostBuffer {
+impl IpcBuffer for HostDeviceBuffer {
     fn export_ipc_range(&self, offset: usize, len: usize) -> Result<IpcMemHandle> {
         if len == 0 || offset.checked_add(len).is_none_or(|end| end > self.len()) {
             return Err(Error::invalid(format!(

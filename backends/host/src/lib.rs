@@ -14,7 +14,7 @@
 //! | worker | `worker.rs` | the queue, the work items (data), the worker thread |
 //! | event | `event.rs` | [`HostEvent`]: one record slot per record, snapshot waits, timing |
 //! | graph | `graph.rs` | [`HostGraph`]: captured work replayed any number of times |
-//! | memory | `buffer.rs` | [`HostBuffer`]: zero-initialised heap bytes |
+//! | memory | `buffer.rs` | [`HostDeviceBuffer`]: zero-initialised heap bytes |
 //! | host memory | `hostmem.rs` | page-locked host memory (the reference), [`HOST_MEM_FLAGS`] |
 //! | collectives | `collective.rs`, `collective/` | [`HostComm`]: the reference communicator (rendezvous by sequence number, send/recv mailboxes, reductions) |
 //!
@@ -39,7 +39,7 @@
 //!   ordinary work items, so they cost nothing when the other side is idle.
 //! - **Priorities** use CUDA's scale (least 0, greatest -5, default 0). They are resolved,
 //!   recorded and reported; scheduling of the worker threads is left to the OS.
-//! - **Faults**: [`Kernel::Fault`](xstream_core::Kernel::Fault) poisons the device like a CUDA
+//! - **Faults**: `Kernel::Fault` (feature `testing`) poisons the device like a CUDA
 //!   illegal address: every later op on every stream of the device is skipped, pending
 //!   callbacks fire once with `DeviceLost(HOST_DEVICE_FAULT, 700, sticky)`, and later calls
 //!   return that error at once. [`HostDevice::new_isolated`] gives a context a test may poison.
@@ -77,7 +77,7 @@ mod worker;
 
 use xstream_core::{Backend, BackendKind, FlagTable, Result};
 
-pub use buffer::HostBuffer;
+pub use buffer::HostDeviceBuffer;
 pub use collective::HostComm;
 pub use conv::{HOST_FLAGS, HOST_PRIORITY_RANGE};
 pub use device::{HostDevice, DEVICES_ENV, HOST_CAPABILITIES, MAX_DEVICES};
@@ -86,6 +86,12 @@ pub use graph::HostGraph;
 pub use hostmem::HOST_MEM_FLAGS;
 pub use module::{builtin_host_module, HostFunction, HostLoadedModule};
 pub use stream::HostStream;
+
+/// The former name of [`HostDeviceBuffer`], renamed so that it no longer shares its name with
+/// the page-locked [`xstream_core::HostBuffer`].
+#[doc(hidden)]
+#[deprecated(since = "0.1.0", note = "renamed to `HostDeviceBuffer`")]
+pub type HostBuffer = HostDeviceBuffer;
 
 /// The host backend: CPU threads.
 #[derive(Debug, Clone, Copy, Default)]
@@ -97,7 +103,7 @@ impl Backend for HostBackend {
     type Stream = HostStream;
     type Event = HostEvent;
     type Graph = HostGraph;
-    type Buffer = HostBuffer;
+    type Buffer = HostDeviceBuffer;
     type Module = HostLoadedModule;
     type Function = HostFunction;
 

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use xstream_core::backend_hooks::{HookToken, StreamHooks};
 use xstream_core::callback::{ensure_not_in_callback, CallbackSlot, HostCallback};
 use xstream_core::{
     check_timeout, Allocator, Borrowed, CaptureErrorKind, CaptureMode, CaptureStatus,
@@ -22,7 +23,7 @@ use xstream_core::{
 use crate::conv::map_stream_wait;
 use crate::event::{Latest, RecordSlot};
 use crate::worker::{Node, Op, Queue};
-use crate::{HostBackend, HostBuffer, HostDevice, HostEvent, HostFunction, HostGraph};
+use crate::{HostBackend, HostDevice, HostDeviceBuffer, HostEvent, HostFunction, HostGraph};
 use xstream_core::module::{
     delay_nanoseconds, lcg_launch, KernelArg, LaunchConfig, BUILTIN_DELAY, BUILTIN_LCG,
 };
@@ -96,7 +97,7 @@ impl HostStream {
     }
 
     /// Refuses a buffer allocated on another device than the stream's.
-    fn check_buffer_device(&self, op: &str, buf: &HostBuffer) -> Result<()> {
+    fn check_buffer_device(&self, op: &str, buf: &HostDeviceBuffer) -> Result<()> {
         let mine = xstream_core::Device::info(&self.device).ordinal;
         if buf.inner.ordinal() != mine {
             return Err(Error::WrongDevice(format!(
@@ -379,7 +380,7 @@ impl Stream for HostStream {
         attribute::allocator(self)
     }
 
-    fn memset(&self, buf: &HostBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
+    fn memset(&self, buf: &HostDeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
         memory::memset(
             self,
             buf,
@@ -389,19 +390,19 @@ impl Stream for HostStream {
         )
     }
 
-    fn write(&self, dst: &HostBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
+    fn write(&self, dst: &HostDeviceBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
         memory::write(self, dst, offset, data)
     }
 
-    fn read(&self, src: &HostBuffer, offset: usize, len: usize) -> Result<Readback> {
+    fn read(&self, src: &HostDeviceBuffer, offset: usize, len: usize) -> Result<Readback> {
         memory::read(self, src, offset, len)
     }
 
     fn copy(
         &self,
-        src: &HostBuffer,
+        src: &HostDeviceBuffer,
         src_offset: usize,
-        dst: &HostBuffer,
+        dst: &HostDeviceBuffer,
         dst_offset: usize,
         len: usize,
     ) -> Result<()> {
@@ -410,62 +411,22 @@ impl Stream for HostStream {
 
     fn copy_peer(
         &self,
-        src: &HostBuffer,
+        src: &HostDeviceBuffer,
         src_offset: usize,
-        dst: &HostBuffer,
+        dst: &HostDeviceBuffer,
         dst_offset: usize,
         len: usize,
     ) -> Result<()> {
         memory::copy_peer(self, src, src_offset, dst, dst_offset, len)
     }
 
-    fn enqueue_copy_to_device(
-        &self,
-        src: xstream_core::HostSpan,
-        dst: &HostBuffer,
-        dst_offset: usize,
-    ) -> Result<()> {
-        memory::enqueue_copy_to_device(self, src, dst, dst_offset)
-    }
-
-    fn enqueue_copy_to_host(
-        &self,
-        src: &HostBuffer,
-        src_offset: usize,
-        dst: xstream_core::HostSpan,
-    ) -> Result<()> {
-        memory::enqueue_copy_to_host(self, src, src_offset, dst)
-    }
-
-    // --- views and typed copies ---
-
-    fn enqueue_memset_pattern(
-        &self,
-        buf: &HostBuffer,
-        offset: usize,
-        len: usize,
-        value: xstream_core::MemsetPattern,
-    ) -> Result<()> {
-        memory::memset(self, buf, offset, len, value)
-    }
-
-    fn write_bytes_now(&self, dst: &HostBuffer, offset: usize, src: &[u8]) -> Result<()> {
-        memory::write_bytes_now(self, dst, offset, src)
-    }
-
-    fn read_bytes_now(&self, src: &HostBuffer, offset: usize, dst: &mut [u8]) -> Result<()> {
-        memory::read_bytes_now(self, src, offset, dst)
-    }
-
-    // --- end of views and typed copies ---
-
-    fn free_async(&self, buf: HostBuffer) -> Result<()> {
+    fn free_async(&self, buf: HostDeviceBuffer) -> Result<()> {
         self.check_buffer_device("free_async", &buf)?;
         drop(buf);
         Ok(())
     }
 
-    fn launch(&self, kernel: Kernel<'_, HostBuffer>) -> Result<()> {
+    fn launch(&self, kernel: Kernel<'_, HostDeviceBuffer>) -> Result<()> {
         ensure_not_in_callback()?;
         let ordinal = xstream_core::Device::info(&self.device).ordinal;
         let builtin = |name: &str| crate::module::builtin_function(name, ordinal);
@@ -487,7 +448,15 @@ impl Stream for HostStream {
                     ],
                 )
             }
+            #[cfg(feature = "testing")]
             Kernel::Fault => self.submit("launch", Node::Fault),
+            // xstream-core's test kernels, turned on by another crate of the build.
+            #[cfg(not(feature = "testing"))]
+            #[allow(unreachable_patterns)]
+            _ => Err(xstream_core::Error::unsupported(
+                xstream_core::BackendKind::Host,
+                "test-only kernels (xstream-host's `testing` feature is off)",
+            )),
         }
     }
 
@@ -495,7 +464,7 @@ impl Stream for HostStream {
         &self,
         f: &HostFunction,
         cfg: &LaunchConfig,
-        args: &[KernelArg<'_, HostBuffer>],
+        args: &[KernelArg<'_, HostDeviceBuffer>],
     ) -> Result<()> {
         ensure_not_in_callback()?;
         let launch = kernel::prepare(self, f, cfg, args)?;
@@ -506,7 +475,7 @@ impl Stream for HostStream {
 
     fn wait_value32(
         &self,
-        buf: &HostBuffer,
+        buf: &HostDeviceBuffer,
         offset: usize,
         value: u32,
         cond: WaitCondition,
@@ -518,7 +487,7 @@ impl Stream for HostStream {
 
     fn wait_value64(
         &self,
-        buf: &HostBuffer,
+        buf: &HostDeviceBuffer,
         offset: usize,
         value: u64,
         cond: WaitCondition,
@@ -528,13 +497,13 @@ impl Stream for HostStream {
         self.submit("wait_value64", n)
     }
 
-    fn write_value32(&self, buf: &HostBuffer, offset: usize, value: u32) -> Result<()> {
+    fn write_value32(&self, buf: &HostDeviceBuffer, offset: usize, value: u32) -> Result<()> {
         ensure_not_in_callback()?;
         let n = memop::node("write_value32", buf, offset, 4, value.into(), None)?;
         self.submit("write_value32", n)
     }
 
-    fn write_value64(&self, buf: &HostBuffer, offset: usize, value: u64) -> Result<()> {
+    fn write_value64(&self, buf: &HostDeviceBuffer, offset: usize, value: u64) -> Result<()> {
         ensure_not_in_callback()?;
         let n = memop::node("write_value64", buf, offset, 8, value, None)?;
         self.submit("write_value64", n)
@@ -542,9 +511,9 @@ impl Stream for HostStream {
 
     fn reduce(
         &self,
-        dst: &HostBuffer,
+        dst: &HostDeviceBuffer,
         dst_offset: usize,
-        src: &HostBuffer,
+        src: &HostDeviceBuffer,
         src_offset: usize,
         len: usize,
         r: xstream_core::Reduction,
@@ -580,7 +549,7 @@ impl Stream for HostStream {
     /// callback that owns a reference to them (the host backend frees a buffer's bytes when
     /// the last reference goes, so no free can run ahead of the marked work). Refused during
     /// capture, like every callback.
-    fn record_use(&self, buf: &HostBuffer) -> Result<()> {
+    fn record_use(&self, buf: &HostDeviceBuffer) -> Result<()> {
         ensure_not_in_callback()?;
         self.check_buffer_device("record_use", buf)?;
         let keep = Arc::clone(&buf.inner);
@@ -588,4 +557,61 @@ impl Stream for HostStream {
     }
 
     // --- end of ordering and allocation without host sync ---
+}
+
+// The hooks behind the user-facing methods of `Stream` (called by xstream-core only,
+// after its checks).
+impl xstream_core::__private::Sealed for HostStream {}
+
+impl StreamHooks for HostStream {
+    fn enqueue_copy_to_device(
+        &self,
+        _token: HookToken,
+        src: xstream_core::HostSpan,
+        dst: &HostDeviceBuffer,
+        dst_offset: usize,
+    ) -> Result<()> {
+        memory::enqueue_copy_to_device(self, src, dst, dst_offset)
+    }
+
+    fn enqueue_copy_to_host(
+        &self,
+        _token: HookToken,
+        src: &HostDeviceBuffer,
+        src_offset: usize,
+        dst: xstream_core::HostSpan,
+    ) -> Result<()> {
+        memory::enqueue_copy_to_host(self, src, src_offset, dst)
+    }
+
+    fn enqueue_memset_pattern(
+        &self,
+        _token: HookToken,
+        buf: &HostDeviceBuffer,
+        offset: usize,
+        len: usize,
+        value: xstream_core::MemsetPattern,
+    ) -> Result<()> {
+        memory::memset(self, buf, offset, len, value)
+    }
+
+    fn write_bytes_now(
+        &self,
+        _token: HookToken,
+        dst: &HostDeviceBuffer,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<()> {
+        memory::write_bytes_now(self, dst, offset, src)
+    }
+
+    fn read_bytes_now(
+        &self,
+        _token: HookToken,
+        src: &HostDeviceBuffer,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        memory::read_bytes_now(self, src, offset, dst)
+    }
 }

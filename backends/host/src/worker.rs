@@ -63,6 +63,8 @@ pub(crate) enum Node {
     },
     /// A kernel launch of a module (the builtin kernels included).
     Kernel(Arc<crate::module::KernelLaunch>),
+    /// `Kernel::Fault`: poisons the device.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))] // used by `Kernel::Fault` only
     Fault,
     /// A copy from page-locked host memory into a buffer.
     FromHost {

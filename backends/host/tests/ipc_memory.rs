@@ -11,7 +11,7 @@ use xstream_core::{
     Backend, BackendKind, Buffer, Device, Error, Event, EventDesc, EventFlags, IpcBuffer, IpcEvent,
     IpcEventHandle, IpcMemHandle, Stream, StreamDesc,
 };
-use xstream_host::{HostBackend, HostBuffer, HostDevice, HostEvent};
+use xstream_host::{HostBackend, HostDevice, HostDeviceBuffer, HostEvent};
 
 const CHILD: &str = "XSTREAM_IPC_MEM_CHILD";
 const MEM: &str = "XSTREAM_IPC_MEM_HANDLE";
@@ -52,21 +52,21 @@ fn bad_exports_and_handles_are_refused() {
         (BackendKind::Host, 1024, 2048)
     );
     // This process exported it: refused, as CUDA refuses it.
-    let e = HostBuffer::open_ipc(&d, &h).unwrap_err();
+    let e = HostDeviceBuffer::open_ipc(&d, &h).unwrap_err();
     assert!(e.to_string().contains("exported by this process"), "{e}");
     // Another backend, another device, a payload that is no file name, garbage bytes.
     let cuda = IpcMemHandle::new(BackendKind::Cuda, 0, 0, 64, &[1; 64]).unwrap();
     assert!(matches!(
-        HostBuffer::open_ipc(&d, &cuda),
+        HostDeviceBuffer::open_ipc(&d, &cuda),
         Err(Error::InvalidArgument(_))
     ));
     let other = IpcMemHandle::new(BackendKind::Host, 2, 0, 64, h.payload()).unwrap();
     assert!(matches!(
-        HostBuffer::open_ipc(&d, &other),
+        HostDeviceBuffer::open_ipc(&d, &other),
         Err(Error::WrongDevice(_))
     ));
     let path = IpcMemHandle::new(BackendKind::Host, 0, 0, 64, b"../../../etc/passwd").unwrap();
-    let e = HostBuffer::open_ipc(&d, &path).unwrap_err();
+    let e = HostDeviceBuffer::open_ipc(&d, &path).unwrap_err();
     assert!(
         e.to_string().contains("not a host IPC memory handle"),
         "{e}"
@@ -90,7 +90,7 @@ fn a_consumer_process_reads_and_answers_through_a_shared_range() {
         let d = HostBackend::open(0).unwrap();
         let mem = IpcMemHandle::from_hex(&std::env::var(MEM).unwrap()).unwrap();
         let ev = IpcEventHandle::from_hex(&std::env::var(EVENT).unwrap()).unwrap();
-        let buf = HostBuffer::open_ipc(&d, &mem).unwrap();
+        let buf = HostDeviceBuffer::open_ipc(&d, &mem).unwrap();
         assert_eq!(buf.len(), 2048);
         let e = HostEvent::open_ipc(&d, &ev).unwrap();
         let s = d.create_stream(&StreamDesc::new()).unwrap();
@@ -146,7 +146,7 @@ fn a_freed_export_no_longer_opens() {
     if std::env::var(CHILD).as_deref() == Ok(T) {
         let d = HostBackend::open(0).unwrap();
         let mem = IpcMemHandle::from_hex(&std::env::var(MEM).unwrap()).unwrap();
-        let e = HostBuffer::open_ipc(&d, &mem).unwrap_err();
+        let e = HostDeviceBuffer::open_ipc(&d, &mem).unwrap_err();
         assert!(e.to_string().contains("no longer exists"), "{e}");
         println!("REFUSED");
         return;

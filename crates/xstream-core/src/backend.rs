@@ -26,7 +26,7 @@ use std::time::Duration;
 use crate::callback::HostCallback;
 use crate::completion::{completion, Completion};
 use crate::devinfo::MemoryInfo;
-use crate::hostmem::{HostAllocDesc, HostBuffer, HostSpan};
+use crate::hostmem::{HostAllocDesc, HostBuffer};
 use crate::launch::{LaunchAttrs, LaunchBuilder};
 use crate::module::{KernelArg, LaunchConfig, ModuleSource, ParamKind};
 use crate::view::{BufferView, DeviceSlice, MemsetPattern};
@@ -70,8 +70,9 @@ pub trait Backend: Sized + Send + Sync + 'static {
     const KIND: BackendKind;
     /// Its device.
     type Device: Device<B = Self>;
-    /// Its stream.
-    type Stream: Stream<B = Self>;
+    /// Its stream, with the hooks behind the user-facing methods
+    /// ([`StreamHooks`](crate::backend_hooks::StreamHooks)).
+    type Stream: Stream<B = Self> + crate::backend_hooks::StreamHooks;
     /// Its event.
     type Event: Event<B = Self>;
     /// Its replayable graph.
@@ -724,42 +725,6 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
         crate::hostmem::copy_to_host(self, src, src_offset, dst, dst_offset, len)
     }
 
-    /// Backend hook of [`Stream::copy_to_device`]: the range checks, the device check of the
-    /// host side and the fence are done; the backend checks that `dst` is of its device and
-    /// keeps `src` (and `dst`) alive until the copy completed.
-    ///
-    /// # Errors
-    /// [`Error::WrongDevice`]; vendor errors; [`Error::Unsupported`] by default.
-    fn enqueue_copy_to_device(
-        &self,
-        src: HostSpan,
-        dst: &BufferOf<Self::B>,
-        dst_offset: usize,
-    ) -> Result<()> {
-        let _ = (src, dst, dst_offset);
-        Err(Error::unsupported(
-            <Self::B as Backend>::KIND,
-            "asynchronous copies from page-locked host memory (not yet)",
-        ))
-    }
-
-    /// Backend hook of [`Stream::copy_to_host`]; as [`Stream::enqueue_copy_to_device`].
-    ///
-    /// # Errors
-    /// As [`Stream::enqueue_copy_to_device`].
-    fn enqueue_copy_to_host(
-        &self,
-        src: &BufferOf<Self::B>,
-        src_offset: usize,
-        dst: HostSpan,
-    ) -> Result<()> {
-        let _ = (src, src_offset, dst);
-        Err(Error::unsupported(
-            <Self::B as Backend>::KIND,
-            "asynchronous copies to page-locked host memory (not yet)",
-        ))
-    }
-
     /// Allocates `len` bytes in stream order: the buffer may be used by work enqueued on this
     /// stream after this call (and on other streams once they wait for this one). Its content
     /// is undefined. The default is the portable reference: an ordinary allocation, usable at
@@ -914,7 +879,8 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Enqueues a memset of 8-, 16- or 32-bit elements over `dst` (checks the element
-    /// alignment of the range, then calls [`Stream::enqueue_memset_pattern`]).
+    /// alignment of the range, then calls the backend's
+    /// [`StreamHooks::enqueue_memset_pattern`](crate::backend_hooks::StreamHooks::enqueue_memset_pattern)).
     ///
     /// # Errors
     /// As [`Stream::memset16`].
@@ -924,29 +890,13 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
         value: MemsetPattern,
     ) -> Result<()> {
         value.check(dst.offset(), dst.len())?;
-        self.enqueue_memset_pattern(dst.buffer(), dst.offset(), dst.len(), value)
-    }
-
-    /// Backend hook of [`Stream::memset_pattern`] (range and element alignment checked). The
-    /// default takes patterns whose bytes are all equal through [`Stream::memset`] and refuses
-    /// the others as [`Error::Unsupported`].
-    ///
-    /// # Errors
-    /// As [`Stream::memset`]; [`Error::Unsupported`] by default.
-    fn enqueue_memset_pattern(
-        &self,
-        buf: &BufferOf<Self::B>,
-        offset: usize,
-        len: usize,
-        value: MemsetPattern,
-    ) -> Result<()> {
-        match value.as_byte() {
-            Some(b) => self.memset(buf, offset, len, b),
-            None => Err(Error::unsupported(
-                <Self::B as Backend>::KIND,
-                "memset of 16- and 32-bit patterns",
-            )),
-        }
+        crate::backend_hooks::enqueue_memset_pattern::<Self::B>(
+            self,
+            dst.buffer(),
+            dst.offset(),
+            dst.len(),
+            value,
+        )
     }
 
     /// [`Stream::write`] into a view: `data` fills the view's first `data.len()` bytes.
@@ -1045,7 +995,7 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
         let v = dst.into();
         let bytes: &[u8] = bytemuck::cast_slice(src);
         check_range("write_from", v.len(), 0, bytes.len())?;
-        self.write_bytes_now(v.buffer(), v.offset(), bytes)
+        crate::backend_hooks::write_bytes_now::<Self::B>(self, v.buffer(), v.offset(), bytes)
     }
 
     /// Fills `dst` from the first `size_of_val(dst)` bytes of `src`, in stream order, and
@@ -1066,38 +1016,7 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
         let v = src.into();
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
         check_range("read_into", v.len(), 0, bytes.len())?;
-        self.read_bytes_now(v.buffer(), v.offset(), bytes)
-    }
-
-    /// Backend hook of [`Stream::write_from`]: copy `src` to `offset` of `dst` in stream order
-    /// and return once `src` may be reused. The default stages the bytes through
-    /// [`Stream::write`] (one allocation) and synchronizes the stream.
-    ///
-    /// # Errors
-    /// As [`Stream::write_from`].
-    fn write_bytes_now(&self, dst: &BufferOf<Self::B>, offset: usize, src: &[u8]) -> Result<()> {
-        check_range("write_from", dst.len(), offset, src.len())?;
-        if src.is_empty() {
-            return Ok(());
-        }
-        self.write(dst, offset, src.to_vec())?;
-        self.synchronize()
-    }
-
-    /// Backend hook of [`Stream::read_into`]: fill `dst` from `offset` of `src` in stream
-    /// order and return once it is filled. The default goes through [`Stream::read`].
-    ///
-    /// # Errors
-    /// As [`Stream::read_into`].
-    fn read_bytes_now(&self, src: &BufferOf<Self::B>, offset: usize, dst: &mut [u8]) -> Result<()> {
-        check_range("read_into", src.len(), offset, dst.len())?;
-        if dst.is_empty() {
-            return Ok(());
-        }
-        let rb = self.read(src, offset, dst.len())?;
-        self.synchronize()?;
-        dst.copy_from_slice(&rb.take()?);
-        Ok(())
+        crate::backend_hooks::read_bytes_now::<Self::B>(self, v.buffer(), v.offset(), bytes)
     }
 
     /// [`Stream::copy_to_device`] of a whole view from `src_offset` of a page-locked host

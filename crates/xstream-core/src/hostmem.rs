@@ -475,7 +475,8 @@ fn cast_error<T>(len: usize, e: bytemuck::PodCastError) -> Error {
 }
 
 /// The copies of the data path, as provided methods over the backends' hooks
-/// ([`Stream::enqueue_copy_to_device`], [`Stream::enqueue_copy_to_host`]).
+/// ([`StreamHooks::enqueue_copy_to_device`](crate::backend_hooks::StreamHooks::enqueue_copy_to_device),
+/// [`StreamHooks::enqueue_copy_to_host`](crate::backend_hooks::StreamHooks::enqueue_copy_to_host)).
 pub(crate) fn copy_to_device<S>(
     stream: &S,
     src: &HostBuffer<S::B>,
@@ -495,7 +496,7 @@ where
         len,
     )?;
     src.fenced_copy(stream, "copy_to_device", src_offset, len, |span| {
-        stream.enqueue_copy_to_device(span, dst, dst_offset)
+        crate::backend_hooks::enqueue_copy_to_device::<S::B>(stream, span, dst, dst_offset)
     })
 }
 
@@ -518,7 +519,7 @@ where
         len,
     )?;
     dst.fenced_copy(stream, "copy_to_host", dst_offset, len, |span| {
-        stream.enqueue_copy_to_host(src, src_offset, span)
+        crate::backend_hooks::enqueue_copy_to_host::<S::B>(stream, src, src_offset, span)
     })
 }
 

@@ -11,6 +11,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`backend`] | the [`Backend`] family of traits (static dispatch); their value types, the built-in kernels, readbacks and borrowed handles in its submodules |
+//! | [`backend_hooks`] | the sealed [`StreamHooks`](backend_hooks::StreamHooks): what backends implement behind the user-facing stream methods |
 //! | [`flags`] / [`translate`] | portable flags and per-backend translation tables, as data |
 //! | [`priority`] | ordered portable priorities mapped through native ranges, never clamped silently |
 //! | [`capture`] | the one capture state machine every backend follows |
@@ -48,6 +49,7 @@
 pub mod allocator;
 pub mod attr;
 pub mod backend;
+pub mod backend_hooks;
 pub mod callback;
 pub mod capture;
 pub mod collective;
@@ -109,3 +111,12 @@ pub use translate::{
     TranslationPolicy,
 };
 pub use view::{BufferView, DeviceSlice, MemsetPattern};
+
+/// Not public API: the items backends (separate crates) must name and users should not. No
+/// stability promise covers them.
+#[doc(hidden)]
+pub mod __private {
+    /// The supertrait that seals [`StreamHooks`](crate::backend_hooks::StreamHooks): only
+    /// xstream's backends implement it.
+    pub trait Sealed {}
+}

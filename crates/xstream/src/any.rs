@@ -164,7 +164,7 @@ erased!(
 );
 erased!(
     /// A device buffer of any compiled backend.
-    AnyBuffer, Buffer, buffer_of, HostBuffer, CudaBuffer, AscendBuffer
+    AnyBuffer, Buffer, buffer_of, HostDeviceBuffer, CudaBuffer, AscendBuffer
 );
 erased!(
     /// A replayable graph of any compiled backend.

@@ -23,6 +23,7 @@ pub(crate) fn module_unload(m: CuModule) -> CuResult<()> {
 }
 
 /// Launches `xs_fault()` (a store to address 0; no parameters).
+#[cfg_attr(not(feature = "testing"), allow(dead_code))] // used by `Kernel::Fault` only
 pub(crate) fn launch_fault(f: CuFunction, s: CuStream) -> CuResult<()> {
     // SAFETY: `xs_fault` takes no parameter, so a null parameter array is valid.
     ok(unsafe {

@@ -8,7 +8,7 @@ use xstream_core::{Error, Function, Result};
 
 use super::HostStream;
 use crate::module::{KernelLaunch, QueuedArg};
-use crate::{HostBuffer, HostFunction};
+use crate::{HostDeviceBuffer, HostFunction};
 
 /// Checks a launch (dimensions, function device, arguments, buffer devices) and builds its
 /// queued form. A buffer may be passed several times (see `crate::module`, aliasing).
@@ -16,7 +16,7 @@ pub(super) fn prepare(
     s: &HostStream,
     f: &HostFunction,
     cfg: &LaunchConfig,
-    args: &[KernelArg<'_, HostBuffer>],
+    args: &[KernelArg<'_, HostDeviceBuffer>],
 ) -> Result<KernelLaunch> {
     LaunchLimits::UNLIMITED.check(cfg)?;
     let mine = xstream_core::Device::info(&s.device).ordinal;

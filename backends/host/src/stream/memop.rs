@@ -13,7 +13,7 @@ use xstream_core::{Result, WaitCondition};
 
 use crate::buffer::BufInner;
 use crate::worker::{Node, Queue};
-use crate::HostBuffer;
+use crate::HostDeviceBuffer;
 
 /// One memory operation on a word of a host buffer.
 #[derive(Debug, Clone)]
@@ -30,7 +30,7 @@ pub(crate) struct ValueOp {
 /// The node of a wait (`cond: Some`) or write (`None`) of a `width`-byte word.
 pub(crate) fn node(
     what: &str,
-    buf: &HostBuffer,
+    buf: &HostDeviceBuffer,
     offset: usize,
     width: usize,
     value: u64,

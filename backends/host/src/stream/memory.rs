@@ -8,11 +8,11 @@ use xstream_core::{check_range, Error, MemsetPattern, Readback, Result};
 
 use super::HostStream;
 use crate::worker::{Node, Op};
-use crate::HostBuffer;
+use crate::HostDeviceBuffer;
 
 pub(super) fn memset(
     s: &HostStream,
-    buf: &HostBuffer,
+    buf: &HostDeviceBuffer,
     offset: usize,
     len: usize,
     value: MemsetPattern,
@@ -34,7 +34,12 @@ pub(super) fn memset(
     )
 }
 
-pub(super) fn write(s: &HostStream, dst: &HostBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
+pub(super) fn write(
+    s: &HostStream,
+    dst: &HostDeviceBuffer,
+    offset: usize,
+    data: Vec<u8>,
+) -> Result<()> {
     ensure_not_in_callback()?;
     check_range("write", dst.inner_len(), offset, data.len())?;
     if data.is_empty() {
@@ -52,7 +57,7 @@ pub(super) fn write(s: &HostStream, dst: &HostBuffer, offset: usize, data: Vec<u
 
 pub(super) fn read(
     s: &HostStream,
-    src: &HostBuffer,
+    src: &HostDeviceBuffer,
     offset: usize,
     len: usize,
 ) -> Result<Readback> {
@@ -74,9 +79,9 @@ pub(super) fn read(
 
 pub(super) fn copy(
     s: &HostStream,
-    src: &HostBuffer,
+    src: &HostDeviceBuffer,
     src_offset: usize,
-    dst: &HostBuffer,
+    dst: &HostDeviceBuffer,
     dst_offset: usize,
     len: usize,
 ) -> Result<()> {
@@ -102,9 +107,9 @@ pub(super) fn copy(
 /// have enabled access to the other's device.
 pub(super) fn copy_peer(
     s: &HostStream,
-    src: &HostBuffer,
+    src: &HostDeviceBuffer,
     src_offset: usize,
-    dst: &HostBuffer,
+    dst: &HostDeviceBuffer,
     dst_offset: usize,
     len: usize,
 ) -> Result<()> {
@@ -136,7 +141,7 @@ pub(super) fn copy_peer(
 pub(super) fn enqueue_copy_to_device(
     s: &HostStream,
     src: xstream_core::HostSpan,
-    dst: &HostBuffer,
+    dst: &HostDeviceBuffer,
     dst_offset: usize,
 ) -> Result<()> {
     ensure_not_in_callback()?;
@@ -154,7 +159,7 @@ pub(super) fn enqueue_copy_to_device(
 
 pub(super) fn enqueue_copy_to_host(
     s: &HostStream,
-    src: &HostBuffer,
+    src: &HostDeviceBuffer,
     src_offset: usize,
     dst: xstream_core::HostSpan,
 ) -> Result<()> {
@@ -192,7 +197,7 @@ fn drain(s: &HostStream, op: &'static str) -> Result<()> {
 /// the calling thread under the buffer's lock (no staging, no allocation).
 pub(super) fn write_bytes_now(
     s: &HostStream,
-    dst: &HostBuffer,
+    dst: &HostDeviceBuffer,
     offset: usize,
     src: &[u8],
 ) -> Result<()> {
@@ -214,7 +219,7 @@ pub(super) fn write_bytes_now(
 /// the calling thread under the buffer's lock.
 pub(super) fn read_bytes_now(
     s: &HostStream,
-    src: &HostBuffer,
+    src: &HostDeviceBuffer,
     offset: usize,
     dst: &mut [u8],
 ) -> Result<()> {

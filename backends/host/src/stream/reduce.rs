@@ -7,7 +7,7 @@ use xstream_core::{ensure_not_in_callback, Reduction, Result};
 
 use crate::buffer::BufInner;
 use crate::worker::Node;
-use crate::{HostBuffer, HostStream};
+use crate::{HostDeviceBuffer, HostStream};
 
 /// One queued reduce.
 #[derive(Debug, Clone)]
@@ -23,9 +23,9 @@ pub(crate) struct ReduceOp {
 /// Checks the arguments and enqueues the node.
 pub(super) fn enqueue(
     s: &HostStream,
-    dst: &HostBuffer,
+    dst: &HostDeviceBuffer,
     dst_offset: usize,
-    src: &HostBuffer,
+    src: &HostDeviceBuffer,
     src_offset: usize,
     len: usize,
     r: Reduction,

@@ -6,7 +6,7 @@ use std::time::Duration;
 /// work on any backend. `Delay` and `Lcg` are launches of the builtin module's
 /// [`BUILTIN_DELAY`](crate::module::BUILTIN_DELAY) and [`BUILTIN_LCG`](crate::module::BUILTIN_LCG)
 /// (see [`crate::module`]) on backends with [`Capabilities::MODULES`](crate::Capabilities::MODULES);
-/// `Fault` stays a test facility.
+/// `Fault`, a test facility, exists only with the `testing` feature.
 #[derive(Debug)]
 pub enum Kernel<'a, Buf> {
     /// Busy the stream for this long (device-side spin).
@@ -19,8 +19,9 @@ pub enum Kernel<'a, Buf> {
         /// Iterations per word.
         rounds: u32,
     },
-    /// A deliberate device fault that poisons the context (tests only; capability
-    /// [`Capabilities::FAULT_INJECTION`](crate::Capabilities::FAULT_INJECTION)).
+    /// A deliberate device fault that poisons the context (tests only: feature `testing`;
+    /// capability [`Capabilities::FAULT_INJECTION`](crate::Capabilities::FAULT_INJECTION)).
+    #[cfg(feature = "testing")]
     Fault,
 }
 

@@ -82,7 +82,8 @@ bitflags::bitflags! {
         const STREAM_IDS = 1 << 8;
         /// The built-in kernels of [`Kernel`].
         const KERNELS = 1 << 9;
-        /// [`Kernel::Fault`] (a deliberate device fault, for tests).
+        /// `Kernel::Fault` (a deliberate device fault, for tests; it exists with the
+        /// `testing` feature, and a backend reports this only with its own `testing`).
         const FAULT_INJECTION = 1 << 10;
         /// Streams may wait on events of other devices.
         const CROSS_DEVICE_WAIT = 1 << 11;
