@@ -2,9 +2,11 @@
 //! state (after kernels): the demo pipeline (`xstream_core::pipeline`) against the same
 //! pipeline on `cudarc::driver::sys` (same kernel, same launch shape, same chunking, page-locked
 //! host buffers from `cuMemHostAlloc`), page-locked copy bandwidth against raw
-//! `cuMemcpyHtoDAsync` / `cuMemcpyDtoHAsync`, and `alloc_async` + `free_async` against
-//! `cuMemAllocAsync` + `cuMemFreeAsync`.
+//! `cuMemcpyHtoDAsync` / `cuMemcpyDtoHAsync`, the typed copies (`write_from` / `read_into`,
+//! `write_from_host` / `read_into_host`) against the same raw copies of the same bytes, and
+//! `alloc_async` + `free_async` against `cuMemAllocAsync` + `cuMemFreeAsync`.
 
+use std::cell::RefCell;
 use std::ffi::c_void;
 use std::fmt::Write as _;
 use std::ptr;
@@ -13,9 +15,14 @@ use std::time::Instant;
 use cudarc::driver::sys;
 use xstream_core::pipeline::{Pipeline, PipelineConfig};
 use xstream_core::{Buffer, Device, HostAllocDesc, Stream, StreamDesc, StreamFlags};
-use xstream_cuda::{CudaBackend, CudaDevice};
+use xstream_cuda::{CudaBackend, CudaDevice, CudaStream};
 
-use super::{ck, raw_event, raw_function, raw_stream, raw_sync, stat, Stat, REPS};
+use super::measure::Batch;
+use super::modules::per_launch;
+use super::{
+    ck, compare, raw_event, raw_function, raw_stream, raw_sync, stat, timed, xs, Row, Stat, Target,
+    REPS,
+};
 
 /// LCG rounds of the pipeline rows (as the demo's default).
 const ROUNDS: u32 = 32;
@@ -399,6 +406,318 @@ pub fn markdown(pipes: &[PipeRow], bws: &[BwRow]) -> String {
             r.dir,
             r.mib,
             cells(r.x, r.raw, 90.0)
+        );
+    }
+    md
+}
+
+/// Heap allocations per call, by variant.
+pub(crate) type AllocRows = Vec<(&'static str, f64)>;
+
+/// One typed-copy row of the main table and the bytes each of its operations moves.
+pub(crate) struct CopyRow {
+    pub row: Row,
+    pub bytes: usize,
+}
+
+/// Sizes of the typed-copy rows: (bytes, copies per batch). 4 KiB is latency-bound (host ns
+/// per copy), 64 MiB bandwidth-bound (few copies, to keep the bench short).
+const TYPED_SIZES: [(usize, u64); 2] = [(4 << 10, 1000), (64 << 20, 4)];
+
+fn size_label(len: usize) -> String {
+    if len >= 1 << 20 {
+        format!("{} MiB", len >> 20)
+    } else {
+        format!("{} KiB", len >> 10)
+    }
+}
+
+/// A row's label, with the error of its xstream side's first call when that failed (the row
+/// then has no xstream cell and its verdict reads FAIL).
+fn label(op: String, err: &Option<String>) -> String {
+    match err {
+        None => op,
+        Some(e) => format!("{op} — xstream failed: {e}"),
+    }
+}
+
+/// The typed copies (`write_from` / `read_into` from pageable slices, `write_from_host` /
+/// `read_into_host` with page-locked host buffers) against the raw driver on the same bytes,
+/// in the table's method ([`compare`]: host ns per copy, interleaved repeats), with the
+/// target "≥ 97% of raw's rate". Pageable rows compare against `cuMemcpy*Async` from or into
+/// the same `Vec` followed by `cuStreamSynchronize` (`write_from` and `read_into` return when
+/// the slice may be reused or holds the bytes); page-locked rows against the bare async copy
+/// between `cuMemHostAlloc` memory and `cuMemAlloc` memory, timing the batch of copies and
+/// the synchronize that ends it (so that 64 MiB measures the bandwidth, not the enqueue).
+/// Also returns heap allocations per 4 KiB typed copy (this thread, counted by the bench's
+/// allocator).
+pub(crate) fn typed_copy_rows(
+    dev: &CudaDevice,
+    xa: &CudaStream,
+    ra: sys::CUstream,
+) -> Result<(Vec<CopyRow>, AllocRows), String> {
+    let e = |r: xstream_core::Error| r.to_string();
+    let mut rows = Vec::new();
+    let mut allocs = Vec::new();
+    for (len, n) in TYPED_SIZES {
+        let size = size_label(len);
+        let words = len / 4;
+        let db = dev.alloc(len).map_err(e)?;
+        let mut hb = dev.alloc_host(len, &HostAllocDesc::new()).map_err(e)?;
+        let rd = dev_alloc(len);
+        let rh = host_alloc(len);
+        // Pageable memory, every page written (resident) before any copy.
+        let pattern: Vec<u32> = (0..words as u32).map(|i| i ^ 0x5a5a_5a5a).collect();
+        let host = RefCell::new(pattern.clone());
+
+        // First calls of each operation, checking the bytes they move. An operation that
+        // fails here gets no xstream cell (its row reads FAIL, the error in its label); the
+        // rest of the bench still runs.
+        let check = |same: bool, what: &str| -> Result<(), String> {
+            if same {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{what}: the bytes read back differ from those written"
+                ))
+            }
+        };
+        let mut back = vec![0u32; words];
+        let pageable_err = (|| -> Result<(), String> {
+            xa.write_from(&db, &pattern[..]).map_err(e)?;
+            xa.read_into(&db, &mut back[..]).map_err(e)?;
+            check(back == pattern, "write_from + read_into")
+        })()
+        .err();
+        let flipped: Vec<u32> = pattern.iter().map(|w| !w).collect();
+        let h2d_err = (|| -> Result<(), String> {
+            hb.typed_mut::<u32>().map_err(e)?.copy_from_slice(&flipped);
+            xa.write_from_host(&hb, 0, &db).map_err(e)?;
+            xa.read_into(&db, &mut back[..]).map_err(e)?;
+            check(back == flipped, "write_from_host + read_into")
+        })()
+        .err();
+        let d2h_err = (|| -> Result<(), String> {
+            xa.write_from(&db, &pattern[..]).map_err(e)?;
+            xa.read_into_host(&db, &mut hb, 0).map_err(e)?;
+            let got = hb.typed::<u32>().map_err(e)?;
+            check(got == &pattern[..], "write_from + read_into_host")
+        })()
+        .err();
+        xa.synchronize().map_err(e)?;
+        for err in [&pageable_err, &h2d_err, &d2h_err].into_iter().flatten() {
+            eprintln!("  typed copies {size}: xstream failed: {err}");
+        }
+
+        rows.push(CopyRow {
+            bytes: len,
+            row: compare(
+                &label(
+                    format!("write_from {size} (pageable &[u32]) vs cuMemcpyHtoDAsync + sync"),
+                    &pageable_err,
+                ),
+                n,
+                Target::RatePct(97.0),
+                (pageable_err.is_none()).then(|| -> Batch<'_> {
+                    Box::new(|n| {
+                        let h = host.borrow();
+                        timed(n, || xs(xa.write_from(&db, &h[..])))
+                    })
+                }),
+                Some(Box::new(|n| {
+                    let h = host.borrow();
+                    timed(n, || {
+                        // SAFETY: `h` is a live slice of `len` bytes and `rd` a device block
+                        // of `len` bytes; the synchronize below ends the copy before `h` is
+                        // used again.
+                        ck(
+                            unsafe {
+                                sys::cuMemcpyHtoDAsync_v2(rd, h.as_ptr() as *const c_void, len, ra)
+                            },
+                            "cuMemcpyHtoDAsync",
+                        );
+                        raw_sync(ra);
+                    })
+                })),
+                None,
+            ),
+        });
+        rows.push(CopyRow {
+            bytes: len,
+            row: compare(
+                &label(
+                    format!("read_into {size} (pageable &mut [u32]) vs cuMemcpyDtoHAsync + sync"),
+                    &pageable_err,
+                ),
+                n,
+                Target::RatePct(97.0),
+                (pageable_err.is_none()).then(|| -> Batch<'_> {
+                    Box::new(|n| {
+                        let mut h = host.borrow_mut();
+                        timed(n, || xs(xa.read_into(&db, &mut h[..])))
+                    })
+                }),
+                Some(Box::new(|n| {
+                    let mut h = host.borrow_mut();
+                    timed(n, || {
+                        // SAFETY: `h` is a live, exclusively borrowed slice of `len` bytes and
+                        // `rd` a device block of `len` bytes; the synchronize below ends the
+                        // copy before `h` is touched again.
+                        ck(
+                            unsafe {
+                                sys::cuMemcpyDtoHAsync_v2(
+                                    h.as_mut_ptr() as *mut c_void,
+                                    rd,
+                                    len,
+                                    ra,
+                                )
+                            },
+                            "cuMemcpyDtoHAsync",
+                        );
+                        raw_sync(ra);
+                    })
+                })),
+                None,
+            ),
+        });
+        rows.push(CopyRow {
+            bytes: len,
+            row: compare(
+                &label(
+                    format!(
+                        "write_from_host {size} (page-locked, async; batch + sync) vs cuMemcpyHtoDAsync"
+                    ),
+                    &h2d_err,
+                ),
+                n,
+                Target::RatePct(97.0),
+                (h2d_err.is_none()).then(|| -> Batch<'_> {
+                    Box::new(|n| {
+                        let t = Instant::now();
+                        for _ in 0..n {
+                            xs(xa.write_from_host(&hb, 0, &db));
+                        }
+                        xs(xa.synchronize());
+                        t.elapsed()
+                    })
+                }),
+                Some(Box::new(|n| {
+                    let t = Instant::now();
+                    for _ in 0..n {
+                        // SAFETY: `rh` is a live page-locked block and `rd` a device block,
+                        // both of `len` bytes; nothing writes `rh` while copies are pending
+                        // (the stream is synchronized after the batch).
+                        ck(
+                            unsafe { sys::cuMemcpyHtoDAsync_v2(rd, rh as *const c_void, len, ra) },
+                            "cuMemcpyHtoDAsync",
+                        );
+                    }
+                    raw_sync(ra);
+                    t.elapsed()
+                })),
+                None,
+            ),
+        });
+        let hbm = RefCell::new(hb);
+        rows.push(CopyRow {
+            bytes: len,
+            row: compare(
+                &label(
+                    format!(
+                        "read_into_host {size} (page-locked, async; batch + sync) vs cuMemcpyDtoHAsync"
+                    ),
+                    &d2h_err,
+                ),
+                n,
+                Target::RatePct(97.0),
+                (d2h_err.is_none()).then(|| -> Batch<'_> {
+                    Box::new(|n| {
+                        let mut h = hbm.borrow_mut();
+                        let t = Instant::now();
+                        for _ in 0..n {
+                            xs(xa.read_into_host(&db, &mut h, 0));
+                        }
+                        xs(xa.synchronize());
+                        t.elapsed()
+                    })
+                }),
+                Some(Box::new(|n| {
+                    let t = Instant::now();
+                    for _ in 0..n {
+                        // SAFETY: `rh` is a live page-locked block and `rd` a device block,
+                        // both of `len` bytes; nothing reads `rh` while copies are pending
+                        // (the stream is synchronized after the batch).
+                        ck(
+                            unsafe { sys::cuMemcpyDtoHAsync_v2(rh as *mut c_void, rd, len, ra) },
+                            "cuMemcpyDtoHAsync",
+                        );
+                    }
+                    raw_sync(ra);
+                    t.elapsed()
+                })),
+                None,
+            ),
+        });
+
+        let all_ok = pageable_err.is_none() && h2d_err.is_none() && d2h_err.is_none();
+        if len == TYPED_SIZES[0].0 && all_ok {
+            let xsync = || xs(xa.synchronize());
+            let mut h = host.borrow_mut();
+            let mut hb = hbm.borrow_mut();
+            let mut count = |name: &'static str, f: &mut dyn FnMut()| {
+                let a = per_launch(f);
+                xsync();
+                eprintln!("  allocations per copy: {name}: {a:.4}");
+                allocs.push((name, a));
+            };
+            count("xstream write_from 4 KiB (pageable)", &mut || {
+                xs(xa.write_from(&db, &h[..]));
+            });
+            count("xstream read_into 4 KiB (pageable)", &mut || {
+                xs(xa.read_into(&db, &mut h[..]));
+            });
+            count("xstream write_from_host 4 KiB (page-locked)", &mut || {
+                xs(xa.write_from_host(&hb, 0, &db));
+            });
+            count("xstream read_into_host 4 KiB (page-locked)", &mut || {
+                xs(xa.read_into_host(&db, &mut hb, 0));
+            });
+        }
+        xs(xa.synchronize());
+        // SAFETY: the raw stream was synchronized after every batch; released once.
+        unsafe {
+            let _ = sys::cuMemFreeHost(rh as *mut c_void);
+            let _ = sys::cuMemFree_v2(rd);
+        }
+    }
+    Ok((rows, allocs))
+}
+
+/// The typed-copy rows as GB/s (bytes per copy over the row's ns per copy; the verdicts are
+/// in the main table).
+pub(crate) fn typed_markdown(rows: &[CopyRow]) -> String {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "\n**Typed copies as GB/s** (the typed-copy rows of the table above: bytes per copy / ns per copy, median (p10–p90) of {REPS} reps)\n"
+    );
+    md.push_str("| operation | xstream GB/s | raw GB/s | xstream / raw |\n|---|---:|---:|---:|\n");
+    for r in rows {
+        let (Some(x), Some(raw)) = (r.row.x, r.row.raw) else {
+            continue;
+        };
+        let g = |ns: f64| r.bytes as f64 / ns;
+        let _ = writeln!(
+            md,
+            "| {} | {:.2} ({:.2}–{:.2}) | {:.2} ({:.2}–{:.2}) | {:.1}% |",
+            r.row.op,
+            g(x.med),
+            g(x.p90),
+            g(x.p10),
+            g(raw.med),
+            g(raw.p90),
+            g(raw.p10),
+            raw.med / x.med * 100.0
         );
     }
     md

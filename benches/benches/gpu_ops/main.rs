@@ -27,11 +27,13 @@
 //! - `raw.rs`: the raw-driver side (`cudarc::driver::sys`) and memory readings.
 //! - `sync.rs`: the synchronize-latency section.
 //! - `json.rs`: the JSON writer.
-//! - `gpu_data.rs`: the data path (pipelines, page-locked bandwidth) against the raw driver.
+//! - `gpu_data.rs`: the data path (pipelines, page-locked bandwidth, typed copies) against the
+//!   raw driver.
 //! - `nosync.rs`: allocation and frees while another stream is busy (no host synchronization),
 //!   against the raw driver.
-//! - `modules.rs`: the module launch path against raw `cuLaunchKernel`, and heap allocations
-//!   per launch (this binary's counting `#[global_allocator]`).
+//! - `modules.rs`: the module launch path and the launch builder against raw `cuLaunchKernel`,
+//!   and heap allocations per launch and per typed copy (this binary's counting
+//!   `#[global_allocator]`).
 
 use std::ffi::c_void;
 use std::fmt::Write as _;
@@ -516,8 +518,14 @@ fn run() -> BenchResult<()> {
     ));
 
     eprintln!("== module launch path");
-    let (module_rows, allocs) = modules::module_rows(&dev, &xa, ra)?;
+    let (module_rows, mut allocs) = modules::module_rows(&dev, &xa, ra)?;
     rows.extend(module_rows);
+
+    eprintln!("== typed copies (write_from / read_into, write_from_host / read_into_host)");
+    let (copy_rows, copy_allocs) = gpu_data::typed_copy_rows(&dev, &xa, ra)?;
+    let typed_md = gpu_data::typed_markdown(&copy_rows);
+    rows.extend(copy_rows.into_iter().map(|c| c.row));
+    allocs.rows.extend(copy_allocs);
 
     // 4-stream chains.
     let xs4: Vec<CudaStream> = (0..4)
@@ -803,12 +811,13 @@ fn run() -> BenchResult<()> {
     );
     let _ = writeln!(
         md,
-        "**Heap allocations per launch** (this thread, after 100 warm-up launches, over 10000)\n"
+        "**Heap allocations per launch or typed copy** (this thread, after 100 warm-up calls, over 10000)\n"
     );
-    md.push_str("| variant | allocations per launch |\n|---|---:|\n");
+    md.push_str("| variant | allocations per call |\n|---|---:|\n");
     for (name, a) in &allocs.rows {
         let _ = writeln!(md, "| {name} | {a:.4} |");
     }
+    md.push_str(&typed_md);
     md.push('\n');
     eprintln!("== data path (page-locked copies, pipelines)");
     let bws = gpu_data::bandwidth(&dev)?;

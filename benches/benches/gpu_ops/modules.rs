@@ -14,6 +14,7 @@ use xstream_core::module::{lcg_launch, BUILTIN_LCG};
 use xstream_core::{Buffer, Device, Kernel, KernelArg, LaunchConfig, Module, ModuleSource, Stream};
 use xstream_cuda::{CudaDevice, CudaStream};
 
+use super::measure::Batch;
 use super::{
     ck, compare, raw_function, raw_launch_empty, raw_sync, timed, xs, BenchResult, Row, Target,
     EMPTY_PTX,
@@ -62,7 +63,9 @@ pub(crate) struct AllocCounts {
     pub rows: Vec<(&'static str, f64)>,
 }
 
-fn per_launch(mut f: impl FnMut()) -> f64 {
+/// Heap allocations per call of `f` on this thread, after 100 warm-up calls, over
+/// [`COUNT_LAUNCHES`] calls.
+pub(crate) fn per_launch(mut f: impl FnMut()) -> f64 {
     for _ in 0..100 {
         f();
     }
@@ -103,8 +106,45 @@ fn raw_launch_lcg(f: sys::CUfunction, s: sys::CUstream, data: u64, words: u32, g
     );
 }
 
-/// The module rows (empty kernel: ≤ raw + 2%; LCG over a 4 KiB buffer: information) and the
-/// allocation counts.
+/// A hand-written kernel of three parameters (a device pointer, a `u32`, an `f32`) that does
+/// nothing, for the launch-builder rows (what is timed is the launch, not the kernel).
+const ARGS3_PTX: &str = ".version 8.0\n.target sm_90\n.address_size 64\n\n\
+.visible .entry xs_bench_args3(.param .u64 xs_bench_args3_p, .param .u32 xs_bench_args3_n, \
+.param .f32 xs_bench_args3_x)\n{\n    ret;\n}\n\0";
+
+/// `xs_bench_args3(u64 ptr, u32 n, f32 x)` through the raw driver, one thread.
+fn raw_launch_args3(f: sys::CUfunction, s: sys::CUstream, ptr: u64, n: u32, x: f32) {
+    let (mut p, mut n, mut x) = (ptr, n, x);
+    let mut params = [
+        &mut p as *mut u64 as *mut c_void,
+        &mut n as *mut u32 as *mut c_void,
+        &mut x as *mut f32 as *mut c_void,
+    ];
+    // SAFETY: `f` is `xs_bench_args3` (u64, u32, f32), which reads none of them; `params`
+    // points to one live value of each parameter's size (the driver copies them); `s` is live.
+    ck(
+        unsafe {
+            sys::cuLaunchKernel(
+                f,
+                1,
+                1,
+                1,
+                1,
+                1,
+                1,
+                0,
+                s,
+                params.as_mut_ptr(),
+                ptr::null_mut(),
+            )
+        },
+        "cuLaunchKernel",
+    );
+}
+
+/// The module rows (empty kernel: ≤ raw + 2%; the launch builder with three arguments:
+/// ≤ raw + 2%, and `launch_kernel` of the same kernel for reference; LCG over a 4 KiB buffer:
+/// information) and the allocation counts.
 pub(crate) fn module_rows(
     dev: &CudaDevice,
     xa: &CudaStream,
@@ -127,7 +167,79 @@ pub(crate) fn module_rows(
     let buf = dev.alloc(LEN).map_err(err)?;
     let (words, cfg) = lcg_launch(LEN).map_err(err)?;
     let single = LaunchConfig::single();
+    let args3_mod = dev
+        .load_module(&ModuleSource::Ptx(ARGS3_PTX))
+        .map_err(err)?;
+    let args3 = args3_mod.function("xs_bench_args3").map_err(err)?;
+    let raw_args3 = raw_function(ARGS3_PTX, c"xs_bench_args3");
+    let (a3_n, a3_x) = (7u32, 0.5f32);
+    let builder = || {
+        xa.launch_builder(&args3)
+            .arg(&buf)
+            .arg(a3_n)
+            .arg(a3_x)
+            .launch()
+    };
+    // One checked launch before timing. If it fails (an unknown parameter layout, say), the
+    // builder row has no xstream cell (it reads FAIL, the error in its label) and the rest of
+    // the bench still runs.
+    let builder_err = builder().err().map(|e| e.to_string());
+    xs(xa.synchronize());
+    let mut builder_label =
+        "launch builder: 3 args (buffer, u32, f32), empty kernel vs cuLaunchKernel, same PTX"
+            .to_string();
+    if let Some(e) = &builder_err {
+        eprintln!("  launch builder: xstream failed: {e}");
+        builder_label = format!("{builder_label} — xstream failed: {e}");
+    }
+    let args3_list = [
+        KernelArg::Buffer(&buf),
+        KernelArg::U32(a3_n),
+        KernelArg::F32(a3_x),
+    ];
+    let launch_kernel_ok = xa.launch_kernel(&args3, &single, &args3_list).is_ok();
+    xs(xa.synchronize());
     let mut rows = Vec::new();
+    rows.push(compare(
+        &builder_label,
+        2000,
+        Target::OverheadPct(2.0),
+        builder_err.is_none().then(|| -> Batch<'_> {
+            Box::new(|n| {
+                let d = timed(n, || xs(builder()));
+                xs(xa.synchronize());
+                d
+            })
+        }),
+        Some(Box::new(|n| {
+            let d = timed(n, || {
+                raw_launch_args3(raw_args3, ra, buf.device_address(), a3_n, a3_x)
+            });
+            raw_sync(ra);
+            d
+        })),
+        None,
+    ));
+    rows.push(compare(
+        "launch_kernel: same 3-arg kernel and args (reference) vs cuLaunchKernel",
+        2000,
+        Target::Info,
+        launch_kernel_ok.then(|| -> Batch<'_> {
+            Box::new(|n| {
+                let d = timed(n, || xs(xa.launch_kernel(&args3, &single, &args3_list)));
+                xs(xa.synchronize());
+                d
+            })
+        }),
+        Some(Box::new(|n| {
+            let d = timed(n, || {
+                raw_launch_args3(raw_args3, ra, buf.device_address(), a3_n, a3_x)
+            });
+            raw_sync(ra);
+            d
+        })),
+        None,
+    ));
     rows.push(compare(
         "module launch: empty kernel (launch_kernel vs cuLaunchKernel, same PTX)",
         2000,
@@ -192,6 +304,13 @@ pub(crate) fn module_rows(
         &mut || xs(xa.launch_kernel(&lcg, &cfg, &args)),
         &xsync,
     );
+    if builder_err.is_none() {
+        count(
+            "xstream launch_builder (3 args: buffer, u32, f32)",
+            &mut || xs(builder()),
+            &xsync,
+        );
+    }
     count(
         "raw cuLaunchKernel (empty kernel)",
         &mut || raw_launch_empty(raw_empty, ra),

@@ -31,6 +31,9 @@ pub(crate) enum Target {
     OverheadPct(f64),
     /// xstream ≤ this many ns, absolute.
     AbsNs(f64),
+    /// xstream's rate (operations, or bytes, per second) ≥ this percentage of raw's: raw
+    /// ns / xstream ns × 100 ≥ p (for the same bytes per operation).
+    RatePct(f64),
 }
 
 impl Target {
@@ -40,6 +43,7 @@ impl Target {
             Target::OverheadNs(n) => format!("≤ +{n:.0} ns vs raw"),
             Target::OverheadPct(p) => format!("≤ +{p:.0}% vs raw"),
             Target::AbsNs(n) => format!("≤ {}", fmt_ns(n)),
+            Target::RatePct(p) => format!("≥ {p:.0}% of raw rate"),
         }
     }
 }
@@ -63,7 +67,12 @@ impl Row {
     /// cudarc's safe API" (medians, 3% tolerance for noise).
     pub(crate) fn verdict(&self) -> String {
         let Some(x) = self.x else {
-            return "-".into();
+            // A row with a target whose xstream side did not run (it failed its first call)
+            // is a miss; informational raw-only rows have no verdict.
+            return match self.target {
+                Target::Info => "-".into(),
+                _ => "FAIL (xstream did not run)".into(),
+            };
         };
         let mut fails = Vec::new();
         let checked = match self.target {
@@ -87,6 +96,14 @@ impl Row {
             Target::AbsNs(n) => {
                 if x.med > n {
                     fails.push("absolute");
+                }
+                true
+            }
+            Target::RatePct(p) => {
+                match self.raw {
+                    Some(r) if r.med / x.med * 100.0 >= p => {}
+                    Some(_) => fails.push("rate"),
+                    None => fails.push("no raw"),
                 }
                 true
             }
