@@ -44,7 +44,7 @@ fn child() -> ! {
     assert_eq!(unsafe { sim.hang_stream(s.as_raw().0) }, 0);
     s.memset(&buf, 0, 64, 2).expect("memset");
     std::thread::spawn(|| {
-        std::thread::sleep(Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(100));
         common::Sim::get().release_hang();
     });
     // The reaper synchronizes the held stream (until the release), then destroys it.
