@@ -1,5 +1,6 @@
 //! Bad input at every public entry point, on the host backend and on the Ascend backend over
-//! the ACL simulator: invalid flag bits and refused combinations, out-of-range priorities,
+//! the ACL simulator (and, where `XSTREAM_CANN_RUNTIME_DIR` names one built by
+//! `scripts/cann-runtime.sh`, over the real CANN runtime and the driver emulation): invalid flag bits and refused combinations, out-of-range priorities,
 //! zero / tiny / huge timeouts (a `Duration` cannot be negative), out-of-range offsets and
 //! lengths (including `usize::MAX`), impossible allocations, device ordinals that do not
 //! exist, events and buffers of another device, a stream used after its device was reset
