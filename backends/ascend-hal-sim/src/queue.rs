@@ -18,7 +18,8 @@
 //! which writes 0 to the event's slot of the event table) clears it. The runtime sends the reset
 //! itself where it wants a record used once (`Event::Reset`, `core/src/event/event.cc`, and after
 //! the wait that follows a blocking host callback); a wait that cleared the flag as well would let
-//! only one of two streams waiting for one record through (the `pipeline` example hung so).
+//! only one of the streams waiting for one record through, while `Event::WaitSendCheck` gives all
+//! of them a wait for the same id with no reset between.
 //!
 //! Host callbacks: the runtime sends them as AI CPU-type entries with topic 26
 //! (`EVENT_TS_CALLBACK_MSG`, `RtStarsHostfuncCallbackSqe` in `core/inc/sqe/v100/stars_kernel.hpp`);
