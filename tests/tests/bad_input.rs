@@ -1,5 +1,6 @@
 //! Bad input at every public entry point, on the host backend and on the Ascend backend over
-//! the ACL simulator: invalid flag bits and refused combinations, out-of-range priorities,
+//! the ACL simulator (and, where `XSTREAM_CANN_RUNTIME_DIR` names one built by
+//! `scripts/cann-runtime.sh`, over the real CANN runtime and the driver emulation): invalid flag bits and refused combinations, out-of-range priorities,
 //! zero / tiny / huge timeouts (a `Duration` cannot be negative), out-of-range offsets and
 //! lengths (including `usize::MAX`), impossible allocations, device ordinals that do not
 //! exist, events and buffers of another device, a stream used after its device was reset
@@ -59,6 +60,9 @@ enum Want {
     Rejected,
     /// `UnsupportedFlag` naming this flag (strict).
     Unsupported(&'static str),
+    /// `Unsupported` from the device itself (a flag the backend's table calls native that this
+    /// device refuses: the caller names it, with the reason, in `generic_cases`).
+    DeviceRefused,
     /// Created, with these portable bits kept and these flags reported dropped.
     Created {
         /// The bits the object reports (`flags()`), inherent ones included.
@@ -74,6 +78,7 @@ impl Want {
     fn matches(&self, r: &xstream_core::Result<(u32, Option<Dropped>)>) -> bool {
         match (self, r) {
             (Want::Rejected, Err(Error::RejectedCombination { .. })) => true,
+            (Want::DeviceRefused, Err(Error::Unsupported { .. })) => true,
             (Want::Unsupported(n), Err(Error::UnsupportedFlag { flag, .. })) => flag == n,
             (Want::Created { kept, dropped }, Ok((bits, got))) => {
                 let same_dropped = match got {
@@ -194,8 +199,23 @@ fn flag_name<F: bitflags::Flags<Bits = u32>>(f: F) -> &'static str {
 }
 
 /// The portable cases, generic over the backend.
-fn generic_cases<B: Backend>(dev: B::Device) {
+/// Stream and event flags the backend's table calls native but a device refuses when the
+/// object is created (`Unsupported`), with the reason.
+type Refused = (StreamFlags, EventFlags, &'static str);
+
+/// No flag refused by the device.
+const NONE_REFUSED: Refused = (StreamFlags::empty(), EventFlags::empty(), "");
+
+/// The cases every backend answers the same way. `refused` is [`NONE_REFUSED`] everywhere but
+/// on the real CANN runtime over the driver emulation.
+fn generic_cases<B: Backend>(dev: B::Device, refused: Refused) {
     let k = B::KIND;
+    if !refused.0.is_empty() || !refused.1.is_empty() {
+        println!(
+            "{k}: {:?} and {:?} expected to be refused by this device: {}",
+            refused.0, refused.1, refused.2
+        );
+    }
     // Unknown flag bits: InvalidArgument under both policies.
     for policy in [TranslationPolicy::Strict, TranslationPolicy::BestEffort] {
         for bits in [0x8000_0000u32, 0xFFFF_FF00, u32::MAX] {
@@ -241,7 +261,10 @@ fn generic_cases<B: Backend>(dev: B::Device) {
             continue;
         };
         for policy in [TranslationPolicy::Strict, TranslationPolicy::BestEffort] {
-            let want = expected(&table.stream, f, policy);
+            let mut want = expected(&table.stream, f, policy);
+            if matches!(&want, Want::Created { kept, .. } if kept & refused.0.bits() != 0) {
+                want = Want::DeviceRefused;
+            }
             let d = dev.clone();
             case(
                 &format!("{k}: stream flags {f:?} {policy:?} (want {want:?})"),
@@ -276,6 +299,9 @@ fn generic_cases<B: Backend>(dev: B::Device) {
                         }
                     }
                 }
+            }
+            if matches!(&want, Want::Created { kept, .. } if kept & refused.1.bits() != 0) {
+                want = Want::DeviceRefused;
             }
             let d = dev.clone();
             case(
@@ -359,13 +385,27 @@ fn generic_cases<B: Backend>(dev: B::Device) {
             },
         );
     }
-    // A timeout that expires: Timeout, and the stream stays usable.
+    // A timeout that expires: Timeout, and the stream stays usable. The stream is held by a
+    // delay kernel, or, on a device without kernels (a real CANN runtime here), by a host
+    // callback that waits until the timed synchronize has answered.
     let s3 = dev.create_stream(&StreamDesc::new()).expect("stream");
+    let kernels = dev
+        .info()
+        .capabilities
+        .contains(xstream_core::Capabilities::KERNELS);
     case(
         &format!("{k}: expiring timeout"),
         move || {
-            s3.launch(Kernel::Delay(Duration::from_millis(200)))?;
+            let (release, held) = channel::<()>();
+            if kernels {
+                s3.launch(Kernel::Delay(Duration::from_millis(200)))?;
+            } else {
+                s3.host_callback(move |_| {
+                    let _ = held.recv_timeout(Duration::from_secs(10));
+                })?;
+            }
             let r = s3.synchronize_timeout(Duration::from_millis(1));
+            drop(release);
             s3.synchronize()?;
             r
         },
@@ -575,7 +615,7 @@ fn host_device(n: usize) -> xstream_host::HostDevice {
 
 #[test]
 fn host_backend_refuses_bad_input() {
-    generic_cases::<xstream_host::HostBackend>(host_device(0));
+    generic_cases::<xstream_host::HostBackend>(host_device(0), NONE_REFUSED);
     // Events and buffers of another (isolated) host device.
     let a = host_device(0);
     let b = xstream_host::HostDevice::new_isolated(7);
@@ -643,7 +683,7 @@ fn ascend_backend_refuses_bad_input() {
     }
     let _g = common::global_lock();
     common::setup();
-    generic_cases::<xstream_ascend::AscendBackend>(common::ascend_device(0));
+    generic_cases::<xstream_ascend::AscendBackend>(common::ascend_device(0), NONE_REFUSED);
     wrong_device::<xstream_ascend::AscendBackend>(
         common::ascend_device(0),
         common::ascend_device(1),
@@ -651,6 +691,70 @@ fn ascend_backend_refuses_bad_input() {
     println!(
         "bad input (ascend): {} cases so far",
         CASES.load(Ordering::SeqCst)
+    );
+}
+
+/// The generic cases on the real CANN runtime (built from source, `scripts/cann-runtime.sh`)
+/// over the driver emulation (`backends/ascend-hal-sim`, a test double of `libascend_hal.so`):
+/// run when `XSTREAM_CANN_RUNTIME_DIR` names the built libraries, in a child process started
+/// with `XSTREAM_ACL_LIBRARY=<dir>/libacl_rt.so` and `LD_LIBRARY_PATH=<dir>`; SKIP otherwise.
+/// The emulation has one device, so the other-device cases run only where a second device
+/// opens (and the simulator's controls, which the reset case needs, do not exist there).
+#[test]
+fn ascend_real_runtime_refuses_bad_input() {
+    let Some(dir) = std::env::var_os("XSTREAM_CANN_RUNTIME_DIR").filter(|d| !d.is_empty()) else {
+        xstream_conformance::report_skip(
+            "ascend_real_runtime_refuses_bad_input",
+            &"XSTREAM_CANN_RUNTIME_DIR is not set (the real CANN runtime built by \
+              scripts/cann-runtime.sh, over the driver emulation)",
+        );
+        return;
+    };
+    if std::env::var_os("XSTREAM_CANN_CHILD").is_none() {
+        let dir = std::path::PathBuf::from(dir);
+        let out = std::process::Command::new(std::env::current_exe().expect("current_exe"))
+            .args([
+                "ascend_real_runtime_refuses_bad_input",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("XSTREAM_ACL_LIBRARY", dir.join("libacl_rt.so"))
+            .env("LD_LIBRARY_PATH", &dir)
+            .env("XSTREAM_CANN_CHILD", "1")
+            .output()
+            .expect("start the test binary again");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        print!("{stdout}");
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success() && stdout.contains("test result: ok. 1 passed"),
+            "the bad-input cases failed on the real runtime ({})",
+            out.status
+        );
+        return;
+    }
+    let dev = <xstream_ascend::AscendBackend as Backend>::open(0).expect("open device 0");
+    let before = CASES.load(Ordering::SeqCst);
+    // The runtime refuses DEVICE_USE_ONLY streams (RT_STREAM_CP_PROCESS_USE) and events
+    // (RT_EVENT_MC2) unless the task scheduler firmware has the MC2 feature; the emulation's
+    // firmware answers as version 16, which lacks it (docs/simulators.md, "flag_policy").
+    generic_cases::<xstream_ascend::AscendBackend>(
+        dev.clone(),
+        (
+            StreamFlags::DEVICE_USE_ONLY,
+            EventFlags::DEVICE_USE_ONLY,
+            "the emulated task scheduler firmware (version 16) lacks the MC2 feature \
+             (CheckSupportMC2Feature), so the runtime answers 207000",
+        ),
+    );
+    match <xstream_ascend::AscendBackend as Backend>::open(1) {
+        Ok(other) => wrong_device::<xstream_ascend::AscendBackend>(dev, other),
+        Err(e) => println!("other-device cases not run: device 1 does not open ({e})"),
+    }
+    println!(
+        "bad input (ascend, real CANN runtime): {} cases",
+        CASES.load(Ordering::SeqCst) - before
     );
 }
 

@@ -592,12 +592,18 @@ pub extern "C" fn halResourceIdAlloc(dev: u32, input: *mut c_void, output: *mut 
                 return DRV_ERROR_OUT_OF_MEMORY;
             };
             used.push(id);
+            if ty == DRV_EVENT_ID {
+                queue::clear_event(id);
+            }
             crate::trace!("halResourceIdAlloc(type {ty}) = {id}");
             wr32(output, 0, id);
         }
         DRV_ERROR_NONE
     })
 }
+
+/// `DRV_EVENT_ID`, the resource type of event ids (`pkg_inc/driver/hal_pkg/trs_pkg.h`).
+const DRV_EVENT_ID: u32 = 1;
 
 /// `drvError_t halResourceIdFree(uint32_t devId, struct halResourceIdInputInfo *in)`.
 #[no_mangle]
@@ -613,6 +619,9 @@ pub extern "C" fn halResourceIdFree(dev: u32, input: *mut c_void) -> i32 {
         match used.iter().position(|&x| x == id) {
             Some(i) => {
                 used.swap_remove(i);
+                if ty == DRV_EVENT_ID {
+                    queue::clear_event(id);
+                }
                 DRV_ERROR_NONE
             }
             None => DRV_ERROR_INVALID_VALUE,
@@ -639,7 +648,8 @@ pub extern "C" fn drvDfxShowReport(_dev: u32) {}
 
 /// `drvError_t halGetChipCapability(uint32_t devId, struct halCapabilityInfo *info)`
 /// (136 bytes: sdma_reduce_support, memory_support, ts_group_number, sdma_reduce_kind, res[30]):
-/// no SDMA reduce, HBM memory (`CAP_MEM_SUPPORT_HBM`), one TS group.
+/// the SDMA reduce kinds and types of [`crate::reduce`], HBM memory (`CAP_MEM_SUPPORT_HBM`), one TS
+/// group.
 #[no_mangle]
 pub extern "C" fn halGetChipCapability(dev: u32, info: *mut c_void) -> i32 {
     guard("halGetChipCapability", || {
@@ -649,8 +659,10 @@ pub extern "C" fn halGetChipCapability(dev: u32, info: *mut c_void) -> i32 {
         // SAFETY: a `struct halCapabilityInfo` of 136 bytes.
         unsafe {
             std::ptr::write_bytes(info as *mut u8, 0, 136);
+            wr32(info, 0, crate::reduce::REDUCE_TYPES);
             wr32(info, 4, 1);
             wr32(info, 8, 1);
+            wr32(info, 12, crate::reduce::REDUCE_KINDS);
         }
         DRV_ERROR_NONE
     })
@@ -789,8 +801,9 @@ pub extern "C" fn drvDeviceGetTransWay(src: *mut c_void, dst: *mut c_void, way: 
 }
 
 /// `drvError_t halReportRelease(uint32_t devId, struct halReportReleaseInfo *info)` (type 0,
-/// tsId 4, cqId 8, count 12): frees the buffer `halCqReportGet` handed out for a callback CQ;
-/// logic-CQ entries are removed when received, so nothing is left to release there.
+/// tsId 4, cqId 8, count 12): releases `count` reports `halCqReportGet` handed out for a
+/// callback CQ (their buffer is freed with its last report); logic-CQ entries are removed when
+/// received, so nothing is left to release there.
 #[no_mangle]
 pub extern "C" fn halReportRelease(dev: u32, info: *mut c_void) -> i32 {
     guard("halReportRelease", || {
@@ -798,9 +811,9 @@ pub extern "C" fn halReportRelease(dev: u32, info: *mut c_void) -> i32 {
             return DRV_ERROR_INVALID_VALUE;
         }
         // SAFETY: a `halReportReleaseInfo` (48 bytes).
-        let (ty, cq) = unsafe { (rd32(info, 0), rd32(info, 8)) };
+        let (ty, cq, count) = unsafe { (rd32(info, 0), rd32(info, 8), rd32(info, 12)) };
         if ty == DRV_CALLBACK_TYPE {
-            queue::release_callbacks(cq);
+            queue::release_callbacks(cq, count as usize);
         }
         DRV_ERROR_NONE
     })

@@ -10,6 +10,9 @@
 //! * device discovery and the device-information values the runtime's start-up reads
 //!   ([`devinfo`]);
 //! * device memory backed by host memory, with host↔device and device↔device copies ([`memory`]);
+//! * SDMA reduce entries, executed on the host ([`reduce`]); value writes and value waits
+//!   (write-value entries, and the conditional entries of the runtime's value-wait template,
+//!   [`cond`]);
 //! * submission queues (SQ) and logic completion queues (CQ): every 64-byte STARS entry handed to
 //!   `halSqTaskSend` is executed in order by the SQ's worker thread, the SQ head advances, and a
 //!   completion entry is queued for the stream's logic CQ when the entry asks for one; event
@@ -22,9 +25,11 @@
 //! Setting `XSTREAM_HAL_SIM_TRACE=1` prints each driver call this library answers to stderr.
 
 pub mod codes;
+pub mod cond;
 pub mod devinfo;
 mod exports;
 pub mod fallback;
 pub mod memory;
 pub mod queue;
+pub mod reduce;
 pub mod trace;

@@ -10,11 +10,16 @@
 //! with the header's `wr_cqe` bit.
 //!
 //! Each SQ has a worker thread that executes its entries in submission order, asynchronously to
-//! `halSqTaskSend`; the SQ head advances as entries finish. An event-wait entry holds its SQ until
-//! the event is recorded (by an event-record entry on any SQ, or by the runtime's reply to a
-//! blocking host callback) and consumes the record (the semaphore-like behaviour the ACL
-//! documentation describes for events waited on by a stream; the runtime's source does not show
-//! the device side, so this is the emulation's choice).
+//! `halSqTaskSend`; the SQ head advances as entries finish. A STARS event is a flag: an
+//! event-record entry (on any SQ, or the runtime's reply to a blocking host callback) sets it, an
+//! event-wait entry holds its SQ until it is set and leaves it set, and an event-reset entry (a
+//! write-value entry with sub-type `RT_STARS_WRITE_VALUE_SUB_TYPE_EVENT_RESET`, the event id in
+//! word 6: `ConstructSqeForEventResetTask`, `core/src/task/task_info/event/event_task_v100.cc`,
+//! which writes 0 to the event's slot of the event table) clears it. The runtime sends the reset
+//! itself where it wants a record used once (`Event::Reset`, `core/src/event/event.cc`, and after
+//! the wait that follows a blocking host callback); a wait that cleared the flag as well would let
+//! only one of the streams waiting for one record through, while `Event::WaitSendCheck` gives all
+//! of them a wait for the same id with no reset between.
 //!
 //! Host callbacks: the runtime sends them as AI CPU-type entries with topic 26
 //! (`EVENT_TS_CALLBACK_MSG`, `RtStarsHostfuncCallbackSqe` in `core/inc/sqe/v100/stars_kernel.hpp`);
@@ -26,7 +31,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::memory;
+use crate::{cond, memory};
 
 /// Size of one STARS submission entry.
 pub const SQE_SIZE: usize = 64;
@@ -116,6 +121,10 @@ struct Sq {
     reg_page: usize,
 }
 
+/// Callback reports handed out together by `halCqReportGet`, and how many of them are not yet
+/// released.
+type Delivered = (Box<[[u8; CQE_SIZE]]>, usize);
+
 #[derive(Debug, Default)]
 struct State {
     sqs: BTreeMap<u32, Sq>,
@@ -127,12 +136,18 @@ struct State {
     next_cq: u32,
     /// Event id → time stamp of its last record.
     events: BTreeMap<u32, u64>,
-    /// Events recorded and not yet consumed by a wait.
+    /// Events whose flag is set (recorded and not reset since).
     recorded: std::collections::BTreeSet<u32>,
     /// Callback CQs: id → (group, pending reports).
     cb_cqs: BTreeMap<u32, (u32, VecDeque<[u8; CQE_SIZE]>)>,
     /// Reports handed out by `take_callbacks`, kept alive until released.
-    cb_delivered: BTreeMap<u32, Box<[[u8; CQE_SIZE]]>>,
+    /// Per callback CQ, each buffer handed out with the number of its reports not yet
+    /// released, oldest first.
+    cb_delivered: BTreeMap<u32, VecDeque<Delivered>>,
+    /// Streams bound to a model (captured graph): stream id → model id.
+    bound: BTreeMap<u16, u16>,
+    /// The entries loaded into each model, per stream, in submission order.
+    models: BTreeMap<u16, BTreeMap<u16, Vec<[u8; SQE_SIZE]>>>,
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -292,7 +307,7 @@ fn execute_data(e: &[u8; SQE_SIZE], h: &Header) -> u32 {
             let ptr_mode = e[15] & 1;
             let word = u32_at(e, 16);
             let opcode = word & 0xff;
-            if ptr_mode != 0 || opcode != 0 {
+            if ptr_mode != 0 {
                 crate::trace!("SDMA entry with ptr_mode={ptr_mode} opcode={opcode}: refused");
                 return ERR_REFUSED;
             }
@@ -307,6 +322,13 @@ fn execute_data(e: &[u8; SQE_SIZE], h: &Header) -> u32 {
                 dst += (u64::from(u32_at(e, 52))
                     | (u64::from(u16::from_le_bytes([e[58], e[59]])) << 32))
                     as usize;
+            }
+            if opcode != 0 {
+                return if crate::reduce::execute(opcode, dst, src, len) {
+                    0
+                } else {
+                    ERR_REFUSED
+                };
             }
             crate::trace!("SDMA copy {len} bytes {src:#x} -> {dst:#x}");
             if memory::copy(dst, src, len) {
@@ -370,6 +392,127 @@ fn execute_data(e: &[u8; SQE_SIZE], h: &Header) -> u32 {
     }
 }
 
+/// `TS_TASK_TYPE_MODEL_MAINTAINCE` (place-holder task binding streams to models).
+const TASK_MODEL_MAINTENANCE: u16 = 12;
+
+/// A model maintenance entry (`RtStarsModelMaintaince` at byte 16 of the place-holder entry:
+/// model id, stream id, operation; `ConstructSqeForModelMaintainceTask`,
+/// `core/src/task/task_info/model/model_maintaince_task_v100.cc`): `MMT_STREAM_ADD` (0) binds the
+/// stream to the model, so that its later entries are loaded into the model instead of run;
+/// `MMT_STREAM_DEL` (1) unbinds it and drops what it loaded; `MMT_MODEL_DESTROY` (3) drops the
+/// model. The other operations (load complete, pre-processing, abort) change nothing here.
+fn model_maintenance(s: &mut State, e: &[u8; SQE_SIZE]) {
+    let model = u16::from_le_bytes([e[16], e[17]]);
+    let stream = u16::from_le_bytes([e[18], e[19]]);
+    let op = u16::from_le_bytes([e[20], e[21]]);
+    crate::trace!("model maintenance: operation {op}, model {model}, stream {stream}");
+    match op {
+        0 => bind_to_model(&mut s.bound, e),
+        1 => {
+            s.bound.remove(&stream);
+            if let Some(m) = s.models.get_mut(&model) {
+                m.remove(&stream);
+            }
+        }
+        3 => {
+            s.bound.retain(|_, m| *m != model);
+            s.models.remove(&model);
+        }
+        _ => {}
+    }
+}
+
+/// `MMT_STREAM_ADD`: binds the stream an entry names to its model.
+fn bind_to_model(bound: &mut BTreeMap<u16, u16>, e: &[u8; SQE_SIZE]) {
+    let model = u16::from_le_bytes([e[16], e[17]]);
+    let stream = u16::from_le_bytes([e[18], e[19]]);
+    bound.insert(stream, model);
+}
+
+/// Runs a model's loaded entries: each stream's in order, the streams side by side (one thread
+/// each, so that an event one records and another waits for inside the model resolves); returns
+/// the first error code (0: all succeeded). This is the effect of the runtime's model-execute
+/// conditional entry (`CONDS_SUB_TYPE_MODEL_EXEC`, model id at byte 12;
+/// `ConstructSqeForModelExecuteTask`, `core/src/task/task_info/model/model_execute_task_v100.cc`)
+/// on a captured graph: every replay runs what the capture loaded, from the start. Its condition
+/// program (which activates the model's streams on the device) is not interpreted.
+fn run_model(streams: Vec<Vec<[u8; SQE_SIZE]>>) -> u32 {
+    let handles: Vec<_> = streams
+        .into_iter()
+        .map(|entries| {
+            std::thread::Builder::new()
+                .name("hal-sim-model".into())
+                .spawn(move || {
+                    entries
+                        .iter()
+                        .map(replay_entry)
+                        .find(|&err| err != 0)
+                        .unwrap_or(0)
+                })
+        })
+        .collect();
+    let mut first = 0;
+    for h in handles {
+        let err = match h {
+            Ok(h) => h.join().unwrap_or(ERR_REFUSED),
+            Err(_) => ERR_REFUSED,
+        };
+        if first == 0 {
+            first = err;
+        }
+    }
+    first
+}
+
+/// Executes one entry of a model replay (no SQ of its own: no completion entry, no head).
+fn replay_entry(e: &[u8; SQE_SIZE]) -> u32 {
+    let h = header(e);
+    match h.kind {
+        sqe_type::EVENT_RECORD => {
+            record_event(event_id(e));
+            0
+        }
+        sqe_type::EVENT_WAIT => {
+            let id = event_id(e);
+            let mut g = state();
+            loop {
+                let s = g.get_or_insert_with(State::default);
+                if s.recorded.contains(&id) {
+                    return 0;
+                }
+                g = WORK.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        sqe_type::NOTIFY_RECORD | sqe_type::NOTIFY_WAIT => 0,
+        sqe_type::WRITE_VALUE => {
+            match event_reset_id(e) {
+                Some(id) => {
+                    with(|s| s.recorded.remove(&id));
+                }
+                None => {
+                    cond::write_value(e);
+                }
+            }
+            0
+        }
+        cond::SQE_COND => match cond::value_wait(e) {
+            Some(w) => loop {
+                match w.holds() {
+                    Some(true) => return 0,
+                    Some(false) => std::thread::sleep(Duration::from_millis(1)),
+                    None => return ERR_REFUSED,
+                }
+            },
+            None => ERR_REFUSED,
+        },
+        _ if is_callback(e, &h) => {
+            crate::trace!("host callback inside a model: not emulated, refused");
+            ERR_REFUSED
+        }
+        _ => execute_data(e, &h),
+    }
+}
+
 /// `topicId` of a host-callback entry (`EVENT_TS_CALLBACK_MSG`).
 const TOPIC_TS_CALLBACK: u32 = 26;
 
@@ -402,6 +545,15 @@ fn callback_report(e: &[u8; SQE_SIZE], sq_id: u32, head: u32) -> (u32, [u8; CQE_
     (cq, r)
 }
 
+/// `RT_STARS_WRITE_VALUE_SUB_TYPE_EVENT_RESET` (`core/inc/stars/stars_base.hpp`).
+const WRITE_VALUE_SUB_EVENT_RESET: u32 = 1;
+
+/// The event a write-value entry resets (`sub_type` word 7 = event reset, event id in word 6),
+/// if it is an event reset.
+fn event_reset_id(e: &[u8; SQE_SIZE]) -> Option<u32> {
+    (u32_at(e, 28) == WRITE_VALUE_SUB_EVENT_RESET).then(|| u32_at(e, 24))
+}
+
 /// Event id of an event record / wait entry (`RtStarsEventSqe`: `eventId` at byte 8).
 fn event_id(e: &[u8; SQE_SIZE]) -> u32 {
     u32::from(u16::from_le_bytes([e[8], e[9]]))
@@ -422,14 +574,63 @@ fn worker(sq_id: u32) {
         let h = header(&e);
         if h.kind == sqe_type::EVENT_WAIT {
             let id = event_id(&e);
-            if !s.recorded.remove(&id) {
+            if !s.recorded.contains(&id) {
                 g = WORK.wait(g).unwrap_or_else(|e| e.into_inner());
                 continue;
             }
             crate::trace!("sq {sq_id}: event {id} wait satisfied");
         }
-        let data_path = !matches!(h.kind, sqe_type::EVENT_RECORD | sqe_type::EVENT_WAIT)
-            && !is_callback(&e, &h)
+        if h.kind == sqe_type::PLACE_HOLDER && h.word1 == TASK_MODEL_MAINTENANCE {
+            model_maintenance(s, &e);
+        }
+        let mut cond_err = 0;
+        if h.kind == cond::SQE_COND && e[8] == cond::SUB_MODEL_EXEC {
+            let model = u16::from_le_bytes([e[12], e[13]]);
+            let streams: Vec<Vec<[u8; SQE_SIZE]>> = s
+                .models
+                .get(&model)
+                .map(|m| m.values().cloned().collect())
+                .unwrap_or_default();
+            crate::trace!("sq {sq_id}: model {model} runs ({} streams)", streams.len());
+            drop(g);
+            cond_err = run_model(streams);
+            g = state();
+        } else if h.kind == cond::SQE_COND {
+            match cond::value_wait(&e).map(|w| (w, w.holds())) {
+                Some((_, Some(true))) => crate::trace!("sq {sq_id}: value wait satisfied"),
+                Some((_, Some(false))) => {
+                    // Host writes into device memory wake no one: poll.
+                    g = WORK
+                        .wait_timeout(g, Duration::from_millis(1))
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    continue;
+                }
+                Some((w, None)) => {
+                    crate::trace!("sq {sq_id}: value wait on {:#x}: not device memory", w.addr);
+                    cond_err = ERR_REFUSED;
+                }
+                None => {
+                    crate::trace!(
+                        "sq {sq_id}: conditional entry (sub-type {}) not emulated, refused",
+                        e[8]
+                    );
+                    cond_err = ERR_REFUSED;
+                }
+            }
+        }
+        if h.kind == sqe_type::WRITE_VALUE {
+            if let Some(id) = event_reset_id(&e) {
+                g.get_or_insert_with(State::default).recorded.remove(&id);
+                crate::trace!("sq {sq_id}: event {id} reset");
+            } else if !cond::write_value(&e) {
+                crate::trace!("sq {sq_id}: write value outside device memory: no effect");
+            }
+        }
+        let data_path = !matches!(
+            h.kind,
+            sqe_type::EVENT_RECORD | sqe_type::EVENT_WAIT | cond::SQE_COND
+        ) && !is_callback(&e, &h)
             && !matches!(
                 h.kind,
                 sqe_type::NOTIFY_RECORD | sqe_type::NOTIFY_WAIT | sqe_type::WRITE_VALUE
@@ -440,7 +641,7 @@ fn worker(sq_id: u32) {
             g = state();
             err
         } else {
-            0
+            cond_err
         };
         let s = g.get_or_insert_with(State::default);
         let Some(q) = s.sqs.get_mut(&sq_id) else {
@@ -502,15 +703,38 @@ pub fn submit(sq_id: u32, entries: &[[u8; SQE_SIZE]]) -> bool {
         for e in entries {
             let h = header(e);
             crate::trace!(
-                "sq {sq_id}: submit type {} stream {} task {} wr_cqe {} word1 {}",
+                "sq {sq_id}: submit type {} stream {} task {} wr_cqe {} word1 {}{}",
                 h.kind,
                 h.stream_id,
                 h.task_id,
                 h.wr_cqe,
-                h.word1
+                h.word1,
+                if matches!(h.kind, sqe_type::EVENT_RECORD | sqe_type::EVENT_WAIT) {
+                    format!(" event {}", event_id(e))
+                } else {
+                    String::new()
+                }
             );
-            q.pending.push_back(*e);
             q.tail = (q.tail + 1) % q.depth;
+            if let Some(&model) = s.bound.get(&h.stream_id) {
+                // A stream bound to a model (a captured graph): its entries are loaded into the
+                // model as they arrive, not run; every model execution runs them.
+                q.head = q.tail;
+                crate::trace!("sq {sq_id}: task {} loaded into model {model}", h.task_id);
+                s.models
+                    .entry(model)
+                    .or_default()
+                    .entry(h.stream_id)
+                    .or_default()
+                    .push(*e);
+                continue;
+            }
+            if h.kind == sqe_type::PLACE_HOLDER && h.word1 == TASK_MODEL_MAINTENANCE && e[20] == 0 {
+                // MMT_STREAM_ADD binds at submission: the runtime sends the stream's entries
+                // only after it (the bind entry asks the task scheduler first, `pre_p`).
+                bind_to_model(&mut s.bound, e);
+            }
+            q.pending.push_back(*e);
         }
         true
     });
@@ -525,6 +749,17 @@ pub fn record_event(event_id: u32) {
         s.recorded.insert(event_id);
     });
     WORK.notify_all();
+}
+
+/// Clears an event's flag: the driver hands out (or takes back) the event id. The runtime gives
+/// every record of an event a fresh id from the driver (`Event::Record` →
+/// `AllocEventIdResource`, `core/src/event/event.cc`; ids come back through `halResourceIdFree`
+/// and are handed out again, lowest first) and never resets a fresh id itself, so an id must
+/// start unset: a wait enqueued before its record has to hold.
+pub fn clear_event(event_id: u32) {
+    with(|s| {
+        s.recorded.remove(&event_id);
+    });
 }
 
 /// Creates a callback CQ in `group`.
@@ -569,23 +804,46 @@ pub fn wait_callbacks(group: u32, timeout_ms: i32) -> Vec<u32> {
     }
 }
 
-/// Moves the pending reports of callback CQ `cq` into a buffer that stays valid until
-/// [`release_callbacks`] (or the next take); returns its address and count.
+/// Moves the pending reports of callback CQ `cq` into a buffer that stays valid until all of
+/// its reports were released ([`release_callbacks`]); returns its address and count.
 pub fn take_callbacks(cq: u32) -> Option<(usize, usize)> {
     with(|s| {
         let (_, reports) = s.cb_cqs.get_mut(&cq)?;
         let buf: Box<[[u8; CQE_SIZE]]> = reports.drain(..).collect();
         let n = buf.len();
         let addr = buf.as_ptr() as usize;
-        s.cb_delivered.insert(cq, buf);
+        if n > 0 {
+            s.cb_delivered.entry(cq).or_default().push_back((buf, n));
+        }
         Some((addr, n))
     })
 }
 
-/// Releases the buffer [`take_callbacks`] handed out for `cq`.
-pub fn release_callbacks(cq: u32) {
+/// Releases `count` reports of callback CQ `cq`, oldest first; a buffer is freed once all its
+/// reports are released. The runtime releases each report after handling it, one at a time,
+/// and reads the next one from the same buffer afterwards (`ApiImpl::ProcessReport` loop,
+/// `api/impl/api_impl.cc`: `CqReportRelease` with count 1 per report,
+/// `driver/npu_driver_res.cc`): freeing the whole buffer on the first release lost the rest.
+pub fn release_callbacks(cq: u32, count: usize) {
     with(|s| {
-        s.cb_delivered.remove(&cq);
+        let Some(bufs) = s.cb_delivered.get_mut(&cq) else {
+            return;
+        };
+        let mut left = count;
+        while left > 0 {
+            let Some(front) = bufs.front_mut() else {
+                break;
+            };
+            let n = left.min(front.1);
+            front.1 -= n;
+            left -= n;
+            if front.1 == 0 {
+                bufs.pop_front();
+            }
+        }
+        if bufs.is_empty() {
+            s.cb_delivered.remove(&cq);
+        }
     });
 }
 
@@ -715,14 +973,27 @@ mod tests {
         assert!(submit(b, &[event_entry(sqe_type::EVENT_WAIT, 901, 3000)]));
         assert!(receive(cq, 8, 50).unwrap().is_empty());
         assert_eq!(sq_state(b).map(|(h, _, _)| h), Some(0));
-        // Stream a records it: b's wait completes (and consumes the record).
+        // Stream a records it: b's wait completes.
         assert!(submit(a, &[event_entry(sqe_type::EVENT_RECORD, 902, 3000)]));
         let got = receive(cq, 8, 10_000).unwrap();
         assert_eq!(got.len(), 1);
         assert_eq!(got[0][9], sqe_type::EVENT_WAIT);
         assert!(event_timestamp(3000).is_some());
-        // A second wait needs a second record; the host can give it (callback reply).
+        // The wait leaves the flag set: a second wait passes on the same record.
         assert!(submit(b, &[event_entry(sqe_type::EVENT_WAIT, 901, 3000)]));
+        assert_eq!(receive(cq, 8, 10_000).unwrap().len(), 1);
+        // After a reset entry, a wait needs a new record; the host can give it (callback reply).
+        let mut reset = [0u8; SQE_SIZE];
+        reset[0] = sqe_type::WRITE_VALUE;
+        reset[1] = 1 << 6;
+        reset[4..6].copy_from_slice(&901u16.to_le_bytes());
+        reset[24..28].copy_from_slice(&3000u32.to_le_bytes());
+        reset[28..32].copy_from_slice(&WRITE_VALUE_SUB_EVENT_RESET.to_le_bytes());
+        assert!(submit(
+            b,
+            &[reset, event_entry(sqe_type::EVENT_WAIT, 901, 3000)]
+        ));
+        assert_eq!(receive(cq, 8, 10_000).unwrap().len(), 1); // the reset
         assert!(receive(cq, 8, 50).unwrap().is_empty());
         record_event(3000);
         assert_eq!(receive(cq, 8, 10_000).unwrap().len(), 1);
@@ -755,9 +1026,114 @@ mod tests {
         assert_eq!(u16::from_le_bytes([r[14], r[15]]), 9);
         assert_eq!(u64::from_le_bytes(r[16..24].try_into().unwrap()), 0x1234);
         assert_eq!(u64::from_le_bytes(r[24..32].try_into().unwrap()), 0x5678);
-        release_callbacks(cb);
+        release_callbacks(cb, 1);
         // Nothing more in that group.
         assert!(wait_callbacks(group, 0).is_empty());
+        // Two reports handed out together stay valid until both are released, one at a time,
+        // as the runtime releases them.
+        let mut e2 = e;
+        e2[28..30].copy_from_slice(&7u16.to_le_bytes()); // task
+        assert!(submit(sq, &[e, e2]));
+        // Both run (the head passes them) before the reports are taken, so they come together.
+        let t0 = Instant::now();
+        while sq_state(sq).map(|(h, _, _)| h) != Some(3) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "entries did not run"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (addr, n) = take_callbacks(cb).unwrap();
+        assert_eq!(n, 2);
+        let outstanding = || {
+            with(|s| {
+                s.cb_delivered
+                    .get(&cb)
+                    .map(|b| b.iter().map(|x| x.1).sum::<usize>())
+            })
+        };
+        assert_eq!(outstanding(), Some(2));
+        release_callbacks(cb, 1);
+        assert_eq!(outstanding(), Some(1));
+        // SAFETY: one report of the buffer is still unreleased, so the buffer is alive.
+        let r2 = unsafe { *((addr as *const [u8; CQE_SIZE]).add(1)) };
+        assert_eq!(u16::from_le_bytes([r2[4], r2[5]]), 7);
+        release_callbacks(cb, 1);
+        assert_eq!(outstanding(), None);
         assert!(free_callback_cq(cb) && free_sq(sq));
+    }
+
+    fn model_maintenance_entry(stream: u16, model: u16, bound: u16, op: u16) -> [u8; SQE_SIZE] {
+        let mut e = [0u8; SQE_SIZE];
+        e[0] = sqe_type::PLACE_HOLDER;
+        e[1] = 1 << 6;
+        e[2..4].copy_from_slice(&TASK_MODEL_MAINTENANCE.to_le_bytes());
+        e[4..6].copy_from_slice(&stream.to_le_bytes());
+        e[16..18].copy_from_slice(&model.to_le_bytes());
+        e[18..20].copy_from_slice(&bound.to_le_bytes());
+        e[20..22].copy_from_slice(&op.to_le_bytes());
+        e
+    }
+
+    #[test]
+    fn captured_entries_run_once_per_model_execution() {
+        let (exec, model_stream, model) = (910u16, 911u16, 40u16);
+        let (a, _) = alloc_sq(None, 16);
+        let (b, _) = alloc_sq(None, 16);
+        let cq = alloc_logic_cq(None, u32::from(exec));
+        let dst = memory::alloc(8).unwrap();
+        let one: [u8; 8] = [1.5f32.to_le_bytes(), 2.0f32.to_le_bytes()]
+            .concat()
+            .try_into()
+            .unwrap();
+        assert!(memory::copy(dst, one.as_ptr() as usize, 8));
+        // Bind the model stream, then load an f32 SUM reduce (dst += one) into the model.
+        assert!(submit(
+            a,
+            &[model_maintenance_entry(exec, model, model_stream, 0)]
+        ));
+        let mut r = sdma(model_stream, 1, one.as_ptr() as usize, dst, 8);
+        r[16] = 0x71;
+        assert!(submit(b, &[r]));
+        assert_eq!(receive(cq, 8, 10_000).unwrap().len(), 1); // the bind entry
+        let read = || {
+            let mut v = [0u8; 8];
+            assert!(memory::copy(v.as_mut_ptr() as usize, dst, 8));
+            [
+                f32::from_le_bytes(v[..4].try_into().unwrap()),
+                f32::from_le_bytes(v[4..].try_into().unwrap()),
+            ]
+        };
+        // Loaded at submission, not run: the SQ is drained and dst unchanged.
+        assert_eq!(sq_state(b).map(|(h, t, _)| (h, t)), Some((1, 1)));
+        assert_eq!(read(), [1.5, 2.0]);
+        // Two executions of the model: two reduces.
+        let mut x = [0u8; SQE_SIZE];
+        x[0] = cond::SQE_COND;
+        x[1] = 1 << 6;
+        x[4..6].copy_from_slice(&exec.to_le_bytes());
+        x[8] = cond::SUB_MODEL_EXEC;
+        x[12..14].copy_from_slice(&model.to_le_bytes());
+        assert!(submit(a, &[x, x]));
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            let more = receive(cq, 8, 10_000).unwrap();
+            assert!(!more.is_empty(), "model executions did not complete");
+            got.extend(more);
+        }
+        assert!(got.iter().all(|c| c[4..8] == [0, 0, 0, 0]));
+        assert_eq!(read(), [4.5, 6.0]);
+        // Unbinding drops what the stream loaded: a third execution changes nothing.
+        assert!(submit(
+            a,
+            &[model_maintenance_entry(exec, model, model_stream, 1), x]
+        ));
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            got.extend(receive(cq, 8, 10_000).unwrap());
+        }
+        assert_eq!(read(), [4.5, 6.0]);
+        assert!(memory::free(dst));
+        assert!(free_sq(a) && free_sq(b));
     }
 }

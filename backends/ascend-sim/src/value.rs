@@ -7,10 +7,17 @@
 //!
 //! | Flag | Value | Unblocks when |
 //! | --- | --- | --- |
-//! | `ACL_VALUE_WAIT_GEQ` | 0 | `(int64_t)(*addr - value) >= 0` (wrapping) |
+//! | `ACL_VALUE_WAIT_GEQ` | 0 | `(int64_t)(*addr - value) >= 0` (wrapping; A2: `(int64_t)*addr >= (int64_t)value`, below) |
 //! | `ACL_VALUE_WAIT_EQ` | 1 | `*addr == value` |
 //! | `ACL_VALUE_WAIT_AND` | 2 | `(*addr & value) != 0` |
 //! | `ACL_VALUE_WAIT_NOR` | 3 | `~(*addr \| value) != 0` |
+//!
+//! GEQ on `a2`: the ACL documentation gives the wrapping difference above, but the runtime for
+//! the STARS chips builds the wait as a condition program whose test is a signed branch of the
+//! word against the value (`ConvertConditionToOpAndBranchFunc`: GEQ → `BGE` of `*addr | 0` and
+//! `value`, `core/src/task/stars_cond_isa_helper.cc`). The two agree unless the difference
+//! crosses 2^63 (for example `*addr` = `i64::MAX`, `value` = `u64::MAX`: documented false,
+//! signed true); the simulator follows the runtime's program there.
 //!
 //! The word may be written by another stream (`aclrtValueWrite`, a copy) or by the host. A wait
 //! ends early when the stream is aborted or force-destroyed, or when its context is poisoned;
@@ -35,9 +42,15 @@ pub const ACL_VALUE_WAIT_AND: u32 = 2;
 /// `ACL_VALUE_WAIT_NOR`.
 pub const ACL_VALUE_WAIT_NOR: u32 = 3;
 
-/// Whether `cur` satisfies the wait condition `flag` against `value`.
+/// Whether `cur` satisfies the wait condition `flag` against `value` on the current product.
 pub(crate) fn satisfied(cur: u64, value: u64, flag: u32) -> bool {
+    satisfied_on(crate::config::product(), cur, value, flag)
+}
+
+/// [`satisfied`] for product `p` (GEQ is a signed comparison on `a2`, see the module notes).
+fn satisfied_on(p: crate::config::Product, cur: u64, value: u64, flag: u32) -> bool {
     match flag {
+        ACL_VALUE_WAIT_GEQ if p == crate::config::Product::A2 => (cur as i64) >= (value as i64),
         ACL_VALUE_WAIT_GEQ => (cur.wrapping_sub(value) as i64) >= 0,
         ACL_VALUE_WAIT_EQ => cur == value,
         ACL_VALUE_WAIT_AND => cur & value != 0,
@@ -149,5 +162,21 @@ mod tests {
         assert!(!satisfied(0b100, 0b010, ACL_VALUE_WAIT_AND));
         assert!(satisfied(0, 0, ACL_VALUE_WAIT_NOR));
         assert!(!satisfied(u64::MAX, 0, ACL_VALUE_WAIT_NOR));
+    }
+
+    #[test]
+    fn geq_is_signed_on_a2_and_wrapping_elsewhere() {
+        use crate::config::Product;
+        let (max, m1, min) = (i64::MAX as u64, u64::MAX, 1u64 << 63);
+        // Where the difference crosses 2^63 the two readings disagree.
+        assert!(satisfied_on(Product::A2, max, m1, ACL_VALUE_WAIT_GEQ));
+        assert!(!satisfied_on(Product::T910, max, m1, ACL_VALUE_WAIT_GEQ));
+        assert!(!satisfied_on(Product::A2, min, 1, ACL_VALUE_WAIT_GEQ));
+        assert!(satisfied_on(Product::P310, min, 1, ACL_VALUE_WAIT_GEQ));
+        // A counter wrapping past the top is "after" it under both.
+        for p in [Product::A2, Product::T910, Product::P310] {
+            assert!(satisfied_on(p, 1, u64::MAX, ACL_VALUE_WAIT_GEQ));
+            assert!(!satisfied_on(p, u64::MAX - 1, u64::MAX, ACL_VALUE_WAIT_GEQ));
+        }
     }
 }

@@ -307,10 +307,54 @@ pub(crate) fn alloc_funcs() -> result::allocator::Funcs {
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
-/// Runs `job` on the background reaper thread (inline if it cannot be spawned).
+/// The reaper's queue (`None` when its thread could not be spawned).
+static REAPER: OnceLock<Mutex<Option<Sender<Job>>>> = OnceLock::new();
+
+/// Set by [`reaper_at_exit`]: the process is exiting and the runtime is about to tear itself
+/// down, so no further reaper job may call it.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// How long the process's exit waits for the reaper's queued jobs.
+const EXIT_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Runs at process exit (`atexit`, registered when the reaper starts, so after the ACL library
+/// was loaded and before the runtime's own exit handlers run: they run in reverse order of
+/// registration). The CANN runtime tears its devices down in an exit handler
+/// (`PrepareRuntimeProcessExitImpl` in `libruntime_v100.so`); a reaper job still destroying a
+/// stream or resetting a device at that moment raced with it and crashed the process after
+/// `main` returned (a core dump of `xstream conform` on the real runtime over the driver
+/// emulation: `aclrtResetDevice` on the reaper thread against that handler on the main thread,
+/// docs/simulators.md). So jobs queued before exit are waited for (at most
+/// [`EXIT_FLUSH_LIMIT`]) and later ones are not run: the process is ending and the runtime
+/// releases what is left.
+extern "C" fn reaper_at_exit() {
+    let _ = catch_unwind(|| {
+        EXITING.store(true, Ordering::SeqCst);
+        let (tx, rx) = channel::<()>();
+        let queued = REAPER.get().is_some_and(|r| {
+            let g = r.lock().unwrap_or_else(|e| e.into_inner());
+            g.as_ref().is_some_and(|q| {
+                q.send(Box::new(move || {
+                    let _ = tx.send(());
+                }))
+                .is_ok()
+            })
+        });
+        if queued {
+            let _ = rx.recv_timeout(EXIT_FLUSH_LIMIT);
+        }
+    });
+}
+
+/// Runs `job` on the background reaper thread (inline if it cannot be spawned). Once the
+/// process is exiting ([`reaper_at_exit`]) the job is forgotten: it would call a runtime that
+/// is tearing itself down.
 pub(crate) fn reap(job: Job) {
-    static TX: OnceLock<Mutex<Option<Sender<Job>>>> = OnceLock::new();
-    let tx = TX.get_or_init(|| {
+    if EXITING.load(Ordering::SeqCst) {
+        std::mem::forget(job);
+        return;
+    }
+    let tx = REAPER.get_or_init(|| {
         let (tx, rx) = channel::<Job>();
         let spawned = std::thread::Builder::new()
             .name("xstream-acl-reaper".into())
@@ -319,6 +363,14 @@ pub(crate) fn reap(job: Job) {
                     let _ = catch_unwind(AssertUnwindSafe(job));
                 }
             });
+        if spawned.is_ok() {
+            #[cfg(not(miri))]
+            // SAFETY: `reaper_at_exit` is a plain `extern "C" fn()` that never unwinds (it
+            // catches panics); registering it has no other precondition.
+            unsafe {
+                libc::atexit(reaper_at_exit);
+            }
+        }
         Mutex::new(spawned.ok().map(|_| tx))
     });
     let g = tx.lock().unwrap_or_else(|e| e.into_inner());
