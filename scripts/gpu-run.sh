@@ -10,8 +10,10 @@
 #     BENCH=only bash gpu-bundle/gpu-run.sh   # only the benches (no tests, no CLI)
 #     BENCH=ipc bash gpu-bundle/gpu-run.sh    # only bench/gpu_ipc (cross-process events and
 #                                             # IPC buffer copies against the raw driver)
+#     BENCH=any bash gpu-bundle/gpu-run.sh    # only bench/any_dispatch's paired part (the
+#                                             # erased path against the generic one, host and CUDA)
 #   Bench output goes to tests.log; tables to gpu_bench.md, gpu_bench.json, gpu_ipc.md,
-#   torch_bench.md in $OUT. A target a bench measured and missed is a "MISS" line in its
+#   any_dispatch.txt, torch_bench.md in $OUT. A target a bench measured and missed is a "MISS" line in its
 #   table, counted in the step's verdict (the step is PASS: it ran and recorded the miss);
 #   a bench that fails to run is FAIL.
 #
@@ -238,7 +240,7 @@ if [ -n "$SANITIZE" ]; then
     else
         verdict FAIL "sanitizer mode: $HERE/bin/$SANITIZE is not a bundled binary"
     fi
-elif [ "${BENCH:-}" != only ] && [ "${BENCH:-}" != ipc ]; then
+elif [ "${BENCH:-}" != only ] && [ "${BENCH:-}" != ipc ] && [ "${BENCH:-}" != any ]; then
     [ "${#names[@]}" -gt 0 ] || verdict FAIL "tests: no test binary in $MANIFEST${ONLY:+ matching ONLY=$ONLY}"
     for n in "${names[@]}"; do run_one "$n"; done
 
@@ -303,8 +305,29 @@ ipc_bench() {
     fi
 }
 
+# bench/any_dispatch, paired part only (~20 s: host and CUDA, 1.5 s per operation): PASS when
+# it printed its paired rows (the verdict counts MISS and UNRESOLVED rows), FAIL otherwise.
+any_bench() {
+    local lim t0 rc nrow nbad ncuda
+    if [ ! -x "$HERE/bench/any_dispatch" ]; then verdict SKIP "bench any_dispatch: not in the bundle (bench/any_dispatch)"; return; fi
+    if ! lim=$(limit 120); then verdict SKIP "bench any_dispatch: time budget spent"; return; fi
+    echo "===== bench any_dispatch NONE" >>"$LOG"
+    t0=$SECONDS
+    timeout "$lim" "$HERE/bench/any_dispatch" NONE >"$OUT/any_dispatch.txt" 2>&1
+    rc=$?
+    cat "$OUT/any_dispatch.txt" >>"$LOG"
+    nrow=$(grep -c '^paired .*target <= 2 ns: \(PASS\|MISS\|UNRESOLVED\)' "$OUT/any_dispatch.txt")
+    nbad=$(grep -c '^paired .*target <= 2 ns: \(MISS\|UNRESOLVED\)' "$OUT/any_dispatch.txt")
+    ncuda=$(grep -c '^paired cuda ' "$OUT/any_dispatch.txt")
+    if [ "$rc" -ne 0 ]; then verdict FAIL "bench any_dispatch (rc=$rc)"
+    elif [ "${nrow:-0}" -eq 0 ]; then verdict FAIL "bench any_dispatch: no paired row"
+    else verdict PASS "bench any_dispatch ran ($((SECONDS - t0))s); ${nbad:-0} of ${nrow} rows MISS or UNRESOLVED against 2 ns; ${ncuda:-0} CUDA rows (any_dispatch.txt)"; fi
+}
+
 if [ -z "$SANITIZE" ] && [ "${BENCH:-}" = ipc ]; then
     ipc_bench
+elif [ -z "$SANITIZE" ] && [ "${BENCH:-}" = any ]; then
+    any_bench
 elif [ -z "$SANITIZE" ] && [ -n "${BENCH:-}" ] && [ "${BENCH}" != 0 ]; then
     # gpu_ops: ~10-30 s; gpu_ipc: ~10-40 s; torch_bench.py: ~10-30 s (plus torch import).
     # Logs into tests.log.
@@ -326,6 +349,7 @@ elif [ -z "$SANITIZE" ] && [ -n "${BENCH:-}" ] && [ "${BENCH}" != 0 ]; then
         else verdict PASS "bench gpu_ops ran ($((SECONDS - t0))s); performance targets: ${nf:-?} of ${nt:-?} rows miss (gpu_bench.md)"; fi
     fi
     ipc_bench
+    any_bench
     if [ ! -f "$HERE/torch_bench.py" ]; then
         verdict SKIP "bench torch_bench.py: not in the bundle"
     elif ! lim=$(limit 300); then
@@ -352,6 +376,8 @@ cat "$SUM"
 if [ -z "$SANITIZE" ] && [ -n "${BENCH:-}" ] && [ "${BENCH}" != 0 ]; then
     files="gpu_bench.md:gpu_ops gpu_ipc.md:gpu_ipc torch_bench.md:torch_bench"
     [ "${BENCH}" != ipc ] || files="gpu_ipc.md:gpu_ipc"
+    [ "${BENCH}" != any ] || files=""
+    if [ -f "$OUT/any_dispatch.txt" ]; then echo; grep '^paired\|^SKIP' "$OUT/any_dispatch.txt"; fi
     for f in $files; do
         echo
         if [ -f "$OUT/${f%%:*}" ]; then cat "$OUT/${f%%:*}"; else
