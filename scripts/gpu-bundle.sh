@@ -7,7 +7,8 @@
 #          (falls back to `-p xstream-cuda` if the workspace build fails), every test
 #          executable copied to gpu-bundle/bin/ (debug info stripped: carry is 64 MiB),
 #          listed in gpu-bundle/manifest.tsv as  name <TAB> package <TAB> target;
-#        - release `xstream` CLI and bench executables when those packages build;
+#        - release `xstream` CLI and bench executables when those packages build (the
+#          `gpu*` benches, `any_dispatch` and the `gpu_ipc` binary, in gpu-bundle/bench/);
 #        - scripts/gpu-run.sh and any scripts/*.py bench script copied alongside.
 #   2. there: the device `run` tool with carry ["gpu-bundle"] and the command
 #        bash gpu-bundle/gpu-run.sh            (or: SANITIZE=1 bash gpu-bundle/gpu-run.sh: every test
@@ -89,12 +90,19 @@ import json, shutil, sys, os
 for line in open(sys.argv[1]):
     try: m = json.loads(line)
     except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and "bench" in m["target"]["kind"] and "gpu" in m["target"]["name"]:
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and "bench" in m["target"]["kind"] and ("gpu" in m["target"]["name"] or m["target"]["name"] == "any_dispatch"):
         shutil.copy2(m["executable"], os.path.join(sys.argv[2], m["target"]["name"]))
         print("   bench", m["target"]["name"])
 PY
 else
     echo "   (benches do not build; skipped)"
+fi
+# gpu_ipc is a binary of the benches package (it starts itself as a second process).
+if cargo build --release -p xstream-benches --bin gpu_ipc -j "$JOBS" >>"$B/build.log" 2>&1; then
+    mkdir -p "$B/bench"
+    cp "${CARGO_TARGET_DIR:-target}/release/gpu_ipc" "$B/bench/gpu_ipc" && echo "   bench gpu_ipc"
+else
+    echo "   (gpu_ipc does not build; skipped)"
 fi
 
 # Debug info makes test binaries large; carry is limited to 64 MiB in all.

@@ -8,7 +8,14 @@
 #     ONLY=cuda bash gpu-bundle/gpu-run.sh    # only manifest names containing "cuda"
 #     BENCH=1 bash gpu-bundle/gpu-run.sh      # also the benches: bench/gpu_ops, then torch_bench.py
 #     BENCH=only bash gpu-bundle/gpu-run.sh   # only the benches (no tests, no CLI)
-#   Bench output goes to tests.log; tables to gpu_bench.md, gpu_bench.json, torch_bench.md in $OUT.
+#     BENCH=ipc bash gpu-bundle/gpu-run.sh    # only bench/gpu_ipc (cross-process events and
+#                                             # IPC buffer copies against the raw driver)
+#     BENCH=any bash gpu-bundle/gpu-run.sh    # only bench/any_dispatch's paired part (the
+#                                             # erased path against the generic one, host and CUDA)
+#   Bench output goes to tests.log; tables to gpu_bench.md, gpu_bench.json, gpu_ipc.md,
+#   any_dispatch.txt, torch_bench.md in $OUT. A target a bench measured and missed is a "MISS" line in its
+#   table, counted in the step's verdict (the step is PASS: it ran and recorded the miss);
+#   a bench that fails to run is FAIL.
 #
 # Every step prints one verdict line into summary.txt (written as the run goes, so a run cut
 # short still leaves one), and the script ends with
@@ -251,7 +258,7 @@ if [ -n "$SANITIZE" ]; then
     else
         verdict FAIL "sanitizer mode: $HERE/bin/$SANITIZE is not a bundled binary"
     fi
-elif [ "${BENCH:-}" != only ]; then
+elif [ "${BENCH:-}" != only ] && [ "${BENCH:-}" != ipc ] && [ "${BENCH:-}" != any ]; then
     [ "${#names[@]}" -gt 0 ] || verdict FAIL "tests: no test binary in $MANIFEST${ONLY:+ matching ONLY=$ONLY}"
     for n in "${names[@]}"; do run_one "$n"; done
 
@@ -289,8 +296,59 @@ elif [ "${BENCH:-}" != only ]; then
     fi
 fi
 
-if [ -z "$SANITIZE" ] && [ -n "${BENCH:-}" ] && [ "${BENCH}" != 0 ]; then
-    # gpu_ops: ~10-30 s; torch_bench.py: ~10-30 s (plus torch import). Logs into tests.log.
+# bench/gpu_ipc (~10-40 s): PASS when it ran and wrote its targets' PASS/MISS lines (the
+# verdict counts the MISS lines), SKIP when it found no CUDA driver, FAIL otherwise.
+ipc_bench() {
+    local lim t0 rc np nm
+    if [ ! -x "$HERE/bench/gpu_ipc" ]; then verdict SKIP "bench gpu_ipc: not in the bundle (bench/gpu_ipc)"; return; fi
+    if ! lim=$(limit 240); then verdict SKIP "bench gpu_ipc: time budget spent"; return; fi
+    echo "===== bench gpu_ipc" >>"$LOG"
+    rm -f "$OUT/gpu_ipc.md"
+    t0=$SECONDS
+    OUT="$OUT" timeout "$lim" "$HERE/bench/gpu_ipc" >"$OUT/gpu_ipc.log" 2>&1
+    rc=$?
+    cat "$OUT/gpu_ipc.log" >>"$LOG"
+    np=$(grep -c '^PASS: ' "$OUT/gpu_ipc.md" 2>/dev/null)
+    nm=$(grep -c '^MISS: ' "$OUT/gpu_ipc.md" 2>/dev/null)
+    if [ "$rc" -ne 0 ]; then
+        verdict FAIL "bench gpu_ipc (rc=$rc$([ "$rc" -eq 124 ] && echo ", timed out after ${lim}s")): $(grep -m1 -E '^FAIL|FAILED' "$OUT/gpu_ipc.log" | head -c 200)"
+    elif grep -q '^SKIP: no CUDA driver' "$OUT/gpu_ipc.log"; then
+        verdict SKIP "bench gpu_ipc: $(grep -m1 '^SKIP: ' "$OUT/gpu_ipc.log" | head -c 200)"
+    elif [ ! -s "$OUT/gpu_ipc.md" ]; then
+        verdict FAIL "bench gpu_ipc: no gpu_ipc.md written"
+    elif [ $((${np:-0} + ${nm:-0})) -eq 0 ]; then
+        verdict FAIL "bench gpu_ipc: gpu_ipc.md holds no PASS or MISS line"
+    else
+        verdict PASS "bench gpu_ipc ran ($((SECONDS - t0))s); targets: ${nm:-0} of $((${np:-0} + ${nm:-0})) MISS (gpu_ipc.md)"
+    fi
+}
+
+# bench/any_dispatch, paired part only (~20 s: host and CUDA, 1.5 s per operation): PASS when
+# it printed its paired rows (the verdict counts MISS and UNRESOLVED rows), FAIL otherwise.
+any_bench() {
+    local lim t0 rc nrow nbad ncuda
+    if [ ! -x "$HERE/bench/any_dispatch" ]; then verdict SKIP "bench any_dispatch: not in the bundle (bench/any_dispatch)"; return; fi
+    if ! lim=$(limit 120); then verdict SKIP "bench any_dispatch: time budget spent"; return; fi
+    echo "===== bench any_dispatch NONE" >>"$LOG"
+    t0=$SECONDS
+    timeout "$lim" "$HERE/bench/any_dispatch" NONE >"$OUT/any_dispatch.txt" 2>&1
+    rc=$?
+    cat "$OUT/any_dispatch.txt" >>"$LOG"
+    nrow=$(grep -c '^paired .*target <= 2 ns: \(PASS\|MISS\|UNRESOLVED\)' "$OUT/any_dispatch.txt")
+    nbad=$(grep -c '^paired .*target <= 2 ns: \(MISS\|UNRESOLVED\)' "$OUT/any_dispatch.txt")
+    ncuda=$(grep -c '^paired cuda ' "$OUT/any_dispatch.txt")
+    if [ "$rc" -ne 0 ]; then verdict FAIL "bench any_dispatch (rc=$rc)"
+    elif [ "${nrow:-0}" -eq 0 ]; then verdict FAIL "bench any_dispatch: no paired row"
+    else verdict PASS "bench any_dispatch ran ($((SECONDS - t0))s); ${nbad:-0} of ${nrow} rows MISS or UNRESOLVED against 2 ns; ${ncuda:-0} CUDA rows (any_dispatch.txt)"; fi
+}
+
+if [ -z "$SANITIZE" ] && [ "${BENCH:-}" = ipc ]; then
+    ipc_bench
+elif [ -z "$SANITIZE" ] && [ "${BENCH:-}" = any ]; then
+    any_bench
+elif [ -z "$SANITIZE" ] && [ -n "${BENCH:-}" ] && [ "${BENCH}" != 0 ]; then
+    # gpu_ops: ~10-30 s; gpu_ipc: ~10-40 s; torch_bench.py: ~10-30 s (plus torch import).
+    # Logs into tests.log.
     if [ ! -x "$HERE/bench/gpu_ops" ]; then
         verdict SKIP "bench gpu_ops: not in the bundle (bench/gpu_ops)"
     elif ! lim=$(limit 300); then
@@ -308,6 +366,8 @@ if [ -z "$SANITIZE" ] && [ -n "${BENCH:-}" ] && [ "${BENCH}" != 0 ]; then
         elif [ ! -s "$OUT/gpu_bench.md" ]; then verdict FAIL "bench gpu_ops: no gpu_bench.md written"
         else verdict PASS "bench gpu_ops ran ($((SECONDS - t0))s); performance targets: ${nf:-?} of ${nt:-?} rows miss (gpu_bench.md)"; fi
     fi
+    ipc_bench
+    any_bench
     if [ ! -f "$HERE/torch_bench.py" ]; then
         verdict SKIP "bench torch_bench.py: not in the bundle"
     elif ! lim=$(limit 300); then
@@ -332,7 +392,11 @@ word=PASSED; [ "$nfail" -eq 0 ] || word=FAILED
 echo "gpu-run${SANITIZE:+ (sanitizer)}: $npass passed, $nfail failed, $nskip skipped: $word" >>"$SUM"
 cat "$SUM"
 if [ -z "$SANITIZE" ] && [ -n "${BENCH:-}" ] && [ "${BENCH}" != 0 ]; then
-    for f in gpu_bench.md:gpu_ops torch_bench.md:torch_bench; do
+    files="gpu_bench.md:gpu_ops gpu_ipc.md:gpu_ipc torch_bench.md:torch_bench"
+    [ "${BENCH}" != ipc ] || files="gpu_ipc.md:gpu_ipc"
+    [ "${BENCH}" != any ] || files=""
+    if [ -f "$OUT/any_dispatch.txt" ]; then echo; grep '^paired\|^SKIP' "$OUT/any_dispatch.txt"; fi
+    for f in $files; do
         echo
         if [ -f "$OUT/${f%%:*}" ]; then cat "$OUT/${f%%:*}"; else
             echo "(${f%%:*} missing; from tests.log:)"

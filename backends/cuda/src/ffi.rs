@@ -136,6 +136,7 @@ mod graph;
 mod image;
 mod ipc;
 mod kernel;
+mod library;
 mod memory;
 #[cfg(feature = "nccl")]
 pub(crate) mod nccl;

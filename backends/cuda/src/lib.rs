@@ -23,10 +23,11 @@
 //! | collectives | `collective` (feature `nccl`), `ffi/nccl.rs` | `NcclComm`: NCCL communicators on xstream streams |
 //!
 //! ## Design choices
-//! - **Availability never panics.** cudarc panics at the first driver call when libcuda is
-//!   absent; [`CudaBackend::availability`] probes `is_culib_present()` first, then `cuInit`,
-//!   the driver version (>= 12.8, the newest symbol used: `cuStreamGetDevice`,
-//!   `cuEventElapsedTime_v2`) and the device count, and says why in `Error::NotAvailable`.
+//! - **Availability never panics.** cudarc's run-time loader panics at the first driver call
+//!   when libcuda is absent; [`CudaBackend::availability`] first checks that libcuda opens
+//!   (`ffi/library.rs`, which works with every cudarc loading mode), then `cuInit`, the driver
+//!   version (>= 12.8, the newest symbol used: `cuStreamGetDevice`, `cuEventElapsedTime_v2`)
+//!   and the device count, and says why in `Error::NotAvailable`.
 //! - **Contexts.** A device is its primary context (cudarc `CudaContext`). Every entry point
 //!   first refuses calls from inside a host callback (`ensure_not_in_callback`), then binds
 //!   the context to the calling thread through a thread-local cache (`cuCtxSetCurrent` only
@@ -131,7 +132,7 @@ pub struct CudaBackend;
 fn probe() -> std::result::Result<usize, String> {
     if !ffi::culib_present() {
         return Err(
-            "libcuda could not be opened (tried cudarc's candidates: libcuda.so, ...); put the \
+            "libcuda could not be opened (tried libcuda.so, libcuda.so.<major>, ..., libcuda.so.1); put the \
              driver's directory on LD_LIBRARY_PATH (e.g. /usr/local/nvidia/lib64), never the \
              CUDA stubs"
                 .into(),

@@ -17,7 +17,7 @@ struct NvrtcMissing;
 impl std::fmt::Display for NvrtcMissing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(
-            "libnvrtc could not be opened (tried cudarc's candidates: libnvrtc.so, ...); install \
+            "libnvrtc could not be opened (tried libnvrtc.so, libnvrtc.so.<major>, ..., libnvrtc.so.1); install \
              the CUDA toolkit's NVRTC and put its directory on LD_LIBRARY_PATH",
         )
     }

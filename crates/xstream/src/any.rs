@@ -330,11 +330,13 @@ impl AnyDevice {
     ///
     /// # Errors
     /// [`Error::NotCompiled`] for a backend not compiled in; as [`Backend::open`].
+    #[inline]
     pub fn open(kind: BackendKind, ordinal: usize) -> Result<Self> {
         crate::dispatch!(kind, B => B::open(ordinal).map(Self::from))
     }
 
     /// Static facts ([`Device::info`]).
+    #[inline]
     pub fn info(&self) -> &DeviceInfo {
         each!(AnyDevice, self, d => d.info())
     }
@@ -343,6 +345,7 @@ impl AnyDevice {
     ///
     /// # Errors
     /// As [`Device::create_stream`].
+    #[inline]
     pub fn create_stream(&self, desc: &StreamDesc) -> Result<AnyStream> {
         each!(AnyDevice, self, d => d.create_stream(desc).map(AnyStream::from))
     }
@@ -351,6 +354,7 @@ impl AnyDevice {
     ///
     /// # Errors
     /// As [`Device::default_stream`].
+    #[inline]
     pub fn default_stream(&self) -> Result<AnyStream> {
         each!(AnyDevice, self, d => d.default_stream().map(AnyStream::from))
     }
@@ -359,6 +363,7 @@ impl AnyDevice {
     ///
     /// # Errors
     /// As [`Device::create_event`].
+    #[inline]
     pub fn create_event(&self, desc: &EventDesc) -> Result<AnyEvent> {
         each!(AnyDevice, self, d => d.create_event(desc).map(AnyEvent::from))
     }
@@ -367,6 +372,7 @@ impl AnyDevice {
     ///
     /// # Errors
     /// As [`Device::alloc`].
+    #[inline]
     pub fn alloc(&self, len: usize) -> Result<AnyBuffer> {
         each!(AnyDevice, self, d => d.alloc(len).map(AnyBuffer::from))
     }
@@ -389,6 +395,7 @@ impl AnyDevice {
     ///
     /// # Errors
     /// As [`Device::alloc_host`].
+    #[inline]
     pub fn alloc_host(&self, len: usize, desc: &HostAllocDesc) -> Result<AnyHostBuffer> {
         each!(AnyDevice, self, d => d.alloc_host(len, desc).map(AnyHostBuffer::from))
     }
@@ -397,6 +404,7 @@ impl AnyDevice {
     ///
     /// # Errors
     /// As [`Device::load_module`].
+    #[inline]
     pub fn load_module(&self, src: &ModuleSource<'_>) -> Result<AnyModule> {
         each!(AnyDevice, self, d => d.load_module(src).map(AnyModule::from))
     }
@@ -405,6 +413,7 @@ impl AnyDevice {
     ///
     /// # Errors
     /// As [`Device::builtin_module`].
+    #[inline]
     pub fn builtin_module(&self) -> Result<AnyModule> {
         each!(AnyDevice, self, d => d.builtin_module().map(AnyModule::from))
     }
@@ -413,6 +422,7 @@ impl AnyDevice {
     ///
     /// # Errors
     /// As [`Device::synchronize`].
+    #[inline]
     pub fn synchronize(&self) -> Result<()> {
         each!(AnyDevice, self, d => d.synchronize())
     }
@@ -421,6 +431,7 @@ impl AnyDevice {
     ///
     /// # Errors
     /// As [`Device::can_access_peer`]; [`Error::WrongDevice`] for a device of another backend.
+    #[inline]
     pub fn can_access_peer(&self, peer: &AnyDevice) -> Result<bool> {
         pair!("AnyDevice::can_access_peer", AnyDevice, self, AnyDevice, peer, d, p => d.can_access_peer(p))
     }
@@ -430,6 +441,7 @@ impl AnyDevice {
     /// # Errors
     /// As [`Device::enable_peer_access`]; [`Error::WrongDevice`] for a device of another
     /// backend.
+    #[inline]
     pub fn enable_peer_access(&self, peer: &AnyDevice) -> Result<()> {
         pair!("AnyDevice::enable_peer_access", AnyDevice, self, AnyDevice, peer, d, p => d.enable_peer_access(p))
     }
@@ -439,6 +451,7 @@ impl AnyDevice {
     /// # Errors
     /// As [`Device::disable_peer_access`]; [`Error::WrongDevice`] for a device of another
     /// backend.
+    #[inline]
     pub fn disable_peer_access(&self, peer: &AnyDevice) -> Result<()> {
         pair!("AnyDevice::disable_peer_access", AnyDevice, self, AnyDevice, peer, d, p => d.disable_peer_access(p))
     }
@@ -446,31 +459,37 @@ impl AnyDevice {
 
 impl AnyStream {
     /// Its device ([`Stream::device`]; a clone, which shares the device).
+    #[inline]
     pub fn device(&self) -> AnyDevice {
         each!(AnyStream, self, s => s.device().clone().into())
     }
 
     /// [`Stream::id`].
+    #[inline]
     pub fn id(&self) -> u64 {
         each!(AnyStream, self, s => s.id())
     }
 
     /// [`Stream::name`].
+    #[inline]
     pub fn name(&self) -> Option<&str> {
         each!(AnyStream, self, s => s.name())
     }
 
     /// [`Stream::flags`].
+    #[inline]
     pub fn flags(&self) -> StreamFlags {
         each!(AnyStream, self, s => s.flags())
     }
 
     /// [`Stream::priority`].
+    #[inline]
     pub fn priority(&self) -> i32 {
         each!(AnyStream, self, s => s.priority())
     }
 
     /// [`Stream::report`].
+    #[inline]
     pub fn report(&self) -> &CreationReport {
         each!(AnyStream, self, s => s.report())
     }
@@ -479,6 +498,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::query`].
+    #[inline]
     pub fn query(&self) -> Result<Status> {
         each!(AnyStream, self, s => s.query())
     }
@@ -487,6 +507,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::synchronize`].
+    #[inline]
     pub fn synchronize(&self) -> Result<()> {
         each!(AnyStream, self, s => s.synchronize())
     }
@@ -495,6 +516,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::synchronize_timeout`].
+    #[inline]
     pub fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
         each!(AnyStream, self, s => s.synchronize_timeout(timeout))
     }
@@ -503,6 +525,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::wait_event`]; [`Error::WrongDevice`] for an event of another backend.
+    #[inline]
     pub fn wait_event(&self, event: &AnyEvent) -> Result<()> {
         pair!("AnyStream::wait_event", AnyStream, self, AnyEvent, event, s, e => s.wait_event(e))
     }
@@ -511,6 +534,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::enqueue_callback`].
+    #[inline]
     pub fn enqueue_callback(&self, f: HostCallback) -> Result<()> {
         each!(AnyStream, self, s => s.enqueue_callback(f))
     }
@@ -541,6 +565,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::enqueue_callback`].
+    #[inline]
     pub fn completed(&self) -> Result<Completion> {
         each!(AnyStream, self, s => s.completed())
     }
@@ -549,6 +574,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::begin_capture`].
+    #[inline]
     pub fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
         each!(AnyStream, self, s => s.begin_capture(mode))
     }
@@ -557,16 +583,19 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::end_capture`].
+    #[inline]
     pub fn end_capture(&self) -> Result<AnyGraph> {
         each!(AnyStream, self, s => s.end_capture().map(AnyGraph::from))
     }
 
     /// [`Stream::capture_status`].
+    #[inline]
     pub fn capture_status(&self) -> CaptureStatus {
         each!(AnyStream, self, s => s.capture_status())
     }
 
     /// [`Stream::is_capturing`].
+    #[inline]
     pub fn is_capturing(&self) -> bool {
         each!(AnyStream, self, s => s.is_capturing())
     }
@@ -575,6 +604,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::attribute`].
+    #[inline]
     pub fn attribute(&self, attr: StreamAttr) -> Result<StreamAttrValue> {
         each!(AnyStream, self, s => s.attribute(attr))
     }
@@ -583,6 +613,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::set_attribute`].
+    #[inline]
     pub fn set_attribute(&self, value: StreamAttrValue) -> Result<()> {
         each!(AnyStream, self, s => s.set_attribute(value))
     }
@@ -592,6 +623,7 @@ impl AnyStream {
     /// # Errors
     /// As [`Stream::copy_attributes_from`]; [`Error::WrongDevice`] for a stream of another
     /// backend.
+    #[inline]
     pub fn copy_attributes_from(&self, src: &AnyStream) -> Result<()> {
         pair!("AnyStream::copy_attributes_from", AnyStream, self, AnyStream, src, s, o => s.copy_attributes_from(o))
     }
@@ -600,6 +632,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::set_allocator`].
+    #[inline]
     pub fn set_allocator(&self, allocator: Option<Arc<dyn Allocator>>) -> Result<()> {
         each!(AnyStream, self, s => s.set_allocator(allocator))
     }
@@ -608,6 +641,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::allocator`].
+    #[inline]
     pub fn allocator(&self) -> Result<Option<Arc<dyn Allocator>>> {
         each!(AnyStream, self, s => s.allocator())
     }
@@ -616,6 +650,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::memset`]; [`Error::WrongDevice`] for a buffer of another backend.
+    #[inline]
     pub fn memset(&self, buf: &AnyBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
         pair!("AnyStream::memset", AnyStream, self, AnyBuffer, buf, s, b => s.memset(b, offset, len, value))
     }
@@ -624,6 +659,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::write`]; [`Error::WrongDevice`] for a buffer of another backend.
+    #[inline]
     pub fn write(&self, dst: &AnyBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
         pair!("AnyStream::write", AnyStream, self, AnyBuffer, dst, s, b => s.write(b, offset, data))
     }
@@ -632,6 +668,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::read`]; [`Error::WrongDevice`] for a buffer of another backend.
+    #[inline]
     pub fn read(&self, src: &AnyBuffer, offset: usize, len: usize) -> Result<Readback> {
         pair!("AnyStream::read", AnyStream, self, AnyBuffer, src, s, b => s.read(b, offset, len))
     }
@@ -640,6 +677,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::copy`]; [`Error::WrongDevice`] for a buffer of another backend.
+    #[inline]
     pub fn copy(
         &self,
         src: &AnyBuffer,
@@ -658,6 +696,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::copy_peer`]; [`Error::WrongDevice`] for a buffer of another backend.
+    #[inline]
     pub fn copy_peer(
         &self,
         src: &AnyBuffer,
@@ -676,6 +715,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::copy_to_device`]; [`Error::WrongDevice`] for a buffer of another backend.
+    #[inline]
     pub fn copy_to_device(
         &self,
         src: &AnyHostBuffer,
@@ -697,6 +737,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::copy_to_host`]; [`Error::WrongDevice`] for a buffer of another backend.
+    #[inline]
     pub fn copy_to_host(
         &self,
         src: &AnyBuffer,
@@ -720,6 +761,7 @@ impl AnyStream {
     /// # Errors
     /// As [`Stream::launch_kernel`]; [`Error::WrongDevice`] for a function or buffer argument
     /// of another backend.
+    #[inline]
     pub fn launch_kernel(
         &self,
         f: &AnyFunction,
@@ -764,6 +806,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::alloc_async`].
+    #[inline]
     pub fn alloc_async(&self, len: usize) -> Result<AnyBuffer> {
         each!(AnyStream, self, s => s.alloc_async(len).map(AnyBuffer::from))
     }
@@ -773,6 +816,7 @@ impl AnyStream {
     /// # Errors
     /// As [`Stream::free_async`]; [`Error::WrongDevice`] for a buffer of another backend
     /// (the buffer is then dropped under its backend's lifetime rule).
+    #[inline]
     pub fn free_async(&self, buf: AnyBuffer) -> Result<()> {
         pair!("AnyStream::free_async", AnyStream, self, AnyBuffer, buf, s, b => s.free_async(b))
     }
@@ -809,6 +853,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::wait_value32`]; [`Error::WrongDevice`] for a buffer of another backend.
+    #[inline]
     pub fn wait_value32(
         &self,
         buf: &AnyBuffer,
@@ -823,6 +868,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::wait_value64`]; [`Error::WrongDevice`] for a buffer of another backend.
+    #[inline]
     pub fn wait_value64(
         &self,
         buf: &AnyBuffer,
@@ -837,6 +883,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::write_value32`]; [`Error::WrongDevice`] for a buffer of another backend.
+    #[inline]
     pub fn write_value32(&self, buf: &AnyBuffer, offset: usize, value: u32) -> Result<()> {
         pair!("AnyStream::write_value32", AnyStream, self, AnyBuffer, buf, s, b => s.write_value32(b, offset, value))
     }
@@ -845,6 +892,7 @@ impl AnyStream {
     ///
     /// # Errors
     /// As [`Stream::write_value64`]; [`Error::WrongDevice`] for a buffer of another backend.
+    #[inline]
     pub fn write_value64(&self, buf: &AnyBuffer, offset: usize, value: u64) -> Result<()> {
         pair!("AnyStream::write_value64", AnyStream, self, AnyBuffer, buf, s, b => s.write_value64(b, offset, value))
     }
@@ -870,16 +918,19 @@ impl AnyBuffer {
     }
 
     /// [`Buffer::len`].
+    #[inline]
     pub fn len(&self) -> usize {
         each!(AnyBuffer, self, b => b.len())
     }
 
     /// [`Buffer::is_empty`].
+    #[inline]
     pub fn is_empty(&self) -> bool {
         each!(AnyBuffer, self, b => b.is_empty())
     }
 
     /// [`Buffer::device_address`].
+    #[inline]
     pub fn device_address(&self) -> u64 {
         each!(AnyBuffer, self, b => b.device_address())
     }
@@ -909,6 +960,7 @@ impl AnyModule {
     ///
     /// # Errors
     /// As [`Module::function`].
+    #[inline]
     pub fn function(&self, name: &str) -> Result<AnyFunction> {
         each!(AnyModule, self, m => m.function(name).map(AnyFunction::from))
     }
@@ -916,11 +968,13 @@ impl AnyModule {
 
 impl AnyFunction {
     /// [`Function::name`].
+    #[inline]
     pub fn name(&self) -> &str {
         each!(AnyFunction, self, f => f.name())
     }
 
     /// [`Function::params`].
+    #[inline]
     pub fn params(&self) -> Option<&[ParamKind]> {
         each!(AnyFunction, self, f => f.params())
     }
@@ -951,6 +1005,7 @@ where
 
 impl AnyHostBuffer {
     /// Which backend it belongs to.
+    #[inline]
     pub fn kind(&self) -> BackendKind {
         each!(AnyHostBuffer, self, h => <_ as HostBufferKind>::kind_of(h))
     }
@@ -966,31 +1021,37 @@ impl AnyHostBuffer {
     }
 
     /// Its device (a clone, which shares the device).
+    #[inline]
     pub fn device(&self) -> AnyDevice {
         each!(AnyHostBuffer, self, h => h.device().clone().into())
     }
 
     /// [`HostBuffer::len`].
+    #[inline]
     pub fn len(&self) -> usize {
         each!(AnyHostBuffer, self, h => h.len())
     }
 
     /// [`HostBuffer::is_empty`].
+    #[inline]
     pub fn is_empty(&self) -> bool {
         each!(AnyHostBuffer, self, h => h.is_empty())
     }
 
     /// [`HostBuffer::flags`].
+    #[inline]
     pub fn flags(&self) -> HostMemFlags {
         each!(AnyHostBuffer, self, h => h.flags())
     }
 
     /// [`HostBuffer::report`].
+    #[inline]
     pub fn report(&self) -> &FlagReport {
         each!(AnyHostBuffer, self, h => h.report())
     }
 
     /// [`HostBuffer::is_page_locked`].
+    #[inline]
     pub fn is_page_locked(&self) -> bool {
         each!(AnyHostBuffer, self, h => h.is_page_locked())
     }
@@ -999,6 +1060,7 @@ impl AnyHostBuffer {
     ///
     /// # Errors
     /// As [`HostBuffer::wait_idle`].
+    #[inline]
     pub fn wait_idle(&self) -> Result<()> {
         each!(AnyHostBuffer, self, h => h.wait_idle())
     }
@@ -1007,6 +1069,7 @@ impl AnyHostBuffer {
     ///
     /// # Errors
     /// As [`HostBuffer::as_slice`].
+    #[inline]
     pub fn as_slice(&self) -> Result<&[u8]> {
         each!(AnyHostBuffer, self, h => h.as_slice())
     }
@@ -1015,6 +1078,7 @@ impl AnyHostBuffer {
     ///
     /// # Errors
     /// As [`HostBuffer::as_mut_slice`].
+    #[inline]
     pub fn as_mut_slice(&mut self) -> Result<&mut [u8]> {
         each!(AnyHostBuffer, self, h => h.as_mut_slice())
     }
@@ -1033,16 +1097,19 @@ impl<B: Backend> HostBufferKind for HostBuffer<B> {
 
 impl AnyEvent {
     /// Its device ([`Event::device`]; a clone, which shares the device).
+    #[inline]
     pub fn device(&self) -> AnyDevice {
         each!(AnyEvent, self, e => e.device().clone().into())
     }
 
     /// [`Event::flags`].
+    #[inline]
     pub fn flags(&self) -> EventFlags {
         each!(AnyEvent, self, e => e.flags())
     }
 
     /// [`Event::report`].
+    #[inline]
     pub fn report(&self) -> &FlagReport {
         each!(AnyEvent, self, e => e.report())
     }
@@ -1051,6 +1118,7 @@ impl AnyEvent {
     ///
     /// # Errors
     /// As [`Event::record`]; [`Error::WrongDevice`] for a stream of another backend.
+    #[inline]
     pub fn record(&self, stream: &AnyStream) -> Result<()> {
         pair!("AnyEvent::record", AnyEvent, self, AnyStream, stream, e, s => e.record(s))
     }
@@ -1059,6 +1127,7 @@ impl AnyEvent {
     ///
     /// # Errors
     /// As [`Event::query`].
+    #[inline]
     pub fn query(&self) -> Result<Status> {
         each!(AnyEvent, self, e => e.query())
     }
@@ -1067,6 +1136,7 @@ impl AnyEvent {
     ///
     /// # Errors
     /// As [`Event::synchronize`].
+    #[inline]
     pub fn synchronize(&self) -> Result<()> {
         each!(AnyEvent, self, e => e.synchronize())
     }
@@ -1075,6 +1145,7 @@ impl AnyEvent {
     ///
     /// # Errors
     /// As [`Event::synchronize_timeout`].
+    #[inline]
     pub fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
         each!(AnyEvent, self, e => e.synchronize_timeout(timeout))
     }
@@ -1083,6 +1154,7 @@ impl AnyEvent {
     ///
     /// # Errors
     /// As [`Event::elapsed_ms`]; [`Error::WrongDevice`] for an event of another backend.
+    #[inline]
     pub fn elapsed_ms(&self, end: &AnyEvent) -> Result<f32> {
         pair!("AnyEvent::elapsed_ms", AnyEvent, self, AnyEvent, end, a, b => a.elapsed_ms(b))
     }
@@ -1091,6 +1163,7 @@ impl AnyEvent {
     ///
     /// # Errors
     /// As [`Event::completed`].
+    #[inline]
     pub fn completed(&self) -> Result<Completion> {
         each!(AnyEvent, self, e => e.completed())
     }
@@ -1098,6 +1171,7 @@ impl AnyEvent {
 
 impl AnyGraph {
     /// [`Graph::node_count`].
+    #[inline]
     pub fn node_count(&self) -> usize {
         each!(AnyGraph, self, g => g.node_count())
     }
@@ -1106,6 +1180,7 @@ impl AnyGraph {
     ///
     /// # Errors
     /// As [`Graph::launch`]; [`Error::WrongDevice`] for a stream of another backend.
+    #[inline]
     pub fn launch(&self, stream: &AnyStream) -> Result<()> {
         pair!("AnyGraph::launch", AnyGraph, self, AnyStream, stream, g, s => g.launch(s))
     }

@@ -9,10 +9,12 @@ use cudarc::driver::sys;
 
 use super::{ok, CuContext, CuMemPool, CuResult, CuStream};
 
-/// Whether libcuda can be opened (never panics; cudarc panics at the first call otherwise).
+/// Whether libcuda can be opened (never panics; cudarc's run-time loader panics at the first
+/// call otherwise). Asked through [`super::library`], so it builds with every cudarc loading
+/// mode.
 pub(crate) fn culib_present() -> bool {
-    // SAFETY: only tries to dlopen the candidate names and drops the handles.
-    unsafe { sys::is_culib_present() }
+    static P: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *P.get_or_init(|| super::library::present(&["cuda", "nvcuda"]))
 }
 
 /// `cuInit(0)`.

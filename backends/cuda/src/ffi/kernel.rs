@@ -305,10 +305,10 @@ pub(crate) unsafe fn launch_values(l: &Launch, values: &[&[u8]]) -> CuResult<()>
     ok(unsafe { sys::cuLaunchKernelEx(&cfg, l.f.0, params, ptr::null_mut()) })
 }
 
-/// Whether libnvrtc can be opened (cudarc panics at the first NVRTC call otherwise).
+/// Whether libnvrtc can be opened (cudarc's run-time loader panics at the first NVRTC call
+/// otherwise); asked through [`super::library`], so it builds with every cudarc loading mode.
 #[cfg(feature = "nvrtc")]
 pub(crate) fn nvrtc_present() -> bool {
     static P: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    // SAFETY: only tries to open the library with libloading (no symbol is called).
-    *P.get_or_init(|| unsafe { cudarc::nvrtc::sys::is_culib_present() })
+    *P.get_or_init(|| super::library::present(&["nvrtc"]))
 }

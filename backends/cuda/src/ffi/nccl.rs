@@ -1,7 +1,7 @@
-//! NCCL through cudarc's `nccl` bindings (`dynamic-loading`: libnccl is opened at the first
-//! call). cudarc *panics* when no library name loads and when a symbol is missing, so
-//! [`probe`] first opens the library under the same names cudarc tries
-//! (`cudarc::get_lib_name_candidates("nccl")`: `libnccl.so`, `libnccl.so.<CUDA major>`,
+//! NCCL through cudarc's `nccl` bindings (with cudarc's run-time loading, libnccl is opened at
+//! the first call; with `dynamic-linking` it is linked). cudarc's loader *panics* when no
+//! library name loads and when a symbol is missing, so [`probe`] first opens the library
+//! under names cudarc tries too ([`super::library::candidates`]: `libnccl.so`,
 //! `libnccl.so.12`, ...) and checks every symbol xstream calls; no wrapper here is reached
 //! before [`probe`] succeeded. Note that PyTorch's wheels ship only `libnccl.so.2`, a name
 //! cudarc does not try: a directory on `LD_LIBRARY_PATH` with a `libnccl.so` link to it
@@ -54,7 +54,7 @@ fn ok(r: sys::ncclResult_t) -> Result<(), NcclCode> {
 pub(crate) fn probe() -> &'static Result<i32, String> {
     static PROBE: OnceLock<Result<i32, String>> = OnceLock::new();
     PROBE.get_or_init(|| {
-        let names = cudarc::get_lib_name_candidates("nccl");
+        let names = super::library::candidates("nccl");
         let mut found = None;
         for n in &names {
             // SAFETY: loading NCCL runs its initialisers, which have no preconditions; the
