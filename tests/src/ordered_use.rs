@@ -157,10 +157,13 @@ pub(crate) fn alloc_without_host_sync<B: Backend>(env: &Env<B>) -> CheckResult {
         "alloc_zeroed_on waited on the host for its held stream"
     );
     ensure!(z.len() == N, "alloc_zeroed_on gave {} bytes", z.len());
-    let rb = s.read(&z, 0, N).ctx("read on s")?;
     t.join(&s).ctx("join")?;
-    let rt = t.read(&z, 0, N).ctx("read on t")?;
+    // The gate opens before the reads: a `read` into pageable memory may itself block the
+    // host until its copy ran (CUDA, docs/semantics.md), which a held stream never allows.
+    // The zeroing is still ordered behind the held gate on `s`, and `t` joined `s` while held.
     gate.open();
+    let rb = s.read(&z, 0, N).ctx("read on s")?;
+    let rt = t.read(&z, 0, N).ctx("read on t")?;
     s.synchronize().ctx("synchronize s")?;
     t.synchronize().ctx("synchronize t")?;
     ensure!(gate.released(), "the gate gave up before it was opened");
