@@ -346,12 +346,17 @@ extern "C" fn reaper_at_exit() {
     });
 }
 
+/// Jobs handed to the reaper once the process is exiting: neither run nor dropped (dropping
+/// one can call the runtime too, through what it holds), but kept reachable until the process
+/// ends, so that leak checkers do not count them as lost.
+static PARKED: Mutex<Vec<Job>> = Mutex::new(Vec::new());
+
 /// Runs `job` on the background reaper thread (inline if it cannot be spawned). Once the
-/// process is exiting ([`reaper_at_exit`]) the job is forgotten: it would call a runtime that
-/// is tearing itself down.
+/// process is exiting ([`reaper_at_exit`]) the job is parked instead ([`PARKED`]): it would
+/// call a runtime that is tearing itself down.
 pub(crate) fn reap(job: Job) {
     if EXITING.load(Ordering::SeqCst) {
-        std::mem::forget(job);
+        PARKED.lock().unwrap_or_else(|e| e.into_inner()).push(job);
         return;
     }
     let tx = REAPER.get_or_init(|| {
