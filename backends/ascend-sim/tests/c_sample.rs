@@ -2,55 +2,10 @@
 //! in `tests/c/acl_min.h`, with the system C compiler, links it against the simulated
 //! `libascendcl.so` and runs it, as a CANN sample would be built and run.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn lib_dir() -> PathBuf {
-    // `cargo test` builds the cdylib next to the test binary (target/<profile>/deps) and
-    // `cargo build` one level up; prefer the first that has it.
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe.parent().expect("deps dir").to_path_buf();
-    if deps.join("libascendcl.so").exists() {
-        return deps;
-    }
-    deps.parent().expect("profile dir").to_path_buf()
-}
-
-fn compiler() -> Option<String> {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "gcc".into());
-    let ok = Command::new(&cc)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    ok.then_some(cc)
-}
-
-fn build(cc: &str, lib: &Path, out: &Path) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
-    let o = Command::new(cc)
-        .args([
-            "-std=c11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-D_POSIX_C_SOURCE=200809L",
-        ])
-        .arg("-I")
-        .arg(&src)
-        .arg(src.join("sample.c"))
-        .arg("-o")
-        .arg(out)
-        .arg("-L")
-        .arg(lib)
-        .args(["-lascendcl", "-lpthread"])
-        .output()
-        .expect("run the C compiler");
-    assert!(
-        o.status.success(),
-        "sample.c did not build:\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
+mod c_build;
+use c_build::{build, compiler, lib_dir};
 
 #[test]
 fn vendor_style_c_sample_runs_on_the_simulator() {
@@ -65,7 +20,14 @@ fn vendor_style_c_sample_runs_on_the_simulator() {
         lib.display()
     );
     let out = std::env::temp_dir().join(format!("xsim-c-sample-{}", std::process::id()));
-    build(&cc, &lib, &out);
+    build(
+        &cc,
+        &lib,
+        &out,
+        "sample.c",
+        &["-D_POSIX_C_SOURCE=200809L"],
+        &["-lpthread"],
+    );
     let run = Command::new(&out)
         .env("LD_LIBRARY_PATH", &lib)
         .env_remove("XSIM_FAULTS")

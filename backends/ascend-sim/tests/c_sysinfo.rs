@@ -3,47 +3,11 @@
 //! simulated `libascendcl.so` and runs it for two simulated products, with an
 //! `ASCEND_HOME_PATH` tree holding the package `version.info` files it reads.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe.parent().expect("deps dir").to_path_buf();
-    if deps.join("libascendcl.so").exists() {
-        return deps;
-    }
-    deps.parent().expect("profile dir").to_path_buf()
-}
-
-fn compiler() -> Option<String> {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "gcc".into());
-    let ok = Command::new(&cc)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    ok.then_some(cc)
-}
-
-fn build(cc: &str, lib: &Path, out: &Path) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
-    let o = Command::new(cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
-        .arg("-I")
-        .arg(&src)
-        .arg(src.join("sysinfo.c"))
-        .arg("-o")
-        .arg(out)
-        .arg("-L")
-        .arg(lib)
-        .args(["-lascendcl", "-lm"])
-        .output()
-        .expect("run the C compiler");
-    assert!(
-        o.status.success(),
-        "sysinfo.c did not build:\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
+mod c_build;
+use c_build::{build, compiler, lib_dir};
 
 /// An `ASCEND_HOME_PATH` with `share/info/<package>/version.info` files.
 fn version_tree(root: &Path) {
@@ -101,7 +65,7 @@ fn vendor_style_sysinfo_program_runs_on_the_simulator() {
     let home = tmp.join("ascend");
     version_tree(&home);
     let exe = tmp.join("sysinfo");
-    build(&cc, &lib, &exe);
+    build(&cc, &lib, &exe, "sysinfo.c", &[], &["-lm"]);
     let a2 = run(&exe, &lib, &home, "a2");
     let p310 = run(&exe, &lib, &home, "310p");
     let _ = std::fs::remove_dir_all(&tmp);
