@@ -31,6 +31,8 @@ pub(crate) type CuResult<T> = Result<T, Code>;
 
 /// `CUDA_ERROR_NOT_READY`.
 pub(crate) const NOT_READY: Code = 600;
+/// `CUDA_ERROR_DEINITIALIZED`: the driver is shutting down (process exit).
+pub(crate) const DEINITIALIZED: Code = 4;
 
 #[inline]
 fn ok(r: sys::CUresult) -> CuResult<()> {

@@ -73,3 +73,20 @@ pub(crate) fn stream_add_callback(s: CuStream, f: StatusFn) -> CuResult<()> {
     }
     r
 }
+
+/// Registers `f` to run at process exit (`atexit`). Handlers run in reverse order of
+/// registration, so one registered after the driver was initialised runs before the driver's
+/// own teardown. Returns whether the C library accepted it.
+pub(crate) fn register_at_exit(f: extern "C" fn()) -> bool {
+    #[cfg(not(miri))]
+    {
+        // SAFETY: `f` is a plain `extern "C" fn()` with no arguments; the callers' handlers
+        // catch panics, so none unwinds into the C library.
+        unsafe { libc::atexit(f) == 0 }
+    }
+    #[cfg(miri)]
+    {
+        let _ = f;
+        false
+    }
+}

@@ -109,22 +109,69 @@ thread_local! {
     static ON_REAPER: Cell<bool> = const { Cell::new(false) };
 }
 
+/// The reaper's queue (`None` inside when its thread could not be spawned).
+static REAPER: OnceLock<Option<Mutex<Sender<ReapJob>>>> = OnceLock::new();
+
+/// Set by [`reaper_at_exit`]: the process is exiting and the driver is about to tear itself
+/// down, so no further reaper job may call it.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// How long the process's exit waits for the reaper's queued jobs.
+const EXIT_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Jobs handed to the reaper once the process is exiting: neither run nor dropped (dropping
+/// one can call the driver too, through what it holds), but kept reachable until the process
+/// ends, so that leak checkers do not count them as lost.
+static PARKED: Mutex<Vec<ReapJob>> = Mutex::new(Vec::new());
+
+/// Runs at process exit (`atexit`, registered when the reaper starts, after the driver was
+/// initialised, so before the driver's own exit teardown: handlers run in reverse order of
+/// registration). Streams dropped at the end of `main` leave teardown jobs on the reaper; one
+/// still calling the driver (`cuStreamDestroy`, `cuLaunchHostFunc`) while the driver tears
+/// itself down races with it. On the Ascend backend that race crashed processes after `main`
+/// returned (docs/simulators.md); on CUDA, `erased_runtime` logged refused deferred releases
+/// at exit (GPU runs 15 and 17) and `ipc_memory` ended with signal 11 after its tests passed
+/// under compute-sanitizer (issue 21). So jobs queued before exit are waited for (at most
+/// [`EXIT_FLUSH_LIMIT`]) and later ones are parked ([`PARKED`]).
+extern "C" fn reaper_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        EXITING.store(true, Ordering::SeqCst);
+        let Some(Some(q)) = REAPER.get() else {
+            return;
+        };
+        let (tx, rx) = channel::<()>();
+        let queued = lock(q)
+            .send(Box::new(move || {
+                let _ = tx.send(());
+            }))
+            .is_ok();
+        if queued {
+            let _ = rx.recv_timeout(EXIT_FLUSH_LIMIT);
+        }
+    });
+}
+
 /// Runs `job` on the CUDA backend's reaper thread: one thread for the process, jobs one at a
 /// time in submission order, outside any host callback (driver calls are allowed); jobs that
 /// call the driver relax the thread's capture mode first (its calls never break a user's
 /// capture). A job submitted
 /// from the reaper itself runs at once (it is already in order). A panic is caught and logged.
 /// Without a reaper thread (it could not be spawned) the job runs on the caller's thread,
-/// through the dispatcher when the caller is inside a host callback.
+/// through the dispatcher when the caller is inside a host callback. Once the process is
+/// exiting ([`reaper_at_exit`]) a job from another thread is parked instead: it would call a
+/// driver that is tearing itself down.
 pub(crate) fn reap(job: ReapJob) {
     if ON_REAPER.with(Cell::get) {
         run_reap_job(job);
         return;
     }
-    static TX: OnceLock<Option<Mutex<Sender<ReapJob>>>> = OnceLock::new();
-    let tx = TX.get_or_init(|| {
+    if EXITING.load(Ordering::SeqCst) {
+        lock(&PARKED).push(job);
+        return;
+    }
+    let tx = REAPER.get_or_init(|| {
         let (tx, rx) = channel::<ReapJob>();
-        std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("xstream-cuda-reaper".into())
             .spawn(move || {
                 ON_REAPER.with(|c| c.set(true));
@@ -133,8 +180,11 @@ pub(crate) fn reap(job: ReapJob) {
                 }
             })
             .map_err(|e| tracing::error!(error = %e, "cannot spawn the CUDA reaper thread"))
-            .ok()
-            .map(|_| Mutex::new(tx))
+            .ok();
+        if spawned.is_some() && !ffi::register_at_exit(reaper_at_exit) {
+            tracing::debug!("atexit refused the CUDA reaper's exit handler");
+        }
+        spawned.map(|_| Mutex::new(tx))
     });
     let job = match tx {
         Some(tx) => match lock(tx).send(job) {
@@ -167,14 +217,51 @@ fn run_reap_job(job: ReapJob) {
     }
 }
 
+/// The fallback of a stream's teardown when [`release_after`] could not enqueue its host
+/// function (`code`): on the reaper, where waiting is allowed (module docs), the stream is
+/// synchronized and `v` released after it. Only when that fails too (the driver is shutting
+/// down at process exit, or the context is poisoned: nothing can run or be freed) is `v`
+/// leaked, never freed while work may still use it.
+fn release_after_sync(raw: CuStream, v: Vec<Keep>, code: ffi::Code) {
+    match ffi::stream_synchronize(raw) {
+        Ok(()) => {
+            tracing::debug!(
+                code,
+                n = v.len(),
+                "cuLaunchHostFunc refused the deferred release; released after a synchronize"
+            );
+            drop(v);
+        }
+        Err(sync) if sync == ffi::DEINITIALIZED => {
+            // Process exit: the driver has released every allocation already.
+            tracing::debug!(
+                code,
+                n = v.len(),
+                "driver shut down; deferred release skipped"
+            );
+            std::mem::forget(v);
+        }
+        Err(sync) => {
+            tracing::warn!(
+                launch = code,
+                synchronize = sync,
+                n = v.len(),
+                "could not defer buffer release nor wait for the stream; leaking"
+            );
+            std::mem::forget(v);
+        }
+    }
+}
+
 /// Hands `v` to a host function behind the stream's current work; the host function moves it
 /// to the dispatcher thread, which drops it (freeing device memory needs a driver call, which
-/// is not permitted inside a host function). Returns `v` back when enqueueing failed.
+/// is not permitted inside a host function). Returns `v` back, with the driver's code, when
+/// enqueueing failed.
 pub(super) fn release_after(
     dev: &CudaDevice,
     raw: CuStream,
     v: Vec<Keep>,
-) -> std::result::Result<(), Vec<Keep>> {
+) -> std::result::Result<(), (Vec<Keep>, ffi::Code)> {
     if dev.shared.sticky_error().is_some() {
         // Nothing runs any more on a poisoned context.
         drop(v);
@@ -198,7 +285,7 @@ pub(super) fn release_after(
             track_pending(&dev.shared, &slot);
             Ok(())
         }
-        Err(_) => Err(lock(&holder).take().unwrap_or_default()),
+        Err(c) => Err((lock(&holder).take().unwrap_or_default(), c)),
     }
 }
 
@@ -240,10 +327,8 @@ impl Drop for CudaStream {
             let mut v = std::mem::take(&mut *lock(&state.keep));
             v.extend(state.modules.take());
             if !v.is_empty() {
-                if let Err(v) = release_after(&dev, handle.raw(), v) {
-                    // Work may still use these buffers: never free them early.
-                    tracing::warn!(n = v.len(), "could not defer buffer release; leaking");
-                    std::mem::forget(v);
+                if let Err((v, code)) = release_after(&dev, handle.raw(), v) {
+                    release_after_sync(handle.raw(), v, code);
                 }
             }
             drop(handle);
@@ -294,6 +379,62 @@ mod tests {
             "a driver call inside a host callback"
         );
         assert!(!destroy_inline(true, true));
+    }
+
+    /// Set by the child's slow reaper job when it finished.
+    static SLOW_DONE: AtomicBool = AtomicBool::new(false);
+    /// Set by a job reaped after the exit began (it must be parked, never run).
+    static LATE_RAN: AtomicBool = AtomicBool::new(false);
+
+    /// Registered before the reaper starts, so it runs after the reaper's exit handler: by
+    /// then the slow job must have finished, and a job reaped now must be parked.
+    extern "C" fn check_at_exit() {
+        // The parent reads the line; nothing unwinds into the C library.
+        let _ = std::panic::catch_unwind(|| {
+            let slow = SLOW_DONE.load(Ordering::SeqCst);
+            reap(Box::new(|| LATE_RAN.store(true, Ordering::SeqCst)));
+            std::thread::sleep(Duration::from_millis(50));
+            let late = LATE_RAN.load(Ordering::SeqCst);
+            let parked = lock(&PARKED).len();
+            println!("at exit: slow job done {slow}, late job ran {late}, parked {parked}");
+        });
+    }
+
+    /// Process exit while the reaper still runs a teardown job (a stream dropped at the end
+    /// of `main`): the exit waits for it before later exit handlers (the driver's teardown)
+    /// run, and a job reaped once the exit began is parked, not run. In a child process,
+    /// without a GPU (the jobs make no driver call).
+    #[test]
+    fn exit_waits_for_the_reaper_and_parks_late_jobs() {
+        if std::env::var_os("XSTREAM_CUDA_EXIT_CHILD").is_some() {
+            assert!(ffi::register_at_exit(check_at_exit));
+            reap(Box::new(|| {
+                std::thread::sleep(Duration::from_millis(300));
+                SLOW_DONE.store(true, Ordering::SeqCst);
+            }));
+            std::process::exit(0);
+        }
+        let out = std::process::Command::new(std::env::current_exe().expect("current_exe"))
+            .args([
+                "stream::drop::tests::exit_waits_for_the_reaper_and_parks_late_jobs",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("XSTREAM_CUDA_EXIT_CHILD", "1")
+            .output()
+            .expect("start the test binary again");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "the child failed ({}):\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("at exit: slow job done true, late job ran false, parked 1"),
+            "the exit check did not run:\n{stdout}"
+        );
     }
 
     /// The rule the drop path relies on, without a GPU: `reap` returns while an earlier job

@@ -24,12 +24,16 @@ impl CudaStream {
         let flush = {
             let mut g = lock(&self.state.keep);
             g.push(k);
-            let v = (g.len() >= KEEP_FLUSH).then(|| std::mem::take(&mut *g));
+            // The list that stays is allocated at its full size once per flush: one allocation
+            // per `KEEP_FLUSH` entries instead of the regrowth from empty (about seven), which
+            // the bench counted as 0.043 allocations per launch with a buffer argument.
+            let v = (g.len() >= KEEP_FLUSH)
+                .then(|| std::mem::replace(&mut *g, Vec::with_capacity(KEEP_FLUSH + 1)));
             self.state.keep_len.store(g.len(), Ordering::Release);
             v
         };
         if let Some(v) = flush {
-            if let Err(v) = release_after(&self.dev, self.raw(), v) {
+            if let Err((v, _)) = release_after(&self.dev, self.raw(), v) {
                 let mut g = lock(&self.state.keep);
                 g.extend(v);
                 self.state.keep_len.store(g.len(), Ordering::Release);
