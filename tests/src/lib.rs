@@ -27,6 +27,8 @@
 //! - `memop`: stream memory operations (wait on / write a value).
 //! - `reduce`: the built-in reduce (`dst = op(dst, src)` per element) against a typed reference.
 //! - `peer`: copies between devices (peer access).
+//! - `raw`: raw buffers (`into_raw`, `from_raw`, `from_raw_borrowed`): round trip, every
+//!   stream operation on the taken-back buffer, frees observed, bad descriptors refused.
 //! - `views`: buffer views and typed slices, typed copies, 16/32-bit memsets, zero-length
 //!   buffers, aliasing of kernel arguments.
 //! - [`collectives`]: the collective checks, generic over `CollectiveBackend` (run by
@@ -140,6 +142,7 @@ pub mod ordered_use;
 mod ordering;
 mod peer;
 mod pool;
+mod raw;
 mod reduce;
 pub mod reference;
 pub mod simulator;
@@ -263,6 +266,7 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         c!(ordered_use::event_pool_bounded, "the event pool is bounded, refuses foreign flags, reuses its events, and a pooled join orders work"),
         c!(ordered_use::alloc_without_host_sync, "alloc_zeroed_on zeroes in its stream's order without a host wait; alloc_uninit holds what is written"),
         c!(ordered_use::many_stream_users, "a stream-ordered buffer used by six held streams keeps its bytes for them; free_async does not wait on the host"),
+        c!(raw::raw_round_trip, "into_raw then from_raw keeps the bytes and works in every stream operation (views, copies, memset, a kernel argument); a borrowed alias never frees, the owner's drop frees; bad descriptors (another backend or device, a zero address) are refused"),
         c!(ordered_use::record_use_no_host_wait, "record_use on plain and stream-ordered buffers, and the frees after it, never wait on the host"),
     ]
 }

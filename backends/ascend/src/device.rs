@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, Weak};
 use xstream_core::callback::PendingCallbacks;
 use xstream_core::{
     ensure_not_in_callback, BackendKind, Buffer, Capabilities, Device, DeviceInfo, Error,
-    EventDesc, PriorityRange, Result, StreamDesc,
+    EventDesc, PriorityRange, RawAlloc, RawBuffer, Result, StreamDesc,
 };
 
 use crate::callback::{reap, Reporter};
@@ -474,6 +474,7 @@ impl AscendDevice {
                 ptr,
                 len,
                 ordered: None,
+                leaked: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         Ok((buf, size))
@@ -615,10 +616,16 @@ pub(crate) struct BufInner {
     pub(crate) len: usize,
     /// Set for buffers from `alloc_async`.
     pub(crate) ordered: Option<crate::blocks::Ordered>,
+    /// Not xstream's to free: handed out by `into_raw`, or borrowed (`from_raw_borrowed`).
+    pub(crate) leaked: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for BufInner {
     fn drop(&mut self) {
+        if self.leaked.load(std::sync::atomic::Ordering::Acquire) {
+            // The caller owns the memory (or, for an imported buffer, its close).
+            return;
+        }
         if crate::ipc_mem::close_if_import(&self.device, self.ptr) {
             return;
         }
@@ -736,6 +743,65 @@ impl Buffer for AscendBuffer {
     }
     fn device_address(&self) -> u64 {
         self.inner.ptr.0 as u64
+    }
+
+    /// Marks the memory as not xstream's: no drop (of this buffer, a clone or the work
+    /// queued on it) frees it, returns it to the block cache or closes its import. Always
+    /// [`RawAlloc::Plain`]: a buffer from `alloc_async` is a whole `aclrtMalloc` block of
+    /// the cache (ACL has no stream-ordered allocation), freed with `aclrtFree`; the streams
+    /// tracked as its users are forgotten. An imported interprocess buffer is handed over as
+    /// an import: its release is `aclrtIpcMemClose`, not `aclrtFree`.
+    fn into_raw(self) -> RawBuffer {
+        let i = &self.inner;
+        i.leaked.store(true, std::sync::atomic::Ordering::Release);
+        RawBuffer::new(
+            BackendKind::Ascend,
+            i.device.inner.info.ordinal,
+            i.ptr.0 as u64,
+            i.len,
+        )
+    }
+
+    /// Freed at drop with `aclrtFree` on the reaper thread once the device's queued work
+    /// completed (as a buffer from [`Device::alloc`]). ACL has
+    /// no query for an allocation's extent: beyond the descriptor's fields, nothing is
+    /// checked (the address and length are the caller's promise).
+    ///
+    /// # Errors
+    /// As the trait; [`Error::InvalidArgument`] for [`RawAlloc::StreamOrdered`].
+    #[allow(unsafe_code)]
+    unsafe fn from_raw(device: &AscendDevice, raw: RawBuffer) -> Result<Self> {
+        raw.check_for(BackendKind::Ascend, device.inner.info.ordinal, true)?;
+        if raw.alloc != RawAlloc::Plain {
+            return Err(Error::invalid(
+                "from_raw: ACL has no stream-ordered allocation (aclrtMalloc memory is Plain)",
+            ));
+        }
+        Ok(raw_buffer(device, &raw, false))
+    }
+
+    /// Never freed. ACL has no query for an allocation's extent: beyond the descriptor's
+    /// fields, nothing is checked.
+    ///
+    /// # Errors
+    /// As the trait.
+    #[allow(unsafe_code)]
+    unsafe fn from_raw_borrowed(device: &AscendDevice, raw: RawBuffer) -> Result<Self> {
+        raw.check_for(BackendKind::Ascend, device.inner.info.ordinal, false)?;
+        Ok(raw_buffer(device, &raw, true))
+    }
+}
+
+/// A buffer over `raw`'s memory; `leaked`: never freed.
+fn raw_buffer(device: &AscendDevice, raw: &RawBuffer, leaked: bool) -> AscendBuffer {
+    AscendBuffer {
+        inner: Arc::new(BufInner {
+            device: device.clone(),
+            ptr: DevPtr(raw.address as usize as *mut std::ffi::c_void),
+            len: raw.len,
+            ordered: None,
+            leaked: std::sync::atomic::AtomicBool::new(leaked),
+        }),
     }
 }
 

@@ -149,6 +149,7 @@ impl IpcBuffer for AscendBuffer {
                 ptr,
                 len: handle.len(),
                 ordered: None,
+                leaked: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }

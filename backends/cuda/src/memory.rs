@@ -41,10 +41,13 @@
 //! cudarc slice ([`CudaBuffer::from_cudarc`]) keeps the size cudarc gave it.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use xstream_core::callback::{dispatch, in_callback};
-use xstream_core::{alloc_size, Allocator, BackendKind, Block, Buffer, Error, Result};
+use xstream_core::{
+    alloc_size, Allocator, BackendKind, Block, Buffer, Error, RawAlloc, RawBuffer, Result,
+};
 
 use crate::ffi::{self, CuStream};
 use crate::stream::StreamHandle;
@@ -62,6 +65,8 @@ pub(crate) struct Alloc {
     foreign: Option<Box<dyn std::any::Any + Send + Sync>>,
     /// Streams marked with `record_use`: a `free_async` waits for them.
     marked: Mutex<Vec<Arc<StreamHandle>>>,
+    /// Not xstream's to free: handed out by `into_raw`, or borrowed (`from_raw_borrowed`).
+    leaked: AtomicBool,
 }
 
 impl Alloc {
@@ -72,6 +77,7 @@ impl Alloc {
             len,
             foreign: None,
             marked: Mutex::new(Vec::new()),
+            leaked: AtomicBool::new(false),
         }
     }
 }
@@ -86,6 +92,14 @@ fn add_stream(list: &Mutex<Vec<Arc<StreamHandle>>>, s: &Arc<StreamHandle>) {
 
 impl Drop for Alloc {
     fn drop(&mut self) {
+        if self.leaked.load(Ordering::Acquire) {
+            // The caller owns the memory (and, for an adopted slice or an imported handle,
+            // its release): neither freed nor closed here.
+            if let Some(f) = self.foreign.take() {
+                std::mem::forget(f);
+            }
+            return;
+        }
         let (ptr, ctx) = (self.ptr, self.dev.shared.raw_ctx);
         let foreign = self.foreign.take();
         let free = move || match foreign {
@@ -161,7 +175,7 @@ impl Ordered {
     /// `cuMemFreeAsync` on `on`, after every tracked user's work.
     fn free_on(&self, on: CuStream) -> Result<()> {
         let sh = &self.dev.shared;
-        if self.freed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+        if self.freed.swap(true, Ordering::AcqRel) {
             return Err(Error::invalid("stream-ordered buffer freed twice"));
         }
         sh.enter()?;
@@ -182,9 +196,7 @@ impl Ordered {
 
 impl Drop for Ordered {
     fn drop(&mut self) {
-        if self.freed.load(std::sync::atomic::Ordering::Acquire)
-            || self.dev.shared.sticky_error().is_some()
-        {
+        if self.freed.load(Ordering::Acquire) || self.dev.shared.sticky_error().is_some() {
             return;
         }
         if in_callback() {
@@ -197,9 +209,9 @@ impl Drop for Ordered {
                 users: Mutex::new(std::mem::take(
                     &mut *self.users.lock().unwrap_or_else(|e| e.into_inner()),
                 )),
-                freed: std::sync::atomic::AtomicBool::new(false),
+                freed: AtomicBool::new(false),
             };
-            self.freed.store(true, std::sync::atomic::Ordering::Release);
+            self.freed.store(true, Ordering::Release);
             dispatch(Box::new(move || {
                 ffi::ensure_relaxed_capture_mode();
                 drop(o);
@@ -335,6 +347,119 @@ impl Buffer for CudaBuffer {
     fn device_address(&self) -> u64 {
         self.ptr()
     }
+
+    /// Marks the allocation as not xstream's (plain: the last keep-alive reference no longer
+    /// calls `cuMemFree`; stream-ordered: the drop no longer enqueues `cuMemFreeAsync`, and
+    /// the streams tracked as users are forgotten). An adopted cudarc slice or an imported
+    /// interprocess buffer is neither freed nor closed: its owner's release (cudarc's, or
+    /// `cuIpcCloseMemHandle`) is the caller's, and the cudarc handles it held are leaked.
+    fn into_raw(self) -> RawBuffer {
+        let ordinal = self.dev().shared.info.ordinal;
+        match self.mem {
+            Mem::Plain(a) => {
+                a.leaked.store(true, Ordering::Release);
+                RawBuffer::new(BackendKind::Cuda, ordinal, a.ptr, a.len)
+            }
+            Mem::Ordered(o) => {
+                o.freed.store(true, Ordering::Release);
+                RawBuffer::new(BackendKind::Cuda, ordinal, o.ptr, o.len)
+                    .with_alloc(RawAlloc::StreamOrdered)
+            }
+        }
+    }
+
+    /// `cuMemGetAddressRange` checks that `raw.address` starts a live allocation holding
+    /// `raw.len` bytes. [`RawAlloc::Plain`] is freed with `cuMemFree` when the last work
+    /// using it completed; [`RawAlloc::StreamOrdered`] with `cuMemFreeAsync` on the device's
+    /// internal stream, after every stream that used it since (no host wait). Whether the
+    /// memory really came from the allocator `raw.alloc` names is not checked.
+    ///
+    /// # Errors
+    /// As the trait; [`Error::InvalidArgument`] when the driver knows no allocation at
+    /// `raw.address`, when it is not the allocation's start, or when `raw.len` runs past
+    /// its end; [`Error::Unsupported`] for [`RawAlloc::StreamOrdered`] on a device without
+    /// memory pools.
+    #[allow(unsafe_code)]
+    unsafe fn from_raw(device: &CudaDevice, raw: RawBuffer) -> Result<Self> {
+        check_raw(device, &raw, true)?;
+        let mem = match raw.alloc {
+            RawAlloc::Plain => Mem::Plain(Arc::new(Alloc::new(device, raw.address, raw.len))),
+            RawAlloc::StreamOrdered => {
+                let sh = &device.shared;
+                if sh.default_pool.is_none() {
+                    return Err(Error::unsupported(
+                        BackendKind::Cuda,
+                        "from_raw of stream-ordered memory (CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 0)",
+                    ));
+                }
+                Mem::Ordered(Ordered {
+                    dev: device.clone(),
+                    ptr: raw.address,
+                    len: raw.len,
+                    owner: Arc::new(StreamHandle::new(sh.sentinel, false, device.clone())),
+                    users: Mutex::new(Vec::new()),
+                    freed: AtomicBool::new(false),
+                })
+            }
+        };
+        Ok(CudaBuffer { mem })
+    }
+
+    /// `cuMemGetAddressRange` checks that `raw.address .. + raw.len` lies in one live
+    /// allocation (any offset in it); a zero address is taken for a zero length. Never
+    /// freed.
+    ///
+    /// # Errors
+    /// As the trait; [`Error::InvalidArgument`] when the driver knows no allocation at
+    /// `raw.address` or `raw.len` runs past its end.
+    #[allow(unsafe_code)]
+    unsafe fn from_raw_borrowed(device: &CudaDevice, raw: RawBuffer) -> Result<Self> {
+        check_raw(device, &raw, false)?;
+        let a = Alloc::new(device, raw.address, raw.len);
+        a.leaked.store(true, Ordering::Release);
+        Ok(CudaBuffer {
+            mem: Mem::Plain(Arc::new(a)),
+        })
+    }
+}
+
+/// The checks of `from_raw` (`owned`) and `from_raw_borrowed`: the descriptor's fields, then
+/// the driver's allocation range.
+fn check_raw(device: &CudaDevice, raw: &RawBuffer, owned: bool) -> Result<()> {
+    let sh = &device.shared;
+    raw.check_for(BackendKind::Cuda, sh.info.ordinal, owned)?;
+    if raw.address == 0 {
+        return Ok(());
+    }
+    let op = if owned {
+        "from_raw"
+    } else {
+        "from_raw_borrowed"
+    };
+    sh.enter()?;
+    let (base, size) = ffi::mem_get_address_range(raw.address).map_err(|code| {
+        Error::invalid(format!(
+            "{op}: {:#x} is in no live allocation of CUDA device {} (cuMemGetAddressRange: \
+             CUresult {code})",
+            raw.address, sh.info.ordinal
+        ))
+    })?;
+    if owned && base != raw.address {
+        return Err(Error::invalid(format!(
+            "{op}: {:#x} is {} bytes into the allocation at {base:#x}; only an allocation's \
+             start can be owned",
+            raw.address,
+            raw.address - base
+        )));
+    }
+    let end = base.saturating_add(size as u64);
+    if raw.address + raw.len as u64 > end {
+        return Err(Error::invalid(format!(
+            "{op}: {} bytes at {:#x} run past the end of the {size}-byte allocation at {base:#x}",
+            raw.len, raw.address
+        )));
+    }
+    Ok(())
 }
 
 /// `cuMemAllocAsync` on `stream` (the device's current pool): a stream-ordered buffer.
@@ -359,7 +484,7 @@ pub(crate) fn alloc_ordered(stream: &CudaStream, len: usize) -> Result<CudaBuffe
             len,
             owner: Arc::clone(&stream.handle),
             users: Mutex::new(Vec::new()),
-            freed: std::sync::atomic::AtomicBool::new(false),
+            freed: AtomicBool::new(false),
         }),
     })
 }

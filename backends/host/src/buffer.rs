@@ -1,9 +1,10 @@
 //! Host "device" memory: zero-initialised heap bytes shared by the buffer and the work that
 //! uses it.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
-use xstream_core::{alloc_size, BackendKind, Buffer, Error, Result};
+use xstream_core::{alloc_size, BackendKind, Buffer, Device, Error, RawAlloc, RawBuffer, Result};
 
 use crate::ipc_mem::{BufGuard, SharedMem};
 use crate::HostBackend;
@@ -26,6 +27,44 @@ impl std::fmt::Debug for BufInner {
             .field("addr", &format_args!("{:#x}", self.addr))
             .field("len", &self.len)
             .finish()
+    }
+}
+
+/// The registries behind raw buffers (`xstream_core::raw`), keyed by the address of a heap
+/// block: every live block (`LIVE`, for `from_raw_borrowed` and to refuse what is not one),
+/// and the blocks handed out by `into_raw` and not taken back (`RAW`, which keeps them
+/// alive: the caller owns them).
+#[derive(Default)]
+struct Registries {
+    live: HashMap<u64, Weak<BufInner>>,
+    raw: HashMap<u64, Arc<BufInner>>,
+}
+
+fn registries() -> MutexGuard<'static, Registries> {
+    static R: OnceLock<Mutex<Registries>> = OnceLock::new();
+    R.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Registers a new block as live.
+pub(crate) fn register(inner: BufInner) -> Arc<BufInner> {
+    let a = Arc::new(inner);
+    registries().live.insert(a.addr, Arc::downgrade(&a));
+    a
+}
+
+impl Drop for BufInner {
+    fn drop(&mut self) {
+        // Runs before the heap block is released, so no new block can have its address yet;
+        // the check keeps an entry that is not this block's.
+        let mut r = registries();
+        if r.live
+            .get(&self.addr)
+            .is_some_and(|w| std::ptr::eq(w.as_ptr(), self))
+        {
+            r.live.remove(&self.addr);
+        }
     }
 }
 
@@ -111,7 +150,7 @@ impl HostDeviceBuffer {
         v.truncate(len);
         let addr = v.as_ptr() as usize as u64;
         Ok(Self {
-            inner: Arc::new(BufInner {
+            inner: register(BufInner {
                 data: Mutex::new(v),
                 addr,
                 len,
@@ -119,6 +158,40 @@ impl HostDeviceBuffer {
                 shared: OnceLock::new(),
             }),
         })
+    }
+
+    /// The live block a raw descriptor names, checked (ordinal, whole length).
+    fn raw_block(
+        op: &str,
+        found: Option<Arc<BufInner>>,
+        device: &crate::HostDevice,
+        raw: &RawBuffer,
+    ) -> Result<Arc<BufInner>> {
+        let inner = found.ok_or_else(|| {
+            Error::invalid(format!(
+                "{op}: no {} host allocation at {:#x}",
+                if op == "from_raw" {
+                    "handed-out (into_raw)"
+                } else {
+                    "live"
+                },
+                raw.address
+            ))
+        })?;
+        if inner.ordinal != device.info().ordinal {
+            return Err(Error::WrongDevice(format!(
+                "{op}: the host allocation at {:#x} belongs to device {}",
+                raw.address, inner.ordinal
+            )));
+        }
+        if raw.len != inner.len {
+            return Err(Error::invalid(format!(
+                "{op}: length {} for the {}-byte host allocation at {:#x} (the host backend \
+                 takes an allocation only whole: use a view for a part)",
+                raw.len, inner.len, raw.address
+            )));
+        }
+        Ok(inner)
     }
 
     /// The bytes of the heap block underneath: [`len`](Buffer::len) rounded up to
@@ -147,6 +220,56 @@ impl Buffer for HostDeviceBuffer {
 
     fn device_address(&self) -> u64 {
         self.inner.addr
+    }
+
+    /// Keeps the heap block in the backend's registry of handed-out blocks (never freed until
+    /// [`Buffer::from_raw`] takes it back); queued work keeps using it. Always
+    /// [`RawAlloc::Plain`].
+    fn into_raw(self) -> RawBuffer {
+        let (addr, len, ordinal) = (self.inner.addr, self.inner.len, self.inner.ordinal);
+        let old = registries().raw.insert(addr, self.inner);
+        // Dropped outside the lock (a last reference would lock it again); the block is live,
+        // so an entry at its address can only be its own.
+        drop(old);
+        RawBuffer::new(BackendKind::Host, ordinal, addr, len)
+    }
+
+    /// Takes back a block handed out by [`Buffer::into_raw`], whole. Anything else is
+    /// refused (the host backend's device memory only comes from itself), so on this backend
+    /// the call is safe whatever `raw` holds. The block is freed when this buffer and the
+    /// work using it (queued before `into_raw` too) are gone.
+    ///
+    /// # Errors
+    /// As the trait; [`Error::InvalidArgument`] for [`RawAlloc::StreamOrdered`], for an
+    /// address that no handed-out block starts at, and for a length other than the block's.
+    #[allow(unsafe_code)]
+    unsafe fn from_raw(device: &crate::HostDevice, raw: RawBuffer) -> Result<Self> {
+        raw.check_for(BackendKind::Host, device.info().ordinal, true)?;
+        if raw.alloc != RawAlloc::Plain {
+            return Err(Error::invalid(
+                "from_raw: the host backend has no stream-ordered allocations",
+            ));
+        }
+        let mut r = registries();
+        let inner = Self::raw_block("from_raw", r.raw.get(&raw.address).cloned(), device, &raw)?;
+        r.raw.remove(&raw.address);
+        Ok(Self { inner })
+    }
+
+    /// Wraps a live block of this backend (of a live buffer, or handed out by
+    /// [`Buffer::into_raw`]), whole. The buffer holds the block too, so on this backend it
+    /// stays valid even should its owner free first; anything that is not a live block is
+    /// refused, and the call is safe whatever `raw` holds.
+    ///
+    /// # Errors
+    /// As the trait; [`Error::InvalidArgument`] for an address that no live block starts at
+    /// (a zero address included) and a length other than the block's.
+    #[allow(unsafe_code)]
+    unsafe fn from_raw_borrowed(device: &crate::HostDevice, raw: RawBuffer) -> Result<Self> {
+        raw.check_for(BackendKind::Host, device.info().ordinal, false)?;
+        let found = registries().live.get(&raw.address).and_then(Weak::upgrade);
+        let inner = Self::raw_block("from_raw_borrowed", found, device, &raw)?;
+        Ok(Self { inner })
     }
 }
 

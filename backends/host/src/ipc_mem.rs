@@ -24,7 +24,7 @@ use std::ops::{Deref, DerefMut};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, MutexGuard};
+use std::sync::MutexGuard;
 
 use xstream_core::{
     BackendKind, Buffer, Device as _, DeviceOf, Error, IpcBuffer, IpcMemHandle, Result,
@@ -319,7 +319,7 @@ impl IpcBuffer for HostDeviceBuffer {
         handle.check_for(BackendKind::Host, device.info().ordinal)?;
         let shared = SharedMem::open(handle)?;
         Ok(Self {
-            inner: Arc::new(BufInner::imported(
+            inner: crate::buffer::register(BufInner::imported(
                 handle.len(),
                 device.info().ordinal,
                 shared,

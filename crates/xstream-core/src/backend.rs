@@ -29,6 +29,7 @@ use crate::devinfo::MemoryInfo;
 use crate::hostmem::{HostAllocDesc, HostBuffer};
 use crate::launch::{LaunchAttrs, LaunchBuilder};
 use crate::module::{KernelArg, LaunchConfig, ModuleSource, ParamKind};
+use crate::raw::RawBuffer;
 use crate::view::{BufferView, DeviceSlice, MemsetPattern};
 use crate::{
     Allocator, CaptureMode, CaptureStatus, Error, EventFlags, FlagReport, FlagTable, Result,
@@ -359,6 +360,64 @@ pub trait Buffer: Send + Sync + fmt::Debug + 'static {
     }
     /// The device address (or host address on the host backend).
     fn device_address(&self) -> u64;
+
+    // --- raw buffers (see `crate::raw`) ---
+
+    /// Gives up ownership of the memory without freeing it, and describes it: address,
+    /// requested length ([`Buffer::len`], not the granule-rounded allocation), backend,
+    /// device ordinal and allocation kind. Never waits. Work already enqueued that uses the
+    /// buffer still runs, and xstream never frees the memory after it: the caller now owns
+    /// it and must order its free after that work (synchronize the streams that used it,
+    /// or the device, before the vendor's free or the drop of a buffer from
+    /// [`Buffer::from_raw`]). Clones of the buffer, where the backend has them, stay
+    /// usable but no longer free the memory either. See [`crate::raw`].
+    fn into_raw(self) -> RawBuffer
+    where
+        Self: Sized;
+
+    /// Takes ownership of `raw` (from [`Buffer::into_raw`] or allocated by foreign code
+    /// with the vendor's allocator): the buffer frees it at drop with the free matching
+    /// [`RawBuffer::alloc`] (`cuMemFree` / `cuMemFreeAsync`, `aclrtFree`, the host
+    /// backend's heap), ordered after the work xstream enqueues on it (the buffer lifetime
+    /// rule).
+    ///
+    /// # Safety
+    /// `raw` must describe one live allocation of `device`, made by the allocator that
+    /// [`RawBuffer::alloc`] names, starting at [`RawBuffer::address`] and at least
+    /// [`RawBuffer::len`] bytes long, that nobody else frees or owns from now on. Work that
+    /// used it before (through xstream before `into_raw`, or foreign work) is not tracked:
+    /// it must be complete, or ordered before any work xstream enqueues on the buffer and
+    /// before the buffer's drop. xstream assumes no slack past `len`. What a backend can
+    /// check it refuses (below); the rest is the caller's promise.
+    ///
+    /// # Errors
+    /// As [`RawBuffer::check_for`] (another backend, another device, a zero address);
+    /// where the backend can tell: [`Error::InvalidArgument`] for memory that is not the
+    /// start of a live allocation, a length past it, or an allocation kind the backend does
+    /// not have.
+    #[allow(unsafe_code)]
+    unsafe fn from_raw(device: &DeviceOf<Self::B>, raw: RawBuffer) -> Result<Self>
+    where
+        Self: Sized;
+
+    /// Wraps memory xstream does not own (a foreign tensor's storage, or memory still owned
+    /// through a [`RawBuffer`]) as a buffer that never frees it. [`RawBuffer::alloc`] is
+    /// ignored. The buffer works in every stream operation like any other.
+    ///
+    /// # Safety
+    /// `raw` must describe `raw.len` bytes of live device memory of `device` starting at
+    /// `raw.address`, and its owner must keep it valid (not free, not reuse) until this
+    /// buffer, its clones and all work using it are gone. xstream assumes no slack past
+    /// `len`.
+    ///
+    /// # Errors
+    /// As [`Buffer::from_raw`], except that a zero address is taken when the length is zero.
+    #[allow(unsafe_code)]
+    unsafe fn from_raw_borrowed(device: &DeviceOf<Self::B>, raw: RawBuffer) -> Result<Self>
+    where
+        Self: Sized;
+
+    // --- end of raw buffers ---
 
     // --- views and typed copies ---
 

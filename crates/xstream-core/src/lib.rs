@@ -41,6 +41,7 @@
 //!   clamped priorities are reported; callbacks the vendor drops are failed by xstream.
 //! - **Errors keep the vendor's code** ([`NativeError`]) and say whether they are sticky.
 // No unsafe code, except the declarations of `Stream::from_raw`, `Device::alloc_uninit`,
+// `Buffer::from_raw`, `Buffer::from_raw_borrowed`,
 // `Stream::enqueue_launch_unchecked` and `LaunchBuilder::launch_unchecked`, whose contracts are
 // unsafe (and the default `alloc_zeroed_on`, which calls `alloc_uninit`),
 // and the `hostmem` module (which allows it locally).
@@ -66,6 +67,7 @@ pub mod module;
 pub mod pipeline;
 pub mod pool;
 pub mod priority;
+pub mod raw;
 pub mod reduce;
 mod sync;
 pub mod translate;
@@ -105,6 +107,7 @@ pub use module::{
 };
 pub use pool::{Lease, PoolConfig, PriorityClass, StreamPool};
 pub use priority::{Priority, PriorityOutcome, PriorityRange};
+pub use raw::{RawAlloc, RawBuffer};
 pub use reduce::{ReduceKind, ReduceType, Reduction};
 pub use translate::{
     Combination, FlagReport, FlagRow, FlagSet, FlagTable, Translated, Translation,

@@ -934,6 +934,34 @@ impl AnyBuffer {
     pub fn device_address(&self) -> u64 {
         each!(AnyBuffer, self, b => b.device_address())
     }
+
+    /// [`Buffer::into_raw`]: gives up ownership without freeing; never waits. The caller
+    /// orders its free after the work already enqueued on the buffer (docs/semantics.md,
+    /// "Raw buffers"). The way back, [`Buffer::from_raw`] or [`Buffer::from_raw_borrowed`],
+    /// is `unsafe` and this crate forbids unsafe code: call it on the backend's buffer type
+    /// with the device from [`AnyDevice::downcast_ref`], then wrap the result with
+    /// `AnyBuffer::from`:
+    ///
+    /// ```
+    /// # #[cfg(feature = "host")] {
+    /// use xstream::any::{AnyBuffer, AnyDevice};
+    /// use xstream::host::HostDeviceBuffer;
+    /// use xstream::{BackendKind, Buffer, HostBackend};
+    ///
+    /// let dev = AnyDevice::open(BackendKind::Host, 0).unwrap();
+    /// let raw = dev.alloc(100).unwrap().into_raw();
+    /// assert_eq!((raw.len, raw.backend), (100, BackendKind::Host));
+    /// let host = dev.downcast_ref::<HostBackend>().unwrap();
+    /// // SAFETY: `raw` came from `into_raw`; nothing else owns or uses it.
+    /// let back = unsafe { HostDeviceBuffer::from_raw(host, raw) }.unwrap();
+    /// let back = AnyBuffer::from(back);
+    /// assert_eq!(back.device_address(), raw.address);
+    /// # }
+    /// ```
+    #[inline]
+    pub fn into_raw(self) -> crate::RawBuffer {
+        each!(AnyBuffer, self, b => b.into_raw())
+    }
 }
 
 /// `args` with each buffer replaced by the typed buffer of the backend of stream `_s`.
