@@ -181,20 +181,20 @@ pub extern "C" fn cuDeviceGet(d: *mut CUdevice, ordinal: i32) -> CUresult {
 /// H100-class device; 0 for attributes not listed.
 fn attribute(a: u32) -> i32 {
     match a {
-        1 => 1024,        // MAX_THREADS_PER_BLOCK
-        2 | 3 => 1024,    // MAX_BLOCK_DIM_X / Y
-        4 => 64,          // MAX_BLOCK_DIM_Z
-        5 => i32::MAX,    // MAX_GRID_DIM_X
-        6 | 7 => 65535,   // MAX_GRID_DIM_Y / Z
-        8 => 49152,       // MAX_SHARED_MEMORY_PER_BLOCK
-        10 => 32,         // WARP_SIZE
-        16 => 132,        // MULTIPROCESSOR_COUNT
-        41 => 1,          // UNIFIED_ADDRESSING
-        75 => 9,          // COMPUTE_CAPABILITY_MAJOR
-        76 => 0,          // COMPUTE_CAPABILITY_MINOR
-        95 => 1,          // COOPERATIVE_LAUNCH
-        97 => 232448,     // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-        _ => 0,           // among them MANAGED_MEMORY, MEMORY_POOLS_SUPPORTED, stream memory ops
+        1 => 1024,      // MAX_THREADS_PER_BLOCK
+        2 | 3 => 1024,  // MAX_BLOCK_DIM_X / Y
+        4 => 64,        // MAX_BLOCK_DIM_Z
+        5 => i32::MAX,  // MAX_GRID_DIM_X
+        6 | 7 => 65535, // MAX_GRID_DIM_Y / Z
+        8 => 49152,     // MAX_SHARED_MEMORY_PER_BLOCK
+        10 => 32,       // WARP_SIZE
+        16 => 132,      // MULTIPROCESSOR_COUNT
+        41 => 1,        // UNIFIED_ADDRESSING
+        75 => 9,        // COMPUTE_CAPABILITY_MAJOR
+        76 => 0,        // COMPUTE_CAPABILITY_MINOR
+        95 => 1,        // COOPERATIVE_LAUNCH
+        97 => 232448,   // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+        _ => 0,         // among them MANAGED_MEMORY, MEMORY_POOLS_SUPPORTED, stream memory ops
     }
 }
 
@@ -957,9 +957,7 @@ pub extern "C" fn cuMemGetAddressRange_v2(
     p: CUdeviceptr,
 ) -> CUresult {
     run(F::cuMemGetAddressRange_v2, || {
-        let (b, n) = state::device_mem()
-            .containing(p, 1)
-            .ok_or(NOT_FOUND)?;
+        let (b, n) = state::device_mem().containing(p, 1).ok_or(NOT_FOUND)?;
         // SAFETY: the caller's out-pointers (either may be null: it is then not written).
         unsafe {
             if !base.is_null() {

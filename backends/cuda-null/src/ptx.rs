@@ -40,7 +40,11 @@ pub(crate) fn entries(text: &str) -> Result<Vec<Entry>, String> {
                 .find(')')
                 .ok_or_else(|| format!("null driver: unclosed parameter list of `{name}`"))?;
             let mut end = 0usize;
-            for decl in list[..close].split(',').map(str::trim).filter(|d| !d.is_empty()) {
+            for decl in list[..close]
+                .split(',')
+                .map(str::trim)
+                .filter(|d| !d.is_empty())
+            {
                 let (size, align) =
                     param(decl).map_err(|e| format!("null driver: `{name}`: {e}"))?;
                 let off = end.div_ceil(align) * align;
@@ -131,7 +135,9 @@ fn strip_comments(text: &str) -> String {
             }
             (_, Some(b)) => {
                 out.push_str(&rest[..b]);
-                rest = rest[b + 2..].find("*/").map_or("", |e| &rest[b + 2 + e + 2..]);
+                rest = rest[b + 2..]
+                    .find("*/")
+                    .map_or("", |e| &rest[b + 2 + e + 2..]);
                 out.push(' ');
             }
             _ => {
