@@ -1167,7 +1167,16 @@ pub extern "C" fn xnull_thread_calls(name: *const c_char) -> u64 {
     .unwrap_or(u64::MAX)
 }
 
-/// `void xnull_reset(void)`: zeroes every thread's totals and the calling thread's own counts.
+/// `uint64_t xnull_wait_ns(void)`: nanoseconds that callers of the driver functions spent
+/// blocked waiting for queued host functions to run (synchronize calls, and copies or memsets
+/// ordered behind a pending host function), all threads, since the last `xnull_reset`.
+#[no_mangle]
+pub extern "C" fn xnull_wait_ns() -> u64 {
+    catch_unwind(state::waited_ns).unwrap_or(0)
+}
+
+/// `void xnull_reset(void)`: zeroes the totals of every thread (and `xnull_wait_ns`) and the
+/// calling thread's own counts.
 #[no_mangle]
 pub extern "C" fn xnull_reset() {
     let _ = catch_unwind(state::reset);

@@ -23,7 +23,8 @@
 //!   peers, fixed device attributes (an H100-like sm_90 with 132 multiprocessors).
 //!
 //! Counters: `xnull_calls(name)` (all threads), `xnull_thread_calls(name)` (the calling
-//! thread), `xnull_reset()`, `xnull_functions(names, cap)` (the exported driver functions).
+//! thread), `xnull_wait_ns()` (time callers spent blocked waiting for host functions),
+//! `xnull_reset()`, `xnull_functions(names, cap)` (the exported driver functions).
 //! Every exported function counts its call, then runs inside `catch_unwind`.
 
 mod driver;

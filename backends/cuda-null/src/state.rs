@@ -110,6 +110,7 @@ pub(crate) fn reset() {
     for c in &CALLS {
         c.store(0, Ordering::Relaxed);
     }
+    WAITED_NS.store(0, Ordering::Relaxed);
     let _ = MINE.try_with(|m| m.iter().for_each(|c| c.set(0)));
 }
 
@@ -188,11 +189,23 @@ pub(crate) fn wait(ticket: u64) -> Result<(), u32> {
     if HOST_THREAD.with(|h| h.get()) {
         return Err(NOT_PERMITTED);
     }
+    let t = std::time::Instant::now();
     let mut g = lock(&DONE);
     while *g < ticket {
         g = DONE_CV.wait(g).unwrap_or_else(|e| e.into_inner());
     }
+    drop(g);
+    let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    WAITED_NS.fetch_add(ns, Ordering::Relaxed);
     Ok(())
+}
+
+/// Nanoseconds callers spent blocked in [`wait`] (all threads) since the last reset.
+static WAITED_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Nanoseconds callers spent waiting for host functions since the last reset.
+pub(crate) fn waited_ns() -> u64 {
+    WAITED_NS.load(Ordering::Relaxed)
 }
 
 // ---- Allocations ------------------------------------------------------------------------

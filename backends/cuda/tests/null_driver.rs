@@ -231,6 +231,19 @@ impl Null {
             .collect()
     }
 
+    /// `xnull_wait_ns`: ns callers spent blocked waiting for host functions since the reset.
+    fn wait_ns(&self) -> u64 {
+        // SAFETY: `uint64_t xnull_wait_ns(void)` (cuda-null docs).
+        let f = unsafe {
+            *self
+                .lib
+                .get::<unsafe extern "C" fn() -> u64>(b"xnull_wait_ns\0")
+                .expect("xnull_wait_ns")
+        };
+        // SAFETY: no arguments.
+        unsafe { f() }
+    }
+
     fn reset(&self) {
         // SAFETY: `void xnull_reset(void)`.
         let f = unsafe {
@@ -250,6 +263,7 @@ impl Null {
 struct Row {
     label: &'static str,
     calls: BTreeMap<String, u64>,
+    others: BTreeMap<String, u64>,
     allocs: u64,
 }
 
@@ -273,10 +287,21 @@ fn measure(
     }
     let allocs = allocs() - a0;
     let calls = null.thread_counts(names);
+    // Calls other threads made meanwhile (xstream's fault watcher, host functions): timing
+    // dependent, printed, not asserted.
+    let others = names
+        .iter()
+        .map(|n| {
+            let mine = calls.get(n).copied().unwrap_or(0);
+            (n.clone(), null.calls(n).saturating_sub(mine))
+        })
+        .filter(|(_, c)| *c > 0)
+        .collect();
     s.synchronize().expect("synchronize after the count");
     Row {
         label,
         calls,
+        others,
         allocs,
     }
 }
@@ -304,17 +329,29 @@ fn per_op(n: u64) -> String {
 }
 
 fn print_rows(rows: &[Row]) {
-    println!("\nDriver calls and heap allocations per operation (null driver, {N} operations after a warm-up; calling thread only)");
-    println!("| operation | driver calls per operation | heap allocations per operation |");
-    println!("|---|---|---|");
+    println!(
+        "\nDriver calls and heap allocations per operation (null driver, {N} operations after a \
+         warm-up; calling thread only)"
+    );
+    println!(
+        "| operation | driver calls per operation | heap allocations per operation | other \
+         threads' driver calls in the window (total) |"
+    );
+    println!("|---|---|---|---|");
     for r in rows {
         let calls: Vec<String> = r
             .calls
             .iter()
             .map(|(n, c)| format!("{n} {}", per_op(*c)))
             .collect();
+        let others: Vec<String> = r.others.iter().map(|(n, c)| format!("{n} {c}")).collect();
+        let others = if others.is_empty() {
+            "none".to_string()
+        } else {
+            others.join(", ")
+        };
         println!(
-            "| {} | {} | {} |",
+            "| {} | {} | {} | {others} |",
             r.label,
             calls.join(", "),
             per_op(r.allocs)
@@ -482,7 +519,7 @@ fn child(lib: &Path) {
     print_rows(&rows);
     check_rows(&rows);
 
-    timing_table(&s, &empty, &args3, &delay, &buf, &mut hb);
+    timing_table(&null, &s, &empty, &args3, &delay, &buf, &mut hb);
 }
 
 /// What the code is meant to do, per operation (read from its paths; see each comment).
@@ -602,24 +639,30 @@ fn raw_launch(f: sys::CUfunction, s: sys::CUstream, params: *mut *mut c_void) {
     );
 }
 
-/// ns per call of `xs` and `raw` (each runs `n` calls and returns the time they took): the
-/// medians over the repeats, the two interleaved.
+/// ns per call of `xs` and `raw` (each runs `n` calls and returns the time they took), the two
+/// interleaved, and the part of `xs`'s time spent blocked in the double waiting for host
+/// functions (`xnull_wait_ns`): medians over the repeats.
 fn compare(
+    null: &Null,
     reps: usize,
     n: usize,
     mut xs: impl FnMut(usize) -> Duration,
     mut raw: impl FnMut(usize) -> Duration,
-) -> (f64, f64) {
-    let (mut a, mut b) = (Vec::new(), Vec::new());
+) -> [f64; 3] {
+    let (mut a, mut w, mut b) = (Vec::new(), Vec::new(), Vec::new());
     xs(n / 10 + 1);
     raw(n / 10 + 1);
     for _ in 0..reps {
+        null.reset();
         a.push(xs(n).as_nanos() as f64 / n as f64);
+        w.push(null.wait_ns() as f64 / n as f64);
         b.push(raw(n).as_nanos() as f64 / n as f64);
     }
-    a.sort_by(f64::total_cmp);
-    b.sort_by(f64::total_cmp);
-    (a[a.len() / 2], b[b.len() / 2])
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    [median(a), median(w), median(b)]
 }
 
 fn timed(n: usize, mut f: impl FnMut()) -> Duration {
@@ -632,6 +675,7 @@ fn timed(n: usize, mut f: impl FnMut()) -> Duration {
 
 #[allow(clippy::too_many_arguments)]
 fn timing_table(
+    null: &Null,
     s: &CudaStream,
     empty: &xstream_cuda::CudaFunction,
     args3: &xstream_cuda::CudaFunction,
@@ -689,10 +733,11 @@ fn timing_table(
         rsync();
         d
     };
-    let mut rows: Vec<(&str, (f64, f64))> = Vec::new();
+    let mut rows: Vec<(&str, [f64; 3])> = Vec::new();
     rows.push((
         "launch_kernel: no parameters vs cuLaunchKernel",
         compare(
+            null,
             reps,
             n,
             |n| {
@@ -710,6 +755,7 @@ fn timing_table(
     rows.push((
         "launch_kernel: u64, u32, f32 vs cuLaunchKernel",
         compare(
+            null,
             reps,
             n,
             |n| {
@@ -723,6 +769,7 @@ fn timing_table(
     rows.push((
         "launch builder: u64, u32, f32 vs cuLaunchKernel",
         compare(
+            null,
             reps,
             n,
             |n| {
@@ -743,6 +790,7 @@ fn timing_table(
     rows.push((
         "launch_kernel: buffer, u32, f32 vs cuLaunchKernel",
         compare(
+            null,
             reps,
             n,
             |n| {
@@ -756,6 +804,7 @@ fn timing_table(
     rows.push((
         "launch builder: buffer, u32, f32 vs cuLaunchKernel (run 17's builder row)",
         compare(
+            null,
             reps,
             n,
             |n| {
@@ -776,6 +825,7 @@ fn timing_table(
     rows.push((
         "launch(Kernel::Delay(0)) vs cuLaunchKernel of xstream_delay",
         compare(
+            null,
             reps,
             n,
             |n| {
@@ -797,6 +847,7 @@ fn timing_table(
     rows.push((
         "write_from_host 4 KiB (batch + sync) vs cuMemcpyHtoDAsync",
         compare(
+            null,
             reps,
             n,
             |n| {
@@ -825,6 +876,7 @@ fn timing_table(
     rows.push((
         "read_into_host 4 KiB (batch + sync) vs cuMemcpyDtoHAsync",
         compare(
+            null,
             reps,
             n,
             |n| {
@@ -866,9 +918,16 @@ fn timing_table(
             " (numbers mean nothing: run with --release)"
         }
     );
-    println!("| operation | xstream ns | raw ns | xstream - raw ns |");
-    println!("|---|---|---|---|");
-    for (label, (x, r)) in rows {
-        println!("| {label} | {x:.0} | {r:.0} | {:+.0} |", x - r);
+    println!(
+        "| operation | xstream ns | of which blocked in the double | raw ns | xstream - raw ns | \
+         xstream - blocked - raw ns |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (label, [x, w, r]) in rows {
+        println!(
+            "| {label} | {x:.0} | {w:.0} | {r:.0} | {:+.0} | {:+.0} |",
+            x - r,
+            x - w - r
+        );
     }
 }
