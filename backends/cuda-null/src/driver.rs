@@ -647,6 +647,7 @@ unsafe fn write_jit_log(n: u32, options: *const u32, values: *mut *mut c_void, m
     for i in 0..n as usize {
         // SAFETY: `i < n` entries (the caller's contract).
         match unsafe { options.add(i).read() } {
+            // SAFETY: as above, for the values array.
             5 => buf = Some(unsafe { values.add(i).read() }),
             6 => size_slot = Some(i),
             _ => {}
@@ -1096,7 +1097,7 @@ fn fill<T: Copy>(dst: CUdeviceptr, v: T, count: usize, h: CUstream) -> R {
     if bytes == 0 {
         return Ok(());
     }
-    if dst % std::mem::align_of::<T>() as u64 != 0 {
+    if !dst.is_multiple_of(std::mem::align_of::<T>() as u64) {
         return Err(INVALID_VALUE);
     }
     device_range(dst, bytes)?;

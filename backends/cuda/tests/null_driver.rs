@@ -702,9 +702,9 @@ fn timing_table(
         "cuMemHostAlloc",
     );
     let xsync = || s.synchronize().unwrap();
-    // SAFETY: `rs` is live.
     let rsync = || {
         ck(
+            // SAFETY: `rs` is live until the end of this function.
             unsafe { sys::cuStreamSynchronize(rs) },
             "cuStreamSynchronize",
         )
