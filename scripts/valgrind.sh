@@ -11,6 +11,10 @@
 # The log of every failing binary is kept under $VALGRIND_LOG_DIR (default target/valgrind-logs).
 # Environment: VALGRIND_PACKAGES (default "xstream-host xstream-conformance xstream-ascend
 # xstream-hccl-sim xstream-examples"),
+# (xstream-cuda and xstream-cuda-null are left out on purpose: the CUDA tests skip without a GPU,
+# and backends/cuda/tests/null_driver.rs runs its checks in a child process over the null
+# driver, a CPU test double that leaks its handle objects by design; it counts driver calls and
+# allocations and runs in `cargo test --workspace`),
 # VALGRIND_ONLY (a test target name: run only that binary), VALGRIND_TIMEOUT (seconds per
 # binary, default 1200), VALGRIND (the valgrind command, default valgrind).
 set -uo pipefail

@@ -1,0 +1,46 @@
+//! # The null driver: a CPU test double of the CUDA driver, for counting
+//!
+//! `libxstream_cuda_null.so` exports the CUDA driver functions that xstream-cuda calls to open
+//! a device, create streams and events, allocate, copy, load PTX and launch, and nothing else.
+//! A test links it as `libcuda.so` in a directory of its own and starts a process with that
+//! directory on `LD_LIBRARY_PATH`; cudarc, which resolves each driver symbol on first call,
+//! then calls into it. It answers two questions on a machine without a GPU: **which driver
+//! functions, and how many calls, an xstream operation makes**, and what xstream's wrapper
+//! costs on the CPU against a raw call into the same double.
+//!
+//! It is **not a CUDA simulator** and verifies no CUDA behaviour:
+//! - every operation completes at once; kernels never run (`cuLaunchKernel` checks the handle,
+//!   the dimensions and one value pointer per parameter, then only counts);
+//! - device memory is host heap memory, so copies and memsets really move bytes (a copy's
+//!   result is right), and a range outside every allocation is `CUDA_ERROR_INVALID_VALUE`;
+//! - `cuModuleLoadDataEx` reads only the `.entry` and `.param` lines of PTX text (never a
+//!   cubin), so that `cuModuleGetFunction` and `cuFuncGetParamInfo` answer from them;
+//! - `cuLaunchHostFunc` queues to one background thread that runs host functions in order;
+//!   synchronize waits for the host functions a stream or event is ordered after, queries say
+//!   `CUDA_ERROR_NOT_READY` until they ran, and copies and memsets wait for them before
+//!   copying (so a host function that waits for work enqueued after it blocks that work);
+//! - one device, one (primary) context, no capture, no memory pools, no managed memory, no
+//!   peers, fixed device attributes (an H100-like sm_90 with 132 multiprocessors).
+//!
+//! Counters: `xnull_calls(name)` (all threads), `xnull_thread_calls(name)` (the calling
+//! thread), `xnull_wait_ns()` (time callers spent blocked waiting for host functions),
+//! `xnull_reset()`, `xnull_functions(names, cap)` (the exported driver functions).
+//! Every exported function counts its call, then runs inside `catch_unwind`.
+
+mod driver;
+mod ptx;
+mod state;
+
+use std::ffi::CString;
+use std::sync::OnceLock;
+
+/// The exported driver functions' names as C strings (for `xnull_functions`).
+fn c_names() -> &'static [CString] {
+    static N: OnceLock<Vec<CString>> = OnceLock::new();
+    N.get_or_init(|| {
+        state::NAMES
+            .iter()
+            .map(|n| CString::new(*n).unwrap_or_default())
+            .collect()
+    })
+}

@@ -1,0 +1,933 @@
+//! Driver calls and heap allocations per xstream operation, counted against the **null
+//! driver** (`backends/cuda-null`: a CPU test double of the CUDA driver functions xstream-cuda
+//! calls, not a GPU and not a CUDA simulator; it verifies no CUDA behaviour), plus the CPU cost
+//! of xstream's wrapper against a raw cudarc `sys` call into the same double.
+//!
+//! The test re-executes itself in a child process whose `LD_LIBRARY_PATH` starts with a
+//! private directory holding `libcuda.so` / `libcuda.so.1` links to `libxstream_cuda_null.so`
+//! (built next to this test as a dev-dependency). The child opens `CudaBackend` device 0, and
+//! for each operation, after a warm-up and a synchronize, runs it [`N`] times and compares the
+//! driver calls the calling thread made (every exported function, by name) and the heap
+//! allocations it made with what the code is meant to do. The parent prints the child's
+//! table. Without the double (or off Linux) it prints `SKIP: reason`.
+//!
+//! The CPU-cost table is printed, never asserted (no timed assertions): median ns per call
+//! over [`REPEATS`] repeats of [`CALLS`] calls in an optimised build (`--release`), a short
+//! run of the same code in a debug build (its numbers mean nothing).
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use xstream_core::{
+    Backend, Buffer, Device, HostAllocDesc, Kernel, KernelArg, LaunchConfig, Module, ModuleSource,
+    Stream, StreamDesc, StreamFlags,
+};
+use xstream_cuda::cudarc::driver::sys;
+use xstream_cuda::{CudaBackend, CudaStream};
+
+thread_local! {
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Counts this thread's heap allocations (allocations and reallocations).
+struct Counting;
+
+// SAFETY: forwards to `System`; the counter is a const-initialised `Cell` without destructor.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc_zeroed(l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded contract.
+        unsafe { System.realloc(p, l, n) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: forwarded contract.
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocs() -> u64 {
+    ALLOCS.with(|c| c.get())
+}
+
+/// The environment variable that marks the child and names the linked double.
+const CHILD: &str = "XSTREAM_NULL_DRIVER";
+/// Operations per counted window (a multiple of 256, the keep-list hand-off).
+const N: u64 = 1024;
+/// Calls before each counted window.
+const WARM: u64 = 300;
+/// Bytes of the buffers and copies.
+const LEN: usize = 4096;
+/// The keep-alive entries after which a stream hands its list to a host function
+/// (`KEEP_FLUSH` in backends/cuda/src/stream/memory.rs).
+const KEEP_FLUSH: u64 = 256;
+/// Timing: repeats (the median is reported) and calls per repeat, optimised build.
+const REPEATS: usize = 7;
+const CALLS: usize = 10_000;
+
+const PTX: &str = ".version 8.0\n.target sm_90\n.address_size 64\n\n\
+.visible .entry xs_null_empty()\n{\n    ret;\n}\n\n\
+.visible .entry xs_null_args3(.param .u64 xs_null_args3_p, .param .u32 xs_null_args3_n, \
+.param .f32 xs_null_args3_x)\n{\n    ret;\n}\n";
+
+#[test]
+fn driver_calls_and_allocations_per_operation() {
+    match std::env::var_os(CHILD) {
+        Some(lib) => child(Path::new(&lib)),
+        None => parent(),
+    }
+}
+
+// ---- Parent -------------------------------------------------------------------------------
+
+/// `libxstream_cuda_null.so` next to this test (`target/<profile>/deps`, where cargo builds
+/// it as a dev-dependency) or in the profile directory.
+fn find_double() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let deps = exe.parent()?;
+    [deps.to_path_buf(), deps.parent()?.to_path_buf()]
+        .into_iter()
+        .map(|d| d.join("libxstream_cuda_null.so"))
+        .find(|p| p.exists())
+}
+
+fn skip(reason: &str) {
+    eprintln!("SKIP: driver_calls_and_allocations_per_operation: {reason}");
+}
+
+fn parent() {
+    if !cfg!(target_os = "linux") {
+        return skip(
+            "the null driver is linked as libcuda.so through LD_LIBRARY_PATH (Linux only)",
+        );
+    }
+    let Some(lib) = find_double() else {
+        return skip(
+            "libxstream_cuda_null.so is not built next to this test (cargo build -p xstream-cuda-null)",
+        );
+    };
+    let dir = std::env::temp_dir().join(format!("xstream-null-driver-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the private library directory");
+    #[cfg(unix)]
+    for name in ["libcuda.so", "libcuda.so.1"] {
+        std::os::unix::fs::symlink(&lib, dir.join(name)).expect("link libcuda.so to the double");
+    }
+    let mut path = std::ffi::OsString::from(&dir);
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+        path.push(":");
+        path.push(old);
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    let out = std::process::Command::new(exe)
+        .args([
+            "driver_calls_and_allocations_per_operation",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("LD_LIBRARY_PATH", path)
+        .env(CHILD, dir.join("libcuda.so"))
+        .output();
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => return skip(&format!("cannot start the child process: {e}")),
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}");
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "the null-driver child failed ({})",
+        out.status
+    );
+    assert!(
+        stdout.contains("test result: ok. 1 passed"),
+        "the child did not run the test exactly once"
+    );
+}
+
+// ---- The double's counters ----------------------------------------------------------------
+
+struct Null {
+    lib: libloading::Library,
+}
+
+impl Null {
+    fn open(p: &Path) -> Self {
+        // SAFETY: the double's initialisers are Rust statics without preconditions; the path
+        // is the one cudarc opens (the same loaded instance).
+        let lib = unsafe { libloading::Library::new(p) }.expect("dlopen the null driver");
+        Self { lib }
+    }
+
+    /// `xnull_functions`: the exported driver functions.
+    fn names(&self) -> Vec<String> {
+        // SAFETY: `size_t xnull_functions(const char **names, size_t cap)` (cuda-null docs).
+        let f = unsafe {
+            *self
+                .lib
+                .get::<unsafe extern "C" fn(*mut *const c_char, usize) -> usize>(
+                    b"xnull_functions\0",
+                )
+                .expect("xnull_functions")
+        };
+        // SAFETY: a null array with capacity 0 only asks for the count.
+        let n = unsafe { f(std::ptr::null_mut(), 0) };
+        let mut v = vec![std::ptr::null::<c_char>(); n];
+        // SAFETY: `v` holds `n` writable entries.
+        let got = unsafe { f(v.as_mut_ptr(), n) };
+        assert_eq!(got, n);
+        v.into_iter()
+            // SAFETY: static NUL-terminated names of the double.
+            .map(|p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn count(&self, symbol: &[u8], name: &str) -> u64 {
+        // SAFETY: `uint64_t xnull_calls(const char*)` / `xnull_thread_calls` (cuda-null docs).
+        let f = unsafe {
+            *self
+                .lib
+                .get::<unsafe extern "C" fn(*const c_char) -> u64>(symbol)
+                .expect("xnull counter")
+        };
+        let c = CString::new(name).expect("no NUL in a name");
+        // SAFETY: a valid C string for the call.
+        let v = unsafe { f(c.as_ptr()) };
+        assert_ne!(v, u64::MAX, "the null driver does not export {name}");
+        v
+    }
+
+    /// Calls of `name` by every thread since the last reset.
+    fn calls(&self, name: &str) -> u64 {
+        self.count(b"xnull_calls\0", name)
+    }
+
+    /// This thread's calls, by name, of every function it called since its last reset.
+    fn thread_counts(&self, names: &[String]) -> BTreeMap<String, u64> {
+        names
+            .iter()
+            .map(|n| (n.clone(), self.count(b"xnull_thread_calls\0", n)))
+            .filter(|(_, c)| *c > 0)
+            .collect()
+    }
+
+    /// `xnull_wait_ns`: ns callers spent blocked waiting for host functions since the reset.
+    fn wait_ns(&self) -> u64 {
+        // SAFETY: `uint64_t xnull_wait_ns(void)` (cuda-null docs).
+        let f = unsafe {
+            *self
+                .lib
+                .get::<unsafe extern "C" fn() -> u64>(b"xnull_wait_ns\0")
+                .expect("xnull_wait_ns")
+        };
+        // SAFETY: no arguments.
+        unsafe { f() }
+    }
+
+    fn reset(&self) {
+        // SAFETY: `void xnull_reset(void)`.
+        let f = unsafe {
+            *self
+                .lib
+                .get::<unsafe extern "C" fn()>(b"xnull_reset\0")
+                .expect("xnull_reset")
+        };
+        // SAFETY: no arguments.
+        unsafe { f() }
+    }
+}
+
+// ---- Child --------------------------------------------------------------------------------
+
+/// One counted operation: driver calls and allocations over [`N`] runs.
+struct Row {
+    label: &'static str,
+    calls: BTreeMap<String, u64>,
+    others: BTreeMap<String, u64>,
+    allocs: u64,
+}
+
+/// Warms `op` up, synchronizes, then counts [`N`] runs of it (the synchronize after is outside
+/// the count).
+fn measure(
+    null: &Null,
+    names: &[String],
+    s: &CudaStream,
+    label: &'static str,
+    mut op: impl FnMut(),
+) -> Row {
+    for _ in 0..WARM {
+        op();
+    }
+    s.synchronize().expect("synchronize after the warm-up");
+    null.reset();
+    let a0 = allocs();
+    for _ in 0..N {
+        op();
+    }
+    let allocs = allocs() - a0;
+    let calls = null.thread_counts(names);
+    // Calls other threads made meanwhile (xstream's fault watcher, host functions): timing
+    // dependent, printed, not asserted.
+    let others = names
+        .iter()
+        .map(|n| {
+            let mine = calls.get(n).copied().unwrap_or(0);
+            (n.clone(), null.calls(n).saturating_sub(mine))
+        })
+        .filter(|(_, c)| *c > 0)
+        .collect();
+    s.synchronize().expect("synchronize after the count");
+    Row {
+        label,
+        calls,
+        others,
+        allocs,
+    }
+}
+
+fn expect_calls(row: &Row, want: &[(&str, u64)]) {
+    let want: BTreeMap<String, u64> = want
+        .iter()
+        .filter(|(_, c)| *c > 0)
+        .map(|(n, c)| (n.to_string(), *c))
+        .collect();
+    assert_eq!(
+        row.calls, want,
+        "{}: driver calls over {N} operations",
+        row.label
+    );
+}
+
+fn per_op(n: u64) -> String {
+    let v = n as f64 / N as f64;
+    if v == v.trunc() {
+        format!("{v}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+fn print_rows(rows: &[Row]) {
+    println!(
+        "\nDriver calls and heap allocations per operation (null driver, {N} operations after a \
+         warm-up; calling thread only)"
+    );
+    println!(
+        "| operation | driver calls per operation | heap allocations per operation | other \
+         threads' driver calls in the window (total) |"
+    );
+    println!("|---|---|---|---|");
+    for r in rows {
+        let calls: Vec<String> = r
+            .calls
+            .iter()
+            .map(|(n, c)| format!("{n} {}", per_op(*c)))
+            .collect();
+        let others: Vec<String> = r.others.iter().map(|(n, c)| format!("{n} {c}")).collect();
+        let others = if others.is_empty() {
+            "none".to_string()
+        } else {
+            others.join(", ")
+        };
+        println!(
+            "| {} | {} | {} | {others} |",
+            r.label,
+            calls.join(", "),
+            per_op(r.allocs)
+        );
+    }
+}
+
+fn nb() -> StreamDesc {
+    StreamDesc::new().flags(StreamFlags::NON_BLOCKING)
+}
+
+fn child(lib: &Path) {
+    let null = Null::open(lib);
+    let names = null.names();
+    let dev = CudaBackend::open(0).expect("CudaBackend::open(0) on the null driver");
+    assert!(
+        null.calls("cuInit") >= 1,
+        "the library the test opened is not the one cudarc loaded"
+    );
+    assert!(
+        dev.info().name.contains("null driver"),
+        "device 0 is not the null driver: {}",
+        dev.info().name
+    );
+    let s = dev.create_stream(&nb()).expect("create_stream");
+    let other = dev.create_stream(&nb()).expect("create_stream");
+    let m = dev
+        .load_module(&ModuleSource::Ptx(PTX))
+        .expect("load the test PTX");
+    let empty = m.function("xs_null_empty").expect("xs_null_empty");
+    let args3 = m.function("xs_null_args3").expect("xs_null_args3");
+    assert_eq!(args3.param_sizes(), Some(&[8usize, 4, 4][..]));
+    let delay = dev
+        .builtin_module()
+        .expect("builtin module")
+        .function(xstream_core::module::BUILTIN_DELAY)
+        .expect("xstream_delay");
+    let buf = dev.alloc(LEN).expect("alloc");
+    let mut hb = dev
+        .alloc_host(LEN, &HostAllocDesc::new())
+        .expect("alloc_host");
+    let single = LaunchConfig::single();
+    let addr = buf.device_address();
+
+    // The copies move the bytes (device memory is host memory in the double).
+    let pattern: Vec<u32> = (0..(LEN / 4) as u32).map(|i| i ^ 0x5a5a_5a5a).collect();
+    let mut back = vec![0u32; LEN / 4];
+    s.write_from(&buf, &pattern[..]).expect("write_from");
+    s.read_into(&buf, &mut back[..]).expect("read_into");
+    assert_eq!(back, pattern, "write_from + read_into round trip");
+    hb.typed_mut::<u32>()
+        .expect("typed_mut")
+        .iter_mut()
+        .for_each(|w| *w = 7);
+    s.write_from_host(&hb, 0, &buf).expect("write_from_host");
+    s.read_into(&buf, &mut back[..]).expect("read_into");
+    assert!(back.iter().all(|&w| w == 7), "write_from_host");
+    s.write_from(&buf, &pattern[..]).expect("write_from");
+    s.read_into_host(&buf, &mut hb, 0).expect("read_into_host");
+    assert_eq!(hb.typed::<u32>().expect("typed"), &pattern[..]);
+    // A launch with a wrong argument is refused before the driver sees it.
+    assert!(s
+        .launch_kernel(&args3, &single, &[KernelArg::U32(1)])
+        .is_err());
+
+    let scalars = [KernelArg::U64(addr), KernelArg::U32(7), KernelArg::F32(0.5)];
+    let with_buf = [
+        KernelArg::Buffer(&buf),
+        KernelArg::U32(7),
+        KernelArg::F32(0.5),
+    ];
+    let mut rows = Vec::new();
+    let mut data = pattern.clone();
+
+    rows.push(measure(
+        &null,
+        &names,
+        &s,
+        "launch_kernel: no parameters (user PTX)",
+        || s.launch_kernel(&empty, &single, &[]).unwrap(),
+    ));
+    rows.push(measure(
+        &null,
+        &names,
+        &s,
+        "launch_kernel: u64, u32, f32 (scalars)",
+        || s.launch_kernel(&args3, &single, &scalars).unwrap(),
+    ));
+    rows.push(measure(
+        &null,
+        &names,
+        &s,
+        "launch builder: u64, u32, f32 (scalars)",
+        || {
+            s.launch_builder(&args3)
+                .arg(addr)
+                .arg(7u32)
+                .arg(0.5f32)
+                .launch()
+                .unwrap()
+        },
+    ));
+    rows.push(measure(
+        &null,
+        &names,
+        &s,
+        "launch_kernel: buffer, u32, f32",
+        || s.launch_kernel(&args3, &single, &with_buf).unwrap(),
+    ));
+    rows.push(measure(
+        &null,
+        &names,
+        &s,
+        "launch builder: buffer, u32, f32",
+        || {
+            s.launch_builder(&args3)
+                .arg(&buf)
+                .arg(7u32)
+                .arg(0.5f32)
+                .launch()
+                .unwrap()
+        },
+    ));
+    rows.push(measure(
+        &null,
+        &names,
+        &s,
+        "launch(Kernel::Delay(0)) (builtin module)",
+        || s.launch(Kernel::Delay(Duration::ZERO)).unwrap(),
+    ));
+    rows.push(measure(
+        &null,
+        &names,
+        &s,
+        "write_from 4 KiB (pageable)",
+        || s.write_from(&buf, &data[..]).unwrap(),
+    ));
+    rows.push(measure(
+        &null,
+        &names,
+        &s,
+        "read_into 4 KiB (pageable)",
+        || s.read_into(&buf, &mut data[..]).unwrap(),
+    ));
+    rows.push(measure(
+        &null,
+        &names,
+        &s,
+        "write_from_host 4 KiB (page-locked)",
+        || s.write_from_host(&hb, 0, &buf).unwrap(),
+    ));
+    rows.push(measure(
+        &null,
+        &names,
+        &s,
+        "read_into_host 4 KiB (page-locked)",
+        || s.read_into_host(&buf, &mut hb, 0).unwrap(),
+    ));
+    rows.push(measure(&null, &names, &s, "record_event", || {
+        drop(s.record_event().unwrap())
+    }));
+    rows.push(measure(&null, &names, &s, "join (another stream)", || {
+        s.join(&other).unwrap()
+    }));
+    print_rows(&rows);
+    check_rows(&rows);
+
+    timing_table(&null, &s, &empty, &args3, &delay, &buf, &mut hb);
+}
+
+/// What the code is meant to do, per operation (read from its paths; see each comment).
+fn check_rows(rows: &[Row]) {
+    let by = |label: &str| {
+        rows.iter()
+            .find(|r| r.label == label)
+            .unwrap_or_else(|| panic!("no row {label}"))
+    };
+    // A launch is one `cuLaunchKernel` (module.rs `launch_ex` → ffi `launch_values`); the
+    // context binding is cached per thread (no `cuCtxSetCurrent`), the layout was read at
+    // `function()`, and up to 32 values and pointers live on the stack: no allocation.
+    for label in [
+        "launch_kernel: no parameters (user PTX)",
+        "launch_kernel: u64, u32, f32 (scalars)",
+        "launch builder: u64, u32, f32 (scalars)",
+        "launch(Kernel::Delay(0)) (builtin module)",
+    ] {
+        let r = by(label);
+        expect_calls(r, &[("cuLaunchKernel", N)]);
+        assert_eq!(r.allocs, 0, "{label}: heap allocations over {N} launches");
+    }
+    // A buffer argument adds one entry to the stream's keep-alive list (stream/memory.rs
+    // `keep`): every KEEP_FLUSH entries the list is handed to a host function (one
+    // `cuLaunchHostFunc`) and replaced by a list allocated at full size.
+    let keep_flushes = |entries_per_op: u64| N * entries_per_op / KEEP_FLUSH;
+    for label in [
+        "launch_kernel: buffer, u32, f32",
+        "launch builder: buffer, u32, f32",
+    ] {
+        let r = by(label);
+        expect_calls(
+            r,
+            &[("cuLaunchKernel", N), ("cuLaunchHostFunc", keep_flushes(1))],
+        );
+        expect_flush_allocs(r, keep_flushes(1));
+    }
+    // Pageable typed copies: the copy and a `cuStreamSynchronize` (the slice is free again on
+    // return), no allocation (stream/memory.rs `write_bytes_now` / `read_bytes_now`).
+    for (label, copy) in [
+        ("write_from 4 KiB (pageable)", "cuMemcpyHtoDAsync_v2"),
+        ("read_into 4 KiB (pageable)", "cuMemcpyDtoHAsync_v2"),
+    ] {
+        let r = by(label);
+        expect_calls(r, &[(copy, N), ("cuStreamSynchronize", N)]);
+        assert_eq!(r.allocs, 0, "{label}: heap allocations over {N} copies");
+    }
+    // Page-locked copies: the copy, then the host buffer's fence event recorded behind it
+    // (xstream-core hostmem.rs `fenced_copy`; created once, no wait on the same stream), and
+    // two keep-alive entries per copy (the device buffer and the host span).
+    for (label, copy) in [
+        (
+            "write_from_host 4 KiB (page-locked)",
+            "cuMemcpyHtoDAsync_v2",
+        ),
+        ("read_into_host 4 KiB (page-locked)", "cuMemcpyDtoHAsync_v2"),
+    ] {
+        let r = by(label);
+        expect_calls(
+            r,
+            &[
+                (copy, N),
+                ("cuEventRecord", N),
+                ("cuLaunchHostFunc", keep_flushes(2)),
+            ],
+        );
+        expect_flush_allocs(r, keep_flushes(2));
+    }
+    // `record_event` (the trait's default): a new timing-disabled event, recorded, then
+    // destroyed inline when dropped; two allocations per event (the `Arc` of its handle and
+    // the flag report's list of native flags).
+    let r = by("record_event");
+    expect_calls(
+        r,
+        &[
+            ("cuEventCreate", N),
+            ("cuEventRecord", N),
+            ("cuEventDestroy_v2", N),
+        ],
+    );
+    assert_eq!(r.allocs, 2 * N, "record_event: heap allocations");
+    // `join`: one pooled event (event_pool.rs `order_after`), recorded on the other stream
+    // and waited for here; the pool is warm, so nothing is created or allocated.
+    let r = by("join (another stream)");
+    expect_calls(r, &[("cuEventRecord", N), ("cuStreamWaitEvent", N)]);
+    assert_eq!(r.allocs, 0, "join: heap allocations");
+}
+
+/// Allocations of `flushes` keep-list hand-offs (stream/memory.rs `keep`, stream/drop.rs
+/// `release_after`): exactly 5 each (the new list, the holder `Arc`, the boxed callback, the
+/// panic slot `Arc`, the callback slot `Arc`), plus, at most once per hand-off, the growth of
+/// the device's pending-callback list (1) and a re-registration of the fault watcher when it
+/// had gone idle (at most 3: its boxed check, its completion state, the poller queue's growth).
+fn expect_flush_allocs(r: &Row, flushes: u64) {
+    assert!(
+        (5 * flushes..=9 * flushes).contains(&r.allocs),
+        "{}: {} heap allocations over {N} operations, expected 5 to 9 per keep-list hand-off \
+         ({flushes} hand-offs)",
+        r.label,
+        r.allocs
+    );
+}
+
+// ---- CPU cost -----------------------------------------------------------------------------
+
+fn ck(r: sys::CUresult, what: &str) {
+    assert_eq!(r, sys::CUresult::CUDA_SUCCESS, "{what}");
+}
+
+/// Raw `cuLaunchKernel` of one block of one thread with `params` (null for none).
+fn raw_launch(f: sys::CUfunction, s: sys::CUstream, params: *mut *mut c_void) {
+    // SAFETY: `f` is a live function of the double whose parameters `params` covers (one
+    // pointer to a live value of each parameter's size, or null for none); `s` is live.
+    ck(
+        unsafe { sys::cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, std::ptr::null_mut()) },
+        "cuLaunchKernel",
+    );
+}
+
+/// ns per call of `xs` and `raw` (each runs `n` calls and returns the time they took), the two
+/// interleaved, and the part of `xs`'s time spent blocked in the double waiting for host
+/// functions (`xnull_wait_ns`): medians over the repeats.
+fn compare(
+    null: &Null,
+    reps: usize,
+    n: usize,
+    mut xs: impl FnMut(usize) -> Duration,
+    mut raw: impl FnMut(usize) -> Duration,
+) -> [f64; 3] {
+    let (mut a, mut w, mut b) = (Vec::new(), Vec::new(), Vec::new());
+    xs(n / 10 + 1);
+    raw(n / 10 + 1);
+    for _ in 0..reps {
+        null.reset();
+        a.push(xs(n).as_nanos() as f64 / n as f64);
+        w.push(null.wait_ns() as f64 / n as f64);
+        b.push(raw(n).as_nanos() as f64 / n as f64);
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    [median(a), median(w), median(b)]
+}
+
+fn timed(n: usize, mut f: impl FnMut()) -> Duration {
+    let t = Instant::now();
+    for _ in 0..n {
+        f();
+    }
+    t.elapsed()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn timing_table(
+    null: &Null,
+    s: &CudaStream,
+    empty: &xstream_cuda::CudaFunction,
+    args3: &xstream_cuda::CudaFunction,
+    delay: &xstream_cuda::CudaFunction,
+    buf: &xstream_cuda::CudaBuffer,
+    hb: &mut xstream_core::HostBuffer<CudaBackend>,
+) {
+    let optimised = !cfg!(debug_assertions);
+    let (reps, n) = if optimised {
+        (REPEATS, CALLS)
+    } else {
+        (3, 1000)
+    };
+    let mut rs: sys::CUstream = std::ptr::null_mut();
+    // SAFETY: valid out-pointer; the context is current on this thread (xstream bound it).
+    ck(unsafe { sys::cuStreamCreate(&mut rs, 1) }, "cuStreamCreate");
+    let mut rd: sys::CUdeviceptr = 0;
+    // SAFETY: valid out-pointer.
+    ck(unsafe { sys::cuMemAlloc_v2(&mut rd, LEN) }, "cuMemAlloc");
+    let mut rh: *mut c_void = std::ptr::null_mut();
+    // SAFETY: valid out-pointer.
+    ck(
+        unsafe { sys::cuMemHostAlloc(&mut rh, LEN, 0) },
+        "cuMemHostAlloc",
+    );
+    let xsync = || s.synchronize().unwrap();
+    let rsync = || {
+        ck(
+            // SAFETY: `rs` is live until the end of this function.
+            unsafe { sys::cuStreamSynchronize(rs) },
+            "cuStreamSynchronize",
+        )
+    };
+    let single = LaunchConfig::single();
+    let addr = buf.device_address();
+    let scalars = [KernelArg::U64(addr), KernelArg::U32(7), KernelArg::F32(0.5)];
+    let with_buf = [
+        KernelArg::Buffer(buf),
+        KernelArg::U32(7),
+        KernelArg::F32(0.5),
+    ];
+    let f_empty = empty.raw().as_ptr();
+    let f_args3 = args3.raw().as_ptr();
+    let f_delay = delay.raw().as_ptr();
+    let raw_args3 = |n: usize| {
+        let d = timed(n, || {
+            let (mut p, mut k, mut x) = (rd, 7u32, 0.5f32);
+            let mut params = [
+                &mut p as *mut u64 as *mut c_void,
+                &mut k as *mut u32 as *mut c_void,
+                &mut x as *mut f32 as *mut c_void,
+            ];
+            raw_launch(f_args3, rs, params.as_mut_ptr())
+        });
+        rsync();
+        d
+    };
+    let mut rows: Vec<(&str, [f64; 3])> = Vec::new();
+    rows.push((
+        "launch_kernel: no parameters vs cuLaunchKernel",
+        compare(
+            null,
+            reps,
+            n,
+            |n| {
+                let d = timed(n, || s.launch_kernel(empty, &single, &[]).unwrap());
+                xsync();
+                d
+            },
+            |n| {
+                let d = timed(n, || raw_launch(f_empty, rs, std::ptr::null_mut()));
+                rsync();
+                d
+            },
+        ),
+    ));
+    rows.push((
+        "launch_kernel: u64, u32, f32 vs cuLaunchKernel",
+        compare(
+            null,
+            reps,
+            n,
+            |n| {
+                let d = timed(n, || s.launch_kernel(args3, &single, &scalars).unwrap());
+                xsync();
+                d
+            },
+            raw_args3,
+        ),
+    ));
+    rows.push((
+        "launch builder: u64, u32, f32 vs cuLaunchKernel",
+        compare(
+            null,
+            reps,
+            n,
+            |n| {
+                let d = timed(n, || {
+                    s.launch_builder(args3)
+                        .arg(addr)
+                        .arg(7u32)
+                        .arg(0.5f32)
+                        .launch()
+                        .unwrap()
+                });
+                xsync();
+                d
+            },
+            raw_args3,
+        ),
+    ));
+    rows.push((
+        "launch_kernel: buffer, u32, f32 vs cuLaunchKernel",
+        compare(
+            null,
+            reps,
+            n,
+            |n| {
+                let d = timed(n, || s.launch_kernel(args3, &single, &with_buf).unwrap());
+                xsync();
+                d
+            },
+            raw_args3,
+        ),
+    ));
+    rows.push((
+        "launch builder: buffer, u32, f32 vs cuLaunchKernel (run 17's builder row)",
+        compare(
+            null,
+            reps,
+            n,
+            |n| {
+                let d = timed(n, || {
+                    s.launch_builder(args3)
+                        .arg(buf)
+                        .arg(7u32)
+                        .arg(0.5f32)
+                        .launch()
+                        .unwrap()
+                });
+                xsync();
+                d
+            },
+            raw_args3,
+        ),
+    ));
+    rows.push((
+        "launch(Kernel::Delay(0)) vs cuLaunchKernel of xstream_delay",
+        compare(
+            null,
+            reps,
+            n,
+            |n| {
+                let d = timed(n, || s.launch(Kernel::Delay(Duration::ZERO)).unwrap());
+                xsync();
+                d
+            },
+            |n| {
+                let d = timed(n, || {
+                    let mut ns = 0u64;
+                    let mut params = [&mut ns as *mut u64 as *mut c_void];
+                    raw_launch(f_delay, rs, params.as_mut_ptr())
+                });
+                rsync();
+                d
+            },
+        ),
+    ));
+    rows.push((
+        "write_from_host 4 KiB (batch + sync) vs cuMemcpyHtoDAsync",
+        compare(
+            null,
+            reps,
+            n,
+            |n| {
+                let t = Instant::now();
+                for _ in 0..n {
+                    s.write_from_host(hb, 0, buf).unwrap();
+                }
+                xsync();
+                t.elapsed()
+            },
+            |n| {
+                let t = Instant::now();
+                for _ in 0..n {
+                    // SAFETY: `rh` and `rd` are live blocks of `LEN` bytes of the double.
+                    ck(
+                        unsafe { sys::cuMemcpyHtoDAsync_v2(rd, rh, LEN, rs) },
+                        "cuMemcpyHtoDAsync",
+                    );
+                }
+                rsync();
+                t.elapsed()
+            },
+        ),
+    ));
+    let hbm = std::cell::RefCell::new(hb);
+    rows.push((
+        "read_into_host 4 KiB (batch + sync) vs cuMemcpyDtoHAsync",
+        compare(
+            null,
+            reps,
+            n,
+            |n| {
+                let mut h = hbm.borrow_mut();
+                let t = Instant::now();
+                for _ in 0..n {
+                    s.read_into_host(buf, &mut h, 0).unwrap();
+                }
+                xsync();
+                t.elapsed()
+            },
+            |n| {
+                let t = Instant::now();
+                for _ in 0..n {
+                    // SAFETY: as above.
+                    ck(
+                        unsafe { sys::cuMemcpyDtoHAsync_v2(rh, rd, LEN, rs) },
+                        "cuMemcpyDtoHAsync",
+                    );
+                }
+                rsync();
+                t.elapsed()
+            },
+        ),
+    ));
+    // SAFETY: all three are the double's, and nothing uses them any more.
+    unsafe {
+        ck(sys::cuMemFreeHost(rh), "cuMemFreeHost");
+        ck(sys::cuMemFree_v2(rd), "cuMemFree");
+        ck(sys::cuStreamDestroy_v2(rs), "cuStreamDestroy");
+    }
+    println!(
+        "\nCPU cost per call against the null driver (a test double, not a GPU): median of {reps} \
+         repeats of {n} calls, {} build{}",
+        if optimised { "optimised" } else { "debug" },
+        if optimised {
+            ""
+        } else {
+            " (numbers mean nothing: run with --release)"
+        }
+    );
+    println!(
+        "| operation | xstream ns | of which blocked in the double | raw ns | xstream - raw ns | \
+         xstream - blocked - raw ns |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (label, [x, w, r]) in rows {
+        println!(
+            "| {label} | {x:.0} | {w:.0} | {r:.0} | {:+.0} | {:+.0} |",
+            x - r,
+            x - w - r
+        );
+    }
+}
