@@ -429,28 +429,6 @@ pub(crate) fn launch_ex(
             b.check_device("launch_kernel", dev)?;
         }
     }
-    let mut inline_vals = [ArgValue::Borrowed(&[]); ffi::INLINE_PARAMS];
-    let mut inline_refs: [&[u8]; ffi::INLINE_PARAMS] = [&[]; ffi::INLINE_PARAMS];
-    let mut heap_vals = Vec::new();
-    let mut heap_refs = Vec::new();
-    let vals: &mut [ArgValue<'_>] = if args.len() <= ffi::INLINE_PARAMS {
-        &mut inline_vals[..args.len()]
-    } else {
-        heap_vals.resize(args.len(), ArgValue::Borrowed(&[]));
-        &mut heap_vals
-    };
-    for (v, a) in vals.iter_mut().zip(args) {
-        *v = a.value(CudaBuffer::ptr);
-    }
-    let refs: &mut [&[u8]] = if args.len() <= ffi::INLINE_PARAMS {
-        &mut inline_refs[..args.len()]
-    } else {
-        heap_refs.resize(args.len(), &[][..]);
-        &mut heap_refs
-    };
-    for (r, v) in refs.iter_mut().zip(vals.iter()) {
-        *r = v.as_bytes();
-    }
     let l = ffi::Launch {
         f: fi.raw,
         stream: s.raw_stream(),
@@ -462,11 +440,15 @@ pub(crate) fn launch_ex(
             cluster: attrs.cluster,
         },
     };
-    let r = match (&fi.layout, unknown) {
-        (Some(layout), _) => ffi::launch_kernel(layout, &l, refs),
-        (None, Layout::Trusted(promise)) => ffi::launch_trusted(&l, refs, promise),
-        (None, Layout::Required) => return Err(no_layout(&fi.name)),
-    };
+    // The values and their byte views live on the stack in arrays of the smallest tier that
+    // holds them: filling a 32-slot array on every launch cost more than the rest of the
+    // launch path (null-driver profile, docs/performance.md).
+    let r = match args.len() {
+        0..=4 => enqueue::<4>(fi, &l, args, unknown),
+        5..=8 => enqueue::<8>(fi, &l, args, unknown),
+        9..=16 => enqueue::<16>(fi, &l, args, unknown),
+        _ => enqueue::<{ ffi::INLINE_PARAMS }>(fi, &l, args, unknown),
+    }?;
     s.check_launch(r)?;
     for a in args {
         if let Some(b) = a.buffer() {
@@ -477,6 +459,44 @@ pub(crate) fn launch_ex(
         s.track_module(&fi.module);
     }
     Ok(())
+}
+
+/// Converts `args` to their bytes in stack arrays of `N` slots (a heap array past `N`) and
+/// makes the driver call: `Err` when the launch is refused before it (no layout), else the
+/// driver's result.
+fn enqueue<const N: usize>(
+    fi: &FunctionInner,
+    l: &ffi::Launch,
+    args: &[KernelArg<'_, CudaBuffer>],
+    unknown: Layout,
+) -> Result<ffi::CuResult<()>> {
+    let mut inline_vals = [ArgValue::Borrowed(&[]); N];
+    let mut inline_refs: [&[u8]; N] = [&[]; N];
+    let mut heap_vals = Vec::new();
+    let mut heap_refs = Vec::new();
+    let vals: &mut [ArgValue<'_>] = if args.len() <= N {
+        &mut inline_vals[..args.len()]
+    } else {
+        heap_vals.resize(args.len(), ArgValue::Borrowed(&[]));
+        &mut heap_vals
+    };
+    for (v, a) in vals.iter_mut().zip(args) {
+        *v = a.value(CudaBuffer::ptr);
+    }
+    let refs: &mut [&[u8]] = if args.len() <= N {
+        &mut inline_refs[..args.len()]
+    } else {
+        heap_refs.resize(args.len(), &[][..]);
+        &mut heap_refs
+    };
+    for (r, v) in refs.iter_mut().zip(vals.iter()) {
+        *r = v.as_bytes();
+    }
+    Ok(match (&fi.layout, unknown) {
+        (Some(layout), _) => ffi::launch_kernel(layout, l, refs),
+        (None, Layout::Trusted(promise)) => ffi::launch_trusted(l, refs, promise),
+        (None, Layout::Required) => return Err(no_layout(&fi.name)),
+    })
 }
 
 /// The error of a safe launch of a function whose layout the driver cannot report.
