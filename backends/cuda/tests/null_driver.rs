@@ -518,8 +518,158 @@ fn child(lib: &Path) {
     }));
     print_rows(&rows);
     check_rows(&rows);
+    raw_buffers(&null, &dev, &s);
 
     timing_table(&null, &s, &empty, &args3, &delay, &buf, &mut hb);
+}
+
+/// Waits until every thread made `want` calls of `name` since the last reset, at most `guard`
+/// (not a timing bound: a buffer's `cuMemFree` may run behind its stream's work, off the
+/// dropping thread). Returns the count then.
+fn wait_calls(null: &Null, name: &str, want: u64, guard: Duration) -> u64 {
+    let end = Instant::now() + guard;
+    loop {
+        let n = null.calls(name);
+        if n >= want || Instant::now() > end {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `Buffer::into_raw` / `from_raw` / `from_raw_borrowed` through the CUDA backend's own code
+/// (`backends/cuda/src/memory.rs`), against the double's allocation table: the bytes survive
+/// the round trip, `into_raw` frees nothing, a borrowed buffer never frees, the owner frees
+/// exactly once, and the descriptors the driver can check (`cuMemGetAddressRange`) are refused
+/// when wrong. Behaviour of this crate's code only: the double is not a GPU.
+fn raw_buffers(null: &Null, dev: &xstream_cuda::CudaDevice, s: &CudaStream) {
+    use xstream_core::{BackendKind, Error, RawAlloc, RawBuffer};
+    let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let b = dev.alloc(1000).expect("alloc");
+    s.write_from(&b, &data).expect("write_from");
+    null.reset();
+    let raw = b.into_raw();
+    s.synchronize().expect("synchronize");
+    assert_eq!(
+        raw.len, 1000,
+        "the descriptor's length is not the requested one"
+    );
+    assert_eq!(raw.alloc, RawAlloc::Plain);
+    assert_eq!(raw.backend, BackendKind::Cuda);
+    assert_eq!(null.calls("cuMemFree_v2"), 0, "into_raw freed the memory");
+
+    // Descriptors the backend must refuse (checked before anything is taken over).
+    let refused = |r: xstream_core::Result<xstream_cuda::CudaBuffer>, what: &str| match r {
+        Err(Error::InvalidArgument(_) | Error::WrongDevice(_) | Error::Unsupported { .. }) => {}
+        other => panic!("{what}: expected a refusal, got {other:?}"),
+    };
+    let bad = [
+        (
+            RawBuffer {
+                backend: BackendKind::Host,
+                ..raw
+            },
+            "another backend",
+        ),
+        (
+            RawBuffer {
+                ordinal: raw.ordinal + 1,
+                ..raw
+            },
+            "another device",
+        ),
+        (RawBuffer { address: 0, ..raw }, "a null address"),
+        (
+            RawBuffer {
+                address: raw.address + 16,
+                len: 16,
+                ..raw
+            },
+            "owned, not at the allocation's base",
+        ),
+        (
+            RawBuffer {
+                len: raw.len + (1 << 20),
+                ..raw
+            },
+            "past the allocation's end",
+        ),
+        (
+            RawBuffer {
+                address: 0x10,
+                len: 16,
+                ..raw
+            },
+            "no allocation there",
+        ),
+    ];
+    for (r, what) in bad {
+        // SAFETY: each descriptor is refused before any memory is taken over (the assertion).
+        refused(unsafe { xstream_cuda::CudaBuffer::from_raw(dev, r) }, what);
+    }
+    // A part of a live allocation may be borrowed; past its end may not.
+    // SAFETY: the range lies inside the live allocation, which outlives the borrow.
+    let part = unsafe {
+        xstream_cuda::CudaBuffer::from_raw_borrowed(
+            dev,
+            RawBuffer {
+                address: raw.address + 16,
+                len: 16,
+                ..raw
+            },
+        )
+    }
+    .expect("borrow a part of a live allocation");
+    assert_eq!(part.len(), 16);
+    // SAFETY: refused before anything is taken over (the assertion).
+    refused(
+        unsafe {
+            xstream_cuda::CudaBuffer::from_raw_borrowed(
+                dev,
+                RawBuffer {
+                    len: raw.len + (1 << 20),
+                    ..raw
+                },
+            )
+        },
+        "borrowed past the allocation's end",
+    );
+
+    // SAFETY: `raw` came from `into_raw` of a live plain allocation of this device; nothing
+    // else frees it.
+    let back = unsafe { xstream_cuda::CudaBuffer::from_raw(dev, raw) }.expect("from_raw");
+    // SAFETY: the same allocation, owned by `back`, which outlives `alias`.
+    let alias = unsafe { xstream_cuda::CudaBuffer::from_raw_borrowed(dev, raw) }
+        .expect("from_raw_borrowed");
+    let mut got = vec![0u8; 1000];
+    s.read_into(&alias, &mut got).expect("read_into");
+    assert_eq!(got, data, "the bytes did not survive into_raw / from_raw");
+    s.memset(&back, 0, 8, 0xee)
+        .expect("memset through the owner");
+    s.read_into(&alias, &mut got).expect("read_into");
+    assert_eq!(
+        &got[..8],
+        &[0xee; 8],
+        "the alias does not see the owner's write"
+    );
+    drop(alias);
+    drop(part);
+    s.synchronize().expect("synchronize");
+    assert_eq!(
+        // A short window: a free would come from the drops just made (the owner's, below,
+        // takes the same path and is waited for up to 10 s).
+        wait_calls(null, "cuMemFree_v2", 1, Duration::from_millis(300)),
+        0,
+        "a borrowed buffer freed its owner's memory"
+    );
+    drop(back);
+    s.synchronize().expect("synchronize");
+    assert_eq!(
+        wait_calls(null, "cuMemFree_v2", 1, Duration::from_secs(10)),
+        1,
+        "the buffer taken back by from_raw was not freed exactly once"
+    );
+    println!("raw buffers: round trip, refusals and frees as intended");
 }
 
 /// What the code is meant to do, per operation (read from its paths; see each comment).
