@@ -18,9 +18,6 @@
 #[path = "../benches/common/mod.rs"]
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use xstream_ascend::AscendBackend;
 use xstream_core::{
     Backend, Device, Event, EventDesc, EventFlags, PoolConfig, PriorityClass, Stream, StreamDesc,
@@ -28,43 +25,9 @@ use xstream_core::{
 };
 use xstream_host::HostBackend;
 
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-struct Counting;
-
-fn bump() {
-    // `try_with`: the counter may already be gone while a thread is being torn down.
-    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: forwards to `System`; the counter has no allocation of its own (const-initialised
-// `Cell`, no destructor).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded contract.
-        unsafe { System.realloc(p, l, n) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: forwarded contract.
-        unsafe { System.dealloc(p, l) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: xstream_conformance::alloc_count::CountingAlloc =
+    xstream_conformance::alloc_count::CountingAlloc;
 
 const N: u64 = 1_000;
 
@@ -73,11 +36,11 @@ fn count(mut f: impl FnMut()) -> u64 {
     for _ in 0..100 {
         f();
     }
-    let before = ALLOCS.with(Cell::get);
+    let before = xstream_conformance::alloc_count::allocs();
     for _ in 0..N {
         f();
     }
-    ALLOCS.with(Cell::get) - before
+    xstream_conformance::alloc_count::allocs() - before
 }
 
 fn report(backend: &str, op: &str, xstream: u64, raw: Option<u64>) {
@@ -205,13 +168,13 @@ fn host_hot_path_allocations() {
 fn count_grouped(groups: u64, mut op: impl FnMut(), mut between: impl FnMut()) -> u64 {
     let mut total = 0;
     for g in 0..groups + 1 {
-        let before = ALLOCS.with(Cell::get);
+        let before = xstream_conformance::alloc_count::allocs();
         for _ in 0..100 {
             op();
         }
         // The first group warms up (keep-list capacity, lazily made fence events).
         if g > 0 {
-            total += ALLOCS.with(Cell::get) - before;
+            total += xstream_conformance::alloc_count::allocs() - before;
         }
         between();
     }

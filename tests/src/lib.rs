@@ -128,6 +128,7 @@ macro_rules! need {
 }
 
 // The families of checks; each check is one function that [`checks`] lists.
+pub mod alloc_count;
 mod callbacks;
 mod capture;
 pub mod child;

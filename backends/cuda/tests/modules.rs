@@ -3,9 +3,6 @@
 //! machine (the allocation count is per thread, but launches share the device).
 #![allow(unsafe_code)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use xstream_conformance::modules::FILL_PTX;
 use xstream_core::module::{lcg_launch, BUILTIN_LCG};
 use xstream_core::{
@@ -14,33 +11,9 @@ use xstream_core::{
 };
 use xstream_cuda::{CudaBackend, CudaBuffer, CudaDevice, CudaEvent, CudaStream};
 
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Counts this thread's heap allocations (for the zero-allocation launch check).
-struct Counting;
-
-// SAFETY: forwards to `System`; the counter is a const-initialised `Cell` without destructor.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded contract.
-        unsafe { System.realloc(p, l, n) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: forwarded contract.
-        unsafe { System.dealloc(p, l) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: xstream_conformance::alloc_count::CountingAlloc =
+    xstream_conformance::alloc_count::CountingAlloc;
 
 fn device(test: &str) -> Option<CudaDevice> {
     if let Err(e) = CudaBackend::availability() {
@@ -292,11 +265,11 @@ fn launches_allocate_nothing_after_the_first() {
     let b = d.alloc(64).unwrap();
     let count = |f: &dyn Fn()| {
         f();
-        let before = ALLOCS.with(Cell::get);
+        let before = xstream_conformance::alloc_count::allocs();
         for _ in 0..1000 {
             f();
         }
-        ALLOCS.with(Cell::get) - before
+        xstream_conformance::alloc_count::allocs() - before
     };
     let a = count(&|| {
         s.launch_kernel(&delay, &LaunchConfig::single(), &[KernelArg::U64(0)])
@@ -475,12 +448,12 @@ fn launch_builder_attributes_and_allocations() {
         .arg(0.5f32);
     let mut total = 0;
     for g in 0..6 {
-        let before = ALLOCS.with(Cell::get);
+        let before = xstream_conformance::alloc_count::allocs();
         for _ in 0..100 {
             l.launch().unwrap();
         }
         if g > 0 {
-            total += ALLOCS.with(Cell::get) - before;
+            total += xstream_conformance::alloc_count::allocs() - before;
         }
         s.synchronize().unwrap();
     }

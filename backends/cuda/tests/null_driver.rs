@@ -16,8 +16,6 @@
 //! run of the same code in a debug build (its numbers mean nothing).
 #![allow(unsafe_code)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
@@ -30,42 +28,10 @@ use xstream_core::{
 use xstream_cuda::cudarc::driver::sys;
 use xstream_cuda::{CudaBackend, CudaStream};
 
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Counts this thread's heap allocations (allocations and reallocations).
-struct Counting;
-
-// SAFETY: forwards to `System`; the counter is a const-initialised `Cell` without destructor.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded contract.
-        unsafe { System.realloc(p, l, n) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: forwarded contract.
-        unsafe { System.dealloc(p, l) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocs() -> u64 {
-    ALLOCS.with(|c| c.get())
-}
+static GLOBAL: xstream_conformance::alloc_count::CountingAlloc =
+    xstream_conformance::alloc_count::CountingAlloc;
+use xstream_conformance::alloc_count::allocs;
 
 /// The environment variable that marks the child and names the linked double.
 const CHILD: &str = "XSTREAM_NULL_DRIVER";

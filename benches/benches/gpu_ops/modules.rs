@@ -3,8 +3,6 @@
 //! heap allocations per launch, counted by this bench's `#[global_allocator]` (per thread, so
 //! only the launching thread's allocations are seen).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr;
 use std::time::Duration;
@@ -20,39 +18,9 @@ use super::{
     EMPTY_PTX,
 };
 
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Counts the calling thread's heap allocations; forwards to `System`.
-struct Counting;
-
-// SAFETY: forwards every call to `System`; the counter is a const-initialised `Cell` without
-// destructor, so counting never allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded contract.
-        unsafe { System.realloc(p, l, n) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: forwarded contract.
-        unsafe { System.dealloc(p, l) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: xstream_conformance::alloc_count::CountingAlloc =
+    xstream_conformance::alloc_count::CountingAlloc;
 
 /// Launches counted per variant.
 const COUNT_LAUNCHES: u64 = 10_000;
@@ -69,11 +37,11 @@ pub(crate) fn per_launch(mut f: impl FnMut()) -> f64 {
     for _ in 0..100 {
         f();
     }
-    let before = ALLOCS.with(Cell::get);
+    let before = xstream_conformance::alloc_count::allocs();
     for _ in 0..COUNT_LAUNCHES {
         f();
     }
-    (ALLOCS.with(Cell::get) - before) as f64 / COUNT_LAUNCHES as f64
+    (xstream_conformance::alloc_count::allocs() - before) as f64 / COUNT_LAUNCHES as f64
 }
 
 /// `xstream_lcg(u64 data, u32 words, u32 rounds)` through the raw driver.
