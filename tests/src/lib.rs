@@ -27,6 +27,7 @@
 //! - `memop`: stream memory operations (wait on / write a value).
 //! - `reduce`: the built-in reduce (`dst = op(dst, src)` per element) against a typed reference.
 //! - `peer`: copies between devices (peer access).
+//! - `foreign`: the foreign-buffer rule (every buffer operation refuses another device's buffer).
 //! - `raw`: raw buffers (`into_raw`, `from_raw`, `from_raw_borrowed`): round trip, every
 //!   stream operation on the taken-back buffer, frees observed, bad descriptors refused.
 //! - `views`: buffer views and typed slices, typed copies, 16/32-bit memsets, zero-length
@@ -137,6 +138,7 @@ mod data;
 mod devinfo;
 mod events;
 mod flags;
+mod foreign;
 mod memop;
 pub mod modules;
 pub mod ordered_use;
@@ -258,6 +260,7 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         },
         c!(reduce::reduce_builtin, "the built-in reduce matches a typed reference for every kind and type the device has, refuses bad ranges and replays from a capture"),
         c!(views::views_and_typed_copies, "views and typed slices slice, split and refuse misaligned or out-of-range ranges; memset/16/32, write, read, copy and typed copies (synchronous and page-locked) work through views; a kernel on a view touches only the view"),
+        c!(views::fill64, "64-bit fills (memset64) set every element with distinct or equal halves, refuse misaligned and partial ranges, and are no-ops at zero length"),
         c!(views::zero_length, "zero-length buffers are allowed and distinct; zero-length memsets and copies are no-ops"),
         c!(views::kernel_aliasing, "a buffer passed twice to a kernel (out = a + a, a = a + b, views of one buffer) gives the reference result"),
         c!(peer::peer_copy, "with peer access enabled bytes move both ways between devices in stream order; without it, out of bounds or with foreign buffers the copy is refused"),
@@ -268,6 +271,7 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         c!(ordered_use::alloc_without_host_sync, "alloc_zeroed_on zeroes in its stream's order without a host wait; alloc_uninit holds what is written"),
         c!(ordered_use::many_stream_users, "a stream-ordered buffer used by six held streams keeps its bytes for them; free_async does not wait on the host"),
         c!(raw::raw_round_trip, "into_raw then from_raw keeps the bytes and works in every stream operation (views, copies, memset, a kernel argument); a borrowed alias never frees, the owner's drop frees; bad descriptors (another backend or device, a zero address) are refused"),
+        c!(foreign::foreign_buffers, "every stream operation that takes a buffer refuses one of another device with WrongDevice before it reaches the vendor; the foreign bytes stay unchanged and the stream keeps working"),
         c!(ordered_use::record_use_no_host_wait, "record_use on plain and stream-ordered buffers, and the frees after it, never wait on the host"),
     ]
 }
@@ -314,7 +318,13 @@ const ACL_MODULES: &str = "the builtin module and the suite's Ascend user kernel
                            the ACL runtime simulator's test-only format; a real CANN runtime \
                            refuses them (the device lacks KERNELS)";
 
-static CUDA_MAY_SKIP: [MaySkip; 16] = [
+static CUDA_MAY_SKIP: [MaySkip; 17] = [
+    MaySkip {
+        check: "foreign_buffers",
+        when: SkipWhen::Always,
+        reason: "a buffer of another device needs a second GPU (the check runs where the \
+                 machine has two)",
+    },
     lacks("kernel_aliasing", Capabilities::MODULES, CUDA_MODULES),
     lacks("reduce_builtin", Capabilities::REDUCE, CUDA_MODULES),
     lacks("peer_copy", Capabilities::PEER_COPY, PEER_ONE_DEVICE),
@@ -429,12 +439,20 @@ const PEER_ONE_DEVICE: &str = "a copy between devices needs two devices; the dev
                                (one device, or none it can access), so it lacks PEER_COPY";
 
 /// The host reference skips only where it has a single device.
-static HOST_MAY_SKIP: [MaySkip; 1] = [MaySkip {
-    check: "peer_copy",
-    when: SkipWhen::Always,
-    reason: "there is one host device unless XSTREAM_HOST_DEVICES asks for more; the host \
-             conformance test runs this check again in a child process with two",
-}];
+static HOST_MAY_SKIP: [MaySkip; 2] = [
+    MaySkip {
+        check: "peer_copy",
+        when: SkipWhen::Always,
+        reason: "there is one host device unless XSTREAM_HOST_DEVICES asks for more; the host \
+                 conformance test runs this check again in a child process with two",
+    },
+    MaySkip {
+        check: "foreign_buffers",
+        when: SkipWhen::Always,
+        reason: "there is one host device unless XSTREAM_HOST_DEVICES asks for more; the host \
+                 conformance test runs this check again in a child process with two",
+    },
+];
 
 /// The checks that may skip on backend `kind`, each with when and why. Every other check must
 /// pass (the host backend, the reference, lists only the check that needs two devices).

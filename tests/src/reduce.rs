@@ -151,7 +151,7 @@ pub(crate) fn reduce_builtin<B: Backend>(env: &Env<B>) -> CheckResult {
     let a = dev.alloc(64).ctx("alloc")?;
     let b = dev.alloc(64).ctx("alloc")?;
     let bad: [(&str, usize, usize, usize); 5] = [
-        ("zero length", 0, 0, 0),
+        ("a zero length past the end", 68, 0, 0),
         ("partial element", 0, 0, 6),
         ("misaligned destination", 2, 0, 8),
         ("outside the source", 0, 48, 32),
@@ -163,6 +163,14 @@ pub(crate) fn reduce_builtin<B: Backend>(env: &Env<B>) -> CheckResult {
             other => return Err(format!("reduce with {why}: {other:?}")),
         }
     }
+    // A zero length is a no-op, as in every other operation: nothing changes.
+    let before = read_all::<B>(&s, &a)?;
+    s.reduce(&a, 8, &b, 4, 0, r)
+        .ctx("a zero-length reduce is a no-op")?;
+    ensure!(
+        read_all::<B>(&s, &a)? == before,
+        "a zero-length reduce changed the destination"
+    );
     match s.reduce(&a, 0, &a, 4, 16, r) {
         Err(Error::InvalidArgument(_)) => {}
         other => {

@@ -438,3 +438,51 @@ pub(crate) fn kernel_aliasing<B: Backend>(env: &Env<B>) -> CheckResult {
     );
     pass("out = a + a, a = a + b and disjoint views of one buffer give the reference results")
 }
+
+/// 64-bit fills (`memset64`, what `full(i64 | u64 | f64)` needs): distinct and equal halves,
+/// a fill larger than any staging a backend may use, element alignment refused, zero length a
+/// no-op; every element read back.
+pub(crate) fn fill64<B: Backend>(env: &Env<B>) -> CheckResult {
+    let dev = &env.device;
+    let s = dev.create_stream(&nb()).ctx("create_stream")?;
+    // 1 MiB + 3 elements: past a power of two, so an emulation that doubles a staged prefix
+    // must handle the tail.
+    const N: usize = (1 << 17) + 3;
+    let buf = dev.alloc(N * 8).ctx("alloc")?;
+    s.memset(&buf, 0, N * 8, 0x11).ctx("memset")?;
+    let mut model = vec![0x1111_1111_1111_1111u64; N];
+    let all = buf.typed::<u64>().ctx("typed")?;
+    let pi = std::f64::consts::PI.to_bits();
+    s.memset64(all.slice(1..N - 1).ctx("slice")?, pi)
+        .ctx("memset64 of distinct halves")?;
+    model[1..N - 1].fill(pi);
+    let same = 0x0bad_cafe_0bad_cafe_u64;
+    s.memset64(all.slice(5..9).ctx("slice")?, same)
+        .ctx("memset64 of equal halves")?;
+    model[5..9].fill(same);
+    s.memset64(all.slice(7..7).ctx("slice")?, 0)
+        .ctx("memset64 of 0 bytes")?;
+    invalid(
+        "memset64 at a 4-byte offset",
+        s.memset64(BufferView::range(&buf, 4, 16).ctx("view")?, 1),
+        "multiples of 8",
+    )?;
+    invalid(
+        "memset64 of a partial element",
+        s.memset64(BufferView::range(&buf, 8, 12).ctx("view")?, 1),
+        "multiples of 8",
+    )?;
+    let mut back = vec![0u64; N];
+    s.read_into(&buf, &mut back).ctx("read_into")?;
+    if let Some(i) = (0..N).find(|&i| back[i] != model[i]) {
+        return Err(format!(
+            "element {i} after the 64-bit fills is {:#x}, expected {:#x}",
+            back[i], model[i]
+        ));
+    }
+    let f = f64::from_bits(back[N / 2]);
+    ensure!(f == std::f64::consts::PI, "an f64 fill read back as {f}");
+    pass(format!(
+        "{N} elements: distinct halves, equal halves, zero length, misaligned and partial ranges refused"
+    ))
+}

@@ -85,8 +85,13 @@ fn host_bad_copies_are_clear_errors() {
     // Zero bytes: a no-op (docs/semantics.md, zero-length buffers and copies).
     s.copy_to_device(&h, 0, &buf, 0, 0)
         .expect("empty copy is a no-op");
+    // A zero-length host buffer: empty, and copies of it are no-ops.
+    let mut empty = d.alloc_host(0, &HostAllocDesc::new()).unwrap();
+    assert!(empty.is_empty() && empty.len() == 0 && empty.as_slice().unwrap().is_empty());
+    s.copy_to_device(&empty, 0, &buf, 0, 0).unwrap();
+    s.copy_to_host(&buf, 0, &mut empty, 0, 0).unwrap();
     assert!(matches!(
-        d.alloc_host(0, &HostAllocDesc::new()),
+        s.copy_to_device(&empty, 0, &buf, 0, 1),
         Err(Error::InvalidArgument(_))
     ));
     // A device buffer of another device.

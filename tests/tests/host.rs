@@ -14,9 +14,9 @@ fn conformance_on_host() {
     assert_conforms::<HostBackend>("host", &sum);
 }
 
-/// The peer-copy check on two host devices: the variable that sets the device count is only
-/// read, never changed, in this multi-threaded test binary, so the check runs in a child
-/// process started with `XSTREAM_HOST_DEVICES=2`.
+/// The checks that need two host devices (peer copies, the foreign-buffer rule): the variable
+/// that sets the device count is only read, never changed, in this multi-threaded test binary,
+/// so they run in a child process started with `XSTREAM_HOST_DEVICES=2`.
 #[test]
 fn peer_copy_on_two_host_devices() {
     const CHILD: &str = "XSTREAM_PEER_CHILD";
@@ -25,12 +25,14 @@ fn peer_copy_on_two_host_devices() {
             device: HostBackend::open(0).expect("host device"),
             isolated: None,
         };
-        let sum = run(&env, Some("peer_copy"), report_line);
-        assert_eq!(
-            (sum.passed, sum.failed, sum.skipped),
-            (1, 0, 0),
-            "peer_copy on two host devices: {sum:?}"
-        );
+        for check in ["peer_copy", "foreign_buffers"] {
+            let sum = run(&env, Some(check), report_line);
+            assert_eq!(
+                (sum.passed, sum.failed, sum.skipped),
+                (1, 0, 0),
+                "{check} on two host devices: {sum:?}"
+            );
+        }
         return;
     }
     let out = std::process::Command::new(std::env::current_exe().expect("test binary"))

@@ -554,15 +554,15 @@ impl Device for AscendDevice {
         desc: &xstream_core::HostAllocDesc,
     ) -> Result<xstream_core::HostBuffer<AscendBackend>> {
         ensure_not_in_callback()?;
-        if len == 0 {
-            return Err(Error::invalid("a host buffer needs at least one byte"));
-        }
         let (_, flags, report) = xstream_core::translate_host_flags(
             xstream_core::BackendKind::Ascend,
             ACL_HOST_MEM_FLAGS,
             desc.flags,
             desc.policy,
         )?;
+        if len == 0 {
+            return xstream_core::HostBuffer::empty(self, flags, report);
+        }
         self.inner.bind()?;
         let mem = result::memory::HostAlloc::new(self.inner.t, self.inner.ordinal, len)?;
         Ok(xstream_core::HostBuffer::from_allocation(
@@ -743,6 +743,13 @@ impl Buffer for AscendBuffer {
     }
     fn device_address(&self) -> u64 {
         self.inner.ptr.0 as u64
+    }
+    fn device_ordinal(&self) -> usize {
+        self.inner.device.inner.info.ordinal
+    }
+    /// The same opened device (one ACL context per device handle).
+    fn belongs_to(&self, device: &AscendDevice) -> bool {
+        self.inner.device.same(device)
     }
 
     /// Marks the memory as not xstream's: no drop (of this buffer, a clone or the work

@@ -542,35 +542,8 @@ impl Stream for AscendStream {
         attribute::allocator(self)
     }
 
-    fn memset(&self, buf: &AscendBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        memory::memset(self, buf, offset, len, value)
-    }
-
-    fn write(&self, dst: &AscendBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
-        memory::write(self, dst, offset, data)
-    }
-
     fn alloc_async(&self, len: usize) -> Result<AscendBuffer> {
         memory::alloc_async(self, len)
-    }
-
-    fn free_async(&self, buf: AscendBuffer) -> Result<()> {
-        memory::free_async(self, buf)
-    }
-
-    fn read(&self, src: &AscendBuffer, offset: usize, len: usize) -> Result<Readback> {
-        memory::read(self, src, offset, len)
-    }
-
-    fn copy(
-        &self,
-        src: &AscendBuffer,
-        src_offset: usize,
-        dst: &AscendBuffer,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        memory::copy(self, src, src_offset, dst, dst_offset, len)
     }
 
     fn copy_peer(
@@ -582,59 +555,6 @@ impl Stream for AscendStream {
         len: usize,
     ) -> Result<()> {
         memory::copy_peer(self, src, src_offset, dst, dst_offset, len)
-    }
-
-    fn launch(&self, kernel: Kernel<'_, AscendBuffer>) -> Result<()> {
-        match kernel {
-            Kernel::Delay(t) => {
-                ensure_not_in_callback()?;
-                let f = AscendFunction::builtin(&self.device, BUILTIN_DELAY)?;
-                let ns = xstream_core::module::delay_nanoseconds(t);
-                kernel::launch(self, &f, &LaunchConfig::single(), &[KernelArg::U64(ns)])
-            }
-            Kernel::Lcg { buf, rounds } => {
-                ensure_not_in_callback()?;
-                let f = AscendFunction::builtin(&self.device, BUILTIN_LCG)?;
-                let (words, cfg) = xstream_core::module::lcg_launch(buf.inner.len)?;
-                let args = [
-                    KernelArg::Buffer(buf),
-                    KernelArg::U32(words),
-                    KernelArg::U32(rounds),
-                ];
-                kernel::launch(self, &f, &cfg, &args)
-            }
-            #[cfg(feature = "testing")]
-            Kernel::Fault => {
-                self.enter("launch")?;
-                let d = &self.device.inner;
-                if d.t.xsimLaunchFault.is_none() {
-                    return Err(Error::unsupported(
-                        BackendKind::Ascend,
-                        "Kernel::Fault (simulator-only)",
-                    ));
-                }
-                result::xsim::fault(d.t, self.state.raw, crate::FAULT_CODE)?;
-                self.state.enqueued(None);
-                Ok(())
-            }
-            // xstream-core's test kernels, turned on by another crate of the build.
-            #[cfg(not(feature = "testing"))]
-            #[allow(unreachable_patterns)]
-            _ => Err(Error::unsupported(
-                BackendKind::Ascend,
-                "test-only kernels (xstream-ascend's `testing` feature is off)",
-            )),
-        }
-    }
-
-    fn launch_kernel(
-        &self,
-        f: &AscendFunction,
-        cfg: &LaunchConfig,
-        args: &[KernelArg<'_, AscendBuffer>],
-    ) -> Result<()> {
-        ensure_not_in_callback()?;
-        kernel::launch(self, f, cfg, args)
     }
 
     // --- launch builder ---
@@ -665,46 +585,6 @@ impl Stream for AscendStream {
     // --- end of launch builder ---
 
     // ---- Stream memory operations (see `stream::memop`) ----
-
-    fn wait_value32(
-        &self,
-        _buf: &AscendBuffer,
-        _offset: usize,
-        _value: u32,
-        _cond: xstream_core::WaitCondition,
-    ) -> Result<()> {
-        Err(memop::no_32bit("wait_value32"))
-    }
-
-    fn wait_value64(
-        &self,
-        buf: &AscendBuffer,
-        offset: usize,
-        value: u64,
-        cond: xstream_core::WaitCondition,
-    ) -> Result<()> {
-        memop::value64(self, "wait_value64", buf, offset, value, Some(cond))
-    }
-
-    fn write_value32(&self, _buf: &AscendBuffer, _offset: usize, _value: u32) -> Result<()> {
-        Err(memop::no_32bit("write_value32"))
-    }
-
-    fn write_value64(&self, buf: &AscendBuffer, offset: usize, value: u64) -> Result<()> {
-        memop::value64(self, "write_value64", buf, offset, value, None)
-    }
-
-    fn reduce(
-        &self,
-        dst: &AscendBuffer,
-        dst_offset: usize,
-        src: &AscendBuffer,
-        src_offset: usize,
-        len: usize,
-        r: xstream_core::Reduction,
-    ) -> Result<()> {
-        reduce::reduce(self, dst, dst_offset, src, src_offset, len, r)
-    }
 
     fn as_raw(&self) -> RawStream {
         self.state.raw
@@ -740,17 +620,6 @@ impl Stream for AscendStream {
     }
 
     // --- ordering and allocation without host sync ---
-
-    /// A stream-ordered buffer adds this stream to its users, so its `free_async` records a
-    /// release event here and no allocation reuses the block before that event completed
-    /// (`crate::blocks`). A plain buffer needs nothing: its `aclrtFree` runs after a device
-    /// synchronize, which waits for this stream's work too. Refused during capture (a graph
-    /// could replay the unseen work after the free).
-    fn record_use(&self, buf: &AscendBuffer) -> Result<()> {
-        ensure_not_in_callback()?;
-        self.state.capture.gate("record_use")?;
-        self.check_buf(buf)
-    }
 
     // --- end of ordering and allocation without host sync ---
 }
@@ -809,5 +678,172 @@ impl StreamHooks for AscendStream {
         dst: &mut [u8],
     ) -> Result<()> {
         memory::read_bytes_now(self, src, offset, dst)
+    }
+
+    fn enqueue_memset(
+        &self,
+        _token: HookToken,
+        buf: &AscendBuffer,
+        offset: usize,
+        len: usize,
+        value: u8,
+    ) -> Result<()> {
+        memory::memset(self, buf, offset, len, value)
+    }
+
+    fn enqueue_write(
+        &self,
+        _token: HookToken,
+        dst: &AscendBuffer,
+        offset: usize,
+        data: Vec<u8>,
+    ) -> Result<()> {
+        memory::write(self, dst, offset, data)
+    }
+
+    fn enqueue_free(&self, _token: HookToken, buf: AscendBuffer) -> Result<()> {
+        memory::free_async(self, buf)
+    }
+
+    fn enqueue_read(
+        &self,
+        _token: HookToken,
+        src: &AscendBuffer,
+        offset: usize,
+        len: usize,
+    ) -> Result<Readback> {
+        memory::read(self, src, offset, len)
+    }
+
+    fn enqueue_copy(
+        &self,
+        _token: HookToken,
+        src: &AscendBuffer,
+        src_offset: usize,
+        dst: &AscendBuffer,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        memory::copy(self, src, src_offset, dst, dst_offset, len)
+    }
+
+    fn enqueue_builtin(&self, _token: HookToken, kernel: Kernel<'_, AscendBuffer>) -> Result<()> {
+        match kernel {
+            Kernel::Delay(t) => {
+                ensure_not_in_callback()?;
+                let f = AscendFunction::builtin(&self.device, BUILTIN_DELAY)?;
+                let ns = xstream_core::module::delay_nanoseconds(t);
+                kernel::launch(self, &f, &LaunchConfig::single(), &[KernelArg::U64(ns)])
+            }
+            Kernel::Lcg { buf, rounds } => {
+                ensure_not_in_callback()?;
+                let f = AscendFunction::builtin(&self.device, BUILTIN_LCG)?;
+                let (words, cfg) = xstream_core::module::lcg_launch(buf.inner.len)?;
+                let args = [
+                    KernelArg::Buffer(buf),
+                    KernelArg::U32(words),
+                    KernelArg::U32(rounds),
+                ];
+                kernel::launch(self, &f, &cfg, &args)
+            }
+            #[cfg(feature = "testing")]
+            Kernel::Fault => {
+                self.enter("launch")?;
+                let d = &self.device.inner;
+                if d.t.xsimLaunchFault.is_none() {
+                    return Err(Error::unsupported(
+                        BackendKind::Ascend,
+                        "Kernel::Fault (simulator-only)",
+                    ));
+                }
+                result::xsim::fault(d.t, self.state.raw, crate::FAULT_CODE)?;
+                self.state.enqueued(None);
+                Ok(())
+            }
+            // xstream-core's test kernels, turned on by another crate of the build.
+            #[cfg(not(feature = "testing"))]
+            #[allow(unreachable_patterns)]
+            _ => Err(Error::unsupported(
+                BackendKind::Ascend,
+                "test-only kernels (xstream-ascend's `testing` feature is off)",
+            )),
+        }
+    }
+
+    fn enqueue_kernel(
+        &self,
+        _token: HookToken,
+        f: &AscendFunction,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, AscendBuffer>],
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        kernel::launch(self, f, cfg, args)
+    }
+
+    fn enqueue_wait_value32(
+        &self,
+        _token: HookToken,
+        _buf: &AscendBuffer,
+        _offset: usize,
+        _value: u32,
+        _cond: xstream_core::WaitCondition,
+    ) -> Result<()> {
+        Err(memop::no_32bit("wait_value32"))
+    }
+
+    fn enqueue_wait_value64(
+        &self,
+        _token: HookToken,
+        buf: &AscendBuffer,
+        offset: usize,
+        value: u64,
+        cond: xstream_core::WaitCondition,
+    ) -> Result<()> {
+        memop::value64(self, "wait_value64", buf, offset, value, Some(cond))
+    }
+
+    fn enqueue_write_value32(
+        &self,
+        _token: HookToken,
+        _buf: &AscendBuffer,
+        _offset: usize,
+        _value: u32,
+    ) -> Result<()> {
+        Err(memop::no_32bit("write_value32"))
+    }
+
+    fn enqueue_write_value64(
+        &self,
+        _token: HookToken,
+        buf: &AscendBuffer,
+        offset: usize,
+        value: u64,
+    ) -> Result<()> {
+        memop::value64(self, "write_value64", buf, offset, value, None)
+    }
+
+    fn enqueue_reduce(
+        &self,
+        _token: HookToken,
+        dst: &AscendBuffer,
+        dst_offset: usize,
+        src: &AscendBuffer,
+        src_offset: usize,
+        len: usize,
+        r: xstream_core::Reduction,
+    ) -> Result<()> {
+        reduce::reduce(self, dst, dst_offset, src, src_offset, len, r)
+    }
+
+    /// A stream-ordered buffer adds this stream to its users, so its `free_async` records a
+    /// release event here and no allocation reuses the block before that event completed
+    /// (`crate::blocks`). A plain buffer needs nothing: its `aclrtFree` runs after a device
+    /// synchronize, which waits for this stream's work too. Refused during capture (a graph
+    /// could replay the unseen work after the free).
+    fn enqueue_record_use(&self, _token: HookToken, buf: &AscendBuffer) -> Result<()> {
+        ensure_not_in_callback()?;
+        self.state.capture.gate("record_use")?;
+        self.check_buf(buf)
     }
 }

@@ -65,15 +65,15 @@ pub(crate) fn alloc_host(
     len: usize,
     desc: &HostAllocDesc,
 ) -> Result<HostBuffer<CudaBackend>> {
-    if len == 0 {
-        return Err(Error::invalid("a host buffer needs at least one byte"));
-    }
     let (bits, flags, report) = translate_host_flags(
         BackendKind::Cuda,
         CUDA_HOST_MEM_FLAGS,
         desc.flags,
         desc.policy,
     )?;
+    if len == 0 {
+        return HostBuffer::empty(dev, flags, report);
+    }
     let sh = &dev.shared;
     sh.enter()?;
     let mem = sh

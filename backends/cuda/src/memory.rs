@@ -341,6 +341,13 @@ impl CudaBuffer {
 
 impl Buffer for CudaBuffer {
     type B = CudaBackend;
+    fn device_ordinal(&self) -> usize {
+        self.dev().shared.info.ordinal
+    }
+    /// The same CUDA context (a buffer of another context on the same GPU is foreign too).
+    fn belongs_to(&self, device: &CudaDevice) -> bool {
+        self.dev().shared.raw_ctx == device.shared.raw_ctx
+    }
     fn len(&self) -> usize {
         self.len_bytes()
     }
@@ -493,7 +500,6 @@ pub(crate) fn alloc_ordered(stream: &CudaStream, len: usize) -> Result<CudaBuffe
 /// buffer is dropped under its keep-alive rule, after `stream` was made to wait for the
 /// streams marked with `record_use`.
 pub(crate) fn free_ordered(stream: &CudaStream, buf: CudaBuffer) -> Result<()> {
-    buf.check_device("free_async", stream.cuda_device())?;
     match &buf.mem {
         Mem::Plain(a) => {
             let marked = std::mem::take(&mut *a.marked.lock().unwrap_or_else(|e| e.into_inner()));
@@ -511,7 +517,6 @@ pub(crate) fn free_ordered(stream: &CudaStream, buf: CudaBuffer) -> Result<()> {
 
 /// `Stream::record_use`: `stream` (its work so far) uses `buf` unseen by xstream.
 pub(crate) fn record_use(stream: &CudaStream, buf: &CudaBuffer) -> Result<()> {
-    buf.check_device("record_use", stream.cuda_device())?;
     match &buf.mem {
         Mem::Plain(a) => {
             add_stream(&a.marked, &stream.handle);

@@ -373,29 +373,6 @@ impl Stream for CudaStream {
         attribute::allocator(self)
     }
 
-    fn memset(&self, buf: &CudaBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        memory::memset(self, buf, offset, len, value)
-    }
-
-    fn write(&self, dst: &CudaBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
-        memory::write(self, dst, offset, data)
-    }
-
-    fn read(&self, src: &CudaBuffer, offset: usize, len: usize) -> Result<Readback> {
-        memory::read(self, src, offset, len)
-    }
-
-    fn copy(
-        &self,
-        src: &CudaBuffer,
-        src_offset: usize,
-        dst: &CudaBuffer,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        memory::copy(self, src, src_offset, dst, dst_offset, len)
-    }
-
     fn copy_peer(
         &self,
         src: &CudaBuffer,
@@ -411,113 +388,6 @@ impl Stream for CudaStream {
         // `alloc_ordered` enters the context (which refuses inside callbacks).
         self.gate_enqueue("alloc_async")?;
         crate::memory::alloc_ordered(self, len)
-    }
-
-    fn free_async(&self, buf: CudaBuffer) -> Result<()> {
-        self.gate_enqueue("free_async")?;
-        crate::memory::free_ordered(self, buf)
-    }
-
-    fn launch(&self, kernel: Kernel<'_, CudaBuffer>) -> Result<()> {
-        self.enter()?;
-        self.gate_enqueue("launch")?;
-        let k = self.dev.shared.kernels()?;
-        match kernel {
-            Kernel::Delay(d) => crate::module::launch(
-                self,
-                &k.delay,
-                &LaunchConfig::single(),
-                &[KernelArg::U64(delay_nanoseconds(d))],
-            ),
-            Kernel::Lcg { buf, rounds } => {
-                let (words, cfg) = lcg_launch(buf.len_bytes())?;
-                crate::module::launch(
-                    self,
-                    &k.lcg,
-                    &cfg,
-                    &[
-                        KernelArg::Buffer(buf),
-                        KernelArg::U32(words),
-                        KernelArg::U32(rounds),
-                    ],
-                )
-            }
-            #[cfg(feature = "testing")]
-            Kernel::Fault => self.check("cuLaunchKernel", ffi::launch_fault(k.fault, self.raw())),
-            // xstream-core's test kernels, turned on by another crate of the build.
-            #[cfg(not(feature = "testing"))]
-            #[allow(unreachable_patterns)]
-            _ => Err(Error::unsupported(
-                xstream_core::BackendKind::Cuda,
-                "test-only kernels (xstream-cuda's `testing` feature is off)",
-            )),
-        }
-    }
-
-    fn reduce(
-        &self,
-        dst: &CudaBuffer,
-        dst_offset: usize,
-        src: &CudaBuffer,
-        src_offset: usize,
-        len: usize,
-        r: xstream_core::Reduction,
-    ) -> Result<()> {
-        xstream_core::reduce::check(
-            r,
-            dst.len_bytes(),
-            dst_offset,
-            src.len_bytes(),
-            src_offset,
-            len,
-        )?;
-        xstream_core::reduce::check_overlap(
-            dst.ptr() + dst_offset as u64,
-            src.ptr() + src_offset as u64,
-            len,
-        )?;
-        self.enter()?;
-        self.gate_enqueue("reduce")?;
-        let k = self.dev.shared.kernels().map_err(|e| {
-            xstream_core::reduce::unsupported(
-                xstream_core::BackendKind::Cuda,
-                &format!("the builtin module did not load: {e}"),
-            )
-        })?;
-        let which = match r.ty {
-            xstream_core::ReduceType::F32 => 0,
-            xstream_core::ReduceType::I32 => 1,
-            xstream_core::ReduceType::I16 => 2,
-            xstream_core::ReduceType::I8 => 3,
-        };
-        let n = (len / r.ty.size()) as u64;
-        let grid = u32::try_from(n.div_ceil(256))
-            .unwrap_or(u32::MAX)
-            .clamp(1, 4096);
-        crate::module::launch(
-            self,
-            &k.reduce[which],
-            &LaunchConfig::linear(grid, 256),
-            &[
-                KernelArg::Buffer(dst),
-                KernelArg::U64(dst_offset as u64),
-                KernelArg::Buffer(src),
-                KernelArg::U64(src_offset as u64),
-                KernelArg::U64(n),
-                KernelArg::U32(r.kind as u32),
-            ],
-        )
-    }
-
-    fn launch_kernel(
-        &self,
-        f: &CudaFunction,
-        cfg: &LaunchConfig,
-        args: &[KernelArg<'_, CudaBuffer>],
-    ) -> Result<()> {
-        self.enter()?;
-        self.gate_enqueue("launch_kernel")?;
-        crate::module::launch(self, f, cfg, args)
     }
 
     // --- launch builder ---
@@ -560,34 +430,6 @@ impl Stream for CudaStream {
     // --- end of launch builder ---
 
     // ---- Stream memory operations (see `stream::memop`) ----
-
-    fn wait_value32(
-        &self,
-        buf: &CudaBuffer,
-        offset: usize,
-        value: u32,
-        cond: xstream_core::WaitCondition,
-    ) -> Result<()> {
-        memop::op(self, memop::Op::Wait32(value, cond), buf, offset)
-    }
-
-    fn wait_value64(
-        &self,
-        buf: &CudaBuffer,
-        offset: usize,
-        value: u64,
-        cond: xstream_core::WaitCondition,
-    ) -> Result<()> {
-        memop::op(self, memop::Op::Wait64(value, cond), buf, offset)
-    }
-
-    fn write_value32(&self, buf: &CudaBuffer, offset: usize, value: u32) -> Result<()> {
-        memop::op(self, memop::Op::Write32(value), buf, offset)
-    }
-
-    fn write_value64(&self, buf: &CudaBuffer, offset: usize, value: u64) -> Result<()> {
-        memop::op(self, memop::Op::Write64(value), buf, offset)
-    }
 
     fn as_raw(&self) -> CuStream {
         self.raw()
@@ -643,15 +485,6 @@ impl Stream for CudaStream {
                     self.state.capture.invalidate();
                 }
             })
-    }
-
-    /// Stream-ordered buffers add this stream to their users; plain ones are kept by this
-    /// stream's keep-alive list and remembered for `free_async` (see `crate::memory`). Refused
-    /// during capture: a graph could replay the unseen work after the free.
-    fn record_use(&self, buf: &CudaBuffer) -> Result<()> {
-        self.enter()?;
-        self.gate("record_use")?;
-        crate::memory::record_use(self, buf)
     }
 
     // --- end of ordering and allocation without host sync ---
@@ -711,5 +544,195 @@ impl StreamHooks for CudaStream {
         dst: &mut [u8],
     ) -> Result<()> {
         memory::read_bytes_now(self, src, offset, dst)
+    }
+
+    fn enqueue_memset(
+        &self,
+        _token: HookToken,
+        buf: &CudaBuffer,
+        offset: usize,
+        len: usize,
+        value: u8,
+    ) -> Result<()> {
+        memory::memset(self, buf, offset, len, value)
+    }
+
+    fn enqueue_write(
+        &self,
+        _token: HookToken,
+        dst: &CudaBuffer,
+        offset: usize,
+        data: Vec<u8>,
+    ) -> Result<()> {
+        memory::write(self, dst, offset, data)
+    }
+
+    fn enqueue_read(
+        &self,
+        _token: HookToken,
+        src: &CudaBuffer,
+        offset: usize,
+        len: usize,
+    ) -> Result<Readback> {
+        memory::read(self, src, offset, len)
+    }
+
+    fn enqueue_copy(
+        &self,
+        _token: HookToken,
+        src: &CudaBuffer,
+        src_offset: usize,
+        dst: &CudaBuffer,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        memory::copy(self, src, src_offset, dst, dst_offset, len)
+    }
+
+    fn enqueue_free(&self, _token: HookToken, buf: CudaBuffer) -> Result<()> {
+        self.gate_enqueue("free_async")?;
+        crate::memory::free_ordered(self, buf)
+    }
+
+    fn enqueue_builtin(&self, _token: HookToken, kernel: Kernel<'_, CudaBuffer>) -> Result<()> {
+        self.enter()?;
+        self.gate_enqueue("launch")?;
+        let k = self.dev.shared.kernels()?;
+        match kernel {
+            Kernel::Delay(d) => crate::module::launch(
+                self,
+                &k.delay,
+                &LaunchConfig::single(),
+                &[KernelArg::U64(delay_nanoseconds(d))],
+            ),
+            Kernel::Lcg { buf, rounds } => {
+                let (words, cfg) = lcg_launch(buf.len_bytes())?;
+                crate::module::launch(
+                    self,
+                    &k.lcg,
+                    &cfg,
+                    &[
+                        KernelArg::Buffer(buf),
+                        KernelArg::U32(words),
+                        KernelArg::U32(rounds),
+                    ],
+                )
+            }
+            #[cfg(feature = "testing")]
+            Kernel::Fault => self.check("cuLaunchKernel", ffi::launch_fault(k.fault, self.raw())),
+            // xstream-core's test kernels, turned on by another crate of the build.
+            #[cfg(not(feature = "testing"))]
+            #[allow(unreachable_patterns)]
+            _ => Err(Error::unsupported(
+                xstream_core::BackendKind::Cuda,
+                "test-only kernels (xstream-cuda's `testing` feature is off)",
+            )),
+        }
+    }
+
+    fn enqueue_reduce(
+        &self,
+        _token: HookToken,
+        dst: &CudaBuffer,
+        dst_offset: usize,
+        src: &CudaBuffer,
+        src_offset: usize,
+        len: usize,
+        r: xstream_core::Reduction,
+    ) -> Result<()> {
+        self.enter()?;
+        self.gate_enqueue("reduce")?;
+        let k = self.dev.shared.kernels().map_err(|e| {
+            xstream_core::reduce::unsupported(
+                xstream_core::BackendKind::Cuda,
+                &format!("the builtin module did not load: {e}"),
+            )
+        })?;
+        let which = match r.ty {
+            xstream_core::ReduceType::F32 => 0,
+            xstream_core::ReduceType::I32 => 1,
+            xstream_core::ReduceType::I16 => 2,
+            xstream_core::ReduceType::I8 => 3,
+        };
+        let n = (len / r.ty.size()) as u64;
+        let grid = u32::try_from(n.div_ceil(256))
+            .unwrap_or(u32::MAX)
+            .clamp(1, 4096);
+        crate::module::launch(
+            self,
+            &k.reduce[which],
+            &LaunchConfig::linear(grid, 256),
+            &[
+                KernelArg::Buffer(dst),
+                KernelArg::U64(dst_offset as u64),
+                KernelArg::Buffer(src),
+                KernelArg::U64(src_offset as u64),
+                KernelArg::U64(n),
+                KernelArg::U32(r.kind as u32),
+            ],
+        )
+    }
+
+    fn enqueue_kernel(
+        &self,
+        _token: HookToken,
+        f: &CudaFunction,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, CudaBuffer>],
+    ) -> Result<()> {
+        self.enter()?;
+        self.gate_enqueue("launch_kernel")?;
+        crate::module::launch(self, f, cfg, args)
+    }
+
+    fn enqueue_wait_value32(
+        &self,
+        _token: HookToken,
+        buf: &CudaBuffer,
+        offset: usize,
+        value: u32,
+        cond: xstream_core::WaitCondition,
+    ) -> Result<()> {
+        memop::op(self, memop::Op::Wait32(value, cond), buf, offset)
+    }
+
+    fn enqueue_wait_value64(
+        &self,
+        _token: HookToken,
+        buf: &CudaBuffer,
+        offset: usize,
+        value: u64,
+        cond: xstream_core::WaitCondition,
+    ) -> Result<()> {
+        memop::op(self, memop::Op::Wait64(value, cond), buf, offset)
+    }
+
+    fn enqueue_write_value32(
+        &self,
+        _token: HookToken,
+        buf: &CudaBuffer,
+        offset: usize,
+        value: u32,
+    ) -> Result<()> {
+        memop::op(self, memop::Op::Write32(value), buf, offset)
+    }
+
+    fn enqueue_write_value64(
+        &self,
+        _token: HookToken,
+        buf: &CudaBuffer,
+        offset: usize,
+        value: u64,
+    ) -> Result<()> {
+        memop::op(self, memop::Op::Write64(value), buf, offset)
+    }
+
+    /// Stream-ordered buffers add this stream to their users; plain ones are kept by this
+    /// stream's keep-alive list and remembered for `free_async` (see `crate::memory`). Refused
+    /// during capture: a graph could replay the unseen work after the free.
+    fn enqueue_record_use(&self, _token: HookToken, buf: &CudaBuffer) -> Result<()> {
+        self.enter()?;
+        self.gate("record_use")?;
+        crate::memory::record_use(self, buf)
     }
 }

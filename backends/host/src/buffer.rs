@@ -222,6 +222,15 @@ impl Buffer for HostDeviceBuffer {
         self.inner.addr
     }
 
+    fn device_ordinal(&self) -> usize {
+        self.inner.ordinal()
+    }
+
+    /// Host memory of one ordinal is one device, whichever handle of it opened the buffer.
+    fn belongs_to(&self, device: &crate::HostDevice) -> bool {
+        self.inner.ordinal() == xstream_core::Device::info(device).ordinal
+    }
+
     /// Keeps the heap block in the backend's registry of handed-out blocks (never freed until
     /// [`Buffer::from_raw`] takes it back); queued work keeps using it. Always
     /// [`RawAlloc::Plain`].

@@ -38,6 +38,9 @@ pub(crate) fn alloc_host(
 ) -> Result<HostBuffer<HostBackend>> {
     let (_, flags, report) =
         translate_host_flags(BackendKind::Host, HOST_MEM_FLAGS, desc.flags, desc.policy)?;
+    if len == 0 {
+        return HostBuffer::empty(dev, flags, report);
+    }
     let mem = AlignedAlloc::new(
         BackendKind::Host,
         xstream_core::Device::info(dev).ordinal,

@@ -96,18 +96,6 @@ impl HostStream {
         }
     }
 
-    /// Refuses a buffer allocated on another device than the stream's.
-    fn check_buffer_device(&self, op: &str, buf: &HostDeviceBuffer) -> Result<()> {
-        let mine = xstream_core::Device::info(&self.device).ordinal;
-        if buf.inner.ordinal() != mine {
-            return Err(Error::WrongDevice(format!(
-                "{op}: the buffer belongs to host device {}, the stream to device {mine}",
-                buf.inner.ordinal()
-            )));
-        }
-        Ok(())
-    }
-
     pub(crate) fn record_host_event(&self, event: &HostEvent) -> Result<()> {
         if !event.inner.device.same_context(&self.device) {
             return Err(Error::WrongDevice(format!(
@@ -380,35 +368,6 @@ impl Stream for HostStream {
         attribute::allocator(self)
     }
 
-    fn memset(&self, buf: &HostDeviceBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        memory::memset(
-            self,
-            buf,
-            offset,
-            len,
-            xstream_core::MemsetPattern::U8(value),
-        )
-    }
-
-    fn write(&self, dst: &HostDeviceBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
-        memory::write(self, dst, offset, data)
-    }
-
-    fn read(&self, src: &HostDeviceBuffer, offset: usize, len: usize) -> Result<Readback> {
-        memory::read(self, src, offset, len)
-    }
-
-    fn copy(
-        &self,
-        src: &HostDeviceBuffer,
-        src_offset: usize,
-        dst: &HostDeviceBuffer,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        memory::copy(self, src, src_offset, dst, dst_offset, len)
-    }
-
     fn copy_peer(
         &self,
         src: &HostDeviceBuffer,
@@ -420,106 +379,7 @@ impl Stream for HostStream {
         memory::copy_peer(self, src, src_offset, dst, dst_offset, len)
     }
 
-    fn free_async(&self, buf: HostDeviceBuffer) -> Result<()> {
-        self.check_buffer_device("free_async", &buf)?;
-        drop(buf);
-        Ok(())
-    }
-
-    fn launch(&self, kernel: Kernel<'_, HostDeviceBuffer>) -> Result<()> {
-        ensure_not_in_callback()?;
-        let ordinal = xstream_core::Device::info(&self.device).ordinal;
-        let builtin = |name: &str| crate::module::builtin_function(name, ordinal);
-        match kernel {
-            Kernel::Delay(d) => self.launch_kernel(
-                &builtin(BUILTIN_DELAY)?,
-                &LaunchConfig::single(),
-                &[KernelArg::U64(delay_nanoseconds(d))],
-            ),
-            Kernel::Lcg { buf, rounds } => {
-                let (words, cfg) = lcg_launch(buf.inner_len())?;
-                self.launch_kernel(
-                    &builtin(BUILTIN_LCG)?,
-                    &cfg,
-                    &[
-                        KernelArg::Buffer(buf),
-                        KernelArg::U32(words),
-                        KernelArg::U32(rounds),
-                    ],
-                )
-            }
-            #[cfg(feature = "testing")]
-            Kernel::Fault => self.submit("launch", Node::Fault),
-            // xstream-core's test kernels, turned on by another crate of the build.
-            #[cfg(not(feature = "testing"))]
-            #[allow(unreachable_patterns)]
-            _ => Err(xstream_core::Error::unsupported(
-                xstream_core::BackendKind::Host,
-                "test-only kernels (xstream-host's `testing` feature is off)",
-            )),
-        }
-    }
-
-    fn launch_kernel(
-        &self,
-        f: &HostFunction,
-        cfg: &LaunchConfig,
-        args: &[KernelArg<'_, HostDeviceBuffer>],
-    ) -> Result<()> {
-        ensure_not_in_callback()?;
-        let launch = kernel::prepare(self, f, cfg, args)?;
-        self.submit("launch_kernel", Node::Kernel(Arc::new(launch)))
-    }
-
     // ---- Stream memory operations (`stream::memop`) ----
-
-    fn wait_value32(
-        &self,
-        buf: &HostDeviceBuffer,
-        offset: usize,
-        value: u32,
-        cond: WaitCondition,
-    ) -> Result<()> {
-        ensure_not_in_callback()?;
-        let n = memop::node("wait_value32", buf, offset, 4, value.into(), Some(cond))?;
-        self.submit("wait_value32", n)
-    }
-
-    fn wait_value64(
-        &self,
-        buf: &HostDeviceBuffer,
-        offset: usize,
-        value: u64,
-        cond: WaitCondition,
-    ) -> Result<()> {
-        ensure_not_in_callback()?;
-        let n = memop::node("wait_value64", buf, offset, 8, value, Some(cond))?;
-        self.submit("wait_value64", n)
-    }
-
-    fn write_value32(&self, buf: &HostDeviceBuffer, offset: usize, value: u32) -> Result<()> {
-        ensure_not_in_callback()?;
-        let n = memop::node("write_value32", buf, offset, 4, value.into(), None)?;
-        self.submit("write_value32", n)
-    }
-
-    fn write_value64(&self, buf: &HostDeviceBuffer, offset: usize, value: u64) -> Result<()> {
-        ensure_not_in_callback()?;
-        let n = memop::node("write_value64", buf, offset, 8, value, None)?;
-        self.submit("write_value64", n)
-    }
-
-    fn reduce(
-        &self,
-        dst: &HostDeviceBuffer,
-        dst_offset: usize,
-        src: &HostDeviceBuffer,
-        src_offset: usize,
-        len: usize,
-        r: xstream_core::Reduction,
-    ) -> Result<()> {
-        reduce::enqueue(self, dst, dst_offset, src, src_offset, len, r)
-    }
 
     fn as_raw(&self) -> u64 {
         self.queue.id
@@ -544,17 +404,6 @@ impl Stream for HostStream {
     }
 
     // --- ordering and allocation without host sync ---
-
-    /// Holds the buffer's bytes until this stream's work enqueued so far ran: a stream-blocking
-    /// callback that owns a reference to them (the host backend frees a buffer's bytes when
-    /// the last reference goes, so no free can run ahead of the marked work). Refused during
-    /// capture, like every callback.
-    fn record_use(&self, buf: &HostDeviceBuffer) -> Result<()> {
-        ensure_not_in_callback()?;
-        self.check_buffer_device("record_use", buf)?;
-        let keep = Arc::clone(&buf.inner);
-        self.enqueue_callback(Box::new(move |_| drop(keep)))
-    }
 
     // --- end of ordering and allocation without host sync ---
 }
@@ -613,5 +462,182 @@ impl StreamHooks for HostStream {
         dst: &mut [u8],
     ) -> Result<()> {
         memory::read_bytes_now(self, src, offset, dst)
+    }
+
+    fn enqueue_memset(
+        &self,
+        _token: HookToken,
+        buf: &HostDeviceBuffer,
+        offset: usize,
+        len: usize,
+        value: u8,
+    ) -> Result<()> {
+        memory::memset(
+            self,
+            buf,
+            offset,
+            len,
+            xstream_core::MemsetPattern::U8(value),
+        )
+    }
+
+    fn enqueue_write(
+        &self,
+        _token: HookToken,
+        dst: &HostDeviceBuffer,
+        offset: usize,
+        data: Vec<u8>,
+    ) -> Result<()> {
+        memory::write(self, dst, offset, data)
+    }
+
+    fn enqueue_read(
+        &self,
+        _token: HookToken,
+        src: &HostDeviceBuffer,
+        offset: usize,
+        len: usize,
+    ) -> Result<Readback> {
+        memory::read(self, src, offset, len)
+    }
+
+    fn enqueue_copy(
+        &self,
+        _token: HookToken,
+        src: &HostDeviceBuffer,
+        src_offset: usize,
+        dst: &HostDeviceBuffer,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        memory::copy(self, src, src_offset, dst, dst_offset, len)
+    }
+
+    fn enqueue_free(&self, _token: HookToken, buf: HostDeviceBuffer) -> Result<()> {
+        drop(buf);
+        Ok(())
+    }
+
+    fn enqueue_builtin(
+        &self,
+        _token: HookToken,
+        kernel: Kernel<'_, HostDeviceBuffer>,
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        let ordinal = xstream_core::Device::info(&self.device).ordinal;
+        let builtin = |name: &str| crate::module::builtin_function(name, ordinal);
+        match kernel {
+            Kernel::Delay(d) => self.launch_kernel(
+                &builtin(BUILTIN_DELAY)?,
+                &LaunchConfig::single(),
+                &[KernelArg::U64(delay_nanoseconds(d))],
+            ),
+            Kernel::Lcg { buf, rounds } => {
+                let (words, cfg) = lcg_launch(buf.inner_len())?;
+                self.launch_kernel(
+                    &builtin(BUILTIN_LCG)?,
+                    &cfg,
+                    &[
+                        KernelArg::Buffer(buf),
+                        KernelArg::U32(words),
+                        KernelArg::U32(rounds),
+                    ],
+                )
+            }
+            #[cfg(feature = "testing")]
+            Kernel::Fault => self.submit("launch", Node::Fault),
+            // xstream-core's test kernels, turned on by another crate of the build.
+            #[cfg(not(feature = "testing"))]
+            #[allow(unreachable_patterns)]
+            _ => Err(xstream_core::Error::unsupported(
+                xstream_core::BackendKind::Host,
+                "test-only kernels (xstream-host's `testing` feature is off)",
+            )),
+        }
+    }
+
+    fn enqueue_kernel(
+        &self,
+        _token: HookToken,
+        f: &HostFunction,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, HostDeviceBuffer>],
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        let launch = kernel::prepare(self, f, cfg, args)?;
+        self.submit("launch_kernel", Node::Kernel(Arc::new(launch)))
+    }
+
+    fn enqueue_wait_value32(
+        &self,
+        _token: HookToken,
+        buf: &HostDeviceBuffer,
+        offset: usize,
+        value: u32,
+        cond: WaitCondition,
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        let n = memop::node("wait_value32", buf, offset, 4, value.into(), Some(cond))?;
+        self.submit("wait_value32", n)
+    }
+
+    fn enqueue_wait_value64(
+        &self,
+        _token: HookToken,
+        buf: &HostDeviceBuffer,
+        offset: usize,
+        value: u64,
+        cond: WaitCondition,
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        let n = memop::node("wait_value64", buf, offset, 8, value, Some(cond))?;
+        self.submit("wait_value64", n)
+    }
+
+    fn enqueue_write_value32(
+        &self,
+        _token: HookToken,
+        buf: &HostDeviceBuffer,
+        offset: usize,
+        value: u32,
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        let n = memop::node("write_value32", buf, offset, 4, value.into(), None)?;
+        self.submit("write_value32", n)
+    }
+
+    fn enqueue_write_value64(
+        &self,
+        _token: HookToken,
+        buf: &HostDeviceBuffer,
+        offset: usize,
+        value: u64,
+    ) -> Result<()> {
+        ensure_not_in_callback()?;
+        let n = memop::node("write_value64", buf, offset, 8, value, None)?;
+        self.submit("write_value64", n)
+    }
+
+    fn enqueue_reduce(
+        &self,
+        _token: HookToken,
+        dst: &HostDeviceBuffer,
+        dst_offset: usize,
+        src: &HostDeviceBuffer,
+        src_offset: usize,
+        len: usize,
+        r: xstream_core::Reduction,
+    ) -> Result<()> {
+        reduce::enqueue(self, dst, dst_offset, src, src_offset, len, r)
+    }
+
+    /// Holds the buffer's bytes until this stream's work enqueued so far ran: a stream-blocking
+    /// callback that owns a reference to them (the host backend frees a buffer's bytes when
+    /// the last reference goes, so no free can run ahead of the marked work). Refused during
+    /// capture, like every callback.
+    fn enqueue_record_use(&self, _token: HookToken, buf: &HostDeviceBuffer) -> Result<()> {
+        ensure_not_in_callback()?;
+        let keep = Arc::clone(&buf.inner);
+        self.enqueue_callback(Box::new(move |_| drop(keep)))
     }
 }

@@ -43,6 +43,7 @@ mod readback;
 mod types;
 
 pub use borrowed::Borrowed;
+pub(crate) use checks::check_buffer_device;
 pub use checks::{check_range, check_timeout};
 pub use kernel::{lcg_reference, Kernel};
 pub use readback::{Readback, ReadbackFill};
@@ -157,9 +158,11 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     // ---- Data path: page-locked host memory (see `crate::hostmem`) ----
 
     /// Allocates `len` bytes of page-locked host memory bound to this device (zeroed).
+    /// `len == 0` gives an empty buffer ([`HostBuffer::empty`]), as a zero-length request is
+    /// a no-op everywhere.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for `len == 0`; flag errors per the desc's policy;
+    /// Flag errors per the desc's policy;
     /// [`Error::OutOfMemory`]; [`Error::Unsupported`] where the backend has no such memory.
     fn alloc_host(&self, len: usize, desc: &HostAllocDesc) -> Result<HostBuffer<Self::B>> {
         let _ = (len, desc);
@@ -360,6 +363,12 @@ pub trait Buffer: Send + Sync + fmt::Debug + 'static {
     }
     /// The device address (or host address on the host backend).
     fn device_address(&self) -> u64;
+    /// The ordinal of the device the buffer belongs to (allocated on, or wrapping memory of).
+    fn device_ordinal(&self) -> usize;
+    /// Whether the buffer belongs to `device`: the same device and, where the vendor has
+    /// contexts, the same context. Every stream operation checks it (docs/semantics.md, "One
+    /// device per buffer").
+    fn belongs_to(&self, device: &DeviceOf<Self::B>) -> bool;
 
     // --- raw buffers (see `crate::raw`) ---
 
@@ -595,22 +604,33 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// Enqueues: set `len` bytes at `offset` of `buf` to `value`.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] out of bounds; vendor errors.
-    fn memset(&self, buf: &BufferOf<Self::B>, offset: usize, len: usize, value: u8) -> Result<()>;
+    /// [`Error::WrongDevice`] for a buffer of another device (checked before anything is
+    /// enqueued, as in every operation below that takes a buffer); [`Error::InvalidArgument`]
+    /// out of bounds; vendor errors.
+    fn memset(&self, buf: &BufferOf<Self::B>, offset: usize, len: usize, value: u8) -> Result<()> {
+        check_buffer_device::<Self::B>("memset", self, buf)?;
+        crate::backend_hooks::enqueue_memset::<Self::B>(self, buf, offset, len, value)
+    }
 
     /// Enqueues a host-to-device copy of `data` to `offset` of `dst`. The stream keeps `data`
     /// alive until the copy is done.
     ///
     /// # Errors
     /// As [`Stream::memset`].
-    fn write(&self, dst: &BufferOf<Self::B>, offset: usize, data: Vec<u8>) -> Result<()>;
+    fn write(&self, dst: &BufferOf<Self::B>, offset: usize, data: Vec<u8>) -> Result<()> {
+        check_buffer_device::<Self::B>("write", self, dst)?;
+        crate::backend_hooks::enqueue_write::<Self::B>(self, dst, offset, data)
+    }
 
     /// Enqueues a device-to-host copy; the bytes are in the [`Readback`] once the stream got
     /// past it.
     ///
     /// # Errors
     /// As [`Stream::memset`].
-    fn read(&self, src: &BufferOf<Self::B>, offset: usize, len: usize) -> Result<Readback>;
+    fn read(&self, src: &BufferOf<Self::B>, offset: usize, len: usize) -> Result<Readback> {
+        check_buffer_device::<Self::B>("read", self, src)?;
+        crate::backend_hooks::enqueue_read::<Self::B>(self, src, offset, len)
+    }
 
     /// Enqueues a device-to-device copy.
     ///
@@ -623,7 +643,11 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
         dst: &BufferOf<Self::B>,
         dst_offset: usize,
         len: usize,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        check_buffer_device::<Self::B>("copy (source)", self, src)?;
+        check_buffer_device::<Self::B>("copy (destination)", self, dst)?;
+        crate::backend_hooks::enqueue_copy::<Self::B>(self, src, src_offset, dst, dst_offset, len)
+    }
 
     /// Enqueues an asynchronous copy of `len` bytes between buffers of two devices (one of
     /// them this stream's device), in this stream's order; both buffers are kept alive until
@@ -655,7 +679,12 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// [`Error::Unsupported`] without [`Capabilities::KERNELS`]; bad arguments.
-    fn launch(&self, kernel: Kernel<'_, BufferOf<Self::B>>) -> Result<()>;
+    fn launch(&self, kernel: Kernel<'_, BufferOf<Self::B>>) -> Result<()> {
+        if let Kernel::Lcg { buf, .. } = &kernel {
+            check_buffer_device::<Self::B>("launch", self, buf)?;
+        }
+        crate::backend_hooks::enqueue_builtin::<Self::B>(self, kernel)
+    }
 
     /// Enqueues a launch of kernel `f` with `cfg` and `args` (see [`crate::module`]); works
     /// inside a capture. Buffers are kept alive until the launch completed.
@@ -671,11 +700,16 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
         cfg: &LaunchConfig,
         args: &[KernelArg<'_, BufferOf<Self::B>>],
     ) -> Result<()> {
-        let _ = (f, cfg, args);
-        Err(Error::unsupported(
-            <Self::B as Backend>::KIND,
-            "kernel launches from modules (not yet)",
-        ))
+        for a in args {
+            match a {
+                KernelArg::Buffer(b) => check_buffer_device::<Self::B>("launch_kernel", self, b)?,
+                KernelArg::View(v) => {
+                    check_buffer_device::<Self::B>("launch_kernel", self, v.buffer())?
+                }
+                _ => {}
+            }
+        }
+        crate::backend_hooks::enqueue_kernel::<Self::B>(self, f, cfg, args)
     }
 
     // --- launch builder ---
@@ -804,8 +838,9 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// [`Error::WrongDevice`] for a buffer of another device; vendor errors.
     fn free_async(&self, buf: BufferOf<Self::B>) -> Result<()> {
-        drop(buf);
-        Ok(())
+        // A refused buffer is dropped here: freed under the lifetime rule, never leaked.
+        check_buffer_device::<Self::B>("free_async", self, &buf)?;
+        crate::backend_hooks::enqueue_free::<Self::B>(self, buf)
     }
 
     // ---- Stream memory operations (see the `memop` module for the shared rules) ----
@@ -823,8 +858,8 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
         value: u32,
         cond: crate::WaitCondition,
     ) -> Result<()> {
-        let _ = (buf, offset, value, cond);
-        Err(crate::memop::unsupported(Self::B::KIND, "wait_value32"))
+        check_buffer_device::<Self::B>("wait_value32", self, buf)?;
+        crate::backend_hooks::enqueue_wait_value32::<Self::B>(self, buf, offset, value, cond)
     }
 
     /// As [`Stream::wait_value32`] on a `u64` word.
@@ -839,8 +874,8 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
         value: u64,
         cond: crate::WaitCondition,
     ) -> Result<()> {
-        let _ = (buf, offset, value, cond);
-        Err(crate::memop::unsupported(Self::B::KIND, "wait_value64"))
+        check_buffer_device::<Self::B>("wait_value64", self, buf)?;
+        crate::backend_hooks::enqueue_wait_value64::<Self::B>(self, buf, offset, value, cond)
     }
 
     /// Enqueues a write of the little-endian `u32` `value` at `offset` of `buf`.
@@ -848,8 +883,8 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// As [`Stream::wait_value32`].
     fn write_value32(&self, buf: &BufferOf<Self::B>, offset: usize, value: u32) -> Result<()> {
-        let _ = (buf, offset, value);
-        Err(crate::memop::unsupported(Self::B::KIND, "write_value32"))
+        check_buffer_device::<Self::B>("write_value32", self, buf)?;
+        crate::backend_hooks::enqueue_write_value32::<Self::B>(self, buf, offset, value)
     }
 
     /// Enqueues a write of the little-endian `u64` `value` at `offset` of `buf`.
@@ -857,8 +892,8 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// As [`Stream::wait_value64`].
     fn write_value64(&self, buf: &BufferOf<Self::B>, offset: usize, value: u64) -> Result<()> {
-        let _ = (buf, offset, value);
-        Err(crate::memop::unsupported(Self::B::KIND, "write_value64"))
+        check_buffer_device::<Self::B>("write_value64", self, buf)?;
+        crate::backend_hooks::enqueue_write_value64::<Self::B>(self, buf, offset, value)
     }
 
     // ---- end of stream memory operations ----
@@ -869,8 +904,9 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// [`Error::Unsupported`] without [`Capabilities::REDUCE`] or for a kind or type the
-    /// device lacks; [`Error::InvalidArgument`] for a zero, partial-element, misaligned,
+    /// device lacks; [`Error::InvalidArgument`] for a partial-element, misaligned,
     /// out-of-bounds or partially overlapping range; [`Error::WrongDevice`]; vendor errors.
+    /// A zero length (with valid offsets) is a no-op, as in every other operation.
     fn reduce(
         &self,
         dst: &BufferOf<Self::B>,
@@ -880,8 +916,20 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
         len: usize,
         r: crate::Reduction,
     ) -> Result<()> {
-        let _ = (dst, dst_offset, src, src_offset, len, r);
-        Err(crate::reduce::unsupported(Self::B::KIND, "not available"))
+        check_buffer_device::<Self::B>("reduce (destination)", self, dst)?;
+        check_buffer_device::<Self::B>("reduce (source)", self, src)?;
+        crate::reduce::check(r, dst.len(), dst_offset, src.len(), src_offset, len)?;
+        crate::reduce::check_overlap(
+            dst.device_address().wrapping_add(dst_offset as u64),
+            src.device_address().wrapping_add(src_offset as u64),
+            len,
+        )?;
+        if len == 0 {
+            return Ok(());
+        }
+        crate::backend_hooks::enqueue_reduce::<Self::B>(
+            self, dst, dst_offset, src, src_offset, len, r,
+        )
     }
 
     // --- views and typed copies ---
@@ -937,7 +985,26 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
         self.memset_pattern(dst.into(), MemsetPattern::U32(value))
     }
 
-    /// Enqueues a memset of 8-, 16- or 32-bit elements over `dst` (checks the element
+    /// Enqueues: set every 64-bit element of the view to `value` (the fill of `i64`, `u64`
+    /// and `f64` tensors: `memset64(view, x.to_bits())`). CUDA: one `cuMemsetD32Async` when
+    /// both halves are equal, else two strided `cuMemsetD2D32Async`; Ascend: emulated as
+    /// [`Stream::memset32`] is; host: native.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the view's offset or length is not a multiple of 8; as
+    /// [`Stream::memset`].
+    fn memset64<'v>(
+        &self,
+        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
+        value: u64,
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        self.memset_pattern(dst.into(), MemsetPattern::U64(value))
+    }
+
+    /// Enqueues a memset of 8-, 16-, 32- or 64-bit elements over `dst` (checks the element
     /// alignment of the range, then calls the backend's
     /// [`StreamHooks::enqueue_memset_pattern`](crate::backend_hooks::StreamHooks::enqueue_memset_pattern)).
     ///
@@ -1184,11 +1251,8 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// [`Error::WrongDevice`] for a buffer of another device; [`Error::Unsupported`] where the
     /// backend cannot track it (the default); vendor errors.
     fn record_use(&self, buf: &BufferOf<Self::B>) -> Result<()> {
-        let _ = buf;
-        Err(Error::unsupported(
-            <Self::B as Backend>::KIND,
-            "marking a buffer used by work xstream did not enqueue (record_use)",
-        ))
+        check_buffer_device::<Self::B>("record_use", self, buf)?;
+        crate::backend_hooks::enqueue_record_use::<Self::B>(self, buf)
     }
 
     // --- end of ordering and allocation without host sync ---

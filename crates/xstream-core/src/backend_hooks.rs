@@ -25,10 +25,14 @@
 //! }
 //! ```
 
-use crate::backend::{check_range, Backend, BufferOf, Stream, StreamOf};
+use crate::backend::{
+    check_buffer_device, check_range, Backend, BufferOf, FunctionOf, Kernel, Stream, StreamOf,
+};
 use crate::hostmem::HostSpan;
+use crate::module::{KernelArg, LaunchConfig};
 use crate::view::MemsetPattern;
 use crate::{Buffer, Error, Result};
+use crate::{Readback, WaitCondition};
 
 /// The proof that a hook of [`StreamHooks`] is called by `xstream-core`, after the checks of
 /// the user-facing method. Only `xstream-core` can make one; a backend receives it and may
@@ -145,6 +149,193 @@ pub trait StreamHooks: Stream + crate::__private::Sealed {
         dst.copy_from_slice(&rb.take()?);
         Ok(())
     }
+    /// Hook of [`Stream::memset`]: the buffer is of this stream's device.
+    ///
+    /// # Errors
+    /// As [`Stream::memset`].
+    fn enqueue_memset(
+        &self,
+        token: HookToken,
+        buf: &BufferOf<Self::B>,
+        offset: usize,
+        len: usize,
+        value: u8,
+    ) -> Result<()>;
+
+    /// Hook of [`Stream::write`]: the buffer is of this stream's device.
+    ///
+    /// # Errors
+    /// As [`Stream::write`].
+    fn enqueue_write(
+        &self,
+        token: HookToken,
+        dst: &BufferOf<Self::B>,
+        offset: usize,
+        data: Vec<u8>,
+    ) -> Result<()>;
+
+    /// Hook of [`Stream::read`]: the buffer is of this stream's device.
+    ///
+    /// # Errors
+    /// As [`Stream::read`].
+    fn enqueue_read(
+        &self,
+        token: HookToken,
+        src: &BufferOf<Self::B>,
+        offset: usize,
+        len: usize,
+    ) -> Result<Readback>;
+
+    /// Hook of [`Stream::copy`]: both buffers are of this stream's device.
+    ///
+    /// # Errors
+    /// As [`Stream::copy`].
+    fn enqueue_copy(
+        &self,
+        token: HookToken,
+        src: &BufferOf<Self::B>,
+        src_offset: usize,
+        dst: &BufferOf<Self::B>,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()>;
+
+    /// Hook of [`Stream::launch`]: a buffer of the kernel is of this stream's device.
+    ///
+    /// # Errors
+    /// As [`Stream::launch`].
+    fn enqueue_builtin(
+        &self,
+        token: HookToken,
+        kernel: Kernel<'_, BufferOf<Self::B>>,
+    ) -> Result<()>;
+
+    /// Hook of [`Stream::launch_kernel`]: every buffer argument is of this stream's device.
+    /// The default refuses.
+    ///
+    /// # Errors
+    /// As [`Stream::launch_kernel`]; [`Error::Unsupported`] by default.
+    fn enqueue_kernel(
+        &self,
+        token: HookToken,
+        f: &FunctionOf<Self::B>,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, BufferOf<Self::B>>],
+    ) -> Result<()> {
+        let _ = (token, f, cfg, args);
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "kernel launches from modules (not yet)",
+        ))
+    }
+
+    /// Hook of [`Stream::free_async`]: the buffer is of this stream's device. The default
+    /// drops it under the backend's buffer lifetime rule.
+    ///
+    /// # Errors
+    /// As [`Stream::free_async`].
+    fn enqueue_free(&self, token: HookToken, buf: BufferOf<Self::B>) -> Result<()> {
+        let _ = token;
+        drop(buf);
+        Ok(())
+    }
+
+    /// Hook of [`Stream::wait_value32`]: the buffer is of this stream's device. The default
+    /// refuses.
+    ///
+    /// # Errors
+    /// As [`Stream::wait_value32`].
+    fn enqueue_wait_value32(
+        &self,
+        token: HookToken,
+        buf: &BufferOf<Self::B>,
+        offset: usize,
+        value: u32,
+        cond: WaitCondition,
+    ) -> Result<()> {
+        let _ = (token, buf, offset, value, cond);
+        Err(crate::memop::unsupported(Self::B::KIND, "wait_value32"))
+    }
+
+    /// Hook of [`Stream::wait_value64`]; as [`StreamHooks::enqueue_wait_value32`].
+    ///
+    /// # Errors
+    /// As [`Stream::wait_value64`].
+    fn enqueue_wait_value64(
+        &self,
+        token: HookToken,
+        buf: &BufferOf<Self::B>,
+        offset: usize,
+        value: u64,
+        cond: WaitCondition,
+    ) -> Result<()> {
+        let _ = (token, buf, offset, value, cond);
+        Err(crate::memop::unsupported(Self::B::KIND, "wait_value64"))
+    }
+
+    /// Hook of [`Stream::write_value32`]; as [`StreamHooks::enqueue_wait_value32`].
+    ///
+    /// # Errors
+    /// As [`Stream::write_value32`].
+    fn enqueue_write_value32(
+        &self,
+        token: HookToken,
+        buf: &BufferOf<Self::B>,
+        offset: usize,
+        value: u32,
+    ) -> Result<()> {
+        let _ = (token, buf, offset, value);
+        Err(crate::memop::unsupported(Self::B::KIND, "write_value32"))
+    }
+
+    /// Hook of [`Stream::write_value64`]; as [`StreamHooks::enqueue_wait_value32`].
+    ///
+    /// # Errors
+    /// As [`Stream::write_value64`].
+    fn enqueue_write_value64(
+        &self,
+        token: HookToken,
+        buf: &BufferOf<Self::B>,
+        offset: usize,
+        value: u64,
+    ) -> Result<()> {
+        let _ = (token, buf, offset, value);
+        Err(crate::memop::unsupported(Self::B::KIND, "write_value64"))
+    }
+
+    /// Hook of [`Stream::reduce`]: both buffers are of this stream's device, the length is not
+    /// zero, the element alignment, bounds and overlap are checked
+    /// ([`crate::reduce::check`], [`crate::reduce::check_overlap`]). The default refuses.
+    ///
+    /// # Errors
+    /// As [`Stream::reduce`].
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_reduce(
+        &self,
+        token: HookToken,
+        dst: &BufferOf<Self::B>,
+        dst_offset: usize,
+        src: &BufferOf<Self::B>,
+        src_offset: usize,
+        len: usize,
+        r: crate::Reduction,
+    ) -> Result<()> {
+        let _ = (token, dst, dst_offset, src, src_offset, len, r);
+        Err(crate::reduce::unsupported(Self::B::KIND, "not available"))
+    }
+
+    /// Hook of [`Stream::record_use`]: the buffer is of this stream's device. The default
+    /// refuses.
+    ///
+    /// # Errors
+    /// As [`Stream::record_use`].
+    fn enqueue_record_use(&self, token: HookToken, buf: &BufferOf<Self::B>) -> Result<()> {
+        let _ = (token, buf);
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "marking a buffer used by work xstream did not enqueue (record_use)",
+        ))
+    }
 }
 
 // The calls of the hooks, for the provided methods of `Stream` and for `hostmem`. They are
@@ -177,6 +368,7 @@ pub(crate) fn enqueue_memset_pattern<B: Backend>(
     len: usize,
     value: MemsetPattern,
 ) -> Result<()> {
+    check_buffer_device::<B>("memset_pattern", stream, buf)?;
     stream.enqueue_memset_pattern(HookToken(()), buf, offset, len, value)
 }
 
@@ -186,6 +378,7 @@ pub(crate) fn write_bytes_now<B: Backend>(
     offset: usize,
     src: &[u8],
 ) -> Result<()> {
+    check_buffer_device::<B>("write_from", stream, dst)?;
     stream.write_bytes_now(HookToken(()), dst, offset, src)
 }
 
@@ -195,5 +388,122 @@ pub(crate) fn read_bytes_now<B: Backend>(
     offset: usize,
     dst: &mut [u8],
 ) -> Result<()> {
+    check_buffer_device::<B>("read_into", stream, src)?;
     stream.read_bytes_now(HookToken(()), src, offset, dst)
+}
+
+pub(crate) fn enqueue_memset<B: Backend>(
+    stream: &StreamOf<B>,
+    buf: &BufferOf<B>,
+    offset: usize,
+    len: usize,
+    value: u8,
+) -> Result<()> {
+    stream.enqueue_memset(HookToken(()), buf, offset, len, value)
+}
+
+pub(crate) fn enqueue_write<B: Backend>(
+    stream: &StreamOf<B>,
+    dst: &BufferOf<B>,
+    offset: usize,
+    data: Vec<u8>,
+) -> Result<()> {
+    stream.enqueue_write(HookToken(()), dst, offset, data)
+}
+
+pub(crate) fn enqueue_read<B: Backend>(
+    stream: &StreamOf<B>,
+    src: &BufferOf<B>,
+    offset: usize,
+    len: usize,
+) -> Result<Readback> {
+    stream.enqueue_read(HookToken(()), src, offset, len)
+}
+
+pub(crate) fn enqueue_copy<B: Backend>(
+    stream: &StreamOf<B>,
+    src: &BufferOf<B>,
+    src_offset: usize,
+    dst: &BufferOf<B>,
+    dst_offset: usize,
+    len: usize,
+) -> Result<()> {
+    stream.enqueue_copy(HookToken(()), src, src_offset, dst, dst_offset, len)
+}
+
+pub(crate) fn enqueue_builtin<B: Backend>(
+    stream: &StreamOf<B>,
+    kernel: Kernel<'_, BufferOf<B>>,
+) -> Result<()> {
+    stream.enqueue_builtin(HookToken(()), kernel)
+}
+
+pub(crate) fn enqueue_kernel<B: Backend>(
+    stream: &StreamOf<B>,
+    f: &FunctionOf<B>,
+    cfg: &LaunchConfig,
+    args: &[KernelArg<'_, BufferOf<B>>],
+) -> Result<()> {
+    stream.enqueue_kernel(HookToken(()), f, cfg, args)
+}
+
+pub(crate) fn enqueue_free<B: Backend>(stream: &StreamOf<B>, buf: BufferOf<B>) -> Result<()> {
+    stream.enqueue_free(HookToken(()), buf)
+}
+
+pub(crate) fn enqueue_wait_value32<B: Backend>(
+    stream: &StreamOf<B>,
+    buf: &BufferOf<B>,
+    offset: usize,
+    value: u32,
+    cond: WaitCondition,
+) -> Result<()> {
+    stream.enqueue_wait_value32(HookToken(()), buf, offset, value, cond)
+}
+
+pub(crate) fn enqueue_wait_value64<B: Backend>(
+    stream: &StreamOf<B>,
+    buf: &BufferOf<B>,
+    offset: usize,
+    value: u64,
+    cond: WaitCondition,
+) -> Result<()> {
+    stream.enqueue_wait_value64(HookToken(()), buf, offset, value, cond)
+}
+
+pub(crate) fn enqueue_write_value32<B: Backend>(
+    stream: &StreamOf<B>,
+    buf: &BufferOf<B>,
+    offset: usize,
+    value: u32,
+) -> Result<()> {
+    stream.enqueue_write_value32(HookToken(()), buf, offset, value)
+}
+
+pub(crate) fn enqueue_write_value64<B: Backend>(
+    stream: &StreamOf<B>,
+    buf: &BufferOf<B>,
+    offset: usize,
+    value: u64,
+) -> Result<()> {
+    stream.enqueue_write_value64(HookToken(()), buf, offset, value)
+}
+
+pub(crate) fn enqueue_reduce<B: Backend>(
+    stream: &StreamOf<B>,
+    dst: &BufferOf<B>,
+    dst_offset: usize,
+    src: &BufferOf<B>,
+    src_offset: usize,
+    len: usize,
+    r: crate::Reduction,
+) -> Result<()> {
+    stream.enqueue_reduce(HookToken(()), dst, dst_offset, src, src_offset, len, r)
+}
+
+pub(crate) fn enqueue_record_use<B: Backend>(
+    stream: &StreamOf<B>,
+    buf: &BufferOf<B>,
+) -> Result<()> {
+    stream.enqueue_record_use(HookToken(()), buf)
 }

@@ -289,6 +289,8 @@ struct Fence<B: Backend> {
 /// Page-locked host memory bound to a device of backend `B`. See the module docs.
 pub struct HostBuffer<B: Backend> {
     mem: Arc<dyn HostAllocation>,
+    /// The length users see: the allocation's, or 0 for [`HostBuffer::empty`].
+    len: usize,
     device: DeviceOf<B>,
     flags: HostMemFlags,
     report: FlagReport,
@@ -300,7 +302,7 @@ impl<B: Backend> fmt::Debug for HostBuffer<B> {
         f.debug_struct("HostBuffer")
             .field("backend", &B::KIND)
             .field("ptr", &self.mem.as_ptr())
-            .field("len", &self.mem.len())
+            .field("len", &self.len)
             .field("flags", &self.flags)
             .field("page_locked", &self.mem.page_locked())
             .finish()
@@ -316,6 +318,7 @@ impl<B: Backend> HostBuffer<B> {
         report: FlagReport,
     ) -> Self {
         Self {
+            len: mem.len(),
             mem,
             device: device.clone(),
             flags,
@@ -327,13 +330,28 @@ impl<B: Backend> HostBuffer<B> {
         }
     }
 
+    /// A zero-length buffer bound to `device`: what [`Device::alloc_host`] gives for
+    /// `len == 0` on every backend (a zero-length request is a no-op, as everywhere else). It
+    /// holds no vendor memory (one heap byte keeps its address unique and non-null); every
+    /// copy of it is a zero-length no-op.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when the heap refuses the one byte.
+    pub fn empty(device: &DeviceOf<B>, flags: HostMemFlags, report: FlagReport) -> Result<Self> {
+        let mem = AlignedAlloc::new(B::KIND, device.info().ordinal, 1)?;
+        let mut b = Self::from_allocation(device, Arc::new(mem), flags, report);
+        b.len = 0;
+        Ok(b)
+    }
+
     /// Its length in bytes.
     pub fn len(&self) -> usize {
-        self.mem.len()
+        self.len
     }
-    /// Whether it is empty (never).
+    /// Whether it is empty (only a buffer of [`HostBuffer::empty`], what every backend's
+    /// `alloc_host(0)` gives).
     pub fn is_empty(&self) -> bool {
-        self.mem.is_empty()
+        self.len == 0
     }
     /// The device it is bound to.
     pub fn device(&self) -> &DeviceOf<B> {
@@ -381,7 +399,7 @@ impl<B: Backend> HostBuffer<B> {
         // SAFETY: the allocation is valid for len bytes while `self.mem` lives (HostAllocation
         // contract); no copy is in flight (fence waited) and none can start that writes it
         // while this shared borrow lives (copies into the buffer need `&mut self`).
-        Ok(unsafe { std::slice::from_raw_parts(self.mem.as_ptr(), self.mem.len()) })
+        Ok(unsafe { std::slice::from_raw_parts(self.mem.as_ptr(), self.len) })
     }
 
     /// The bytes, writable, once every copy that used the buffer has completed.
@@ -392,7 +410,7 @@ impl<B: Backend> HostBuffer<B> {
         self.wait_idle()?;
         // SAFETY: as in `as_slice`; `&mut self` excludes every other borrow and every new
         // copy while the slice lives.
-        Ok(unsafe { std::slice::from_raw_parts_mut(self.mem.as_ptr(), self.mem.len()) })
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.mem.as_ptr(), self.len) })
     }
 
     /// The bytes as elements of `T`, once every copy that used the buffer has completed (the
@@ -489,6 +507,7 @@ where
     S: Stream,
     S::B: Backend<Stream = S>,
 {
+    crate::backend::check_buffer_device::<S::B>("copy_to_device", stream, dst)?;
     crate::check_range(
         "copy_to_device destination",
         crate::Buffer::len(dst),
@@ -512,6 +531,7 @@ where
     S: Stream,
     S::B: Backend<Stream = S>,
 {
+    crate::backend::check_buffer_device::<S::B>("copy_to_host", stream, src)?;
     crate::check_range(
         "copy_to_host source",
         crate::Buffer::len(src),

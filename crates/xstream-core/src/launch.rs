@@ -90,6 +90,21 @@ impl<'a, Buf: Buffer> KernelParam<'a, Buf> for &'a Buf {
     }
 }
 
+/// A view passes the buffer's address plus its offset (CUDA, Ascend) or its bytes (host), as
+/// [`KernelArg::View`].
+impl<'a, Buf> KernelParam<'a, Buf> for crate::BufferView<'a, Buf> {
+    fn into_arg(self) -> KernelArg<'a, Buf> {
+        KernelArg::View(self)
+    }
+}
+
+/// A typed slice passes as its byte view ([`KernelArg::View`]).
+impl<'a, T, Buf> KernelParam<'a, Buf> for crate::DeviceSlice<'a, T, Buf> {
+    fn into_arg(self) -> KernelArg<'a, Buf> {
+        KernelArg::View(self.into())
+    }
+}
+
 impl<'a, Buf> KernelParam<'a, Buf> for KernelArg<'a, Buf> {
     fn into_arg(self) -> KernelArg<'a, Buf> {
         self

@@ -113,7 +113,15 @@ pub use translate::{
     Combination, FlagReport, FlagRow, FlagSet, FlagTable, Translated, Translation,
     TranslationPolicy,
 };
-pub use view::{BufferView, DeviceSlice, MemsetPattern};
+pub use view::{BufferView, DeviceSlice, MemsetPattern, Viewable};
+
+/// The `bytemuck` crate xstream's API is written against ([`ByValue`], typed copies and
+/// slices take `bytemuck::Pod` types): use this one to derive `Pod` for your kernel argument
+/// structs and element types, so the versions always match.
+pub use bytemuck;
+/// The `half` crate whose `f16` / `bf16` xstream's kernel arguments and element types accept:
+/// use this one, so the versions always match.
+pub use half;
 
 /// Not public API: the items backends (separate crates) must name and users should not. No
 /// stability promise covers them.

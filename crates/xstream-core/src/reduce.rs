@@ -4,7 +4,8 @@
 //! every Ascend NPU), and the host and CUDA backends give it the same meaning.
 //!
 //! Rules every backend follows:
-//! * `len` is in bytes (as ACL's `count`), non-zero and a multiple of the element size; both
+//! * `len` is in bytes (as ACL's `count`) and a multiple of the element size (zero is a
+//!   no-op, as in every other operation, once the offsets pass these rules); both
 //!   offsets are multiples of the element size (ACL's alignment rule: 4 bytes for 32-bit types,
 //!   2 for 16-bit ones); both ranges lie inside their buffers. Else [`Error::InvalidArgument`].
 //! * `src` and `dst` belong to the stream's device ([`Error::WrongDevice`] otherwise). The two
@@ -133,9 +134,6 @@ pub fn check(
     len: usize,
 ) -> Result<()> {
     let size = r.ty.size();
-    if len == 0 {
-        return Err(Error::invalid("reduce: len must not be 0"));
-    }
     if !len.is_multiple_of(size) {
         return Err(Error::invalid(format!(
             "reduce: len {len} is not a multiple of the {size}-byte {} element",
@@ -223,7 +221,11 @@ mod tests {
     fn checks() {
         let r = Reduction::new(ReduceKind::Sum, ReduceType::F32);
         assert!(check(r, 16, 0, 16, 0, 16).is_ok());
-        assert!(check(r, 16, 0, 16, 0, 0).is_err(), "zero length");
+        assert!(check(r, 16, 0, 16, 0, 0).is_ok(), "zero length (a no-op)");
+        assert!(
+            check(r, 16, 20, 16, 0, 0).is_err(),
+            "zero length past the end"
+        );
         assert!(check(r, 16, 0, 16, 0, 6).is_err(), "partial element");
         assert!(check(r, 16, 2, 16, 0, 4).is_err(), "misaligned destination");
         assert!(check(r, 16, 0, 16, 2, 4).is_err(), "misaligned source");

@@ -21,6 +21,25 @@ use std::ops::{Bound, RangeBounds};
 
 use crate::{Buffer, Error, Result};
 
+/// What a view needs of the memory it borrows: its length and base address. Every
+/// [`Buffer`] is one; the facade's type-erased buffer is one too, so [`BufferView`] and
+/// [`DeviceSlice`] work over it unchanged.
+pub trait Viewable {
+    /// Its length in bytes.
+    fn byte_len(&self) -> usize;
+    /// Its base address (device address; host address on the host backend).
+    fn base_address(&self) -> u64;
+}
+
+impl<T: Buffer> Viewable for T {
+    fn byte_len(&self) -> usize {
+        self.len()
+    }
+    fn base_address(&self) -> u64 {
+        self.device_address()
+    }
+}
+
 /// A byte range of a device buffer, borrowed.
 pub struct BufferView<'a, Buf> {
     buf: &'a Buf,
@@ -100,13 +119,13 @@ impl<'a, Buf> BufferView<'a, Buf> {
     }
 }
 
-impl<'a, Buf: Buffer> BufferView<'a, Buf> {
+impl<'a, Buf: Viewable> BufferView<'a, Buf> {
     /// The whole buffer.
     pub fn new(buf: &'a Buf) -> Self {
         Self {
             buf,
             offset: 0,
-            len: buf.len(),
+            len: buf.byte_len(),
         }
     }
 
@@ -115,13 +134,13 @@ impl<'a, Buf: Buffer> BufferView<'a, Buf> {
     /// # Errors
     /// [`Error::InvalidArgument`] when the range is not inside the buffer.
     pub fn range(buf: &'a Buf, offset: usize, len: usize) -> Result<Self> {
-        crate::check_range("view", buf.len(), offset, len)?;
+        crate::check_range("view", buf.byte_len(), offset, len)?;
         Ok(Self { buf, offset, len })
     }
 
     /// The address of its first byte: the buffer's device address plus the offset.
     pub fn device_address(&self) -> u64 {
-        self.buf.device_address().wrapping_add(self.offset as u64)
+        self.buf.base_address().wrapping_add(self.offset as u64)
     }
 
     /// The sub-range `range` (in bytes, relative to this view).
@@ -155,7 +174,7 @@ impl<'a, Buf: Buffer> BufferView<'a, Buf> {
     }
 }
 
-impl<'a, Buf: Buffer> From<&'a Buf> for BufferView<'a, Buf> {
+impl<'a, Buf: Viewable> From<&'a Buf> for BufferView<'a, Buf> {
     fn from(buf: &'a Buf) -> Self {
         Self::new(buf)
     }
@@ -187,7 +206,7 @@ impl<T, Buf: fmt::Debug> fmt::Debug for DeviceSlice<'_, T, Buf> {
     }
 }
 
-impl<'a, T: bytemuck::Pod, Buf: Buffer> DeviceSlice<'a, T, Buf> {
+impl<'a, T: bytemuck::Pod, Buf: Viewable> DeviceSlice<'a, T, Buf> {
     /// The whole buffer as elements of `T`.
     ///
     /// # Errors
@@ -294,7 +313,7 @@ impl<'a, T, Buf> From<DeviceSlice<'a, T, Buf>> for BufferView<'a, Buf> {
 }
 
 /// The value of a [`Stream::memset_pattern`](crate::Stream::memset_pattern): an element of 8,
-/// 16 or 32 bits repeated over the range (little-endian in memory, as on every supported
+/// 16, 32 or 64 bits repeated over the range (little-endian in memory, as on every supported
 /// device).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MemsetPattern {
@@ -304,6 +323,9 @@ pub enum MemsetPattern {
     U16(u16),
     /// A 32-bit element (the range must be 4-byte aligned and a multiple of 4 bytes).
     U32(u32),
+    /// A 64-bit element (the range must be 8-byte aligned and a multiple of 8 bytes): the fill
+    /// of `i64`, `u64` and `f64` tensors.
+    U64(u64),
 }
 
 impl MemsetPattern {
@@ -313,18 +335,23 @@ impl MemsetPattern {
             Self::U8(_) => 1,
             Self::U16(_) => 2,
             Self::U32(_) => 4,
+            Self::U64(_) => 8,
         }
     }
 
     /// The element's bytes in memory order (the first [`width`](Self::width) of the array).
-    pub const fn bytes(self) -> [u8; 4] {
+    pub const fn bytes(self) -> [u8; 8] {
         match self {
-            Self::U8(v) => [v, 0, 0, 0],
+            Self::U8(v) => [v, 0, 0, 0, 0, 0, 0, 0],
             Self::U16(v) => {
                 let b = v.to_le_bytes();
-                [b[0], b[1], 0, 0]
+                [b[0], b[1], 0, 0, 0, 0, 0, 0]
             }
-            Self::U32(v) => v.to_le_bytes(),
+            Self::U32(v) => {
+                let b = v.to_le_bytes();
+                [b[0], b[1], b[2], b[3], 0, 0, 0, 0]
+            }
+            Self::U64(v) => v.to_le_bytes(),
         }
     }
 

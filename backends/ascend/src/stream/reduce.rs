@@ -29,13 +29,11 @@ pub(super) fn reduce(
     s.enter("reduce")?;
     s.check_buf(dst)?;
     s.check_buf(src)?;
-    xstream_core::reduce::check(r, dst.inner.len, dst_offset, src.inner.len, src_offset, len)?;
     let d = result::memory::at(dst.inner.ptr, dst_offset);
     let so = result::memory::at(src.inner.ptr, src_offset);
-    xstream_core::reduce::check_overlap(d as u64, so as u64, len)?;
     match result::reduce::reduce_async(s.device.inner.t, d, so, len, r, s.state.raw) {
         Ok(()) => {}
-        // Every portable rule was checked above, so a parameter error for a kind other than
+        // Every portable rule was checked by xstream-core, so a parameter error for a kind other than
         // SUM is the runtime's rule for products whose reduce takes its "V2" task (Atlas
         // training and inference products): SUM only.
         Err(e) if r.kind != ReduceKind::Sum && e.native().is_some_and(|n| n.code == 107_000) => {

@@ -80,6 +80,21 @@ pub(crate) fn memset_d32_async(p: u64, value: u32, n: usize, s: CuStream) -> CuR
     ok(unsafe { sys::cuMemsetD32Async(p, value, n, s.0) })
 }
 
+/// `cuMemsetD2D32Async`: `height` rows of `width` 32-bit elements, rows `pitch` bytes apart,
+/// from `p` (4-byte aligned).
+pub(crate) fn memset_d2d32_async(
+    p: u64,
+    pitch: usize,
+    value: u32,
+    width: usize,
+    height: usize,
+    s: CuStream,
+) -> CuResult<()> {
+    // SAFETY: the rows lie inside a live allocation and are aligned (checked by the caller:
+    // `p + (height - 1) * pitch + 4 * width` is within the range); `s` live.
+    ok(unsafe { sys::cuMemsetD2D32Async(p, pitch, value, width, height, s.0) })
+}
+
 /// `cuStreamWaitValue32` (the `_v2` symbol, CUDA >= 11.7): `flags` is a
 /// `CU_STREAM_WAIT_VALUE_*` comparison.
 pub(crate) fn stream_wait_value32(s: CuStream, addr: u64, value: u32, flags: u32) -> CuResult<()> {

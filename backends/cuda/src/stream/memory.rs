@@ -127,6 +127,23 @@ pub(super) fn memset_pattern(
             "cuMemsetD32Async",
             ffi::memset_d32_async(p, v, len / 4, s.raw()),
         ),
+        // Both halves equal: one 32-bit memset. Else the low and the high halves as two
+        // columns of one 32-bit element each, rows 8 bytes apart (the driver has no 64-bit
+        // memset).
+        MemsetPattern::U64(v) if (v as u32) == ((v >> 32) as u32) => (
+            "cuMemsetD32Async",
+            ffi::memset_d32_async(p, v as u32, len / 4, s.raw()),
+        ),
+        MemsetPattern::U64(v) => {
+            let rows = len / 8;
+            match ffi::memset_d2d32_async(p, 8, v as u32, 1, rows, s.raw()) {
+                Ok(()) => (
+                    "cuMemsetD2D32Async",
+                    ffi::memset_d2d32_async(p + 4, 8, (v >> 32) as u32, 1, rows, s.raw()),
+                ),
+                Err(e) => ("cuMemsetD2D32Async", Err(e)),
+            }
+        }
     };
     s.check(r.0, r.1)?;
     s.keep_buf(buf);
@@ -143,7 +160,6 @@ pub(super) fn write_bytes_now(
 ) -> Result<()> {
     check_range("write_from", dst.len_bytes(), offset, src.len())?;
     s.enter()?;
-    dst.check_device("write_from", s.cuda_device())?;
     if src.is_empty() {
         return Ok(());
     }
@@ -165,7 +181,6 @@ pub(super) fn read_bytes_now(
 ) -> Result<()> {
     check_range("read_into", src.len_bytes(), offset, dst.len())?;
     s.enter()?;
-    src.check_device("read_into", s.cuda_device())?;
     if dst.is_empty() {
         return Ok(());
     }
@@ -340,7 +355,6 @@ pub(super) fn enqueue_copy_to_device(
     dst: &CudaBuffer,
     dst_offset: usize,
 ) -> Result<()> {
-    dst.check_device("copy_to_device", &s.dev)?;
     check_range("copy_to_device", dst.len_bytes(), dst_offset, src.len())?;
     s.enter()?;
     s.gate_enqueue("copy_to_device")?;
@@ -359,7 +373,6 @@ pub(super) fn enqueue_copy_to_host(
     src_offset: usize,
     dst: xstream_core::HostSpan,
 ) -> Result<()> {
-    src.check_device("copy_to_host", &s.dev)?;
     check_range("copy_to_host", src.len_bytes(), src_offset, dst.len())?;
     s.enter()?;
     s.gate_enqueue("copy_to_host")?;

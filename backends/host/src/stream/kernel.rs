@@ -31,22 +31,16 @@ pub(super) fn prepare(
     let mut queued = Vec::with_capacity(args.len());
     for a in args {
         queued.push(match *a {
-            KernelArg::Buffer(b) => {
-                s.check_buffer_device("launch_kernel", b)?;
-                QueuedArg::Buffer {
-                    buf: Arc::clone(&b.inner),
-                    offset: 0,
-                    len: b.inner_len(),
-                }
-            }
-            KernelArg::View(v) => {
-                s.check_buffer_device("launch_kernel", v.buffer())?;
-                QueuedArg::Buffer {
-                    buf: Arc::clone(&v.buffer().inner),
-                    offset: v.offset(),
-                    len: v.len(),
-                }
-            }
+            KernelArg::Buffer(b) => QueuedArg::Buffer {
+                buf: Arc::clone(&b.inner),
+                offset: 0,
+                len: b.inner_len(),
+            },
+            KernelArg::View(v) => QueuedArg::Buffer {
+                buf: Arc::clone(&v.buffer().inner),
+                offset: v.offset(),
+                len: v.len(),
+            },
             KernelArg::U32(v) => QueuedArg::U32(v),
             KernelArg::I32(v) => QueuedArg::I32(v),
             KernelArg::U64(v) => QueuedArg::U64(v),

@@ -145,7 +145,6 @@ pub(super) fn enqueue_copy_to_device(
     dst_offset: usize,
 ) -> Result<()> {
     ensure_not_in_callback()?;
-    s.check_buffer_device("copy_to_device", dst)?;
     check_range("copy_to_device", dst.inner_len(), dst_offset, src.len())?;
     s.submit(
         "copy_to_device",
@@ -164,7 +163,6 @@ pub(super) fn enqueue_copy_to_host(
     dst: xstream_core::HostSpan,
 ) -> Result<()> {
     ensure_not_in_callback()?;
-    s.check_buffer_device("copy_to_host", src)?;
     check_range("copy_to_host", src.inner_len(), src_offset, dst.len())?;
     s.submit(
         "copy_to_host",
@@ -202,7 +200,6 @@ pub(super) fn write_bytes_now(
     src: &[u8],
 ) -> Result<()> {
     ensure_not_in_callback()?;
-    s.check_buffer_device("write_from", dst)?;
     check_range("write_from", dst.inner_len(), offset, src.len())?;
     if src.is_empty() {
         return Ok(());
@@ -224,7 +221,6 @@ pub(super) fn read_bytes_now(
     dst: &mut [u8],
 ) -> Result<()> {
     ensure_not_in_callback()?;
-    s.check_buffer_device("read_into", src)?;
     check_range("read_into", src.inner_len(), offset, dst.len())?;
     if dst.is_empty() {
         return Ok(());

@@ -30,3 +30,28 @@ pub fn check_range(what: &str, buf_len: usize, offset: usize, len: usize) -> Res
         ))),
     }
 }
+
+/// The foreign-buffer rule (docs/semantics.md, "One device per buffer"): a buffer is used
+/// only on streams of the device it belongs to; copies between devices go through
+/// [`Stream::copy_peer`](crate::Stream::copy_peer). Checked by the user-facing stream
+/// operations before anything reaches the backend.
+///
+/// # Errors
+/// [`Error::WrongDevice`] naming the operation, the buffer's device and the stream's.
+pub(crate) fn check_buffer_device<B: crate::Backend>(
+    op: &str,
+    stream: &crate::StreamOf<B>,
+    buf: &crate::BufferOf<B>,
+) -> Result<()> {
+    use crate::{Buffer, Device, Stream};
+    if buf.belongs_to(stream.device()) {
+        return Ok(());
+    }
+    Err(Error::WrongDevice(format!(
+        "{op}: the buffer belongs to {} device {}, the stream to device {} (a buffer is used \
+         only on streams of its own device; copy between devices with copy_peer)",
+        B::KIND,
+        buf.device_ordinal(),
+        stream.device().info().ordinal,
+    )))
+}
