@@ -147,7 +147,8 @@ fn bad_copies_are_clear_errors() {
         .expect("empty copy is a no-op");
     // A zero-length host buffer: empty, and copies of it are no-ops.
     let mut empty = d.alloc_host(0, &HostAllocDesc::new()).unwrap();
-    assert!(empty.is_empty() && empty.len() == 0 && empty.as_slice().unwrap().is_empty());
+    assert_eq!(empty.len(), 0);
+    assert!(empty.is_empty() && empty.as_slice().unwrap().is_empty());
     s.copy_to_device(&empty, 0, &buf, 0, 0).unwrap();
     s.copy_to_host(&buf, 0, &mut empty, 0, 0).unwrap();
     assert!(matches!(

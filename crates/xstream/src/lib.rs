@@ -73,7 +73,7 @@
 //! s.free_async(b).unwrap();
 //! s.free_async(b).unwrap(); // double free: `b` was moved
 //! ```
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub use xstream_core::*;
 

@@ -25,6 +25,28 @@ pub enum Kernel<'a, Buf> {
     Fault,
 }
 
+impl<'a, Buf> Kernel<'a, Buf> {
+    /// The same work over another buffer type (the erased path's buffers turned into a
+    /// backend's): `f` maps the buffer of [`Kernel::Lcg`]; its error is returned as is.
+    ///
+    /// # Errors
+    /// What `f` returns.
+    pub fn try_map_buffer<B2, E>(
+        self,
+        f: impl FnOnce(&'a Buf) -> Result<&'a B2, E>,
+    ) -> Result<Kernel<'a, B2>, E> {
+        Ok(match self {
+            Kernel::Delay(d) => Kernel::Delay(d),
+            Kernel::Lcg { buf, rounds } => Kernel::Lcg {
+                buf: f(buf)?,
+                rounds,
+            },
+            #[cfg(feature = "testing")]
+            Kernel::Fault => Kernel::Fault,
+        })
+    }
+}
+
 /// The host-side reference of [`Kernel::Lcg`], for checking results.
 pub fn lcg_reference(data: &mut [u8], rounds: u32) {
     for w in data.chunks_exact_mut(4) {

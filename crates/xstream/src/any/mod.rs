@@ -217,7 +217,20 @@ impl Clone for AnyDevice {
 /// A backend compiled into this build, whose objects the erased types hold; implemented by
 /// the facade for each of them (sealed). It lets generic code and erased code meet:
 /// [`AnyDevice::downcast_ref`]`::<B>()` and friends.
-pub trait Erasable: Backend + sealed::Sealed {
+///
+/// Its bounds make every typed handle convert into its erased one in generic code:
+/// `fn store<B: Erasable>(b: BufferOf<B>) -> AnyBuffer { b.into() }`.
+pub trait Erasable:
+    Backend<
+        Device: Into<AnyDevice>,
+        Stream: Into<AnyStream>,
+        Event: Into<AnyEvent>,
+        Buffer: Into<AnyBuffer>,
+        Graph: Into<AnyGraph>,
+        Module: Into<AnyModule>,
+        Function: Into<AnyFunction>,
+    > + sealed::Sealed
+{
     #[doc(hidden)]
     fn device_of(d: &AnyDevice) -> Option<&Self::Device>;
     #[doc(hidden)]
@@ -492,6 +505,12 @@ impl AnyStream {
     #[inline]
     pub fn report(&self) -> &CreationReport {
         each!(AnyStream, self, s => s.report())
+    }
+
+    /// [`Stream::ownership`]: whether dropping it destroys the native stream.
+    #[inline]
+    pub fn ownership(&self) -> crate::Ownership {
+        each!(AnyStream, self, s => s.ownership())
     }
 
     /// [`Stream::query`].
@@ -1213,3 +1232,6 @@ impl AnyGraph {
         pair!("AnyGraph::launch", AnyGraph, self, AnyStream, stream, g, s => g.launch(s))
     }
 }
+
+mod raw;
+mod views;
