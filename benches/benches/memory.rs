@@ -64,7 +64,7 @@ fn case(backend: &str, what: &str, sim: bool, mut op: impl FnMut()) -> bool {
     settle();
     let after = common::rss_bytes();
     let delta = after as f64 - before as f64;
-    let flat = delta.abs() < 0.0 * MIB;
+    let flat = delta.abs() <= MIB;
     println!(
         "memory {backend:<14} {what:<26} n={N} rss_before={:.2} MiB rss_after={:.2} MiB \
          delta={:+.1} KiB ({:.2} s, {:.0} ns/pair) flat_within_1MiB={}",
