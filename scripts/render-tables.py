@@ -33,7 +33,9 @@ DOCS = os.path.join(ROOT, "docs")
 #   doc     the doc holding the markers (relative to docs/)
 #   source  the run's file (relative to docs/)
 #   kind    "md" (the index-th markdown table the run wrote, optionally only the rows whose
-#           first cell starts with one of `rows`) or "memory" (benches/memory.rs log lines)
+#           first cell starts with one of `rows`), "memory" (benches/memory.rs log lines),
+#           "paired" / "paired_ci" (benches/benches/any_dispatch.rs `paired` lines: the IQR
+#           form, or the 95% CI form with one column per backend)
 TABLES = {
     "ascend-sim-criterion": dict(
         doc="performance.md", source="cpu-runs/2026-11-23/tables.md", kind="md", index=0),
@@ -57,6 +59,14 @@ TABLES = {
     "torch-sync-run5": dict(
         doc="performance.md", source="gpu-runs/2026-11-22-h200-run5/torch_bench.md", kind="md",
         index=1),
+    "any-dispatch-host-2026-11-25": dict(
+        doc="performance.md", source="cpu-runs/2026-11-25-any/any_dispatch.log", kind="paired"),
+    "any-dispatch-run15": dict(
+        doc="performance.md", source="gpu-runs/2026-11-25-2xh100-run15/any_dispatch.txt",
+        kind="paired"),
+    "any-dispatch-run17": dict(
+        doc="performance.md", source="gpu-runs/2026-11-25-h100-run17/any_dispatch.txt",
+        kind="paired_ci"),
     "null-driver-counts": dict(
         doc="performance.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
         kind="md", index=0),
@@ -129,6 +139,56 @@ def render_memory(spec, text):
     return t
 
 
+# `paired <backend> <operation> generic= X ns erased= Y ns overhead= Z ns (...)`
+# (benches/benches/any_dispatch.rs): the IQR form of the first method, or the 95% CI form
+# with a verdict against the 2 ns bound.
+PAIRED_LINE = re.compile(
+    r"^paired (?P<backend>\S+)\s+(?P<op>.+?)\s+generic=\s*(?P<gen>[-\d.]+) ns "
+    r"erased=\s*(?P<era>[-\d.]+) ns overhead=\s*(?P<ovh>[-+\d.]+) ns "
+    r"\((?:IQR (?P<iqr>[-+\d.]+\.\.[-+\d.]+)|95% CI (?P<ci>[-+\d.]+\.\.[-+\d.]+);[^)]*)\)"
+    r"(?: target <= 2 ns: (?P<verdict>[A-Za-z]+))?"
+)
+
+
+def paired_rows(spec, text):
+    rows = [m.groupdict() for m in map(PAIRED_LINE.match, text.splitlines()) if m]
+    if not rows:
+        raise RenderError(f"{spec['source']} holds no `paired ...` result line")
+    return rows
+
+
+def render_paired(spec, text):
+    """Generic against erased, one row per operation (and backend), the IQR form."""
+    t = ["| operation | generic | erased | paired overhead (median, IQR) |", "|---|---|---|---|"]
+    for r in paired_rows(spec, text):
+        if r["iqr"] is None:
+            raise RenderError(f"{spec['source']}: a paired line without its IQR")
+        t.append(f"| {r['backend']}: {r['op']} | {r['gen']} ns | {r['era']} ns | "
+                 f"{r['ovh']} ns ({r['iqr']}) |")
+    return t
+
+
+def render_paired_ci(spec, text):
+    """The 95% CI form: one row per operation, one column per backend, with the verdict."""
+    rows = paired_rows(spec, text)
+    backends = list(dict.fromkeys(r["backend"] for r in rows))
+    ops = list(dict.fromkeys(r["op"] for r in rows))
+    cell = {(r["backend"], r["op"]): r for r in rows}
+    t = ["| operation | " + " | ".join(backends) + " |", "|---" * (len(backends) + 1) + "|"]
+    for op in ops:
+        cells = []
+        for b in backends:
+            r = cell.get((b, op))
+            if r is None:
+                cells.append("–")
+            elif r["ci"] is None:
+                raise RenderError(f"{spec['source']}: a paired line without its 95% CI")
+            else:
+                cells.append(f"{r['ovh']} ns ({r['ci']}): {r['verdict'] or '–'}")
+        t.append(f"| {op} | " + " | ".join(cells) + " |")
+    return t
+
+
 def git(*args):
     try:
         r = subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True, check=True)
@@ -141,8 +201,9 @@ def caption(spec):
     """Run folder, date, device, commit: each read from the run's folder.
 
     Date: the folder name's YYYY-MM-DD. Device: the GPU name under nvidia-smi's header in
-    machine.txt, else its `cpu:` line, else its architecture and CPU count lines. Commit: a
-    `commit:` line of machine.txt, else "main at X" in the folder's README.md, else the commit
+    machine.txt, else its `cpu:` line, else its architecture and CPU count lines, else a CPU
+    count in the source's first lines. Commit: a `commit:` line of machine.txt, else "commit X"
+    in the source's first lines, else "main at X" in the folder's README.md, else the commit
     that added the source file (said so)."""
     src = spec["source"]
     folder = os.path.dirname(src)
@@ -170,6 +231,13 @@ def caption(spec):
     for line in mlines:
         if line.startswith("commit: "):
             commit = "commit " + line[8:].strip()[:7]
+    head = "\n".join(open(os.path.join(DOCS, src), encoding="utf-8").read().splitlines()[:5])
+    m = re.search(r"\bcommit ([0-9a-f]{7,40})( \+ uncommitted [^,;]+)?", head)
+    if not commit and m:
+        commit = "commit " + m.group(1)[:7] + (m.group(2) or "")
+    m = re.search(r"\b(\d+) CPUs\b", head)
+    if device == "device not recorded" and m:
+        device = f"{m.group(1)} CPUs, no accelerator" if "no accelerator" in head else f"{m.group(1)} CPUs"
     readme = os.path.join(run_dir, "README.md")
     if not commit and os.path.exists(readme):
         m = re.search(r"main at `?([0-9a-f]{7,40})", open(readme, encoding="utf-8").read())
@@ -190,7 +258,12 @@ def render(name):
     if not os.path.exists(path):
         raise RenderError(f"table {name}: source docs/{spec['source']} is missing")
     text = open(path, encoding="utf-8").read()
-    kinds = {"md": render_md, "memory": render_memory}
+    kinds = {
+        "md": render_md,
+        "memory": render_memory,
+        "paired": render_paired,
+        "paired_ci": render_paired_ci,
+    }
     table = kinds[spec["kind"]](spec, text)
     return [caption(spec), ""] + table
 
