@@ -35,7 +35,8 @@ DOCS = os.path.join(ROOT, "docs")
 #   kind    "md" (the index-th markdown table the run wrote, optionally only the rows whose
 #           first cell starts with one of `rows`), "memory" (benches/memory.rs log lines),
 #           "paired" / "paired_ci" (benches/benches/any_dispatch.rs `paired` lines: the IQR
-#           form, or the 95% CI form with one column per backend)
+#           form, or the 95% CI form with one column per backend), "stress"
+#           (tests/tests/stress.rs result lines)
 TABLES = {
     "ascend-sim-criterion": dict(
         doc="performance.md", source="cpu-runs/2026-11-23/tables.md", kind="md", index=0),
@@ -67,6 +68,8 @@ TABLES = {
     "any-dispatch-run17": dict(
         doc="performance.md", source="gpu-runs/2026-11-25-h100-run17/any_dispatch.txt",
         kind="paired_ci"),
+    "stress-2026-11-25": dict(
+        doc="reliability.md", source="cpu-runs/2026-11-25/fault_sweep_stress.log", kind="stress"),
     "null-driver-counts": dict(
         doc="performance.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
         kind="md", index=0),
@@ -189,6 +192,32 @@ def render_paired_ci(spec, text):
     return t
 
 
+# `<backend>: 8 threads x N ops = T ops; streams S, events E, callbacks a/b, notifies c/d,
+# data checks D, violations V` (tests/tests/stress.rs); "ascend" is the simulator's run.
+STRESS_LINE = re.compile(
+    r"(?P<backend>host|ascend): (?P<threads>\d+) threads x (?P<n>\d+) ops = (?P<ops>\d+) ops; "
+    r"streams (?P<streams>\d+), events (?P<events>\d+), callbacks (?P<cb>\d+/\d+), "
+    r"notifies (?P<nt>\d+/\d+), data checks (?P<data>\d+), violations (?P<viol>\d+)"
+)
+
+
+def render_stress(spec, text):
+    t = [
+        "| run | ops | streams created | events | callbacks (ran / enqueued) | notifies (ran / enqueued) | "
+        "data checks | violations |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for m in STRESS_LINE.finditer(text):
+        d = m.groupdict()
+        who = "simulator" if d["backend"] == "ascend" else d["backend"]
+        t.append(f"| {who}, {d['threads']} × {int(d['n']):,} | {int(d['ops']):,} | "
+                 f"{int(d['streams']):,} | {int(d['events']):,} | {d['cb']} | {d['nt']} | "
+                 f"{int(d['data']):,} | {d['viol']} |")
+    if len(t) == 2:
+        raise RenderError(f"{spec['source']} holds no stress result line")
+    return t
+
+
 def git(*args):
     try:
         r = subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True, check=True)
@@ -263,6 +292,7 @@ def render(name):
         "memory": render_memory,
         "paired": render_paired,
         "paired_ci": render_paired_ci,
+        "stress": render_stress,
     }
     table = kinds[spec["kind"]](spec, text)
     return [caption(spec), ""] + table
