@@ -36,7 +36,8 @@ DOCS = os.path.join(ROOT, "docs")
 #           first cell starts with one of `rows`), "memory" (benches/memory.rs log lines),
 #           "paired" / "paired_ci" (benches/benches/any_dispatch.rs `paired` lines: the IQR
 #           form, or the 95% CI form with one column per backend), "stress"
-#           (tests/tests/stress.rs result lines)
+#           (tests/tests/stress.rs result lines), "conform" (`xstream conform` result lines
+#           of `source` and of each `more` log, one column each)
 TABLES = {
     "ascend-sim-criterion": dict(
         doc="performance.md", source="cpu-runs/2026-11-23/tables.md", kind="md", index=0),
@@ -70,6 +71,11 @@ TABLES = {
         kind="paired_ci"),
     "stress-2026-11-25": dict(
         doc="reliability.md", source="cpu-runs/2026-11-25/fault_sweep_stress.log", kind="stress"),
+    "conform-real-runtime-run2": dict(
+        doc="simulators.md", source="cann-runs/2026-11-25/run2/conform-simulator.log",
+        kind="conform", label="simulator",
+        more=[("real runtime, before", "cann-runs/2026-11-25/run2/conform-real-runtime-before.log"),
+              ("real runtime, after", "cann-runs/2026-11-25/run2/conform-real-runtime-after.log")]),
     "null-driver-counts": dict(
         doc="performance.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
         kind="md", index=0),
@@ -218,6 +224,40 @@ def render_stress(spec, text):
     return t
 
 
+CONFORM_LINE = re.compile(r"(?:^|\.\.\. )(PASS|FAIL|SKIP) (\S+)\s")
+# The CLI's summary line, or the test harness's `Summary { passed: P, failed: F, skipped: S, .. }`.
+CONFORM_SUMMARY = re.compile(
+    r"^(\d+) passed, (\d+) failed, (\d+) skipped\b|"
+    r"Summary \{ passed: (\d+), failed: (\d+), skipped: (\d+)", re.M)
+
+
+def render_conform(spec, text):
+    """One row per check, one column per log (`xstream conform` lines), then the summary."""
+    cols = [(spec["label"], text)] + [
+        (label, open(os.path.join(DOCS, path), encoding="utf-8").read())
+        for label, path in spec["more"]
+    ]
+    results = []
+    for label, body in cols:
+        found = {}
+        for line in body.splitlines():
+            m = CONFORM_LINE.search(line)
+            if m:
+                found.setdefault(m.group(2), m.group(1))
+        summary = [m for m in CONFORM_SUMMARY.finditer(body)]
+        if not found or not summary:
+            raise RenderError(f"{label}: no `xstream conform` result lines and summary")
+        n = [g for g in summary[0].groups() if g is not None]
+        results.append((found, f"{n[0]} passed, {n[1]} failed, {n[2]} skipped"))
+    checks = list(dict.fromkeys(c for found, _ in results for c in found))
+    t = ["| check | " + " | ".join(label for label, _ in cols) + " |",
+         "|---" * (len(cols) + 1) + "|"]
+    for c in checks:
+        t.append(f"| {c} | " + " | ".join(found.get(c, "–") for found, _ in results) + " |")
+    t.append("| (summary) | " + " | ".join(summ for _, summ in results) + " |")
+    return t
+
+
 def git(*args):
     try:
         r = subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True, check=True)
@@ -277,7 +317,8 @@ def caption(spec):
                     os.path.join("docs", src))
         added = added.splitlines()[-1] if added else ""
         commit = f"log committed in {added}" if added else "commit not recorded"
-    return (f"_Rendered by `scripts/render-tables.py` from `docs/{src}` (run folder "
+    files = ", ".join(f"`docs/{p}`" for p in [src] + [p for _, p in spec.get("more", [])])
+    return (f"_Rendered by `scripts/render-tables.py` from {files} (run folder "
             f"`{run}`, {date}, {device}, {commit}); do not edit by hand._")
 
 
@@ -293,6 +334,7 @@ def render(name):
         "paired": render_paired,
         "paired_ci": render_paired_ci,
         "stress": render_stress,
+        "conform": render_conform,
     }
     table = kinds[spec["kind"]](spec, text)
     return [caption(spec), ""] + table
