@@ -23,7 +23,6 @@ are missing, or a source that lacks the named table is an error (exit 2), never 
 import difflib
 import os
 import re
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -258,22 +257,14 @@ def render_conform(spec, text):
     return t
 
 
-def git(*args):
-    try:
-        r = subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True, check=True)
-        return r.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return ""
-
-
 def caption(spec):
     """Run folder, date, device, commit: each read from the run's folder.
 
     Date: the folder name's YYYY-MM-DD. Device: the GPU name under nvidia-smi's header in
     machine.txt, else its `cpu:` line, else its architecture and CPU count lines, else a CPU
     count in the source's first lines. Commit: a `commit:` line of machine.txt, else "commit X"
-    in the source's first lines, else "main at X" in the folder's README.md, else the commit
-    that added the source file (said so)."""
+    in the source's first lines, else "main at X" in the folder's README.md, else it says the
+    folder does not record one. Nothing is read from git, so a shallow clone renders the same."""
     src = spec["source"]
     folder = os.path.dirname(src)
     run = folder.split("/")[1] if folder.count("/") >= 1 else folder
@@ -313,10 +304,7 @@ def caption(spec):
         if m:
             commit = "commit " + m.group(1)[:7]
     if not commit:
-        added = git("log", "--diff-filter=A", "--format=%h", "--abbrev=7", "--",
-                    os.path.join("docs", src))
-        added = added.splitlines()[-1] if added else ""
-        commit = f"log committed in {added}" if added else "commit not recorded"
+        commit = "commit not recorded in the run folder"
     files = ", ".join(f"`docs/{p}`" for p in [src] + [p for _, p in spec.get("more", [])])
     return (f"_Rendered by `scripts/render-tables.py` from {files} (run folder "
             f"`{run}`, {date}, {device}, {commit}); do not edit by hand._")
