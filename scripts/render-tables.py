@@ -75,6 +75,12 @@ TABLES = {
         kind="conform", label="simulator",
         more=[("real runtime, before", "cann-runs/2026-11-25/run2/conform-real-runtime-before.log"),
               ("real runtime, after", "cann-runs/2026-11-25/run2/conform-real-runtime-after.log")]),
+    "run17-allocations": dict(
+        doc="performance.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
+        index=2),
+    "run17-alloc-no-host-sync": dict(
+        doc="performance.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
+        index=6),
     "null-driver-counts": dict(
         doc="performance.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
         kind="md", index=0),
