@@ -129,8 +129,15 @@ for i in $(seq 2 "$paired_runs"); do
     cargo bench -p xstream-benches --bench ascend_sim -- NONE 2>&1 | tee "$out/ascend_sim_paired_$i.log"
 done
 echo "== memory (100k create/drop)"
-cargo bench -p xstream-benches --bench memory 2>&1 | tee "$out/memory.log"
+# The bench exits 1 when a case grows by more than 1 MiB: the other steps still run and the
+# script exits 1 at the end.
+mem_rc=0
+cargo bench -p xstream-benches --bench memory 2>&1 | tee "$out/memory.log" || mem_rc=$?
 echo "== allocation counts"
 cargo test -p xstream-benches --test no_alloc -- --nocapture --test-threads=1 2>&1 | tee "$out/no_alloc.log"
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/machine.txt"
 tables "$out" | tee "$out/tables.md"
+if [ "$mem_rc" -ne 0 ]; then
+    echo "FAIL: memory: a case grew by more than 1 MiB or the bench failed (exit $mem_rc; $out/memory.log)"
+    exit 1
+fi

@@ -6,7 +6,7 @@
 //! warm-up create/drop pairs (allocator arenas, thread-locals, the reaper thread), then waits
 //! until the simulator's live-object counts are back to where they were (the Ascend backend
 //! destroys streams on its reaper thread), then measures. Prints one line per case; the target
-//! is |after − before| ≤ 1 MiB.
+//! is |after − before| ≤ 1 MiB, and the bench exits with status 1 when a case misses it.
 //!
 //! Run: `cargo bench -p xstream-benches --bench memory`.
 #![allow(unsafe_code)]
@@ -180,4 +180,7 @@ fn main() {
             "some case grew by more than 1 MiB (see above)"
         }
     );
+    if !all {
+        std::process::exit(1);
+    }
 }

@@ -377,7 +377,8 @@ fn buffer_or_function_of_another_gpu_is_wrong_device() {
 
 /// The builtin echo kernel through the launch builder: plain, cooperative, and (on compute
 /// capability 9.0 and later) in clusters of two blocks; each writes the reference record. A
-/// launch through the builder allocates nothing once the stream's keep-alive list has grown.
+/// launch through the builder allocates nothing between two hand-offs of the stream's
+/// keep-alive list, and only the hand-off's allocations when it crosses one.
 #[test]
 fn launch_builder_attributes_and_allocations() {
     use xstream_conformance::modules::EchoStruct;
@@ -446,17 +447,38 @@ fn launch_builder_attributes_and_allocations() {
         .arg(0xABCDu16)
         .arg(-77i64)
         .arg(0.5f32);
-    let mut total = 0;
-    for g in 0..6 {
+    // The buffer argument puts one entry per launch on the stream's keep-alive list, which is
+    // handed to a host function every `KEEP_FLUSH` entries (stream/memory.rs; a synchronize
+    // trims it). Warm up through two hand-offs, so the list in place is the one allocated at
+    // full size, and synchronize once (the list is empty, its capacity kept). Then, with no
+    // synchronize: `KEEP_FLUSH - 1` launches fill the list to one short of a hand-off and must
+    // allocate nothing; the next `4 * KEEP_FLUSH` launches cross exactly four hand-offs, each
+    // 5 fixed allocations plus at most 4 that depend on other threads (see
+    // `expect_flush_allocs` in null_driver.rs).
+    const KEEP_FLUSH: usize = 256;
+    for _ in 0..2 * KEEP_FLUSH {
+        l.launch().unwrap();
+    }
+    s.synchronize().unwrap();
+    let counted = |n: usize| {
         let before = xstream_conformance::alloc_count::allocs();
-        for _ in 0..100 {
+        for _ in 0..n {
             l.launch().unwrap();
         }
-        if g > 0 {
-            total += xstream_conformance::alloc_count::allocs() - before;
-        }
-        s.synchronize().unwrap();
-    }
-    eprintln!("allocations per 500 builder launches (6 args, struct by value): {total}");
-    assert_eq!(total, 0);
+        xstream_conformance::alloc_count::allocs() - before
+    };
+    let filling = counted(KEEP_FLUSH - 1);
+    let crossing = counted(4 * KEEP_FLUSH);
+    s.synchronize().unwrap();
+    eprintln!(
+        "builder launches (6 args, a buffer, struct by value): {} launches filling the keep list: \
+         {filling} allocations; {} launches crossing 4 hand-offs: {crossing} allocations",
+        KEEP_FLUSH - 1,
+        4 * KEEP_FLUSH
+    );
+    assert_eq!(filling, 0, "launches below a keep-list hand-off allocated");
+    assert!(
+        (20..=36).contains(&crossing),
+        "4 keep-list hand-offs: {crossing} allocations, expected 20 fixed plus at most 16"
+    );
 }

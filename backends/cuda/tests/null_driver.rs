@@ -9,7 +9,8 @@
 //! for each operation, after a warm-up and a synchronize, runs it [`N`] times and compares the
 //! driver calls the calling thread made (every exported function, by name) and the heap
 //! allocations it made with what the code is meant to do. The parent prints the child's
-//! table. Without the double (or off Linux) it prints `SKIP: reason`.
+//! table. Off Linux it prints `SKIP: reason`; on Linux a missing double or a child that cannot
+//! start is a failure (the workspace builds both: the double is this test's dev-dependency).
 //!
 //! The CPU-cost table is printed, never asserted (no timed assertions): median ns per call
 //! over [`REPEATS`] repeats of [`CALLS`] calls in an optimised build (`--release`), a short
@@ -84,11 +85,10 @@ fn parent() {
             "the null driver is linked as libcuda.so through LD_LIBRARY_PATH (Linux only)",
         );
     }
-    let Some(lib) = find_double() else {
-        return skip(
-            "libxstream_cuda_null.so is not built next to this test (cargo build -p xstream-cuda-null)",
-        );
-    };
+    let lib = find_double().expect(
+        "libxstream_cuda_null.so is not next to this test: cargo builds it as this test's \
+         dev-dependency (cargo build -p xstream-cuda-null)",
+    );
     let dir = std::env::temp_dir().join(format!("xstream-null-driver-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create the private library directory");
@@ -113,10 +113,7 @@ fn parent() {
         .env(CHILD, dir.join("libcuda.so"))
         .output();
     let _ = std::fs::remove_dir_all(&dir);
-    let out = match out {
-        Ok(o) => o,
-        Err(e) => return skip(&format!("cannot start the child process: {e}")),
-    };
+    let out = out.unwrap_or_else(|e| panic!("cannot start the null-driver child process: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     print!("{stdout}");
     eprint!("{}", String::from_utf8_lossy(&out.stderr));
@@ -725,17 +722,29 @@ fn check_rows(rows: &[Row]) {
 }
 
 /// Allocations of `flushes` keep-list hand-offs (stream/memory.rs `keep`, stream/drop.rs
-/// `release_after`): exactly 5 each (the new list, the holder `Arc`, the boxed callback, the
-/// panic slot `Arc`, the callback slot `Arc`), plus, at most once per hand-off, the growth of
-/// the device's pending-callback list (1) and a re-registration of the fault watcher when it
-/// had gone idle (at most 3: its boxed check, its completion state, the poller queue's growth).
+/// `release_after`). Five per hand-off are fixed by the code and asserted as the floor: the
+/// new list, the holder `Arc`, the boxed callback, the panic slot `Arc`, the callback slot
+/// `Arc`. Above that, up to four more per hand-off are allowed, and they are not pinned because
+/// they depend on when other threads run, which this test does not control (it uses no timed
+/// waits): the device's pending-callback list grows (1) when the driver's callback thread has
+/// not yet retired the earlier slots, and the fault watcher registers again (its boxed check,
+/// its completion state, the poller queue's growth: 3) when it went idle between two
+/// hand-offs.
 fn expect_flush_allocs(r: &Row, flushes: u64) {
+    let fixed = 5 * flushes;
     assert!(
-        (5 * flushes..=9 * flushes).contains(&r.allocs),
-        "{}: {} heap allocations over {N} operations, expected 5 to 9 per keep-list hand-off \
-         ({flushes} hand-offs)",
+        (fixed..=fixed + 4 * flushes).contains(&r.allocs),
+        "{}: {} heap allocations over {N} operations ({flushes} keep-list hand-offs): expected \
+         the {fixed} fixed ones (5 per hand-off) plus at most 4 per hand-off from the \
+         pending-callback list and the fault watcher",
         r.label,
         r.allocs
+    );
+    println!(
+        "{}: {} allocations = {fixed} fixed (5 per hand-off) + {} from the callback list / watcher",
+        r.label,
+        r.allocs,
+        r.allocs - fixed
     );
 }
 

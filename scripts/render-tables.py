@@ -1,0 +1,412 @@
+#!/usr/bin/env python3
+"""Renders the measured tables of docs/ from the output their runs recorded.
+
+Each rendered table sits between two markers in a doc:
+
+    <!-- table:NAME begin -->
+    ...caption line and table, written by this script...
+    <!-- table:NAME end -->
+
+and TABLES below says where NAME's figures come from: a file in a run folder
+(docs/gpu-runs/*, docs/cpu-runs/*, docs/cann-runs/*) that the run itself wrote (a bench's
+markdown or JSON, a test's printed table, a bench's log lines). The caption names the run
+folder, its date, the device and the commit, each read from the folder (see `caption`).
+
+    scripts/render-tables.py           rewrite every marked table from its log
+    scripts/render-tables.py --check   change nothing; exit 1 and print a diff when a committed
+                                       table differs from its render (CI runs this)
+
+Python 3 standard library only. A marker without an entry in TABLES, an entry whose markers
+are missing, or a source that lacks the named table is an error (exit 2), never a skip.
+"""
+
+import difflib
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, "docs")
+
+# NAME -> where it is rendered and from what. Keys:
+#   doc     the doc holding the markers (relative to docs/)
+#   source  the run's file (relative to docs/)
+#   kind    "md" (the index-th markdown table the run wrote, optionally only the rows whose
+#           first cell starts with one of `rows`), "memory" (benches/memory.rs log lines),
+#           "paired" / "paired_ci" (benches/benches/any_dispatch.rs `paired` lines: the IQR
+#           form, or the 95% CI form with one column per backend), "stress"
+#           (tests/tests/stress.rs result lines), "conform" (`xstream conform` result lines
+#           of `source` and of each `more` log, one column each)
+TABLES = {
+    "ascend-sim-criterion": dict(
+        doc="performance.md", source="cpu-runs/2026-11-23/tables.md", kind="md", index=0),
+    "ascend-sim-paired": dict(
+        doc="performance.md", source="cpu-runs/2026-11-23/tables.md", kind="md", index=1),
+    "host-criterion": dict(
+        doc="performance.md", source="cpu-runs/2026-11-23/tables.md", kind="md", index=2),
+    "no-alloc": dict(
+        doc="performance.md", source="cpu-runs/2026-11-23/tables.md", kind="md", index=3),
+    "memory-2026-11-23": dict(
+        doc="performance.md", source="cpu-runs/2026-11-23/memory.log", kind="memory"),
+    "gpu-ops-run5": dict(
+        doc="performance.md", source="gpu-runs/2026-11-22-h200-run5/gpu_bench.md", kind="md",
+        index=0),
+    "gpu-ops-sync-run5": dict(
+        doc="performance.md", source="gpu-runs/2026-11-22-h200-run5/gpu_bench.md", kind="md",
+        index=1),
+    "torch-run5": dict(
+        doc="performance.md", source="gpu-runs/2026-11-22-h200-run5/torch_bench.md", kind="md",
+        index=0),
+    "torch-sync-run5": dict(
+        doc="performance.md", source="gpu-runs/2026-11-22-h200-run5/torch_bench.md", kind="md",
+        index=1),
+    "any-dispatch-host-2026-11-25": dict(
+        doc="performance.md", source="cpu-runs/2026-11-25-any/any_dispatch.log", kind="paired"),
+    "any-dispatch-run15": dict(
+        doc="performance.md", source="gpu-runs/2026-11-25-2xh100-run15/any_dispatch.txt",
+        kind="paired"),
+    "any-dispatch-run17": dict(
+        doc="performance.md", source="gpu-runs/2026-11-25-h100-run17/any_dispatch.txt",
+        kind="paired_ci"),
+    "stress-2026-11-25": dict(
+        doc="reliability.md", source="cpu-runs/2026-11-25/fault_sweep_stress.log", kind="stress"),
+    "conform-real-runtime-run2": dict(
+        doc="simulators.md", source="cann-runs/2026-11-25/run2/conform-simulator.log",
+        kind="conform", label="simulator",
+        more=[("real runtime, before", "cann-runs/2026-11-25/run2/conform-real-runtime-before.log"),
+              ("real runtime, after", "cann-runs/2026-11-25/run2/conform-real-runtime-after.log")]),
+    "run17-allocations": dict(
+        doc="performance.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
+        index=2),
+    "run17-alloc-no-host-sync": dict(
+        doc="performance.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
+        index=6),
+    "null-driver-counts": dict(
+        doc="performance.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
+        kind="md", index=0),
+    "null-driver-cpu": dict(
+        doc="performance.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
+        kind="md", index=1),
+}
+
+MARK = re.compile(r"^<!-- table:([A-Za-z0-9_.-]+) (begin|end) -->$")
+
+
+class RenderError(Exception):
+    """A table that cannot be rendered from its source."""
+
+
+def md_tables(text):
+    """The markdown tables of `text`, each a list of its lines."""
+    out, cur = [], []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            cur.append(line.rstrip())
+        elif cur:
+            out.append(cur)
+            cur = []
+    if cur:
+        out.append(cur)
+    return out
+
+
+def render_md(spec, text):
+    tables = md_tables(text)
+    i = spec.get("index", 0)
+    if i >= len(tables):
+        raise RenderError(f"{spec['source']} holds {len(tables)} tables, not a table {i}")
+    t = tables[i]
+    rows = spec.get("rows")
+    if rows:
+        body = [r for r in t[2:] if any(r.split("|")[1].strip().startswith(p) for p in rows)]
+        if len(body) != len(rows):
+            raise RenderError(f"{spec['source']}: {len(body)} rows match {rows}")
+        t = t[:2] + body
+    return t
+
+
+# `memory {backend:<14} {what:<26} n=...` (benches/benches/memory.rs): the backend is the first
+# 14 characters after "memory " ("ascend-sim raw" fills them, so no double space follows).
+MEMORY_LINE = re.compile(
+    r"^memory (?P<backend>.{14}) (?P<what>.+?)\s+n=\d+ rss_before=(?P<before>[\d.]+) MiB "
+    r"rss_after=(?P<after>[\d.]+) MiB delta=(?P<delta>[+-][\d.]+) KiB \([\d.]+ s, "
+    r"(?P<ns>\d+) ns/pair\) flat_within_1MiB=(?P<flat>yes|NO)$"
+)
+
+
+def render_memory(spec, text):
+    t = [
+        "| backend | what | RSS before | RSS after | delta | ns/pair | flat within 1 MiB? |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for line in text.splitlines():
+        m = MEMORY_LINE.match(line.strip())
+        if m:
+            d = m.groupdict()
+            t.append(
+                f"| {d['backend'].strip()} | {d['what'].strip()} | {d['before']} MiB | "
+                f"{d['after']} MiB | {d['delta']} KiB | {d['ns']} | "
+                f"{'yes' if d['flat'] == 'yes' else 'NO'} |"
+            )
+    if len(t) == 2:
+        raise RenderError(f"{spec['source']} holds no `memory ...` result line")
+    return t
+
+
+# `paired <backend> <operation> generic= X ns erased= Y ns overhead= Z ns (...)`
+# (benches/benches/any_dispatch.rs): the IQR form of the first method, or the 95% CI form
+# with a verdict against the 2 ns bound.
+PAIRED_LINE = re.compile(
+    r"^paired (?P<backend>\S+)\s+(?P<op>.+?)\s+generic=\s*(?P<gen>[-\d.]+) ns "
+    r"erased=\s*(?P<era>[-\d.]+) ns overhead=\s*(?P<ovh>[-+\d.]+) ns "
+    r"\((?:IQR (?P<iqr>[-+\d.]+\.\.[-+\d.]+)|95% CI (?P<ci>[-+\d.]+\.\.[-+\d.]+);[^)]*)\)"
+    r"(?: target <= 2 ns: (?P<verdict>[A-Za-z]+))?"
+)
+
+
+def paired_rows(spec, text):
+    rows = [m.groupdict() for m in map(PAIRED_LINE.match, text.splitlines()) if m]
+    if not rows:
+        raise RenderError(f"{spec['source']} holds no `paired ...` result line")
+    return rows
+
+
+def render_paired(spec, text):
+    """Generic against erased, one row per operation (and backend), the IQR form."""
+    t = ["| operation | generic | erased | paired overhead (median, IQR) |", "|---|---|---|---|"]
+    for r in paired_rows(spec, text):
+        if r["iqr"] is None:
+            raise RenderError(f"{spec['source']}: a paired line without its IQR")
+        t.append(f"| {r['backend']}: {r['op']} | {r['gen']} ns | {r['era']} ns | "
+                 f"{r['ovh']} ns ({r['iqr']}) |")
+    return t
+
+
+def render_paired_ci(spec, text):
+    """The 95% CI form: one row per operation, one column per backend, with the verdict."""
+    rows = paired_rows(spec, text)
+    backends = list(dict.fromkeys(r["backend"] for r in rows))
+    ops = list(dict.fromkeys(r["op"] for r in rows))
+    cell = {(r["backend"], r["op"]): r for r in rows}
+    t = ["| operation | " + " | ".join(backends) + " |", "|---" * (len(backends) + 1) + "|"]
+    for op in ops:
+        cells = []
+        for b in backends:
+            r = cell.get((b, op))
+            if r is None:
+                cells.append("–")
+            elif r["ci"] is None:
+                raise RenderError(f"{spec['source']}: a paired line without its 95% CI")
+            else:
+                cells.append(f"{r['ovh']} ns ({r['ci']}): {r['verdict'] or '–'}")
+        t.append(f"| {op} | " + " | ".join(cells) + " |")
+    return t
+
+
+# `<backend>: 8 threads x N ops = T ops; streams S, events E, callbacks a/b, notifies c/d,
+# data checks D, violations V` (tests/tests/stress.rs); "ascend" is the simulator's run.
+STRESS_LINE = re.compile(
+    r"(?P<backend>host|ascend): (?P<threads>\d+) threads x (?P<n>\d+) ops = (?P<ops>\d+) ops; "
+    r"streams (?P<streams>\d+), events (?P<events>\d+), callbacks (?P<cb>\d+/\d+), "
+    r"notifies (?P<nt>\d+/\d+), data checks (?P<data>\d+), violations (?P<viol>\d+)"
+)
+
+
+def render_stress(spec, text):
+    t = [
+        "| run | ops | streams created | events | callbacks (ran / enqueued) | notifies (ran / enqueued) | "
+        "data checks | violations |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for m in STRESS_LINE.finditer(text):
+        d = m.groupdict()
+        who = "simulator" if d["backend"] == "ascend" else d["backend"]
+        t.append(f"| {who}, {d['threads']} × {int(d['n']):,} | {int(d['ops']):,} | "
+                 f"{int(d['streams']):,} | {int(d['events']):,} | {d['cb']} | {d['nt']} | "
+                 f"{int(d['data']):,} | {d['viol']} |")
+    if len(t) == 2:
+        raise RenderError(f"{spec['source']} holds no stress result line")
+    return t
+
+
+CONFORM_LINE = re.compile(r"(?:^|\.\.\. )(PASS|FAIL|SKIP) (\S+)\s")
+# The CLI's summary line, or the test harness's `Summary { passed: P, failed: F, skipped: S, .. }`.
+CONFORM_SUMMARY = re.compile(
+    r"^(\d+) passed, (\d+) failed, (\d+) skipped\b|"
+    r"Summary \{ passed: (\d+), failed: (\d+), skipped: (\d+)", re.M)
+
+
+def render_conform(spec, text):
+    """One row per check, one column per log (`xstream conform` lines), then the summary."""
+    cols = [(spec["label"], text)] + [
+        (label, open(os.path.join(DOCS, path), encoding="utf-8").read())
+        for label, path in spec["more"]
+    ]
+    results = []
+    for label, body in cols:
+        found = {}
+        for line in body.splitlines():
+            m = CONFORM_LINE.search(line)
+            if m:
+                found.setdefault(m.group(2), m.group(1))
+        summary = [m for m in CONFORM_SUMMARY.finditer(body)]
+        if not found or not summary:
+            raise RenderError(f"{label}: no `xstream conform` result lines and summary")
+        n = [g for g in summary[0].groups() if g is not None]
+        results.append((found, f"{n[0]} passed, {n[1]} failed, {n[2]} skipped"))
+    checks = list(dict.fromkeys(c for found, _ in results for c in found))
+    t = ["| check | " + " | ".join(label for label, _ in cols) + " |",
+         "|---" * (len(cols) + 1) + "|"]
+    for c in checks:
+        t.append(f"| {c} | " + " | ".join(found.get(c, "–") for found, _ in results) + " |")
+    t.append("| (summary) | " + " | ".join(summ for _, summ in results) + " |")
+    return t
+
+
+def caption(spec):
+    """Run folder, date, device, commit: each read from the run's folder.
+
+    Date: the folder name's YYYY-MM-DD. Device: the GPU name under nvidia-smi's header in
+    machine.txt, else its `cpu:` line, else its architecture and CPU count lines, else a CPU
+    count in the source's first lines. Commit: a `commit:` line of machine.txt, else "commit X"
+    in the source's first lines, else "main at X" in the folder's README.md, else it says the
+    folder does not record one. Nothing is read from git, so a shallow clone renders the same."""
+    src = spec["source"]
+    folder = os.path.dirname(src)
+    run = folder.split("/")[1] if folder.count("/") >= 1 else folder
+    run_dir = os.path.join(DOCS, *folder.split("/")[:2])
+    date = re.match(r"\d{4}-\d{2}-\d{2}", run)
+    date = date.group(0) if date else "date not recorded"
+    machine = ""
+    mpath = os.path.join(run_dir, "machine.txt")
+    if os.path.exists(mpath):
+        machine = open(mpath, encoding="utf-8").read()
+    mlines = machine.splitlines()
+    device = "device not recorded"
+    commit = ""
+    for i, line in enumerate(mlines):
+        if line.startswith("name, driver_version") and i + 1 < len(mlines):
+            device = mlines[i + 1].split(",")[0].strip()
+            break
+        if line.startswith("cpu: "):
+            device = line[5:].strip()
+            break
+    else:
+        if len(mlines) >= 3 and mlines[2].strip().isdigit():
+            device = f"{mlines[1].strip()}, {mlines[2].strip()} CPUs"
+    for line in mlines:
+        if line.startswith("commit: "):
+            commit = "commit " + line[8:].strip()[:7]
+    head = "\n".join(open(os.path.join(DOCS, src), encoding="utf-8").read().splitlines()[:5])
+    m = re.search(r"\bcommit ([0-9a-f]{7,40})( \+ uncommitted [^,;]+)?", head)
+    if not commit and m:
+        commit = "commit " + m.group(1)[:7] + (m.group(2) or "")
+    m = re.search(r"\b(\d+) CPUs\b", head)
+    if device == "device not recorded" and m:
+        device = f"{m.group(1)} CPUs, no accelerator" if "no accelerator" in head else f"{m.group(1)} CPUs"
+    readme = os.path.join(run_dir, "README.md")
+    if not commit and os.path.exists(readme):
+        m = re.search(r"main at `?([0-9a-f]{7,40})", open(readme, encoding="utf-8").read())
+        if m:
+            commit = "commit " + m.group(1)[:7]
+    if not commit:
+        commit = "commit not recorded in the run folder"
+    files = ", ".join(f"`docs/{p}`" for p in [src] + [p for _, p in spec.get("more", [])])
+    return (f"_Rendered by `scripts/render-tables.py` from {files} (run folder "
+            f"`{run}`, {date}, {device}, {commit}); do not edit by hand._")
+
+
+def render(name):
+    spec = TABLES[name]
+    path = os.path.join(DOCS, spec["source"])
+    if not os.path.exists(path):
+        raise RenderError(f"table {name}: source docs/{spec['source']} is missing")
+    text = open(path, encoding="utf-8").read()
+    kinds = {
+        "md": render_md,
+        "memory": render_memory,
+        "paired": render_paired,
+        "paired_ci": render_paired_ci,
+        "stress": render_stress,
+        "conform": render_conform,
+    }
+    table = kinds[spec["kind"]](spec, text)
+    return [caption(spec), ""] + table
+
+
+def rewrite(doc, text):
+    """`text` with each marked table re-rendered; the names found."""
+    out, found, lines = [], [], text.split("\n")
+    i = 0
+    while i < len(lines):
+        m = MARK.match(lines[i])
+        if not m:
+            out.append(lines[i])
+            i += 1
+            continue
+        name, which = m.groups()
+        if which != "begin":
+            raise RenderError(f"docs/{doc}:{i + 1}: end marker of {name} without a begin")
+        if name not in TABLES:
+            raise RenderError(f"docs/{doc}:{i + 1}: table {name} has no entry in TABLES")
+        if TABLES[name]["doc"] != doc:
+            raise RenderError(f"docs/{doc}: table {name} belongs to docs/{TABLES[name]['doc']}")
+        j = i + 1
+        while j < len(lines) and lines[j] != f"<!-- table:{name} end -->":
+            if MARK.match(lines[j]):
+                raise RenderError(f"docs/{doc}:{j + 1}: marker inside table {name}")
+            j += 1
+        if j == len(lines):
+            raise RenderError(f"docs/{doc}:{i + 1}: table {name} has no end marker")
+        out.append(lines[i])
+        out.extend(render(name))
+        out.append(lines[j])
+        found.append(name)
+        i = j + 1
+    return "\n".join(out), found
+
+
+def main(argv):
+    check = "--check" in argv[1:]
+    unknown = [a for a in argv[1:] if a != "--check"]
+    if unknown:
+        print(f"usage: {argv[0]} [--check]", file=sys.stderr)
+        return 2
+    docs = sorted({s["doc"] for s in TABLES.values()})
+    seen, changed = [], 0
+    try:
+        for doc in docs:
+            path = os.path.join(DOCS, doc)
+            old = open(path, encoding="utf-8").read()
+            new, found = rewrite(doc, old)
+            dup = {n for n in found if found.count(n) > 1}
+            if dup:
+                raise RenderError(f"docs/{doc}: tables marked twice: {sorted(dup)}")
+            seen += found
+            if new == old:
+                continue
+            changed += 1
+            if check:
+                sys.stdout.writelines(difflib.unified_diff(
+                    old.splitlines(True), new.splitlines(True),
+                    f"docs/{doc} (committed)", f"docs/{doc} (rendered from the logs)"))
+            else:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(new)
+        missing = sorted(set(TABLES) - set(seen))
+        if missing:
+            raise RenderError(f"tables without markers in their doc: {missing}")
+    except RenderError as e:
+        print(f"FAIL: render-tables: {e}")
+        return 2
+    if check and changed:
+        print(f"FAIL: render-tables: {changed} doc(s) differ from the render of their logs "
+              "(run scripts/render-tables.py and commit)")
+        return 1
+    verb = "match their logs" if check else ("rewritten" if changed else "already matched")
+    print(f"PASS: render-tables: {len(seen)} tables in {len(docs)} doc(s) {verb}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
