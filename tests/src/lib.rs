@@ -27,6 +27,7 @@
 //! - `memop`: stream memory operations (wait on / write a value).
 //! - `reduce`: the built-in reduce (`dst = op(dst, src)` per element) against a typed reference.
 //! - `peer`: copies between devices (peer access).
+//! - `registered`: uploads and downloads of the caller's memory registered in place.
 //! - `foreign`: the foreign-buffer rule (every buffer operation refuses another device's buffer).
 //! - `raw`: raw buffers (`into_raw`, `from_raw`, `from_raw_borrowed`): round trip, every
 //!   stream operation on the taken-back buffer, frees observed, bad descriptors refused.
@@ -148,6 +149,7 @@ mod pool;
 mod raw;
 mod reduce;
 pub mod reference;
+mod registered;
 pub mod simulator;
 mod streams;
 mod timeouts;
@@ -271,6 +273,7 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         c!(ordered_use::alloc_without_host_sync, "alloc_zeroed_on zeroes in its stream's order without a host wait; alloc_uninit holds what is written"),
         c!(ordered_use::many_stream_users, "a stream-ordered buffer used by six held streams keeps its bytes for them; free_async does not wait on the host"),
         c!(raw::raw_round_trip, "into_raw then from_raw keeps the bytes and works in every stream operation (views, copies, memset, a kernel argument); a borrowed alias never frees, the owner's drop frees; bad descriptors (another backend or device, a zero address) are refused"),
+        c!(registered::registered_host_copies, "the caller's own memory registered for a scope uploads without waiting for the stream's earlier work and downloads into the caller's slice"),
         c!(foreign::foreign_buffers, "every stream operation that takes a buffer refuses one of another device with WrongDevice before it reaches the vendor; the foreign bytes stay unchanged and the stream keeps working"),
         c!(ordered_use::record_use_no_host_wait, "record_use on plain and stream-ordered buffers, and the frees after it, never wait on the host"),
     ]

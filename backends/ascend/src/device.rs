@@ -573,6 +573,23 @@ impl Device for AscendDevice {
         ))
     }
 
+    /// `aclrtHostRegister` of the pages holding the caller's range (the runtime takes
+    /// page-aligned addresses only), unregistered at the end of the scope.
+    #[allow(unsafe_code)]
+    unsafe fn register_host_range(
+        &self,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<Arc<dyn xstream_core::HostAllocation>> {
+        ensure_not_in_callback()?;
+        self.inner.bind()?;
+        // SAFETY: forwarded from the caller (the contract of `Device::register_host_range`).
+        let r = unsafe {
+            result::memory::BorrowedRegistration::new(self.inner.t, self.inner.ordinal, ptr, len)
+        }?;
+        Ok(Arc::new(r))
+    }
+
     fn load_module(&self, src: &xstream_core::ModuleSource<'_>) -> Result<AscendModule> {
         match src {
             xstream_core::ModuleSource::AscendBinary(data) => AscendModule::load(self, data),

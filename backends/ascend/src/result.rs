@@ -454,6 +454,124 @@ pub(crate) mod memory {
         }
     }
 
+    /// Host memory the caller borrows to xstream for a registration scope
+    /// (`Device::with_registered_host`): the whole pages holding it registered with
+    /// `aclrtHostRegister` (the runtime takes page-aligned addresses only), unregistered by
+    /// `release` (or the drop), never freed.
+    #[derive(Debug)]
+    pub(crate) struct BorrowedRegistration {
+        t: &'static AclFns,
+        ptr: *mut u8,
+        len: usize,
+        ordinal: usize,
+        /// The first registered page.
+        page: usize,
+        released: std::sync::atomic::AtomicBool,
+    }
+
+    // SAFETY: plain host bytes the registration scope borrows exclusively; access is
+    // synchronised by the HostBuffer fence.
+    unsafe impl Send for BorrowedRegistration {}
+    // SAFETY: as above.
+    unsafe impl Sync for BorrowedRegistration {}
+
+    impl BorrowedRegistration {
+        /// Registers the pages holding `len > 0` bytes at `ptr`.
+        ///
+        /// # Safety
+        /// `ptr` must be valid for `len` bytes until this value was released or dropped, and
+        /// no copy may use it after that.
+        pub(crate) unsafe fn new(
+            t: &'static AclFns,
+            ordinal: usize,
+            ptr: *mut u8,
+            len: usize,
+        ) -> Result<Self> {
+            let register = opt(t.aclrtHostRegister, "aclrtHostRegister")?;
+            opt(t.aclrtHostUnregister, "aclrtHostUnregister")?;
+            if ptr.is_null() || len == 0 {
+                return Err(Error::invalid(
+                    "cannot register an empty or null host range",
+                ));
+            }
+            let page = (ptr as usize) / REGISTER_ALIGN * REGISTER_ALIGN;
+            let end = (ptr as usize)
+                .checked_add(len)
+                .and_then(|e| e.checked_next_multiple_of(REGISTER_ALIGN))
+                .ok_or_else(|| Error::invalid("host range too large to register"))?;
+            let mut dev: *mut c_void = null_mut();
+            // SAFETY: the pages `page..end` hold the caller's range, valid until the
+            // unregistration (the caller's contract); `dev` is a live out-parameter; the
+            // prototype is the C one.
+            let code = unsafe {
+                register(
+                    page as *mut c_void,
+                    (end - page) as u64,
+                    ACL_HOST_REGISTER_MAPPED,
+                    &mut dev,
+                )
+            };
+            check(t, "aclrtHostRegister", code)?;
+            Ok(Self {
+                t,
+                ptr,
+                len,
+                ordinal,
+                page,
+                released: std::sync::atomic::AtomicBool::new(false),
+            })
+        }
+
+        /// `aclrtHostUnregister`, once.
+        fn unregister(&self) {
+            if self
+                .released
+                .swap(true, std::sync::atomic::Ordering::AcqRel)
+            {
+                return;
+            }
+            let (t, p) = (self.t, self.page);
+            let undo = move || {
+                if let Err(e) = (|| call!(opt t, aclrtHostUnregister(p as *mut c_void)))() {
+                    tracing::debug!(error = %e, "aclrtHostUnregister failed");
+                }
+            };
+            // No runtime calls inside a callback: hand it to the dispatcher thread.
+            if xstream_core::callback::in_callback() {
+                xstream_core::callback::dispatch(Box::new(undo));
+            } else {
+                undo();
+            }
+        }
+    }
+
+    impl Drop for BorrowedRegistration {
+        fn drop(&mut self) {
+            // Normally already undone by `release` at the end of the registration scope.
+            self.unregister();
+        }
+    }
+
+    // SAFETY: `ptr` is fixed for the value's life and valid for `len` bytes while the
+    // registration scope lasts.
+    unsafe impl xstream_core::HostAllocation for BorrowedRegistration {
+        fn as_ptr(&self) -> *mut u8 {
+            self.ptr
+        }
+        fn len(&self) -> usize {
+            self.len
+        }
+        fn page_locked(&self) -> bool {
+            true
+        }
+        fn ordinal(&self) -> usize {
+            self.ordinal
+        }
+        fn release(&self) {
+            self.unregister();
+        }
+    }
+
     /// The alignment `aclrtHostRegister` requires of its address (a 4 KiB page).
     pub(crate) const REGISTER_ALIGN: usize = 4096;
     /// `ACL_HOST_REGISTER_MAPPED` (`aclrtHostRegisterType`).

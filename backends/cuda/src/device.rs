@@ -651,6 +651,17 @@ impl Device for CudaDevice {
         crate::hostmem::alloc_host(self, len, desc)
     }
 
+    /// `cuMemHostRegister` of the caller's range, unregistered at the end of the scope.
+    #[allow(unsafe_code)]
+    unsafe fn register_host_range(
+        &self,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<std::sync::Arc<dyn xstream_core::HostAllocation>> {
+        // SAFETY: forwarded from the caller (the contract of `Device::register_host_range`).
+        unsafe { self.register_range(ptr, len) }
+    }
+
     fn load_module(&self, src: &ModuleSource<'_>) -> Result<CudaModule> {
         self.load_module_impl(src)
     }

@@ -126,6 +126,30 @@ impl CudaDevice {
         ))
     }
 
+    /// `cuMemHostRegister` (no flags) of `len` bytes at `p`, borrowed for a registration
+    /// scope (`Device::register_host_range`).
+    ///
+    /// # Safety
+    /// As `Device::register_host_range`.
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn register_range(
+        &self,
+        p: *mut u8,
+        len: usize,
+    ) -> Result<Arc<dyn xstream_core::HostAllocation>> {
+        if p.is_null() || len == 0 {
+            return Err(Error::invalid(
+                "cannot register an empty or null host range",
+            ));
+        }
+        let sh = &self.shared;
+        sh.enter()?;
+        // SAFETY: forwarded from the caller.
+        let r = unsafe { PinnedAlloc::register_borrowed(sh.raw_ctx, sh.info.ordinal, p, len, 0) };
+        let mem = sh.check("cuMemHostRegister", r)?;
+        Ok(Arc::new(mem))
+    }
+
     /// Sets the release threshold of the device's default memory pool, which
     /// [`Stream::alloc_async`](xstream_core::Stream::alloc_async) draws from: the bytes the
     /// pool keeps reserved across synchronizations instead of returning them to the system

@@ -352,6 +352,21 @@ impl Device for HostDevice {
         crate::hostmem::alloc_host(self, len, desc)
     }
 
+    /// Nothing to page-lock on the host: the caller's bytes, as they are.
+    #[allow(unsafe_code)]
+    unsafe fn register_host_range(
+        &self,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<std::sync::Arc<dyn xstream_core::HostAllocation>> {
+        ensure_not_in_callback()?;
+        self.inner.shared.check()?;
+        // SAFETY: the caller keeps the contract of `Device::register_host_range`, which is
+        // `BorrowedHostRange::new`'s.
+        let r = unsafe { xstream_core::BorrowedHostRange::new(ptr, len, self.inner.info.ordinal) }?;
+        Ok(std::sync::Arc::new(r))
+    }
+
     fn can_access_peer(&self, peer: &HostDevice) -> Result<bool> {
         // Host devices share one address space: every distinct pair may access each other.
         Ok(self.inner.info.ordinal != peer.inner.info.ordinal)

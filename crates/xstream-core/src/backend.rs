@@ -26,7 +26,7 @@ use std::time::Duration;
 use crate::callback::HostCallback;
 use crate::completion::{completion, Completion};
 use crate::devinfo::MemoryInfo;
-use crate::hostmem::{HostAllocDesc, HostBuffer};
+use crate::hostmem::{HostAllocDesc, HostAllocation, HostBuffer, RegisteredHost};
 use crate::launch::{LaunchAttrs, LaunchBuilder};
 use crate::module::{KernelArg, LaunchConfig, ModuleSource, ParamKind};
 use crate::raw::RawBuffer;
@@ -169,6 +169,70 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
         Err(Error::unsupported(
             <Self::B as Backend>::KIND,
             "page-locked host memory (not yet)",
+        ))
+    }
+
+    /// Page-locks the caller's `data` in place for the scope of `f` (CUDA
+    /// `cuMemHostRegister`, ACL `aclrtHostRegister` of the pages holding it, the host backend:
+    /// nothing to do) and hands `f` a [`RegisteredHost`] whose
+    /// [`upload`](RegisteredHost::upload) and [`download`](RegisteredHost::download) are
+    /// single native asynchronous copies: they return without waiting for the stream's
+    /// earlier work, and nothing is staged or copied on the host. `data` stays borrowed until
+    /// the scope ends, and the scope ends only after every copy that used it has completed
+    /// and the memory is unregistered, so no copy can outlive the borrow (no `unsafe` for the
+    /// caller). The bytes a download wrote are in `data` when this returns. An empty `data` is
+    /// a no-op registration.
+    ///
+    /// ```
+    /// # use xstream_core::{Backend, Device, Stream, StreamDesc};
+    /// # fn demo<B: Backend>(dev: &B::Device) -> xstream_core::Result<()> {
+    /// let s = dev.create_stream(&StreamDesc::new())?;
+    /// let mut weights = vec![1.5f32; 1024];
+    /// let buf = dev.alloc(4096)?;
+    /// dev.with_registered_host(&mut weights, |reg| {
+    ///     reg.upload(&s, 0, &buf) // returns at once, even behind earlier work on `s`
+    /// })??;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] where the backend cannot register host memory; vendor errors of
+    /// the registration (ACL refuses a page already registered); the wait for the scope's
+    /// copies (reported after the memory was unregistered). The closure's own result is
+    /// returned inside `Ok`.
+    fn with_registered_host<T: bytemuck::Pod, R>(
+        &self,
+        data: &mut [T],
+        f: impl FnOnce(&RegisteredHost<'_, Self::B>) -> R,
+    ) -> Result<R>
+    where
+        Self: Sized,
+    {
+        crate::hostmem::with_registered::<Self::B, T, R>(self, data, f)
+    }
+
+    /// Backend side of [`Device::with_registered_host`]: page-locks `len > 0` bytes at `ptr`
+    /// in place and describes them as a [`HostAllocation`] whose
+    /// [`release`](HostAllocation::release) (or drop) unregisters them. Users call
+    /// [`Device::with_registered_host`], which keeps the contract below.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `len` bytes and used by nothing else until
+    /// the returned allocation was released or dropped, and every copy that used it has
+    /// completed before that.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] by default; vendor errors.
+    #[allow(unsafe_code)]
+    unsafe fn register_host_range(
+        &self,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<std::sync::Arc<dyn HostAllocation>> {
+        let _ = (ptr, len);
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "registering host memory in place",
         ))
     }
 

@@ -155,6 +155,11 @@ pub unsafe trait HostAllocation: Send + Sync + fmt::Debug + 'static {
     fn page_locked(&self) -> bool;
     /// The device ordinal it is bound to.
     fn ordinal(&self) -> usize;
+    /// Gives up, once no copy uses it any more, what the allocation holds of a vendor:
+    /// a registration of borrowed memory ([`Device::with_registered_host`]) unregisters here,
+    /// before the borrow ends (its drop does it too when this was not called). Called at most
+    /// once; allocations that own their memory do nothing (the default).
+    fn release(&self) {}
 }
 
 /// The host backend's allocation, and the model of page-locked memory where there is no
@@ -222,6 +227,199 @@ unsafe impl HostAllocation for AlignedAlloc {
     fn ordinal(&self) -> usize {
         self.ordinal
     }
+}
+
+/// The host backend's registration of borrowed memory, and the model of one where there is no
+/// vendor: the caller's bytes as they are; nothing to page-lock or unregister.
+#[derive(Debug)]
+pub struct BorrowedHostRange {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+    ordinal: usize,
+}
+
+// SAFETY: plain bytes the registration scope borrows exclusively; access is synchronised by
+// the HostBuffer fence.
+unsafe impl Send for BorrowedHostRange {}
+// SAFETY: as above.
+unsafe impl Sync for BorrowedHostRange {}
+
+impl BorrowedHostRange {
+    /// Wraps `len > 0` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `len` bytes, used by nothing else, until the
+    /// registration scope that made this value ended.
+    pub unsafe fn new(ptr: *mut u8, len: usize, ordinal: usize) -> Result<Self> {
+        let ptr = std::ptr::NonNull::new(ptr)
+            .ok_or_else(|| Error::invalid("cannot register a null host address"))?;
+        if len == 0 {
+            return Err(Error::invalid("cannot register an empty host range"));
+        }
+        Ok(Self { ptr, len, ordinal })
+    }
+}
+
+// SAFETY: the pointer is fixed for the value's life and valid for `len` bytes while the
+// registration scope lasts (the contract of `new`).
+unsafe impl HostAllocation for BorrowedHostRange {
+    fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn page_locked(&self) -> bool {
+        true
+    }
+    fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+}
+
+/// The caller's memory, page-locked in place for the scope of
+/// [`Device::with_registered_host`]: asynchronous copies to and from device buffers with no
+/// staging and no host wait ([`RegisteredHost::upload`], [`RegisteredHost::download`]). It
+/// borrows the caller's slice exclusively for the scope (`'s`), and the scope does not end
+/// before every copy that used it has completed and the memory is unregistered, so no copy
+/// can outlive the borrow.
+pub struct RegisteredHost<'s, B: Backend> {
+    buf: Mutex<HostBuffer<B>>,
+    _borrow: std::marker::PhantomData<&'s mut [u8]>,
+}
+
+impl<B: Backend> fmt::Debug for RegisteredHost<'_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisteredHost")
+            .field("backend", &B::KIND)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl<B: Backend> RegisteredHost<'_, B> {
+    fn lock_buf(&self) -> MutexGuard<'_, HostBuffer<B>> {
+        self.buf.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Its length in bytes (the registered slice's).
+    pub fn len(&self) -> usize {
+        self.lock_buf().len()
+    }
+
+    /// Whether it is empty (a zero-length slice: every copy of it is a no-op).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Enqueues an asynchronous copy of the view's length from `offset` (bytes) of the
+    /// registered memory into `dst`, on `stream`: returns without waiting for the stream's
+    /// earlier work (one native asynchronous copy; as [`Stream::write_from_host`]).
+    ///
+    /// # Errors
+    /// As [`Stream::write_from_host`].
+    pub fn upload<'v>(
+        &self,
+        stream: &B::Stream,
+        offset: usize,
+        dst: impl Into<crate::BufferView<'v, crate::BufferOf<B>>>,
+    ) -> Result<()> {
+        let v = dst.into();
+        copy_to_device(
+            stream,
+            &self.lock_buf(),
+            offset,
+            v.buffer(),
+            v.offset(),
+            v.len(),
+        )
+    }
+
+    /// Enqueues an asynchronous copy of `src` into the registered memory at `offset` (bytes),
+    /// on `stream`; the bytes are in the caller's slice once the scope has ended.
+    ///
+    /// # Errors
+    /// As [`Stream::read_into_host`].
+    pub fn download<'v>(
+        &self,
+        stream: &B::Stream,
+        src: impl Into<crate::BufferView<'v, crate::BufferOf<B>>>,
+        offset: usize,
+    ) -> Result<()> {
+        let v = src.into();
+        copy_to_host(
+            stream,
+            v.buffer(),
+            v.offset(),
+            &mut self.lock_buf(),
+            offset,
+            v.len(),
+        )
+    }
+}
+
+/// Ends a registration scope: waits for every copy that used the memory, then unregisters it.
+/// Runs on the way out of the scope, also when the caller's closure panics.
+struct ScopeEnd<'a, B: Backend> {
+    reg: &'a RegisteredHost<'a, B>,
+    mem: Option<Arc<dyn HostAllocation>>,
+}
+
+impl<B: Backend> ScopeEnd<'_, B> {
+    fn finish(&mut self) -> Result<()> {
+        let Some(mem) = self.mem.take() else {
+            return Ok(());
+        };
+        let waited = self.reg.lock_buf().wait_idle();
+        if waited.is_err() {
+            // The fence could not be waited for (a device error): wait for the whole device
+            // before the memory goes back to its owner, so no copy can still touch it.
+            let dev = self.reg.lock_buf().device().clone();
+            let _ = dev.synchronize();
+        }
+        mem.release();
+        waited
+    }
+}
+
+impl<B: Backend> Drop for ScopeEnd<'_, B> {
+    fn drop(&mut self) {
+        if let Err(e) = self.finish() {
+            tracing::warn!(error = %e, "ending a host registration scope: the wait for its copies failed");
+        }
+    }
+}
+
+/// [`Device::with_registered_host`].
+pub(crate) fn with_registered<B: Backend, T: bytemuck::Pod, R>(
+    device: &DeviceOf<B>,
+    data: &mut [T],
+    f: impl FnOnce(&RegisteredHost<'_, B>) -> R,
+) -> Result<R> {
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(data);
+    let (mem, buf) = if bytes.is_empty() {
+        let b = HostBuffer::empty(device, HostMemFlags::empty(), FlagReport::default())?;
+        (None, b)
+    } else {
+        // SAFETY: `bytes` is borrowed exclusively for this call, and the scope below does not
+        // return before every copy that used it completed and the range was released.
+        let mem = unsafe { device.register_host_range(bytes.as_mut_ptr(), bytes.len()) }?;
+        let b = HostBuffer::from_allocation(
+            device,
+            Arc::clone(&mem),
+            HostMemFlags::empty(),
+            FlagReport::default(),
+        );
+        (Some(mem), b)
+    };
+    let reg = RegisteredHost {
+        buf: Mutex::new(buf),
+        _borrow: std::marker::PhantomData,
+    };
+    let mut end = ScopeEnd { reg: &reg, mem };
+    let r = f(&reg);
+    end.finish()?;
+    Ok(r)
 }
 
 /// A range of a [`HostBuffer`] handed to a backend for one copy. It keeps the allocation

@@ -95,8 +95,8 @@ pub use error::{CaptureErrorKind, Error, NativeError, Result};
 pub use event_pool::EventPool;
 pub use flags::{EventFlags, StreamFlags};
 pub use hostmem::{
-    translate_host_flags, AlignedAlloc, HostAllocDesc, HostAllocation, HostBuffer, HostFlagRow,
-    HostMemFlags, HostSpan,
+    translate_host_flags, AlignedAlloc, BorrowedHostRange, HostAllocDesc, HostAllocation,
+    HostBuffer, HostFlagRow, HostMemFlags, HostSpan, RegisteredHost,
 };
 pub use ipc::{IpcBuffer, IpcEvent, IpcEventHandle, IpcMemHandle};
 pub use launch::{ByValue, KernelParam, LaunchAttrs, LaunchBuilder, RawBytes};

@@ -190,6 +190,20 @@ fn exercise_views(dev: &AnyDevice, s: &AnyStream) {
     let mut again = [0u32; 16];
     s.read_into(&back_buf, &mut again).unwrap();
     assert_eq!(again, model);
+    // The caller's memory registered for a scope: upload, then download into another slice.
+    let mut user = vec![7u16; 100];
+    let dst = dev.alloc(200).unwrap();
+    dev.with_registered_host(&mut user, |reg| reg.upload(s, 0, &dst))
+        .expect("with_registered_host")
+        .expect("upload");
+    let mut user2 = vec![0u16; 100];
+    dev.with_registered_host(&mut user2, |reg| {
+        assert_eq!(reg.kind(), dev.kind());
+        reg.download(s, &dst, 0)
+    })
+    .expect("with_registered_host")
+    .expect("download");
+    assert_eq!(user2, vec![7u16; 100]);
     // Zero-length page-locked memory: an empty buffer.
     let h = dev
         .alloc_host(0, &HostAllocDesc::new())

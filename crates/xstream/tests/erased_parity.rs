@@ -9,6 +9,11 @@ use std::collections::BTreeSet;
 /// Methods with no erased counterpart of the same name, and why.
 const EXCLUDED: &[(&str, &str, &str)] = &[
     (
+        "Device",
+        "register_host_range",
+        "the backend side of `with_registered_host` (unsafe, raw pointer): `AnyDevice::with_registered_host`",
+    ),
+    (
         "Stream",
         "as_raw",
         "the native handle's type differs per backend: `AnyStream::downcast_ref` gives the typed stream",

@@ -191,6 +191,11 @@ pub(crate) struct PinnedAlloc {
     ordinal: usize,
     /// The caller's memory, for a registration (unregistered, then dropped).
     registered: Option<Vec<u8>>,
+    /// A registration of memory borrowed for a scope (`Device::with_registered_host`):
+    /// unregistered by `release` (or the drop), never freed.
+    borrowed: bool,
+    /// The borrowed registration was already undone.
+    released: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: the pointer is plain host memory owned by this value; access is synchronised by the
@@ -213,6 +218,8 @@ impl PinnedAlloc {
             ctx,
             ordinal,
             registered: None,
+            borrowed: false,
+            released: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -233,12 +240,65 @@ impl PinnedAlloc {
             ctx,
             ordinal,
             registered: Some(v),
+            borrowed: false,
+            released: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// `cuMemHostRegister` of `len` bytes the caller borrows to xstream for a scope (not taken
+    /// over: unregistered by `release` or the drop, never freed).
+    ///
+    /// # Safety
+    /// `p` must be valid for `len` bytes until this value was released or dropped, and no
+    /// copy may use it after that.
+    pub(crate) unsafe fn register_borrowed(
+        ctx: CuContext,
+        ordinal: usize,
+        p: *mut u8,
+        len: usize,
+        flags: u32,
+    ) -> CuResult<Self> {
+        // SAFETY: `p` is valid for `len` bytes until the unregistration (the caller's
+        // contract); context bound by the caller.
+        ok(unsafe { sys::cuMemHostRegister_v2(p as *mut c_void, len, flags) })?;
+        Ok(Self {
+            ptr: p,
+            len,
+            ctx,
+            ordinal,
+            registered: None,
+            borrowed: true,
+            released: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// `cuMemHostUnregister` of a borrowed registration, once.
+    fn unregister_borrowed(&self) {
+        if !self.borrowed
+            || self
+                .released
+                .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        if bind(self.ctx).is_ok() {
+            // SAFETY: `ptr` was registered in this context by `register_borrowed` and no copy
+            // uses it any more (the registration scope waited for them).
+            let r = unsafe { sys::cuMemHostUnregister(self.ptr as *mut c_void) };
+            if r != sys::CUresult::CUDA_SUCCESS {
+                tracing::debug!(code = r as u32, "cuMemHostUnregister failed");
+            }
+        }
     }
 }
 
 impl Drop for PinnedAlloc {
     fn drop(&mut self) {
+        if self.borrowed {
+            // Normally already undone by `release` at the end of the registration scope.
+            self.unregister_borrowed();
+            return;
+        }
         let (p, ctx, reg) = (self.ptr as usize, self.ctx, self.registered.take());
         let free = move || {
             if bind(ctx).is_ok() {
@@ -282,5 +342,8 @@ unsafe impl xstream_core::HostAllocation for PinnedAlloc {
     }
     fn ordinal(&self) -> usize {
         self.ordinal
+    }
+    fn release(&self) {
+        self.unregister_borrowed();
     }
 }

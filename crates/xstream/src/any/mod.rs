@@ -1235,3 +1235,5 @@ impl AnyGraph {
 
 mod raw;
 mod views;
+
+pub use views::AnyRegisteredHost;

@@ -294,3 +294,99 @@ impl AnyStream {
         each!(AnyStream, self, s => s.launch(kernel.try_map_buffer(|b| b.downcast_same(OP, s))?))
     }
 }
+
+/// The caller's memory registered for a scope on a device of any compiled backend
+/// ([`AnyDevice::with_registered_host`]; the erased [`xstream_core::RegisteredHost`]).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum AnyRegisteredHost<'r, 's> {
+    /// The host (CPU) backend's.
+    #[cfg(feature = "host")]
+    Host(&'r xstream_core::RegisteredHost<'s, crate::host::HostBackend>),
+    /// The CUDA backend's.
+    #[cfg(feature = "cuda-backend")]
+    Cuda(&'r xstream_core::RegisteredHost<'s, crate::cuda::CudaBackend>),
+    /// The Ascend backend's.
+    #[cfg(feature = "ascend")]
+    Ascend(&'r xstream_core::RegisteredHost<'s, crate::ascend::AscendBackend>),
+}
+
+impl AnyRegisteredHost<'_, '_> {
+    /// Which backend it belongs to.
+    pub fn kind(&self) -> crate::BackendKind {
+        match self {
+            #[cfg(feature = "host")]
+            Self::Host(_) => crate::BackendKind::Host,
+            #[cfg(feature = "cuda-backend")]
+            Self::Cuda(_) => crate::BackendKind::Cuda,
+            #[cfg(feature = "ascend")]
+            Self::Ascend(_) => crate::BackendKind::Ascend,
+        }
+    }
+
+    /// [`xstream_core::RegisteredHost::len`].
+    pub fn len(&self) -> usize {
+        each!(AnyRegisteredHost, self, r => r.len())
+    }
+
+    /// [`xstream_core::RegisteredHost::is_empty`].
+    pub fn is_empty(&self) -> bool {
+        each!(AnyRegisteredHost, self, r => r.is_empty())
+    }
+
+    /// [`xstream_core::RegisteredHost::upload`]: an asynchronous copy into `dst` on `stream`.
+    ///
+    /// # Errors
+    /// As [`xstream_core::RegisteredHost::upload`]; [`crate::Error::WrongDevice`] for a stream
+    /// or buffer of another backend.
+    pub fn upload<'v>(
+        &self,
+        stream: &AnyStream,
+        offset: usize,
+        dst: impl Into<BufferView<'v, AnyBuffer>>,
+    ) -> Result<()> {
+        const OP: &str = "AnyRegisteredHost::upload";
+        let v = dst.into();
+        pair!(OP, AnyRegisteredHost, self, AnyStream, stream, r, s => r.upload(s, offset, typed_view(OP, s, v)?))
+    }
+
+    /// [`xstream_core::RegisteredHost::download`]: an asynchronous copy of `src` on `stream`.
+    ///
+    /// # Errors
+    /// As [`xstream_core::RegisteredHost::download`]; [`crate::Error::WrongDevice`] for a
+    /// stream or buffer of another backend.
+    pub fn download<'v>(
+        &self,
+        stream: &AnyStream,
+        src: impl Into<BufferView<'v, AnyBuffer>>,
+        offset: usize,
+    ) -> Result<()> {
+        const OP: &str = "AnyRegisteredHost::download";
+        let v = src.into();
+        pair!(OP, AnyRegisteredHost, self, AnyStream, stream, r, s => r.download(s, typed_view(OP, s, v)?, offset))
+    }
+}
+
+impl AnyDevice {
+    /// [`Device::with_registered_host`]: `data` page-locked in place for the scope of `f`,
+    /// with asynchronous uploads and downloads that never wait on the host.
+    ///
+    /// # Errors
+    /// As [`Device::with_registered_host`].
+    pub fn with_registered_host<T: xstream_core::bytemuck::Pod, R>(
+        &self,
+        data: &mut [T],
+        f: impl FnOnce(&AnyRegisteredHost<'_, '_>) -> R,
+    ) -> Result<R> {
+        match self {
+            #[cfg(feature = "host")]
+            AnyDevice::Host(d) => d.with_registered_host(data, |r| f(&AnyRegisteredHost::Host(r))),
+            #[cfg(feature = "cuda-backend")]
+            AnyDevice::Cuda(d) => d.with_registered_host(data, |r| f(&AnyRegisteredHost::Cuda(r))),
+            #[cfg(feature = "ascend")]
+            AnyDevice::Ascend(d) => {
+                d.with_registered_host(data, |r| f(&AnyRegisteredHost::Ascend(r)))
+            }
+        }
+    }
+}
