@@ -68,6 +68,25 @@ const CONSUMER_ENV: &str = "XSTREAM_GPU_IPC_CONSUMER";
 const HANDLES_ENV: &str = "XSTREAM_GPU_IPC_HANDLES";
 /// Set in the child: the buffer length in bytes.
 const BYTES_ENV: &str = "XSTREAM_GPU_IPC_BYTES";
+/// Set (to anything) to make both processes print each step of their set-up, every new
+/// command and their teardown on stderr: where a process that dies of a signal stopped.
+const TRACE_ENV: &str = "XSTREAM_GPU_IPC_TRACE";
+
+/// Prints `step` on stderr (flushed) when [`TRACE_ENV`] is set.
+pub(crate) fn trace(step: &str) {
+    use std::io::Write as _;
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os(TRACE_ENV).is_some()) {
+        let who = if std::env::var_os(CHILD_ENV).is_some() {
+            "child"
+        } else {
+            "parent"
+        };
+        let mut e = std::io::stderr().lock();
+        let _ = writeln!(e, "gpu_ipc {who} trace: {step}");
+        let _ = e.flush();
+    }
+}
 
 /// Rounds of the latency section; each runs every variant once, in rotating order.
 const LAT_ROUNDS: usize = 12;
@@ -313,11 +332,17 @@ fn child_main(path: OsString) -> BenchResult<()> {
     loop {
         let (code, arg) = server.next(parent, IDLE_TIMEOUT)?;
         let op = Op::from_code(code).ok_or_else(|| format!("unknown command {code}"))?;
+        if last != Some(op) {
+            trace(&format!("command {op:?}"));
+        }
         let mut result = 0u64;
         match op {
             Op::Check => side.check_contents()?,
             Op::Exit => {
                 server.reply(0);
+                trace("exit: dropping the side");
+                drop(side);
+                trace("exit: side dropped, returning from main");
                 return Ok(());
             }
             Op::Wait(w, v) => {
@@ -429,7 +454,9 @@ fn run_config(consumer: usize, len: usize) -> BenchResult<String> {
             (HANDLES_ENV, handles.to_line()),
         ],
     )?;
+    trace(&format!("consumer {consumer}: child started, check"));
     peer.call(Op::Check.code(), 0, START_TIMEOUT)?;
+    trace("latency");
     let lat = latency(
         &Producer {
             side: &side,
@@ -437,9 +464,12 @@ fn run_config(consumer: usize, len: usize) -> BenchResult<String> {
         },
         &mut peer,
     )?;
+    trace("copies");
     let copies = copies(&mut side, &mut peer)?;
+    trace("exit");
     peer.call(Op::Exit.code(), 0, ACK_TIMEOUT)?;
     peer.finish(Duration::from_secs(30))?;
+    trace("child exited");
     let info = xstream_core::Device::info(&side.dev0).clone();
     let cinfo = xstream_core::Device::info(&side.devc).clone();
     Ok(report(consumer, len, &info, &cinfo, &lat, &copies))
