@@ -314,6 +314,10 @@ impl Stream for CudaStream {
     fn wait_event(&self, event: &CudaEvent) -> Result<()> {
         self.enter()?;
         self.gate_enqueue("wait_event")?;
+        if crate::event::needs_bridge(event, self.dev.shared.raw_ctx) {
+            // The driver crashes on this wait made directly (`crate::event` ipc module docs).
+            return crate::event::wait_across(self, event);
+        }
         self.check(
             "cuStreamWaitEvent",
             ffi::stream_wait_event(self.raw(), event.raw(), 0),

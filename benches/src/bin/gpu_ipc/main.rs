@@ -32,7 +32,11 @@
 //! - With two GPUs (`--gpus auto`, the default, when two are visible) a second configuration
 //!   runs: the child's waiting stream and the copy destinations are on device 1 (the events
 //!   and the source stay on device 0, opened there by the child), and device-to-device copies
-//!   cross devices (`cuMemcpyPeerAsync` / `Stream::copy_peer`) in both processes.
+//!   cross devices (`cuMemcpyPeerAsync` / `Stream::copy_peer`) in both processes. The child's
+//!   stream wait then goes through a stream of device 0 on both sides (a direct
+//!   `cuStreamWaitEvent` of a device-1 stream on the event opened in device 0's context kills
+//!   the process inside the driver): raw `raw::wait_bridged_and_sync`, xstream's
+//!   `Stream::wait_event`, which does the same itself.
 //!
 //! Statistics: interleaved rounds (the order of the variants rotates each round), medians
 //! with p10 and p90 (nearest rank) over all samples. Output: a Markdown report on stdout and,
@@ -373,6 +377,14 @@ fn child_wait(side: &Side, w: Wait, v: Variant) -> BenchResult<()> {
     match (w, v) {
         (Wait::EventSync, Variant::Raw) => raw::event_sync(side.ev_raw),
         (Wait::EventSync, Variant::Xs) => side.ev_xs.synchronize().map_err(xe),
+        (Wait::StreamWait, Variant::Raw) if side.two => raw::wait_bridged_and_sync(
+            side.ctx0,
+            side.ctxc,
+            side.bridge_raw,
+            side.relay_raw,
+            side.sc_raw,
+            side.ev_raw,
+        ),
         (Wait::StreamWait, Variant::Raw) => raw::wait_and_sync(side.sc_raw, side.ev_raw),
         (Wait::StreamWait, Variant::Xs) => {
             side.sc_xs.wait_event(&side.ev_xs).map_err(xe)?;
@@ -698,9 +710,14 @@ fn report(
     {
         let (sr, sx) = (stat(r), stat(x));
         let pct = (sx.med - sr.med) / sr.med * 100.0;
+        let bridged = if two && *w == Wait::StreamWait {
+            " (through a stream of device 0)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {:+.0} ns ({pct:+.1}%) | {:.2} / {:.2} ms |",
+            "| {}{bridged} | {} | {} | {:+.0} ns ({pct:+.1}%) | {:.2} / {:.2} ms |",
             wait_name(*w),
             us(sr),
             us(sx),

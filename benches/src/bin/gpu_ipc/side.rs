@@ -58,7 +58,7 @@ impl Handles {
 /// (device 0 again with one GPU, device 1 with two) holds the copy destinations and the
 /// streams that copy between devices and wait on the events.
 pub(crate) struct Side {
-    two: bool,
+    pub(crate) two: bool,
     pub(crate) len: usize,
     pub(crate) dev0: CudaDevice,
     pub(crate) devc: CudaDevice,
@@ -79,6 +79,10 @@ pub(crate) struct Side {
     pin_xs: HostBuffer<CudaBackend>,
     pub(crate) ev_raw: sys::CUevent,
     pub(crate) ev_xs: CudaEvent,
+    /// With two GPUs: a stream and an ordinary event of device 0 through which the raw side's
+    /// stream on device 1 waits for the interprocess event (`raw::wait_bridged_and_sync`).
+    pub(crate) bridge_raw: sys::CUstream,
+    pub(crate) relay_raw: sys::CUevent,
 }
 
 impl Side {
@@ -145,6 +149,11 @@ impl Side {
         };
         let sc_raw = raw::stream(ctxc)?;
         let dst_raw = raw::alloc(ctxc, len)?;
+        let (bridge_raw, relay_raw) = if consumer != 0 {
+            (raw::stream(ctx0)?, raw::plain_event(ctx0)?)
+        } else {
+            (std::ptr::null_mut(), std::ptr::null_mut())
+        };
         trace("side: ready");
         Ok(Self {
             two: consumer != 0,
@@ -166,6 +175,8 @@ impl Side {
             pin_xs,
             ev_raw,
             ev_xs,
+            bridge_raw,
+            relay_raw,
         })
     }
 
