@@ -6,6 +6,7 @@
 #     SANITIZE=1 bash gpu-bundle/gpu-run.sh   # sanitizer mode (below) instead of the plain runs
 #     SANITIZE=xstream-cuda--nccl--test bash gpu-bundle/gpu-run.sh   # memcheck on one binary
 #     ONLY=cuda bash gpu-bundle/gpu-run.sh    # only manifest names containing "cuda"
+#     NO_CLI=1 NO_EXAMPLES=1 bash gpu-bundle/gpu-run.sh   # test binaries only
 #     BENCH=1 bash gpu-bundle/gpu-run.sh      # also the benches: bench/gpu_ops, then torch_bench.py
 #     BENCH=only bash gpu-bundle/gpu-run.sh   # only the benches (no tests, no CLI)
 #     BENCH=ipc bash gpu-bundle/gpu-run.sh    # only bench/gpu_ipc (cross-process events and
@@ -295,7 +296,9 @@ elif [ "${BENCH:-}" != only ] && [ "${BENCH:-}" != ipc ] && [ "${BENCH:-}" != an
         done
     fi
 
-    if [ ! -d "$HERE/bin/examples" ]; then
+    if [ -n "${NO_EXAMPLES:-}" ]; then
+        :
+    elif [ ! -d "$HERE/bin/examples" ]; then
         verdict SKIP "examples: bin/examples is not in the bundle"
     else
         : >"$OUT/examples.log"
