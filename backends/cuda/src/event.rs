@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use xstream_core::callback::in_callback;
@@ -18,24 +18,49 @@ use crate::{error, CudaBackend, CudaDevice, CudaStream, TIMED_WAIT_MAX_NAP};
 
 mod ipc;
 
+pub(crate) use ipc::{needs_bridge, wait_across};
+
 /// Owns the native event; destroyed when the event and every poller check using it are gone.
 struct EventHandle {
     raw: CuEvent,
     dev: CudaDevice,
     /// An adopted cudarc event ([`CudaEvent::from_cudarc`]): dropping it destroys the handle.
     foreign: Option<cudarc::driver::CudaEvent>,
+    /// An interprocess event's bridge stream in its own context, made by the first wait from
+    /// a stream of another device (`ipc::wait_across`); destroyed with the event.
+    bridge: OnceLock<ffi::CuStream>,
+}
+
+impl EventHandle {
+    fn new(raw: CuEvent, dev: &CudaDevice, foreign: Option<cudarc::driver::CudaEvent>) -> Self {
+        Self {
+            raw,
+            dev: dev.clone(),
+            foreign,
+            bridge: OnceLock::new(),
+        }
+    }
 }
 
 impl Drop for EventHandle {
     fn drop(&mut self) {
         let (raw, ctx) = (self.raw, self.dev.shared.raw_ctx);
         let foreign = self.foreign.take();
-        let destroy = move || match foreign {
-            // cudarc binds its context and destroys its event.
-            Some(ev) => drop(ev),
-            None => {
+        let bridge = self.bridge.take();
+        let destroy = move || {
+            match foreign {
+                // cudarc binds its context and destroys its event.
+                Some(ev) => drop(ev),
+                None => {
+                    if ffi::bind(ctx).is_ok() {
+                        let _ = ffi::event_destroy(raw);
+                    }
+                }
+            }
+            // The bridge holds only waits and records; the driver releases it after them.
+            if let Some(s) = bridge {
                 if ffi::bind(ctx).is_ok() {
-                    let _ = ffi::event_destroy(raw);
+                    let _ = ffi::stream_destroy(s);
                 }
             }
         };
@@ -95,11 +120,7 @@ impl CudaEvent {
         );
         Ok(Self {
             dev: dev.clone(),
-            handle: Arc::new(EventHandle {
-                raw,
-                dev: dev.clone(),
-                foreign: None,
-            }),
+            handle: Arc::new(EventHandle::new(raw, dev, None)),
             flags: native | hints,
             report: t.report,
             recorded: AtomicBool::new(false),
@@ -133,11 +154,7 @@ impl CudaEvent {
         let raw = CuEvent(event.cu_event());
         Ok(Self {
             dev: dev.clone(),
-            handle: Arc::new(EventHandle {
-                raw,
-                dev: dev.clone(),
-                foreign: Some(event),
-            }),
+            handle: Arc::new(EventHandle::new(raw, dev, Some(event))),
             flags,
             report: FlagReport::default(),
             recorded: AtomicBool::new(true),

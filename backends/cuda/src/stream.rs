@@ -114,7 +114,9 @@ pub(crate) struct StreamState {
 /// which the driver recycles after destroy (driver behaviour in docs/semantics.md). Dropping an owned stream
 /// neither blocks nor cancels: `cuStreamDestroy` (row 8) runs on xstream's CUDA reaper thread
 /// (inline for a stream never used, which has no work), and the buffers its queued work uses
-/// are released by a host function behind that work.
+/// are released by a host function behind that work. Work already complete at the drop (one
+/// `cuStreamQuery`) releases what it used on the dropping thread instead, as dropping those
+/// buffers directly would (`cuMemFree` waits for the device's work, see docs/semantics.md).
 pub struct CudaStream {
     dev: CudaDevice,
     pub(crate) handle: Arc<StreamHandle>,
@@ -314,6 +316,10 @@ impl Stream for CudaStream {
     fn wait_event(&self, event: &CudaEvent) -> Result<()> {
         self.enter()?;
         self.gate_enqueue("wait_event")?;
+        if crate::event::needs_bridge(event, self.dev.shared.raw_ctx) {
+            // The driver crashes on this wait made directly (`crate::event` ipc module docs).
+            return crate::event::wait_across(self, event);
+        }
         self.check(
             "cuStreamWaitEvent",
             ffi::stream_wait_event(self.raw(), event.raw(), 0),

@@ -147,3 +147,85 @@ fn cuda_ipc_a_consumer_process_reads_and_answers_through_a_shared_range() {
     want[1024..1040].fill(0xAB);
     assert_eq!(r.take().unwrap(), want);
 }
+
+/// The importer works on another device than the exporter's (what multi-GPU serving does, and
+/// `gpu_ipc`'s configuration "consumer on device 1"): the consumer process opens the range and
+/// the event on device 0 (the exporter's device, which the handles name), enables peer access
+/// from device 1, makes a device-1 stream wait for the event, copies the range to device 1 and
+/// writes its answer back into the range from device 1 (`copy_peer` both ways), then drops
+/// everything and exits normally: the exit status is checked, so a crash at teardown fails the
+/// test. Needs two CUDA devices with peer access; prints SKIP otherwise.
+#[test]
+#[cfg_attr(miri, ignore = "starts child processes, which Miri cannot run")]
+fn cuda_ipc_an_importer_on_another_device_reads_and_answers() {
+    const T: &str = "cuda_ipc_an_importer_on_another_device_reads_and_answers";
+    let Some(d) = device(T) else {
+        return;
+    };
+    let count = CudaBackend::device_count().unwrap_or(0);
+    if count < 2 {
+        println!("SKIP: {T}: {count} CUDA device(s) visible; the importer needs a second one");
+        return;
+    }
+    let d1 = CudaBackend::open(1).expect("CUDA device 1");
+    if !d1.can_access_peer(&d).unwrap_or(false) {
+        println!("SKIP: {T}: device 1 cannot access device 0's memory (no peer access)");
+        return;
+    }
+    if std::env::var(CHILD).as_deref() == Ok(T) {
+        d1.enable_peer_access(&d).expect("peer access 1 -> 0");
+        let mem = IpcMemHandle::from_hex(&std::env::var(MEM).unwrap()).unwrap();
+        let ev = IpcEventHandle::from_hex(&std::env::var(EVENT).unwrap()).unwrap();
+        let buf = CudaBuffer::open_ipc(&d, &mem).unwrap();
+        let e = CudaEvent::open_ipc(&d, &ev).unwrap();
+        let s1 = d1.create_stream(&StreamDesc::new()).unwrap();
+        let dst = d1.alloc(2048).unwrap();
+        let answer = d1.alloc(16).unwrap();
+        s1.memset(&answer, 0, 16, 0xCD).unwrap();
+        s1.wait_event(&e).unwrap();
+        s1.copy_peer(&buf, 0, &dst, 0, 2048).unwrap();
+        s1.copy_peer(&answer, 0, &buf, 0, 16).unwrap();
+        // As in the test above: the read into pageable memory returns only once it ran,
+        // behind the producer's gated work.
+        println!("WAITING");
+        std::io::stdout().flush().unwrap();
+        let r = s1.read(&dst, 0, 2048).unwrap();
+        s1.synchronize_timeout(LONG).unwrap();
+        assert_eq!(r.take().unwrap(), pattern(4096, 9)[1024..3072].to_vec());
+        println!("CONSUMED");
+        std::io::stdout().flush().unwrap();
+        // Everything is dropped here, in declaration order reversed, and the process exits.
+        return;
+    }
+    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let buf = d.alloc(4096).unwrap();
+    let ev = d
+        .create_event(&EventDesc::new().flags(EventFlags::INTERPROCESS))
+        .unwrap();
+    let release = gate(&s, LONG);
+    s.write(&buf, 0, pattern(4096, 9)).unwrap();
+    ev.record(&s).unwrap();
+    let mut child = spawn(
+        T,
+        &buf.export_ipc_range(1024, 2048).unwrap(),
+        Some(&ev.export_ipc().unwrap()),
+    );
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let waiting = wait_line(&mut out, "WAITING");
+    release.send(()).unwrap();
+    let consumed = wait_line(&mut out, "CONSUMED");
+    let (ok, text) = finish(child, LONG);
+    assert!(
+        ok,
+        "the importer on device 1 failed or did not exit cleanly: {waiting:?} {consumed:?}\n{text}"
+    );
+    assert!(
+        consumed.last().is_some_and(|l| l.contains("CONSUMED")),
+        "{consumed:?}"
+    );
+    let r = s.read(&buf, 0, 4096).unwrap();
+    s.synchronize().unwrap();
+    let mut want = pattern(4096, 9);
+    want[1024..1040].fill(0xCD);
+    assert_eq!(r.take().unwrap(), want, "the answer written from device 1");
+}

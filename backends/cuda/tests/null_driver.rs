@@ -482,6 +482,7 @@ fn child(lib: &Path) {
     print_rows(&rows);
     check_rows(&rows);
     raw_buffers(&null, &dev, &s);
+    dropped_stream_releases(&null, &dev, &args3);
 
     timing_table(&null, &s, &empty, &args3, &delay, &buf, &mut hb);
 }
@@ -498,6 +499,79 @@ fn wait_calls(null: &Null, name: &str, want: u64, guard: Duration) -> u64 {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// What a dropped stream does with the buffers its work used (`backends/cuda/src/stream/drop.rs`):
+/// when its work is known complete (here observed through an event only, so its keep-alive
+/// list was never trimmed, as in the conformance check `record_event_orders`), the last
+/// reference's `cuMemFree` runs on the dropping thread before `drop` returns, never later on
+/// another thread (where it would wait for the whole device at a moment no caller controls);
+/// while its work is still held, the drop frees nothing and returns, and the memory is freed
+/// once the work ran. Behaviour of this crate's code only: the double is not a GPU.
+fn dropped_stream_releases(
+    null: &Null,
+    dev: &xstream_cuda::CudaDevice,
+    f: &xstream_cuda::CudaFunction,
+) {
+    use xstream_core::Event;
+    let single = LaunchConfig::single();
+    let launch = |s: &CudaStream, b: &xstream_cuda::CudaBuffer| {
+        s.launch_kernel(
+            f,
+            &single,
+            &[KernelArg::Buffer(b), KernelArg::U32(1), KernelArg::F32(1.0)],
+        )
+        .expect("launch with a buffer")
+    };
+
+    // Completed work, seen through an event: freed inline, on this thread.
+    let a = dev.create_stream(&nb()).expect("create_stream");
+    let b = dev.alloc(LEN).expect("alloc");
+    launch(&a, &b);
+    let e = a.record_event().expect("record_event");
+    drop(b);
+    e.synchronize().expect("event synchronize");
+    drop(e);
+    null.reset();
+    drop(a);
+    assert_eq!(
+        null.count(b"xnull_thread_calls\0", "cuMemFree_v2"),
+        1,
+        "a dropped stream whose work had completed left its buffer's cuMemFree to another \
+         thread (it runs later, at a time the caller does not control)"
+    );
+    assert_eq!(
+        null.calls("cuLaunchHostFunc"),
+        0,
+        "a completed stream's release went through a host function"
+    );
+
+    // Work held by a host callback: the drop frees nothing and returns; the free follows the
+    // work.
+    let a = dev.create_stream(&nb()).expect("create_stream");
+    let b = dev.alloc(LEN).expect("alloc");
+    let (open, held) = std::sync::mpsc::channel::<()>();
+    a.host_callback(move |_| {
+        // A guard, not a timing bound: the test opens it below.
+        let _ = held.recv_timeout(Duration::from_secs(30));
+    })
+    .expect("host_callback");
+    launch(&a, &b);
+    drop(b);
+    null.reset();
+    drop(a);
+    assert_eq!(
+        null.calls("cuMemFree_v2"),
+        0,
+        "a dropped stream freed a buffer its held work still uses"
+    );
+    open.send(()).expect("open the held callback");
+    assert_eq!(
+        wait_calls(null, "cuMemFree_v2", 1, Duration::from_secs(10)),
+        1,
+        "the buffer of a dropped stream was not freed once its work ran"
+    );
+    println!("dropped streams: completed work released inline, held work released after it ran");
 }
 
 /// `Buffer::into_raw` / `from_raw` / `from_raw_borrowed` through the CUDA backend's own code

@@ -20,6 +20,14 @@
 //! end, so `cuStreamDestroy` runs on the dropping thread, as before the reaper existed (no
 //! boxed job, no cross-thread wake-up, no driver call racing the caller's next one on another
 //! thread). Inside a host callback (no driver calls there) the reaper is used still.
+//!
+//! **What completed work used is released on the dropping thread.** One `cuStreamQuery`
+//! (which never waits) tells whether the stream's work completed; if so, its keep-alive list
+//! and module uses are dropped before `drop` returns, so the `cuMemFree` of a buffer whose last
+//! user was this stream happens in the caller's program order, like the drop of the buffer
+//! itself, and never later on the dispatcher thread, where it would wait for the whole device
+//! at a moment nobody chose (see `CudaStream::release_completed`). Only work still pending is
+//! handed to a host function behind it.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -289,6 +297,41 @@ pub(super) fn release_after(
     }
 }
 
+impl CudaStream {
+    /// At drop, on the dropping thread: when one `cuStreamQuery` (which never waits) says the
+    /// stream's work completed, the keep-alive list and the module uses are released here, so
+    /// the `cuMemFree` of a buffer whose last user was this stream runs now, in the caller's
+    /// program order, as the drop of the buffer itself would. Without this, a stream whose
+    /// completion was observed only through an event (its keep list never trimmed) handed its
+    /// list to a host function and the dispatcher thread freed it moments later, at a time no
+    /// caller controls: `cuMemFree` waits for the whole device, and the driver then holds
+    /// other threads' calls, so a stream held by a host callback that waits for the host made
+    /// the host stall until the callback gave up (the conformance check `event_pool_bounded`,
+    /// right after `record_event_orders`, failed 2 of 3 whole-suite runs on 2 × H100, GPU run
+    /// of 2026-11-27; docs/semantics.md, "a blocked wait can stall calls that synchronize the
+    /// whole device"). Work still pending keeps the hand-off behind it (the module docs).
+    /// Skipped inside host callbacks (no driver calls), during a capture (a query would
+    /// invalidate it) and on persistent streams (never idle).
+    fn release_completed(&self) {
+        if in_callback()
+            || self.state.persistent
+            || self.state.capture.is_capturing()
+            || (self.keep_len() == 0 && self.state.modules.seq() == 0)
+        {
+            return;
+        }
+        if ffi::bind(self.dev.shared.raw_ctx).is_err() {
+            return;
+        }
+        let n = self.keep_len();
+        let m = self.state.modules.seq();
+        if ffi::stream_query(self.handle.raw()).is_ok() {
+            self.completed_up_to(n);
+            self.state.modules.completed_up_to(m);
+        }
+    }
+}
+
 impl Drop for CudaStream {
     fn drop(&mut self) {
         tracing::debug!(stream = ?self.handle.native, name = self.name.as_deref(), ownership = ?self.ownership, "cuda stream dropped");
@@ -301,6 +344,7 @@ impl Drop for CudaStream {
             // goes with `self`, and `StreamHandle::drop` destroys it inline.
             return;
         }
+        self.release_completed();
         let dev = self.dev.clone();
         let handle = Arc::clone(&self.handle);
         let state = Arc::clone(&self.state);

@@ -32,7 +32,11 @@
 //! - With two GPUs (`--gpus auto`, the default, when two are visible) a second configuration
 //!   runs: the child's waiting stream and the copy destinations are on device 1 (the events
 //!   and the source stay on device 0, opened there by the child), and device-to-device copies
-//!   cross devices (`cuMemcpyPeerAsync` / `Stream::copy_peer`) in both processes.
+//!   cross devices (`cuMemcpyPeerAsync` / `Stream::copy_peer`) in both processes. The child's
+//!   stream wait then goes through a stream of device 0 on both sides (a direct
+//!   `cuStreamWaitEvent` of a device-1 stream on the event opened in device 0's context kills
+//!   the process inside the driver): raw `raw::wait_bridged_and_sync`, xstream's
+//!   `Stream::wait_event`, which does the same itself.
 //!
 //! Statistics: interleaved rounds (the order of the variants rotates each round), medians
 //! with p10 and p90 (nearest rank) over all samples. Output: a Markdown report on stdout and,
@@ -68,6 +72,25 @@ const CONSUMER_ENV: &str = "XSTREAM_GPU_IPC_CONSUMER";
 const HANDLES_ENV: &str = "XSTREAM_GPU_IPC_HANDLES";
 /// Set in the child: the buffer length in bytes.
 const BYTES_ENV: &str = "XSTREAM_GPU_IPC_BYTES";
+/// Set (to anything) to make both processes print each step of their set-up, every new
+/// command and their teardown on stderr: where a process that dies of a signal stopped.
+const TRACE_ENV: &str = "XSTREAM_GPU_IPC_TRACE";
+
+/// Prints `step` on stderr (flushed) when [`TRACE_ENV`] is set.
+pub(crate) fn trace(step: &str) {
+    use std::io::Write as _;
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os(TRACE_ENV).is_some()) {
+        let who = if std::env::var_os(CHILD_ENV).is_some() {
+            "child"
+        } else {
+            "parent"
+        };
+        let mut e = std::io::stderr().lock();
+        let _ = writeln!(e, "gpu_ipc {who} trace: {step}");
+        let _ = e.flush();
+    }
+}
 
 /// Rounds of the latency section; each runs every variant once, in rotating order.
 const LAT_ROUNDS: usize = 12;
@@ -313,11 +336,17 @@ fn child_main(path: OsString) -> BenchResult<()> {
     loop {
         let (code, arg) = server.next(parent, IDLE_TIMEOUT)?;
         let op = Op::from_code(code).ok_or_else(|| format!("unknown command {code}"))?;
+        if last != Some(op) {
+            trace(&format!("command {op:?}"));
+        }
         let mut result = 0u64;
         match op {
             Op::Check => side.check_contents()?,
             Op::Exit => {
                 server.reply(0);
+                trace("exit: dropping the side");
+                drop(side);
+                trace("exit: side dropped, returning from main");
                 return Ok(());
             }
             Op::Wait(w, v) => {
@@ -348,6 +377,14 @@ fn child_wait(side: &Side, w: Wait, v: Variant) -> BenchResult<()> {
     match (w, v) {
         (Wait::EventSync, Variant::Raw) => raw::event_sync(side.ev_raw),
         (Wait::EventSync, Variant::Xs) => side.ev_xs.synchronize().map_err(xe),
+        (Wait::StreamWait, Variant::Raw) if side.two => raw::wait_bridged_and_sync(
+            side.ctx0,
+            side.ctxc,
+            side.bridge_raw,
+            side.relay_raw,
+            side.sc_raw,
+            side.ev_raw,
+        ),
         (Wait::StreamWait, Variant::Raw) => raw::wait_and_sync(side.sc_raw, side.ev_raw),
         (Wait::StreamWait, Variant::Xs) => {
             side.sc_xs.wait_event(&side.ev_xs).map_err(xe)?;
@@ -429,7 +466,9 @@ fn run_config(consumer: usize, len: usize) -> BenchResult<String> {
             (HANDLES_ENV, handles.to_line()),
         ],
     )?;
+    trace(&format!("consumer {consumer}: child started, check"));
     peer.call(Op::Check.code(), 0, START_TIMEOUT)?;
+    trace("latency");
     let lat = latency(
         &Producer {
             side: &side,
@@ -437,9 +476,12 @@ fn run_config(consumer: usize, len: usize) -> BenchResult<String> {
         },
         &mut peer,
     )?;
+    trace("copies");
     let copies = copies(&mut side, &mut peer)?;
+    trace("exit");
     peer.call(Op::Exit.code(), 0, ACK_TIMEOUT)?;
     peer.finish(Duration::from_secs(30))?;
+    trace("child exited");
     let info = xstream_core::Device::info(&side.dev0).clone();
     let cinfo = xstream_core::Device::info(&side.devc).clone();
     Ok(report(consumer, len, &info, &cinfo, &lat, &copies))
@@ -668,9 +710,14 @@ fn report(
     {
         let (sr, sx) = (stat(r), stat(x));
         let pct = (sx.med - sr.med) / sr.med * 100.0;
+        let bridged = if two && *w == Wait::StreamWait {
+            " (through a stream of device 0)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {:+.0} ns ({pct:+.1}%) | {:.2} / {:.2} ms |",
+            "| {}{bridged} | {} | {} | {:+.0} ns ({pct:+.1}%) | {:.2} / {:.2} ms |",
             wait_name(*w),
             us(sr),
             us(sx),

@@ -174,6 +174,43 @@ pub(crate) fn wait_and_sync(s: sys::CUstream, e: sys::CUevent) -> BenchResult<()
     )
 }
 
+/// The two-GPU form of [`wait_and_sync`]: `s` (a stream of `ctxc`) waits for the interprocess
+/// event `e` (opened in `ctx0`) through `bridge` (a stream of `ctx0`) and `relay` (an ordinary
+/// event of `ctx0`): the wait on `e` in its own context, `relay` recorded behind it, `s` waits
+/// for `relay`, then `s` is synchronized. A direct `cuStreamWaitEvent(s, e)` from another
+/// device's stream kills the process inside the driver (SIGSEGV; docs/gpu-runs/
+/// 2026-11-27-2xh100-run19a), so the raw baseline makes the same detour as xstream.
+pub(crate) fn wait_bridged_and_sync(
+    ctx0: Ctx,
+    ctxc: Ctx,
+    bridge: sys::CUstream,
+    relay: sys::CUevent,
+    s: sys::CUstream,
+    e: sys::CUevent,
+) -> BenchResult<()> {
+    bind(ctx0)?;
+    ck(
+        // SAFETY: `bridge` and `e` are live handles of `ctx0`, which is current.
+        unsafe { sys::cuStreamWaitEvent(bridge, e, 0) },
+        "cuStreamWaitEvent (bridge)",
+    )?;
+    record(relay, bridge)?;
+    bind(ctxc)?;
+    wait_and_sync(s, relay)
+}
+
+/// An ordinary event (`CU_EVENT_DISABLE_TIMING`) of `ctx`.
+pub(crate) fn plain_event(ctx: Ctx) -> BenchResult<sys::CUevent> {
+    bind(ctx)?;
+    let mut e = ptr::null_mut();
+    ck(
+        // SAFETY: valid out-pointer; `ctx` is current.
+        unsafe { sys::cuEventCreate(&mut e, 0x2) },
+        "cuEventCreate",
+    )?;
+    Ok(e)
+}
+
 pub(crate) fn ipc_event_handle(ctx: Ctx, e: sys::CUevent) -> BenchResult<[u8; 64]> {
     bind(ctx)?;
     let mut h = sys::CUipcEventHandle { reserved: [0; 64] };

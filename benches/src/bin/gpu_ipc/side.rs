@@ -13,7 +13,7 @@ use xstream_core::{
 use xstream_cuda::{CudaBackend, CudaBuffer, CudaDevice, CudaEvent, CudaStream};
 
 use super::raw::{self, Ctx};
-use super::{xe, BenchResult, CopyKind, Variant};
+use super::{trace, xe, BenchResult, CopyKind, Variant};
 
 /// The byte the exporter writes into its raw-driver buffer (the child checks it).
 pub(crate) const RAW_FILL: u8 = 0xa5;
@@ -58,7 +58,7 @@ impl Handles {
 /// (device 0 again with one GPU, device 1 with two) holds the copy destinations and the
 /// streams that copy between devices and wait on the events.
 pub(crate) struct Side {
-    two: bool,
+    pub(crate) two: bool,
     pub(crate) len: usize,
     pub(crate) dev0: CudaDevice,
     pub(crate) devc: CudaDevice,
@@ -79,17 +79,23 @@ pub(crate) struct Side {
     pin_xs: HostBuffer<CudaBackend>,
     pub(crate) ev_raw: sys::CUevent,
     pub(crate) ev_xs: CudaEvent,
+    /// With two GPUs: a stream and an ordinary event of device 0 through which the raw side's
+    /// stream on device 1 waits for the interprocess event (`raw::wait_bridged_and_sync`).
+    pub(crate) bridge_raw: sys::CUstream,
+    pub(crate) relay_raw: sys::CUevent,
 }
 
 impl Side {
     /// The exporter (`from == None`: allocates and fills the sources, creates the events) or
     /// the importer (opens the exporter's handles). `consumer` is the consumer device's ordinal.
     pub(crate) fn new(consumer: usize, len: usize, from: Option<&Handles>) -> BenchResult<Self> {
+        trace(&format!("side: open device 0 (consumer {consumer})"));
         let dev0 = CudaBackend::open(0).map_err(xe)?;
         let devc = if consumer == 0 {
             dev0.clone()
         } else {
             let d = CudaBackend::open(consumer).map_err(xe)?;
+            trace("side: enable peer access consumer -> device 0");
             d.enable_peer_access(&dev0)
                 .map_err(|e| format!("device {consumer} -> device 0 peer access: {e}"))?;
             d
@@ -113,15 +119,19 @@ impl Side {
                     .map_err(xe)?;
                 (b, e)
             }
-            Some(h) => (
-                CudaBuffer::open_ipc(&dev0, &h.xs_mem).map_err(xe)?,
-                CudaEvent::open_ipc(&dev0, &h.xs_event).map_err(xe)?,
-            ),
+            Some(h) => {
+                trace("side: xstream open_ipc memory on device 0");
+                let b = CudaBuffer::open_ipc(&dev0, &h.xs_mem).map_err(xe)?;
+                trace("side: xstream open_ipc event on device 0");
+                (b, CudaEvent::open_ipc(&dev0, &h.xs_event).map_err(xe)?)
+            }
         };
+        trace("side: consumer stream and destination");
         devc.rebind_thread().map_err(xe)?;
         let sc_xs = devc.create_stream(&nb).map_err(xe)?;
         let dst_xs = devc.alloc(len).map_err(xe)?;
 
+        trace("side: raw objects");
         let s0_raw = raw::stream(ctx0)?;
         let pin_raw = raw::host_alloc(ctx0, len)?;
         let (src_raw, ev_raw) = match from {
@@ -130,13 +140,21 @@ impl Side {
                 raw::memset(ctx0, p, RAW_FILL, len)?;
                 (p, raw::ipc_event(ctx0)?)
             }
-            Some(h) => (
-                raw::ipc_open_mem(ctx0, h.raw_mem)?,
-                raw::ipc_open_event(ctx0, h.raw_event)?,
-            ),
+            Some(h) => {
+                trace("side: raw cuIpcOpenMemHandle on device 0");
+                let p = raw::ipc_open_mem(ctx0, h.raw_mem)?;
+                trace("side: raw cuIpcOpenEventHandle on device 0");
+                (p, raw::ipc_open_event(ctx0, h.raw_event)?)
+            }
         };
         let sc_raw = raw::stream(ctxc)?;
         let dst_raw = raw::alloc(ctxc, len)?;
+        let (bridge_raw, relay_raw) = if consumer != 0 {
+            (raw::stream(ctx0)?, raw::plain_event(ctx0)?)
+        } else {
+            (std::ptr::null_mut(), std::ptr::null_mut())
+        };
+        trace("side: ready");
         Ok(Self {
             two: consumer != 0,
             len,
@@ -157,6 +175,8 @@ impl Side {
             pin_xs,
             ev_raw,
             ev_xs,
+            bridge_raw,
+            relay_raw,
         })
     }
 
@@ -270,13 +290,16 @@ impl Drop for Side {
     fn drop(&mut self) {
         // Raw resources; every copy was synchronized by `copy_batch`, and the exporter drops
         // its side only after the child exited. Streams and events go with the process.
+        trace("side drop: raw frees");
         raw::free(self.ctxc, self.dst_raw);
         raw::host_free(self.ctx0, self.pin_raw);
         if self.imported {
+            trace("side drop: raw cuIpcCloseMemHandle");
             raw::ipc_close_mem(self.ctx0, self.src_raw);
         } else {
             raw::free(self.ctx0, self.src_raw);
         }
+        trace("side drop: xstream objects");
         // xstream's objects drop after this, with its context record made current again.
         let _ = self.dev0.rebind_thread();
     }
