@@ -524,6 +524,7 @@ fn run() -> BenchResult<()> {
     eprintln!("== typed copies (write_from / read_into, write_from_host / read_into_host)");
     let (copy_rows, copy_allocs) = gpu_data::typed_copy_rows(&dev, &xa, ra)?;
     let typed_md = gpu_data::typed_markdown(&copy_rows);
+    let held_md = gpu_data::held_enqueue(&dev, &xa)?;
     rows.extend(copy_rows.into_iter().map(|c| c.row));
     allocs.rows.extend(copy_allocs);
 
@@ -818,6 +819,8 @@ fn run() -> BenchResult<()> {
         let _ = writeln!(md, "| {name} | {a:.4} |");
     }
     md.push_str(&typed_md);
+    md.push('\n');
+    md.push_str(&held_md);
     md.push('\n');
     eprintln!("== data path (page-locked copies, pipelines)");
     let bws = gpu_data::bandwidth(&dev)?;
