@@ -15,6 +15,9 @@ enum Vals {
     I32(Vec<i32>),
     I16(Vec<i16>),
     I8(Vec<i8>),
+    F16(Vec<half::f16>),
+    BF16(Vec<half::bf16>),
+    I64(Vec<i64>),
 }
 
 impl Vals {
@@ -33,6 +36,20 @@ impl Vals {
             ReduceType::I32 => Vals::I32((0..n).map(|i| v(i) * 1000).collect()),
             ReduceType::I16 => Vals::I16((0..n).map(|i| (v(i) * 10) as i16).collect()),
             ReduceType::I8 => Vals::I8((0..n).map(|i| (v(i) / 2) as i8).collect()),
+            // Tenths are not exact in the half types, so sums need their rounding (to nearest
+            // even, once).
+            ReduceType::F16 => Vals::F16(
+                (0..n)
+                    .map(|i| half::f16::from_f32(v(i) as f32 * 0.1))
+                    .collect(),
+            ),
+            ReduceType::BF16 => Vals::BF16(
+                (0..n)
+                    .map(|i| half::bf16::from_f32(v(i) as f32 * 0.1))
+                    .collect(),
+            ),
+            // Past 32 bits.
+            ReduceType::I64 => Vals::I64((0..n).map(|i| v(i) as i64 * 1_000_000_000_007).collect()),
         }
     }
 
@@ -42,6 +59,9 @@ impl Vals {
             Vals::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Vals::I16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Vals::I8(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Vals::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Vals::BF16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Vals::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         }
     }
 
@@ -73,6 +93,25 @@ impl Vals {
             (Vals::I8(d), Vals::I8(s)) => {
                 for (a, b) in d.iter_mut().zip(s) {
                     *a = pick(kind, *a, *b).unwrap_or(*a + *b);
+                }
+            }
+            (Vals::I64(d), Vals::I64(s)) => {
+                for (a, b) in d.iter_mut().zip(s) {
+                    *a = pick(kind, *a, *b).unwrap_or(*a + *b);
+                }
+            }
+            // The sum of two half-precision values, rounded once to nearest even (the f32 sum
+            // is exact enough for that: docs of `ReduceType::F16`).
+            (Vals::F16(d), Vals::F16(s)) => {
+                for (a, b) in d.iter_mut().zip(s) {
+                    *a = pick(kind, *a, *b)
+                        .unwrap_or_else(|| half::f16::from_f32(a.to_f32() + b.to_f32()));
+                }
+            }
+            (Vals::BF16(d), Vals::BF16(s)) => {
+                for (a, b) in d.iter_mut().zip(s) {
+                    *a = pick(kind, *a, *b)
+                        .unwrap_or_else(|| half::bf16::from_f32(a.to_f32() + b.to_f32()));
                 }
             }
             _ => unreachable!("one type per comparison"),
@@ -221,6 +260,9 @@ fn slice(v: &Vals, at: usize, n: usize) -> Vals {
         Vals::I32(x) => Vals::I32(x[at..at + n].to_vec()),
         Vals::I16(x) => Vals::I16(x[at..at + n].to_vec()),
         Vals::I8(x) => Vals::I8(x[at..at + n].to_vec()),
+        Vals::F16(x) => Vals::F16(x[at..at + n].to_vec()),
+        Vals::BF16(x) => Vals::BF16(x[at..at + n].to_vec()),
+        Vals::I64(x) => Vals::I64(x[at..at + n].to_vec()),
     }
 }
 
@@ -241,6 +283,9 @@ fn shift(v: &Vals, from: usize, to: usize, len: usize) -> Vals {
         Vals::I32(x) => Vals::I32(mv(x, from, to, len)),
         Vals::I16(x) => Vals::I16(mv(x, from, to, len)),
         Vals::I8(x) => Vals::I8(mv(x, from, to, len)),
+        Vals::F16(x) => Vals::F16(mv(x, from, to, len)),
+        Vals::BF16(x) => Vals::BF16(mv(x, from, to, len)),
+        Vals::I64(x) => Vals::I64(mv(x, from, to, len)),
     }
 }
 
@@ -255,6 +300,9 @@ fn splice(v: &Vals, at: usize, mid: &Vals) -> Vals {
         (Vals::I32(x), Vals::I32(m)) => Vals::I32(sp(x, at, m)),
         (Vals::I16(x), Vals::I16(m)) => Vals::I16(sp(x, at, m)),
         (Vals::I8(x), Vals::I8(m)) => Vals::I8(sp(x, at, m)),
+        (Vals::F16(x), Vals::F16(m)) => Vals::F16(sp(x, at, m)),
+        (Vals::BF16(x), Vals::BF16(m)) => Vals::BF16(sp(x, at, m)),
+        (Vals::I64(x), Vals::I64(m)) => Vals::I64(sp(x, at, m)),
         _ => unreachable!("one type per comparison"),
     }
 }

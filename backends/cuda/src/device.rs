@@ -27,8 +27,9 @@ pub(crate) struct Kernels {
     /// `xs_fault` (a test facility, outside the builtin module's documented kernels).
     #[cfg_attr(not(feature = "testing"), allow(dead_code))] // used by `Kernel::Fault` only
     pub fault: CuFunction,
-    /// The built-in reduce's kernels, by [`xstream_core::ReduceType`] (f32, s32, s16, s8).
-    pub reduce: [CudaFunction; 4],
+    /// The built-in reduce's kernels, in [`xstream_core::ReduceType::ALL`] order (f32, s32,
+    /// s16, s8, f16, bf16, s64).
+    pub reduce: [CudaFunction; 7],
 }
 
 /// State shared by a device and every object made from it.
@@ -281,11 +282,11 @@ XS_LCG_DONE:
 "#;
 
 /// One kernel of the built-in reduce: `name(dst, dst_offset, src, src_offset, n, kind)` over
-/// `n` elements, a grid-stride loop doing `dst[i] = kind(dst[i], src[i])` with `kind` the
-/// `aclrtReduceKind` value (10 sum, 11 max, 12 min). `mem` is the element type in memory,
-/// `reg` the register type it is computed in (8-bit integers are sign-extended to 16 bits; the
-/// store keeps the low 8 bits, so sums wrap like the wider ones), `shift` log2 of its size.
-fn reduce_kernel_ptx(name: &str, mem: &str, reg: &str, add: &str, shift: u32) -> String {
+/// `n` elements of `1 << shift` bytes, a grid-stride loop doing `dst[i] = kind(dst[i], src[i])`
+/// with `kind` the `aclrtReduceKind` value (10 sum, 11 max, 12 min). `decl` declares the
+/// registers `body` uses; `body` combines the element at `%rd10` (destination) with the one at
+/// `%rd11` (source) and stores it at `%rd10`, with `%p2` set for max and `%p3` for min.
+fn reduce_kernel(name: &str, shift: u32, decl: &str, body: &str) -> String {
     format!(
         r#"
 .visible .entry {name}(.param .u64 {name}_dst, .param .u64 {name}_doff, .param .u64 {name}_src, .param .u64 {name}_soff, .param .u64 {name}_n, .param .u32 {name}_kind)
@@ -293,7 +294,7 @@ fn reduce_kernel_ptx(name: &str, mem: &str, reg: &str, add: &str, shift: u32) ->
     .reg .pred %p<4>;
     .reg .u32 %r<6>;
     .reg .u64 %rd<12>;
-    .reg .{reg} %v<4>;
+{decl}
     ld.param.u64 %rd1, [{name}_dst];
     ld.param.u64 %rd2, [{name}_doff];
     add.u64 %rd1, %rd1, %rd2;
@@ -320,12 +321,7 @@ fn reduce_kernel_ptx(name: &str, mem: &str, reg: &str, add: &str, shift: u32) ->
     shl.b64 %rd9, %rd6, {shift};
     add.u64 %rd10, %rd1, %rd9;
     add.u64 %rd11, %rd3, %rd9;
-    ld.global.{mem} %v1, [%rd10];
-    ld.global.{mem} %v2, [%rd11];
-    {add} %v3, %v1, %v2;
-    @%p2 max.{reg} %v3, %v1, %v2;
-    @%p3 min.{reg} %v3, %v1, %v2;
-    st.global.{mem} [%rd10], %v3;
+{body}
     add.u64 %rd6, %rd6, %rd8;
     bra {name}_loop;
 {name}_done:
@@ -335,12 +331,80 @@ fn reduce_kernel_ptx(name: &str, mem: &str, reg: &str, add: &str, shift: u32) ->
     )
 }
 
+/// A reduce kernel over a type the device computes on directly: `mem` is the element type in
+/// memory, `reg` the register type it is computed in (8-bit integers are sign-extended to 16
+/// bits; the store keeps the low 8 bits, so sums wrap like the wider ones).
+fn reduce_kernel_ptx(name: &str, mem: &str, reg: &str, add: &str, shift: u32) -> String {
+    let decl = format!("    .reg .{reg} %v<4>;");
+    let body = format!(
+        "    ld.global.{mem} %v1, [%rd10];
+    ld.global.{mem} %v2, [%rd11];
+    {add} %v3, %v1, %v2;
+    @%p2 max.{reg} %v3, %v1, %v2;
+    @%p3 min.{reg} %v3, %v1, %v2;
+    st.global.{mem} [%rd10], %v3;"
+    );
+    reduce_kernel(name, shift, &decl, &body)
+}
+
+/// A reduce kernel over a 16-bit float (`bf16 == false`: binary16, converted with `cvt`;
+/// `bf16 == true`: bfloat16, widened by a shift and rounded to nearest even with integer
+/// arithmetic, NaNs kept quiet, so no instruction newer than the module's target is needed),
+/// combined in `f32` (correctly rounded: see `xstream_core::reduce::ReduceType::F16`).
+fn reduce_kernel_half_ptx(name: &str, bf16: bool) -> String {
+    let decl = "    .reg .b16 %h<4>;
+    .reg .b32 %b<8>;
+    .reg .f32 %f<4>;
+    .reg .pred %q<2>;";
+    let (widen, narrow) = if bf16 {
+        (
+            "    cvt.u32.u16 %b1, %h1;
+    shl.b32 %b1, %b1, 16;
+    mov.b32 %f1, %b1;
+    cvt.u32.u16 %b2, %h2;
+    shl.b32 %b2, %b2, 16;
+    mov.b32 %f2, %b2;",
+            "    mov.b32 %b3, %f3;
+    shr.u32 %b4, %b3, 16;
+    and.b32 %b4, %b4, 1;
+    add.u32 %b4, %b4, 32767;
+    add.u32 %b5, %b3, %b4;
+    shr.u32 %b5, %b5, 16;
+    shr.u32 %b6, %b3, 16;
+    or.b32 %b6, %b6, 64;
+    setp.nan.f32 %q1, %f3, %f3;
+    selp.b32 %b5, %b6, %b5, %q1;
+    cvt.u16.u32 %h3, %b5;",
+        )
+    } else {
+        (
+            "    cvt.f32.f16 %f1, %h1;
+    cvt.f32.f16 %f2, %h2;",
+            "    cvt.rn.f16.f32 %h3, %f3;",
+        )
+    };
+    let body = format!(
+        "    ld.global.b16 %h1, [%rd10];
+    ld.global.b16 %h2, [%rd11];
+{widen}
+    add.rn.f32 %f3, %f1, %f2;
+    @%p2 max.f32 %f3, %f1, %f2;
+    @%p3 min.f32 %f3, %f1, %f2;
+{narrow}
+    st.global.b16 [%rd10], %h3;"
+    );
+    reduce_kernel(name, 1, decl, &body)
+}
+
 /// The names of the built-in reduce's kernels, in [`xstream_core::ReduceType::ALL`] order.
-pub(crate) const REDUCE_KERNELS: [&str; 4] = [
+pub(crate) const REDUCE_KERNELS: [&str; 7] = [
     "xstream_reduce_f32",
     "xstream_reduce_s32",
     "xstream_reduce_s16",
     "xstream_reduce_s8",
+    "xstream_reduce_f16",
+    "xstream_reduce_bf16",
+    "xstream_reduce_s64",
 ];
 
 /// The PTX module text for a target (`"sm_70"`, `"sm_90"`).
@@ -350,6 +414,9 @@ pub fn ptx_source(target: &str) -> String {
         reduce_kernel_ptx(REDUCE_KERNELS[1], "s32", "s32", "add.s32", 2),
         reduce_kernel_ptx(REDUCE_KERNELS[2], "s16", "s16", "add.s16", 1),
         reduce_kernel_ptx(REDUCE_KERNELS[3], "s8", "s16", "add.s16", 0),
+        reduce_kernel_half_ptx(REDUCE_KERNELS[4], false),
+        reduce_kernel_half_ptx(REDUCE_KERNELS[5], true),
+        reduce_kernel_ptx(REDUCE_KERNELS[6], "s64", "s64", "add.s64", 3),
     ]
     .concat();
     format!(".version 8.0\n.target {target}\n{PTX_BODY}{reduce}")
@@ -390,6 +457,9 @@ fn load_kernels(
                         get(REDUCE_KERNELS[1])?,
                         get(REDUCE_KERNELS[2])?,
                         get(REDUCE_KERNELS[3])?,
+                        get(REDUCE_KERNELS[4])?,
+                        get(REDUCE_KERNELS[5])?,
+                        get(REDUCE_KERNELS[6])?,
                     ],
                     module,
                 });

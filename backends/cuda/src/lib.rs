@@ -235,6 +235,12 @@ mod tests {
             ".visible .entry xstream_reduce_s16(",
             ".visible .entry xstream_reduce_s8(",
             "ld.global.s8 %v1",
+            ".visible .entry xstream_reduce_f16(",
+            "cvt.rn.f16.f32 %h3, %f3;",
+            ".visible .entry xstream_reduce_bf16(",
+            "setp.nan.f32 %q1, %f3, %f3;",
+            ".visible .entry xstream_reduce_s64(",
+            "ld.global.s64 %v1",
             "xstream_reduce_s8_loop:",
             ".target sm_90",
         ] {

@@ -659,6 +659,9 @@ impl StreamHooks for CudaStream {
             xstream_core::ReduceType::I32 => 1,
             xstream_core::ReduceType::I16 => 2,
             xstream_core::ReduceType::I8 => 3,
+            xstream_core::ReduceType::F16 => 4,
+            xstream_core::ReduceType::BF16 => 5,
+            xstream_core::ReduceType::I64 => 6,
         };
         let n = (len / r.ty.size()) as u64;
         let grid = u32::try_from(n.div_ceil(256))

@@ -43,6 +43,19 @@ fn encode(ty: ReduceType, v: &[i64]) -> Vec<u8> {
             .iter()
             .flat_map(|x| ((*x / 2) as i8).to_le_bytes())
             .collect(),
+        // Halves of small integers and their sums are exact in both half types.
+        ReduceType::F16 => v
+            .iter()
+            .flat_map(|x| xstream_core::half::f16::from_f32(*x as f32 * 0.5).to_le_bytes())
+            .collect(),
+        ReduceType::BF16 => v
+            .iter()
+            .flat_map(|x| xstream_core::half::bf16::from_f32(*x as f32 * 0.5).to_le_bytes())
+            .collect(),
+        ReduceType::I64 => v
+            .iter()
+            .flat_map(|x| (*x * 1_000_000_000_007).to_le_bytes())
+            .collect(),
     }
 }
 

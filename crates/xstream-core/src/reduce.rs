@@ -25,7 +25,7 @@
 //! | Backend | How |
 //! | --- | --- |
 //! | host | [`apply`] on the stream's worker (the reference) |
-//! | CUDA | the kernels `xstream_reduce_{f32,s32,s16,s8}` of the builtin PTX module |
+//! | CUDA | the kernels `xstream_reduce_{f32,s32,s16,s8,f16,bf16,s64}` of the builtin PTX module |
 //! | Ascend | `aclrtReduceAsync` when the runtime exports it |
 
 use crate::{BackendKind, Error, Result};
@@ -67,28 +67,49 @@ pub enum ReduceType {
     I16,
     /// Two's complement 8-bit integer.
     I8,
+    /// IEEE-754 binary16 (`half::f16`). Sums are rounded to nearest even once (computed in
+    /// `f32`, which represents the exact sum of two binary16 values closely enough that the
+    /// one rounding to binary16 is the correctly rounded result).
+    F16,
+    /// bfloat16 (`half::bf16`), rounded as [`ReduceType::F16`] (`f32` again suffices).
+    BF16,
+    /// Two's complement 64-bit integer.
+    I64,
 }
 
 impl ReduceType {
     /// Every type.
-    pub const ALL: [ReduceType; 4] = [Self::F32, Self::I32, Self::I16, Self::I8];
+    pub const ALL: [ReduceType; 7] = [
+        Self::F32,
+        Self::I32,
+        Self::I16,
+        Self::I8,
+        Self::F16,
+        Self::BF16,
+        Self::I64,
+    ];
 
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
+            Self::I64 => 8,
             Self::F32 | Self::I32 => 4,
-            Self::I16 => 2,
+            Self::I16 | Self::F16 | Self::BF16 => 2,
             Self::I8 => 1,
         }
     }
 
-    /// ACL's `aclDataType` value (`ACL_FLOAT` 0, `ACL_INT32` 3, `ACL_INT16` 6, `ACL_INT8` 2).
+    /// ACL's `aclDataType` value (`ACL_FLOAT` 0, `ACL_INT32` 3, `ACL_INT16` 6, `ACL_INT8` 2,
+    /// `ACL_FLOAT16` 1, `ACL_BF16` 27, `ACL_INT64` 9).
     pub fn acl(self) -> i32 {
         match self {
             Self::F32 => 0,
             Self::I32 => 3,
             Self::I16 => 6,
             Self::I8 => 2,
+            Self::F16 => 1,
+            Self::BF16 => 27,
+            Self::I64 => 9,
         }
     }
 
@@ -99,6 +120,9 @@ impl ReduceType {
             Self::I32 => "i32",
             Self::I16 => "i16",
             Self::I8 => "i8",
+            Self::F16 => "f16",
+            Self::BF16 => "bf16",
+            Self::I64 => "i64",
         }
     }
 }
@@ -210,6 +234,26 @@ pub fn apply(r: Reduction, dst: &mut [u8], src: &[u8]) {
         ReduceType::I32 => int!(i32, 4),
         ReduceType::I16 => int!(i16, 2),
         ReduceType::I8 => int!(i8, 1),
+        ReduceType::I64 => int!(i64, 8),
+        ReduceType::F16 => each::<2>(dst, src, |a, b| {
+            let (a, b) = (half::f16::from_le_bytes(a), half::f16::from_le_bytes(b));
+            half::f16::from_f32(combine_f32(r.kind, a.to_f32(), b.to_f32())).to_le_bytes()
+        }),
+        ReduceType::BF16 => each::<2>(dst, src, |a, b| {
+            let (a, b) = (half::bf16::from_le_bytes(a), half::bf16::from_le_bytes(b));
+            half::bf16::from_f32(combine_f32(r.kind, a.to_f32(), b.to_f32())).to_le_bytes()
+        }),
+    }
+}
+
+/// `kind` of two `f32` values (the half-precision types are combined in `f32`: exact for max
+/// and min; for sums, `f32` has more than twice the precision of both half types plus two
+/// bits, so rounding the `f32` sum to them is the correctly rounded half-precision sum).
+fn combine_f32(kind: ReduceKind, a: f32, b: f32) -> f32 {
+    match kind {
+        ReduceKind::Sum => a + b,
+        ReduceKind::Max => a.max(b),
+        ReduceKind::Min => a.min(b),
     }
 }
 
@@ -240,6 +284,47 @@ mod tests {
         );
         assert!(check_overlap(0, 0, 8).is_ok() && check_overlap(0, 8, 8).is_ok());
         assert!(check_overlap(0, 4, 8).is_err() && check_overlap(4, 0, 8).is_err());
+    }
+
+    #[test]
+    fn half_precision_sums_round_to_nearest_even_once() {
+        use half::{bf16, f16};
+        // 1 + 2^-11 is halfway between two binary16 values: ties to even gives 1.
+        let (a, b) = (f16::from_f32(1.0), f16::from_f32(2f32.powi(-11)));
+        let mut d = a.to_le_bytes().to_vec();
+        apply(
+            Reduction::new(ReduceKind::Sum, ReduceType::F16),
+            &mut d,
+            &b.to_le_bytes(),
+        );
+        assert_eq!(f16::from_le_bytes([d[0], d[1]]), f16::from_f32(1.0));
+        // Just above halfway rounds up.
+        let c = f16::from_f32(2f32.powi(-11) + 2f32.powi(-20));
+        let mut d = a.to_le_bytes().to_vec();
+        apply(
+            Reduction::new(ReduceKind::Sum, ReduceType::F16),
+            &mut d,
+            &c.to_le_bytes(),
+        );
+        assert_eq!(
+            f16::from_le_bytes([d[0], d[1]]).to_f32(),
+            1.0 + 2f32.powi(-10)
+        );
+        let (x, y) = (bf16::from_f32(3.0), bf16::from_f32(-7.5));
+        let mut d = x.to_le_bytes().to_vec();
+        apply(
+            Reduction::new(ReduceKind::Min, ReduceType::BF16),
+            &mut d,
+            &y.to_le_bytes(),
+        );
+        assert_eq!(bf16::from_le_bytes([d[0], d[1]]).to_f32(), -7.5);
+        let mut d = i64::MAX.to_le_bytes().to_vec();
+        apply(
+            Reduction::new(ReduceKind::Sum, ReduceType::I64),
+            &mut d,
+            &1i64.to_le_bytes(),
+        );
+        assert_eq!(i64::from_le_bytes(d.try_into().unwrap()), i64::MIN, "wraps");
     }
 
     #[test]

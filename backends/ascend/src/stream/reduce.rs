@@ -1,11 +1,14 @@
 //! The built-in reduce on Ascend: one `aclrtReduceAsync` (a runtime task, no kernel binary),
 //! used when the runtime exports it ([`Capabilities::REDUCE`]). A kind or type the chip lacks
-//! comes back from the runtime as 207000, i.e. [`Error::Unsupported`]; MAX and MIN on products
+//! comes back from the runtime as 207000, i.e. [`Error::Unsupported`] (64-bit integers, which
+//! the ACL layer has no type for, are refused before the call); MAX and MIN on products
 //! whose reduce is SUM only come back as 107000 and are reported as [`Error::Unsupported`] too.
 
 use std::sync::Arc;
 
-use xstream_core::{BackendKind, Capabilities, Device, Error, ReduceKind, Reduction, Result};
+use xstream_core::{
+    BackendKind, Capabilities, Device, Error, ReduceKind, ReduceType, Reduction, Result,
+};
 
 use super::AscendStream;
 use crate::result;
@@ -24,6 +27,13 @@ pub(super) fn reduce(
         return Err(Error::unsupported(
             BackendKind::Ascend,
             "built-in reduce: this libascendcl.so does not export aclrtReduceAsync",
+        ));
+    }
+    if r.ty == ReduceType::I64 {
+        // The ACL layer takes no 64-bit integer type (100000 from aclrtReduceAsync).
+        return Err(Error::unsupported(
+            BackendKind::Ascend,
+            "built-in reduce i64: aclrtReduceAsync has no 64-bit integer type",
         ));
     }
     s.enter("reduce")?;
