@@ -115,12 +115,7 @@ fn ranks_on_threads_form_a_host_job() {
     let ids: Vec<UniqueId> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..world)
             .map(|rank| {
-                let b = Bootstrap {
-                    rank,
-                    world_size: world,
-                    local_rank: 0,
-                    id_source: IdSource::Tcp(ep.clone()),
-                };
+                let b = Bootstrap::new(rank, world, 0, IdSource::Tcp(ep.clone()));
                 s.spawn(move || b.unique_id(HostBackend::new_unique_id, LONG).unwrap())
             })
             .collect();
