@@ -93,12 +93,18 @@ fn child(expect: Launcher) {
 
 fn printed_ids(text: &str) -> Vec<String> {
     text.lines()
-        .filter_map(|l| l.find(ID_LINE).map(|i| l[i + ID_LINE.len()..].trim().to_string()))
+        .filter_map(|l| {
+            l.find(ID_LINE)
+                .map(|i| l[i + ID_LINE.len()..].trim().to_string())
+        })
         .collect()
 }
 
 fn kv(pairs: &[(&str, String)]) -> Vec<(String, String)> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
 }
 
 /// Runs every rank's environment as a child; asserts that all of them got one id.
@@ -216,7 +222,13 @@ fn a_rank_with_another_task_count_fails_every_rank_with_one_reason() {
     for (ok, text) in &outs {
         assert!(!ok, "{outs:#?}");
         assert!(text.contains(reason), "{outs:#?}");
-        assert!(text.contains("has WORLD_SIZE=4, rank 0 has WORLD_SIZE=3"), "{text}");
-        assert!(!text.contains("KILLED") && !text.contains("never connected"), "{text}");
+        assert!(
+            text.contains("has WORLD_SIZE=4, rank 0 has WORLD_SIZE=3"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("KILLED") && !text.contains("never connected"),
+            "{text}"
+        );
     }
 }

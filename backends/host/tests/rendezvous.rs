@@ -232,8 +232,15 @@ fn a_rank_that_never_connects_fails_rank_0() {
     let got = xstream_core::collective::rendezvous::fetch_id(&ep, 1, 3, LONG);
     let (ok, text) = finish(rank0, LONG);
     let e = got.expect_err(&text);
-    assert_eq!(e.collective_kind(), Some(CollectiveErrorKind::Timeout), "{e}");
-    assert!(e.to_string().contains("ranks never connected: ranks 2"), "{e}");
+    assert_eq!(
+        e.collective_kind(),
+        Some(CollectiveErrorKind::Timeout),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("ranks never connected: ranks 2"),
+        "{e}"
+    );
     assert!(!ok, "{text}");
     assert!(
         text.contains("1 of 2 ranks never connected: ranks 2"),
