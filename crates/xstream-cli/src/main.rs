@@ -39,9 +39,10 @@ enum Cmd {
     /// dependencies and timing, callbacks for completion; prints a summary.
     Demo(demo::DemoArgs),
     /// Collective bandwidth sweep (nccl-tests style: time, algorithm and bus bandwidth per
-    /// message size); one process for every rank, or one rank per process under a
-    /// torchrun-style environment (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, and `XSTREAM_UNIQUE_ID`,
-    /// `XSTREAM_UNIQUE_ID_FILE` or `MASTER_ADDR`/`MASTER_PORT` for a TCP rendezvous).
+    /// message size); one process for every rank, or one rank per process under a launcher's
+    /// environment (torchrun `RANK`/`WORLD_SIZE`/`LOCAL_RANK`, Slurm, Open MPI, PMI: see
+    /// `xstream bootstrap`), the id from `XSTREAM_UNIQUE_ID`, `XSTREAM_UNIQUE_ID_FILE` or the
+    /// TCP rendezvous.
     Collectives(collectives::CollArgs),
     /// What the bootstrap finds in this process's environment and where from: the launcher
     /// (torchrun, Slurm, Open MPI, Hydra, PMI), rank, world size, local rank, job token and
