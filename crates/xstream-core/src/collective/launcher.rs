@@ -328,7 +328,9 @@ pub fn endpoint(
         return Ok(Endpoint::from_lookup(&get)?.map(|ep| {
             (
                 ep,
-                format!("{MASTER_ADDR_ENV}, {MASTER_PORT_ENV} (or {RENDEZVOUS_PORT_ENV})"),
+                format!(
+                    "host: {MASTER_ADDR_ENV}; port: {RENDEZVOUS_PORT_ENV} or {MASTER_PORT_ENV}"
+                ),
             )
         }));
     }
@@ -410,7 +412,7 @@ pub fn endpoint(
     };
     Ok(Some((
         Endpoint { host, port },
-        format!("host from {host_from}, port from {port_from}"),
+        format!("host: {host_from}; port: {port_from}"),
     )))
 }
 

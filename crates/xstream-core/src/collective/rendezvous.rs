@@ -2,13 +2,15 @@
 //! torchrun-style launchers expect (`MASTER_ADDR` / `MASTER_PORT`), so that a job across hosts
 //! needs no shared file system.
 //!
-//! Rank 0 makes the id, listens on the rendezvous endpoint and answers each rank's *hello*
-//! with the id; it returns once every rank `1..WORLD_SIZE` got it. The other ranks connect
-//! (retrying while rank 0 is not listening yet), send their hello and read the id. Everything
-//! is bounded by the rendezvous timeout ([`rendezvous_timeout`]).
+//! Rank 0 makes the id, listens on the rendezvous endpoint and, once every rank
+//! `1..WORLD_SIZE` has sent its *hello*, answers all of them with the id; it returns once
+//! every rank got it. The other ranks connect (retrying while rank 0 is not listening yet),
+//! send their hello and wait for the id. Everything is bounded by the rendezvous timeout
+//! ([`rendezvous_timeout`]).
 //!
 //! # Endpoint
-//! The host is `MASTER_ADDR`. The port is `XSTREAM_RENDEZVOUS_PORT` when set, else
+//! Under torchrun as below; under Slurm and the MPI launchers see
+//! [`launcher::endpoint`](super::launcher::endpoint). The host is `MASTER_ADDR`. The port is `XSTREAM_RENDEZVOUS_PORT` when set, else
 //! `MASTER_PORT`, except under a torchrun whose agent serves its own store on `MASTER_PORT`
 //! (`TORCHELASTIC_USE_AGENT_STORE=True`, newer torchrun versions): that port is taken by the
 //! launcher, so xstream uses `MASTER_PORT + 1` (set `XSTREAM_RENDEZVOUS_PORT` when that port
