@@ -9,7 +9,8 @@
 //!
 //! Devices: every device of the backend in one process (`init_all`; `--ranks` picks how
 //! many, the host backend repeats its device when it has fewer), or one rank per process when
-//! the bootstrap environment is set (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, and
+//! the bootstrap environment is set (torchrun's `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, or Slurm's,
+//! Open MPI's or PMI's equivalents (`collective::launcher`), and
 //! `XSTREAM_UNIQUE_ID[_FILE]` or torchrun's `MASTER_ADDR`/`MASTER_PORT` for the TCP
 //! rendezvous: the process opens device `LOCAL_RANK`).
 

@@ -34,12 +34,7 @@ fn one_rank_per_thread_through_the_bootstrap() {
             .map(|rank| {
                 let (cfg, id) = (&cfg, id.clone());
                 s.spawn(move || {
-                    let b = Bootstrap {
-                        rank,
-                        world_size: world,
-                        local_rank: 0,
-                        id_source: IdSource::Given(id),
-                    };
+                    let b = Bootstrap::new(rank, world, 0, IdSource::Given(id));
                     let dev = HostBackend::open(b.local_rank).unwrap();
                     let comm = b.init::<HostBackend>(&dev).unwrap();
                     train::<HostBackend>(cfg, &[comm])

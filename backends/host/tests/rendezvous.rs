@@ -115,12 +115,7 @@ fn ranks_on_threads_form_a_host_job() {
     let ids: Vec<UniqueId> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..world)
             .map(|rank| {
-                let b = Bootstrap {
-                    rank,
-                    world_size: world,
-                    local_rank: 0,
-                    id_source: IdSource::Tcp(ep.clone()),
-                };
+                let b = Bootstrap::new(rank, world, 0, IdSource::Tcp(ep.clone()));
                 s.spawn(move || b.unique_id(HostBackend::new_unique_id, LONG).unwrap())
             })
             .collect();
@@ -200,8 +195,14 @@ fn a_process_with_another_world_size_fails_both() {
     let server = RendezvousServer::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let port = server.local_addr().unwrap().port();
     let child = spawn_rank(T, 1, 4, port, 30_000);
+    // The child announced 4 ranks: rank 0 would wait for ranks 2 and 3 of that size to tell
+    // them too, until the window ends; a short window keeps the test short.
     let e = server
-        .serve(&HostBackend::new_unique_id().unwrap(), 2, LONG)
+        .serve(
+            &HostBackend::new_unique_id().unwrap(),
+            2,
+            Duration::from_secs(2),
+        )
         .unwrap_err();
     let (ok, text) = finish(child, LONG);
     assert_eq!(e.collective_kind(), Some(CollectiveErrorKind::Init));
@@ -213,7 +214,8 @@ fn a_process_with_another_world_size_fails_both() {
     );
 }
 
-/// A rank that never connects: rank 0 (a child here) times out naming it; rank 1 got the id.
+/// A rank that never connects: rank 0 (a child here) times out naming it, and tells rank 1
+/// the same reason.
 #[test]
 #[cfg_attr(miri, ignore = "starts child processes, which Miri cannot run")]
 fn a_rank_that_never_connects_fails_rank_0() {
@@ -229,7 +231,16 @@ fn a_rank_that_never_connects_fails_rank_0() {
     };
     let got = xstream_core::collective::rendezvous::fetch_id(&ep, 1, 3, LONG);
     let (ok, text) = finish(rank0, LONG);
-    assert!(got.is_ok(), "{got:?}\n{text}");
+    let e = got.expect_err(&text);
+    assert_eq!(
+        e.collective_kind(),
+        Some(CollectiveErrorKind::Timeout),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("ranks never connected: ranks 2"),
+        "{e}"
+    );
     assert!(!ok, "{text}");
     assert!(
         text.contains("1 of 2 ranks never connected: ranks 2"),

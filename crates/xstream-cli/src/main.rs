@@ -39,10 +39,15 @@ enum Cmd {
     /// dependencies and timing, callbacks for completion; prints a summary.
     Demo(demo::DemoArgs),
     /// Collective bandwidth sweep (nccl-tests style: time, algorithm and bus bandwidth per
-    /// message size); one process for every rank, or one rank per process under a
-    /// torchrun-style environment (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, and `XSTREAM_UNIQUE_ID`,
-    /// `XSTREAM_UNIQUE_ID_FILE` or `MASTER_ADDR`/`MASTER_PORT` for a TCP rendezvous).
+    /// message size); one process for every rank, or one rank per process under a launcher's
+    /// environment (torchrun `RANK`/`WORLD_SIZE`/`LOCAL_RANK`, Slurm, Open MPI, PMI: see
+    /// `xstream bootstrap`), the id from `XSTREAM_UNIQUE_ID`, `XSTREAM_UNIQUE_ID_FILE` or the
+    /// TCP rendezvous.
     Collectives(collectives::CollArgs),
+    /// What the bootstrap finds in this process's environment and where from: the launcher
+    /// (torchrun, Slurm, Open MPI, Hydra, PMI), rank, world size, local rank, job token and
+    /// rank 0's rendezvous endpoint; starts nothing.
+    Bootstrap,
     /// Runs the portable conformance checks against a backend.
     Conform {
         /// auto, host, cuda or ascend.
@@ -82,6 +87,24 @@ fn info(backend: Option<&str>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `xstream bootstrap`: the bootstrap's findings, one line each.
+fn bootstrap() -> Result<()> {
+    for line in bootstrap_lines(|k| std::env::var(k).ok())? {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+fn bootstrap_lines(get: impl Fn(&str) -> Option<String>) -> Result<Vec<String>> {
+    use xstream::collective::bootstrap::Bootstrap;
+    Ok(match Bootstrap::from_lookup(get)? {
+        None => vec![
+            "not launched as a job: no launcher's variables are set (torchrun RANK/WORLD_SIZE, Slurm SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, Open MPI OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE), or XSTREAM_LAUNCHER=none".to_string(),
+        ],
+        Some(b) => b.found,
+    })
 }
 
 /// The `xstream info` line naming the priority classes a device cannot tell from `Normal`.
@@ -266,6 +289,7 @@ fn main() -> ExitCode {
         Cmd::Flags { backend } => flags(backend).map(|_| true),
         Cmd::Demo(a) => demo::run(&a).map(|_| true),
         Cmd::Collectives(a) => collectives::run(&a).map(|_| true),
+        Cmd::Bootstrap => bootstrap().map(|_| true),
         Cmd::Conform { backend, filter } => conform(&backend, filter.as_deref()),
     };
     match r {
@@ -295,6 +319,50 @@ mod tests {
             doc[at + marker.len()..] == generated,
             "docs/FLAGS.md is stale: regenerate its tail with `cargo run -p xstream-cli -- flags`"
         );
+    }
+
+    #[test]
+    fn bootstrap_prints_what_it_found_and_from_where() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let lines = bootstrap_lines(env(&[
+            ("SLURM_PROCID", "1"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_LOCALID", "1"),
+            ("SLURM_JOB_ID", "55"),
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_JOB_NODELIST", "gpu[3-4]"),
+        ]))
+        .unwrap()
+        .join("\n");
+        assert!(
+            lines.contains("rank 1 of 2 (local rank 1) from slurm"),
+            "{lines}"
+        );
+        assert!(
+            lines.contains("job token \"55.0\" from SLURM_JOB_ID.SLURM_STEP_ID"),
+            "{lines}"
+        );
+        assert!(lines.contains("rendezvous at gpu3:"), "{lines}");
+        assert!(
+            lines.contains("first host of SLURM_JOB_NODELIST"),
+            "{lines}"
+        );
+        let none = bootstrap_lines(env(&[])).unwrap().join("\n");
+        assert!(none.contains("not launched as a job"), "{none}");
+        let e = bootstrap_lines(env(&[
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("MASTER_ADDR"), "{e}");
     }
 
     #[test]

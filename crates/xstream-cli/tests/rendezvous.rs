@@ -70,3 +70,55 @@ fn collectives_fetches_rank_0s_id_over_tcp() {
         "rank 1 reached rank 0's rendezvous:\n{err0}"
     );
 }
+
+/// `xstream bootstrap` under Slurm-style variables (and nothing else) names the launcher, the
+/// job token and rank 0's endpoint with where each came from; under a disagreeing mix it fails
+/// naming both launchers.
+#[test]
+fn bootstrap_names_the_launcher_and_its_variables() {
+    let run = |vars: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_xstream"));
+        cmd.arg("bootstrap").env_clear();
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("run xstream bootstrap");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let slurm = [
+        ("SLURM_PROCID", "1"),
+        ("SLURM_NTASKS", "2"),
+        ("SLURM_LOCALID", "1"),
+        ("SLURM_JOB_ID", "808"),
+        ("SLURM_STEP_ID", "2"),
+        ("SLURM_JOB_NODELIST", "node[07-08]"),
+    ];
+    let (ok, text) = run(&slurm);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("rank 1 of 2 (local rank 1) from slurm"),
+        "{text}"
+    );
+    assert!(
+        text.contains("job token \"808.2\" from SLURM_JOB_ID.SLURM_STEP_ID"),
+        "{text}"
+    );
+    assert!(
+        text.contains("rank 0's rendezvous at node07:16466: host: first host of SLURM_JOB_NODELIST (2 hosts); port: derived from SLURM_JOB_ID=808, SLURM_STEP_ID=2"),
+        "{text}"
+    );
+    let mut mix = slurm.to_vec();
+    mix.extend([("RANK", "0"), ("WORLD_SIZE", "2")]);
+    let (ok, text) = run(&mix);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("torchrun (RANK=0, WORLD_SIZE=2) and slurm (SLURM_PROCID=1, SLURM_NTASKS=2)"),
+        "{text}"
+    );
+    let (ok, text) = run(&[]);
+    assert!(ok && text.contains("not launched as a job"), "{text}");
+}

@@ -38,6 +38,7 @@ use std::time::Duration;
 use crate::{Backend, BufferOf, DeviceOf, Error, Result, StreamOf};
 
 pub mod bootstrap;
+pub mod launcher;
 pub mod rendezvous;
 mod types;
 

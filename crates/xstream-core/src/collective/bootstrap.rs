@@ -1,18 +1,18 @@
 //! Bootstrap: a rank's place in a job and the job's [`UniqueId`], from the environment the way
-//! torchrun-style launchers pass them.
+//! launchers pass them (torchrun, Slurm, Open MPI, MPICH/Hydra, PMI: see
+//! [`launcher`](super::launcher) for the variables, their order and rank 0's endpoint).
 //!
 //! | variable | meaning |
 //! |---|---|
-//! | `RANK` | this process's rank, `0..WORLD_SIZE` |
-//! | `WORLD_SIZE` | how many ranks the job has |
-//! | `LOCAL_RANK` | this process's index on its host (picks the device); defaults to `RANK` |
+//! | `RANK`, `WORLD_SIZE`, `LOCAL_RANK` or a launcher's equivalents | this process's rank, the job's size, the index on its host (picks the device) |
 //! | `XSTREAM_UNIQUE_ID` | the job's id as hex ([`UniqueId::to_hex`]), made beforehand |
 //! | `XSTREAM_UNIQUE_ID_FILE` | a path on a file system every rank sees: rank 0 makes the id and writes it there, the others wait for it (up to the rendezvous timeout) |
-//! | `MASTER_ADDR`, `MASTER_PORT` | rank 0's host and port (as torchrun sets them): rank 0 makes the id and serves it over TCP, the others fetch it ([`rendezvous`](super::rendezvous)) |
+//! | `MASTER_ADDR`, `MASTER_PORT` (or the launcher's endpoint) | rank 0's host and port: rank 0 makes the id and serves it over TCP, the others fetch it ([`rendezvous`](super::rendezvous)) |
+//! | `XSTREAM_JOB_ID` or the launcher's job id | the job token the TCP hello carries, so rank 0 ignores processes of other jobs |
 //! | `XSTREAM_RENDEZVOUS_TIMEOUT_MS` | how long the id exchange may take (file or TCP); default: the collective timeout (300 s) |
 //!
 //! Precedence: `XSTREAM_UNIQUE_ID`, then `XSTREAM_UNIQUE_ID_FILE` (setting both is an error),
-//! then `MASTER_ADDR`/`MASTER_PORT`: an explicit xstream variable wins over the launcher's
+//! then the launcher's TCP endpoint: an explicit xstream variable wins over the launcher's
 //! endpoint, which torchrun always sets. A job of one rank uses none of them.
 //!
 //! With `XSTREAM_UNIQUE_ID_FILE`, the path must be fresh for each job: rank 0 refuses a file
@@ -23,7 +23,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::rendezvous::{fetch_id, rendezvous_timeout, Endpoint, RendezvousServer};
+use super::launcher::{self, Launcher};
+use super::rendezvous::{fetch_id_for_job, rendezvous_timeout, Endpoint, RendezvousServer};
 use super::{CollectiveBackend, CollectiveErrorKind, UniqueId};
 use crate::{DeviceOf, Error, Result};
 
@@ -47,7 +48,7 @@ pub enum IdSource {
     File(PathBuf),
     /// Made here (a job of one rank).
     Local,
-    /// Over TCP (`MASTER_ADDR`/`MASTER_PORT`): rank 0 serves it, the others fetch it.
+    /// Over TCP (the launcher's endpoint): rank 0 serves it, the others fetch it.
     Tcp(Endpoint),
 }
 
@@ -62,11 +63,30 @@ pub struct Bootstrap {
     pub local_rank: usize,
     /// Where the unique id comes from.
     pub id_source: IdSource,
+    /// The launcher whose variables gave the rank.
+    pub launcher: Launcher,
+    /// The job token of the TCP hello (empty: none).
+    pub job: String,
+    /// What was found and from where, one line each (what `xstream bootstrap` prints).
+    pub found: Vec<String>,
 }
 
 impl Bootstrap {
-    /// Reads the process environment; `Ok(None)` when neither `RANK` nor `WORLD_SIZE` is set
-    /// (not launched as a job).
+    /// A placement given by the caller (no launcher read): torchrun-like, no job token.
+    pub fn new(rank: usize, world_size: usize, local_rank: usize, id_source: IdSource) -> Self {
+        Self {
+            rank,
+            world_size,
+            local_rank,
+            id_source,
+            launcher: Launcher::Torchrun,
+            job: String::new(),
+            found: Vec::new(),
+        }
+    }
+
+    /// Reads the process environment; `Ok(None)` when no launcher's variables are set (not
+    /// launched as a job).
     ///
     /// # Errors
     /// As [`Bootstrap::from_lookup`].
@@ -77,71 +97,88 @@ impl Bootstrap {
     /// As [`Bootstrap::from_env`], reading variables through `get`.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`]: one of `RANK`/`WORLD_SIZE` without the other, a value that
-    /// is not a number, `RANK >= WORLD_SIZE`, `WORLD_SIZE` 0, a malformed hex id, both id
-    /// variables, none of the id sources for more than one rank, a malformed TCP endpoint
-    /// ([`Endpoint::from_lookup`]).
+    /// [`Error::InvalidArgument`]: as [`launcher::detect`] (values that are not numbers, a
+    /// rank not below the world size, launchers that disagree), a malformed hex id, both id
+    /// variables, none of the id sources for more than one rank, a malformed or missing TCP
+    /// endpoint ([`launcher::endpoint`]), a job token too long ([`launcher::job_token`]).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Option<Self>> {
-        let num = |name: &str| -> Result<Option<usize>> {
-            get(name)
-                .map(|v| {
-                    v.trim().parse::<usize>().map_err(|_| {
-                        Error::invalid(format!("{name}={v:?} is not a non-negative integer"))
-                    })
-                })
-                .transpose()
+        let Some(p) = launcher::detect(&get)? else {
+            return Ok(None);
         };
-        let (rank, world_size) = match (num(RANK_ENV)?, num(WORLD_SIZE_ENV)?) {
-            (None, None) => return Ok(None),
-            (Some(r), Some(w)) => (r, w),
-            (r, _) => {
-                return Err(Error::invalid(format!(
-                    "{} is set but {} is not: set both (as torchrun does)",
-                    if r.is_some() {
-                        RANK_ENV
-                    } else {
-                        WORLD_SIZE_ENV
-                    },
-                    if r.is_some() {
-                        WORLD_SIZE_ENV
-                    } else {
-                        RANK_ENV
-                    },
-                )))
+        let (rv, wv, lv) = p.launcher.variables();
+        let mut found = vec![format!(
+            "rank {} of {} (local rank {}) from {}: {rv}, {wv}, {}{}",
+            p.rank,
+            p.world_size,
+            p.local_rank,
+            p.launcher,
+            if p.local_rank_defaulted {
+                format!("{lv} unset (the rank)")
+            } else {
+                lv.to_string()
+            },
+            if p.also.is_empty() {
+                String::new()
+            } else {
+                let names: Vec<&str> = p.also.iter().map(|l| l.name()).collect();
+                format!("; also set: {}", names.join(", "))
+            }
+        )];
+        let job = match launcher::job_token(p.launcher, &get)? {
+            Some((token, from)) => {
+                found.push(format!("job token {token:?} from {from}"));
+                token
+            }
+            None => {
+                found.push(format!(
+                    "no job token ({} unset): hellos without a token are taken as this job's",
+                    launcher::JOB_ID_ENV
+                ));
+                String::new()
             }
         };
-        if world_size == 0 || rank >= world_size {
-            return Err(Error::invalid(format!(
-                "{RANK_ENV}={rank} is not a rank of {WORLD_SIZE_ENV}={world_size}"
-            )));
-        }
-        let local_rank = num(LOCAL_RANK_ENV)?.unwrap_or(rank);
         let id_source = match (get(UNIQUE_ID_ENV), get(UNIQUE_ID_FILE_ENV)) {
             (Some(_), Some(_)) => {
                 return Err(Error::invalid(format!(
                     "both {UNIQUE_ID_ENV} and {UNIQUE_ID_FILE_ENV} are set: set one"
                 )))
             }
-            (Some(hex), None) => IdSource::Given(
-                UniqueId::from_hex(&hex)
-                    .map_err(|e| Error::invalid(format!("{UNIQUE_ID_ENV}: {e}")))?,
-            ),
-            (None, Some(path)) if !path.trim().is_empty() => IdSource::File(PathBuf::from(path)),
-            _ if world_size == 1 => IdSource::Local,
-            _ => match Endpoint::from_lookup(&get)? {
-                Some(ep) => IdSource::Tcp(ep),
+            (Some(hex), None) => {
+                found.push(format!("unique id from {UNIQUE_ID_ENV}"));
+                IdSource::Given(
+                    UniqueId::from_hex(&hex)
+                        .map_err(|e| Error::invalid(format!("{UNIQUE_ID_ENV}: {e}")))?,
+                )
+            }
+            (None, Some(path)) if !path.trim().is_empty() => {
+                found.push(format!("unique id through the file {path} ({UNIQUE_ID_FILE_ENV})"));
+                IdSource::File(PathBuf::from(path))
+            }
+            _ if p.world_size == 1 => {
+                found.push("unique id made here (one rank)".into());
+                IdSource::Local
+            }
+            _ => match launcher::endpoint(p.launcher, &get)? {
+                Some((ep, from)) => {
+                    found.push(format!("rank 0's rendezvous at {ep}: {from}"));
+                    IdSource::Tcp(ep)
+                }
                 None => {
                     return Err(Error::invalid(format!(
-                        "a job of {world_size} ranks needs {UNIQUE_ID_ENV} (hex), {UNIQUE_ID_FILE_ENV} (a path every rank sees) or MASTER_ADDR and MASTER_PORT (TCP rendezvous with rank 0)"
+                        "a job of {} ranks needs {UNIQUE_ID_ENV} (hex), {UNIQUE_ID_FILE_ENV} (a path every rank sees) or MASTER_ADDR and MASTER_PORT (TCP rendezvous with rank 0)",
+                        p.world_size
                     )))
                 }
             },
         };
         Ok(Some(Self {
-            rank,
-            world_size,
-            local_rank,
+            rank: p.rank,
+            world_size: p.world_size,
+            local_rank: p.local_rank,
             id_source,
+            launcher: p.launcher,
+            job,
+            found,
         }))
     }
 
@@ -169,10 +206,14 @@ impl Bootstrap {
             IdSource::File(path) => read_id_file(path, timeout),
             IdSource::Tcp(ep) if self.rank == 0 => {
                 let id = make()?;
-                RendezvousServer::bind_endpoint(ep)?.serve(&id, self.world_size, timeout)?;
+                RendezvousServer::bind_endpoint(ep)?
+                    .with_job(&self.job)
+                    .serve(&id, self.world_size, timeout)?;
                 Ok(id)
             }
-            IdSource::Tcp(ep) => fetch_id(ep, self.rank, self.world_size, timeout),
+            IdSource::Tcp(ep) => {
+                fetch_id_for_job(ep, self.rank, self.world_size, &self.job, timeout)
+            }
         }
     }
 

@@ -2,13 +2,15 @@
 //! torchrun-style launchers expect (`MASTER_ADDR` / `MASTER_PORT`), so that a job across hosts
 //! needs no shared file system.
 //!
-//! Rank 0 makes the id, listens on the rendezvous endpoint and answers each rank's *hello*
-//! with the id; it returns once every rank `1..WORLD_SIZE` got it. The other ranks connect
-//! (retrying while rank 0 is not listening yet), send their hello and read the id. Everything
-//! is bounded by the rendezvous timeout ([`rendezvous_timeout`]).
+//! Rank 0 makes the id, listens on the rendezvous endpoint and, once every rank
+//! `1..WORLD_SIZE` has sent its *hello*, answers all of them with the id; it returns once
+//! every rank got it. The other ranks connect (retrying while rank 0 is not listening yet),
+//! send their hello and wait for the id. Everything is bounded by the rendezvous timeout
+//! ([`rendezvous_timeout`]).
 //!
 //! # Endpoint
-//! The host is `MASTER_ADDR`. The port is `XSTREAM_RENDEZVOUS_PORT` when set, else
+//! Under torchrun as below; under Slurm and the MPI launchers see
+//! [`launcher::endpoint`](super::launcher::endpoint). The host is `MASTER_ADDR`. The port is `XSTREAM_RENDEZVOUS_PORT` when set, else
 //! `MASTER_PORT`, except under a torchrun whose agent serves its own store on `MASTER_PORT`
 //! (`TORCHELASTIC_USE_AGENT_STORE=True`, newer torchrun versions): that port is taken by the
 //! launcher, so xstream uses `MASTER_PORT + 1` (set `XSTREAM_RENDEZVOUS_PORT` when that port
@@ -16,40 +18,60 @@
 //! an address of this host (a name resolving to an outside address, as behind NAT), it binds
 //! every interface on that port.
 //!
-//! # Wire format (version 1)
-//! All integers little-endian. A rank sends a *hello* of [`HELLO_LEN`] (16) bytes:
+//! # Wire format (version 2)
+//! All integers little-endian. A rank sends a *hello*: a fixed part of [`HELLO_LEN`] (16)
+//! bytes, then its job token:
 //!
 //! | bytes | field |
 //! |---|---|
 //! | 0..4 | magic `XSRZ` ([`MAGIC`]) |
-//! | 4..6 | version, `u16` ([`VERSION`] = 1) |
-//! | 6..8 | reserved, `u16`, 0 |
+//! | 4..6 | version, `u16` ([`VERSION`] = 2) |
+//! | 6..8 | job token length `n`, `u16` (at most [`MAX_JOB_TOKEN_LEN`]; version 1 had a reserved 0 here) |
 //! | 8..12 | the rank's `WORLD_SIZE`, `u32` |
 //! | 12..16 | the rank's `RANK`, `u32` |
+//! | 16..16+n | the job token, UTF-8 ([`launcher::job_token`](super::launcher::job_token); empty when the job has none) |
 //!
-//! Rank 0 answers with a header of [`REPLY_HEADER_LEN`] (16) bytes, then the id:
+//! Rank 0 answers with a header of [`REPLY_HEADER_LEN`] (16) bytes, then a body:
 //!
 //! | bytes | field |
 //! |---|---|
 //! | 0..4 | magic `XSRZ` |
 //! | 4..6 | version, `u16` (the server's) |
-//! | 6..8 | status, `u16` ([`Status`]: 0 ok, 1 wrong world size, 2 rank out of range, 3 duplicate rank, 4 unsupported version) |
+//! | 6..8 | status, `u16` ([`Status`]: 0 ok, 1 wrong world size, 2 rank out of range, 3 duplicate rank, 4 unsupported version, 5 another job, 6 the job failed, 7 the job timed out) |
 //! | 8..12 | rank 0's `WORLD_SIZE`, `u32` |
-//! | 12..16 | id length `n`, `u32` (0 unless ok; at most [`MAX_ID_LEN`]) |
-//! | 16..16+n | the id bytes |
+//! | 12..16 | body length `n`, `u32` (ok: the id, at most [`MAX_ID_LEN`]; else the reason, UTF-8, at most [`MAX_REASON_LEN`]) |
+//! | 16..16+n | the id, or the reason rank 0 gives |
 //!
-//! and closes the connection.
+//! and closes the connection. Rank 0 holds each rank's connection and answers every rank
+//! once all ranks `1..WORLD_SIZE` have sent their hello (so a job that cannot form never hands
+//! out its id): the id to every rank, or one failure to every rank.
+//!
+//! # Who counts as a rank of this job
+//! A hello whose job token equals rank 0's (both empty counts as equal) is a rank of this job.
+//! Everything else is *ignored* with a `tracing` warning and never fails the job: wrong magic,
+//! garbage, a connection closed or silent before a whole hello within the hello timeout
+//! ([`DEFAULT_HELLO_TIMEOUT`], each connection on its own clock), a hello of another version
+//! (answered [`Status::UnsupportedVersion`]) or of another job token (answered
+//! [`Status::WrongJob`]). The work strays can cause is bounded: rank 0 reads every
+//! connection without blocking, keeps at most [`MAX_HALF_OPEN`] connections that have not
+//! sent a whole hello (beyond that it drops the oldest; a real rank dropped that way
+//! reconnects) and logs the first [`MAX_REPORTED`] strays one by one.
 //!
 //! # Errors
-//! - A hello with the magic but a different world size, a rank out of range, a rank that
-//!   already got the id, or another version: the rank gets the status (its error names it)
-//!   and rank 0 fails too, naming the rank, since the job cannot form. All
-//!   [`Error::Collective`] of kind [`CollectiveErrorKind::Init`].
-//! - A connection that is not a rank (wrong magic, garbage, closed or silent before a full
-//!   hello within [`DEFAULT_HELLO_TIMEOUT`]): ignored with a warning (`tracing`) and counted;
-//!   more than [`MAX_STRAY_CONNECTIONS`] of them fail rank 0 ([`CollectiveErrorKind::Init`]).
-//! - Rank 0 not reached in time (a client), or ranks that never connected (rank 0):
-//!   [`CollectiveErrorKind::Timeout`]; rank 0's error lists the missing ranks.
+//! - A rank of this job that cannot be placed (another world size, a rank outside
+//!   `1..WORLD_SIZE`, a second live process with a rank already held or served): rank 0 fails
+//!   with [`CollectiveErrorKind::Init`] and one reason naming the rank. It answers that rank
+//!   with the specific status, the ranks it holds with [`Status::JobFailed`], and keeps
+//!   answering every rank of the job that arrives with [`Status::JobFailed`] and the same reason
+//!   until every rank `1..WORLD_SIZE` (and of the largest world size announced) has been told,
+//!   or the rendezvous window ends; then it returns. Every rank's error carries the reason.
+//! - Ranks that never connected within the window: rank 0 answers the ranks it holds with
+//!   [`Status::TimedOut`] and the reason (the missing ranks), and fails with
+//!   [`CollectiveErrorKind::Timeout`]; those ranks fail with `Timeout` and the same reason.
+//! - A rank that cannot reach rank 0 in time, or gets no answer in time:
+//!   [`CollectiveErrorKind::Timeout`]. A connection that rank 0 closes before answering is
+//!   retried within the window. A peer that answers without the magic, or with a refusal:
+//!   [`CollectiveErrorKind::Init`].
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -72,17 +94,25 @@ pub const AGENT_STORE_ENV: &str = "TORCHELASTIC_USE_AGENT_STORE";
 /// The first four bytes of every message.
 pub const MAGIC: [u8; 4] = *b"XSRZ";
 /// The wire format's version.
-pub const VERSION: u16 = 1;
-/// The length of a hello.
+pub const VERSION: u16 = 2;
+/// The length of a hello's fixed part (the job token follows).
 pub const HELLO_LEN: usize = 16;
 /// The length of a reply's header.
 pub const REPLY_HEADER_LEN: usize = 16;
 /// The longest id a reply may carry (NCCL's id is 128 bytes, HCCL's 4108).
 pub const MAX_ID_LEN: usize = 1 << 16;
-/// How many stray connections rank 0 ignores before it fails.
-pub const MAX_STRAY_CONNECTIONS: usize = 64;
+/// The longest reason a refusal carries.
+pub const MAX_REASON_LEN: usize = 4096;
+/// The longest job token a hello carries.
+pub const MAX_JOB_TOKEN_LEN: usize = super::launcher::MAX_JOB_TOKEN_LEN;
+/// How many connections without a whole hello rank 0 keeps at once (it drops the oldest).
+pub const MAX_HALF_OPEN: usize = 64;
+/// How many ignored connections [`ServeReport::ignored`] lists and the log names one by one.
+pub const MAX_REPORTED: usize = 64;
 /// How long rank 0 waits for a connection's hello before it counts it as stray.
 pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long rank 0 may take to write one answer.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A reply's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,14 +120,20 @@ pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum Status {
     /// The id follows.
     Ok = 0,
-    /// The rank announced another world size than rank 0's.
+    /// The rank announced another world size than rank 0's (the job fails).
     WrongWorldSize = 1,
-    /// The rank is not in `1..WORLD_SIZE`.
+    /// The rank is not in `1..WORLD_SIZE` (the job fails).
     RankOutOfRange = 2,
-    /// Another connection already got the id for this rank.
+    /// Another live connection holds this rank, or already got the id (the job fails).
     DuplicateRank = 3,
-    /// The hello's version is not rank 0's.
+    /// The hello's version is not rank 0's (the connection is ignored).
     UnsupportedVersion = 4,
+    /// The hello's job token is not rank 0's (the connection is ignored).
+    WrongJob = 5,
+    /// Rank 0 cannot form the job; the reason follows.
+    JobFailed = 6,
+    /// Ranks never connected within the window; the reason follows.
+    TimedOut = 7,
 }
 
 impl Status {
@@ -108,6 +144,9 @@ impl Status {
             2 => Self::RankOutOfRange,
             3 => Self::DuplicateRank,
             4 => Self::UnsupportedVersion,
+            5 => Self::WrongJob,
+            6 => Self::JobFailed,
+            7 => Self::TimedOut,
             _ => return None,
         })
     }
@@ -215,23 +254,33 @@ fn timeout_error(detail: String) -> Error {
     }
 }
 
-/// Encodes a hello.
+/// Encodes a hello without a job token.
 pub fn encode_hello(world_size: u32, rank: u32) -> [u8; HELLO_LEN] {
     let mut b = [0u8; HELLO_LEN];
-    b[..4].copy_from_slice(&MAGIC);
-    b[4..6].copy_from_slice(&VERSION.to_le_bytes());
-    b[8..12].copy_from_slice(&world_size.to_le_bytes());
-    b[12..16].copy_from_slice(&rank.to_le_bytes());
+    b.copy_from_slice(&encode_hello_for_job(world_size, rank, b"")[..HELLO_LEN]);
     b
 }
 
-fn reply_header(status: Status, world_size: u32, id_len: u32) -> [u8; REPLY_HEADER_LEN] {
+/// Encodes a hello carrying `job` (cut to [`MAX_JOB_TOKEN_LEN`] bytes).
+pub fn encode_hello_for_job(world_size: u32, rank: u32, job: &[u8]) -> Vec<u8> {
+    let job = &job[..job.len().min(MAX_JOB_TOKEN_LEN)];
+    let mut b = Vec::with_capacity(HELLO_LEN + job.len());
+    b.extend_from_slice(&MAGIC);
+    b.extend_from_slice(&VERSION.to_le_bytes());
+    b.extend_from_slice(&(job.len() as u16).to_le_bytes());
+    b.extend_from_slice(&world_size.to_le_bytes());
+    b.extend_from_slice(&rank.to_le_bytes());
+    b.extend_from_slice(job);
+    b
+}
+
+fn reply_header(status: Status, world_size: u32, body_len: u32) -> [u8; REPLY_HEADER_LEN] {
     let mut b = [0u8; REPLY_HEADER_LEN];
     b[..4].copy_from_slice(&MAGIC);
     b[4..6].copy_from_slice(&VERSION.to_le_bytes());
     b[6..8].copy_from_slice(&(status as u16).to_le_bytes());
     b[8..12].copy_from_slice(&world_size.to_le_bytes());
-    b[12..16].copy_from_slice(&id_len.to_le_bytes());
+    b[12..16].copy_from_slice(&body_len.to_le_bytes());
     b
 }
 
@@ -248,8 +297,138 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 pub struct ServeReport {
     /// Ranks that got the id (every rank `1..world_size`).
     pub served: usize,
-    /// The stray connections ignored, one line each (peer and reason).
+    /// The first [`MAX_REPORTED`] connections ignored, one line each (peer and reason).
     pub ignored: Vec<String>,
+    /// How many connections were ignored in all.
+    pub ignored_total: usize,
+}
+
+impl ServeReport {
+    fn ignore(&mut self, peer: SocketAddr, why: &str) {
+        self.ignored_total += 1;
+        if self.ignored.len() < MAX_REPORTED {
+            let line = format!("{peer}: {why}");
+            tracing::warn!("xstream rendezvous: ignored a connection from {line}");
+            self.ignored.push(line);
+        } else if self.ignored_total == MAX_REPORTED + 1 {
+            tracing::warn!(
+                "xstream rendezvous: more than {MAX_REPORTED} ignored connections; counting the rest without naming them"
+            );
+        }
+    }
+}
+
+/// A connection that has not sent a whole hello yet.
+struct Pending {
+    conn: TcpStream,
+    peer: SocketAddr,
+    buf: Vec<u8>,
+    since: Instant,
+}
+
+/// What reading a pending connection gave.
+enum Progress {
+    More,
+    Hello,
+    Stray(String),
+}
+
+impl Pending {
+    /// Bytes still missing from the hello.
+    fn missing(&self) -> usize {
+        if self.buf.len() < HELLO_LEN {
+            return HELLO_LEN - self.buf.len();
+        }
+        let n = if u16_at(&self.buf, 4) == VERSION {
+            u16_at(&self.buf, 6) as usize
+        } else {
+            0
+        };
+        (HELLO_LEN + n).saturating_sub(self.buf.len())
+    }
+
+    /// Reads what has arrived, without blocking.
+    fn poll(&mut self) -> Progress {
+        let mut tmp = [0u8; HELLO_LEN + MAX_JOB_TOKEN_LEN];
+        loop {
+            let want = self.missing();
+            if want == 0 {
+                return Progress::Hello;
+            }
+            match self.conn.read(&mut tmp[..want]) {
+                Ok(0) => {
+                    return Progress::Stray(format!(
+                        "closed after {} bytes of a hello",
+                        self.buf.len()
+                    ))
+                }
+                Ok(k) => {
+                    self.buf.extend_from_slice(&tmp[..k]);
+                    let n = self.buf.len();
+                    if n >= 4 && self.buf[..4] != MAGIC {
+                        return Progress::Stray(format!(
+                            "wrong magic {:02x?} (not an xstream rank)",
+                            &self.buf[..4]
+                        ));
+                    }
+                    if n >= 8
+                        && u16_at(&self.buf, 4) == VERSION
+                        && u16_at(&self.buf, 6) as usize > MAX_JOB_TOKEN_LEN
+                    {
+                        return Progress::Stray(format!(
+                            "a job token of {} bytes (at most {MAX_JOB_TOKEN_LEN})",
+                            u16_at(&self.buf, 6)
+                        ));
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Progress::More,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Progress::Stray(format!("{e} after {} bytes", self.buf.len())),
+            }
+        }
+    }
+}
+
+/// Writes one whole message, blocking up to [`WRITE_TIMEOUT`].
+fn send(conn: &mut TcpStream, msg: &[u8]) -> std::io::Result<()> {
+    conn.set_nonblocking(false)?;
+    conn.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    conn.write_all(msg)?;
+    conn.flush()
+}
+
+/// Answers a refusal: the header and the reason.
+fn refuse(conn: &mut TcpStream, status: Status, world: u32, reason: &str) {
+    let reason = &reason.as_bytes()[..reason.len().min(MAX_REASON_LEN)];
+    let mut msg = reply_header(status, world, reason.len() as u32).to_vec();
+    msg.extend_from_slice(reason);
+    let _ = send(conn, &msg);
+}
+
+/// Whether a held connection's peer has gone (it sends nothing after its hello).
+fn gone(conn: &TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    match conn.set_nonblocking(true).and_then(|()| conn.peek(&mut b)) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+        ),
+    }
+}
+
+/// A job that cannot form: the reason, and which ranks have been told.
+struct Failure {
+    reason: String,
+    told: std::collections::HashSet<usize>,
+    world_seen: usize,
+}
+
+impl Failure {
+    fn everyone_told(&self) -> bool {
+        self.world_seen <= 1 << 16 && (1..self.world_seen).all(|r| self.told.contains(&r))
+    }
 }
 
 /// Rank 0's side: a listening socket that hands out one id.
@@ -257,6 +436,7 @@ pub struct ServeReport {
 pub struct RendezvousServer {
     listener: TcpListener,
     hello_timeout: Duration,
+    job: String,
 }
 
 impl RendezvousServer {
@@ -279,6 +459,7 @@ impl RendezvousServer {
         Ok(Self {
             listener,
             hello_timeout: DEFAULT_HELLO_TIMEOUT,
+            job: String::new(),
         })
     }
 
@@ -317,6 +498,18 @@ impl RendezvousServer {
         self
     }
 
+    /// Sets the job token a hello must carry to count as a rank of this job (default: none,
+    /// which matches hellos without a token); cut to [`MAX_JOB_TOKEN_LEN`] bytes as the
+    /// clients cut theirs.
+    pub fn with_job(mut self, job: &str) -> Self {
+        let mut end = job.len().min(MAX_JOB_TOKEN_LEN);
+        while !job.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.job = job[..end].to_string();
+        self
+    }
+
     /// The address it listens on.
     ///
     /// # Errors
@@ -327,13 +520,13 @@ impl RendezvousServer {
             .map_err(|e| init_error(format!("rendezvous socket address: {e}")))
     }
 
-    /// Hands `id` to every rank `1..world_size`, one connection at a time, until all got it or
-    /// `timeout` passed.
+    /// Hands `id` to every rank `1..world_size` once all of them have said hello, or fails
+    /// every rank with one reason (see the module documentation), within `timeout`.
     ///
     /// # Errors
-    /// As the module documentation says: [`CollectiveErrorKind::Timeout`] naming the ranks
-    /// that never connected; [`CollectiveErrorKind::Init`] for a rank with another world size,
-    /// out of range, duplicate or of another version, and for too many stray connections;
+    /// [`CollectiveErrorKind::Timeout`] naming the ranks that never connected;
+    /// [`CollectiveErrorKind::Init`] for a rank of this job with another world size, out of
+    /// range or duplicate (after telling every rank, or at the end of `timeout`);
     /// [`Error::InvalidArgument`] for `world_size` 0 or above `u32::MAX`, or an id longer
     /// than [`MAX_ID_LEN`].
     pub fn serve(
@@ -353,154 +546,261 @@ impl RendezvousServer {
             )));
         }
         let start = Instant::now();
-        let mut got = vec![false; world_size];
-        got[0] = true;
+        let here = self
+            .local_addr()
+            .map_or_else(|_| "?".into(), |a| a.to_string());
+        let mut served = vec![false; world_size];
+        served[0] = true;
+        let mut held: Vec<Option<(TcpStream, SocketAddr)>> =
+            (0..world_size).map(|_| None).collect();
+        let mut pending: std::collections::VecDeque<Pending> = Default::default();
+        let mut failure: Option<Failure> = None;
         let mut report = ServeReport {
             served: 0,
             ignored: Vec::new(),
+            ignored_total: 0,
         };
         self.listener
             .set_nonblocking(true)
             .map_err(|e| init_error(format!("rendezvous socket: {e}")))?;
-        while report.served + 1 < world_size {
-            let remaining = timeout.saturating_sub(start.elapsed());
-            if remaining.is_zero() {
-                let missing: Vec<usize> = (0..world_size).filter(|r| !got[*r]).collect();
+        loop {
+            if let Some(f) = &failure {
+                if f.everyone_told() || start.elapsed() >= timeout {
+                    return Err(init_error(f.reason.clone()));
+                }
+            } else if (1..world_size).all(|r| served[r] || held[r].is_some()) {
+                let mut msg = reply_header(Status::Ok, world, id.as_bytes().len() as u32).to_vec();
+                msg.extend_from_slice(id.as_bytes());
+                for (r, slot) in held.iter_mut().enumerate() {
+                    if let Some((mut conn, peer)) = slot.take() {
+                        match send(&mut conn, &msg) {
+                            Ok(()) => {
+                                served[r] = true;
+                                report.served += 1;
+                            }
+                            Err(e) => tracing::warn!(
+                                "xstream rendezvous: rank {r} ({peer}) left before it got the id: {e}"
+                            ),
+                        }
+                    }
+                }
+                if report.served + 1 == world_size {
+                    return Ok(report);
+                }
+                continue;
+            } else if start.elapsed() >= timeout {
+                let missing: Vec<usize> = (1..world_size)
+                    .filter(|r| !served[*r] && held[*r].is_none())
+                    .collect();
                 let shown: Vec<String> = missing.iter().take(32).map(|r| r.to_string()).collect();
-                return Err(timeout_error(format!(
-                    "rank 0 waited {timeout:?} on {}: {} of {} ranks never connected: ranks {}{} (not started, crashed, or pointed at another MASTER_ADDR/MASTER_PORT)",
-                    self.local_addr().map_or_else(|_| "?".into(), |a| a.to_string()),
+                let reason = format!(
+                    "rank 0 waited {timeout:?} on {here}: {} of {} ranks never connected: ranks {}{} (not started, crashed, or pointed at another MASTER_ADDR/MASTER_PORT)",
                     missing.len(),
                     world_size - 1,
                     shown.join(", "),
                     if missing.len() > shown.len() { ", ..." } else { "" }
-                )));
+                );
+                for (mut conn, _) in held.iter_mut().filter_map(Option::take) {
+                    refuse(&mut conn, Status::TimedOut, world, &reason);
+                }
+                return Err(timeout_error(reason));
             }
-            let (mut conn, peer) = match self.listener.accept() {
-                Ok(c) => c,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    std::thread::sleep(remaining.min(Duration::from_millis(5)));
-                    continue;
-                }
-                Err(e) => return Err(init_error(format!("rendezvous accept: {e}"))),
-            };
-            let limit = remaining.min(self.hello_timeout);
-            match Self::read_hello(&mut conn, limit) {
-                Err(why) => {
-                    let line = format!("{peer}: {why}");
-                    tracing::warn!("xstream rendezvous: ignored a connection from {line}");
-                    report.ignored.push(line);
-                    if report.ignored.len() > MAX_STRAY_CONNECTIONS {
-                        return Err(init_error(format!(
-                            "rank 0 got more than {MAX_STRAY_CONNECTIONS} connections that are not xstream ranks (last: {}); is another service using the rendezvous port?",
-                            report.ignored.last().map_or("", String::as_str)
-                        )));
-                    }
-                }
-                Ok(hello) => {
-                    let (version, w, r) = (
-                        u16_at(&hello, 4),
-                        u32_at(&hello, 8),
-                        u32_at(&hello, 12) as usize,
-                    );
-                    let refused = if version != VERSION {
-                        Some((
-                            Status::UnsupportedVersion,
-                            format!("a rank from {peer} speaks rendezvous version {version}, rank 0 speaks {VERSION}"),
-                        ))
-                    } else if w != world {
-                        Some((
-                            Status::WrongWorldSize,
-                            format!("rank {r} (from {peer}) has WORLD_SIZE={w}, rank 0 has WORLD_SIZE={world}"),
-                        ))
-                    } else if r == 0 || r >= world_size {
-                        Some((
-                            Status::RankOutOfRange,
-                            format!("a process from {peer} announced RANK={r}: not a rank 1..{world_size} of this job (rank 0 serves)"),
-                        ))
-                    } else if got[r] {
-                        Some((
-                            Status::DuplicateRank,
-                            format!("rank {r} connected twice (again from {peer}): two processes have RANK={r}"),
-                        ))
-                    } else {
-                        None
-                    };
-                    let _ = conn.set_write_timeout(Some(remaining.max(Duration::from_millis(1))));
-                    if let Some((status, why)) = refused {
-                        let _ = conn.write_all(&reply_header(status, world, 0));
-                        return Err(init_error(why));
-                    }
-                    let mut msg =
-                        reply_header(Status::Ok, world, id.as_bytes().len() as u32).to_vec();
-                    msg.extend_from_slice(id.as_bytes());
-                    match conn.write_all(&msg).and_then(|()| conn.flush()) {
-                        Ok(()) => {
-                            got[r] = true;
-                            report.served += 1;
+            let mut progress = false;
+            for _ in 0..32 {
+                match self.listener.accept() {
+                    Ok((conn, peer)) => {
+                        progress = true;
+                        if conn.set_nonblocking(true).is_err() {
+                            report.ignore(peer, "socket setup failed");
+                            continue;
                         }
-                        Err(e) => {
-                            tracing::warn!(
-                                "xstream rendezvous: rank {r} ({peer}) left before it got the id: {e}"
-                            );
+                        if pending.len() >= MAX_HALF_OPEN {
+                            if let Some(old) = pending.pop_front() {
+                                report.ignore(
+                                    old.peer,
+                                    &format!(
+                                        "dropped after {} bytes: more than {MAX_HALF_OPEN} connections without a whole hello",
+                                        old.buf.len()
+                                    ),
+                                );
+                            }
                         }
+                        pending.push_back(Pending {
+                            conn,
+                            peer,
+                            buf: Vec::new(),
+                            since: Instant::now(),
+                        });
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        // Out of descriptors and the like: a pause, not the job's end.
+                        tracing::warn!("xstream rendezvous: accept: {e}");
+                        break;
                     }
                 }
+            }
+            let mut i = 0;
+            while i < pending.len() {
+                let p = &mut pending[i];
+                match p.poll() {
+                    Progress::More if p.since.elapsed() < self.hello_timeout => i += 1,
+                    Progress::More => {
+                        let p = pending.remove(i).expect("index in range");
+                        report.ignore(
+                            p.peer,
+                            &format!(
+                                "no full hello within {:?} ({} bytes)",
+                                self.hello_timeout,
+                                p.buf.len()
+                            ),
+                        );
+                    }
+                    Progress::Stray(why) => {
+                        progress = true;
+                        let p = pending.remove(i).expect("index in range");
+                        report.ignore(p.peer, &why);
+                    }
+                    Progress::Hello => {
+                        progress = true;
+                        let p = pending.remove(i).expect("index in range");
+                        self.take_hello(p, world, &mut held, &served, &mut failure, &mut report);
+                    }
+                }
+            }
+            if !progress {
+                std::thread::sleep(Duration::from_millis(2));
             }
         }
-        Ok(report)
     }
 
-    fn read_hello(
-        conn: &mut TcpStream,
-        limit: Duration,
-    ) -> std::result::Result<[u8; HELLO_LEN], String> {
-        conn.set_nonblocking(false)
-            .and_then(|()| conn.set_read_timeout(Some(limit.max(Duration::from_millis(1)))))
-            .map_err(|e| format!("socket setup: {e}"))?;
-        let mut b = [0u8; HELLO_LEN];
-        let mut n = 0;
-        while n < HELLO_LEN {
-            match conn.read(&mut b[n..]) {
-                Ok(0) => {
-                    return Err(format!(
-                        "closed after {n} of the {HELLO_LEN} bytes of a hello"
-                    ))
-                }
-                Ok(k) => {
-                    n += k;
-                    if n >= 4 && b[..4] != MAGIC {
-                        return Err(format!(
-                            "wrong magic {:02x?} (not an xstream rank)",
-                            &b[..4]
-                        ));
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(format!("no full hello within {limit:?} ({n} bytes): {e}")),
+    /// Places a whole hello: holds a rank of this job, ignores others, or fails the job.
+    fn take_hello(
+        &self,
+        p: Pending,
+        world: u32,
+        held: &mut [Option<(TcpStream, SocketAddr)>],
+        served: &[bool],
+        failure: &mut Option<Failure>,
+        report: &mut ServeReport,
+    ) {
+        let Pending {
+            mut conn,
+            peer,
+            buf,
+            ..
+        } = p;
+        let world_size = world as usize;
+        let (version, w, r) = (u16_at(&buf, 4), u32_at(&buf, 8), u32_at(&buf, 12) as usize);
+        if version != VERSION {
+            let why = format!(
+                "rendezvous version {version}; rank 0 at {} speaks {VERSION}",
+                self.local_addr()
+                    .map_or_else(|_| "?".into(), |a| a.to_string())
+            );
+            refuse(&mut conn, Status::UnsupportedVersion, world, &why);
+            report.ignore(peer, &why);
+            return;
+        }
+        let job = String::from_utf8_lossy(&buf[HELLO_LEN..]);
+        if job != self.job {
+            let why = format!(
+                "a process of another job (job token {job:?}; this job's is {:?})",
+                self.job
+            );
+            refuse(&mut conn, Status::WrongJob, world, &why);
+            report.ignore(peer, &why);
+            return;
+        }
+        if let Some(f) = failure {
+            refuse(&mut conn, Status::JobFailed, world, &f.reason);
+            f.told.insert(r);
+            f.world_seen = f.world_seen.max(w as usize);
+            return;
+        }
+        let problem = if w != world {
+            Some((
+                Status::WrongWorldSize,
+                format!("rank {r} (from {peer}) has WORLD_SIZE={w}, rank 0 has WORLD_SIZE={world}"),
+            ))
+        } else if r == 0 || r >= world_size {
+            Some((
+                Status::RankOutOfRange,
+                format!("a process from {peer} announced RANK={r}: not a rank 1..{world_size} of this job (rank 0 serves)"),
+            ))
+        } else if served[r] || held[r].as_ref().is_some_and(|(c, _)| !gone(c)) {
+            Some((
+                Status::DuplicateRank,
+                format!(
+                    "rank {r} connected twice (again from {peer}): two processes have RANK={r}"
+                ),
+            ))
+        } else {
+            None
+        };
+        let Some((status, reason)) = problem else {
+            if let Some((_, old)) = held[r].replace((conn, peer)) {
+                tracing::warn!(
+                    "xstream rendezvous: rank {r} reconnected from {peer} (its connection from {old} closed)"
+                );
+            }
+            return;
+        };
+        tracing::warn!("xstream rendezvous: the job cannot form: {reason}");
+        refuse(&mut conn, status, world, &reason);
+        let mut told = std::collections::HashSet::from([r]);
+        for (rank, slot) in held.iter_mut().enumerate() {
+            if let Some((mut c, _)) = slot.take() {
+                refuse(&mut c, Status::JobFailed, world, &reason);
+                told.insert(rank);
             }
         }
-        Ok(b)
+        told.extend((1..world_size).filter(|r| served[*r]));
+        *failure = Some(Failure {
+            reason,
+            told,
+            world_seen: world_size.max(w as usize),
+        });
     }
 }
 
-/// A rank's side: connects to `endpoint` (retrying while nobody listens, until `timeout`),
-/// announces `rank` of `world_size` and returns rank 0's id.
+/// A rank's side without a job token: [`fetch_id_for_job`] with an empty token.
 ///
 /// # Errors
-/// [`CollectiveErrorKind::Timeout`] when rank 0 could not be reached or did not answer in
-/// time; [`CollectiveErrorKind::Init`] when rank 0 refused this rank (the status in words) or
-/// the peer is not an xstream rendezvous; [`Error::InvalidArgument`] for a rank outside
-/// `1..world_size`.
+/// As [`fetch_id_for_job`].
 pub fn fetch_id(
     endpoint: &Endpoint,
     rank: usize,
     world_size: usize,
+    timeout: Duration,
+) -> Result<UniqueId> {
+    fetch_id_for_job(endpoint, rank, world_size, "", timeout)
+}
+
+/// How one connection to rank 0 ended without the id.
+enum Attempt {
+    /// Rank 0 closed before answering (it dropped the connection): connect again.
+    Again(String),
+    /// A final answer.
+    Fail(Error),
+}
+
+/// A rank's side: connects to `endpoint` (retrying while nobody listens, or while rank 0
+/// closes the connection before answering, until `timeout`), announces `rank` of
+/// `world_size` in job `job` and returns rank 0's id.
+///
+/// # Errors
+/// [`CollectiveErrorKind::Timeout`] when rank 0 could not be reached or did not answer in
+/// time, or answered that ranks never connected; [`CollectiveErrorKind::Init`] when rank 0
+/// refused this rank or the job (the status in words and rank 0's reason) or the peer is not
+/// an xstream rendezvous; [`Error::InvalidArgument`] for a rank outside `1..world_size` or
+/// a job token longer than [`MAX_JOB_TOKEN_LEN`].
+pub fn fetch_id_for_job(
+    endpoint: &Endpoint,
+    rank: usize,
+    world_size: usize,
+    job: &str,
     timeout: Duration,
 ) -> Result<UniqueId> {
     let (w, r) = match (u32::try_from(world_size), u32::try_from(rank)) {
@@ -511,9 +811,16 @@ pub fn fetch_id(
             )))
         }
     };
+    if job.len() > MAX_JOB_TOKEN_LEN {
+        return Err(Error::invalid(format!(
+            "rendezvous: a job token of {} bytes (at most {MAX_JOB_TOKEN_LEN})",
+            job.len()
+        )));
+    }
+    let hello = encode_hello_for_job(w, r, job.as_bytes());
     let start = Instant::now();
     let mut backoff = Duration::from_millis(10);
-    let mut conn = loop {
+    loop {
         let remaining = timeout.saturating_sub(start.elapsed());
         let attempt = (endpoint.host.as_str(), endpoint.port)
             .to_socket_addrs()
@@ -531,32 +838,51 @@ pub fn fetch_id(
                 }
                 Err(last)
             });
-        match attempt {
-            Ok(c) => break c,
-            Err(last) => {
-                let remaining = timeout.saturating_sub(start.elapsed());
-                if remaining.is_zero() {
-                    return Err(timeout_error(format!(
-                        "rank {rank} could not reach rank 0's rendezvous at {endpoint} within {timeout:?} (last error: {last})"
-                    )));
-                }
-                std::thread::sleep(backoff.min(remaining));
-                backoff = (backoff * 2).min(Duration::from_millis(500));
-            }
+        let last = match attempt {
+            Ok(mut conn) => match exchange(
+                &mut conn, endpoint, rank, world_size, &hello, start, timeout,
+            ) {
+                Ok(id) => return Ok(id),
+                Err(Attempt::Fail(e)) => return Err(e),
+                Err(Attempt::Again(why)) => why,
+            },
+            Err(last) => last,
+        };
+        let remaining = timeout.saturating_sub(start.elapsed());
+        if remaining.is_zero() {
+            return Err(timeout_error(format!(
+                "rank {rank} could not reach rank 0's rendezvous at {endpoint} within {timeout:?} (last error: {last})"
+            )));
         }
-    };
-    let io = |what: &str, e: std::io::Error| -> Error {
-        if matches!(
-            e.kind(),
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-        ) {
-            timeout_error(format!(
+        std::thread::sleep(backoff.min(remaining));
+        backoff = (backoff * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// One hello and its answer on a connected socket.
+fn exchange(
+    conn: &mut TcpStream,
+    endpoint: &Endpoint,
+    rank: usize,
+    world_size: usize,
+    hello: &[u8],
+    start: Instant,
+    timeout: Duration,
+) -> std::result::Result<UniqueId, Attempt> {
+    let io = |what: &str, e: std::io::Error| -> Attempt {
+        match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => Attempt::Fail(timeout_error(format!(
                 "rank {rank}: rank 0's rendezvous at {endpoint} did not answer within {timeout:?} ({what})"
-            ))
-        } else {
-            init_error(format!(
+            ))),
+            std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::BrokenPipe => {
+                Attempt::Again(format!("rank 0 closed the connection while {what}: {e}"))
+            }
+            _ => Attempt::Fail(init_error(format!(
                 "rank {rank}: rendezvous with {endpoint} failed while {what}: {e}"
-            ))
+            ))),
         }
     };
     let remaining = timeout
@@ -565,16 +891,16 @@ pub fn fetch_id(
     conn.set_read_timeout(Some(remaining))
         .and_then(|()| conn.set_write_timeout(Some(remaining)))
         .map_err(|e| io("setting up the socket", e))?;
-    conn.write_all(&encode_hello(w, r))
+    conn.write_all(hello)
         .map_err(|e| io("sending the hello", e))?;
     let mut h = [0u8; REPLY_HEADER_LEN];
     conn.read_exact(&mut h)
         .map_err(|e| io("reading the reply", e))?;
     if h[..4] != MAGIC {
-        return Err(init_error(format!(
+        return Err(Attempt::Fail(init_error(format!(
             "rank {rank}: {endpoint} is not an xstream rendezvous (reply magic {:02x?})",
             &h[..4]
-        )));
+        ))));
     }
     let (version, status, their_world, len) = (
         u16_at(&h, 4),
@@ -582,37 +908,59 @@ pub fn fetch_id(
         u32_at(&h, 8),
         u32_at(&h, 12) as usize,
     );
-    let why = match Status::from_u16(status) {
-        Some(Status::Ok) if version == VERSION => None,
-        Some(Status::Ok) => Some(format!(
-            "rank 0 speaks rendezvous version {version}, this rank {VERSION}"
-        )),
-        Some(Status::WrongWorldSize) => Some(format!(
-            "this rank has WORLD_SIZE={world_size}, rank 0 has WORLD_SIZE={their_world}"
-        )),
-        Some(Status::RankOutOfRange) => Some(format!(
-            "RANK={rank} is not a rank of rank 0's job of {their_world}"
-        )),
-        Some(Status::DuplicateRank) => Some(format!(
-            "rank 0 already gave the id to another process with RANK={rank}"
-        )),
-        Some(Status::UnsupportedVersion) => Some(format!(
-            "rank 0 speaks rendezvous version {version}, this rank {VERSION}"
-        )),
-        None => Some(format!("rank 0 answered with unknown status {status}")),
+    let status = Status::from_u16(status).ok_or_else(|| {
+        Attempt::Fail(init_error(format!(
+            "rank {rank}: rank 0 answered with unknown status {status}"
+        )))
+    })?;
+    let why = match status {
+        Status::Ok => {
+            if version != VERSION {
+                return Err(Attempt::Fail(init_error(format!(
+                    "rank {rank}: rank 0 refused: rank 0 speaks rendezvous version {version}, this rank {VERSION}"
+                ))));
+            }
+            if len == 0 || len > MAX_ID_LEN {
+                return Err(Attempt::Fail(init_error(format!(
+                    "rank {rank}: rank 0 announced an id of {len} bytes (1..={MAX_ID_LEN})"
+                ))));
+            }
+            let mut id = vec![0u8; len];
+            conn.read_exact(&mut id)
+                .map_err(|e| io("reading the id", e))?;
+            return UniqueId::from_bytes(id).map_err(Attempt::Fail);
+        }
+        Status::WrongWorldSize => {
+            format!("this rank has WORLD_SIZE={world_size}, rank 0 has WORLD_SIZE={their_world}")
+        }
+        Status::RankOutOfRange => {
+            format!("RANK={rank} is not a rank of rank 0's job of {their_world}")
+        }
+        Status::DuplicateRank => {
+            format!("rank 0 already holds or gave the id to another process with RANK={rank}")
+        }
+        Status::UnsupportedVersion => {
+            format!("rank 0 speaks rendezvous version {version}, this rank {VERSION}")
+        }
+        Status::WrongJob => {
+            "the rendezvous belongs to another job (two jobs on one port?)".to_string()
+        }
+        Status::JobFailed => "the job cannot form".to_string(),
+        Status::TimedOut => "rank 0 gave up waiting for the other ranks".to_string(),
     };
-    if let Some(why) = why {
-        return Err(init_error(format!("rank {rank}: rank 0 refused: {why}")));
+    let mut reason = vec![0u8; len.min(MAX_REASON_LEN)];
+    let reason = match conn.read_exact(&mut reason) {
+        Ok(()) if !reason.is_empty() => format!(": {}", String::from_utf8_lossy(&reason)),
+        _ => String::new(),
+    };
+    if status == Status::TimedOut {
+        return Err(Attempt::Fail(timeout_error(format!(
+            "rank {rank}: {why}{reason}"
+        ))));
     }
-    if len == 0 || len > MAX_ID_LEN {
-        return Err(init_error(format!(
-            "rank {rank}: rank 0 announced an id of {len} bytes (1..={MAX_ID_LEN})"
-        )));
-    }
-    let mut id = vec![0u8; len];
-    conn.read_exact(&mut id)
-        .map_err(|e| io("reading the id", e))?;
-    UniqueId::from_bytes(id)
+    Err(Attempt::Fail(init_error(format!(
+        "rank {rank}: rank 0 refused: {why}{reason}"
+    ))))
 }
 
 #[cfg(test)]

@@ -222,12 +222,7 @@ fn temp_path(tag: &str) -> std::path::PathBuf {
 fn id_file_rank0_writes_others_wait() {
     let path = temp_path("share");
     let id = UniqueId::from_bytes(vec![1, 2, 3, 250]).unwrap();
-    let boot = |rank| Bootstrap {
-        rank,
-        world_size: 3,
-        local_rank: rank,
-        id_source: IdSource::File(path.clone()),
-    };
+    let boot = |rank| Bootstrap::new(rank, 3, rank, IdSource::File(path.clone()));
     let readers: Vec<_> = (1..3)
         .map(|r| {
             let b = boot(r);

@@ -53,10 +53,16 @@ fn raw(addr: SocketAddr, bytes: &[u8]) -> Vec<u8> {
 fn hello_layout_is_the_documented_one() {
     let h = encode_hello(4, 3);
     assert_eq!(&h[..4], b"XSRZ");
-    assert_eq!(h[4..6], 1u16.to_le_bytes());
+    assert_eq!(h[4..6], 2u16.to_le_bytes());
     assert_eq!(h[6..8], [0, 0]);
     assert_eq!(h[8..12], 4u32.to_le_bytes());
     assert_eq!(h[12..16], 3u32.to_le_bytes());
+    let j = encode_hello_for_job(4, 3, b"4242.0");
+    assert_eq!(j.len(), HELLO_LEN + 6);
+    assert_eq!(j[6..8], 6u16.to_le_bytes());
+    assert_eq!(&j[..6], &h[..6]);
+    assert_eq!(&j[8..16], &h[8..16]);
+    assert_eq!(&j[16..], b"4242.0");
 }
 
 #[test]
@@ -176,12 +182,7 @@ fn ranks_retry_until_rank_0_listens() {
         .collect();
     // Let the clients find the port closed at least once.
     thread::sleep(Duration::from_millis(100));
-    let boot = Bootstrap {
-        rank: 0,
-        world_size: 3,
-        local_rank: 0,
-        id_source: IdSource::Tcp(ep),
-    };
+    let boot = Bootstrap::new(0, 3, 0, IdSource::Tcp(ep));
     let made = boot.unique_id(|| Ok(id()), LONG).unwrap();
     assert_eq!(made, id());
     for c in clients {
@@ -211,6 +212,7 @@ fn stray_connections_are_ignored_and_counted() {
     assert_eq!(strays.join().unwrap().unwrap(), id());
     assert_eq!(report.served, 1);
     assert_eq!(report.ignored.len(), 5, "{:#?}", report.ignored);
+    assert_eq!(report.ignored_total, 5);
     assert!(
         report.ignored[0].contains("wrong magic"),
         "{:?}",
@@ -233,93 +235,214 @@ fn stray_connections_are_ignored_and_counted() {
     );
 }
 
-#[test]
-fn too_many_stray_connections_fail_rank_0() {
-    let server = RendezvousServer::bind(loopback()).unwrap();
-    let addr = server.local_addr().unwrap();
-    let flood = thread::spawn(move || {
-        for _ in 0..=MAX_STRAY_CONNECTIONS {
-            let mut c = TcpStream::connect(addr).unwrap();
-            let _ = c.write_all(b"nope-nope-nope-nope");
-        }
-    });
-    let e = server.serve(&id(), 2, LONG).unwrap_err();
-    flood.join().unwrap();
-    assert_eq!(e.collective_kind(), Some(CollectiveErrorKind::Init));
-    assert!(e.to_string().contains("not xstream ranks"), "{e}");
-}
-
-/// Runs a server of `world` ranks against one raw hello; returns (server error, reply).
-fn refused(world: usize, hello: [u8; HELLO_LEN]) -> (Error, Vec<u8>) {
-    let server = RendezvousServer::bind(loopback()).unwrap();
-    let addr = server.local_addr().unwrap();
-    let c = thread::spawn(move || raw(addr, &hello));
-    let e = server.serve(&id(), world, LONG).unwrap_err();
-    (e, c.join().unwrap())
-}
-
-#[test]
-fn a_rank_out_of_range_or_of_another_version_fails_both_sides() {
-    for (hello, status, words) in [
-        (encode_hello(2, 5), Status::RankOutOfRange, "RANK=5"),
-        (encode_hello(2, 0), Status::RankOutOfRange, "RANK=0"),
-        (
-            {
-                let mut h = encode_hello(2, 1);
-                h[4] = 9;
-                h
-            },
-            Status::UnsupportedVersion,
-            "version 9",
-        ),
-    ] {
-        let (e, reply) = refused(2, hello);
-        assert_eq!(e.collective_kind(), Some(CollectiveErrorKind::Init));
-        assert!(e.to_string().contains(words), "{e}");
-        assert_eq!(reply.len(), REPLY_HEADER_LEN, "a header and no id");
-        assert_eq!(&reply[..4], &MAGIC);
-        assert_eq!(u16_at(&reply, 6), status as u16);
-        assert_eq!(u32_at(&reply, 12), 0);
+/// The detail of a collective error (the reason rank 0 gives).
+fn detail(e: &Error) -> String {
+    match e {
+        Error::Collective { detail, .. } => detail.clone(),
+        other => panic!("not a collective error: {other}"),
     }
 }
 
 #[test]
-fn a_wrong_world_size_fails_both_sides() {
-    let server = RendezvousServer::bind(loopback()).unwrap();
+fn a_scan_of_1000_connections_leaves_the_job_intact() {
+    let server = RendezvousServer::bind(loopback())
+        .unwrap()
+        .with_job("job-a")
+        .with_hello_timeout(Duration::from_secs(2));
+    let addr = server.local_addr().unwrap();
+    let ep = endpoint(addr);
+    // Rank 1 says hello before the scan and is held through it.
+    let ep1 = ep.clone();
+    let early = thread::spawn(move || fetch_id_for_job(&ep1, 1, 3, "job-a", LONG));
+    let scan = thread::spawn(move || {
+        let mut silent = Vec::new();
+        for i in 0..1000u32 {
+            let Ok(mut c) = TcpStream::connect(addr) else {
+                continue;
+            };
+            match i % 4 {
+                0 => drop(c),
+                1 => {
+                    let _ = c.write_all(b"\x16\x03\x01 not a hello at all");
+                }
+                2 => {
+                    let _ = c.write_all(&encode_hello_for_job(3, 2, b"job-b"));
+                }
+                _ => {
+                    silent.push(c);
+                    if silent.len() > 100 {
+                        silent.remove(0);
+                    }
+                }
+            }
+        }
+        // The last rank comes after the scan, while 100 silent connections are still open.
+        let got = fetch_id_for_job(&ep, 2, 3, "job-a", LONG);
+        drop(silent);
+        got
+    });
+    let report = server.serve(&id(), 3, LONG).unwrap();
+    assert_eq!(scan.join().unwrap().unwrap(), id());
+    assert_eq!(early.join().unwrap().unwrap(), id());
+    assert_eq!(report.served, 2);
+    assert!(report.ignored_total >= 500, "{}", report.ignored_total);
+    assert_eq!(report.ignored.len(), MAX_REPORTED);
+}
+
+#[test]
+fn a_hello_of_another_job_is_ignored() {
+    let server = RendezvousServer::bind(loopback())
+        .unwrap()
+        .with_job("1234.0");
     let ep = endpoint(server.local_addr().unwrap());
-    let c = thread::spawn(move || fetch_id(&ep, 1, 3, LONG));
-    let e = server.serve(&id(), 2, LONG).unwrap_err();
-    assert_eq!(e.collective_kind(), Some(CollectiveErrorKind::Init));
-    assert!(e.to_string().contains("WORLD_SIZE=3"), "{e}");
-    let ce = c.join().unwrap().unwrap_err();
-    assert_eq!(ce.collective_kind(), Some(CollectiveErrorKind::Init));
+    // Another job on the same port, with another world size: refused, rank 0 goes on; then
+    // the real rank 1.
+    let both = thread::spawn(move || {
+        let stray = fetch_id_for_job(&ep, 1, 5, "999.0", LONG);
+        (stray, fetch_id_for_job(&ep, 1, 2, "1234.0", LONG))
+    });
+    let report = server.serve(&id(), 2, LONG).unwrap();
+    let (stray, real) = both.join().unwrap();
+    let se = stray.unwrap_err();
+    assert_eq!(se.collective_kind(), Some(CollectiveErrorKind::Init));
+    assert!(se.to_string().contains("another job"), "{se}");
+    assert!(se.to_string().contains("\"999.0\""), "{se}");
+    assert_eq!(real.unwrap(), id());
+    assert_eq!(report.ignored_total, 1, "{:?}", report.ignored);
     assert!(
-        ce.to_string()
-            .contains("this rank has WORLD_SIZE=3, rank 0 has WORLD_SIZE=2"),
-        "{ce}"
+        report.ignored[0].contains("another job"),
+        "{:?}",
+        report.ignored
     );
+    // A hello without a token is another job too when rank 0 has one.
+    let server = RendezvousServer::bind(loopback())
+        .unwrap()
+        .with_job("1234.0");
+    let ep = endpoint(server.local_addr().unwrap());
+    let both = thread::spawn(move || {
+        let tokenless = fetch_id(&ep, 1, 2, LONG);
+        (tokenless, fetch_id_for_job(&ep, 1, 2, "1234.0", LONG))
+    });
+    server.serve(&id(), 2, LONG).unwrap();
+    let (tokenless, real) = both.join().unwrap();
+    assert!(tokenless.unwrap_err().to_string().contains("another job"));
+    assert_eq!(real.unwrap(), id());
+}
+
+#[test]
+fn a_hello_of_another_version_is_answered_and_ignored() {
+    let server = RendezvousServer::bind(loopback()).unwrap();
+    let addr = server.local_addr().unwrap();
+    let ep = endpoint(addr);
+    let c = thread::spawn(move || {
+        let mut v1 = encode_hello(2, 1);
+        v1[4..6].copy_from_slice(&1u16.to_le_bytes());
+        let reply = raw(addr, &v1);
+        (reply, fetch_id(&ep, 1, 2, LONG))
+    });
+    let report = server.serve(&id(), 2, LONG).unwrap();
+    let (reply, got) = c.join().unwrap();
+    assert_eq!(got.unwrap(), id());
+    assert_eq!(&reply[..4], &MAGIC);
+    assert_eq!(u16_at(&reply, 6), Status::UnsupportedVersion as u16);
+    let n = u32_at(&reply, 12) as usize;
+    assert_eq!(reply.len(), REPLY_HEADER_LEN + n);
+    assert!(String::from_utf8_lossy(&reply[16..]).contains("version 1"));
+    assert_eq!(report.ignored_total, 1);
+}
+
+/// Runs a server of `world` ranks against one raw hello with a short window; returns
+/// (server error, reply).
+fn refused(world: usize, hello: [u8; HELLO_LEN]) -> (Error, Vec<u8>) {
+    let server = RendezvousServer::bind(loopback()).unwrap();
+    let addr = server.local_addr().unwrap();
+    let c = thread::spawn(move || raw(addr, &hello));
+    let e = server
+        .serve(&id(), world, Duration::from_millis(500))
+        .unwrap_err();
+    (e, c.join().unwrap())
+}
+
+#[test]
+fn a_rank_out_of_range_fails_both_sides_with_the_reason() {
+    for (hello, words) in [
+        (encode_hello(2, 5), "RANK=5"),
+        (encode_hello(2, 0), "RANK=0"),
+    ] {
+        let (e, reply) = refused(2, hello);
+        assert_eq!(e.collective_kind(), Some(CollectiveErrorKind::Init));
+        assert!(e.to_string().contains(words), "{e}");
+        assert_eq!(&reply[..4], &MAGIC);
+        assert_eq!(u16_at(&reply, 6), Status::RankOutOfRange as u16);
+        let n = u32_at(&reply, 12) as usize;
+        assert_eq!(reply.len(), REPLY_HEADER_LEN + n, "a header and the reason");
+        assert_eq!(String::from_utf8_lossy(&reply[16..]), detail(&e));
+    }
+}
+
+#[test]
+fn a_wrong_world_size_fails_every_rank_with_one_reason() {
+    let server = RendezvousServer::bind(loopback()).unwrap().with_job("j");
+    let ep = endpoint(server.local_addr().unwrap());
+    // Rank 1 is right; ranks 2 and 4 think the job has 5 ranks; rank 3 is right.
+    let ranks: Vec<_> = [(1, 4), (2, 5), (3, 4), (4, 5)]
+        .into_iter()
+        .map(|(r, w)| {
+            let ep = ep.clone();
+            thread::spawn(move || {
+                thread::sleep(Duration::from_millis(50 * r as u64));
+                fetch_id_for_job(&ep, r, w, "j", LONG)
+            })
+        })
+        .collect();
+    let e = server.serve(&id(), 4, LONG).unwrap_err();
+    assert_eq!(e.collective_kind(), Some(CollectiveErrorKind::Init));
+    let reason = detail(&e);
+    assert!(reason.contains("WORLD_SIZE=5"), "{reason}");
+    for (i, h) in ranks.into_iter().enumerate() {
+        let ce = h.join().unwrap().unwrap_err();
+        assert_eq!(
+            ce.collective_kind(),
+            Some(CollectiveErrorKind::Init),
+            "{ce}"
+        );
+        assert!(ce.to_string().contains(&reason), "rank {}: {ce}", i + 1);
+    }
 }
 
 #[test]
 fn a_duplicate_rank_fails_both_sides() {
     let server = RendezvousServer::bind(loopback()).unwrap();
     let ep = endpoint(server.local_addr().unwrap());
-    let (ep1, ep2) = (ep.clone(), ep);
-    let c = thread::spawn(move || {
-        let first = fetch_id(&ep1, 1, 3, LONG);
-        let second = fetch_id(&ep2, 1, 3, LONG);
-        (first, second)
+    let twins: Vec<_> = (0..2)
+        .map(|_| {
+            let ep = ep.clone();
+            thread::spawn(move || fetch_id(&ep, 1, 3, LONG))
+        })
+        .collect();
+    let ep2 = ep.clone();
+    let two = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(300));
+        fetch_id(&ep2, 2, 3, LONG)
     });
     let e = server.serve(&id(), 3, LONG).unwrap_err();
     assert!(e.to_string().contains("rank 1 connected twice"), "{e}");
-    let (first, second) = c.join().unwrap();
-    assert_eq!(first.unwrap(), id());
-    let se = second.unwrap_err();
-    assert!(se.to_string().contains("already gave the id"), "{se}");
+    let reason = detail(&e);
+    let errs: Vec<String> = twins
+        .into_iter()
+        .chain([two])
+        .map(|h| h.join().unwrap().unwrap_err().to_string())
+        .collect();
+    assert!(errs.iter().all(|t| t.contains(&reason)), "{errs:#?}");
+    assert!(
+        errs.iter()
+            .any(|t| t.contains("already holds or gave the id")),
+        "{errs:#?}"
+    );
 }
 
 #[test]
-fn a_rank_that_never_connects_times_rank_0_out_naming_it() {
+fn a_rank_that_never_connects_times_every_rank_out_naming_it() {
     let server = RendezvousServer::bind(loopback()).unwrap();
     let ep = endpoint(server.local_addr().unwrap());
     let c = thread::spawn(move || fetch_id(&ep, 2, 4, LONG));
@@ -332,6 +455,24 @@ fn a_rank_that_never_connects_times_rank_0_out_naming_it() {
             .contains("2 of 3 ranks never connected: ranks 1, 3"),
         "{e}"
     );
+    let ce = c.join().unwrap().unwrap_err();
+    assert_eq!(ce.collective_kind(), Some(CollectiveErrorKind::Timeout));
+    assert!(ce.to_string().contains(&detail(&e)), "{ce}");
+}
+
+#[test]
+fn a_rank_dropped_before_its_hello_reconnects() {
+    // A server that closes the first connection unanswered, then serves.
+    let l = TcpListener::bind(loopback()).unwrap();
+    let addr = l.local_addr().unwrap();
+    let c = thread::spawn(move || fetch_id(&endpoint(addr), 1, 2, LONG));
+    drop(l.accept().unwrap());
+    let server = RendezvousServer {
+        listener: l,
+        hello_timeout: DEFAULT_HELLO_TIMEOUT,
+        job: String::new(),
+    };
+    server.serve(&id(), 2, LONG).unwrap();
     assert_eq!(c.join().unwrap().unwrap(), id());
 }
 
