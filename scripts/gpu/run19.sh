@@ -144,6 +144,34 @@ else
     fi
 fi
 
+# srun: the data-parallel example on 2 GPUs started as Slurm starts a job step (issue 32): two
+# processes with only Slurm's variables (no torchrun ones), rank 0 found on the node list's
+# first host, the port derived from the job id; `xstream bootstrap` says what it found.
+DP=$G/bin/examples/data-parallel-allreduce
+if [ ! -x "$DP" ]; then
+    step srun-dp FAIL 0 "bin/examples/data-parallel-allreduce not in the bundle"
+elif [ "$(left)" -lt 60 ]; then
+    step srun-dp SKIP 0 "time budget spent"
+else
+    t=$SECONDS
+    S=(env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT SLURM_NTASKS=2
+       SLURM_JOB_ID=4242 SLURM_STEP_ID=1 SLURM_JOB_NODELIST=localhost XSTREAM_RENDEZVOUS_TIMEOUT_MS=60000)
+    [ -x "$G/bin/xstream" ] && "${S[@]}" SLURM_PROCID=0 SLURM_LOCALID=0 "$G/bin/xstream" bootstrap >"$W/srun-bootstrap.txt" 2>&1
+    pids=()
+    for r in 0 1; do
+        "${S[@]}" SLURM_PROCID=$r SLURM_LOCALID=$r timeout "$(cap 90)" "$DP" --backend cuda --steps 5 \
+            >"$W/srun-dp.rank$r.txt" 2>&1 &
+        pids+=($!)
+    done
+    rc=0; for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+    ok=$(cat "$W"/srun-dp.rank*.txt | grep -c '^data-parallel all-reduce OK')
+    if [ $rc -eq 0 ] && [ "${ok:-0}" -eq 2 ]; then
+        step srun-dp PASS "$((SECONDS - t))" "2 ranks under Slurm variables on 2 GPUs: both OK ($(head -c 200 "$W/srun-bootstrap.txt" 2>/dev/null | tr '\n' ' '))"
+    else
+        step srun-dp FAIL "$((SECONDS - t))" "rc=$rc, $ok of 2 ranks OK: $(grep -h -m1 -iE 'error|panick' "$W"/srun-dp.rank*.txt | head -2)"
+    fi
+fi
+
 # memcheck on the binaries this round touched (gpu-run.sh's sanitizer verdicts); the
 # conformance suite's memcheck runs last, after the repeats, in the time left.
 memcheck() { # binary cap
