@@ -1,7 +1,7 @@
 //! Device facts: consistent values (free ≤ total, counts above zero where reported) and a
 //! stable identity across two opens of one device.
 
-use xstream_core::{Backend, Device, Error};
+use xstream_core::{Backend, Device, Error, Stream};
 
 use crate::{pass, CheckResult, Ctx, Env};
 
@@ -69,5 +69,30 @@ pub(crate) fn device_info_consistent<B: Backend>(env: &Env<B>) -> CheckResult {
     if let Some(p) = &a.pci_bus_id {
         said.push(format!("PCI {p}"));
     }
+    // Every allocation starts on the documented base alignment.
+    let align = info.base_alignment;
+    ensure!(
+        align.is_power_of_two() && align >= 16,
+        "base_alignment {align} is not a power of two of at least 16"
+    );
+    let s = env
+        .device
+        .create_stream(&crate::nb())
+        .ctx("create_stream")?;
+    let mut bufs = Vec::new();
+    for len in [1usize, 3, 100, 513, 4096, 1 << 20] {
+        bufs.push(env.device.alloc(len).ctx("alloc")?);
+        bufs.push(s.alloc_async(len).ctx("alloc_async")?);
+    }
+    for b in &bufs {
+        let a = xstream_core::Buffer::device_address(b);
+        ensure!(
+            a % align as u64 == 0,
+            "a {}-byte buffer at {a:#x} is not {align}-byte aligned",
+            xstream_core::Buffer::len(b)
+        );
+    }
+    s.synchronize().ctx("synchronize")?;
+    said.push(format!("{} buffers {align}-byte aligned", bufs.len()));
     pass(said.join(", "))
 }

@@ -316,6 +316,8 @@ impl AscendDevice {
                 .map(|(_, total)| total),
             uuid: result::sysinfo::uuid(t, ordinal as i32).map(xstream_core::DeviceUuid),
             pci_bus_id: result::sysinfo::pci_bus_id(t, ordinal as i32),
+            // `aclrtMalloc`'s documented start alignment.
+            base_alignment: 64,
         };
         DeviceInner {
             t,

@@ -582,6 +582,8 @@ impl CudaDevice {
                 .flatten()
                 .map(xstream_core::DeviceUuid),
             pci_bus_id: ffi::device_pci_bus_id(cu_device).ok(),
+            // `cuMemAlloc`'s documented alignment (`cuMemAllocAsync` pools keep it).
+            base_alignment: 256,
         };
         Ok(Self {
             shared: Arc::new(Shared {

@@ -12,7 +12,12 @@ use crate::HostBackend;
 /// The bytes of one buffer. Work items hold an `Arc` to it, so a buffer dropped while work
 /// on it is queued stays alive until that work ran (the stream-drop rule).
 pub(crate) struct BufInner {
+    /// The heap block: `off` bytes of padding that align the buffer's first byte to
+    /// [`BASE_ALIGN`], then its `len` bytes.
     data: Mutex<Vec<u8>>,
+    off: usize,
+    /// The bytes reserved for the buffer from `off` on (its length rounded up to the granule).
+    block: usize,
     addr: u64,
     len: usize,
     /// The device ordinal it was allocated on.
@@ -68,10 +73,30 @@ impl Drop for BufInner {
     }
 }
 
+/// The alignment of the first byte of every host device buffer (`DeviceInfo::base_alignment`):
+/// CUDA's guarantee for `cuMemAlloc`, so that code tested on the host meets the strictest
+/// vendor's.
+pub const BASE_ALIGN: usize = 256;
+
+/// A zeroed heap block holding `size` bytes (`size >= len`) from an offset aligned to
+/// [`BASE_ALIGN`], its length set to that offset plus `len`; and the offset.
+fn aligned_block(size: usize, len: usize) -> std::result::Result<(Vec<u8>, usize), String> {
+    let total = size
+        .checked_add(BASE_ALIGN - 1)
+        .ok_or_else(|| "too large".to_string())?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(total).map_err(|e| e.to_string())?;
+    v.resize(total, 0);
+    let off = (v.as_ptr() as usize).next_multiple_of(BASE_ALIGN) - v.as_ptr() as usize;
+    v.truncate(off + len);
+    Ok((v, off))
+}
+
 impl BufInner {
     pub(crate) fn lock(&self) -> BufGuard<'_> {
         BufGuard::new(
             self.data.lock().unwrap_or_else(|e| e.into_inner()),
+            self.off,
             self.shared.get(),
         )
     }
@@ -85,22 +110,22 @@ impl BufInner {
         if let Some(s) = self.shared.get() {
             return Ok(s);
         }
-        let s = make(&g)?;
+        let s = make(&g[self.off..])?;
         // The data lock is held: nobody else can be setting it.
         Ok(self.shared.get_or_init(|| s))
     }
 
     /// A buffer of `len` bytes living in another process's shared file.
     pub(crate) fn imported(len: usize, ordinal: usize, shared: SharedMem) -> Result<Self> {
-        let mut v = Vec::new();
-        v.try_reserve_exact(len).map_err(|e| Error::OutOfMemory {
+        let (v, off) = aligned_block(len, len).map_err(|e| Error::OutOfMemory {
             backend: BackendKind::Host,
             detail: format!("{len}-byte imported buffer: {e}"),
         })?;
-        v.resize(len, 0);
-        let addr = v.as_ptr() as usize as u64;
+        let addr = (v.as_ptr() as usize + off) as u64;
         Ok(Self {
             data: Mutex::new(v),
+            off,
+            block: len,
             addr,
             len,
             ordinal,
@@ -143,15 +168,14 @@ impl HostDeviceBuffer {
         };
         let size =
             alloc_size(len.max(1)).ok_or_else(|| oom(format!("{len}-byte buffer: too large")))?;
-        let mut v = Vec::new();
-        v.try_reserve_exact(size)
-            .map_err(|e| oom(format!("{len}-byte buffer: {e}")))?;
-        v.resize(size, 0);
-        v.truncate(len);
-        let addr = v.as_ptr() as usize as u64;
+        let (v, off) =
+            aligned_block(size, len).map_err(|e| oom(format!("{len}-byte buffer: {e}")))?;
+        let addr = (v.as_ptr() as usize + off) as u64;
         Ok(Self {
             inner: register(BufInner {
                 data: Mutex::new(v),
+                off,
+                block: size,
                 addr,
                 len,
                 ordinal,
@@ -197,7 +221,7 @@ impl HostDeviceBuffer {
     /// The bytes of the heap block underneath: [`len`](Buffer::len) rounded up to
     /// [`xstream_core::ALLOC_GRANULE`] (the slack is zeroed and never written by xstream).
     pub fn allocated_len(&self) -> usize {
-        self.inner.lock().capacity()
+        self.inner.block
     }
 
     pub(crate) fn inner_len(&self) -> usize {
@@ -207,7 +231,7 @@ impl HostDeviceBuffer {
     /// A synchronous copy of the whole buffer, for tests and debugging. It does not wait for
     /// queued work: synchronize the streams that write the buffer first.
     pub fn snapshot(&self) -> Vec<u8> {
-        self.inner.lock().clone()
+        self.inner.lock().to_vec()
     }
 }
 

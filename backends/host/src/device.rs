@@ -248,6 +248,7 @@ impl HostDevice {
             total_memory: system_memory().ok().map(|m| m.total),
             uuid: None,
             pci_bus_id: None,
+            base_alignment: crate::buffer::BASE_ALIGN,
         };
         Self {
             inner: Arc::new(DeviceInner {

@@ -257,36 +257,43 @@ impl Drop for SharedMem {
 /// changed ones when released.
 pub(crate) struct BufGuard<'a> {
     g: MutexGuard<'a, Vec<u8>>,
+    /// Where the buffer's bytes start in the block (the alignment padding before).
+    off: usize,
     shared: Option<(&'a SharedMem, Vec<u8>)>,
 }
 
 impl<'a> BufGuard<'a> {
-    pub(crate) fn new(mut g: MutexGuard<'a, Vec<u8>>, shared: Option<&'a SharedMem>) -> Self {
+    pub(crate) fn new(
+        mut g: MutexGuard<'a, Vec<u8>>,
+        off: usize,
+        shared: Option<&'a SharedMem>,
+    ) -> Self {
         let shared = shared.map(|s| {
-            s.load(&mut g);
-            (s, g.clone())
+            s.load(&mut g[off..]);
+            (s, g[off..].to_vec())
         });
-        Self { g, shared }
+        Self { g, off, shared }
     }
 }
 
 impl Deref for BufGuard<'_> {
-    type Target = Vec<u8>;
-    fn deref(&self) -> &Vec<u8> {
-        &self.g
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.g[self.off..]
     }
 }
 
 impl DerefMut for BufGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Vec<u8> {
-        &mut self.g
+    fn deref_mut(&mut self) -> &mut [u8] {
+        let off = self.off;
+        &mut self.g[off..]
     }
 }
 
 impl Drop for BufGuard<'_> {
     fn drop(&mut self) {
         if let Some((s, before)) = &self.shared {
-            s.store(before, &self.g);
+            s.store(before, &self.g[self.off..]);
         }
     }
 }

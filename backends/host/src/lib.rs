@@ -77,7 +77,7 @@ mod worker;
 
 use xstream_core::{Backend, BackendKind, FlagTable, Result};
 
-pub use buffer::HostDeviceBuffer;
+pub use buffer::{HostDeviceBuffer, BASE_ALIGN};
 pub use collective::HostComm;
 pub use conv::{HOST_FLAGS, HOST_PRIORITY_RANGE};
 pub use device::{HostDevice, DEVICES_ENV, HOST_CAPABILITIES, MAX_DEVICES};

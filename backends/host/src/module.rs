@@ -261,7 +261,7 @@ impl KernelLaunch {
         let mut pristine: Vec<Option<Vec<u8>>> = Vec::with_capacity(groups.len());
         for ((_, g), (guard, &ov)) in groups.iter().zip(guards.iter_mut().zip(&overlapping)) {
             if ov {
-                let whole = guard.as_mut_slice().to_vec();
+                let whole = guard[..].to_vec();
                 for &(i, off, len) in g {
                     private.push((i, off, whole[off..off + len].to_vec()));
                 }
@@ -276,7 +276,7 @@ impl KernelLaunch {
                 continue;
             }
             // Disjoint ranges, sorted by offset: split the buffer's bytes between them.
-            let mut rest: &mut [u8] = guard.as_mut_slice();
+            let mut rest: &mut [u8] = &mut guard[..];
             let mut at = 0;
             for &(i, off, len) in g {
                 let (_, tail) = std::mem::take(&mut rest).split_at_mut(off - at);
@@ -327,7 +327,7 @@ impl KernelLaunch {
             let (Some(orig), Some(guard)) = (pristine[gi].as_ref(), guards.get_mut(gi)) else {
                 continue;
             };
-            let dst = guard.as_mut_slice();
+            let dst = &mut guard[..];
             for (j, &b) in bytes.iter().enumerate() {
                 if b != orig[off + j] {
                     dst[off + j] = b;

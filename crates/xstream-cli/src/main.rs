@@ -397,6 +397,7 @@ mod tests {
             max_streams: None,
             driver: String::new(),
             chip: None,
+            base_alignment: 256,
             compute_capability: None,
             compute_units: None,
             total_memory: None,
