@@ -64,6 +64,10 @@ with open(os.path.join(out, "manifest.tsv"), "w") as f:
         f.write("\t".join(r) + "\n")
 print(f"   {len(rows)} test executables")
 PY
+# The null driver test looks for its double (libxstream_cuda_null.so) next to itself.
+null_so="${CARGO_TARGET_DIR:-target}/debug/libxstream_cuda_null.so"
+if [ -f "$null_so" ]; then cp "$null_so" "$B/bin/" && echo "   libxstream_cuda_null.so (the null driver test's double)"
+else echo "   WARNING: $null_so missing: the null driver test will FAIL on the GPU machine"; fi
 
 echo "== optional: release CLI and benches"
 if cargo build --release -p xstream-cli -j "$JOBS" >>"$B/build.log" 2>&1; then

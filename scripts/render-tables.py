@@ -38,6 +38,14 @@ DOCS = os.path.join(ROOT, "docs")
 #           (tests/tests/stress.rs result lines), "conform" (`xstream conform` result lines
 #           of `source` and of each `more` log, one column each)
 TABLES = {
+    "run19-steps": dict(
+        doc="gpu-verification.md", source="gpu-runs/2026-11-27-2xh100-run19/run19-summary.tsv",
+        kind="tsv"),
+    "run19-data-path": dict(
+        doc="gpu-verification.md", source="gpu-runs/2026-11-27-2xh100-run19/gpu_bench.md",
+        kind="md", index=0,
+        rows=["write_from_host 4 KiB", "registered upload 4 KiB", "write_from_host 64 MiB",
+              "registered upload 64 MiB"]),
     "ascend-sim-criterion": dict(
         doc="performance.md", source="cpu-runs/2026-11-23/tables.md", kind="md", index=0),
     "ascend-sim-paired": dict(
@@ -236,6 +244,24 @@ CONFORM_SUMMARY = re.compile(
     r"Summary \{ passed: (\d+), failed: (\d+), skipped: (\d+)", re.M)
 
 
+def render_tsv(spec, text):
+    """A step summary (`step<TAB>verdict<TAB>seconds<TAB>detail` lines, as scripts/gpu/run*.sh
+    write them), optionally only the steps whose name starts with one of `rows`."""
+    out = ["| step | verdict | s | detail |", "|---|---|---|---|"]
+    rows = spec.get("rows")
+    for line in text.splitlines():
+        cells = line.split("\t")
+        if len(cells) != 4:
+            continue
+        if rows and not any(cells[0].startswith(p) for p in rows):
+            continue
+        detail = cells[3].strip().replace("|", "\\|")
+        out.append(f"| {cells[0]} | {cells[1]} | {cells[2]} | {detail} |")
+    if len(out) == 2:
+        raise RenderError(f"{spec['source']}: no step line matches {rows}")
+    return out
+
+
 def render_conform(spec, text):
     """One row per check, one column per log (`xstream conform` lines), then the summary."""
     cols = [(spec["label"], text)] + [
@@ -291,6 +317,12 @@ def caption(spec):
         if line.startswith("cpu: "):
             device = line[5:].strip()
             break
+        # nvidia-smi --query-gpu=name,driver_version,... --format=csv,noheader
+        m = re.match(r"^([^,]+), (\d+\.\d+(?:\.\d+)?), \d+ MiB$", line)
+        if m:
+            n = sum(1 for x in mlines if re.match(r"^GPU \d+: ", x))
+            device = f"{n} × {m.group(1).strip()}" if n > 1 else m.group(1).strip()
+            break
     else:
         if len(mlines) >= 3 and mlines[2].strip().isdigit():
             device = f"{mlines[1].strip()}, {mlines[2].strip()} CPUs"
@@ -329,6 +361,7 @@ def render(name):
         "paired_ci": render_paired_ci,
         "stress": render_stress,
         "conform": render_conform,
+        "tsv": render_tsv,
     }
     table = kinds[spec["kind"]](spec, text)
     return [caption(spec), ""] + table
