@@ -404,3 +404,73 @@ fn examples_print_xstream_tracing_events_by_filter() {
         "{bad}"
     );
 }
+
+/// The tensor example: every check verified on host; on the ACL simulator the i64 sum is
+/// skipped (ACL's reduce has no 64-bit integers) and said so; on CUDA every check verified (or
+/// the GPU's SKIP).
+fn expect_tensor(kind: BackendKind, verified: &str, skipped: Option<&str>) {
+    let ex = Example {
+        name: "tensor",
+        exe: env!("CARGO_BIN_EXE_tensor"),
+        verified: "",
+    };
+    let out = run(&ex, kind);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "tensor on {kind} failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with(&format!("backend {kind}, device ")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l == verified),
+        "tensor on {kind}:\n{stdout}"
+    );
+    if let Some(s) = skipped {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(s)),
+            "tensor on {kind}:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("allocator: ") && !l.contains(" 0 reused")),
+        "tensor on {kind}: the caching allocator reused nothing:\n{stdout}"
+    );
+}
+
+#[test]
+fn tensor_on_host() {
+    expect_tensor(
+        BackendKind::Host,
+        "verified: 6 of 6 tensor checks match the host reference (0 skipped)",
+        None,
+    );
+}
+
+#[test]
+fn tensor_on_the_acl_simulator() {
+    expect_tensor(
+        BackendKind::Ascend,
+        "verified: 5 of 6 tensor checks match the host reference (1 skipped)",
+        Some("skipped: i64 sum: built-in reduce i64"),
+    );
+}
+
+#[test]
+fn tensor_on_cuda() {
+    if let Err(e) = xstream::availability(BackendKind::Cuda) {
+        report_skip("tensor on cuda", &e);
+        return;
+    }
+    expect_tensor(
+        BackendKind::Cuda,
+        "verified: 6 of 6 tensor checks match the host reference (0 skipped)",
+        None,
+    );
+}
