@@ -13,9 +13,8 @@
 //! | other types | 0 ..= 65535 | 16-bit ids | `DRV_ERROR_NO_RESOURCES` |
 //!
 //! The runtime maps these driver codes to `ACL_ERROR_RT_NO_STREAM_RESOURCE` (207008),
-//! `ACL_ERROR_RT_NO_EVENT_RESOURCE` (207007), … (`errcode_manage.cc`). Submission queues are
-//! capped at [`SQ_LIMIT`] live queues (each stream owns one), refused with
-//! `DRV_ERROR_NO_RESOURCES`.
+//! `ACL_ERROR_RT_NO_EVENT_RESOURCE` (207007), … (`errcode_manage.cc`). Live submission queues
+//! are capped at [`SQ_LIMIT`] (each stream owns one), refused with `DRV_ERROR_NO_RESOURCES`.
 //!
 //! `halResourceInfoQuery` answers each space's capacity and the ids in use, which the runtime
 //! reads for `aclrtGetStreamAvailableNum` / `aclrtGetEventAvailNum` on this chip
@@ -41,8 +40,9 @@ pub const STREAM_ID_LIMIT: u32 = 2038;
 pub const EVENT_ID_LIMIT: u32 = 65_536;
 /// Every other id space: 16-bit ids.
 pub const OTHER_ID_LIMIT: u32 = 65_536;
-/// Live submission queues: below the runtime's `baseAicpuStreamId` (2048) for the 910B.
-pub const SQ_LIMIT: usize = 2048;
+/// Live submission queues: one per physical stream (the runtime reads this capacity, not the
+/// stream ids', for `aclrtGetStreamAvailableNum` on a STARS chip).
+pub const SQ_LIMIT: usize = STREAM_ID_LIMIT as usize;
 
 /// How many ids of type `ty` the emulated driver hands out.
 pub fn capacity(ty: u32) -> u32 {
@@ -64,29 +64,35 @@ pub fn exhausted(ty: u32) -> i32 {
     }
 }
 
-static IDS: Mutex<BTreeMap<u32, BTreeSet<u32>>> = Mutex::new(BTreeMap::new());
+/// Ids in use per type, and where the next search starts.
+static IDS: Mutex<BTreeMap<u32, (BTreeSet<u32>, u32)>> = Mutex::new(BTreeMap::new());
 
-/// Hands out the lowest free id of type `ty`, or the driver's exhaustion code.
+/// Hands out a free id of type `ty` (searching on from the last one handed out, so a full space
+/// costs one pass), or the driver's exhaustion code.
 pub fn alloc(ty: u32) -> Result<u32, i32> {
     let mut ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
-    let used = ids.entry(ty).or_default();
-    let id = (0..capacity(ty))
+    let (used, next) = ids.entry(ty).or_default();
+    let cap = capacity(ty);
+    let start = (*next).min(cap);
+    let id = (start..cap)
+        .chain(0..start)
         .find(|i| !used.contains(i))
         .ok_or_else(|| exhausted(ty))?;
     used.insert(id);
+    *next = id + 1;
     Ok(id)
 }
 
 /// Takes back id `id` of type `ty`; `false` when it was not handed out.
 pub fn free(ty: u32, id: u32) -> bool {
     let mut ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
-    ids.entry(ty).or_default().remove(&id)
+    ids.entry(ty).or_default().0.remove(&id)
 }
 
 /// Ids of type `ty` in use now.
 pub fn in_use(ty: u32) -> u32 {
     let ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
-    ids.get(&ty).map_or(0, |s| s.len() as u32)
+    ids.get(&ty).map_or(0, |s| s.0.len() as u32)
 }
 
 /// The `drvResourceType_t` of `halResourceInfoQuery` as the `drvIdType_t` it counts
@@ -121,7 +127,7 @@ mod tests {
         assert_eq!(in_use(DRV_STREAM_ID), 2038);
         assert!(free(DRV_STREAM_ID, 7));
         assert!(!free(DRV_STREAM_ID, 7), "freed twice");
-        assert_eq!(alloc(DRV_STREAM_ID), Ok(7), "the freed id comes back");
+        assert_eq!(alloc(DRV_STREAM_ID), Ok(7), "the freed id comes back when it is the only one");
         for id in got {
             assert!(free(DRV_STREAM_ID, id));
         }
