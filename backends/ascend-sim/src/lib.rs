@@ -32,9 +32,9 @@
 //! | `host_mem` | which host ranges are page-locked (the captured-copy rule) |
 //! | `hosttask` | host tasks of other simulated libraries (`xsimLaunchHostTask`; simulator-only) |
 //! | `hostfunc` | host-func subscriptions (`aclrtSubscribeHostFunc`, `aclrtProcessHostFunc`) |
-//! | `ipc_event` | IPC event handles (`aclrtIpcGetEventHandle`, `aclrtIpcOpenEventHandle`): across processes with `XSIM_IPC=1` on A2/A3, else refused (207000) |
-//! | `ipc_mem` | IPC memory (`aclrtIpcMemGetExportKey`, `aclrtIpcMemSetImportPid`, `aclrtIpcMemImportByKey`, `aclrtIpcMemClose`): across processes with `XSIM_IPC=1`, else refused (207000) |
-//! | `ipc_shm` | the shared memory (memfd) behind both |
+//! | `ipc_event` | IPC event handles (`aclrtIpcGetEventHandle`, `aclrtIpcOpenEventHandle`): across processes on A2/A3 (on unless `XSIM_IPC=0`), else refused (207000) |
+//! | `ipc_mem` | IPC memory (`aclrtIpcMemGetExportKey`, `aclrtIpcMemSetImportPid`, `aclrtIpcMemImportByKey`, `aclrtIpcMemClose`): across processes (on unless `XSIM_IPC=0`), else refused (207000) |
+//! | `ipc_shm` | the shared memory (memfd) behind both; the switch `xsimSetIpc` |
 //! | `kernel` | kernel binaries and launches (`aclrtBinaryLoadFromData`, `aclrtKernelArgs*`, `aclrtLaunchKernel*`) |
 //! | `memory` | `aclrtMalloc/Free`, `aclrtMallocHost/FreeHost`, `aclrtMemcpy`, `*Async` copies |
 //! | `memset` | the synchronous `aclrtMemset` |
@@ -106,6 +106,7 @@ pub use hostfunc::*;
 pub use hosttask::*;
 pub use ipc_event::*;
 pub use ipc_mem::*;
+pub use ipc_shm::xsimSetIpc;
 pub use kernel::*;
 pub use memory::*;
 pub use memset::*;
