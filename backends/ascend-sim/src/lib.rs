@@ -41,6 +41,7 @@
 //! | `real_kernels` | the `XSIM_REAL_KERNELS` switch (`xsimSetRealKernels`): refuse the test-only kernel format as a real runtime does |
 //! | `reduce` | `aclrtReduceAsync`, the runtime's built-in reduce task, with its checks per product |
 //! | `registry` | live handles by address, lookups, live counters (`xsimLive*`) |
+//! | `satmode` | the device saturation mode (`aclrtSetDeviceSatMode` / `aclrtGetDeviceSatMode`) |
 //! | `stream` | the stream object and worker; create, destroy, synchronize, query, abort |
 //! | `stream_attr` | stream properties: failure mode, priority, flags, id, attributes |
 //! | `stream_config` | stream configuration handles and `aclrtCreateStreamV2` |
@@ -85,6 +86,7 @@ pub mod peer;
 pub mod real_kernels;
 pub mod reduce;
 pub mod registry;
+pub mod satmode;
 pub mod stream;
 pub mod stream_attr;
 pub mod stream_config;
@@ -117,5 +119,6 @@ pub use stream::*;
 pub use stream_attr::*;
 pub use stream_config::*;
 pub use sysinfo::*;
+pub use satmode::*;
 pub use task::*;
 pub use value::*;
