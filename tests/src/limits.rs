@@ -50,7 +50,10 @@ fn all_streams_work<B: Backend>(dev: &B::Device, streams: &[B::Stream]) -> Resul
     let got = read_all::<B>(&streams[0], &buf)?;
     for (i, w) in got.chunks_exact(4).enumerate() {
         let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-        ensure!(v == i as u32, "word {i} holds {v}: stream {i}'s write was lost");
+        ensure!(
+            v == i as u32,
+            "word {i} holds {v}: stream {i}'s write was lost"
+        );
     }
     Ok(())
 }

@@ -119,15 +119,25 @@ mod tests {
                 Ok(id) => got.push(id),
                 Err(e) => break e,
             }
-            assert!(got.len() <= 2038, "no refusal at the 910B limit of 2038 stream ids");
+            assert!(
+                got.len() <= 2038,
+                "no refusal at the 910B limit of 2038 stream ids"
+            );
         };
         assert_eq!(err, DRV_ERROR_NO_STREAM_RESOURCES);
         assert_eq!(got.len(), 2038);
-        assert!(got.iter().all(|&id| id & 2048 == 0), "an id with the AI CPU bit");
+        assert!(
+            got.iter().all(|&id| id & 2048 == 0),
+            "an id with the AI CPU bit"
+        );
         assert_eq!(in_use(DRV_STREAM_ID), 2038);
         assert!(free(DRV_STREAM_ID, 7));
         assert!(!free(DRV_STREAM_ID, 7), "freed twice");
-        assert_eq!(alloc(DRV_STREAM_ID), Ok(7), "the freed id comes back when it is the only one");
+        assert_eq!(
+            alloc(DRV_STREAM_ID),
+            Ok(7),
+            "the freed id comes back when it is the only one"
+        );
         for id in got {
             assert!(free(DRV_STREAM_ID, id));
         }

@@ -174,7 +174,10 @@ pub fn now_ns() -> u64 {
 /// starts its worker; `None` when [`crate::limits::SQ_LIMIT`] SQs are live.
 pub fn alloc_sq(want_sq: Option<u32>, depth: u32) -> Option<(u32, u32)> {
     if live_sqs() >= crate::limits::SQ_LIMIT {
-        crate::trace!("sq allocation refused: {} SQs live", crate::limits::SQ_LIMIT);
+        crate::trace!(
+            "sq allocation refused: {} SQs live",
+            crate::limits::SQ_LIMIT
+        );
         return None;
     }
     let (sq, cq) = alloc_sq_only(want_sq, depth);

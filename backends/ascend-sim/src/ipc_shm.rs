@@ -46,7 +46,12 @@ pub unsafe extern "C" fn xsimSetIpc(on: i32) -> i32 {
             -1 => 0,
             1 => 1,
             0 => 2,
-            _ => return err(ACL_ERROR_INVALID_PARAM, format!("xsimSetIpc({on}): 1, 0 or -1")),
+            _ => {
+                return err(
+                    ACL_ERROR_INVALID_PARAM,
+                    format!("xsimSetIpc({on}): 1, 0 or -1"),
+                )
+            }
         };
         IPC_OVERRIDE.store(v, SeqCst);
         Ok(())

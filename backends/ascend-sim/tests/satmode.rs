@@ -20,10 +20,17 @@ fn saturation_mode_round_trips_and_refuses_as_the_runtime() {
         assert_eq!(aclrtGetDeviceSatMode(&mut m), 0);
         assert_eq!(m, ACL_RT_OVERFLOW_MODE_INFNAN);
         for bad in [ACL_RT_OVERFLOW_MODE_UNDEF, -1, 7] {
-            assert_eq!(aclrtSetDeviceSatMode(bad), ACL_ERROR_RT_PARAM_INVALID, "{bad}");
+            assert_eq!(
+                aclrtSetDeviceSatMode(bad),
+                ACL_ERROR_RT_PARAM_INVALID,
+                "{bad}"
+            );
         }
         assert_eq!(aclrtGetDeviceSatMode(&mut m), 0);
-        assert_eq!(m, ACL_RT_OVERFLOW_MODE_INFNAN, "a refused set changed the mode");
+        assert_eq!(
+            m, ACL_RT_OVERFLOW_MODE_INFNAN,
+            "a refused set changed the mode"
+        );
         assert_eq!(aclrtSetDeviceSatMode(ACL_RT_OVERFLOW_MODE_SATURATION), 0);
         // The 910 has only the saturation mode.
         assert_eq!(xsimSetProduct(c"910".as_ptr()), 0);
