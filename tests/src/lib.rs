@@ -270,7 +270,7 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         c!(ordered_use::many_stream_users, "a stream-ordered buffer used by six held streams keeps its bytes for them; free_async does not wait on the host"),
         c!(raw::raw_round_trip, "into_raw then from_raw keeps the bytes and works in every stream operation (views, copies, memset, a kernel argument); a borrowed alias never frees, the owner's drop frees; bad descriptors (another backend or device, a zero address) are refused"),
         c!(ordered_use::record_use_no_host_wait, "record_use on plain and stream-ordered buffers, and the frees after it, never wait on the host"),
-        c!(limits::resource_limits, "streams, then events, are created until the device refuses with ResourceExhausted (or a cap where none is documented); every stream works, copies round-trip after the drop and the same number of streams can be created again"),
+        c!(limits::resource_limits, "streams, then events, are created until the device refuses with ResourceExhausted (or a cap where none is documented); every 128th stream works, copies round-trip after the drop and the same number of streams can be created again"),
     ]
 }
 
