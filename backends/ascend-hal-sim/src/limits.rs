@@ -40,9 +40,9 @@ pub const STREAM_ID_LIMIT: u32 = 2038;
 pub const EVENT_ID_LIMIT: u32 = 65_536;
 /// Every other id space: 16-bit ids.
 pub const OTHER_ID_LIMIT: u32 = 65_536;
-/// Live submission queues: one per physical stream (the runtime reads this capacity, not the
-/// stream ids', for `aclrtGetStreamAvailableNum` on a STARS chip).
-pub const SQ_LIMIT: usize = STREAM_ID_LIMIT as usize;
+/// Live submission queues: below the runtime's `baseAicpuStreamId` (2048) for the 910B, so
+/// that stream ids run out first (the runtime also keeps queues of its own).
+pub const SQ_LIMIT: usize = 2048;
 
 /// How many ids of type `ty` the emulated driver hands out.
 pub fn capacity(ty: u32) -> u32 {
