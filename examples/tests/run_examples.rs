@@ -342,14 +342,14 @@ fn ipc_producer_consumer_on_cuda() {
     expect_verified_on_cuda(&IPC_PRODUCER_CONSUMER);
 }
 
-/// On the ACL simulator (a test double) in its product mode with IPC events and memory
-/// (`XSIM_IPC=1`): the same two processes over the ACL IPC calls, verified.
+/// On the ACL simulator (a test double) as its default A2, which has IPC events and memory:
+/// the same two processes over the ACL IPC calls, verified.
 #[test]
 fn ipc_producer_consumer_on_the_acl_simulator() {
     let out = Command::new(IPC_PRODUCER_CONSUMER.exe)
         .args(["--backend", "ascend"])
         .envs(simulator::env(1))
-        .env("XSIM_IPC", "1")
+        .env_remove("XSIM_IPC")
         .output()
         .expect("start the example");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -366,10 +366,15 @@ fn ipc_producer_consumer_on_the_acl_simulator() {
     );
 }
 
-/// Without `XSIM_IPC` the simulated chip has no IPC events: a clear refusal.
+/// With `XSIM_IPC=0` the simulated chip has no IPC events: a clear refusal.
 #[test]
 fn ipc_producer_consumer_is_refused_on_a_simulated_chip_without_ipc() {
-    let out = run(&IPC_PRODUCER_CONSUMER, BackendKind::Ascend);
+    let out = Command::new(IPC_PRODUCER_CONSUMER.exe)
+        .args(["--backend", "ascend"])
+        .envs(simulator::env(1))
+        .env("XSIM_IPC", "0")
+        .output()
+        .expect("start the example");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && stderr.contains("this chip has no IPC events"),

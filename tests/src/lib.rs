@@ -140,6 +140,7 @@ mod devinfo;
 mod events;
 mod flags;
 mod foreign;
+pub mod limits;
 mod memop;
 pub mod modules;
 pub mod ordered_use;
@@ -276,6 +277,7 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         c!(registered::registered_host_copies, "the caller's own memory registered for a scope uploads without waiting for the stream's earlier work and downloads into the caller's slice"),
         c!(foreign::foreign_buffers, "every stream operation that takes a buffer refuses one of another device with WrongDevice before it reaches the vendor; the foreign bytes stay unchanged and the stream keeps working"),
         c!(ordered_use::record_use_no_host_wait, "record_use on plain and stream-ordered buffers, and the frees after it, never wait on the host"),
+        c!(limits::resource_limits, "streams, then events, are created until the device refuses with ResourceExhausted (or a cap where none is documented); every 128th stream works, copies round-trip after the drop and the same number of streams can be created again"),
     ]
 }
 

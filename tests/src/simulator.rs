@@ -261,6 +261,15 @@ impl Controls {
         unsafe { f(streams, events) }
     }
 
+    /// `xsimSetIpc`: `Some(true)` gives the simulated product IPC memory and IPC events,
+    /// `Some(false)` takes them away, `None` goes back to `XSIM_IPC` (on unless `0`): 0.
+    pub fn set_ipc(&self, on: Option<bool>) -> i32 {
+        // SAFETY: `aclError xsimSetIpc(int32_t)` (simulator README).
+        let f: unsafe extern "C" fn(i32) -> i32 = unsafe { self.sym(c"xsimSetIpc") };
+        // SAFETY: a plain integer argument.
+        unsafe { f(on.map_or(-1, i32::from)) }
+    }
+
     /// `xsimSetProduct(name)` (`"a2"`, `"310p"`, `"910"`; `None` back to `XSIM_PRODUCT`): 0, or
     /// 100000 for an unknown name.
     pub fn set_product(&self, name: Option<&str>) -> i32 {

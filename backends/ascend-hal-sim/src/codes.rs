@@ -8,6 +8,16 @@ pub const DRV_ERROR_NONE: i32 = 0;
 pub const DRV_ERROR_INVALID_VALUE: i32 = 3;
 /// `DRV_ERROR_OUT_OF_MEMORY`.
 pub const DRV_ERROR_OUT_OF_MEMORY: i32 = 6;
+/// `DRV_ERROR_NO_RESOURCES`: the driver is short of a resource.
+pub const DRV_ERROR_NO_RESOURCES: i32 = 14;
+/// `DRV_ERROR_NO_EVENT_RESOURCES`: every event id is in use.
+pub const DRV_ERROR_NO_EVENT_RESOURCES: i32 = 47;
+/// `DRV_ERROR_NO_STREAM_RESOURCES`: every stream id is in use.
+pub const DRV_ERROR_NO_STREAM_RESOURCES: i32 = 48;
+/// `DRV_ERROR_NO_NOTIFY_RESOURCES`: every notify id is in use.
+pub const DRV_ERROR_NO_NOTIFY_RESOURCES: i32 = 49;
+/// `DRV_ERROR_NO_MODEL_RESOURCES`: every model id is in use.
+pub const DRV_ERROR_NO_MODEL_RESOURCES: i32 = 50;
 /// `DRV_ERROR_WAIT_TIMEOUT`.
 pub const DRV_ERROR_WAIT_TIMEOUT: i32 = 16;
 /// `DRV_ERROR_NOT_SUPPORT`.

@@ -13,7 +13,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
 use crate::codes::*;
-use crate::{devinfo, memory, queue};
+use crate::{devinfo, limits, memory, queue};
 
 fn guard(name: &str, f: impl FnOnce() -> i32) -> i32 {
     let r = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
@@ -407,7 +407,9 @@ pub extern "C" fn halSqCqAllocate(dev: u32, input: *mut c_void, output: *mut c_v
             match ty {
                 DRV_NORMAL_TYPE => {
                     let want = (flag & TSDRV_FLAG_SPECIFIED_SQ_ID != 0).then_some(want_sq);
-                    let (sq, cq) = queue::alloc_sq(want, depth);
+                    let Some((sq, cq)) = queue::alloc_sq(want, depth) else {
+                        return DRV_ERROR_NO_RESOURCES;
+                    };
                     wr32(output, 0, sq);
                     wr32(output, 4, cq);
                     wr64(output, 8, 0);
@@ -570,13 +572,10 @@ pub extern "C" fn halCqReportRecv(dev: u32, info: *mut c_void) -> i32 {
 
 // ---------------------------------------------------------------- resource ids
 
-static RES_IDS: Mutex<BTreeMap<u32, Vec<u32>>> = Mutex::new(BTreeMap::new());
-
-/// Upper bound of each id space (streams, events, notifies, models, …).
-const RES_ID_LIMIT: u32 = 65_535;
-
 /// `drvError_t halResourceIdAlloc(uint32_t devId, struct halResourceIdInputInfo *in,
-/// struct halResourceIdOutputInfo *out)` (in: type 0, tsId 4, resourceId 8; out: resourceId 0).
+/// struct halResourceIdOutputInfo *out)` (in: type 0, tsId 4, resourceId 8; out: resourceId 0):
+/// the lowest free id of the type, or the driver's exhaustion code at the chip's limit
+/// ([`crate::limits`]).
 #[no_mangle]
 pub extern "C" fn halResourceIdAlloc(dev: u32, input: *mut c_void, output: *mut c_void) -> i32 {
     guard("halResourceIdAlloc", || {
@@ -584,26 +583,23 @@ pub extern "C" fn halResourceIdAlloc(dev: u32, input: *mut c_void, output: *mut 
             return DRV_ERROR_INVALID_VALUE;
         }
         // SAFETY: `halResourceIdInputInfo` (44 bytes) and `halResourceIdOutputInfo` (36 bytes).
-        unsafe {
-            let ty = rd32(input, 0);
-            let mut ids = RES_IDS.lock().unwrap_or_else(|e| e.into_inner());
-            let used = ids.entry(ty).or_default();
-            let Some(id) = (0..RES_ID_LIMIT).find(|i| !used.contains(i)) else {
-                return DRV_ERROR_OUT_OF_MEMORY;
-            };
-            used.push(id);
-            if ty == DRV_EVENT_ID {
-                queue::clear_event(id);
+        let ty = unsafe { rd32(input, 0) };
+        let id = match limits::alloc(ty) {
+            Ok(id) => id,
+            Err(code) => {
+                crate::trace!("halResourceIdAlloc(type {ty}) = no id left ({code})");
+                return code;
             }
-            crate::trace!("halResourceIdAlloc(type {ty}) = {id}");
-            wr32(output, 0, id);
+        };
+        if ty == limits::DRV_EVENT_ID {
+            queue::clear_event(id);
         }
+        crate::trace!("halResourceIdAlloc(type {ty}) = {id}");
+        // SAFETY: as above.
+        unsafe { wr32(output, 0, id) };
         DRV_ERROR_NONE
     })
 }
-
-/// `DRV_EVENT_ID`, the resource type of event ids (`pkg_inc/driver/hal_pkg/trs_pkg.h`).
-const DRV_EVENT_ID: u32 = 1;
 
 /// `drvError_t halResourceIdFree(uint32_t devId, struct halResourceIdInputInfo *in)`.
 #[no_mangle]
@@ -614,18 +610,38 @@ pub extern "C" fn halResourceIdFree(dev: u32, input: *mut c_void) -> i32 {
         }
         // SAFETY: a `halResourceIdInputInfo`.
         let (ty, id) = unsafe { (rd32(input, 0), rd32(input, 8)) };
-        let mut ids = RES_IDS.lock().unwrap_or_else(|e| e.into_inner());
-        let used = ids.entry(ty).or_default();
-        match used.iter().position(|&x| x == id) {
-            Some(i) => {
-                used.swap_remove(i);
-                if ty == DRV_EVENT_ID {
-                    queue::clear_event(id);
-                }
-                DRV_ERROR_NONE
-            }
-            None => DRV_ERROR_INVALID_VALUE,
+        if !limits::free(ty, id) {
+            return DRV_ERROR_INVALID_VALUE;
         }
+        if ty == limits::DRV_EVENT_ID {
+            queue::clear_event(id);
+        }
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t halResourceInfoQuery(uint32_t devId, uint32_t tsId, drvResourceType_t type,
+/// struct halResourceInfo *info)` (capacity 0, usedNum 4, reserve[2] 8): the id space's size and
+/// the ids in use; for `DRV_RESOURCE_SQ_ID` the live submission queues.
+#[no_mangle]
+pub extern "C" fn halResourceInfoQuery(dev: u32, _ts: u32, ty: u32, info: *mut c_void) -> i32 {
+    guard("halResourceInfoQuery", || {
+        if info.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        let (capacity, used) = match limits::query_type(ty) {
+            Some(Some(id_type)) => (limits::capacity(id_type), limits::in_use(id_type)),
+            Some(None) => (limits::SQ_LIMIT as u32, queue::live_sqs() as u32),
+            None => return DRV_ERROR_NOT_SUPPORT,
+        };
+        crate::trace!("halResourceInfoQuery(type {ty}) = capacity {capacity}, used {used}");
+        // SAFETY: a `struct halResourceInfo` of 16 bytes.
+        unsafe {
+            std::ptr::write_bytes(info as *mut u8, 0, 16);
+            wr32(info, 0, capacity);
+            wr32(info, 4, used);
+        }
+        DRV_ERROR_NONE
     })
 }
 

@@ -315,7 +315,6 @@ not_supported!(
     halResourceIdCheck,
     halResourceIdInfoGet,
     halResourceIdRestore,
-    halResourceInfoQuery,
     halSdmaBatchCopy,
     halSdmaCopy,
     halSensorNodeRegister,

@@ -19,6 +19,9 @@
 //!   waits hold their SQ until the event is recorded; host callbacks are reported on their
 //!   callback CQ ([`queue`]).
 //!
+//! * the id spaces (streams, events, notifies, …) of the chip, refused at its limits as a driver
+//!   refuses ([`limits`]).
+//!
 //! Kernels are not run (there is no AI Core here): an AI Core / AI CPU entry completes with an
 //! error report, never silently. Every exported function catches panics.
 //!
@@ -29,6 +32,7 @@ pub mod cond;
 pub mod devinfo;
 mod exports;
 pub mod fallback;
+pub mod limits;
 pub mod memory;
 pub mod queue;
 pub mod reduce;

@@ -171,8 +171,15 @@ pub fn now_ns() -> u64 {
 }
 
 /// Allocates an SQ (with its physical CQ id, which the runtime keeps but never reads from) and
-/// starts its worker.
-pub fn alloc_sq(want_sq: Option<u32>, depth: u32) -> (u32, u32) {
+/// starts its worker; `None` when [`crate::limits::SQ_LIMIT`] SQs are live.
+pub fn alloc_sq(want_sq: Option<u32>, depth: u32) -> Option<(u32, u32)> {
+    if live_sqs() >= crate::limits::SQ_LIMIT {
+        crate::trace!(
+            "sq allocation refused: {} SQs live",
+            crate::limits::SQ_LIMIT
+        );
+        return None;
+    }
     let (sq, cq) = alloc_sq_only(want_sq, depth);
     let spawned = std::thread::Builder::new()
         .name(format!("hal-sim-sq{sq}"))
@@ -180,7 +187,12 @@ pub fn alloc_sq(want_sq: Option<u32>, depth: u32) -> (u32, u32) {
     if spawned.is_err() {
         crate::trace!("sq {sq}: no worker thread; entries will not run");
     }
-    (sq, cq)
+    Some((sq, cq))
+}
+
+/// Number of live SQs.
+pub fn live_sqs() -> usize {
+    with(|s| s.sqs.len())
 }
 
 fn alloc_sq_only(want_sq: Option<u32>, depth: u32) -> (u32, u32) {
@@ -914,7 +926,7 @@ mod tests {
     #[test]
     fn sdma_entries_copy_in_order_and_report() {
         let stream = 900;
-        let (sq, _) = alloc_sq(None, 16);
+        let (sq, _) = alloc_sq(None, 16).unwrap();
         let cq = alloc_logic_cq(None, stream);
         let dev = memory::alloc(64).unwrap();
         let src = [5u8; 64];
@@ -965,8 +977,8 @@ mod tests {
 
     #[test]
     fn event_wait_holds_its_queue_until_recorded() {
-        let (a, _) = alloc_sq(None, 16);
-        let (b, _) = alloc_sq(None, 16);
+        let (a, _) = alloc_sq(None, 16).unwrap();
+        let (b, _) = alloc_sq(None, 16).unwrap();
         let cq = alloc_logic_cq(None, 901);
         let cq_a = alloc_logic_cq(None, 902);
         // Stream b waits for event 3000, then reports; nothing has recorded it.
@@ -1005,7 +1017,7 @@ mod tests {
     fn callback_entry_reports_on_its_callback_cq() {
         let group = 77;
         let cb = alloc_callback_cq(group);
-        let (sq, _) = alloc_sq(None, 16);
+        let (sq, _) = alloc_sq(None, 16).unwrap();
         let mut e = [0u8; SQE_SIZE];
         e[0] = sqe_type::AICPU;
         e[16..18].copy_from_slice(&(cb as u16).to_le_bytes());
@@ -1078,8 +1090,8 @@ mod tests {
     #[test]
     fn captured_entries_run_once_per_model_execution() {
         let (exec, model_stream, model) = (910u16, 911u16, 40u16);
-        let (a, _) = alloc_sq(None, 16);
-        let (b, _) = alloc_sq(None, 16);
+        let (a, _) = alloc_sq(None, 16).unwrap();
+        let (b, _) = alloc_sq(None, 16).unwrap();
         let cq = alloc_logic_cq(None, u32::from(exec));
         let dst = memory::alloc(8).unwrap();
         let one: [u8; 8] = [1.5f32.to_le_bytes(), 2.0f32.to_le_bytes()]

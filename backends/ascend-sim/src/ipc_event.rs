@@ -4,12 +4,12 @@
 //!
 //! Order of checks, as the runtime: the ACL layer's NULL checks (`ACL_ERROR_INVALID_PARAM`,
 //! 100000: the handle, then the event, for the get call; the event out-pointer for the open
-//! call); then the chip's `RT_FEATURE_IPC_EVENT`: without it (the default, and the 910 and
-//! 310P products even with `XSIM_IPC=1`) `ACL_ERROR_RT_FEATURE_NOT_SUPPORT` (207000) before
+//! call); then the chip's `RT_FEATURE_IPC_EVENT`: without it (`XSIM_IPC=0`, and the 910 and
+//! 310P products always) `ACL_ERROR_RT_FEATURE_NOT_SUPPORT` (207000) before
 //! the event or the handle bytes are looked at; then an unknown event or one not created with
 //! `ACL_EVENT_IPC` → 107000.
 //!
-//! With `XSIM_IPC=1` on A2/A3 an exported event's state lives in a shared page (see
+//! On A2/A3 with IPC on (the default) an exported event's state lives in a shared page (see
 //! `ipc_shm`): each record in any process takes the next number of a shared counter,
 //! and a completion raises the shared "done" mark to its number. A query, synchronize or
 //! stream wait in any process refers to the latest record made by any process at the time of
@@ -43,7 +43,7 @@ pub struct AclrtIpcEventHandle {
     pub reserved: [c_char; ACL_IPC_EVENT_HANDLE_SIZE],
 }
 
-const NO_IPC: &str = "the simulated chip has no IPC events (XSIM_IPC=1 on A2/A3 has them)";
+const NO_IPC: &str = "the simulated chip has no IPC events (an A2/A3 with IPC on has them)";
 const MAGIC: u64 = u64::from_le_bytes(*b"XSIMIPCE");
 
 #[repr(C)]

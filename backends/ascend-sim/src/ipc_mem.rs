@@ -6,13 +6,13 @@
 //! Order of checks, as the runtime: the ACL layer's NULL checks (100000); the runtime's
 //! argument checks (107000: size or key length 0, export flags above
 //! `DISABLE_PID_VALIDATION`, import flags above `ENABLE_PEER_ACCESS`, a PID count ≤ 0); the
-//! product's `RT_FEATURE_IPC_MEMORY` (207000, the case without `XSIM_IPC`); then the driver.
+//! product's `RT_FEATURE_IPC_MEMORY` (207000, the case with `XSIM_IPC=0`); then the driver.
 //! The driver is closed source: the simulator answers its refusals (a key it does not know, a
 //! closed or freed export, an exporter that exited, a PID not on the whitelist, a key buffer
 //! too short, an address that is not the start of an `aclrtMalloc` block) with 107000, the
 //! runtime's mapping of the driver's "invalid value".
 //!
-//! With `XSIM_IPC=1` every `aclrtMalloc` block lives in a `memfd` after a one-page header
+//! With IPC on (the default) every `aclrtMalloc` block lives in a `memfd` after a one-page header
 //! (export state, nonce, PID whitelist); a key is `xsim-<pid>-<fd>-<nonce>`, and an import
 //! maps the same file, so reads and writes in either process touch the same bytes.
 //! `aclrtIpcMemClose(key)` in an importing process unmaps its oldest import of the key; in the
@@ -174,7 +174,7 @@ pub unsafe extern "C" fn aclrtIpcMemGetExportKey(
         if !ipc_memory_supported() {
             return err(
                 ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-                "the simulated product has no IPC memory (set XSIM_IPC=1)",
+                "the simulated product has no IPC memory (XSIM_IPC=0)",
             );
         }
         let g = lock(blocks());
@@ -229,7 +229,7 @@ pub unsafe extern "C" fn aclrtIpcMemSetImportPid(
         if !ipc_memory_supported() {
             return err(
                 ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-                "the simulated product has no IPC memory (set XSIM_IPC=1)",
+                "the simulated product has no IPC memory (XSIM_IPC=0)",
             );
         }
         // SAFETY: caller contract.
@@ -277,7 +277,7 @@ pub unsafe extern "C" fn aclrtIpcMemImportByKey(
         if !ipc_memory_supported() {
             return err(
                 ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-                "the simulated product has no IPC memory (set XSIM_IPC=1)",
+                "the simulated product has no IPC memory (XSIM_IPC=0)",
             );
         }
         // SAFETY: caller contract.
@@ -332,7 +332,7 @@ pub unsafe extern "C" fn aclrtIpcMemClose(key: *const c_char) -> i32 {
         if !ipc_memory_supported() {
             return err(
                 ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-                "the simulated product has no IPC memory (set XSIM_IPC=1)",
+                "the simulated product has no IPC memory (XSIM_IPC=0)",
             );
         }
         crate::device::cur_ctx()?;

@@ -1,4 +1,4 @@
-//! Shared memory behind the simulated IPC events and IPC memory (`XSIM_IPC=1`): anonymous
+//! Shared memory behind the simulated IPC events and IPC memory (on unless `XSIM_IPC=0`): anonymous
 //! `memfd` files that another process of the same user opens through
 //! `/proc/<pid>/fd/<fd>` while the owner lives. Nothing is left in `/dev/shm` when a process
 //! ends; a dead exporter's objects can no longer be opened (the `/proc` entry is gone), and a
@@ -12,16 +12,49 @@ use std::sync::atomic::Ordering::SeqCst;
 /// The page size the simulator lays shared objects out with.
 pub(crate) const PAGE: usize = 4096;
 
-/// Whether the simulated product has IPC memory and (on A2/A3) IPC events: `XSIM_IPC=1`.
-/// The runtime source lists `RT_FEATURE_IPC_MEMORY` for the 910, 310P and 910B/910C
-/// configurations and `RT_FEATURE_IPC_EVENT` only for the 910B/910C (and 950) ones; without
-/// `XSIM_IPC` the simulator keeps its older model of a chip with neither.
+/// Programmatic IPC switch (`xsimSetIpc`): 0 = follow `XSIM_IPC`, 1 = on, 2 = off.
+static IPC_OVERRIDE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Whether the simulated product has IPC memory and (on A2/A3) IPC events: on unless
+/// `XSIM_IPC=0` (or `off`, `no`, `false`) or `xsimSetIpc(0)`. The runtime source lists
+/// `RT_FEATURE_IPC_MEMORY` for the 910, 310P and 910B/910C configurations and
+/// `RT_FEATURE_IPC_EVENT` only for the 910B/910C (and 950) ones; switched off, the simulator is a
+/// chip with neither.
 pub(crate) fn ipc_enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| {
-        std::env::var("XSIM_IPC")
-            .map(|v| matches!(v.trim(), "1" | "on" | "yes" | "true"))
-            .unwrap_or(false)
+    match IPC_OVERRIDE.load(SeqCst) {
+        1 => true,
+        2 => false,
+        _ => *ON.get_or_init(|| {
+            std::env::var("XSIM_IPC")
+                .map(|v| !matches!(v.trim(), "0" | "off" | "no" | "false"))
+                .unwrap_or(true)
+        }),
+    }
+}
+
+/// `aclError xsimSetIpc(int32_t on)`: 1 gives the product IPC memory and (on A2/A3) IPC events,
+/// 0 takes them away, -1 goes back to `XSIM_IPC`; anything else → 100000. Device blocks already
+/// allocated keep their backing (only blocks allocated while IPC is on can be exported).
+///
+/// # Safety
+/// No pointer arguments.
+#[no_mangle]
+pub unsafe extern "C" fn xsimSetIpc(on: i32) -> i32 {
+    ffi("xsimSetIpc", false, || {
+        let v = match on {
+            -1 => 0,
+            1 => 1,
+            0 => 2,
+            _ => {
+                return err(
+                    ACL_ERROR_INVALID_PARAM,
+                    format!("xsimSetIpc({on}): 1, 0 or -1"),
+                )
+            }
+        };
+        IPC_OVERRIDE.store(v, SeqCst);
+        Ok(())
     })
 }
 

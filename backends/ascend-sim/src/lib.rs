@@ -32,15 +32,16 @@
 //! | `host_mem` | which host ranges are page-locked (the captured-copy rule) |
 //! | `hosttask` | host tasks of other simulated libraries (`xsimLaunchHostTask`; simulator-only) |
 //! | `hostfunc` | host-func subscriptions (`aclrtSubscribeHostFunc`, `aclrtProcessHostFunc`) |
-//! | `ipc_event` | IPC event handles (`aclrtIpcGetEventHandle`, `aclrtIpcOpenEventHandle`): across processes with `XSIM_IPC=1` on A2/A3, else refused (207000) |
-//! | `ipc_mem` | IPC memory (`aclrtIpcMemGetExportKey`, `aclrtIpcMemSetImportPid`, `aclrtIpcMemImportByKey`, `aclrtIpcMemClose`): across processes with `XSIM_IPC=1`, else refused (207000) |
-//! | `ipc_shm` | the shared memory (memfd) behind both |
+//! | `ipc_event` | IPC event handles (`aclrtIpcGetEventHandle`, `aclrtIpcOpenEventHandle`): across processes on A2/A3 (on unless `XSIM_IPC=0`), else refused (207000) |
+//! | `ipc_mem` | IPC memory (`aclrtIpcMemGetExportKey`, `aclrtIpcMemSetImportPid`, `aclrtIpcMemImportByKey`, `aclrtIpcMemClose`): across processes (on unless `XSIM_IPC=0`), else refused (207000) |
+//! | `ipc_shm` | the shared memory (memfd) behind both; the switch `xsimSetIpc` |
 //! | `kernel` | kernel binaries and launches (`aclrtBinaryLoadFromData`, `aclrtKernelArgs*`, `aclrtLaunchKernel*`) |
 //! | `memory` | `aclrtMalloc/Free`, `aclrtMallocHost/FreeHost`, `aclrtMemcpy`, `*Async` copies |
 //! | `memset` | the synchronous `aclrtMemset` |
 //! | `real_kernels` | the `XSIM_REAL_KERNELS` switch (`xsimSetRealKernels`): refuse the test-only kernel format as a real runtime does |
 //! | `reduce` | `aclrtReduceAsync`, the runtime's built-in reduce task, with its checks per product |
 //! | `registry` | live handles by address, lookups, live counters (`xsimLive*`) |
+//! | `satmode` | the device saturation mode (`aclrtSetDeviceSatMode` / `aclrtGetDeviceSatMode`) |
 //! | `stream` | the stream object and worker; create, destroy, synchronize, query, abort |
 //! | `stream_attr` | stream properties: failure mode, priority, flags, id, attributes |
 //! | `stream_config` | stream configuration handles and `aclrtCreateStreamV2` |
@@ -85,6 +86,7 @@ pub mod peer;
 pub mod real_kernels;
 pub mod reduce;
 pub mod registry;
+pub mod satmode;
 pub mod stream;
 pub mod stream_attr;
 pub mod stream_config;
@@ -106,12 +108,14 @@ pub use hostfunc::*;
 pub use hosttask::*;
 pub use ipc_event::*;
 pub use ipc_mem::*;
+pub use ipc_shm::xsimSetIpc;
 pub use kernel::*;
 pub use memory::*;
 pub use memset::*;
 pub use real_kernels::*;
 pub use reduce::*;
 pub use registry::*;
+pub use satmode::*;
 pub use stream::*;
 pub use stream_attr::*;
 pub use stream_config::*;

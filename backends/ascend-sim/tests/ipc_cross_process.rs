@@ -1,4 +1,4 @@
-//! IPC memory and IPC events across processes on the simulator with `XSIM_IPC=1` (an A2/A3
+//! IPC memory and IPC events across processes on the simulator's default product (an A2/A3
 //! product with both features). The test spawns this binary again as an exporter and an
 //! importer (and, after the exporter exits, a late importer) and talks to them over pipes;
 //! every child stops itself (a bounded read of its next command) and the parent kills any
@@ -20,7 +20,7 @@ fn spawn(role: &str, extra: &[(&str, String)]) -> Child {
     let mut c = Command::new(std::env::current_exe().unwrap());
     c.args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
         .env(ROLE, role)
-        .env("XSIM_IPC", "1")
+        .env_remove("XSIM_IPC")
         .env_remove("XSIM_PRODUCT")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());

@@ -1,6 +1,7 @@
-//! `aclrtIpcGetEventHandle` / `aclrtIpcOpenEventHandle` on the simulated chip, which has no IPC
-//! events: the ACL-layer NULL checks (100000), then the feature refusal (207000) before the
-//! event or the handle bytes are looked at, as the runtime does on such a chip.
+//! `aclrtIpcGetEventHandle` / `aclrtIpcOpenEventHandle` on the simulated chip switched to one
+//! without IPC (`xsimSetIpc(0)`, as `XSIM_IPC=0`): the ACL-layer NULL checks (100000), then the
+//! feature refusal (207000) before the event or the handle bytes are looked at, as the runtime
+//! does on such a chip. The default A2 has IPC events and IPC memory.
 
 mod common;
 use ascendcl::codes::*;
@@ -10,7 +11,9 @@ use std::ptr::null_mut;
 
 #[test]
 fn ipc_event_handles_are_refused_on_a_chip_without_ipc_events() {
-    let _g = common::shared();
+    let _g = common::exclusive();
+    // SAFETY: no pointer arguments.
+    assert_eq!(unsafe { xsimSetIpc(0) }, 0);
     let mut ev: *mut c_void = null_mut();
     // SAFETY: valid out-pointer.
     assert_eq!(unsafe { aclrtCreateEvent(&mut ev) }, 0);
@@ -79,5 +82,18 @@ fn ipc_event_handles_are_refused_on_a_chip_without_ipc_events() {
             ACL_ERROR_RT_FEATURE_NOT_SUPPORT
         );
         assert_eq!(aclrtFree(p), 0);
+        assert_eq!(xsimSetIpc(5), ACL_ERROR_INVALID_PARAM);
+        // Back to the default: an A2 has IPC events and IPC memory (unless XSIM_IPC=0).
+        assert_eq!(xsimSetIpc(-1), 0);
+        if std::env::var_os("XSIM_IPC").is_none() {
+            let mut ipc: *mut c_void = null_mut();
+            assert_eq!(aclrtCreateEventExWithFlag(&mut ipc, ACL_EVENT_IPC), 0);
+            assert_eq!(aclrtIpcGetEventHandle(ipc, &mut h), 0);
+            assert_eq!(aclrtDestroyEvent(ipc), 0);
+            let mut p: *mut c_void = null_mut();
+            assert_eq!(aclrtMalloc(&mut p, 64, 0), 0);
+            assert_eq!(aclrtIpcMemGetExportKey(p, 64, key.as_mut_ptr(), 65, 0), 0);
+            assert_eq!(aclrtFree(p), 0);
+        }
     }
 }

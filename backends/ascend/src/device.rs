@@ -25,6 +25,15 @@ use crate::stream::{AscendStream, StreamState};
 use crate::sys::{consts, AclFns, DevPtr, RawContext};
 use crate::{result, AscendBackend};
 
+/// What floating-point overflow gives on the device (`aclrtFloatOverflowMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaturationMode {
+    /// Overflow saturates to the largest finite value (`ACL_RT_OVERFLOW_MODE_SATURATION`, 0).
+    Saturation,
+    /// Overflow gives inf, invalid operations NaN (`ACL_RT_OVERFLOW_MODE_INFNAN`, 1).
+    InfNan,
+}
+
 static EPOCH: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
@@ -398,6 +407,38 @@ impl AscendDevice {
     pub fn bind(&self) -> Result<()> {
         ensure_not_in_callback()?;
         self.inner.bind()
+    }
+
+    /// The saturation mode (`aclrtGetDeviceSatMode`): whether floating-point overflow on the
+    /// device saturates to the largest finite value or gives inf/NaN. One value for the whole
+    /// process in the CANN runtime, saturation at start. ACL-only extension: the portable API
+    /// has no device attributes (CUDA has no such switch).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when the runtime lacks the call; its errors.
+    pub fn saturation_mode(&self) -> Result<SaturationMode> {
+        match result::sysinfo::sat_mode(self.inner.t)? {
+            0 => Ok(SaturationMode::Saturation),
+            1 => Ok(SaturationMode::InfNan),
+            m => Err(Error::invalid(format!(
+                "aclrtGetDeviceSatMode answered mode {m}, neither saturation (0) nor inf/NaN (1)"
+            ))),
+        }
+    }
+
+    /// Sets the saturation mode (`aclrtSetDeviceSatMode`) for the process. A chip with only the
+    /// saturation mode (the 910, the 310P) refuses inf/NaN (207000 → [`Error::Unsupported`]).
+    ///
+    /// # Errors
+    /// [`Error::NotPermitted`] inside a callback; [`Error::Unsupported`] when the runtime lacks
+    /// the call or the chip the mode; its errors.
+    pub fn set_saturation_mode(&self, mode: SaturationMode) -> Result<()> {
+        ensure_not_in_callback()?;
+        let m = match mode {
+            SaturationMode::Saturation => 0,
+            SaturationMode::InfNan => 1,
+        };
+        result::sysinfo::set_sat_mode(self.inner.t, m)
     }
 
     /// How many callbacks of this device have not run yet.

@@ -41,6 +41,7 @@ pub const CODES: &[(i32, &str, bool)] = &[
     (207_000, "ACL_ERROR_RT_FEATURE_NOT_SUPPORT", false),
     (207_001, "ACL_ERROR_RT_MEMORY_ALLOCATION", false),
     (207_003, "ACL_ERROR_RT_AICORE_OVER_FLOW", false),
+    (207_005, "ACL_ERROR_RT_RESOURCE_ALLOC_FAIL", false),
     (207_007, "ACL_ERROR_RT_NO_EVENT_RESOURCE", false),
     (207_008, "ACL_ERROR_RT_NO_STREAM_RESOURCE", false),
     (207_016, "ACL_ERROR_RT_AIVEC_OVER_FLOW", false),
@@ -112,7 +113,7 @@ impl std::error::Error for AclError {}
 ///
 /// | codes | xstream error |
 /// |---|---|
-/// | 207007, 207008 | [`Error::ResourceExhausted`] (message names the code) |
+/// | 207005, 207007, 207008 | [`Error::ResourceExhausted`] (message names the code) |
 /// | 507046, 507047 | [`Error::Timeout`] (the caller fills the duration via [`with_timeout`]) |
 /// | 107027 / 107028 / 107029 / 107031 / 107036 / 107038 / 507903 | [`Error::Capture`] |
 /// | 107002, 107003 | [`Error::WrongDevice`] naming the context rule and the code |
@@ -132,6 +133,11 @@ pub fn map_error(api: &'static str, code: i32, message: Option<String>) -> Error
         207_008 => Error::ResourceExhausted {
             backend: BackendKind::Ascend,
             detail: with_code("stream limit of the device reached"),
+        },
+        // The runtime's answer to the driver's DRV_ERROR_NO_RESOURCES (`errcode_manage.cc`).
+        207_005 => Error::ResourceExhausted {
+            backend: BackendKind::Ascend,
+            detail: with_code("the driver has no resource left"),
         },
         507_046 | 507_047 => Error::Timeout(std::time::Duration::ZERO),
         107_027 | 107_028 => capture(CaptureErrorKind::Unsupported),

@@ -284,7 +284,16 @@ pub const GROUPS: &[SymbolGroup] = &[
     },
     IPC_EVENT_HANDLES,
     IPC_MEMORY,
+    SATURATION_MODE,
 ];
+
+/// The device saturation mode ([`AscendDevice::saturation_mode`](crate::AscendDevice::saturation_mode)):
+/// whether floating-point overflow saturates or gives inf/NaN.
+pub const SATURATION_MODE: SymbolGroup = SymbolGroup {
+    name: "device saturation mode",
+    capability: None,
+    symbols: &["aclrtGetDeviceSatMode", "aclrtSetDeviceSatMode"],
+};
 
 /// Interprocess memory: [`IpcBuffer`](xstream_core::IpcBuffer) through the export-key calls
 /// (whether the product has IPC memory shows when a buffer is exported: 207000 otherwise).

@@ -502,6 +502,8 @@ acl_table! {
         aclrtIpcMemSetImportPid = c"aclrtIpcMemSetImportPid": fn(*const c_char, *mut i32, usize) -> aclError;
         aclrtIpcMemImportByKey = c"aclrtIpcMemImportByKey": fn(PP, *const c_char, u64) -> aclError;
         aclrtIpcMemClose = c"aclrtIpcMemClose": fn(*const c_char) -> aclError;
+        aclrtSetDeviceSatMode = c"aclrtSetDeviceSatMode": fn(i32) -> aclError;
+        aclrtGetDeviceSatMode = c"aclrtGetDeviceSatMode": fn(*mut i32) -> aclError;
     }
 }
 

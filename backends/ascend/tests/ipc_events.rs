@@ -1,7 +1,8 @@
 //! Interprocess events on the Ascend backend over the ACL simulator (a test double, not
-//! hardware). The simulated chip has no IPC events (its `aclrtIpcOpenEventHandle` refuses
-//! with 207000, as the runtime on such a chip): every path must end in a clear xstream
-//! error, never a crash.
+//! hardware) switched to a chip without IPC (`xsimSetIpc(0)`, as `XSIM_IPC=0`): its
+//! `aclrtIpcOpenEventHandle` refuses with 207000, as the runtime on such a chip, and every path
+//! must end in a clear xstream error, never a crash. (The default simulated A2 has IPC events:
+//! `ipc_memory.rs`.)
 mod common;
 
 use xstream_ascend::AscendEvent;
@@ -15,6 +16,8 @@ fn ipc_events_are_refused_cleanly_on_the_simulated_chip() {
         return;
     }
     let _g = common::global_lock();
+    common::setup();
+    assert_eq!(common::Sim::get().set_ipc(Some(false)), 0);
     let d = common::device(0);
     // Not an INTERPROCESS event (best effort dropped the flag on this chip).
     let e = d

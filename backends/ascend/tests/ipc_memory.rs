@@ -1,5 +1,5 @@
 //! Interprocess buffers and events on the Ascend backend over the ACL simulator (a test
-//! double, not hardware) in its product mode with IPC (`XSIM_IPC=1`): a producer process and a
+//! double, not hardware) as its default A2, which has IPC: a producer process and a
 //! consumer process (this test binary started again) share a range of a device buffer and an
 //! event; whitelisted exports (`export_ipc_range_for`) admit only the named process. Every
 //! wait has a bound; a child past its bound is killed.
@@ -26,7 +26,6 @@ fn spawn(role: &str) -> Child {
 
 fn spawn_test(test: &str, role: &str) -> Child {
     let mut env = simulator::env(2);
-    env.push(("XSIM_IPC", "1".into()));
     env.push((ROLE, role.into()));
     child::spawn_test(test, env)
 }

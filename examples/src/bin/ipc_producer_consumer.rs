@@ -7,7 +7,7 @@
 //! ```sh
 //! cargo run -p xstream-examples --bin ipc_producer_consumer -- --backend host
 //! cargo run -p xstream-examples --bin ipc_producer_consumer -- --backend cuda
-//! XSIM_IPC=1 XSTREAM_ACL_LIBRARY=target/debug/libascendcl.so \
+//! XSTREAM_ACL_LIBRARY=target/debug/libascendcl.so \
 //!     cargo run -p xstream-examples --bin ipc_producer_consumer -- --backend ascend
 //! ```
 //!
@@ -23,8 +23,8 @@
 //!    against the reference.
 //!
 //! Backends: host (shared memory under `/dev/shm`), CUDA (`cuIpc*`) and Ascend (the ACL IPC
-//! event calls and export keys; on the ACL simulator in its product mode with IPC,
-//! `XSIM_IPC=1`; a product without IPC events is refused when the device is chosen).
+//! event calls and export keys; on the ACL simulator's default A2, which has IPC (`XSIM_IPC=0`
+//! takes it away); a product without IPC events is refused when the device is chosen).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, ExitCode, Stdio};

@@ -145,6 +145,22 @@ pub(crate) fn memset(t: &AclFns, p: DevPtr, len: usize, value: u8) -> Result<()>
     })
 }
 
+/// `aclrtGetDeviceSatMode`: the process's `aclrtFloatOverflowMode`.
+pub(crate) fn sat_mode(t: &AclFns) -> Result<i32> {
+    let f = super::opt(t.aclrtGetDeviceSatMode, "aclrtGetDeviceSatMode")?;
+    let mut m = -1;
+    // SAFETY: `m` is a valid out-pointer for the call.
+    super::check(t, "aclrtGetDeviceSatMode", unsafe { f(&mut m) })?;
+    Ok(m)
+}
+
+/// `aclrtSetDeviceSatMode(mode)`.
+pub(crate) fn set_sat_mode(t: &AclFns, mode: i32) -> Result<()> {
+    let f = super::opt(t.aclrtSetDeviceSatMode, "aclrtSetDeviceSatMode")?;
+    // SAFETY: no pointers; the runtime checks the value.
+    super::check(t, "aclrtSetDeviceSatMode", unsafe { f(mode) })
+}
+
 /// `aclDataTypeSize`, when exported.
 pub(crate) fn data_type_size(t: &AclFns, acl_type: i32) -> Option<usize> {
     let f = t.aclDataTypeSize?;
