@@ -47,7 +47,7 @@ fn sampled(n: usize) -> Vec<usize> {
     v
 }
 
-/// Every how many streams one gets work in [`resource_limits`].
+/// Every how many streams one gets work in the `resource_limits` check.
 pub const WORK_STRIDE: usize = 128;
 
 /// Each sampled stream writes its index into its own word of one buffer and is synchronized;

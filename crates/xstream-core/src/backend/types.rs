@@ -137,8 +137,8 @@ pub struct DeviceInfo {
     pub uuid: Option<crate::devinfo::DeviceUuid>,
     /// The PCI bus id (`domain:bus:device.function`), where the vendor has one.
     pub pci_bus_id: Option<String>,
-    /// The alignment, in bytes, of the first byte of every buffer from [`Device::alloc`]
-    /// and [`Stream::alloc_async`] (what vector loads and vendor operator libraries rely on):
+    /// The alignment, in bytes, of the first byte of every buffer from [`Device::alloc`](crate::Device::alloc)
+    /// and [`Stream::alloc_async`](crate::Stream::alloc_async) (what vector loads and vendor operator libraries rely on):
     /// the vendor's guarantee, 256 on CUDA (`cuMemAlloc`), 64 on Ascend (`aclrtMalloc`'s
     /// documented start alignment), 256 on the host backend (which aligns its blocks so).
     /// Buffers wrapped with `from_raw_borrowed` have whatever alignment their owner gave.

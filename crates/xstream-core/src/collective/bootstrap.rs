@@ -1,6 +1,6 @@
 //! Bootstrap: a rank's place in a job and the job's [`UniqueId`], from the environment the way
 //! launchers pass them (torchrun, Slurm, Open MPI, MPICH/Hydra, PMI: see
-//! [`launcher`](super::launcher) for the variables, their order and rank 0's endpoint).
+//! [`launcher`] for the variables, their order and rank 0's endpoint).
 //!
 //! | variable | meaning |
 //! |---|---|
@@ -189,7 +189,7 @@ impl Bootstrap {
     ///
     /// # Errors
     /// `make`'s errors; [`write_id_file`]'s and [`read_id_file`]'s errors;
-    /// [`RendezvousServer::serve`]'s and [`fetch_id`]'s errors.
+    /// [`RendezvousServer::serve`]'s and [`fetch_id`](super::rendezvous::fetch_id)'s errors.
     pub fn unique_id(
         &self,
         make: impl FnOnce() -> Result<UniqueId>,
