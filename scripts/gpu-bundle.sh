@@ -80,7 +80,7 @@ if cargo build --release -p xstream-examples --bins -j "$JOBS" >>"$B/build.log" 
     mkdir -p "$B/bin/examples"
     tdir="${CARGO_TARGET_DIR:-target}"
     for e in pipeline user_kernel async_streams runtime_skeleton cudarc_interop data-parallel-allreduce \
-             ipc_producer_consumer erased_runtime; do
+             ipc_producer_consumer erased_runtime tensor; do
         [ -x "$tdir/release/$e" ] && cp "$tdir/release/$e" "$B/bin/examples/$e"
     done
     echo "   examples: $(ls "$B/bin/examples" | tr '\n' ' ')"
