@@ -38,6 +38,9 @@ DOCS = os.path.join(ROOT, "docs")
 #           (tests/tests/stress.rs result lines), "conform" (`xstream conform` result lines
 #           of `source` and of each `more` log, one column each)
 TABLES = {
+    "run20-steps": dict(
+        doc="gpu-verification.md", source="gpu-runs/2026-11-27-2xh100-run20/run20-summary.tsv",
+        kind="tsv"),
     "run19-steps": dict(
         doc="gpu-verification.md", source="gpu-runs/2026-11-27-2xh100-run19/run19-summary.tsv",
         kind="tsv"),
