@@ -654,6 +654,14 @@ macro_rules! host_arg_getter {
     };
 }
 
+/// The error of a buffer argument that is not a whole number of aligned `T`s.
+fn typed_error<T>(len: usize, e: bytemuck::PodCastError) -> Error {
+    Error::invalid(format!(
+        "host kernel argument: a buffer of {len} bytes as [{}]: {e:?}",
+        std::any::type_name::<T>()
+    ))
+}
+
 impl HostArg<'_> {
     /// The parameter kind of this argument.
     pub const fn kind(&self) -> ParamKind {
@@ -718,6 +726,33 @@ impl HostArg<'_> {
     pub fn buffer(&mut self) -> Result<&mut [u8]> {
         match self {
             Self::Buffer(b) => Ok(b),
+            other => Err(other.mismatch(ParamKind::Buffer)),
+        }
+    }
+
+    /// The buffer's bytes as elements of `T`, writable (a host kernel's typed view of its
+    /// buffer argument). Buffers start on [`DeviceInfo::base_alignment`](crate::DeviceInfo)
+    /// (256 bytes on the host backend), so a view whose offset is a multiple of `T`'s
+    /// alignment casts.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the argument is not a buffer, or its bytes are not a
+    /// whole number of aligned `T`s.
+    pub fn typed_mut<T: bytemuck::Pod>(&mut self) -> Result<&mut [T]> {
+        let b = self.buffer()?;
+        let len = b.len();
+        bytemuck::try_cast_slice_mut(b).map_err(|e| typed_error::<T>(len, e))
+    }
+
+    /// The buffer's bytes as elements of `T`, read-only.
+    ///
+    /// # Errors
+    /// As [`HostArg::typed_mut`].
+    pub fn typed<T: bytemuck::Pod>(&self) -> Result<&[T]> {
+        match self {
+            Self::Buffer(b) => {
+                bytemuck::try_cast_slice(b).map_err(|e| typed_error::<T>(b.len(), e))
+            }
             other => Err(other.mismatch(ParamKind::Buffer)),
         }
     }
@@ -877,6 +912,26 @@ pub fn missing_function(name: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_buffer_arguments_read_as_typed_slices() {
+        let mut words = [1u32, 2, 3, 4];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
+        let mut arg = HostArg::Buffer(bytes);
+        assert_eq!(arg.typed::<u32>().unwrap(), &[1, 2, 3, 4]);
+        arg.typed_mut::<u32>().unwrap()[2] = 30;
+        assert_eq!(arg.typed::<u64>().unwrap().len(), 2);
+        assert!(
+            arg.typed::<[u8; 3]>().is_err(),
+            "16 bytes are not whole 3-byte elements"
+        );
+        assert_eq!(words, [1, 2, 30, 4]);
+        let mut odd = [0u32; 2];
+        let b: &mut [u8] = bytemuck::cast_slice_mut(&mut odd);
+        let mut misaligned = HostArg::Buffer(&mut b[1..5]);
+        assert!(misaligned.typed_mut::<u32>().is_err(), "misaligned");
+        assert!(HostArg::U32(1).typed::<u32>().is_err(), "not a buffer");
+    }
 
     #[test]
     fn arg_check_names_the_problem() {
