@@ -915,17 +915,21 @@ mod tests {
 
     #[test]
     fn host_buffer_arguments_read_as_typed_slices() {
-        let mut words = [1u32, 2, 3, 4];
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
+        // 8-byte aligned storage, so the bytes may be read as u32 and as u64.
+        let mut store = [0u64; 2];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut store);
         let mut arg = HostArg::Buffer(bytes);
-        assert_eq!(arg.typed::<u32>().unwrap(), &[1, 2, 3, 4]);
+        arg.typed_mut::<u32>()
+            .unwrap()
+            .copy_from_slice(&[1, 2, 3, 4]);
         arg.typed_mut::<u32>().unwrap()[2] = 30;
+        assert_eq!(arg.typed::<u32>().unwrap(), &[1, 2, 30, 4]);
         assert_eq!(arg.typed::<u64>().unwrap().len(), 2);
         assert!(
             arg.typed::<[u8; 3]>().is_err(),
             "16 bytes are not whole 3-byte elements"
         );
-        assert_eq!(words, [1, 2, 30, 4]);
+        assert_eq!(store[1], u64::from_le_bytes([30, 0, 0, 0, 4, 0, 0, 0]));
         let mut odd = [0u32; 2];
         let b: &mut [u8] = bytemuck::cast_slice_mut(&mut odd);
         let mut misaligned = HostArg::Buffer(&mut b[1..5]);
