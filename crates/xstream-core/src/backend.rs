@@ -197,7 +197,9 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// [`Error::Unsupported`] where the backend cannot register host memory; vendor errors of
-    /// the registration (ACL refuses a page already registered); the wait for the scope's
+    /// the registration: ACL registers the whole pages holding `data` and refuses a page that
+    /// holds other page-locked or registered memory (keep slices you register on pages of
+    /// their own, e.g. page-aligned allocations, when other page-locked memory is alive); the wait for the scope's
     /// copies (reported after the memory was unregistered). The closure's own result is
     /// returned inside `Ok`.
     fn with_registered_host<T: bytemuck::Pod, R>(
