@@ -68,12 +68,16 @@ impl Comm {
         let p = w.phase(self.rank).fetch_add(1, SeqCst) + 1;
         let mut waiter = Waiter::new(self, token, config().exec_timeout);
         loop {
-            let behind = (0..w.nranks).filter(|&r| w.phase(r).load(SeqCst) < p);
             let mut any = false;
-            for r in behind {
-                any = true;
-                if w.departed(r).load(SeqCst) != 0 {
-                    return Err(HCCL_E_REMOTE);
+            for r in 0..w.nranks {
+                // Departure first, then the phase: a peer that passed the barrier and then
+                // departed between two such loads must not look departed while behind.
+                let gone = w.departed(r).load(SeqCst) != 0;
+                if w.phase(r).load(SeqCst) < p {
+                    any = true;
+                    if gone {
+                        return Err(HCCL_E_REMOTE);
+                    }
                 }
             }
             if !any {

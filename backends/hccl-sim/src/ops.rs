@@ -559,6 +559,15 @@ fn p2p(c: &Comm, items: &[P2p], token: *const c_void) -> Result<(), HcclResult> 
         .collect();
     let mut waiter = Waiter::new(c, token, config().exec_timeout);
     loop {
+        // Whether a peer of an unfinished flow had departed before this pass: a peer departs
+        // after its last write, so a pass that starts after seeing it gone sees all it wrote
+        // (checking after the pass could fail a flow whose data arrived during it).
+        let gone_before = {
+            let w = &c.world;
+            flows
+                .iter()
+                .any(|f| f.done < f.total() && w.departed(f.p.peer).load(SeqCst) != 0)
+        };
         let mut busy: Vec<(bool, u32)> = Vec::new();
         let mut moved = false;
         let mut left = false;
@@ -578,12 +587,9 @@ fn p2p(c: &Comm, items: &[P2p], token: *const c_void) -> Result<(), HcclResult> 
         if moved {
             waiter.progressed();
         } else {
-            // Nothing moved: a departed peer of an unfinished flow will never move it.
-            let w = &c.world;
-            let gone = flows
-                .iter()
-                .any(|f| f.done < f.total() && w.departed(f.p.peer).load(SeqCst) != 0);
-            if gone {
+            // Nothing moved although a peer of an unfinished flow had already departed
+            // before this pass: it will never move it.
+            if gone_before {
                 return Err(HCCL_E_REMOTE);
             }
             waiter.idle()?;
