@@ -540,8 +540,10 @@ fn dropped_stream_releases(
         "a dropped stream whose work had completed left its buffer's cuMemFree to another \
          thread (it runs later, at a time the caller does not control)"
     );
+    // This thread's calls only: another thread's late release of an earlier check's work
+    // may launch a host function meanwhile (seen once on a loaded CI machine).
     assert_eq!(
-        null.calls("cuLaunchHostFunc"),
+        null.count(b"xnull_thread_calls\0", "cuLaunchHostFunc"),
         0,
         "a completed stream's release went through a host function"
     );
