@@ -105,8 +105,20 @@ fn interprocess_consults_the_probed_capability() {
     }
     let _g = global_lock();
     // A chip without IPC events: the simulator switched as `XSIM_IPC=0` before the device opens.
+    // The switch is restored when the test ends (pass or fail), and the device is a context of
+    // its own, probed now: the primary context may already be open in this process (another
+    // test of this binary holding it, e.g. under valgrind, where tests share one process) with
+    // the capabilities it was probed with.
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = Sim::get().set_ipc(None);
+        }
+    }
+    common::setup();
     assert_eq!(Sim::get().set_ipc(Some(false)), 0);
-    let d = common::device(0);
+    let _restore = Restore;
+    let d = xstream_ascend::AscendDevice::new_isolated(0).expect("an isolated context");
     assert!(!d
         .info()
         .capabilities
