@@ -362,17 +362,24 @@ fn child(lib: &Path) {
     // The copies move the bytes (device memory is host memory in the double).
     let pattern: Vec<u32> = (0..(LEN / 4) as u32).map(|i| i ^ 0x5a5a_5a5a).collect();
     let mut back = vec![0u32; LEN / 4];
-    s.write_from(&buf, &pattern[..]).expect("write_from");
-    s.read_into(&buf, &mut back[..]).expect("read_into");
-    assert_eq!(back, pattern, "write_from + read_into round trip");
+    s.write_from_blocking(&buf, &pattern[..])
+        .expect("write_from_blocking");
+    s.read_into_blocking(&buf, &mut back[..])
+        .expect("read_into_blocking");
+    assert_eq!(
+        back, pattern,
+        "write_from_blocking + read_into_blocking round trip"
+    );
     hb.typed_mut::<u32>()
         .expect("typed_mut")
         .iter_mut()
         .for_each(|w| *w = 7);
     s.write_from_host(&hb, 0, &buf).expect("write_from_host");
-    s.read_into(&buf, &mut back[..]).expect("read_into");
+    s.read_into_blocking(&buf, &mut back[..])
+        .expect("read_into_blocking");
     assert!(back.iter().all(|&w| w == 7), "write_from_host");
-    s.write_from(&buf, &pattern[..]).expect("write_from");
+    s.write_from_blocking(&buf, &pattern[..])
+        .expect("write_from_blocking");
     s.read_into_host(&buf, &mut hb, 0).expect("read_into_host");
     assert_eq!(hb.typed::<u32>().expect("typed"), &pattern[..]);
     // A launch with a wrong argument is refused before the driver sees it.
@@ -449,15 +456,15 @@ fn child(lib: &Path) {
         &null,
         &names,
         &s,
-        "write_from 4 KiB (pageable)",
-        || s.write_from(&buf, &data[..]).unwrap(),
+        "write_from_blocking 4 KiB (pageable)",
+        || s.write_from_blocking(&buf, &data[..]).unwrap(),
     ));
     rows.push(measure(
         &null,
         &names,
         &s,
-        "read_into 4 KiB (pageable)",
-        || s.read_into(&buf, &mut data[..]).unwrap(),
+        "read_into_blocking 4 KiB (pageable)",
+        || s.read_into_blocking(&buf, &mut data[..]).unwrap(),
     ));
     rows.push(measure(
         &null,
@@ -477,7 +484,7 @@ fn child(lib: &Path) {
         drop(s.record_event().unwrap())
     }));
     rows.push(measure(&null, &names, &s, "join (another stream)", || {
-        s.join(&other).unwrap()
+        s.wait_stream(&other).unwrap()
     }));
     print_rows(&rows);
     check_rows(&rows);
@@ -585,7 +592,8 @@ fn raw_buffers(null: &Null, dev: &xstream_cuda::CudaDevice, s: &CudaStream) {
     use xstream_core::{BackendKind, Error, RawAlloc, RawBuffer};
     let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
     let b = dev.alloc(1000).expect("alloc");
-    s.write_from(&b, &data).expect("write_from");
+    s.write_from_blocking(&b, &data)
+        .expect("write_from_blocking");
     null.reset();
     let raw = b.into_raw();
     s.synchronize().expect("synchronize");
@@ -681,11 +689,13 @@ fn raw_buffers(null: &Null, dev: &xstream_cuda::CudaDevice, s: &CudaStream) {
     let alias = unsafe { xstream_cuda::CudaBuffer::from_raw_borrowed(dev, raw) }
         .expect("from_raw_borrowed");
     let mut got = vec![0u8; 1000];
-    s.read_into(&alias, &mut got).expect("read_into");
+    s.read_into_blocking(&alias, &mut got)
+        .expect("read_into_blocking");
     assert_eq!(got, data, "the bytes did not survive into_raw / from_raw");
     s.memset(&back, 0, 8, 0xee)
         .expect("memset through the owner");
-    s.read_into(&alias, &mut got).expect("read_into");
+    s.read_into_blocking(&alias, &mut got)
+        .expect("read_into_blocking");
     assert_eq!(
         &got[..8],
         &[0xee; 8],
@@ -749,8 +759,14 @@ fn check_rows(rows: &[Row]) {
     // Pageable typed copies: the copy and a `cuStreamSynchronize` (the slice is free again on
     // return), no allocation (stream/memory.rs `write_bytes_now` / `read_bytes_now`).
     for (label, copy) in [
-        ("write_from 4 KiB (pageable)", "cuMemcpyHtoDAsync_v2"),
-        ("read_into 4 KiB (pageable)", "cuMemcpyDtoHAsync_v2"),
+        (
+            "write_from_blocking 4 KiB (pageable)",
+            "cuMemcpyHtoDAsync_v2",
+        ),
+        (
+            "read_into_blocking 4 KiB (pageable)",
+            "cuMemcpyDtoHAsync_v2",
+        ),
     ] {
         let r = by(label);
         expect_calls(r, &[(copy, N), ("cuStreamSynchronize", N)]);
@@ -790,7 +806,7 @@ fn check_rows(rows: &[Row]) {
         ],
     );
     assert_eq!(r.allocs, 2 * N, "record_event: heap allocations");
-    // `join`: one pooled event (event_pool.rs `order_after`), recorded on the other stream
+    // `wait_stream`: one pooled event (event_pool.rs `order_after`), recorded on the other stream
     // and waited for here; the pool is warm, so nothing is created or allocated.
     let r = by("join (another stream)");
     expect_calls(r, &[("cuEventRecord", N), ("cuStreamWaitEvent", N)]);

@@ -21,8 +21,13 @@ const EXCLUDED: &[(&str, &str, &str)] = &[
     ),
     (
         "Stream",
-        "from_raw",
+        "borrow_raw",
         "wraps a native handle of one backend: call it on the typed stream, then `AnyStream::from`",
+    ),
+    (
+        "Stream",
+        "from_raw",
+        "the deprecated name of `borrow_raw` (excluded as it is)",
     ),
     (
         "Event",

@@ -513,8 +513,8 @@ forward! { AnyStream: Stream;
     fn read(@src: &AnyBuffer, offset: usize, len: usize) -> Result<Readback>;
     /// [`Stream::alloc_async`].
     fn alloc_async(len: usize) -> Result<AnyBuffer>;
-    /// [`Stream::join`]: later work here waits for the work enqueued on `other` so far.
-    fn join(@other: &AnyStream) -> Result<()>;
+    /// [`Stream::wait_stream`]: later work here waits for the work enqueued on `other` so far.
+    fn wait_stream(@other: &AnyStream) -> Result<()>;
     /// [`Stream::record_use`]: work enqueued here so far (through the raw handle) uses `buf`.
     fn record_use(@buf: &AnyBuffer) -> Result<()>;
     /// [`Stream::write_value32`].
@@ -524,6 +524,15 @@ forward! { AnyStream: Stream;
 }
 
 impl AnyStream {
+    /// Renamed [`AnyStream::wait_stream`].
+    ///
+    /// # Errors
+    /// As [`AnyStream::wait_stream`].
+    #[deprecated(since = "0.2.0", note = "renamed `wait_stream`")]
+    pub fn join(&self, other: &AnyStream) -> Result<()> {
+        self.wait_stream(other)
+    }
+
     /// Its device ([`Stream::device`]; a clone, which shares the device).
     #[inline]
     pub fn device(&self) -> AnyDevice {
