@@ -58,7 +58,16 @@ TABLES = {
     "no-alloc": dict(
         doc="performance.md", source="cpu-runs/2026-11-23/tables.md", kind="md", index=3),
     "memory-2026-11-23": dict(
-        doc="performance.md", source="cpu-runs/2026-11-23/memory.log", kind="memory"),
+        doc="cpu-runs/2026-11-23/README.md", source="cpu-runs/2026-11-23/memory.log",
+        kind="memory"),
+    "memory-2026-11-27-n300k": dict(
+        doc="cpu-runs/2026-11-27-memory/README.md",
+        source="cpu-runs/2026-11-27-memory/memory-n300k.log", kind="memory"),
+    "memory-2026-11-27-leak": dict(
+        doc="cpu-runs/2026-11-27-memory/README.md",
+        source="cpu-runs/2026-11-27-memory/memory-leak-check.log", kind="memory"),
+    "memory-2026-11-27": dict(
+        doc="performance.md", source="cpu-runs/2026-11-27-memory/memory.log", kind="memory"),
     "gpu-ops-run5": dict(
         doc="performance.md", source="gpu-runs/2026-11-22-h200-run5/gpu_bench.md", kind="md",
         index=0),
@@ -95,6 +104,27 @@ TABLES = {
     "null-driver-counts": dict(
         doc="performance.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
         kind="md", index=0),
+    "hot-paths-across-runs": dict(
+        doc="performance.md", source="gpu-runs/2026-11-22-h100-run2/gpu_bench.md",
+        kind="across", index=0, cells=[4, 6],
+        runs=[(f"{n}", f"gpu-runs/{d}/gpu_bench.md") for n, d in [
+            ("2", "2026-11-22-h100-run2"), ("3", "2026-11-22-h100-run3"),
+            ("4", "2026-11-22-h200-run4"), ("5", "2026-11-22-h200-run5"),
+            ("7", "2026-11-23-h200-run7"), ("8", "2026-11-23-h200-run8"),
+            ("9", "2026-11-23-h200-run9"), ("11", "2026-11-23-h200-run11"),
+            ("12", "2026-11-23-h200-run12"), ("13", "2026-11-23-h200-run13"),
+            ("15", "2026-11-25-2xh100-run15"), ("17", "2026-11-25-h100-run17"),
+            ("19", "2026-11-27-2xh100-run19")]],
+        ops=[("event record", "event record (idle stream)"),
+             ("event query (complete)", "event query (complete)"),
+             ("stream query (idle)", "stream query (idle)"),
+             ("record on A + wait on B", "record on A + wait on B"),
+             ("host callback enqueue", "host callback enqueue (empty)"),
+             ("launch + synchronize", "kernel launch + synchronize"),
+             ("module launch, empty kernel", "module launch: empty kernel")]),
+    "runs-ledger": dict(
+        doc="runs.md", source="gpu-runs", kind="ledger",
+        roots=["gpu-runs", "cann-runs", "cpu-runs"]),
     "null-driver-cpu": dict(
         doc="performance.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
         kind="md", index=1),
@@ -292,15 +322,149 @@ def render_conform(spec, text):
     return t
 
 
+def render_across(spec, text):
+    """One row per run (`runs`: label and file), one column per operation (`ops`: heading and
+    first-cell prefix of a row of the `index`-th table each run wrote), each cell that row's
+    `cells` columns joined by ", " (– where the run lacks the row)."""
+    del text  # the runs' files are read below, `source` among them
+    t = ["| run | " + " | ".join(h for h, _ in spec["ops"]) + " |",
+         "|---" * (len(spec["ops"]) + 1) + "|"]
+    hit = set()
+    for label, path in spec["runs"]:
+        tables = md_tables(open(os.path.join(DOCS, path), encoding="utf-8").read())
+        i = spec.get("index", 0)
+        if i >= len(tables):
+            raise RenderError(f"{path} holds {len(tables)} tables, not a table {i}")
+        row = []
+        for _, prefix in spec["ops"]:
+            cell = "–"
+            for r in tables[i][2:]:
+                cells = [c.strip() for c in r.strip("|").split("|")]
+                if cells[0].startswith(prefix):
+                    cell = ", ".join(cells[c] for c in spec["cells"] if c < len(cells))
+                    hit.add(prefix)
+                    break
+            row.append(cell)
+        t.append(f"| {label} | " + " | ".join(row) + " |")
+    missing = [p for _, p in spec["ops"] if p not in hit]
+    if missing:
+        raise RenderError(f"no run holds a row {missing}")
+    return t
+
+
+VERDICT = re.compile(r"^(PASS|FAIL|FAILED|SKIP)\b")
+
+
+def folder_steps(path):
+    """PASS / FAIL / SKIP counts of a run folder's step summaries (summary.txt lines that start
+    with a verdict, the verdict column of *summary.tsv), or "–" when it has none."""
+    counts, seen = {}, []
+    for name in sorted(os.listdir(path)):
+        full = os.path.join(path, name)
+        if name == "summary.txt":
+            verdicts = [VERDICT.match(line) for line in open(full, encoding="utf-8")]
+        elif name.endswith("summary.tsv"):
+            verdicts = [VERDICT.match(line.split("\t")[1])
+                        for line in open(full, encoding="utf-8") if line.count("\t") >= 3]
+        else:
+            continue
+        seen.append(name)
+        for m in verdicts:
+            if m:
+                v = "FAIL" if m.group(1).startswith("FAIL") else m.group(1)
+                counts[v] = counts.get(v, 0) + 1
+    if not seen:
+        return "–"
+    body = ", ".join(f"{counts[v]} {v}" for v in ("PASS", "FAIL", "SKIP") if v in counts)
+    return f"{body or 'no verdict line'} (`{'`, `'.join(seen)}`)"
+
+
+def folder_title(path):
+    """The first heading of the folder's README.md, else "–"."""
+    full = os.path.join(path, "README.md")
+    if os.path.exists(full):
+        for line in open(full, encoding="utf-8"):
+            if line.startswith("#"):
+                return line.lstrip("#").strip().replace("|", "\\|")
+    return "–"
+
+
+def run_folders(root):
+    """The run folders under docs/`root`: each dated folder, and its sub-folders that hold
+    logs of a run of their own (a README.md, a machine.txt or an xstream-commit.txt)."""
+    def natural(name):
+        return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", name)]
+
+    out = []
+    for name in sorted(os.listdir(os.path.join(DOCS, root)), key=natural):
+        rel = f"{root}/{name}"
+        if not os.path.isdir(os.path.join(DOCS, rel)):
+            continue
+        out.append(rel)
+        for sub in sorted(os.listdir(os.path.join(DOCS, rel)), key=natural):
+            srel = f"{rel}/{sub}"
+            if os.path.isdir(os.path.join(DOCS, srel)) and any(
+                    os.path.exists(os.path.join(DOCS, srel, f))
+                    for f in ("README.md", "machine.txt", "xstream-commit.txt")):
+                out.append(srel)
+    return out
+
+
+def render_ledger(spec, text):
+    """One row per run folder under `roots`: date, device, commit (as in the captions), the
+    step verdicts it recorded, and its README's title."""
+    del text
+    t = ["| run folder | date | device | commit | steps recorded | what it is |",
+         "|---|---|---|---|---|---|"]
+    for root in spec["roots"]:
+        for rel in run_folders(root):
+            path = os.path.join(DOCS, rel)
+            files = sorted(f for f in os.listdir(path) if os.path.isfile(os.path.join(path, f)))
+            if not files:
+                continue
+            _, date, device, commit = run_facts(f"{rel}/{files[0]}")
+            link = os.path.relpath(path, os.path.dirname(os.path.join(DOCS, spec["doc"])))
+            t.append(f"| [`{rel}`]({link}/) | {date} | {device} | {commit} | "
+                     f"{folder_steps(path)} | {folder_title(path)} |")
+    if len(t) == 2:
+        raise RenderError(f"no run folder under {spec['roots']}")
+    return t
+
+
 def caption(spec):
-    """Run folder, date, device, commit: each read from the run's folder.
+    """The caption of a table: the files it was rendered from and, for each run folder among
+    them, the folder, date, device and commit (`run_facts`)."""
+    srcs = [spec["source"]] + [p for _, p in spec.get("more", [])]
+    srcs += [p for _, p in spec.get("runs", [])]
+    runs = list(dict.fromkeys(srcs))
+    if spec["kind"] == "ledger":
+        return ("_Rendered by `scripts/render-tables.py` from the run folders under "
+                + ", ".join(f"`docs/{r}/`" for r in spec["roots"])
+                + " (each row read from its folder, as the captions of the tables are); "
+                "do not edit by hand._")
+    files = ", ".join(f"`docs/{p}`" for p in runs)
+    names = {os.path.basename(p) for p in runs}
+    if len(runs) > 2 and len(names) == 1:
+        files = f"`{names.pop()}` of each run folder below"
+    facts = list(dict.fromkeys(run_facts(p) for p in runs))
+    if len(facts) == 1:
+        run, date, device, commit = facts[0]
+        return (f"_Rendered by `scripts/render-tables.py` from {files} (run folder "
+                f"`{run}`, {date}, {device}, {commit}); do not edit by hand._")
+    each = "; ".join(f"`{run}`: {date}, {device}, {commit}" for run, date, device, commit in facts)
+    return (f"_Rendered by `scripts/render-tables.py` from {files} (run folders {each}); "
+            "do not edit by hand._")
+
+
+def run_facts(src):
+    """Run folder, date, device, commit of the file `src` (relative to docs/): each read
+    from the run's folder.
 
     Date: the folder name's YYYY-MM-DD. Device: the GPU name under nvidia-smi's header in
     machine.txt, else its `cpu:` line, else its architecture and CPU count lines, else a CPU
     count in the source's first lines. Commit: a `commit:` line of machine.txt, else "commit X"
     in the source's first lines, else "main at X" in the folder's README.md, else it says the
     folder does not record one. Nothing is read from git, so a shallow clone renders the same."""
-    src = spec["source"]
     folder = os.path.dirname(src)
     run = folder.split("/")[1] if folder.count("/") >= 1 else folder
     run_dir = os.path.join(DOCS, *folder.split("/")[:2])
@@ -339,21 +503,32 @@ def caption(spec):
     m = re.search(r"\b(\d+) CPUs\b", head)
     if device == "device not recorded" and m:
         device = f"{m.group(1)} CPUs, no accelerator" if "no accelerator" in head else f"{m.group(1)} CPUs"
-    readme = os.path.join(run_dir, "README.md")
+    own = os.path.join(DOCS, folder, "xstream-commit.txt")
+    if not commit and os.path.exists(own):
+        commit = "commit " + open(own, encoding="utf-8").read().strip()[:7]
+    readme = os.path.join(DOCS, folder, "README.md")
+    if not os.path.exists(readme):
+        readme = os.path.join(run_dir, "README.md")
+    if device == "device not recorded" and os.path.exists(readme):
+        # "Machine: the 2-core CPU machine (x86-64, ..., no NPU), ..." -> up to the bracket
+        m = re.search(r"^Machine: ([^(,.]+)", open(readme, encoding="utf-8").read(), re.M)
+        if m:
+            device = m.group(1).strip().strip("`")
     if not commit and os.path.exists(readme):
         m = re.search(r"main at `?([0-9a-f]{7,40})", open(readme, encoding="utf-8").read())
         if m:
             commit = "commit " + m.group(1)[:7]
     if not commit:
         commit = "commit not recorded in the run folder"
-    files = ", ".join(f"`docs/{p}`" for p in [src] + [p for _, p in spec.get("more", [])])
-    return (f"_Rendered by `scripts/render-tables.py` from {files} (run folder "
-            f"`{run}`, {date}, {device}, {commit}); do not edit by hand._")
+    return run, date, device, commit
 
 
 def render(name):
     spec = TABLES[name]
     path = os.path.join(DOCS, spec["source"])
+    if spec["kind"] == "ledger":
+        path = os.path.join(DOCS, spec["roots"][0])
+        return [caption(spec), ""] + render_ledger(spec, "")
     if not os.path.exists(path):
         raise RenderError(f"table {name}: source docs/{spec['source']} is missing")
     text = open(path, encoding="utf-8").read()
@@ -365,6 +540,8 @@ def render(name):
         "stress": render_stress,
         "conform": render_conform,
         "tsv": render_tsv,
+        "across": render_across,
+        "ledger": render_ledger,
     }
     table = kinds[spec["kind"]](spec, text)
     return [caption(spec), ""] + table
