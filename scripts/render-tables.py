@@ -69,21 +69,21 @@ TABLES = {
     "memory-2026-11-27": dict(
         doc="performance.md", source="cpu-runs/2026-11-27-memory/memory.log", kind="memory"),
     "gpu-ops-run5": dict(
-        doc="performance.md", source="gpu-runs/2026-11-22-h200-run5/gpu_bench.md", kind="md",
+        doc="gpu-runs/2026-11-22-h200-run5/results.md", source="gpu-runs/2026-11-22-h200-run5/gpu_bench.md", kind="md",
         index=0),
     "gpu-ops-sync-run5": dict(
-        doc="performance.md", source="gpu-runs/2026-11-22-h200-run5/gpu_bench.md", kind="md",
+        doc="gpu-runs/2026-11-22-h200-run5/results.md", source="gpu-runs/2026-11-22-h200-run5/gpu_bench.md", kind="md",
         index=1),
     "torch-run5": dict(
-        doc="performance.md", source="gpu-runs/2026-11-22-h200-run5/torch_bench.md", kind="md",
+        doc="gpu-runs/2026-11-22-h200-run5/results.md", source="gpu-runs/2026-11-22-h200-run5/torch_bench.md", kind="md",
         index=0),
     "torch-sync-run5": dict(
-        doc="performance.md", source="gpu-runs/2026-11-22-h200-run5/torch_bench.md", kind="md",
+        doc="gpu-runs/2026-11-22-h200-run5/results.md", source="gpu-runs/2026-11-22-h200-run5/torch_bench.md", kind="md",
         index=1),
     "any-dispatch-host-2026-11-25": dict(
-        doc="performance.md", source="cpu-runs/2026-11-25-any/any_dispatch.log", kind="paired"),
+        doc="cpu-runs/2026-11-25-any/README.md", source="cpu-runs/2026-11-25-any/any_dispatch.log", kind="paired"),
     "any-dispatch-run15": dict(
-        doc="performance.md", source="gpu-runs/2026-11-25-2xh100-run15/any_dispatch.txt",
+        doc="gpu-runs/2026-11-25-2xh100-run15/results.md", source="gpu-runs/2026-11-25-2xh100-run15/any_dispatch.txt",
         kind="paired"),
     "any-dispatch-run17": dict(
         doc="performance.md", source="gpu-runs/2026-11-25-h100-run17/any_dispatch.txt",
@@ -96,13 +96,13 @@ TABLES = {
         more=[("real runtime, before", "cann-runs/2026-11-25/run2/conform-real-runtime-before.log"),
               ("real runtime, after", "cann-runs/2026-11-25/run2/conform-real-runtime-after.log")]),
     "run17-allocations": dict(
-        doc="performance.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
+        doc="gpu-runs/2026-11-25-h100-run17/results.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
         index=2),
     "run17-alloc-no-host-sync": dict(
-        doc="performance.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
+        doc="gpu-runs/2026-11-25-h100-run17/results.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
         index=6),
     "null-driver-counts": dict(
-        doc="performance.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
+        doc="cpu-runs/2026-11-27-null-driver/README.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
         kind="md", index=0),
     "hot-paths-across-runs": dict(
         doc="performance.md", source="gpu-runs/2026-11-22-h100-run2/gpu_bench.md",
@@ -126,7 +126,7 @@ TABLES = {
         doc="runs.md", source="gpu-runs", kind="ledger",
         roots=["gpu-runs", "cann-runs", "cpu-runs"]),
     "null-driver-cpu": dict(
-        doc="performance.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
+        doc="cpu-runs/2026-11-27-null-driver/README.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
         kind="md", index=1),
 }
 
