@@ -85,6 +85,11 @@ pub mod any;
 #[doc = include_str!("../../../docs/coming-from-cudarc.md")]
 pub struct ComingFromCudarc;
 
+/// The snippets of docs/guide.md, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide.md")]
+pub struct Guide;
+
 /// The snippets of docs/coming-from-torch.md, run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/coming-from-torch.md")]
