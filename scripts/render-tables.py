@@ -91,7 +91,7 @@ TABLES = {
     "stress-2026-11-25": dict(
         doc="reliability.md", source="cpu-runs/2026-11-25/fault_sweep_stress.log", kind="stress"),
     "conform-real-runtime-run2": dict(
-        doc="simulators.md", source="cann-runs/2026-11-25/run2/conform-simulator.log",
+        doc="cann-runs/2026-11-25/run2/README.md", source="cann-runs/2026-11-25/run2/conform-simulator.log",
         kind="conform", label="simulator",
         more=[("real runtime, before", "cann-runs/2026-11-25/run2/conform-real-runtime-before.log"),
               ("real runtime, after", "cann-runs/2026-11-25/run2/conform-real-runtime-after.log")]),
