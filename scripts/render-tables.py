@@ -34,18 +34,21 @@ DOCS = os.path.join(ROOT, "docs")
 #   kind    "md" (the index-th markdown table the run wrote, optionally only the rows whose
 #           first cell starts with one of `rows`), "memory" (benches/memory.rs log lines),
 #           "paired" / "paired_ci" (benches/benches/any_dispatch.rs `paired` lines: the IQR
-#           form, or the 95% CI form with one column per backend), "stress"
+#           form, or the 95% CI form with one column per backend), "paired_runs" (the 95% CI
+#           form of several runs in one log, one column per run), "stress"
 #           (tests/tests/stress.rs result lines), "conform" (`xstream conform` result lines
-#           of `source` and of each `more` log, one column each)
+#           of `source` and of each `more` log, one column each), "tsv" (a step summary),
+#           "across" (one row per run of `runs`, the `cells` of the `ops` rows of each run's
+#           `index`-th markdown table), "ledger" (one row per run folder under `roots`)
 TABLES = {
     "run20-steps": dict(
-        doc="gpu-verification.md", source="gpu-runs/2026-11-27-2xh100-run20/run20-summary.tsv",
+        doc="gpu-runs/2026-11-27-2xh100-run20/README.md", source="gpu-runs/2026-11-27-2xh100-run20/run20-summary.tsv",
         kind="tsv"),
     "run19-steps": dict(
-        doc="gpu-verification.md", source="gpu-runs/2026-11-27-2xh100-run19/run19-summary.tsv",
+        doc="gpu-runs/2026-11-27-2xh100-run19/README.md", source="gpu-runs/2026-11-27-2xh100-run19/run19-summary.tsv",
         kind="tsv"),
     "run19-data-path": dict(
-        doc="gpu-verification.md", source="gpu-runs/2026-11-27-2xh100-run19/gpu_bench.md",
+        doc="gpu-runs/2026-11-27-2xh100-run19/README.md", source="gpu-runs/2026-11-27-2xh100-run19/gpu_bench.md",
         kind="md", index=0,
         rows=["write_from_host 4 KiB", "registered upload 4 KiB", "write_from_host 64 MiB",
               "registered upload 64 MiB"]),
@@ -71,6 +74,9 @@ TABLES = {
     "gpu-ops-run5": dict(
         doc="gpu-runs/2026-11-22-h200-run5/results.md", source="gpu-runs/2026-11-22-h200-run5/gpu_bench.md", kind="md",
         index=0),
+    "waiting-costs-run5": dict(
+        doc="semantics.md", source="gpu-runs/2026-11-22-h200-run5/gpu_bench.md", kind="md",
+        index=1),
     "gpu-ops-sync-run5": dict(
         doc="gpu-runs/2026-11-22-h200-run5/results.md", source="gpu-runs/2026-11-22-h200-run5/gpu_bench.md", kind="md",
         index=1),
@@ -82,6 +88,9 @@ TABLES = {
         index=1),
     "any-dispatch-host-2026-11-25": dict(
         doc="cpu-runs/2026-11-25-any/README.md", source="cpu-runs/2026-11-25-any/any_dispatch.log", kind="paired"),
+    "any-dispatch-host-runs-a-h": dict(
+        doc="performance.md", source="cpu-runs/2026-11-25-any/any_dispatch-paired-ci.log",
+        kind="paired_runs"),
     "any-dispatch-run15": dict(
         doc="gpu-runs/2026-11-25-2xh100-run15/results.md", source="gpu-runs/2026-11-25-2xh100-run15/any_dispatch.txt",
         kind="paired"),
@@ -241,6 +250,37 @@ def render_paired_ci(spec, text):
             else:
                 cells.append(f"{r['ovh']} ns ({r['ci']}): {r['verdict'] or '–'}")
         t.append(f"| {op} | " + " | ".join(cells) + " |")
+    return t
+
+
+RUN_HEADER = re.compile(r"^## runs? ([A-Z](?:(?:, | and )[A-Z])*)\b", re.M)
+
+
+def render_paired_runs(spec, text):
+    """Several runs of the 95% CI form in one log, each under a `## run X (...)` header (or
+    `## runs X and Y`, whose k-th line of an operation is run Y's when k = 2): one row per
+    operation, one column per run, each cell the overhead, its interval and the verdict."""
+    heads = list(RUN_HEADER.finditer(text))
+    if not heads:
+        raise RenderError(f"{spec['source']} holds no `## run X` header")
+    cols, cell = [], {}
+    for i, h in enumerate(heads):
+        labels = re.findall(r"[A-Z]", h.group(1))
+        body = text[h.end():heads[i + 1].start() if i + 1 < len(heads) else len(text)]
+        seen = {}
+        for r in paired_rows(dict(spec, source=f"{spec['source']} run {h.group(1)}"), body):
+            k = seen.get(r["op"], 0)
+            seen[r["op"]] = k + 1
+            if k >= len(labels):
+                raise RenderError(f"{spec['source']}: run {h.group(1)} repeats {r['op']}")
+            if r["ci"] is None:
+                raise RenderError(f"{spec['source']}: a paired line without its 95% CI")
+            cell[(labels[k], r["op"])] = f"{r['ovh']} ({r['ci']}) {r['verdict'] or '–'}"
+        cols += labels
+    ops = list(dict.fromkeys(op for _, op in cell))
+    t = ["| operation | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for op in ops:
+        t.append(f"| {op} | " + " | ".join(cell.get((c, op), "–") for c in cols) + " |")
     return t
 
 
@@ -537,6 +577,7 @@ def render(name):
         "memory": render_memory,
         "paired": render_paired,
         "paired_ci": render_paired_ci,
+        "paired_runs": render_paired_runs,
         "stress": render_stress,
         "conform": render_conform,
         "tsv": render_tsv,
