@@ -94,6 +94,9 @@ TABLES = {
     "any-dispatch-run15": dict(
         doc="gpu-runs/2026-11-25-2xh100-run15/results.md", source="gpu-runs/2026-11-25-2xh100-run15/any_dispatch.txt",
         kind="paired"),
+    "any-dispatch-host-2026-11-27": dict(
+        doc="performance.md", source="cpu-runs/2026-11-27-any/any_dispatch-paired.log",
+        kind="paired_ci"),
     "any-dispatch-run17": dict(
         doc="performance.md", source="gpu-runs/2026-11-25-h100-run17/any_dispatch.txt",
         kind="paired_ci"),

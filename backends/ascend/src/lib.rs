@@ -77,7 +77,9 @@ pub mod sys;
 use xstream_core::{Backend, BackendKind, Error, FlagTable, Result};
 
 pub use conv::ACL_FLAGS;
-pub use device::{AscendBuffer, AscendDevice, SaturationMode, ACL_HOST_MEM_FLAGS};
+pub use device::{
+    AscendBuffer, AscendDevice, CannAttribute, DeviceFeature, SaturationMode, ACL_HOST_MEM_FLAGS,
+};
 pub use error::{map_error, AclError};
 pub use event::AscendEvent;
 pub use graph::AscendGraph;

@@ -285,6 +285,16 @@ pub const GROUPS: &[SymbolGroup] = &[
     IPC_EVENT_HANDLES,
     IPC_MEMORY,
     SATURATION_MODE,
+    SymbolGroup {
+        name: "CANN attributes (BF16, INF_NAN capabilities)",
+        capability: None,
+        symbols: &["aclGetCannAttribute", "aclGetCannAttributeList"],
+    },
+    SymbolGroup {
+        name: "device feature queries",
+        capability: None,
+        symbols: &["aclrtGetDeviceCapability"],
+    },
 ];
 
 /// The device saturation mode ([`AscendDevice::saturation_mode`](crate::AscendDevice::saturation_mode)):

@@ -1,5 +1,5 @@
 //! The data path on the GPU, side by side with the raw driver in one process and one context
-//! state (after kernels): the demo pipeline (`xstream_core::pipeline`) against the same
+//! state (after kernels): the demo pipeline (`xstream::pipeline`) against the same
 //! pipeline on `cudarc::driver::sys` (same kernel, same launch shape, same chunking, page-locked
 //! host buffers from `cuMemHostAlloc`), page-locked copy bandwidth against raw
 //! `cuMemcpyHtoDAsync` / `cuMemcpyDtoHAsync`, the typed copies (`write_from` / `read_into`,
@@ -13,7 +13,7 @@ use std::ptr;
 use std::time::Instant;
 
 use cudarc::driver::sys;
-use xstream_core::pipeline::{Pipeline, PipelineConfig};
+use xstream::pipeline::{Pipeline, PipelineConfig};
 use xstream_core::{Buffer, Device, HostAllocDesc, Stream, StreamDesc, StreamFlags};
 use xstream_cuda::{CudaBackend, CudaDevice, CudaStream};
 
@@ -90,7 +90,7 @@ impl RawPipe {
             // SAFETY: `p` is a live cuMemHostAlloc block of chunk_bytes bytes.
             let s = unsafe { std::slice::from_raw_parts_mut(*p, cfg.chunk_bytes) };
             for (k, b) in s.iter_mut().enumerate() {
-                *b = xstream_core::pipeline::input_byte(c, k);
+                *b = xstream::pipeline::input_byte(c, k);
             }
         }
         Self {

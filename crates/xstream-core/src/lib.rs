@@ -21,7 +21,6 @@
 //! | [`pool`] | per-device stream pools with round-robin sharing and exclusive leases |
 //! | [`allocator`] | per-stream allocators |
 //! | [`hostmem`] | page-locked host buffers and the host side of asynchronous copies |
-//! | [`pipeline`] | the main job (copy-in, compute, copy-out over N streams) as a library |
 //! | [`attr`] | typed stream attributes |
 //! | [`memop`] | stream memory operations (wait on / write a word of device memory) |
 //! | [`reduce`] | the built-in reduce operation (`dst = op(dst, src)` per element, no kernel binary) |
@@ -64,7 +63,6 @@ pub mod ipc;
 pub mod launch;
 pub mod memop;
 pub mod module;
-pub mod pipeline;
 pub mod pool;
 pub mod priority;
 pub mod raw;
