@@ -522,7 +522,12 @@ def run_facts(src):
     commit = ""
     for i, line in enumerate(mlines):
         if line.startswith("name, driver_version") and i + 1 < len(mlines):
+            # nvidia-smi's CSV: one line per GPU after the header
             device = mlines[i + 1].split(",")[0].strip()
+            n = 0
+            while i + 1 + n < len(mlines) and mlines[i + 1 + n].startswith(device + ","):
+                n += 1
+            device = f"{n} × {device}" if n > 1 else device
             break
         if line.startswith("cpu: "):
             device = line[5:].strip()
