@@ -45,7 +45,7 @@ pub(crate) struct EventInner {
     /// Set once a record of this event was captured: a graph launch records it again without
     /// xstream seeing it, so `last_record` may be stale from then on and is not consulted.
     ever_captured: AtomicBool,
-    /// Created by xstream (destroyed with the last handle); `false` for [`AscendEvent::from_raw`].
+    /// Created by xstream (destroyed with the last handle); `false` for [`AscendEvent::borrow_raw`].
     owned: bool,
 }
 
@@ -215,7 +215,7 @@ impl AscendEvent {
     ) -> Result<xstream_core::Borrowed<'a, Self>> {
         ensure_not_in_callback()?;
         if raw.0.is_null() {
-            return Err(Error::invalid("AscendEvent::from_raw: NULL aclrtEvent"));
+            return Err(Error::invalid("AscendEvent::borrow_raw: NULL aclrtEvent"));
         }
         let flags = if native & consts::ACL_EVENT_TIME_LINE == 0 {
             EventFlags::DISABLE_TIMING

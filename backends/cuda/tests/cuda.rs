@@ -759,7 +759,7 @@ fn interop_and_special_streams() {
     drop(back);
     // SAFETY: `own` outlives the borrowed view.
     #[allow(unsafe_code)]
-    let b = unsafe { xstream_cuda::CudaStream::from_raw(&d, own.as_raw()) }.unwrap();
+    let b = unsafe { xstream_cuda::CudaStream::borrow_raw(&d, own.as_raw()) }.unwrap();
     assert_eq!(b.id(), own.id());
     assert_eq!(b.ownership(), Ownership::Borrowed);
     drop(b);

@@ -41,7 +41,7 @@ pub(crate) mod reduce;
 ///
 /// Handles: the owned stream from [`Device::create_stream`](xstream_core::Device), the
 /// device's default stream ([`Ownership::Default`]) and borrowed views from
-/// [`Stream::from_raw`] share their queue. Dropping the owned handle neither blocks nor
+/// [`Stream::borrow_raw`] share their queue. Dropping the owned handle neither blocks nor
 /// cancels: the worker keeps the queue alive until its work (callbacks included) ran.
 #[derive(Debug)]
 pub struct HostStream {

@@ -352,7 +352,7 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// Allocates a device buffer of `len` bytes zeroed in `stream`'s order: the zeroing is
     /// enqueued on `stream` and the calling thread does not wait for it. Work enqueued on
     /// `stream` after this call sees zeros; work on another stream must be ordered after it
-    /// first ([`Stream::join`], an event), as for any write.
+    /// first ([`Stream::wait_stream`], an event), as for any write.
     ///
     /// # Errors
     /// As [`Device::alloc`]; [`Error::WrongDevice`] for a stream of another device; the
@@ -1176,7 +1176,7 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// [`Error::InvalidArgument`] when `src` is longer than the view; refused inside a
     /// capture and inside a stream-blocking callback; the stream's errors.
-    fn write_from<'v, T: bytemuck::Pod>(
+    fn write_from_blocking<'v, T: bytemuck::Pod>(
         &self,
         dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
         src: &[T],
@@ -1186,7 +1186,7 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     {
         let v = dst.into();
         let bytes: &[u8] = bytemuck::cast_slice(src);
-        check_range("write_from", v.len(), 0, bytes.len())?;
+        check_range("write_from_blocking", v.len(), 0, bytes.len())?;
         crate::backend_hooks::write_bytes_now::<Self::B>(self, v.buffer(), v.offset(), bytes)
     }
 
@@ -1196,8 +1196,8 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when `dst` is longer than the view; as
-    /// [`Stream::write_from`].
-    fn read_into<'v, T: bytemuck::Pod>(
+    /// [`Stream::write_from_blocking`].
+    fn read_into_blocking<'v, T: bytemuck::Pod>(
         &self,
         src: impl Into<BufferView<'v, BufferOf<Self::B>>>,
         dst: &mut [T],
@@ -1207,7 +1207,7 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     {
         let v = src.into();
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
-        check_range("read_into", v.len(), 0, bytes.len())?;
+        check_range("read_into_blocking", v.len(), 0, bytes.len())?;
         crate::backend_hooks::read_bytes_now::<Self::B>(self, v.buffer(), v.offset(), bytes)
     }
 

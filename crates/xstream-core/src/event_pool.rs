@@ -146,7 +146,7 @@ impl<B: Backend> EventPool<B> {
         }
     }
 
-    /// Makes `waiter` wait for the work enqueued on `other` so far (as [`Stream::join`]),
+    /// Makes `waiter` wait for the work enqueued on `other` so far (as [`Stream::wait_stream`]),
     /// through a pooled event, which goes back to the pool at once (the wait took its
     /// snapshot).
     ///

@@ -41,8 +41,8 @@ pub(crate) fn check_rows(rows: &[Row]) {
     // Pageable typed copies: the copy and a `cuStreamSynchronize` (the slice is free again on
     // return), no allocation (stream/memory.rs `write_bytes_now` / `read_bytes_now`).
     for (label, copy) in [
-        ("write_from 4 KiB (pageable)", "cuMemcpyHtoDAsync_v2"),
-        ("read_into 4 KiB (pageable)", "cuMemcpyDtoHAsync_v2"),
+        ("write_from_blocking 4 KiB (pageable)", "cuMemcpyHtoDAsync_v2"),
+        ("read_into_blocking 4 KiB (pageable)", "cuMemcpyDtoHAsync_v2"),
     ] {
         let r = by(label);
         expect_calls(r, &[(copy, N), ("cuStreamSynchronize", N)]);
@@ -82,7 +82,7 @@ pub(crate) fn check_rows(rows: &[Row]) {
         ],
     );
     assert_eq!(r.allocs, 2 * N, "record_event: heap allocations");
-    // `join`: one pooled event (event_pool.rs `order_after`), recorded on the other stream
+    // `wait_stream`: one pooled event (event_pool.rs `order_after`), recorded on the other stream
     // and waited for here; the pool is warm, so nothing is created or allocated.
     let r = by("join (another stream)");
     expect_calls(r, &[("cuEventRecord", N), ("cuStreamWaitEvent", N)]);

@@ -280,17 +280,17 @@ fn child(lib: &Path) {
     // The copies move the bytes (device memory is host memory in the double).
     let pattern: Vec<u32> = (0..(LEN / 4) as u32).map(|i| i ^ 0x5a5a_5a5a).collect();
     let mut back = vec![0u32; LEN / 4];
-    s.write_from(&buf, &pattern[..]).expect("write_from");
-    s.read_into(&buf, &mut back[..]).expect("read_into");
-    assert_eq!(back, pattern, "write_from + read_into round trip");
+    s.write_from_blocking(&buf, &pattern[..]).expect("write_from_blocking");
+    s.read_into_blocking(&buf, &mut back[..]).expect("read_into_blocking");
+    assert_eq!(back, pattern, "write_from_blocking + read_into_blocking round trip");
     hb.typed_mut::<u32>()
         .expect("typed_mut")
         .iter_mut()
         .for_each(|w| *w = 7);
     s.write_from_host(&hb, 0, &buf).expect("write_from_host");
-    s.read_into(&buf, &mut back[..]).expect("read_into");
+    s.read_into_blocking(&buf, &mut back[..]).expect("read_into_blocking");
     assert!(back.iter().all(|&w| w == 7), "write_from_host");
-    s.write_from(&buf, &pattern[..]).expect("write_from");
+    s.write_from_blocking(&buf, &pattern[..]).expect("write_from_blocking");
     s.read_into_host(&buf, &mut hb, 0).expect("read_into_host");
     assert_eq!(hb.typed::<u32>().expect("typed"), &pattern[..]);
     // A launch with a wrong argument is refused before the driver sees it.
@@ -367,15 +367,15 @@ fn child(lib: &Path) {
         &null,
         &names,
         &s,
-        "write_from 4 KiB (pageable)",
-        || s.write_from(&buf, &data[..]).unwrap(),
+        "write_from_blocking 4 KiB (pageable)",
+        || s.write_from_blocking(&buf, &data[..]).unwrap(),
     ));
     rows.push(measure(
         &null,
         &names,
         &s,
-        "read_into 4 KiB (pageable)",
-        || s.read_into(&buf, &mut data[..]).unwrap(),
+        "read_into_blocking 4 KiB (pageable)",
+        || s.read_into_blocking(&buf, &mut data[..]).unwrap(),
     ));
     rows.push(measure(
         &null,
@@ -395,7 +395,7 @@ fn child(lib: &Path) {
         drop(s.record_event().unwrap())
     }));
     rows.push(measure(&null, &names, &s, "join (another stream)", || {
-        s.join(&other).unwrap()
+        s.wait_stream(&other).unwrap()
     }));
     print_rows(&rows);
     check_rows(&rows);

@@ -102,7 +102,7 @@ pub(crate) fn raw_buffers(null: &Null, dev: &xstream_cuda::CudaDevice, s: &CudaS
     use xstream_core::{BackendKind, Error, RawAlloc, RawBuffer};
     let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
     let b = dev.alloc(1000).expect("alloc");
-    s.write_from(&b, &data).expect("write_from");
+    s.write_from_blocking(&b, &data).expect("write_from_blocking");
     null.reset();
     let raw = b.into_raw();
     s.synchronize().expect("synchronize");
@@ -198,11 +198,11 @@ pub(crate) fn raw_buffers(null: &Null, dev: &xstream_cuda::CudaDevice, s: &CudaS
     let alias = unsafe { xstream_cuda::CudaBuffer::from_raw_borrowed(dev, raw) }
         .expect("from_raw_borrowed");
     let mut got = vec![0u8; 1000];
-    s.read_into(&alias, &mut got).expect("read_into");
+    s.read_into_blocking(&alias, &mut got).expect("read_into_blocking");
     assert_eq!(got, data, "the bytes did not survive into_raw / from_raw");
     s.memset(&back, 0, 8, 0xee)
         .expect("memset through the owner");
-    s.read_into(&alias, &mut got).expect("read_into");
+    s.read_into_blocking(&alias, &mut got).expect("read_into_blocking");
     assert_eq!(
         &got[..8],
         &[0xee; 8],

@@ -842,10 +842,10 @@ impl AnyStream {
 
     // --- ordering and allocation without host sync ---
 
-    /// [`Stream::join`]: later work here waits for the work enqueued on `other` so far.
+    /// [`Stream::wait_stream`]: later work here waits for the work enqueued on `other` so far.
     ///
     /// # Errors
-    /// As [`Stream::join`]; [`Error::WrongDevice`] for a stream of another backend.
+    /// As [`Stream::wait_stream`]; [`Error::WrongDevice`] for a stream of another backend.
     pub fn join(&self, other: &AnyStream) -> Result<()> {
         pair!("AnyStream::join", AnyStream, self, AnyStream, other, s, o => s.join(o))
     }

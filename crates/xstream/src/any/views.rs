@@ -224,34 +224,34 @@ impl AnyStream {
         each!(AnyStream, self, s => s.reduce_view(typed_view(OP, s, d)?, typed_view(OP, s, v)?, r))
     }
 
-    /// [`Stream::write_from`]: synchronous with respect to `src`.
+    /// [`Stream::write_from_blocking`]: synchronous with respect to `src`.
     ///
     /// # Errors
-    /// As [`Stream::write_from`].
+    /// As [`Stream::write_from_blocking`].
     #[inline]
-    pub fn write_from<'v, T: xstream_core::bytemuck::Pod>(
+    pub fn write_from_blocking<'v, T: xstream_core::bytemuck::Pod>(
         &self,
         dst: impl Into<BufferView<'v, AnyBuffer>>,
         src: &[T],
     ) -> Result<()> {
-        const OP: &str = "AnyStream::write_from";
+        const OP: &str = "AnyStream::write_from_blocking";
         let v = dst.into();
-        each!(AnyStream, self, s => s.write_from(typed_view(OP, s, v)?, src))
+        each!(AnyStream, self, s => s.write_from_blocking(typed_view(OP, s, v)?, src))
     }
 
-    /// [`Stream::read_into`].
+    /// [`Stream::read_into_blocking`].
     ///
     /// # Errors
-    /// As [`Stream::read_into`].
+    /// As [`Stream::read_into_blocking`].
     #[inline]
-    pub fn read_into<'v, T: xstream_core::bytemuck::Pod>(
+    pub fn read_into_blocking<'v, T: xstream_core::bytemuck::Pod>(
         &self,
         src: impl Into<BufferView<'v, AnyBuffer>>,
         dst: &mut [T],
     ) -> Result<()> {
-        const OP: &str = "AnyStream::read_into";
+        const OP: &str = "AnyStream::read_into_blocking";
         let v = src.into();
-        each!(AnyStream, self, s => s.read_into(typed_view(OP, s, v)?, dst))
+        each!(AnyStream, self, s => s.read_into_blocking(typed_view(OP, s, v)?, dst))
     }
 
     /// [`Stream::write_from_host`].
