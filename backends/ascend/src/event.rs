@@ -249,7 +249,6 @@ impl AscendEvent {
     #[allow(unsafe_code)]
     #[deprecated(since = "0.2.0", note = "renamed `borrow_raw`")]
     pub unsafe fn from_raw<'a>(
-        // rename-keep
         device: &AscendDevice,
         raw: RawEvent,
         native: u32,

@@ -1217,7 +1217,6 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// As [`Stream::write_from_blocking`].
     #[deprecated(since = "0.2.0", note = "renamed `write_from_blocking`")]
     fn write_from<'v, T: bytemuck::Pod>(
-        // rename-keep
         &self,
         dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
         src: &[T],
@@ -1234,7 +1233,6 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// As [`Stream::read_into_blocking`].
     #[deprecated(since = "0.2.0", note = "renamed `read_into_blocking`")]
     fn read_into<'v, T: bytemuck::Pod>(
-        // rename-keep
         &self,
         src: impl Into<BufferView<'v, BufferOf<Self::B>>>,
         dst: &mut [T],
@@ -1312,11 +1310,7 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// As [`Stream::borrow_raw`].
     #[allow(unsafe_code)]
     #[deprecated(since = "0.2.0", note = "renamed `borrow_raw`")]
-    unsafe fn from_raw<'a>(
-        // rename-keep
-        device: &DeviceOf<Self::B>,
-        raw: Self::Raw,
-    ) -> Result<Borrowed<'a, Self>>
+    unsafe fn from_raw<'a>(device: &DeviceOf<Self::B>, raw: Self::Raw) -> Result<Borrowed<'a, Self>>
     where
         Self: Sized,
     {

@@ -88,6 +88,11 @@ pub mod pipeline;
 #[doc = include_str!("../../../docs/coming-from-cudarc.md")]
 pub struct ComingFromCudarc;
 
+/// The snippets of docs/guide.md, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide.md")]
+pub struct Guide;
+
 /// The snippets of docs/coming-from-torch.md, run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/coming-from-torch.md")]

@@ -230,7 +230,6 @@ impl AnyStream {
     /// As [`AnyStream::write_from_blocking`].
     #[deprecated(since = "0.2.0", note = "renamed `write_from_blocking`")]
     pub fn write_from<'v, T: xstream_core::bytemuck::Pod>(
-        // rename-keep
         &self,
         dst: impl Into<BufferView<'v, AnyBuffer>>,
         src: &[T],
@@ -244,7 +243,6 @@ impl AnyStream {
     /// As [`AnyStream::read_into_blocking`].
     #[deprecated(since = "0.2.0", note = "renamed `read_into_blocking`")]
     pub fn read_into<'v, T: xstream_core::bytemuck::Pod>(
-        // rename-keep
         &self,
         src: impl Into<BufferView<'v, AnyBuffer>>,
         dst: &mut [T],
