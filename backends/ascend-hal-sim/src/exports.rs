@@ -423,7 +423,10 @@ pub extern "C" fn halSqCqAllocate(dev: u32, input: *mut c_void, output: *mut c_v
                 }
                 DRV_CALLBACK_TYPE => {
                     // A callback CQ of group `grpId`: host-callback entries report here.
-                    let cq = queue::alloc_callback_cq(rd32(input, 24));
+                    let Some(cq) = queue::alloc_callback_cq(rd32(input, 24)) else {
+                        crate::trace!("callback CQ refused: {} in use", queue::CALLBACK_CQ_LIMIT);
+                        return DRV_ERROR_NO_RESOURCES;
+                    };
                     wr32(output, 0, cq);
                     wr32(output, 4, cq);
                     wr64(output, 8, 0);

@@ -774,13 +774,23 @@ pub fn clear_event(event_id: u32) {
     });
 }
 
-/// Creates a callback CQ in `group`.
-pub fn alloc_callback_cq(group: u32) -> u32 {
-    let (sq, _) = alloc_sq_only(None, DEFAULT_SQ_DEPTH);
+/// Callback CQ ids the driver hands out: the runtime's report loop reads which callback CQs have
+/// reports from a bitmap of `HOST_CALLBACK_SQCQ_BIT` (1024) bits (`ApiImpl::ProcessReport`,
+/// `api/impl/api_impl.cc`; `api/api.hpp`), so a callback CQ with a larger id would never be
+/// served. Callback CQs have an id space of their own, apart from the SQs: numbering them with
+/// the SQs gave the first callback CQ of a process that had opened 2000 streams an id past the
+/// bitmap, and its reports were never collected (a synchronize waiting for a host callback spun
+/// forever).
+pub const CALLBACK_CQ_LIMIT: u32 = 1024;
+
+/// Creates a callback CQ in `group` (its SQ has the same id); `None` when all
+/// [`CALLBACK_CQ_LIMIT`] ids are in use.
+pub fn alloc_callback_cq(group: u32) -> Option<u32> {
     with(|s| {
-        s.cb_cqs.insert(sq, (group, VecDeque::new()));
-    });
-    sq
+        let id = (0..CALLBACK_CQ_LIMIT).find(|i| !s.cb_cqs.contains_key(i))?;
+        s.cb_cqs.insert(id, (group, VecDeque::new()));
+        Some(id)
+    })
 }
 
 /// Waits up to `timeout_ms` (negative: forever) until a callback CQ of `group` has reports;
@@ -861,11 +871,10 @@ pub fn release_callbacks(cq: u32, count: usize) {
 
 /// Frees a callback CQ; `false` when unknown.
 pub fn free_callback_cq(cq: u32) -> bool {
-    let known = with(|s| {
+    with(|s| {
         s.cb_delivered.remove(&cq);
         s.cb_cqs.remove(&cq).is_some()
-    });
-    known && free_sq(cq)
+    })
 }
 
 /// Whether `cq` is a callback CQ.
@@ -1016,7 +1025,7 @@ mod tests {
     #[test]
     fn callback_entry_reports_on_its_callback_cq() {
         let group = 77;
-        let cb = alloc_callback_cq(group);
+        let cb = alloc_callback_cq(group).unwrap();
         let (sq, _) = alloc_sq(None, 16).unwrap();
         let mut e = [0u8; SQE_SIZE];
         e[0] = sqe_type::AICPU;
@@ -1073,6 +1082,26 @@ mod tests {
         release_callbacks(cb, 1);
         assert_eq!(outstanding(), None);
         assert!(free_callback_cq(cb) && free_sq(sq));
+    }
+
+    #[test]
+    fn callback_cq_ids_stay_inside_the_runtimes_bitmap() {
+        // Many SQs first (no workers needed): the callback CQ's id must not follow theirs.
+        let sqs: Vec<u32> = (0..CALLBACK_CQ_LIMIT + 100)
+            .map(|_| alloc_sq_only(None, 16).0)
+            .collect();
+        let cb = alloc_callback_cq(78).unwrap();
+        assert!(
+            cb < CALLBACK_CQ_LIMIT,
+            "callback CQ {cb} is past the runtime's {CALLBACK_CQ_LIMIT}-bit report bitmap"
+        );
+        // Freeing the callback CQ leaves the SQ of the same number alone.
+        let same = sqs.contains(&cb);
+        assert!(free_callback_cq(cb));
+        assert_eq!(sq_state(cb).is_some(), same);
+        for sq in sqs {
+            assert!(free_sq(sq));
+        }
     }
 
     fn model_maintenance_entry(stream: u16, model: u16, bound: u16, op: u16) -> [u8; SQE_SIZE] {
