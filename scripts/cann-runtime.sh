@@ -27,6 +27,8 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# Where cargo puts what it builds (CARGO_TARGET_DIR when set).
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 WORK=${WORK:-/tmp/xstream-cann}
 JOBS=${JOBS:-2}
 RT_REF=${RT_REF:-HEAD}
@@ -128,7 +130,7 @@ else
   cp -L "$LC/csec/lib/libc_sec.so" "$RUN/lib64/"
   cp -r "$SRC/src/platform/platform_config/cann" "$RUN/data/platform_config"
 fi
-cp "$ROOT/target/release/libascend_hal.so" "$RUN/lib64/"
+cp "$TARGET/release/libascend_hal.so" "$RUN/lib64/"
 pass "driver emulation built and installed as $RUN/lib64/libascend_hal.so"
 
 # 5. The feasibility program.
@@ -152,7 +154,7 @@ if [ "${CANN_CONFORM:-0}" = "1" ]; then
     for i in $(seq 1 "${CONFORM_REPEATS:-3}"); do
       LOG=$WORK/conform-$i.log
       XSTREAM_ACL_LIBRARY="$RUN/lib64/libacl_rt.so" LD_LIBRARY_PATH="$RUN/lib64" \
-        timeout "${CONFORM_TIMEOUT:-300}" "$ROOT/target/debug/xstream" conform --backend ascend >"$LOG" 2>&1
+        timeout "${CONFORM_TIMEOUT:-300}" "$TARGET/debug/xstream" conform --backend ascend >"$LOG" 2>&1
       rc=$?
       [ "$i" = 1 ] && grep -E '^(PASS|FAIL|SKIP)' "$LOG"
       got=$(grep -oE '^FAIL [a-z0-9_]+' "$LOG" | cut -d' ' -f2 | sort | tr '\n' ' ' | sed 's/ $//')
@@ -184,7 +186,7 @@ if [ "${CANN_CONFORM:-0}" = "1" ]; then
     for ex in pipeline async_streams runtime_skeleton erased_runtime; do
       LOG=$WORK/example-$ex.log
       if XSTREAM_ACL_LIBRARY="$RUN/lib64/libacl_rt.so" LD_LIBRARY_PATH="$RUN/lib64" \
-        timeout 120 "$ROOT/target/debug/$ex" --backend ascend >"$LOG" 2>&1 && grep -q '^verified: ' "$LOG"; then
+        timeout 120 "$TARGET/debug/$ex" --backend ascend >"$LOG" 2>&1 && grep -q '^verified: ' "$LOG"; then
         pass "example $ex on the real runtime: $(grep '^verified: ' "$LOG")"
       else
         fail "example $ex on the real runtime (log: $LOG)"
