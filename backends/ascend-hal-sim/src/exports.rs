@@ -790,6 +790,57 @@ pub extern "C" fn drvMemGetAttribute(vptr: u64, attr: *mut c_void) -> i32 {
     })
 }
 
+/// `drvError_t halHostRegister(void *src_ptr, UINT64 size, UINT32 flag, UINT32 devid,
+/// void **dst_ptr)`: the device reaches host memory at the same address here, so `*dst_ptr` is
+/// `src_ptr`; a range registered twice is refused with `DRV_ERROR_BUSY` as the driver does.
+#[no_mangle]
+pub extern "C" fn halHostRegister(
+    src: *mut c_void,
+    size: u64,
+    flag: u32,
+    dev: u32,
+    dst: *mut *mut c_void,
+) -> i32 {
+    guard("halHostRegister", || {
+        if dst.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        let Ok(len) = usize::try_from(size) else {
+            return DRV_ERROR_INVALID_VALUE;
+        };
+        crate::trace!("halHostRegister({src:p}, {size} bytes, flag {flag:#x})");
+        match memory::host_register(src as usize, len) {
+            Ok(addr) => {
+                // SAFETY: non-null output.
+                unsafe { *dst = addr as *mut c_void };
+                DRV_ERROR_NONE
+            }
+            Err(memory::RegisterError::Busy) => DRV_ERROR_BUSY,
+            Err(memory::RegisterError::Invalid) => DRV_ERROR_INVALID_VALUE,
+        }
+    })
+}
+
+/// `drvError_t halHostUnregister(void *src_ptr, UINT32 devid)`.
+#[no_mangle]
+pub extern "C" fn halHostUnregister(src: *mut c_void, dev: u32) -> i32 {
+    guard("halHostUnregister", || unregister(src, dev))
+}
+
+/// `drvError_t halHostUnregisterEx(void *src_ptr, UINT32 devid, UINT32 flag)`: as
+/// `halHostUnregister` (the flag only names the mapping kind).
+#[no_mangle]
+pub extern "C" fn halHostUnregisterEx(src: *mut c_void, dev: u32, _flag: u32) -> i32 {
+    guard("halHostUnregisterEx", || unregister(src, dev))
+}
+
+fn unregister(src: *mut c_void, dev: u32) -> i32 {
+    if !check_dev(dev) || !memory::host_unregister(src as usize) {
+        return DRV_ERROR_INVALID_VALUE;
+    }
+    DRV_ERROR_NONE
+}
+
 /// `DVresult drvMemAddressTranslate(DVdeviceptr vptr, UINT64 *pptr)`: the emulated device's
 /// "physical" address is its virtual one; non-device addresses are refused.
 #[no_mangle]
