@@ -85,7 +85,7 @@ pub struct Cqe {
     pub sq_id: u16,
     /// The SQ head after the entry.
     pub sq_head: u16,
-    /// Time stamp (nanoseconds of a monotonic clock).
+    /// Time stamp (ticks of the 50 MHz task clock, [`now_ticks`]).
     pub timestamp: u64,
 }
 
@@ -180,6 +180,18 @@ fn state() -> MutexGuard<'static, Option<State>> {
 fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
     let mut g = state();
     f(g.get_or_insert_with(State::default))
+}
+
+/// Ticks per millisecond of the 910B's task time stamps: the runtime divides two event
+/// records' completion time stamps by this to get milliseconds (`Event::ElapsedTime`,
+/// `core/src/event/event.cc`; `eventTimestampFreq = RT_CHIP_CLOUD_V2_TIMESTAMP_FREQ` = 50000,
+/// `config/910_B_93/dev_info_reg.cc`, `core/inc/task/task_base.hpp`): a 50 MHz clock.
+/// Nanoseconds there made `aclrtEventElapsedTime` 20 times too long.
+pub const TICKS_PER_MS: u64 = 50_000;
+
+/// The time stamp a completion entry carries: ticks of a [`TICKS_PER_MS`] clock.
+pub fn now_ticks() -> u64 {
+    now_ns() / (1_000_000 / TICKS_PER_MS)
 }
 
 /// Nanoseconds of the monotonic clock.
@@ -729,7 +741,7 @@ fn worker(sq_id: u32) {
                 sqe_type: h.kind,
                 sq_id: sq_id as u16,
                 sq_head: head as u16,
-                timestamp: now_ns(),
+                timestamp: now_ticks(),
             };
             let cq = s.stream_cq.get(&u32::from(h.stream_id)).copied();
             match cq.and_then(|c| s.cqs.get_mut(&c)) {
