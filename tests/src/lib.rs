@@ -323,7 +323,7 @@ const ACL_MODULES: &str = "the builtin module and the suite's Ascend user kernel
                            the ACL runtime simulator's test-only format; a real CANN runtime \
                            refuses them (the device lacks KERNELS)";
 
-static CUDA_MAY_SKIP: [MaySkip; 17] = [
+static CUDA_MAY_SKIP: [MaySkip; 13] = [
     MaySkip {
         check: "foreign_buffers",
         when: SkipWhen::Always,
@@ -340,18 +340,6 @@ static CUDA_MAY_SKIP: [MaySkip; 17] = [
                  CUDA backend's child-process fault tests",
     },
     lacks("lcg_kernel", Capabilities::KERNELS, CUDA_KERNELS),
-    lacks(
-        "ordering_across_streams",
-        Capabilities::KERNELS,
-        CUDA_KERNELS,
-    ),
-    lacks("wait_takes_snapshot", Capabilities::KERNELS, CUDA_KERNELS),
-    lacks("event_timing", Capabilities::KERNELS, CUDA_KERNELS),
-    lacks(
-        "capture_defers_and_replays",
-        Capabilities::KERNELS,
-        CUDA_KERNELS,
-    ),
     lacks("module_builtin_lcg", Capabilities::MODULES, CUDA_MODULES),
     lacks(
         "module_launch_in_capture",
@@ -373,7 +361,7 @@ static CUDA_MAY_SKIP: [MaySkip; 17] = [
     ),
 ];
 
-static ASCEND_MAY_SKIP: [MaySkip; 20] = [
+static ASCEND_MAY_SKIP: [MaySkip; 16] = [
     lacks("kernel_aliasing", Capabilities::KERNELS, ACL_MODULES),
     lacks(
         "reduce_builtin",
@@ -396,18 +384,6 @@ static ASCEND_MAY_SKIP: [MaySkip; 20] = [
         ACL_KERNELS,
     ),
     lacks("lcg_kernel", Capabilities::KERNELS, ACL_KERNELS),
-    lacks(
-        "ordering_across_streams",
-        Capabilities::KERNELS,
-        ACL_KERNELS,
-    ),
-    lacks("wait_takes_snapshot", Capabilities::KERNELS, ACL_KERNELS),
-    lacks("event_timing", Capabilities::KERNELS, ACL_KERNELS),
-    lacks(
-        "capture_defers_and_replays",
-        Capabilities::KERNELS,
-        ACL_KERNELS,
-    ),
     lacks(
         "capture_defers_and_replays",
         Capabilities::CAPTURE,
