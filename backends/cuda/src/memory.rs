@@ -767,7 +767,8 @@ impl Drop for CudaAsyncAllocator {
 /// asked for `len` rounded up to [`xstream_core::ALLOC_GRANULE`].
 ///
 /// # Errors
-/// [`Error::Unsupported`] without memory pools; [`Error::OutOfMemory`].
+/// [`Error::Unsupported`] without memory pools; out of memory
+/// ([`Error::is_out_of_memory`]: `CUDA_ERROR_OUT_OF_MEMORY` kept in [`Error::Native`]).
 pub fn alloc_async(stream: &CudaStream, len: usize) -> Result<u64> {
     let len = rounded(len)?;
     let sh = &stream.cuda_device().shared;

@@ -333,7 +333,8 @@ fn never_recorded_event_and_elapsed_time() {
     e.record(&s).unwrap();
     s.launch(Kernel::Delay(Duration::from_millis(20))).unwrap();
     f.record(&s).unwrap();
-    assert!(matches!(e.elapsed_ms(&f), Err(Error::NotReady)));
+    // CUDA_ERROR_NOT_READY, kept native with its code, of kind `NotReady`.
+    assert!(e.elapsed_ms(&f).is_err_and(|e| e.is_not_ready()));
     let c = f.completed().unwrap();
     c.wait().unwrap();
     let ms = e.elapsed_ms(&f).unwrap();
@@ -612,7 +613,7 @@ fn allocator_and_attributes() {
                     .contains(xstream_core::Capabilities::STREAM_ORDERED_ALLOC),
                 "the device reports memory pools but async_allocator failed: {e}"
             );
-            assert!(matches!(e, Error::Unsupported { .. }), "{e:?}");
+            assert!(e.is_unsupported(), "{e:?}");
             xstream_conformance::report_skip(
                 "allocator_and_attributes (stream-ordered allocator part)",
                 &format!("no memory pools on this device: {e}"),
@@ -657,7 +658,7 @@ fn allocator_and_attributes() {
     } else {
         let m = d.alloc_managed(1 << 16);
         assert!(
-            matches!(m, Err(Error::Unsupported { .. })),
+            m.as_ref().is_err_and(Error::is_unsupported),
             "managed allocation without MANAGED_MEMORY: {:?}",
             m.as_ref().map(|_| "Ok(..)")
         );

@@ -7,7 +7,7 @@
 //! trait method, so the operations, their errors and their semantics are those of the generic
 //! traits ([`Device`], [`Stream`], [`Event`], [`Buffer`], [`Graph`]); the only new error is
 //! mixing backends (a CUDA event recorded on a host stream, a host buffer copied on an Ascend
-//! stream), which is [`Error::WrongDevice`] naming both backends, where the generic path does
+//! stream), which is [`Error::WrongBackend`] naming both backends, where the generic path does
 //! not compile.
 //!
 //! Use it to store streams and events in a runtime without a `B: Backend` parameter (the
@@ -83,10 +83,12 @@ macro_rules! pair {
 }
 
 /// The error of an operation given objects of two backends.
-fn mixed(op: &str, a: BackendKind, b: BackendKind) -> Error {
-    Error::WrongDevice(format!(
-        "{op}: the {a} backend's object was given the {b} backend's object (backends do not mix)"
-    ))
+fn mixed(op: &'static str, a: BackendKind, b: BackendKind) -> Error {
+    Error::WrongBackend {
+        op,
+        expected: a,
+        found: b,
+    }
 }
 
 /// Defines an erased enum over the compiled backends, with `kind`, `From` and `downcast`.
@@ -397,7 +399,7 @@ impl AnyDevice {
     /// device: [`AnyDevice`] downcasts.)
     ///
     /// # Errors
-    /// As [`Device::alloc_zeroed_on`]; [`Error::WrongDevice`] for a stream of another backend.
+    /// As [`Device::alloc_zeroed_on`]; [`Error::WrongBackend`] for a stream of another backend.
     pub fn alloc_zeroed_on(&self, stream: &AnyStream, len: usize) -> Result<AnyBuffer> {
         pair!("AnyDevice::alloc_zeroed_on", AnyDevice, self, AnyStream, stream, d, s => d.alloc_zeroed_on(s, len).map(AnyBuffer::from))
     }
@@ -443,7 +445,7 @@ impl AnyDevice {
     /// [`Device::can_access_peer`].
     ///
     /// # Errors
-    /// As [`Device::can_access_peer`]; [`Error::WrongDevice`] for a device of another backend.
+    /// As [`Device::can_access_peer`]; [`Error::WrongBackend`] for a device of another backend.
     #[inline]
     pub fn can_access_peer(&self, peer: &AnyDevice) -> Result<bool> {
         pair!("AnyDevice::can_access_peer", AnyDevice, self, AnyDevice, peer, d, p => d.can_access_peer(p))
@@ -452,7 +454,7 @@ impl AnyDevice {
     /// [`Device::enable_peer_access`].
     ///
     /// # Errors
-    /// As [`Device::enable_peer_access`]; [`Error::WrongDevice`] for a device of another
+    /// As [`Device::enable_peer_access`]; [`Error::WrongBackend`] for a device of another
     /// backend.
     #[inline]
     pub fn enable_peer_access(&self, peer: &AnyDevice) -> Result<()> {
@@ -462,7 +464,7 @@ impl AnyDevice {
     /// [`Device::disable_peer_access`].
     ///
     /// # Errors
-    /// As [`Device::disable_peer_access`]; [`Error::WrongDevice`] for a device of another
+    /// As [`Device::disable_peer_access`]; [`Error::WrongBackend`] for a device of another
     /// backend.
     #[inline]
     pub fn disable_peer_access(&self, peer: &AnyDevice) -> Result<()> {
@@ -543,7 +545,7 @@ impl AnyStream {
     /// [`Stream::wait_event`].
     ///
     /// # Errors
-    /// As [`Stream::wait_event`]; [`Error::WrongDevice`] for an event of another backend.
+    /// As [`Stream::wait_event`]; [`Error::WrongBackend`] for an event of another backend.
     #[inline]
     pub fn wait_event(&self, event: &AnyEvent) -> Result<()> {
         pair!("AnyStream::wait_event", AnyStream, self, AnyEvent, event, s, e => s.wait_event(e))
@@ -640,7 +642,7 @@ impl AnyStream {
     /// [`Stream::copy_attributes_from`].
     ///
     /// # Errors
-    /// As [`Stream::copy_attributes_from`]; [`Error::WrongDevice`] for a stream of another
+    /// As [`Stream::copy_attributes_from`]; [`Error::WrongBackend`] for a stream of another
     /// backend.
     #[inline]
     pub fn copy_attributes_from(&self, src: &AnyStream) -> Result<()> {
@@ -668,7 +670,7 @@ impl AnyStream {
     /// [`Stream::memset`].
     ///
     /// # Errors
-    /// As [`Stream::memset`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::memset`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn memset(&self, buf: &AnyBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
         pair!("AnyStream::memset", AnyStream, self, AnyBuffer, buf, s, b => s.memset(b, offset, len, value))
@@ -677,7 +679,7 @@ impl AnyStream {
     /// [`Stream::write`].
     ///
     /// # Errors
-    /// As [`Stream::write`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::write`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn write(&self, dst: &AnyBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
         pair!("AnyStream::write", AnyStream, self, AnyBuffer, dst, s, b => s.write(b, offset, data))
@@ -686,7 +688,7 @@ impl AnyStream {
     /// [`Stream::read`].
     ///
     /// # Errors
-    /// As [`Stream::read`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::read`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn read(&self, src: &AnyBuffer, offset: usize, len: usize) -> Result<Readback> {
         pair!("AnyStream::read", AnyStream, self, AnyBuffer, src, s, b => s.read(b, offset, len))
@@ -695,7 +697,7 @@ impl AnyStream {
     /// [`Stream::copy`].
     ///
     /// # Errors
-    /// As [`Stream::copy`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::copy`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn copy(
         &self,
@@ -714,7 +716,7 @@ impl AnyStream {
     /// [`Stream::copy_peer`].
     ///
     /// # Errors
-    /// As [`Stream::copy_peer`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::copy_peer`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn copy_peer(
         &self,
@@ -733,7 +735,7 @@ impl AnyStream {
     /// [`Stream::copy_to_device`]: one native asynchronous copy from page-locked memory.
     ///
     /// # Errors
-    /// As [`Stream::copy_to_device`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::copy_to_device`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn copy_to_device(
         &self,
@@ -755,7 +757,7 @@ impl AnyStream {
     /// [`Stream::copy_to_host`]: one native asynchronous copy into page-locked memory.
     ///
     /// # Errors
-    /// As [`Stream::copy_to_host`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::copy_to_host`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn copy_to_host(
         &self,
@@ -778,7 +780,7 @@ impl AnyStream {
     /// converted to the backend's types first (one small vector per launch).
     ///
     /// # Errors
-    /// As [`Stream::launch_kernel`]; [`Error::WrongDevice`] for a function or buffer argument
+    /// As [`Stream::launch_kernel`]; [`Error::WrongBackend`] for a function or buffer argument
     /// of another backend.
     #[inline]
     pub fn launch_kernel(
@@ -803,7 +805,7 @@ impl AnyStream {
     /// (`downcast_ref`) for one.
     ///
     /// # Errors
-    /// As [`Stream::enqueue_launch`]; [`Error::WrongDevice`] for a function or buffer
+    /// As [`Stream::enqueue_launch`]; [`Error::WrongBackend`] for a function or buffer
     /// argument of another backend.
     pub fn launch_checked(
         &self,
@@ -833,7 +835,7 @@ impl AnyStream {
     /// [`Stream::free_async`].
     ///
     /// # Errors
-    /// As [`Stream::free_async`]; [`Error::WrongDevice`] for a buffer of another backend
+    /// As [`Stream::free_async`]; [`Error::WrongBackend`] for a buffer of another backend
     /// (the buffer is then dropped under its backend's lifetime rule).
     #[inline]
     pub fn free_async(&self, buf: AnyBuffer) -> Result<()> {
@@ -845,7 +847,7 @@ impl AnyStream {
     /// [`Stream::join`]: later work here waits for the work enqueued on `other` so far.
     ///
     /// # Errors
-    /// As [`Stream::join`]; [`Error::WrongDevice`] for a stream of another backend.
+    /// As [`Stream::join`]; [`Error::WrongBackend`] for a stream of another backend.
     pub fn join(&self, other: &AnyStream) -> Result<()> {
         pair!("AnyStream::join", AnyStream, self, AnyStream, other, s, o => s.join(o))
     }
@@ -861,7 +863,7 @@ impl AnyStream {
     /// [`Stream::record_use`]: work enqueued here so far (through the raw handle) uses `buf`.
     ///
     /// # Errors
-    /// As [`Stream::record_use`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::record_use`]; [`Error::WrongBackend`] for a buffer of another backend.
     pub fn record_use(&self, buf: &AnyBuffer) -> Result<()> {
         pair!("AnyStream::record_use", AnyStream, self, AnyBuffer, buf, s, b => s.record_use(b))
     }
@@ -871,7 +873,7 @@ impl AnyStream {
     /// [`Stream::wait_value32`].
     ///
     /// # Errors
-    /// As [`Stream::wait_value32`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::wait_value32`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn wait_value32(
         &self,
@@ -886,7 +888,7 @@ impl AnyStream {
     /// [`Stream::wait_value64`].
     ///
     /// # Errors
-    /// As [`Stream::wait_value64`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::wait_value64`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn wait_value64(
         &self,
@@ -901,7 +903,7 @@ impl AnyStream {
     /// [`Stream::write_value32`].
     ///
     /// # Errors
-    /// As [`Stream::write_value32`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::write_value32`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn write_value32(&self, buf: &AnyBuffer, offset: usize, value: u32) -> Result<()> {
         pair!("AnyStream::write_value32", AnyStream, self, AnyBuffer, buf, s, b => s.write_value32(b, offset, value))
@@ -910,14 +912,14 @@ impl AnyStream {
     /// [`Stream::write_value64`].
     ///
     /// # Errors
-    /// As [`Stream::write_value64`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::write_value64`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn write_value64(&self, buf: &AnyBuffer, offset: usize, value: u64) -> Result<()> {
         pair!("AnyStream::write_value64", AnyStream, self, AnyBuffer, buf, s, b => s.write_value64(b, offset, value))
     }
 
     /// `dst` when it is of this stream's backend, else the mixing error.
-    fn same_buffer<'a>(&self, op: &str, dst: &'a AnyBuffer) -> Result<&'a AnyBuffer> {
+    fn same_buffer<'a>(&self, op: &'static str, dst: &'a AnyBuffer) -> Result<&'a AnyBuffer> {
         if dst.kind() == self.kind() {
             Ok(dst)
         } else {
@@ -928,7 +930,11 @@ impl AnyStream {
 
 impl AnyBuffer {
     /// The typed buffer of the backend of stream `_s` (the caller checked the kinds).
-    fn downcast_same<S: Stream>(&self, op: &str, _s: &S) -> Result<&<S::B as Backend>::Buffer>
+    fn downcast_same<S: Stream>(
+        &self,
+        op: &'static str,
+        _s: &S,
+    ) -> Result<&<S::B as Backend>::Buffer>
     where
         S::B: Erasable,
     {
@@ -985,7 +991,7 @@ impl AnyBuffer {
 
 /// `args` with each buffer replaced by the typed buffer of the backend of stream `_s`.
 fn typed_args<'a, S: Stream>(
-    op: &str,
+    op: &'static str,
     _s: &S,
     args: &[KernelArg<'a, AnyBuffer>],
 ) -> Result<Vec<KernelArg<'a, <S::B as Backend>::Buffer>>>
@@ -1028,7 +1034,11 @@ impl AnyFunction {
 }
 
 /// The typed host buffer of the backend of stream `_s`.
-fn host_of<'a, S: Stream>(op: &str, _s: &S, h: &'a AnyHostBuffer) -> Result<&'a HostBuffer<S::B>>
+fn host_of<'a, S: Stream>(
+    op: &'static str,
+    _s: &S,
+    h: &'a AnyHostBuffer,
+) -> Result<&'a HostBuffer<S::B>>
 where
     S::B: Erasable,
 {
@@ -1038,7 +1048,7 @@ where
 
 /// The typed host buffer of the backend of stream `_s`, mutably.
 fn host_of_mut<'a, S: Stream>(
-    op: &str,
+    op: &'static str,
     _s: &S,
     h: &'a mut AnyHostBuffer,
 ) -> Result<&'a mut HostBuffer<S::B>>
@@ -1164,7 +1174,7 @@ impl AnyEvent {
     /// [`Event::record`].
     ///
     /// # Errors
-    /// As [`Event::record`]; [`Error::WrongDevice`] for a stream of another backend.
+    /// As [`Event::record`]; [`Error::WrongBackend`] for a stream of another backend.
     #[inline]
     pub fn record(&self, stream: &AnyStream) -> Result<()> {
         pair!("AnyEvent::record", AnyEvent, self, AnyStream, stream, e, s => e.record(s))
@@ -1200,7 +1210,7 @@ impl AnyEvent {
     /// [`Event::elapsed_ms`] from `self` (start) to `end`.
     ///
     /// # Errors
-    /// As [`Event::elapsed_ms`]; [`Error::WrongDevice`] for an event of another backend.
+    /// As [`Event::elapsed_ms`]; [`Error::WrongBackend`] for an event of another backend.
     #[inline]
     pub fn elapsed_ms(&self, end: &AnyEvent) -> Result<f32> {
         pair!("AnyEvent::elapsed_ms", AnyEvent, self, AnyEvent, end, a, b => a.elapsed_ms(b))
@@ -1226,7 +1236,7 @@ impl AnyGraph {
     /// [`Graph::launch`]: one replay on `stream`.
     ///
     /// # Errors
-    /// As [`Graph::launch`]; [`Error::WrongDevice`] for a stream of another backend.
+    /// As [`Graph::launch`]; [`Error::WrongBackend`] for a stream of another backend.
     #[inline]
     pub fn launch(&self, stream: &AnyStream) -> Result<()> {
         pair!("AnyGraph::launch", AnyGraph, self, AnyStream, stream, g, s => g.launch(s))
