@@ -31,6 +31,7 @@
 //! | [`view`] | views of device buffers: byte ranges ([`BufferView`]) and typed slices ([`DeviceSlice`]), memset patterns |
 //! | [`event_pool`] | a bounded pool of reusable ordering events ([`EventPool`]) |
 //! | [`error`] | the one error type, keeping vendor codes |
+//! | [`reaper`] | the backends' teardown thread ([`reaper::Reaper`]): order, panics, exit flush and parking, once |
 //! | [`sync`] | [`sync::lock`] (poison-tolerant), [`sync::wait_with_backoff`] (bounded polling wait); privately the `std` or loom primitives of the callback slot and futures |
 //!
 //! Design choices:
@@ -68,6 +69,7 @@ pub mod pipeline;
 pub mod pool;
 pub mod priority;
 pub mod raw;
+pub mod reaper;
 pub mod reduce;
 pub mod sync;
 pub mod translate;
