@@ -320,13 +320,15 @@ static REAPER: Reaper = Reaper::new("xstream-acl-reaper", register_reaper_at_exi
 
 fn register_reaper_at_exit() -> bool {
     #[cfg(not(miri))]
-    // SAFETY: `reaper_at_exit` is a plain `extern "C" fn()` that never unwinds
-    // (`Reaper::at_exit` catches panics); registering it has no other precondition.
-    unsafe {
-        libc::atexit(reaper_at_exit) == 0
+    {
+        // SAFETY: `reaper_at_exit` is a plain `extern "C" fn()` that never unwinds
+        // (`Reaper::at_exit` catches panics); registering it has no other precondition.
+        unsafe { libc::atexit(reaper_at_exit) == 0 }
     }
     #[cfg(miri)]
-    false
+    {
+        false
+    }
 }
 
 /// The process-exit handler of [`REAPER`] (`atexit`).

@@ -603,7 +603,8 @@ fn allocator_and_attributes() {
             s.set_allocator(Some(a)).unwrap();
             assert!(s.allocator().unwrap().is_some());
             let p = xstream_cuda::memory::alloc_async(&s, 4096).unwrap();
-            xstream_cuda::memory::free_async(&s, p).unwrap();
+            // SAFETY: `p` came from `alloc_async` just above and no work used it.
+            unsafe { xstream_cuda::memory::free_async(&s, p) }.unwrap();
             s.synchronize().unwrap();
         }
         Err(e) => {
