@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use xstream_ascend::AscendBackend;
 use xstream_core::{
-    Backend, Device, Error, EventDesc, EventFlags, HostAllocDesc, Stream, StreamDesc, StreamFlags,
+    Backend, Device, ErrorKind, EventDesc, EventFlags, HostAllocDesc, Stream, StreamDesc,
+    StreamFlags,
 };
 use xstream_host::HostBackend;
 
@@ -104,7 +105,7 @@ fn create_retry<D: Device>(dev: &D, desc: &StreamDesc, retries: &mut u64) {
     loop {
         match dev.create_stream(desc) {
             Ok(s) => return drop(s),
-            Err(Error::ResourceExhausted { .. }) => {
+            Err(e) if e.kind() == ErrorKind::ResourceExhausted => {
                 *retries += 1;
                 std::thread::sleep(Duration::from_micros(50));
             }

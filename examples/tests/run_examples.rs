@@ -138,11 +138,11 @@ fn erased_runtime_refuses_mixed_backends() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(
-        stdout.lines().any(
-            |l| l.starts_with("mixing refused: wrong device: AnyEvent::record")
+        stdout
+            .lines()
+            .any(|l| l.starts_with("mixing refused: AnyEvent::record")
                 && l.contains("ascend")
-                && l.contains("host")
-        ),
+                && l.contains("host")),
         "{stdout}"
     );
 }

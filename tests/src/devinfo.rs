@@ -1,7 +1,7 @@
 //! Device facts: consistent values (free ≤ total, counts above zero where reported) and a
 //! stable identity across two opens of one device.
 
-use xstream_core::{Backend, Device, Error, Stream};
+use xstream_core::{Backend, Device, Stream};
 
 use crate::{pass, CheckResult, Ctx, Env};
 
@@ -54,7 +54,7 @@ pub(crate) fn device_info_consistent<B: Backend>(env: &Env<B>) -> CheckResult {
             }
             said.push(format!("{} of {} MiB free", m.free >> 20, m.total >> 20));
         }
-        Err(Error::Unsupported { .. }) => said.push("free memory unsupported".into()),
+        Err(e) if e.is_unsupported() => said.push("free memory unsupported".into()),
         Err(e) => return Err(format!("memory_info: {e}")),
     }
     let again = B::open(info.ordinal).ctx("second open")?;

@@ -367,7 +367,7 @@ pub(crate) fn priority_attribute<B: Backend>(env: &Env<B>) -> CheckResult {
             );
             format!("{target} applied and read back")
         }
-        Err(Error::Unsupported { .. }) if target != before => {
+        Err(e) if e.is_unsupported() && target != before => {
             format!("changing the priority is unsupported here ({target} refused as Unsupported)")
         }
         Err(e) => return Err(format!("set_attribute(Priority({target})) in range: {e}")),

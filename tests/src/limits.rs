@@ -1,7 +1,7 @@
 //! Resource limits: streams, then events, are created until the device refuses or a cap is
 //! reached; the device keeps working and everything comes back on drop.
 
-use xstream_core::{Backend, Device, Error, Event, EventDesc, Stream};
+use xstream_core::{Backend, Device, ErrorKind, Event, EventDesc, Stream};
 
 use crate::{nb, pass, read_all, CheckResult, Ctx, Env};
 
@@ -15,11 +15,11 @@ pub const STREAM_CAP_WITHOUT_LIMIT: u32 = 4096;
 pub const STREAM_LIMIT_SLACK: u32 = 64;
 
 /// Events the check creates: one past the largest per-device event limit a vendor documents
-/// (65536, Atlas A2/A3). A device may refuse earlier with [`Error::ResourceExhausted`] (the
+/// (65536, Atlas A2/A3). A device may refuse earlier with `ResourceExhausted` ([`ErrorKind`]) (the
 /// simulated A2 at 65536; real runtimes take an event's hardware id at its first record).
 pub const EVENT_CAP: u32 = 65_537;
 
-/// Creates streams until the device answers [`Error::ResourceExhausted`] or the cap is reached.
+/// Creates streams until the device answers `ResourceExhausted` ([`ErrorKind`]) or the cap is reached.
 /// `Ok((streams, refused))`; any other error fails.
 fn streams_until_refused<B: Backend>(
     dev: &B::Device,
@@ -29,7 +29,9 @@ fn streams_until_refused<B: Backend>(
     while v.len() < cap as usize {
         match dev.create_stream(&nb()) {
             Ok(s) => v.push(s),
-            Err(e @ Error::ResourceExhausted { .. }) => return Ok((v, Some(e.to_string()))),
+            Err(e) if e.kind() == ErrorKind::ResourceExhausted => {
+                return Ok((v, Some(e.to_string())))
+            }
             Err(e) => return Err(format!("stream {} refused with {e}", v.len())),
         }
     }
@@ -133,7 +135,7 @@ pub(crate) fn resource_limits<B: Backend>(env: &Env<B>) -> CheckResult {
     while events.len() < EVENT_CAP as usize {
         match dev.create_event(&EventDesc::new()) {
             Ok(e) => events.push(e),
-            Err(e @ Error::ResourceExhausted { .. }) => {
+            Err(e) if e.kind() == ErrorKind::ResourceExhausted => {
                 ev_refused = Some(e.to_string());
                 break;
             }

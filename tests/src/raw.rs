@@ -226,7 +226,7 @@ pub(crate) fn raw_round_trip<B: Backend>(env: &Env<B>) -> CheckResult {
                 backend: other_kind,
                 ..good
             },
-            (|e: &Error| matches!(e, Error::Unsupported { .. })) as fn(&Error) -> bool,
+            (|e: &Error| matches!(e, Error::WrongBackend { .. })) as fn(&Error) -> bool,
         ),
         (
             "another device",

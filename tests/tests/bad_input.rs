@@ -78,7 +78,7 @@ impl Want {
     fn matches(&self, r: &xstream_core::Result<(u32, Option<Dropped>)>) -> bool {
         match (self, r) {
             (Want::Rejected, Err(Error::RejectedCombination { .. })) => true,
-            (Want::DeviceRefused, Err(Error::Unsupported { .. })) => true,
+            (Want::DeviceRefused, Err(e)) if e.is_unsupported() => true,
             (Want::Unsupported(n), Err(Error::UnsupportedFlag { flag, .. })) => flag == n,
             (Want::Created { kept, dropped }, Ok((bits, got))) => {
                 let same_dropped = match got {

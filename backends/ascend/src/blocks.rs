@@ -139,7 +139,7 @@ impl Default for BlockCache {
 
 impl BlockCache {
     fn lock(&self) -> MutexGuard<'_, Cache> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        xstream_core::sync::lock(&self.inner)
     }
 
     /// A cached block of `class` bytes that stream `key` may use now.

@@ -10,19 +10,20 @@
 //! Device drop stops and joins the thread (after its streams were synchronized and
 //! unsubscribed by their own drops).
 //!
-//! **Reaper.** One background thread runs deferred releases (stream destroy after a
-//! synchronize, buffer free after a device synchronize, model destroy) so that `Drop` never
-//! blocks the caller and never calls ACL from inside a callback.
+//! **Reaper.** One background thread ([`xstream_core::reaper::Reaper`]) runs deferred
+//! releases (stream destroy after a synchronize, buffer free after a device synchronize, model
+//! destroy) so that `Drop` never blocks the caller and never calls ACL from inside a callback.
 #![allow(unsafe_code)]
 
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Sender};
+use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{JoinHandle, ThreadId};
 
 use xstream_core::callback::CallbackSlot;
+use xstream_core::reaper::{ReapJob, Reaper};
 use xstream_core::{Allocator, Block, Error, Result};
 
 use crate::result;
@@ -305,98 +306,44 @@ pub(crate) fn alloc_funcs() -> result::allocator::Funcs {
     }
 }
 
-type Job = Box<dyn FnOnce() + Send + 'static>;
+type Job = ReapJob;
 
-/// The reaper's queue (`None` when its thread could not be spawned).
-static REAPER: OnceLock<Mutex<Option<Sender<Job>>>> = OnceLock::new();
+/// The Ascend backend's reaper (`xstream_core::reaper`: order, panics, the exit flush and
+/// parking). Its exit handler is registered when its thread starts, after the ACL library was
+/// loaded, so it runs before the runtime's own exit handlers. The CANN runtime tears its
+/// devices down in an exit handler (`PrepareRuntimeProcessExitImpl` in `libruntime_v100.so`);
+/// a reaper job still destroying a stream or resetting a device at that moment raced with it
+/// and crashed the process after `main` returned (a core dump of `xstream conform` on the
+/// real runtime over the driver emulation: `aclrtResetDevice` on the reaper thread against
+/// that handler on the main thread, docs/simulators.md).
+static REAPER: Reaper = Reaper::new("xstream-acl-reaper", register_reaper_at_exit, || {});
 
-/// Set by [`reaper_at_exit`]: the process is exiting and the runtime is about to tear itself
-/// down, so no further reaper job may call it.
-static EXITING: AtomicBool = AtomicBool::new(false);
-
-/// How long the process's exit waits for the reaper's queued jobs.
-const EXIT_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Runs at process exit (`atexit`, registered when the reaper starts, so after the ACL library
-/// was loaded and before the runtime's own exit handlers run: they run in reverse order of
-/// registration). The CANN runtime tears its devices down in an exit handler
-/// (`PrepareRuntimeProcessExitImpl` in `libruntime_v100.so`); a reaper job still destroying a
-/// stream or resetting a device at that moment raced with it and crashed the process after
-/// `main` returned (a core dump of `xstream conform` on the real runtime over the driver
-/// emulation: `aclrtResetDevice` on the reaper thread against that handler on the main thread,
-/// docs/simulators.md). So jobs queued before exit are waited for (at most
-/// [`EXIT_FLUSH_LIMIT`]) and later ones are not run: the process is ending and the runtime
-/// releases what is left.
-extern "C" fn reaper_at_exit() {
-    let _ = catch_unwind(|| {
-        EXITING.store(true, Ordering::SeqCst);
-        let (tx, rx) = channel::<()>();
-        let queued = REAPER.get().is_some_and(|r| {
-            let g = r.lock().unwrap_or_else(|e| e.into_inner());
-            g.as_ref().is_some_and(|q| {
-                q.send(Box::new(move || {
-                    let _ = tx.send(());
-                }))
-                .is_ok()
-            })
-        });
-        if queued {
-            let _ = rx.recv_timeout(EXIT_FLUSH_LIMIT);
-        }
-    });
+fn register_reaper_at_exit() -> bool {
+    #[cfg(not(miri))]
+    {
+        // SAFETY: `reaper_at_exit` is a plain `extern "C" fn()` that never unwinds
+        // (`Reaper::at_exit` catches panics); registering it has no other precondition.
+        unsafe { libc::atexit(reaper_at_exit) == 0 }
+    }
+    #[cfg(miri)]
+    {
+        false
+    }
 }
 
-/// Jobs handed to the reaper once the process is exiting: neither run nor dropped (dropping
-/// one can call the runtime too, through what it holds), but kept reachable until the process
-/// ends, so that leak checkers do not count them as lost.
-static PARKED: Mutex<Vec<Job>> = Mutex::new(Vec::new());
+/// The process-exit handler of [`REAPER`] (`atexit`).
+extern "C" fn reaper_at_exit() {
+    REAPER.at_exit();
+}
 
-/// Runs `job` on the background reaper thread (inline if it cannot be spawned). Once the
-/// process is exiting ([`reaper_at_exit`]) the job is parked instead ([`PARKED`]): it would
-/// call a runtime that is tearing itself down.
+/// Runs `job` on the background reaper thread ([`REAPER`]).
 pub(crate) fn reap(job: Job) {
-    if EXITING.load(Ordering::SeqCst) {
-        PARKED.lock().unwrap_or_else(|e| e.into_inner()).push(job);
-        return;
-    }
-    let tx = REAPER.get_or_init(|| {
-        let (tx, rx) = channel::<Job>();
-        let spawned = std::thread::Builder::new()
-            .name("xstream-acl-reaper".into())
-            .spawn(move || {
-                while let Ok(job) = rx.recv() {
-                    let _ = catch_unwind(AssertUnwindSafe(job));
-                }
-            });
-        if spawned.is_ok() {
-            #[cfg(not(miri))]
-            // SAFETY: `reaper_at_exit` is a plain `extern "C" fn()` that never unwinds (it
-            // catches panics); registering it has no other precondition.
-            unsafe {
-                libc::atexit(reaper_at_exit);
-            }
-        }
-        Mutex::new(spawned.ok().map(|_| tx))
-    });
-    let g = tx.lock().unwrap_or_else(|e| e.into_inner());
-    let job = match g.as_ref() {
-        Some(tx) => match tx.send(job) {
-            Ok(()) => return,
-            Err(e) => e.0,
-        },
-        None => job,
-    };
-    drop(g);
-    let _ = catch_unwind(AssertUnwindSafe(job));
+    REAPER.submit(job);
 }
 
 /// Waits (at most `limit`) until every job queued on the reaper before this call has run:
 /// stream creation at the device limit calls it so that streams dropped just before are
 /// destroyed first. Returns whether the reaper got there in time.
 pub(crate) fn reap_flush(limit: std::time::Duration) -> bool {
-    let (tx, rx) = channel::<()>();
-    reap(Box::new(move || {
-        let _ = tx.send(());
-    }));
-    rx.recv_timeout(limit).is_ok()
+    REAPER.flush(limit)
 }

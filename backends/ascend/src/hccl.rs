@@ -27,13 +27,14 @@
 //! # Errors
 //! [`CODES`] names every `HcclResult` of `hccl_types.h` (0 to 24, 1041, 1042). Codes of
 //! synchronous calls are kept in [`Error::Native`] (`api`, the `HcclResult` value, its
-//! `HCCL_E_*` name, `HcclGetErrorString`'s text), except `HCCL_E_NOT_SUPPORT` (an unsupported
-//! type, op or feature; e.g. a stream in capture, where the double refuses collectives) →
-//! [`Error::Unsupported`], `HCCL_E_OOM` → [`Error::OutOfMemory`], and `HCCL_E_PARA` at enqueue →
-//! [`Error::InvalidArgument`], each naming the code. Asynchronous errors: `HCCL_E_TIMEOUT` →
-//! [`Error::Collective`] of kind `Timeout`, `HCCL_E_REMOTE` and `HCCL_E_OPRETRY_FAIL` →
-//! `PeerFailed`, others → [`Error::Native`]; the detail keeps the code and its name. After
-//! [`Communicator::abort`] every call fails with kind `Aborted`.
+//! `HCCL_E_*` name, its [`ErrorKind`] from [`code_kind`], `HcclGetErrorString`'s text):
+//! `HCCL_E_NOT_SUPPORT` (an unsupported type, op or feature; e.g. a stream in capture, where
+//! the double refuses collectives) is of kind `Unsupported`, `HCCL_E_OOM` of kind
+//! `OutOfMemory`; `HCCL_E_PARA` at enqueue → [`Error::InvalidArgument`] naming the code.
+//! Asynchronous errors: `HCCL_E_TIMEOUT` → [`Error::Collective`] of kind `Timeout`,
+//! `HCCL_E_REMOTE` and `HCCL_E_OPRETRY_FAIL` → `PeerFailed`, others → [`Error::Native`]; the
+//! detail keeps the code and its name. After [`Communicator::abort`] every call fails with kind
+//! `Aborted`.
 //!
 //! Inside a group HCCL checks only count 0 and NULL pointers at the call; its other checks
 //! run at the outermost `HcclGroupEnd`, which reports none of them (it returns `HCCL_SUCCESS`
@@ -56,8 +57,8 @@ use std::time::Duration;
 use xstream_core::collective::{check_args, check_support, collective_timeout, OpArgs};
 use xstream_core::{
     ensure_not_in_callback, BackendKind, Buffer, CollectiveBackend, CollectiveErrorKind,
-    CollectiveKind, CollectiveSupport, Communicator, DataType, Error, NativeError, ReduceOp,
-    Result, Stream, UniqueId,
+    CollectiveKind, CollectiveSupport, Communicator, DataType, Error, ErrorKind, NativeError,
+    ReduceOp, Result, Stream, UniqueId,
 };
 
 pub use ffi::{Call, HcclFns, OpenError, RawComm, ROOT_INFO_BYTES};
@@ -172,37 +173,36 @@ pub fn code_name(code: i32) -> &'static str {
         .unwrap_or("HCCL_E_UNKNOWN")
 }
 
-/// The xstream error of a failed synchronous HCCL call: `HCCL_E_NOT_SUPPORT` →
-/// [`Error::Unsupported`], `HCCL_E_OOM` → [`Error::OutOfMemory`] (both details name the API,
-/// the code and its name), any other code → [`Error::Native`] keeping the code, its name and
-/// `HcclGetErrorString`'s text.
+/// What an `HcclResult` means: `HCCL_E_PARA` and `HCCL_E_PTR` a bad argument,
+/// `HCCL_E_NOT_SUPPORT` unsupported, `HCCL_E_MEMORY` and `HCCL_E_OOM` out of memory,
+/// `HCCL_E_TIMEOUT` a timeout, `HCCL_E_REMOTE` and `HCCL_E_OPRETRY_FAIL` a failed collective,
+/// `HCCL_E_AGAIN` not ready; any other code [`ErrorKind::Other`].
+pub fn code_kind(code: i32) -> ErrorKind {
+    match code {
+        HCCL_E_PARA | 2 => ErrorKind::InvalidValue,
+        HCCL_E_NOT_SUPPORT => ErrorKind::Unsupported,
+        3 | HCCL_E_OOM => ErrorKind::OutOfMemory,
+        HCCL_E_TIMEOUT => ErrorKind::Timeout,
+        HCCL_E_REMOTE | HCCL_E_OPRETRY_FAIL => ErrorKind::Collective,
+        20 => ErrorKind::NotReady,
+        _ => ErrorKind::Other,
+    }
+}
+
+/// The xstream error of a failed synchronous HCCL call: [`Error::Native`] keeping the code,
+/// its name, its kind ([`code_kind`]: `HCCL_E_NOT_SUPPORT` is [`ErrorKind::Unsupported`],
+/// `HCCL_E_OOM` [`ErrorKind::OutOfMemory`], ...) and `HcclGetErrorString`'s text.
 pub fn native_error(t: &HcclFns, api: &'static str, code: i32) -> Error {
-    if code == HCCL_E_OOM {
-        return Error::OutOfMemory {
-            backend: BackendKind::Ascend,
-            detail: format!(
-                "{api} returned HCCL_E_OOM ({code}): {}",
-                t.error_string(code)
-            ),
-        };
-    }
-    if code == HCCL_E_NOT_SUPPORT {
-        return Error::unsupported(
+    Error::Native(
+        NativeError::new(
             BackendKind::Ascend,
-            format!(
-                "{api} returned HCCL_E_NOT_SUPPORT (5): {}",
-                t.error_string(code)
-            ),
-        );
-    }
-    Error::Native(NativeError {
-        backend: BackendKind::Ascend,
-        api,
-        code: i64::from(code),
-        name: code_name(code),
-        sticky: false,
-        message: Some(t.error_string(code)).filter(|m| !m.is_empty()),
-    })
+            api,
+            i64::from(code),
+            code_name(code),
+            code_kind(code),
+        )
+        .with_message(Some(t.error_string(code)).filter(|m| !m.is_empty())),
+    )
 }
 
 /// The xstream error of an asynchronous HCCL error (`HcclGetCommAsyncError`):

@@ -26,9 +26,7 @@ use crate::sys::DevPtr;
 /// `ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION` (`acl/acl_rt.h`).
 const ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION: u64 = 0x1;
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use xstream_core::sync::lock;
 
 /// Open imports: (device ordinal, address) → key.
 fn imports() -> &'static Mutex<HashMap<(usize, usize), CString>> {

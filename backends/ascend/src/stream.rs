@@ -322,10 +322,10 @@ impl std::fmt::Debug for AscendStream {
 }
 
 impl AscendStream {
-    fn kind_name(&self) -> &'static str {
+    fn kind_name(&self) -> xstream_core::NotOwnedKind {
         match self.ownership {
-            Ownership::Default => "default",
-            _ => "borrowed",
+            Ownership::Default => xstream_core::NotOwnedKind::Default,
+            _ => xstream_core::NotOwnedKind::Borrowed,
         }
     }
 

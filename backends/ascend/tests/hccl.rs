@@ -178,7 +178,7 @@ fn unsupported_cells_and_bad_arguments_are_refused_at_enqueue() {
         (DataType::BF16, ReduceOp::Prod),
     ] {
         let e = cs[0].all_reduce(&b, &b, 4, dt, op, &s).unwrap_err();
-        assert!(matches!(e, Error::Unsupported { .. }), "{dt} {op}: {e}");
+        assert!(e.is_unsupported(), "{dt} {op}: {e}");
     }
     let e = cs[0]
         .all_reduce(&b, &b, 17, DataType::F32, ReduceOp::Sum, &s)
@@ -432,22 +432,27 @@ fn hccl_codes_keep_their_value_and_name_in_xstream_errors() {
         code, 5,
         "HCCL answers an unbalanced group end with HCCL_E_NOT_SUPPORT"
     );
-    match native_error(t, "HcclGroupEnd", code) {
-        Error::Unsupported { what, .. } => {
-            assert!(what.contains("HCCL_E_NOT_SUPPORT (5)"), "{what}");
-            assert!(what.contains("not support feature"), "{what}");
-        }
-        e => panic!("expected Unsupported, got {e:?}"),
-    }
-    // HCCL_E_OOM (24): out of memory, the detail naming the code.
-    match native_error(t, "HcclAllReduce", 24) {
-        Error::OutOfMemory { detail, .. } => {
-            assert!(detail.contains("HcclAllReduce"), "{detail}");
-            assert!(detail.contains("HCCL_E_OOM (24)"), "{detail}");
-            assert!(detail.contains("out of memory"), "{detail}");
-        }
-        e => panic!("expected OutOfMemory, got {e:?}"),
-    }
+    let e = native_error(t, "HcclGroupEnd", code);
+    assert!(e.is_unsupported(), "{e:?}");
+    let n = e.native().expect("an HCCL code stays native");
+    assert_eq!(
+        (n.api, n.code, n.name),
+        ("HcclGroupEnd", 5, "HCCL_E_NOT_SUPPORT")
+    );
+    assert!(
+        n.message
+            .as_deref()
+            .is_some_and(|m| m.contains("not support feature")),
+        "{n:?}"
+    );
+    // HCCL_E_OOM (24): out of memory, the code kept.
+    let e = native_error(t, "HcclAllReduce", 24);
+    assert!(e.is_out_of_memory(), "{e:?}");
+    assert_eq!(
+        e.native().map(|n| (n.code, n.name)),
+        Some((24, "HCCL_E_OOM"))
+    );
+    assert!(e.to_string().contains("HcclAllReduce"), "{e}");
     // HCCL_E_IN_STATUS (1041): a native error keeping the value, the name and the library's
     // message for it.
     match native_error(t, "HcclAllReduce", 1041) {

@@ -90,7 +90,7 @@ fn producer() {
     let cuda = IpcMemHandle::new(BackendKind::Cuda, 0, 0, 64, &[1; 64]).unwrap();
     assert!(matches!(
         AscendBuffer::open_ipc(&d, &cuda),
-        Err(Error::InvalidArgument(_))
+        Err(Error::WrongBackend { .. })
     ));
     let plain = d.create_event(&EventDesc::new()).unwrap();
     assert!(matches!(plain.export_ipc(), Err(Error::InvalidArgument(_))));

@@ -137,7 +137,7 @@ fn default_stream_ids_and_from_raw() {
     assert!(matches!(
         borrowed.set_allocator(None),
         Err(Error::NotOwned {
-            kind: "borrowed",
+            kind: xstream_core::NotOwnedKind::Borrowed,
             ..
         })
     ));

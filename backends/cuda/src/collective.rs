@@ -26,14 +26,14 @@
 use std::ffi::c_int;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use xstream_core::callback::ensure_not_in_callback;
 use xstream_core::collective::{check_args, check_support, collective_timeout, OpArgs};
 use xstream_core::{
     BackendKind, Buffer, CollectiveBackend, CollectiveErrorKind, CollectiveKind, CollectiveSupport,
-    Communicator, DataType, Error, NativeError, ReduceOp, Result, Stream, UniqueId,
+    Communicator, DataType, Error, ErrorKind, NativeError, ReduceOp, Result, Stream, UniqueId,
 };
 
 use crate::ffi::nccl::{self, NcclCode, NcclOp, RawComm};
@@ -65,14 +65,29 @@ fn code_name(code: NcclCode) -> &'static str {
 /// A failed NCCL call as [`Error::Native`], keeping the code, its name and NCCL's string.
 pub fn nccl_error(api: &'static str, code: u32) -> Error {
     let msg = nccl::error_string(code);
-    Error::Native(NativeError {
-        backend: BackendKind::Cuda,
-        api,
-        code: i64::from(code),
-        name: code_name(code),
-        sticky: false,
-        message: (!msg.is_empty()).then_some(msg),
-    })
+    Error::Native(
+        NativeError::new(
+            BackendKind::Cuda,
+            api,
+            i64::from(code),
+            code_name(code),
+            code_kind(code),
+        )
+        .with_message((!msg.is_empty()).then_some(msg)),
+    )
+}
+
+/// What an `ncclResult_t` means: `ncclInvalidArgument` and `ncclInvalidUsage` a bad argument,
+/// `ncclInProgress` not ready, `ncclTimeout` a timeout, `ncclRemoteError` a failed collective;
+/// the others [`ErrorKind::Other`].
+fn code_kind(code: NcclCode) -> ErrorKind {
+    match code {
+        4 | 5 => ErrorKind::InvalidValue,
+        6 => ErrorKind::Collective,
+        7 => ErrorKind::NotReady,
+        8 => ErrorKind::Timeout,
+        _ => ErrorKind::Other,
+    }
 }
 
 /// The loaded NCCL's version code (e.g. 22105 for 2.21.5).
@@ -87,9 +102,7 @@ pub fn nccl_version() -> Result<i32> {
     })
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use xstream_core::sync::lock;
 
 /// One rank of an NCCL communicator.
 pub struct NcclComm {

@@ -660,7 +660,8 @@ impl CudaDevice {
     /// [`CudaStream::attach_mem_async`]. Capability [`Capabilities::MANAGED_MEMORY`].
     ///
     /// # Errors
-    /// [`Error::Unsupported`] without managed memory; [`Error::OutOfMemory`].
+    /// [`Error::Unsupported`] without managed memory; out of memory
+    /// ([`Error::is_out_of_memory`]: `CUDA_ERROR_OUT_OF_MEMORY` kept in [`Error::Native`]).
     pub fn alloc_managed(&self, len: usize) -> Result<crate::CudaManagedBuffer> {
         crate::memory::alloc_managed(self, len)
     }

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use xstream_core::callback::in_callback;
 use xstream_core::completion::{poll_until, Completion};
@@ -11,10 +11,12 @@ use xstream_core::{
     check_timeout, Error, Event, EventDesc, EventFlags, FlagReport, Result, Status,
 };
 
+use xstream_core::sync::wait_with_backoff;
+
 use crate::conv::CUDA_FLAGS;
 use crate::ffi::{self, CuEvent};
 use crate::stream::StreamState;
-use crate::{error, CudaBackend, CudaDevice, CudaStream, TIMED_WAIT_MAX_NAP};
+use crate::{error, CudaBackend, CudaDevice, CudaStream, TIMED_WAIT_BACKOFF};
 
 mod ipc;
 
@@ -164,7 +166,7 @@ impl CudaEvent {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, RecordState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        xstream_core::sync::lock(&self.state)
     }
 
     /// Gates calls that are illegal on an event recorded by a capture in progress.
@@ -267,20 +269,17 @@ impl Event for CudaEvent {
         if !self.gate("event synchronize")? {
             return Ok(());
         }
-        let start = Instant::now();
-        let mut nap = Duration::from_micros(20);
-        loop {
+        let ready = wait_with_backoff(timeout, TIMED_WAIT_BACKOFF, || {
             match ffi::event_query(self.raw()) {
-                Ok(()) => return Ok(()),
-                Err(ffi::NOT_READY) => {}
-                Err(c) => return Err(self.fail("cuEventQuery", c)),
+                Ok(()) => Ok(true),
+                Err(ffi::NOT_READY) => Ok(false),
+                Err(c) => Err(self.fail("cuEventQuery", c)),
             }
-            let elapsed = start.elapsed();
-            if elapsed >= timeout {
-                return Err(Error::Timeout(timeout));
-            }
-            std::thread::sleep(nap.min(timeout - elapsed));
-            nap = (nap * 2).min(TIMED_WAIT_MAX_NAP);
+        })?;
+        if ready {
+            Ok(())
+        } else {
+            Err(Error::Timeout(timeout))
         }
     }
 
@@ -296,13 +295,9 @@ impl Event for CudaEvent {
         }
         self.gate("elapsed_ms")?;
         end.gate("elapsed_ms")?;
-        ffi::event_elapsed_ms(self.raw(), end.raw()).map_err(|c| {
-            if c == ffi::NOT_READY {
-                Error::NotReady
-            } else {
-                self.fail("cuEventElapsedTime_v2", c)
-            }
-        })
+        // CUDA_ERROR_NOT_READY (600) stays native, of kind `NotReady`.
+        ffi::event_elapsed_ms(self.raw(), end.raw())
+            .map_err(|c| self.fail("cuEventElapsedTime_v2", c))
     }
 
     fn completed(&self) -> Result<Completion> {

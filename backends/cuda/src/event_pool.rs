@@ -29,7 +29,7 @@ pub(crate) struct RawEventPool {
 
 impl RawEventPool {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<CuEvent>> {
-        self.free.lock().unwrap_or_else(|e| e.into_inner())
+        xstream_core::sync::lock(&self.free)
     }
 
     /// A pooled event, or a new one (`cuEventCreate`). The context must be bound.

@@ -9,11 +9,22 @@
 //! travel in `Copy` newtypes. The rest of the crate is `#![deny(unsafe_code)]`.
 //!
 //! # The invariant the safe wrappers rely on
-//! The wrappers are crate-private and safe to call because the crate only passes handles it
-//! keeps alive: a `RawStream` comes from a live `StreamHandle` (or is one of the special handles
-//! `CU_STREAM_LEGACY` / `CU_STREAM_PER_THREAD`), a `RawEvent` from a live `EventHandle`, and so
-//! on. The driver itself validates handles and returns `CUDA_ERROR_INVALID_HANDLE` /
-//! `CUDA_ERROR_INVALID_CONTEXT` for stale ones rather than touching freed memory.
+//! CUDA does not promise to reject a stale handle: a destroyed stream's or event's value may
+//! be reused by the driver for a new object, and passing one is undefined behaviour (the
+//! `CUDA_ERROR_INVALID_HANDLE` some calls return for it is best effort, not a contract). The
+//! wrappers that take handles are therefore safe only because of how this crate holds them:
+//! every handle passed in comes from a live owner (a `RawStream` from a live `StreamHandle` or
+//! one of the special handles `CU_STREAM_LEGACY` / `CU_STREAM_PER_THREAD`, a `RawEvent` from a
+//! live `EventHandle`, a context from a live `Shared`, ...), and owners destroy their handle
+//! only in `Drop`, after every holder is gone. The wrappers stay crate-private for that reason.
+//!
+//! Where soundness depends on what the caller does *after* the call, which no borrow can
+//! express, the wrapper is an `unsafe fn` with a `# Safety` section and each caller states why
+//! it holds: host memory the device reads or writes after the call returns
+//! ([`memcpy_htod_async`], [`memcpy_dtoh_async`] and their page-locked `_span` forms), and
+//! device memory freed while work may still use it ([`mem_free`], [`mem_free_async`]). Device
+//! ranges passed to the other memory wrappers (memset, device-to-device copies, stream memory
+//! operations) are checked by their callers against the buffer they come from.
 //!
 //! # Threads
 //! CUDA driver handles are thread-safe: any thread may pass them to the driver (the driver

@@ -50,14 +50,15 @@ pub const CUDA_HOST_REGISTER_FLAGS: &[HostFlagRow] = &[
     },
 ];
 
-fn oom(e: Error, len: usize) -> Error {
-    match e {
-        Error::OutOfMemory { .. } => Error::OutOfMemory {
-            backend: BackendKind::Cuda,
-            detail: format!("{len} bytes of page-locked host memory"),
-        },
-        other => other,
+/// Names the size of a failed page-locked allocation in the vendor error's message (the code
+/// stays as the driver returned it).
+fn oom(mut e: Error, len: usize) -> Error {
+    if e.is_out_of_memory() {
+        if let Some(n) = e.native_mut() {
+            n.message = Some(format!("{len} bytes of page-locked host memory"));
+        }
     }
+    e
 }
 
 pub(crate) fn alloc_host(

@@ -108,6 +108,11 @@ pub use cudarc;
 /// work completes. 100 µs keeps the waiting thread at a few percent of a core
 /// (docs/performance.md).
 pub const TIMED_WAIT_MAX_NAP: std::time::Duration = std::time::Duration::from_micros(100);
+
+/// The sleeps of the emulated `synchronize_timeout` (stream and event): 20 µs, doubling up to
+/// [`TIMED_WAIT_MAX_NAP`], through [`xstream_core::sync::wait_with_backoff`].
+pub(crate) const TIMED_WAIT_BACKOFF: xstream_core::sync::Backoff =
+    xstream_core::sync::Backoff::new(std::time::Duration::from_micros(20), TIMED_WAIT_MAX_NAP);
 pub use device::{ptx_source, CudaDevice};
 pub use event::CudaEvent;
 pub use ffi::{

@@ -106,7 +106,13 @@ impl Drop for Alloc {
             Some(slice) => drop(slice),
             None => {
                 if ffi::bind(ctx).is_ok() {
-                    if let Err(c) = ffi::mem_free(ptr) {
+                    // SAFETY: `ptr` is this allocation's base, owned by it alone (not leaked,
+                    // not foreign) and freed only here, at the drop of its last holder; every
+                    // stream that used it holds this `Alloc` on its keep list until that work
+                    // completed, so no pending work uses it.
+                    #[allow(unsafe_code)]
+                    let r = unsafe { ffi::mem_free(ptr) };
+                    if let Err(c) = r {
                         tracing::debug!(code = c, "cuMemFree failed");
                     }
                 }
@@ -190,7 +196,12 @@ impl Ordered {
                 .map(|h| h.raw())
                 .chain(std::iter::once(self.owner.raw())),
         )?;
-        sh.check("cuMemFreeAsync", ffi::mem_free_async(self.ptr, on))
+        // SAFETY: `self.ptr` is this stream-ordered allocation's base, freed once (the
+        // `freed` flag above); the owner's and every tracked user's work was ordered before
+        // the free on `on` by the event wait just made.
+        #[allow(unsafe_code)]
+        let r = unsafe { ffi::mem_free_async(self.ptr, on) };
+        sh.check("cuMemFreeAsync", r)
     }
 }
 
@@ -738,7 +749,12 @@ impl Allocator for CudaAsyncAllocator {
         if self.dev.shared.enter().is_err() {
             return;
         }
-        if let Err(c) = ffi::mem_free_async(block.0, self.raw_stream()) {
+        // SAFETY: the block was allocated by this allocator from its pool (it was in `live`,
+        // removed once above); the `Allocator` contract makes the caller order every other
+        // stream's use of a block before handing it back, and its own stream orders the rest.
+        #[allow(unsafe_code)]
+        let r = unsafe { ffi::mem_free_async(block.0, self.raw_stream()) };
+        if let Err(c) = r {
             let _ = self.dev.shared.fail("cuMemFreeAsync", c);
         }
     }
@@ -756,7 +772,11 @@ impl Drop for CudaAsyncAllocator {
         }
         if ffi::bind(self.dev.shared.raw_ctx).is_ok() {
             for p in live {
-                let _ = ffi::mem_free_async(p, self.stream.raw());
+                // SAFETY: blocks this allocator made and nobody gave back; the allocator is
+                // dropped, so no caller of it can still enqueue work on them, and earlier work
+                // is ordered as for `free` above.
+                #[allow(unsafe_code)]
+                let _ = unsafe { ffi::mem_free_async(p, self.stream.raw()) };
             }
         }
     }
@@ -769,7 +789,8 @@ impl Drop for CudaAsyncAllocator {
 /// Free it with [`free_async_raw`].
 ///
 /// # Errors
-/// [`Error::Unsupported`] without memory pools; [`Error::OutOfMemory`].
+/// [`Error::Unsupported`] without memory pools; out of memory
+/// ([`Error::is_out_of_memory`]: `CUDA_ERROR_OUT_OF_MEMORY` kept in [`Error::Native`]).
 pub fn alloc_async_raw(stream: &CudaStream, len: usize) -> Result<u64> {
     let len = rounded(len)?;
     let sh = &stream.cuda_device().shared;
@@ -789,8 +810,10 @@ pub fn alloc_async_raw(stream: &CudaStream, len: usize) -> Result<u64> {
 /// Frees memory from [`alloc_async_raw`] with `cuMemFreeAsync` on `stream`.
 ///
 /// # Safety
-/// `ptr` came from [`alloc_async_raw`] (or `cuMemAllocAsync`) on this device, is freed once,
-/// and no work that uses it is ordered after this free.
+/// `ptr` came from [`alloc_async_raw`] on this device and was not freed before, and every use of
+/// it by work on other streams is ordered before this call on `stream` (an event recorded
+/// after that work and waited on `stream`): the driver orders the free after `stream`'s own
+/// work only, and memory freed under pending work may be handed out again.
 ///
 /// # Errors
 /// Vendor errors.
@@ -798,10 +821,9 @@ pub fn alloc_async_raw(stream: &CudaStream, len: usize) -> Result<u64> {
 pub unsafe fn free_async_raw(stream: &CudaStream, ptr: u64) -> Result<()> {
     let sh = &stream.cuda_device().shared;
     sh.enter()?;
-    sh.check(
-        "cuMemFreeAsync",
-        ffi::mem_free_async(ptr, stream.handle.raw()),
-    )
+    // SAFETY: the caller's contract above; `stream` is alive (borrowed).
+    let r = unsafe { ffi::mem_free_async(ptr, stream.handle.raw()) };
+    sh.check("cuMemFreeAsync", r)
 }
 
 /// Renamed [`alloc_async_raw`] (the stream method of this name gives a buffer).

@@ -15,10 +15,11 @@
 use std::fmt;
 use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use xstream_core::backend_hooks::{HookToken, StreamHooks};
 use xstream_core::callback::{HostCallback, PanicSlot};
+use xstream_core::sync::{lock, wait_with_backoff};
 use xstream_core::{
     check_timeout, Allocator, AllocatorSlot, Borrowed, CaptureCell, CaptureErrorKind, CaptureMode,
     CaptureStatus, CreationReport, Error, Kernel, Ownership, Readback, Result, Status, Stream,
@@ -28,7 +29,7 @@ use xstream_core::{
 use crate::ffi::{self, CuStream};
 use crate::memory::Keep;
 use crate::{
-    CudaBackend, CudaBuffer, CudaDevice, CudaEvent, CudaFunction, CudaGraph, TIMED_WAIT_MAX_NAP,
+    CudaBackend, CudaBuffer, CudaDevice, CudaEvent, CudaFunction, CudaGraph, TIMED_WAIT_BACKOFF,
 };
 use xstream_core::module::{delay_nanoseconds, lcg_launch, KernelArg, LaunchConfig};
 
@@ -196,10 +197,6 @@ impl CudaStream {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Stream for CudaStream {
     type B = CudaBackend;
     type Raw = CuStream;
@@ -289,24 +286,14 @@ impl Stream for CudaStream {
         self.gate("synchronize_timeout")?;
         let n = self.keep_len();
         let m = self.state.modules.seq();
-        let start = Instant::now();
-        let mut nap = Duration::from_micros(20);
-        loop {
-            match ffi::stream_query(self.raw()) {
-                Ok(()) => break,
-                Err(ffi::NOT_READY) => {}
-                Err(c) => return Err(self.fail("cuStreamQuery", c)),
-            }
-            let elapsed = start.elapsed();
-            if elapsed >= timeout {
-                return Err(Error::Timeout(timeout));
-            }
-            if self.state.fast_sync {
-                std::hint::spin_loop();
-            } else {
-                std::thread::sleep(nap.min(timeout - elapsed));
-                nap = (nap * 2).min(TIMED_WAIT_MAX_NAP);
-            }
+        let backoff = TIMED_WAIT_BACKOFF.spinning(self.state.fast_sync);
+        let ready = wait_with_backoff(timeout, backoff, || match ffi::stream_query(self.raw()) {
+            Ok(()) => Ok(true),
+            Err(ffi::NOT_READY) => Ok(false),
+            Err(c) => Err(self.fail("cuStreamQuery", c)),
+        })?;
+        if !ready {
+            return Err(Error::Timeout(timeout));
         }
         self.completed_up_to(n);
         self.state.modules.completed_up_to(m);

@@ -65,7 +65,7 @@ fn cuda_ipc_export_and_bad_handles() {
     let host = IpcEventHandle::new(BackendKind::Host, 0, b"xstream-host-ipc-event-1").unwrap();
     assert!(matches!(
         CudaEvent::open_ipc(&d, &host),
-        Err(Error::InvalidArgument(_))
+        Err(Error::WrongBackend { .. })
     ));
     let other = IpcEventHandle::new(BackendKind::Cuda, 7, h.payload()).unwrap();
     assert!(matches!(

@@ -61,7 +61,7 @@ fn cuda_ipc_bad_exports_and_handles_are_refused() {
     let host = IpcMemHandle::new(BackendKind::Host, 0, 0, 64, b"xstream-host-ipc-mem-1").unwrap();
     assert!(matches!(
         CudaBuffer::open_ipc(&d, &host),
-        Err(Error::InvalidArgument(_))
+        Err(Error::WrongBackend { .. })
     ));
     let other = IpcMemHandle::new(BackendKind::Cuda, 9, 0, 64, h.payload()).unwrap();
     assert!(matches!(

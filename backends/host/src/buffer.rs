@@ -95,7 +95,7 @@ fn aligned_block(size: usize, len: usize) -> std::result::Result<(Vec<u8>, usize
 impl BufInner {
     pub(crate) fn lock(&self) -> BufGuard<'_> {
         BufGuard::new(
-            self.data.lock().unwrap_or_else(|e| e.into_inner()),
+            xstream_core::sync::lock(&self.data),
             self.off,
             self.shared.get(),
         )

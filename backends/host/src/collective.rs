@@ -29,7 +29,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use xstream_core::callback::ensure_not_in_callback;
@@ -47,9 +47,7 @@ mod reduce;
 
 use job::{Entry, Failure, Job};
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use xstream_core::sync::lock;
 
 /// The first bytes of a host unique id.
 const ID_MAGIC: &[u8; 4] = b"xsth";

@@ -3,12 +3,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use xstream_core::callback::{ensure_not_in_callback, PendingCallbacks};
 use xstream_core::{
     BackendKind, Capabilities, CreationReport, Device, DeviceInfo, Error, EventDesc, FlagReport,
-    NativeError, Priority, PriorityOutcome, Result, StreamDesc, StreamFlags,
+    Priority, PriorityOutcome, Result, StreamDesc, StreamFlags,
 };
 
 use crate::conv::{HOST_FLAGS, HOST_PRIORITY_RANGE};
@@ -50,9 +50,7 @@ pub(crate) fn next_id() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use xstream_core::sync::lock;
 
 #[derive(Default)]
 struct Registry {
@@ -92,14 +90,7 @@ impl DeviceShared {
 
     /// As [`DeviceShared::poison`], with a message (a failed host kernel's error).
     pub(crate) fn poison_with(&self, api: &'static str, message: Option<String>) -> Error {
-        let err = Error::DeviceLost(NativeError {
-            backend: BackendKind::Host,
-            api,
-            code: 700,
-            name: "HOST_DEVICE_FAULT",
-            sticky: true,
-            message,
-        });
+        let err = crate::error::map(api, crate::error::HOST_DEVICE_FAULT, message);
         if self.fault.set(err.clone()).is_ok() {
             tracing::error!(device = self.ordinal, "host device fault: context poisoned");
             let failed = self.pending.fail_all(&err);

@@ -61,7 +61,7 @@ impl RecordSlot {
     }
 
     fn lock(&self) -> MutexGuard<'_, SlotState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        xstream_core::sync::lock(&self.state)
     }
 
     /// Completes the record (worker side): timestamp, wake waiters, resolve futures.

@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | backend | `lib.rs` | [`HostBackend`]: availability, device count, open, flag table |
 //! | tables | [`conv`] | [`HOST_FLAGS`] as pure data; wait-mode mapping |
+//! | errors | [`error`] | the code table: the simulated device fault as a sticky native error |
 //! | device | `device.rs` | [`HostDevice`]: shared per-ordinal context, sticky fault, stream registry |
 //! | stream | `stream.rs`, `stream/` | [`HostStream`]: enqueue, default-stream rule; `stream/`: create, capture, memory, memop, attribute, native |
 //! | worker | `worker.rs` | the queue, the work items (data), the worker thread |
@@ -41,7 +42,8 @@
 //!   recorded and reported; scheduling of the worker threads is left to the OS.
 //! - **Faults**: `Kernel::Fault` (feature `testing`) poisons the device like a CUDA
 //!   illegal address: every later op on every stream of the device is skipped, pending
-//!   callbacks fire once with `DeviceLost(HOST_DEVICE_FAULT, 700, sticky)`, and later calls
+//!   callbacks fire once with `Native(HOST_DEVICE_FAULT, 700, kind DeviceLost, sticky)`
+//!   ([`error::CODES`]), and later calls
 //!   return that error at once. [`HostDevice::new_isolated`] gives a context a test may poison.
 //! - **Capture**: per stream, through `xstream_core::CaptureCell`. Record and wait on events
 //!   are captured (a wait on a record made outside the capture is `Capture { Isolation }`);
@@ -66,6 +68,7 @@ mod buffer;
 mod collective;
 pub mod conv;
 mod device;
+pub mod error;
 mod event;
 mod graph;
 mod hostmem;

@@ -58,7 +58,7 @@ impl HostStream {
     fn check_owned(&self, op: &'static str) -> Result<()> {
         match self.ownership {
             Ownership::Borrowed => Err(Error::NotOwned {
-                kind: "borrowed",
+                kind: xstream_core::NotOwnedKind::Borrowed,
                 op,
             }),
             Ownership::Owned | Ownership::Default => Ok(()),

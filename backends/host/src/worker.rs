@@ -186,9 +186,7 @@ impl std::fmt::Debug for Queue {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+pub(crate) use xstream_core::sync::lock;
 
 impl Queue {
     #[allow(clippy::too_many_arguments)]

@@ -58,7 +58,7 @@ fn bad_exports_and_handles_are_refused() {
     let cuda = IpcMemHandle::new(BackendKind::Cuda, 0, 0, 64, &[1; 64]).unwrap();
     assert!(matches!(
         HostDeviceBuffer::open_ipc(&d, &cuda),
-        Err(Error::InvalidArgument(_))
+        Err(Error::WrongBackend { .. })
     ));
     let other = IpcMemHandle::new(BackendKind::Host, 2, 0, 64, h.payload()).unwrap();
     assert!(matches!(

@@ -419,7 +419,7 @@ fn raw_round_trip_and_borrowed_refusals() {
     assert!(matches!(
         b.set_attribute(StreamAttrValue::UserTag(1)),
         Err(Error::NotOwned {
-            kind: "borrowed",
+            kind: xstream_core::NotOwnedKind::Borrowed,
             ..
         })
     ));

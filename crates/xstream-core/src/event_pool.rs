@@ -72,7 +72,7 @@ impl<B: Backend> EventPool<B> {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<EventOf<B>>> {
-        self.free.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.free)
     }
 
     /// The pool's device.

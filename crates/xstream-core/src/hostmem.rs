@@ -573,7 +573,7 @@ impl<B: Backend> HostBuffer<B> {
     }
 
     fn lock(&self) -> MutexGuard<'_, Fence<B>> {
-        self.fence.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.fence)
     }
 
     /// Waits until every copy that used the buffer has completed.

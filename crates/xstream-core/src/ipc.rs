@@ -181,10 +181,14 @@ impl IpcEventHandle {
     /// Checks that `backend`'s device `device` may open it.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for another backend; [`Error::WrongDevice`] for another
+    /// [`Error::WrongBackend`] for another backend; [`Error::WrongDevice`] for another
     /// device ordinal.
     pub fn check_for(&self, backend: BackendKind, device: usize) -> Result<()> {
-        check_origin("event", (self.backend(), self.device()), (backend, device))
+        check_origin(
+            "open an IPC event handle",
+            (self.backend(), self.device()),
+            (backend, device),
+        )
     }
 }
 
@@ -380,10 +384,14 @@ impl IpcMemHandle {
     /// Checks that `backend`'s device `device` may open it.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for another backend; [`Error::WrongDevice`] for another
+    /// [`Error::WrongBackend`] for another backend; [`Error::WrongDevice`] for another
     /// device ordinal.
     pub fn check_for(&self, backend: BackendKind, device: usize) -> Result<()> {
-        check_origin("memory", (self.backend(), self.device()), (backend, device))
+        check_origin(
+            "open an IPC memory handle",
+            (self.backend(), self.device()),
+            (backend, device),
+        )
     }
 }
 
@@ -473,17 +481,22 @@ fn hex_bytes(hex: &str, what: &str) -> Result<Vec<u8>> {
 
 /// Checks that a handle exported by `have` (backend, device ordinal) is opened by `want`;
 /// `what` names the handle kind ("event", "memory") in the error.
-fn check_origin(what: &str, have: (BackendKind, usize), want: (BackendKind, usize)) -> Result<()> {
+fn check_origin(
+    what: &'static str,
+    have: (BackendKind, usize),
+    want: (BackendKind, usize),
+) -> Result<()> {
     let (backend, device) = want;
     if have.0 != backend {
-        return Err(Error::invalid(format!(
-            "an IPC {what} handle of the {} backend cannot be opened by the {backend} backend",
-            have.0
-        )));
+        return Err(Error::WrongBackend {
+            op: what,
+            expected: backend,
+            found: have.0,
+        });
     }
     if have.1 != device {
         return Err(Error::WrongDevice(format!(
-            "the IPC {what} handle is of {backend} device {}, opened on device {device}",
+            "{what}: the handle is of {backend} device {}, opened on device {device}",
             have.1
         )));
     }
@@ -570,12 +583,18 @@ mod tests {
         let h = IpcEventHandle::new(BackendKind::Cuda, 1, b"x").unwrap();
         assert!(h.check_for(BackendKind::Cuda, 1).is_ok());
         let e = h.check_for(BackendKind::Host, 1).unwrap_err();
-        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
         assert!(
-            e.to_string()
-                .contains("cuda backend cannot be opened by the host"),
+            matches!(
+                e,
+                Error::WrongBackend {
+                    expected: BackendKind::Host,
+                    found: BackendKind::Cuda,
+                    ..
+                }
+            ),
             "{e}"
         );
+        assert!(e.to_string().contains("open an IPC event handle"), "{e}");
         let e = h.check_for(BackendKind::Cuda, 0).unwrap_err();
         assert!(matches!(e, Error::WrongDevice(_)), "{e}");
     }

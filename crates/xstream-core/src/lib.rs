@@ -30,7 +30,8 @@
 //! | [`view`] | views of device buffers: byte ranges ([`BufferView`]) and typed slices ([`DeviceSlice`]), memset patterns |
 //! | [`event_pool`] | a bounded pool of reusable ordering events ([`EventPool`]) |
 //! | [`error`] | the one error type, keeping vendor codes |
-//! | `sync` | (private) `std` or loom synchronization primitives for the callback slot and futures |
+//! | [`reaper`] | the backends' teardown thread ([`reaper::Reaper`]): order, panics, exit flush and parking, once |
+//! | [`sync`] | [`sync::lock`] (poison-tolerant), [`sync::wait_with_backoff`] (bounded polling wait); privately the `std` or loom primitives of the callback slot and futures |
 //!
 //! Design choices:
 //! - **Static dispatch.** Generic code over `B: Backend` costs nothing at run time and mixing
@@ -66,8 +67,9 @@ pub mod module;
 pub mod pool;
 pub mod priority;
 pub mod raw;
+pub mod reaper;
 pub mod reduce;
-mod sync;
+pub mod sync;
 pub mod translate;
 pub mod view;
 
@@ -89,7 +91,7 @@ pub use collective::{
 };
 pub use completion::{block_on, Completion};
 pub use devinfo::{DeviceUuid, MemoryInfo};
-pub use error::{CaptureErrorKind, Error, NativeError, Result};
+pub use error::{CaptureErrorKind, Error, ErrorKind, NativeError, NotOwnedKind, Result};
 pub use event_pool::EventPool;
 pub use flags::{EventFlags, StreamFlags};
 pub use hostmem::{

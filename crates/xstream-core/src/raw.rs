@@ -80,7 +80,7 @@ impl RawBuffer {
     /// [`Buffer::from_raw`](crate::Buffer::from_raw), which also refuses a zero address).
     ///
     /// # Errors
-    /// [`Error::Unsupported`] for another backend's descriptor; [`Error::WrongDevice`] for
+    /// [`Error::WrongBackend`] for another backend's descriptor; [`Error::WrongDevice`] for
     /// another device ordinal; [`Error::InvalidArgument`] for a zero address with a nonzero
     /// length (or, owned, at all), and for an end past the address space.
     pub fn check_for(&self, backend: BackendKind, ordinal: usize, owned: bool) -> Result<()> {
@@ -90,10 +90,11 @@ impl RawBuffer {
             "from_raw_borrowed"
         };
         if self.backend != backend {
-            return Err(Error::unsupported(
-                backend,
-                format!("{op}: a raw buffer of the {} backend", self.backend.name()),
-            ));
+            return Err(Error::WrongBackend {
+                op,
+                expected: backend,
+                found: self.backend,
+            });
         }
         if self.ordinal != ordinal {
             return Err(Error::WrongDevice(format!(
@@ -131,7 +132,11 @@ mod tests {
         ok.check_for(BackendKind::Cuda, 1, true).unwrap();
         assert!(matches!(
             ok.check_for(BackendKind::Host, 1, true),
-            Err(Error::Unsupported { .. })
+            Err(Error::WrongBackend {
+                op: "from_raw",
+                expected: BackendKind::Host,
+                found: BackendKind::Cuda
+            })
         ));
         assert!(matches!(
             ok.check_for(BackendKind::Cuda, 0, false),

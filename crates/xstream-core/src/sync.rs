@@ -1,7 +1,157 @@
-//! The synchronization primitives of the callback slot and the completion future: `std`'s, or
-//! loom's when built with `--cfg loom` so `tests/loom.rs` can model-check those protocols.
+//! Synchronization helpers shared by the backends, written once here:
+//!
+//! - [`lock`]: a poison-tolerant `Mutex::lock`.
+//! - [`wait_with_backoff`] and [`Backoff`]: a bounded polling wait whose sleeps double up to a
+//!   cap (the emulated timed synchronize of a backend whose vendor has none).
+//!
+//! The crate-private re-exports are the primitives of the callback slot and the completion
+//! future: `std`'s, or loom's when built with `--cfg loom` so `tests/loom.rs` can model-check
+//! those protocols.
+
+use std::time::{Duration, Instant};
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{atomic::AtomicBool, Arc, Mutex};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{atomic::AtomicBool, Arc, Mutex};
+
+/// Locks `m`, taking the data even when another thread panicked while holding it.
+///
+/// xstream's locks guard bookkeeping that every critical section leaves consistent before it
+/// can panic (a user callback runs outside them), so a poisoned lock carries nothing half
+/// written; refusing it would turn one panic into a failure of every later call, including
+/// drops, which must never panic.
+pub fn lock<T: ?Sized>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The sleeps of [`wait_with_backoff`]: the first is `first`, each next one twice the last, up
+/// to `max`. With `spin` the wait spins (`std::hint::spin_loop`) instead of sleeping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The first sleep.
+    pub first: Duration,
+    /// The longest sleep.
+    pub max: Duration,
+    /// Spin between polls instead of sleeping (one busy core, the shortest wake-up).
+    pub spin: bool,
+}
+
+impl Backoff {
+    /// Sleeps from `first`, doubling up to `max`.
+    pub const fn new(first: Duration, max: Duration) -> Self {
+        Backoff {
+            first,
+            max,
+            spin: false,
+        }
+    }
+
+    /// The same, spinning instead of sleeping when `spin`.
+    #[must_use]
+    pub const fn spinning(self, spin: bool) -> Self {
+        Backoff { spin, ..self }
+    }
+
+    /// The sleeps in order (endless; the wait stops taking them at its deadline).
+    pub fn naps(&self) -> impl Iterator<Item = Duration> {
+        let max = self.max;
+        std::iter::successors(Some(self.first.min(max)), move |n| {
+            Some(n.saturating_mul(2).min(max))
+        })
+    }
+}
+
+/// Polls `ready` until it answers `Ok(true)` or `timeout` has passed, sleeping between polls
+/// as `backoff` says (never past the deadline). `ready` runs at least once, also for a zero
+/// timeout.
+///
+/// # Errors
+/// The first error `ready` returns, at once.
+///
+/// Returns `Ok(true)` when ready, `Ok(false)` when the timeout passed first.
+pub fn wait_with_backoff<E>(
+    timeout: Duration,
+    backoff: Backoff,
+    mut ready: impl FnMut() -> Result<bool, E>,
+) -> Result<bool, E> {
+    let start = Instant::now();
+    let mut naps = backoff.naps();
+    loop {
+        if ready()? {
+            return Ok(true);
+        }
+        let elapsed = start.elapsed();
+        if elapsed >= timeout {
+            return Ok(false);
+        }
+        if backoff.spin {
+            std::hint::spin_loop();
+        } else {
+            let nap = naps.next().unwrap_or(backoff.max);
+            std::thread::sleep(nap.min(timeout - elapsed));
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_takes_a_poisoned_mutex() {
+        let m = std::sync::Arc::new(std::sync::Mutex::new(1));
+        let m2 = std::sync::Arc::clone(&m);
+        let r = std::thread::spawn(move || {
+            let mut g = m2.lock().unwrap();
+            *g = 2;
+            panic!("poison it");
+        })
+        .join();
+        assert!(r.is_err());
+        assert!(m.is_poisoned());
+        *lock(&m) += 1;
+        assert_eq!(*lock(&m), 3);
+    }
+
+    #[test]
+    fn naps_double_up_to_the_cap() {
+        let b = Backoff::new(Duration::from_micros(20), Duration::from_micros(100));
+        let naps: Vec<u128> = b.naps().take(6).map(|d| d.as_micros()).collect();
+        assert_eq!(naps, [20, 40, 80, 100, 100, 100]);
+        let capped = Backoff::new(Duration::from_millis(5), Duration::from_millis(1));
+        assert_eq!(capped.naps().next(), Some(Duration::from_millis(1)));
+    }
+
+    #[test]
+    fn wait_polls_until_ready_and_reports_errors_and_timeouts() {
+        let b = Backoff::new(Duration::from_micros(1), Duration::from_micros(4));
+        // Ready at the third poll.
+        let mut polls = 0;
+        let r: Result<bool, ()> = wait_with_backoff(Duration::from_secs(60), b, || {
+            polls += 1;
+            Ok(polls == 3)
+        });
+        assert_eq!((r, polls), (Ok(true), 3));
+        // An error stops the wait at once.
+        let mut polls = 0;
+        let r = wait_with_backoff(Duration::from_secs(60), b.spinning(true), || {
+            polls += 1;
+            if polls == 2 {
+                Err("query failed")
+            } else {
+                Ok(false)
+            }
+        });
+        assert_eq!((r, polls), (Err("query failed"), 2));
+        // Never ready: the wait ends at its deadline; a zero timeout still polls once.
+        let mut polls = 0;
+        let r: Result<bool, ()> = wait_with_backoff(Duration::ZERO, b, || {
+            polls += 1;
+            Ok(false)
+        });
+        assert_eq!((r, polls), (Ok(false), 1));
+        let r: Result<bool, ()> = wait_with_backoff(Duration::from_millis(2), b, || Ok(false));
+        assert_eq!(r, Ok(false));
+    }
+}

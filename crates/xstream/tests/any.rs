@@ -1,7 +1,7 @@
 //! The type-erased path (`xstream::any`) against the generic one: the same operations give
 //! the same results and the same errors, on the host backend and on the Ascend backend over
 //! the ACL runtime simulator (a test double of `libascendcl.so`, not hardware); objects of two
-//! backends mixed give `Error::WrongDevice` naming both. (Built with the `host` feature, the
+//! backends mixed give `Error::WrongBackend` naming both. (Built with the `host` feature, the
 //! default.)
 #![cfg(feature = "host")]
 
@@ -435,10 +435,12 @@ mod simulator {
         let hb = host.alloc(16).unwrap();
         let nb = npu.alloc(16).unwrap();
         let mixed = |r: xstream::Result<()>, what: &str| match r {
-            Err(Error::WrongDevice(m)) => {
+            Err(e @ Error::WrongBackend { .. }) => {
+                let m = e.to_string();
                 assert!(m.contains("host") && m.contains("ascend"), "{what}: {m}");
+                assert_eq!(e.kind(), xstream::ErrorKind::WrongBackend, "{what}");
             }
-            other => panic!("{what}: expected WrongDevice, got {other:?}"),
+            other => panic!("{what}: expected WrongBackend, got {other:?}"),
         };
         mixed(ne.record(&hs), "record");
         mixed(hs.wait_event(&ne), "wait_event");

@@ -155,7 +155,7 @@ fn run() -> Result<()> {
         let host = AnyDevice::open(BackendKind::Host, 0)?;
         let hs = host.create_stream(&StreamDesc::new())?;
         match out.ready.record(&hs) {
-            Err(e @ Error::WrongDevice(_)) => println!("mixing refused: {e}"),
+            Err(e @ Error::WrongBackend { .. }) => println!("mixing refused: {e}"),
             other => {
                 return Err(Error::invalid(format!(
                     "recording a {kind} event on a host stream gave {other:?}"

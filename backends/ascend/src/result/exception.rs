@@ -109,7 +109,7 @@ pub(crate) fn annotate(mut e: Error) -> Error {
     if !e.is_sticky() {
         return e;
     }
-    let (Error::DeviceLost(n) | Error::Native(n)) = &mut e else {
+    let Error::Native(n) = &mut e else {
         return e;
     };
     let Some(x) = latest(n.code) else { return e };

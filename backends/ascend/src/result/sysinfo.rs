@@ -119,7 +119,7 @@ pub(crate) fn annotate(t: &AclFns, mut e: Error) -> Error {
     if !e.is_sticky() || t.aclrtGetErrorVerbose.is_none() {
         return e;
     }
-    let (Error::DeviceLost(n) | Error::Native(n)) = &mut e else {
+    let Error::Native(n) = &mut e else {
         return e;
     };
     let Some(x) = super::exception::latest(n.code).filter(|x| x.device != u32::MAX) else {

@@ -53,7 +53,7 @@ impl AscendStream {
             Ok(()) => {}
             // A runtime older than the attribute refuses the unknown attribute value.
             Err(e)
-                if matches!(e, Error::Unsupported { .. })
+                if e.is_unsupported()
                     || matches!(e.native().map(|n| n.code), Some(100_000 | 107_000)) =>
             {
                 return Err(unsupported())
@@ -118,7 +118,7 @@ pub(super) fn set_attribute(s: &AscendStream, value: StreamAttrValue) -> Result<
     value.validate()?;
     if s.ownership == Ownership::Borrowed {
         return Err(Error::NotOwned {
-            kind: "borrowed",
+            kind: xstream_core::NotOwnedKind::Borrowed,
             op: "set attributes",
         });
     }
@@ -163,7 +163,7 @@ pub(super) fn copy_attributes_from(s: &AscendStream, src: &AscendStream) -> Resu
         match src.attribute(a) {
             Ok(StreamAttrValue::FailureMode(FailureMode::Continue)) => {}
             Ok(v) => s.set_attribute(v)?,
-            Err(Error::Unsupported { .. }) => {}
+            Err(e) if e.is_unsupported() => {}
             Err(e) => return Err(e),
         }
     }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use xstream_core::{
-    ensure_not_in_callback, CreationReport, Error, FlagReport, Ownership, Priority,
+    ensure_not_in_callback, CreationReport, Error, ErrorKind, FlagReport, Ownership, Priority,
     PriorityOutcome, Result, StreamDesc, StreamFlags,
 };
 
@@ -101,7 +101,10 @@ impl AscendStream {
         let raw = match create() {
             // Dropped streams wait on the reaper to be destroyed: let those destroys finish
             // before reporting that the device is out of streams.
-            Err(Error::ResourceExhausted { .. }) if callback::reap_flush(REAP_FLUSH_LIMIT) => {
+            Err(e)
+                if e.kind() == ErrorKind::ResourceExhausted
+                    && callback::reap_flush(REAP_FLUSH_LIMIT) =>
+            {
                 d.bind()?;
                 create()?
             }

@@ -307,7 +307,7 @@ pub(super) fn alloc_async(s: &AscendStream, len: usize) -> Result<AscendBuffer> 
 /// (blocks still cached) synchronizes the device, frees them all and tries a last time.
 fn malloc_retry(d: &crate::device::DeviceInner, class: usize) -> Result<crate::sys::DevPtr> {
     let policy = consts::ACL_MEM_MALLOC_HUGE_FIRST;
-    let is_oom = |r: &Result<_>| matches!(r, Err(xstream_core::Error::OutOfMemory { .. }));
+    let is_oom = |r: &Result<_>| r.as_ref().is_err_and(xstream_core::Error::is_out_of_memory);
     let r = result::memory::malloc(d.t, class, policy);
     if !is_oom(&r) {
         return r;

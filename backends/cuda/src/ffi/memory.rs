@@ -34,8 +34,14 @@ pub(crate) fn mem_get_address_range(p: u64) -> CuResult<(u64, usize)> {
 }
 
 /// `cuMemFree`.
-pub(crate) fn mem_free(p: u64) -> CuResult<()> {
-    // SAFETY: `p` is an allocation this crate owns and no pending work uses.
+///
+/// # Safety
+/// `p` is the base of a live allocation of the bound context made by `cuMemAlloc` (or
+/// `cuMemAllocManaged`), not freed before, and no work enqueued or captured on any stream
+/// uses it any more (the driver does not track the uses: a kernel or copy still pending
+/// would touch memory that may be reallocated).
+pub(crate) unsafe fn mem_free(p: u64) -> CuResult<()> {
+    // SAFETY: the caller's contract above.
     ok(unsafe { sys::cuMemFree_v2(p) })
 }
 
@@ -55,9 +61,15 @@ pub(crate) fn mem_alloc_async(len: usize, s: CuStream) -> CuResult<u64> {
     Ok(p)
 }
 
-/// `cuMemFreeAsync`.
-pub(crate) fn mem_free_async(p: u64, s: CuStream) -> CuResult<()> {
-    // SAFETY: `p` came from a stream-ordered allocation; `s` live.
+/// `cuMemFreeAsync`: frees `p` once the work enqueued on `s` before it completed.
+///
+/// # Safety
+/// `p` is the base of a live allocation not freed before (stream-ordered, or plain on a
+/// driver that accepts it), `s` is live, and every use of `p` by work on *other* streams is
+/// ordered before this call on `s` (an event waited on `s`): the driver orders the free
+/// after `s`'s work only.
+pub(crate) unsafe fn mem_free_async(p: u64, s: CuStream) -> CuResult<()> {
+    // SAFETY: the caller's contract above.
     ok(unsafe { sys::cuMemFreeAsync(p, s.0) })
 }
 
@@ -121,20 +133,31 @@ pub(crate) fn stream_write_value64(s: CuStream, addr: u64, value: u64) -> CuResu
     ok(unsafe { sys::cuStreamWriteValue64_v2(s.0, addr, value, 0) })
 }
 
-/// `cuMemcpyHtoDAsync`. `src` must stay alive until the copy has consumed it: for pageable
-/// memory (every `Vec`) CUDA stages the source before returning (CUDA "API synchronization
-/// behavior"); during capture the caller keeps it alive with the graph.
-pub(crate) fn memcpy_htod_async(dst: u64, src: &[u8], s: CuStream) -> CuResult<()> {
-    // SAFETY: `src` is valid for `src.len()` bytes during the call (see above for later);
-    // the destination range was checked by the caller.
+/// `cuMemcpyHtoDAsync` from pageable memory.
+///
+/// # Safety
+/// `dst..dst + src.len()` lies inside a live device allocation of the stream's context, and
+/// `src` stays allocated and unmodified until the copy has read it: for pageable memory
+/// CUDA stages the source before returning (CUDA "API synchronization behavior"), but a
+/// captured copy reads `src` at every replay of the graph, so during a capture the caller
+/// keeps `src` alive as long as the graph.
+pub(crate) unsafe fn memcpy_htod_async(dst: u64, src: &[u8], s: CuStream) -> CuResult<()> {
+    // SAFETY: `src` is valid for `src.len()` bytes during the call; later reads and the
+    // destination range are the caller's contract above.
     ok(unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr() as *const c_void, src.len(), s.0) })
 }
 
-/// `cuMemcpyDtoHAsync`. The caller keeps `dst`'s heap memory alive (not moved: a `Box`'s
-/// contents) until the stream got past the copy.
-pub(crate) fn memcpy_dtoh_async(dst: &mut [u8], src: u64, s: CuStream) -> CuResult<()> {
-    // SAFETY: `dst` is valid for writes of `dst.len()` bytes and kept alive by the caller
-    // until completion; the source range was checked.
+/// `cuMemcpyDtoHAsync` into the memory behind `dst`: the device writes it *after* this
+/// returns, when the stream reaches the copy.
+///
+/// # Safety
+/// `src..src + dst.len()` lies inside a live device allocation of the stream's context, and
+/// the memory behind `dst` stays allocated, is not moved (a `Box`'s or `Vec`'s heap contents,
+/// never a stack array), and is neither read nor written by anything else until the stream has
+/// completed the copy (the borrow ends when this returns; the device's write does not).
+pub(crate) unsafe fn memcpy_dtoh_async(dst: &mut [u8], src: u64, s: CuStream) -> CuResult<()> {
+    // SAFETY: `dst` is valid for writes of `dst.len()` bytes now; its life until the copy
+    // completes and the source range are the caller's contract above.
     ok(unsafe { sys::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr() as *mut c_void, src, dst.len(), s.0) })
 }
 
@@ -144,27 +167,36 @@ pub(crate) fn memcpy_dtod_async(dst: u64, src: u64, len: usize, s: CuStream) -> 
     ok(unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, len, s.0) })
 }
 
-/// `cuMemcpyHtoDAsync` from page-locked memory: a true asynchronous copy. `src` is a span
-/// of a live page-locked allocation that the caller keeps alive (stream keep list) until the
-/// stream got past the copy.
-pub(crate) fn memcpy_htod_async_span(
+/// `cuMemcpyHtoDAsync` from page-locked memory: a true asynchronous copy, which reads `src`
+/// when the stream reaches it.
+///
+/// # Safety
+/// `dst..dst + src.len()` lies inside a live device allocation of the stream's context, and
+/// the span's page-locked memory stays allocated and is not written by host code until the
+/// stream has completed the copy (the caller puts the span on the stream's keep list, and
+/// the `HostBuffer` fence keeps host code out).
+pub(crate) unsafe fn memcpy_htod_async_span(
     dst: u64,
     src: &xstream_core::HostSpan,
     s: CuStream,
 ) -> CuResult<()> {
-    // SAFETY: the span lies inside a live allocation that the caller keeps until completion
-    // and that host code does not touch meanwhile (HostBuffer fence); destination checked.
+    // SAFETY: the caller's contract above.
     ok(unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr() as *const c_void, src.len(), s.0) })
 }
 
-/// `cuMemcpyDtoHAsync` into page-locked memory; as [`memcpy_htod_async_span`].
-pub(crate) fn memcpy_dtoh_async_span(
+/// `cuMemcpyDtoHAsync` into page-locked memory, written when the stream reaches the copy.
+///
+/// # Safety
+/// `src..src + dst.len()` lies inside a live device allocation of the stream's context, and
+/// the span's memory stays allocated and is neither read nor written by host code until the
+/// stream has completed the copy (keep list and `HostBuffer` fence, as for
+/// [`memcpy_htod_async_span`]).
+pub(crate) unsafe fn memcpy_dtoh_async_span(
     dst: &xstream_core::HostSpan,
     src: u64,
     s: CuStream,
 ) -> CuResult<()> {
-    // SAFETY: as in `memcpy_htod_async_span`; the host buffer was borrowed mutably to
-    // enqueue this copy, so no host reference to those bytes is alive.
+    // SAFETY: the caller's contract above.
     ok(unsafe { sys::cuMemcpyDtoHAsync_v2(dst.as_ptr() as *mut c_void, src, dst.len(), s.0) })
 }
 

@@ -55,13 +55,13 @@ pub(super) fn set_attribute(s: &CudaStream, value: StreamAttrValue) -> Result<()
         Ownership::Owned => {}
         Ownership::Borrowed => {
             return Err(Error::NotOwned {
-                kind: "borrowed",
+                kind: xstream_core::NotOwnedKind::Borrowed,
                 op: "set attributes",
             })
         }
         Ownership::Default => {
             return Err(Error::NotOwned {
-                kind: "default",
+                kind: xstream_core::NotOwnedKind::Default,
                 op: "set attributes",
             })
         }
@@ -109,9 +109,9 @@ pub(super) fn copy_attributes_from(s: &CudaStream, src: &CudaStream) -> Result<(
     if s.ownership != Ownership::Owned {
         return Err(Error::NotOwned {
             kind: if s.ownership == Ownership::Borrowed {
-                "borrowed"
+                xstream_core::NotOwnedKind::Borrowed
             } else {
-                "default"
+                xstream_core::NotOwnedKind::Default
             },
             op: "set attributes",
         });
@@ -129,7 +129,7 @@ pub(super) fn set_allocator(s: &CudaStream, allocator: Option<Arc<dyn Allocator>
     xstream_core::ensure_not_in_callback()?;
     if s.ownership == Ownership::Borrowed {
         return Err(Error::NotOwned {
-            kind: "borrowed",
+            kind: xstream_core::NotOwnedKind::Borrowed,
             op: "register an allocator",
         });
     }

@@ -50,7 +50,7 @@ impl CudaStream {
                 kind: CaptureErrorKind::NotCapturable,
             }),
             Ownership::Borrowed => Err(Error::NotOwned {
-                kind: "borrowed",
+                kind: xstream_core::NotOwnedKind::Borrowed,
                 op: "begin a capture",
             }),
         }

@@ -29,12 +29,11 @@
 //! at a moment nobody chose (see `CudaStream::release_completed`). Only work still pending is
 //! handed to a host function behind it.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Sender};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use xstream_core::callback::{dispatch, in_callback, CallbackSlot, PanicSlot};
+use xstream_core::reaper::{ReapJob, Reaper};
 
 use super::{lock, CudaStream, StreamHandle};
 use crate::device::track_pending;
@@ -110,118 +109,35 @@ fn destroy_inline(used: bool, in_callback: bool) -> bool {
     !used && !in_callback
 }
 
-/// A teardown job for the reaper thread.
-pub(crate) type ReapJob = Box<dyn FnOnce() + Send + 'static>;
+/// The CUDA backend's reaper (`xstream_core::reaper`: order, panics, the exit flush and
+/// parking). Its exit handler is registered when its thread starts, after the driver was
+/// initialised, so it runs before the driver's own exit teardown. Streams dropped at the end
+/// of `main` leave teardown jobs on it; one still calling the driver (`cuStreamDestroy`,
+/// `cuLaunchHostFunc`) while the driver tears itself down races with it: `erased_runtime`
+/// logged refused deferred releases at exit (GPU runs 15 and 17) and `ipc_memory` ended with
+/// signal 11 after its tests passed under compute-sanitizer (issue 21). Jobs that call the
+/// driver start with [`driver_prelude`], so the reaper's calls never break a user's capture.
+static REAPER: Reaper = Reaper::new(
+    "xstream-cuda-reaper",
+    || ffi::register_at_exit(reaper_at_exit),
+    ffi::ensure_relaxed_capture_mode,
+);
 
-thread_local! {
-    static ON_REAPER: Cell<bool> = const { Cell::new(false) };
-}
-
-/// The reaper's queue (`None` inside when its thread could not be spawned).
-static REAPER: OnceLock<Option<Mutex<Sender<ReapJob>>>> = OnceLock::new();
-
-/// Set by [`reaper_at_exit`]: the process is exiting and the driver is about to tear itself
-/// down, so no further reaper job may call it.
-static EXITING: AtomicBool = AtomicBool::new(false);
-
-/// How long the process's exit waits for the reaper's queued jobs.
-const EXIT_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Jobs handed to the reaper once the process is exiting: neither run nor dropped (dropping
-/// one can call the driver too, through what it holds), but kept reachable until the process
-/// ends, so that leak checkers do not count them as lost.
-static PARKED: Mutex<Vec<ReapJob>> = Mutex::new(Vec::new());
-
-/// Runs at process exit (`atexit`, registered when the reaper starts, after the driver was
-/// initialised, so before the driver's own exit teardown: handlers run in reverse order of
-/// registration). Streams dropped at the end of `main` leave teardown jobs on the reaper; one
-/// still calling the driver (`cuStreamDestroy`, `cuLaunchHostFunc`) while the driver tears
-/// itself down races with it. On the Ascend backend that race crashed processes after `main`
-/// returned (docs/simulators.md); on CUDA, `erased_runtime` logged refused deferred releases
-/// at exit (GPU runs 15 and 17) and `ipc_memory` ended with signal 11 after its tests passed
-/// under compute-sanitizer (issue 21). So jobs queued before exit are waited for (at most
-/// [`EXIT_FLUSH_LIMIT`]) and later ones are parked ([`PARKED`]).
+/// The process-exit handler of [`REAPER`] (`atexit`).
 extern "C" fn reaper_at_exit() {
-    let _ = std::panic::catch_unwind(|| {
-        EXITING.store(true, Ordering::SeqCst);
-        let Some(Some(q)) = REAPER.get() else {
-            return;
-        };
-        let (tx, rx) = channel::<()>();
-        let queued = lock(q)
-            .send(Box::new(move || {
-                let _ = tx.send(());
-            }))
-            .is_ok();
-        if queued {
-            let _ = rx.recv_timeout(EXIT_FLUSH_LIMIT);
-        }
-    });
+    REAPER.at_exit();
 }
 
-/// Runs `job` on the CUDA backend's reaper thread: one thread for the process, jobs one at a
-/// time in submission order, outside any host callback (driver calls are allowed); jobs that
-/// call the driver relax the thread's capture mode first (its calls never break a user's
-/// capture). A job submitted
-/// from the reaper itself runs at once (it is already in order). A panic is caught and logged.
-/// Without a reaper thread (it could not be spawned) the job runs on the caller's thread,
-/// through the dispatcher when the caller is inside a host callback. Once the process is
-/// exiting ([`reaper_at_exit`]) a job from another thread is parked instead: it would call a
-/// driver that is tearing itself down.
+/// Runs `job` on the CUDA backend's reaper thread ([`REAPER`]).
 pub(crate) fn reap(job: ReapJob) {
-    if ON_REAPER.with(Cell::get) {
-        run_reap_job(job);
-        return;
-    }
-    if EXITING.load(Ordering::SeqCst) {
-        lock(&PARKED).push(job);
-        return;
-    }
-    let tx = REAPER.get_or_init(|| {
-        let (tx, rx) = channel::<ReapJob>();
-        let spawned = std::thread::Builder::new()
-            .name("xstream-cuda-reaper".into())
-            .spawn(move || {
-                ON_REAPER.with(|c| c.set(true));
-                while let Ok(job) = rx.recv() {
-                    run_reap_job(job);
-                }
-            })
-            .map_err(|e| tracing::error!(error = %e, "cannot spawn the CUDA reaper thread"))
-            .ok();
-        if spawned.is_some() && !ffi::register_at_exit(reaper_at_exit) {
-            tracing::debug!("atexit refused the CUDA reaper's exit handler");
-        }
-        spawned.map(|_| Mutex::new(tx))
-    });
-    let job = match tx {
-        Some(tx) => match lock(tx).send(job) {
-            Ok(()) => return,
-            Err(e) => e.0,
-        },
-        None => job,
-    };
-    if in_callback() {
-        dispatch(Box::new(move || {
-            ffi::ensure_relaxed_capture_mode();
-            run_reap_job(job);
-        }));
-    } else {
-        run_reap_job(job);
-    }
+    REAPER.submit(job);
 }
 
 /// First step of a job that calls the driver: on the reaper, switches it to RELAXED capture
 /// mode (once); elsewhere (the inline fallback) leaves the caller's mode alone.
 fn driver_prelude() {
-    if ON_REAPER.with(Cell::get) {
+    if REAPER.on_reaper() {
         ffi::ensure_relaxed_capture_mode();
-    }
-}
-
-fn run_reap_job(job: ReapJob) {
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err() {
-        tracing::error!("a CUDA stream teardown job panicked");
     }
 }
 
@@ -396,7 +312,6 @@ impl Drop for CudaStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::mpsc;
     use std::time::Duration;
 
     /// The inline teardown's condition: a mark starts unused, one use sets it for good (also
@@ -439,15 +354,17 @@ mod tests {
             reap(Box::new(|| LATE_RAN.store(true, Ordering::SeqCst)));
             std::thread::sleep(Duration::from_millis(50));
             let late = LATE_RAN.load(Ordering::SeqCst);
-            let parked = lock(&PARKED).len();
+            let parked = REAPER.parked();
             println!("at exit: slow job done {slow}, late job ran {late}, parked {parked}");
         });
     }
 
-    /// Process exit while the reaper still runs a teardown job (a stream dropped at the end
-    /// of `main`): the exit waits for it before later exit handlers (the driver's teardown)
-    /// run, and a job reaped once the exit began is parked, not run. In a child process,
-    /// without a GPU (the jobs make no driver call).
+    /// The reaper's exit handler is registered for real (`atexit`): at process exit while the
+    /// reaper still runs a teardown job (a stream dropped at the end of `main`), the exit waits
+    /// for it before later exit handlers (the driver's teardown) run, and a job reaped once
+    /// the exit began is parked, not run (the behaviour itself is tested once, in
+    /// `xstream_core::reaper`). In a child process, without a GPU (the jobs make no driver
+    /// call).
     #[test]
     fn exit_waits_for_the_reaper_and_parks_late_jobs() {
         if std::env::var_os("XSTREAM_CUDA_EXIT_CHILD").is_some() {
@@ -479,48 +396,5 @@ mod tests {
             stdout.contains("at exit: slow job done true, late job ran false, parked 1"),
             "the exit check did not run:\n{stdout}"
         );
-    }
-
-    /// The rule the drop path relies on, without a GPU: `reap` returns while an earlier job
-    /// is still blocked (a teardown call the driver, or a tool on it, makes wait for a held
-    /// stream), and the jobs run afterwards, off the caller's thread, in submission order.
-    #[test]
-    fn reap_never_waits_for_a_blocked_job_and_keeps_order() {
-        let (open_tx, open_rx) = mpsc::channel::<()>();
-        let (seen_tx, seen_rx) = mpsc::channel::<(u32, bool)>();
-        let caller = std::thread::current().id();
-        let s1 = seen_tx.clone();
-        reap(Box::new(move || {
-            // A teardown call held until the test opens it (a guard, not a timing bound).
-            let opened = open_rx.recv_timeout(Duration::from_secs(30)).is_ok();
-            s1.send((1, opened)).unwrap();
-        }));
-        let s2 = seen_tx.clone();
-        reap(Box::new(move || {
-            s2.send((2, std::thread::current().id() != caller)).unwrap();
-        }));
-        // Both calls returned while job 1 is held: nothing ran yet.
-        assert!(
-            seen_rx.try_recv().is_err(),
-            "a job ran before it was released"
-        );
-        open_tx.send(()).unwrap();
-        let first = seen_rx.recv_timeout(Duration::from_secs(30)).unwrap();
-        let second = seen_rx.recv_timeout(Duration::from_secs(30)).unwrap();
-        assert_eq!(first, (1, true), "job 1 was not released by the test");
-        assert_eq!(
-            second,
-            (2, true),
-            "job 2 ran out of order or on the caller's thread"
-        );
-        // A job that reaps from the reaper runs inline, not queued behind itself.
-        let (tx, rx) = mpsc::channel::<u32>();
-        reap(Box::new(move || {
-            let t2 = tx.clone();
-            reap(Box::new(move || t2.send(1).unwrap()));
-            tx.send(2).unwrap();
-        }));
-        assert_eq!(rx.recv_timeout(Duration::from_secs(30)).unwrap(), 1);
-        assert_eq!(rx.recv_timeout(Duration::from_secs(30)).unwrap(), 2);
     }
 }

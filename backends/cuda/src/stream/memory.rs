@@ -164,10 +164,12 @@ pub(super) fn write_bytes_now(
         return Ok(());
     }
     sync_copy_allowed(s, "write_from_blocking")?;
-    s.check(
-        "cuMemcpyHtoDAsync",
-        ffi::memcpy_htod_async(dst.ptr() + offset as u64, src, s.raw()),
-    )?;
+    // SAFETY: the range was checked against `dst` above, whose allocation lives while it is
+    // borrowed; `src` is not captured (`sync_copy_allowed`) and the synchronize below
+    // completes the copy before the borrow of `src` ends.
+    #[allow(unsafe_code)]
+    let r = unsafe { ffi::memcpy_htod_async(dst.ptr() + offset as u64, src, s.raw()) };
+    s.check("cuMemcpyHtoDAsync", r)?;
     s.check("cuStreamSynchronize", ffi::stream_synchronize(s.raw()))
 }
 
@@ -185,10 +187,13 @@ pub(super) fn read_bytes_now(
         return Ok(());
     }
     sync_copy_allowed(s, "read_into_blocking")?;
-    s.check(
-        "cuMemcpyDtoHAsync",
-        ffi::memcpy_dtoh_async(dst, src.ptr() + offset as u64, s.raw()),
-    )?;
+    // SAFETY: the range was checked against `src` above, whose allocation lives while it is
+    // borrowed. `dst` stays mutably borrowed until the synchronize below has completed the
+    // copy; should the synchronize fail, the error is sticky (the context is poisoned and
+    // runs nothing more), so the device never writes `dst` after this returns.
+    #[allow(unsafe_code)]
+    let r = unsafe { ffi::memcpy_dtoh_async(dst, src.ptr() + offset as u64, s.raw()) };
+    s.check("cuMemcpyDtoHAsync", r)?;
     s.check("cuStreamSynchronize", ffi::stream_synchronize(s.raw()))
 }
 
@@ -214,10 +219,12 @@ pub(super) fn write(s: &CudaStream, dst: &CudaBuffer, offset: usize, data: Vec<u
     s.gate_enqueue("write")?;
     // `data` is pageable: CUDA stages it before cuMemcpyHtoDAsync returns, so it may be
     // dropped afterwards; a captured copy reads it at every replay, so the graph keeps it.
-    s.check(
-        "cuMemcpyHtoDAsync",
-        ffi::memcpy_htod_async(dst.ptr() + offset as u64, &data, s.raw()),
-    )?;
+    // SAFETY: the range was checked against `dst` above, which the stream keeps until the
+    // copy completed (`keep_buf`); `data` is pageable, staged before the call returns, and
+    // during a capture kept with the stream (and the graph) below.
+    #[allow(unsafe_code)]
+    let r = unsafe { ffi::memcpy_htod_async(dst.ptr() + offset as u64, &data, s.raw()) };
+    s.check("cuMemcpyHtoDAsync", r)?;
     s.keep_buf(dst);
     if s.state.capture.is_capturing() {
         s.keep(Keep::Bytes(data));
@@ -236,10 +243,14 @@ pub(super) fn read(
     // Delivered by a one-shot host function: not replayable, so refused during capture.
     s.gate("read")?;
     let mut host = vec![0u8; len].into_boxed_slice();
-    s.check(
-        "cuMemcpyDtoHAsync",
-        ffi::memcpy_dtoh_async(&mut host, src.ptr() + offset as u64, s.raw()),
-    )?;
+    // SAFETY: the range was checked against `src` above, which the stream keeps until the
+    // copy completed (`keep_buf`). `host` is a boxed slice: its heap bytes do not move when
+    // the box moves into the holder below, nothing reads them before the host function
+    // behind the copy takes them, and if that host function cannot be enqueued they are
+    // leaked, never freed under the pending copy.
+    #[allow(unsafe_code)]
+    let r = unsafe { ffi::memcpy_dtoh_async(&mut host, src.ptr() + offset as u64, s.raw()) };
+    s.check("cuMemcpyDtoHAsync", r)?;
     s.keep_buf(src);
     let (rb, fill) = Readback::new();
     let holder = Arc::new(Mutex::new(Some(host)));
@@ -358,10 +369,12 @@ pub(super) fn enqueue_copy_to_device(
     check_range("copy_to_device", dst.len_bytes(), dst_offset, src.len())?;
     s.enter()?;
     s.gate_enqueue("copy_to_device")?;
-    s.check(
-        "cuMemcpyHtoDAsync",
-        ffi::memcpy_htod_async_span(dst.ptr() + dst_offset as u64, &src, s.raw()),
-    )?;
+    // SAFETY: the range was checked against `dst` above, which the stream keeps
+    // (`keep_buf`); the span's page-locked memory goes on the stream's keep list below, and
+    // its `HostBuffer` fence keeps host code out until the copy completed.
+    #[allow(unsafe_code)]
+    let r = unsafe { ffi::memcpy_htod_async_span(dst.ptr() + dst_offset as u64, &src, s.raw()) };
+    s.check("cuMemcpyHtoDAsync", r)?;
     s.keep_buf(dst);
     s.keep(Keep::Host(src));
     Ok(())
@@ -376,10 +389,11 @@ pub(super) fn enqueue_copy_to_host(
     check_range("copy_to_host", src.len_bytes(), src_offset, dst.len())?;
     s.enter()?;
     s.gate_enqueue("copy_to_host")?;
-    s.check(
-        "cuMemcpyDtoHAsync",
-        ffi::memcpy_dtoh_async_span(&dst, src.ptr() + src_offset as u64, s.raw()),
-    )?;
+    // SAFETY: as in `enqueue_copy_to_device`: range checked, `src` kept, the span kept and
+    // fenced from host code until the copy completed.
+    #[allow(unsafe_code)]
+    let r = unsafe { ffi::memcpy_dtoh_async_span(&dst, src.ptr() + src_offset as u64, s.raw()) };
+    s.check("cuMemcpyDtoHAsync", r)?;
     s.keep_buf(src);
     s.keep(Keep::Host(dst));
     Ok(())

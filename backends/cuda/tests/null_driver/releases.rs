@@ -117,7 +117,12 @@ pub(crate) fn raw_buffers(null: &Null, dev: &xstream_cuda::CudaDevice, s: &CudaS
 
     // Descriptors the backend must refuse (checked before anything is taken over).
     let refused = |r: xstream_core::Result<xstream_cuda::CudaBuffer>, what: &str| match r {
-        Err(Error::InvalidArgument(_) | Error::WrongDevice(_) | Error::Unsupported { .. }) => {}
+        Err(
+            Error::InvalidArgument(_)
+            | Error::WrongDevice(_)
+            | Error::WrongBackend { .. }
+            | Error::Unsupported { .. },
+        ) => {}
         other => panic!("{what}: expected a refusal, got {other:?}"),
     };
     let bad = [

@@ -7,15 +7,13 @@
 //! (like a vendor communicator after an asynchronous error: abort it and make a new one).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use xstream_core::collective::OpArgs;
 use xstream_core::{CollectiveErrorKind, DataType, Error, Result};
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use xstream_core::sync::lock;
 
 /// Why a job failed (the first failure wins).
 #[derive(Debug, Clone)]

@@ -47,7 +47,7 @@ pub(super) fn begin_capture(s: &HostStream, mode: CaptureMode) -> Result<()> {
         }
         Ownership::Borrowed => {
             return Err(Error::NotOwned {
-                kind: "borrowed",
+                kind: xstream_core::NotOwnedKind::Borrowed,
                 op: "begin_capture",
             })
         }

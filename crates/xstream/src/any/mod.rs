@@ -7,7 +7,7 @@
 //! trait method, so the operations, their errors and their semantics are those of the generic
 //! traits ([`Device`], [`Stream`], [`Event`], [`Buffer`], [`Graph`]); the only new error is
 //! mixing backends (a CUDA event recorded on a host stream, a host buffer copied on an Ascend
-//! stream), which is [`Error::WrongDevice`] naming both backends, where the generic path does
+//! stream), which is [`Error::WrongBackend`] naming both backends, where the generic path does
 //! not compile.
 //!
 //! Use it to store streams and events in a runtime without a `B: Backend` parameter (the
@@ -104,7 +104,7 @@ macro_rules! forward {
         $(#[$m])*
         #[doc = ""]
         #[doc = "# Errors"]
-        #[doc = concat!("As [`", stringify!($tr), "::", stringify!($name), "`]; [`Error::WrongDevice`] when `",
+        #[doc = concat!("As [`", stringify!($tr), "::", stringify!($name), "`]; [`Error::WrongBackend`] when `",
             stringify!($p), "` is of another backend.")]
         #[inline]
         pub fn $name(&self, $p: &$pt $(, $a: $t)*) -> Result<$ok> {
@@ -120,7 +120,7 @@ macro_rules! forward {
         $(#[$m])*
         #[doc = ""]
         #[doc = "# Errors"]
-        #[doc = concat!("As [`", stringify!($tr), "::", stringify!($name), "`]; [`Error::WrongDevice`] when `",
+        #[doc = concat!("As [`", stringify!($tr), "::", stringify!($name), "`]; [`Error::WrongBackend`] when `",
             stringify!($p), "` is of another backend.")]
         #[inline]
         pub fn $name(&self, $p: $pt $(, $a: $t)*) -> Result<$ok> {
@@ -157,10 +157,12 @@ macro_rules! forward {
 }
 
 /// The error of an operation given objects of two backends.
-fn mixed(op: &str, a: BackendKind, b: BackendKind) -> Error {
-    Error::WrongDevice(format!(
-        "{op}: the {a} backend's object was given the {b} backend's object (backends do not mix)"
-    ))
+fn mixed(op: &'static str, a: BackendKind, b: BackendKind) -> Error {
+    Error::WrongBackend {
+        op,
+        expected: a,
+        found: b,
+    }
 }
 
 /// Defines an erased enum over the compiled backends, with `kind`, `From` and `downcast`.
@@ -456,7 +458,7 @@ impl AnyDevice {
     /// device: [`AnyDevice`] downcasts.)
     ///
     /// # Errors
-    /// As [`Device::alloc_zeroed_on`]; [`Error::WrongDevice`] for a stream of another backend.
+    /// As [`Device::alloc_zeroed_on`]; [`Error::WrongBackend`] for a stream of another backend.
     pub fn alloc_zeroed_on(&self, stream: &AnyStream, len: usize) -> Result<AnyBuffer> {
         pair!("AnyDevice::alloc_zeroed_on", AnyDevice, self, AnyStream, stream, d, s => d.alloc_zeroed_on(s, len).map(AnyBuffer::from))
     }
@@ -573,7 +575,7 @@ impl AnyStream {
     /// [`Stream::copy`].
     ///
     /// # Errors
-    /// As [`Stream::copy`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::copy`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn copy(
         &self,
@@ -592,7 +594,7 @@ impl AnyStream {
     /// [`Stream::copy_peer`].
     ///
     /// # Errors
-    /// As [`Stream::copy_peer`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::copy_peer`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn copy_peer(
         &self,
@@ -611,7 +613,7 @@ impl AnyStream {
     /// [`Stream::copy_to_device`]: one native asynchronous copy from page-locked memory.
     ///
     /// # Errors
-    /// As [`Stream::copy_to_device`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::copy_to_device`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn copy_to_device(
         &self,
@@ -633,7 +635,7 @@ impl AnyStream {
     /// [`Stream::copy_to_host`]: one native asynchronous copy into page-locked memory.
     ///
     /// # Errors
-    /// As [`Stream::copy_to_host`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::copy_to_host`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn copy_to_host(
         &self,
@@ -656,7 +658,7 @@ impl AnyStream {
     /// converted to the backend's types first (one small vector per launch).
     ///
     /// # Errors
-    /// As [`Stream::launch_kernel`]; [`Error::WrongDevice`] for a function or buffer argument
+    /// As [`Stream::launch_kernel`]; [`Error::WrongBackend`] for a function or buffer argument
     /// of another backend.
     #[inline]
     pub fn launch_kernel(
@@ -681,7 +683,7 @@ impl AnyStream {
     /// (`downcast_ref`) for one.
     ///
     /// # Errors
-    /// As [`Stream::enqueue_launch`]; [`Error::WrongDevice`] for a function or buffer
+    /// As [`Stream::enqueue_launch`]; [`Error::WrongBackend`] for a function or buffer
     /// argument of another backend.
     pub fn launch_checked(
         &self,
@@ -702,7 +704,7 @@ impl AnyStream {
     /// [`Stream::free_async`].
     ///
     /// # Errors
-    /// As [`Stream::free_async`]; [`Error::WrongDevice`] for a buffer of another backend
+    /// As [`Stream::free_async`]; [`Error::WrongBackend`] for a buffer of another backend
     /// (the buffer is then dropped under its backend's lifetime rule).
     #[inline]
     pub fn free_async(&self, buf: AnyBuffer) -> Result<()> {
@@ -724,7 +726,7 @@ impl AnyStream {
     /// [`Stream::wait_value32`].
     ///
     /// # Errors
-    /// As [`Stream::wait_value32`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::wait_value32`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn wait_value32(
         &self,
@@ -739,7 +741,7 @@ impl AnyStream {
     /// [`Stream::wait_value64`].
     ///
     /// # Errors
-    /// As [`Stream::wait_value64`]; [`Error::WrongDevice`] for a buffer of another backend.
+    /// As [`Stream::wait_value64`]; [`Error::WrongBackend`] for a buffer of another backend.
     #[inline]
     pub fn wait_value64(
         &self,
@@ -752,7 +754,7 @@ impl AnyStream {
     }
 
     /// `dst` when it is of this stream's backend, else the mixing error.
-    fn same_buffer<'a>(&self, op: &str, dst: &'a AnyBuffer) -> Result<&'a AnyBuffer> {
+    fn same_buffer<'a>(&self, op: &'static str, dst: &'a AnyBuffer) -> Result<&'a AnyBuffer> {
         if dst.kind() == self.kind() {
             Ok(dst)
         } else {
@@ -772,7 +774,7 @@ forward! { AnyBuffer: Buffer;
 
 impl AnyBuffer {
     /// The typed buffer of the backend of stream `_s` (the caller checked the kinds).
-    fn downcast_same<S: Stream>(&self, op: &str, _s: &S) -> Result<&<S::B as Backend>::Buffer>
+    fn downcast_same<S: Stream>(&self, op: &'static str, _s: &S) -> Result<&<S::B as Backend>::Buffer>
     where
         S::B: Erasable,
     {
@@ -811,7 +813,7 @@ impl AnyBuffer {
 
 /// `args` with each buffer replaced by the typed buffer of the backend of stream `_s`.
 fn typed_args<'a, S: Stream>(
-    op: &str,
+    op: &'static str,
     _s: &S,
     args: &[KernelArg<'a, AnyBuffer>],
 ) -> Result<Vec<KernelArg<'a, <S::B as Backend>::Buffer>>>
@@ -841,7 +843,7 @@ forward! { AnyFunction: Function;
 }
 
 /// The typed host buffer of the backend of stream `_s`.
-fn host_of<'a, S: Stream>(op: &str, _s: &S, h: &'a AnyHostBuffer) -> Result<&'a HostBuffer<S::B>>
+fn host_of<'a, S: Stream>(op: &'static str, _s: &S, h: &'a AnyHostBuffer) -> Result<&'a HostBuffer<S::B>>
 where
     S::B: Erasable,
 {
@@ -851,7 +853,7 @@ where
 
 /// The typed host buffer of the backend of stream `_s`, mutably.
 fn host_of_mut<'a, S: Stream>(
-    op: &str,
+    op: &'static str,
     _s: &S,
     h: &'a mut AnyHostBuffer,
 ) -> Result<&'a mut HostBuffer<S::B>>

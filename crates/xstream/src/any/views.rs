@@ -26,7 +26,7 @@ impl Viewable for AnyBuffer {
 /// of: else the mixing error).
 #[inline]
 fn typed_view<'v, S: Stream>(
-    op: &str,
+    op: &'static str,
     _s: &S,
     v: BufferView<'v, AnyBuffer>,
 ) -> Result<BufferView<'v, <S::B as Backend>::Buffer>>
@@ -83,7 +83,7 @@ impl AnyStream {
     /// [`Stream::memset_view`].
     ///
     /// # Errors
-    /// As [`Stream::memset_view`]; [`crate::Error::WrongDevice`] for a buffer of another
+    /// As [`Stream::memset_view`]; [`crate::Error::WrongBackend`] for a buffer of another
     /// backend (as every method below that takes a buffer).
     #[inline]
     pub fn memset_view<'v>(
@@ -363,7 +363,7 @@ impl AnyRegisteredHost<'_, '_> {
     /// [`xstream_core::RegisteredHost::upload`]: an asynchronous copy into `dst` on `stream`.
     ///
     /// # Errors
-    /// As [`xstream_core::RegisteredHost::upload`]; [`crate::Error::WrongDevice`] for a stream
+    /// As [`xstream_core::RegisteredHost::upload`]; [`crate::Error::WrongBackend`] for a stream
     /// or buffer of another backend.
     pub fn upload<'v>(
         &self,
@@ -379,7 +379,7 @@ impl AnyRegisteredHost<'_, '_> {
     /// [`xstream_core::RegisteredHost::download`]: an asynchronous copy of `src` on `stream`.
     ///
     /// # Errors
-    /// As [`xstream_core::RegisteredHost::download`]; [`crate::Error::WrongDevice`] for a
+    /// As [`xstream_core::RegisteredHost::download`]; [`crate::Error::WrongBackend`] for a
     /// stream or buffer of another backend.
     pub fn download<'v>(
         &self,
