@@ -210,10 +210,10 @@ pub fn alloc_sq(want_sq: Option<u32>, depth: u32) -> Option<(u32, u32)> {
         );
         return None;
     }
-    let (sq, cq) = alloc_sq_only(want_sq, depth);
+    let (sq, cq, wake) = alloc_sq_only(want_sq, depth);
     let spawned = std::thread::Builder::new()
         .name(format!("hal-sim-sq{sq}"))
-        .spawn(move || worker(sq));
+        .spawn(move || worker(sq, wake));
     if spawned.is_err() {
         crate::trace!("sq {sq}: no worker thread; entries will not run");
     }
@@ -239,9 +239,11 @@ fn lowest_free<V>(map: &BTreeMap<u32, V>) -> u32 {
     id
 }
 
-fn alloc_sq_only(want_sq: Option<u32>, depth: u32) -> (u32, u32) {
+/// Records a new SQ; returns its id, its (physical) CQ id and its worker's wake-up.
+fn alloc_sq_only(want_sq: Option<u32>, depth: u32) -> (u32, u32, Arc<Condvar>) {
     with(|s| {
         let id = want_sq.unwrap_or_else(|| lowest_free(&s.sqs));
+        let wake = Arc::new(Condvar::new());
         s.sqs.insert(
             id,
             Sq {
@@ -250,10 +252,10 @@ fn alloc_sq_only(want_sq: Option<u32>, depth: u32) -> (u32, u32) {
                 tail: 0,
                 pending: VecDeque::new(),
                 reg_page: memory::alloc(REG_PAGE_SIZE as u64).unwrap_or(0),
-                wake: Arc::new(Condvar::new()),
+                wake: wake.clone(),
             },
         );
-        (id, id)
+        (id, id, wake)
     })
 }
 
@@ -607,16 +609,10 @@ fn event_id(e: &[u8; SQE_SIZE]) -> u32 {
 }
 
 /// The worker of SQ `sq_id`: executes its entries in order until the SQ is freed.
-fn worker(sq_id: u32) {
+/// `wake` identifies the SQ this worker serves: its id may be freed and handed out again before
+/// the worker starts or while it runs, and a worker finding another SQ under its id leaves.
+fn worker(sq_id: u32, wake: Arc<Condvar>) {
     let mut g = state();
-    let Some(wake) = g
-        .get_or_insert_with(State::default)
-        .sqs
-        .get(&sq_id)
-        .map(|q| q.wake.clone())
-    else {
-        return;
-    };
     loop {
         let s = g.get_or_insert_with(State::default);
         // Ids are reused: an SQ of the same id made after this one was freed is not ours.
