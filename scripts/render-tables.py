@@ -107,6 +107,11 @@ TABLES = {
         kind="conform", label="simulator",
         more=[("real runtime, before", "cann-runs/2026-11-25/run2/conform-real-runtime-before.log"),
               ("real runtime, after", "cann-runs/2026-11-25/run2/conform-real-runtime-after.log")]),
+    "conform-real-runtime-round3": dict(
+        doc="cann-runtime.md", source="cann-runs/2026-11-27-round3/conform-simulator.log",
+        kind="conform", label="simulator (2 devices)",
+        more=[("real runtime, before (2026-11-27 run2)", "cann-runs/2026-11-27/run2/conform-1.log"),
+              ("real runtime, now (2 devices)", "cann-runs/2026-11-27-round3/conform-1.log")]),
     "run17-allocations": dict(
         doc="gpu-runs/2026-11-25-h100-run17/results.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
         index=2),

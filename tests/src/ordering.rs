@@ -3,11 +3,15 @@
 use std::time::Duration;
 
 use xstream_core::{
-    Backend, Capabilities, Device, Event, EventDesc, EventFlags, Kernel, Status, Stream,
+    Backend, Capabilities, Device, Error, Event, EventDesc, EventFlags, Kernel, Status, Stream,
     StreamDesc, StreamFlags,
 };
 
 use crate::{nb, pass, read_all, CheckResult, Ctx, Env, Gate};
+
+/// How long a check waits on a stream that must stay held (a timed synchronize that has to
+/// time out; never a bound on how fast anything runs).
+const HELD_PROBE: Duration = Duration::from_millis(50);
 
 pub(crate) fn ordering_across_streams<B: Backend>(env: &Env<B>) -> CheckResult {
     let dev = &env.device;
@@ -27,11 +31,17 @@ pub(crate) fn ordering_across_streams<B: Backend>(env: &Env<B>) -> CheckResult {
     b.wait_event(&e).ctx("wait")?;
     b.copy(&src, 0, &dst, 0, n).ctx("copy")?;
     let held = b.query().ctx("consumer query while the producer is held")?;
+    // A consumer that did not wait would finish its copy: its timed synchronize must time out.
+    let timed = b.synchronize_timeout(HELD_PROBE);
     gate.open();
     let got = read_all::<B>(&b, &dst)?;
     ensure!(
         held == Status::Pending,
         "the consumer was {held:?} while its producer was held by a host function"
+    );
+    ensure!(
+        matches!(timed, Err(Error::Timeout(_))),
+        "the consumer's synchronize gave {timed:?} while its producer was held, expected Timeout"
     );
     ensure!(
         got.iter().all(|&x| x == 7),
@@ -79,11 +89,16 @@ pub(crate) fn wait_takes_snapshot<B: Backend>(env: &Env<B>) -> CheckResult {
     e.record(&idle).ctx("re-record on idle")?;
     idle.synchronize().ctx("idle sync")?;
     let held = b.query().ctx("query b while a is held")?;
+    let timed = b.synchronize_timeout(HELD_PROBE);
     gate.open();
     let got = read_all::<B>(&b, &buf)?;
     ensure!(
         held == Status::Pending,
         "b was {held:?} after the event's later record on an idle stream completed: the wait followed the later record instead of the snapshot"
+    );
+    ensure!(
+        matches!(timed, Err(Error::Timeout(_))),
+        "b's synchronize gave {timed:?} while a was held, expected Timeout: the wait followed the later record instead of the snapshot"
     );
     ensure!(
         got.iter().all(|&x| x == 9),
