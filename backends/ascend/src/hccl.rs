@@ -30,7 +30,7 @@
 //! `HCCL_E_*` name, its [`ErrorKind`] from [`code_kind`], `HcclGetErrorString`'s text):
 //! `HCCL_E_NOT_SUPPORT` (an unsupported type, op or feature; e.g. a stream in capture, where
 //! the double refuses collectives) is of kind `Unsupported`, `HCCL_E_OOM` of kind
-//! `OutOfMemory`; `HCCL_E_PARA` at enqueue → [`Error::InvalidArgument`] naming the code.
+//! `OutOfMemory`, `HCCL_E_PARA` of kind `InvalidValue`.
 //! Asynchronous errors: `HCCL_E_TIMEOUT` → [`Error::Collective`] of kind `Timeout`,
 //! `HCCL_E_REMOTE` and `HCCL_E_OPRETRY_FAIL` → `PeerFailed`, others → [`Error::Native`]; the
 //! detail keeps the code and its name. After [`Communicator::abort`] every call fails with kind
@@ -441,17 +441,7 @@ impl AscendComm {
         };
         self.t
             .enqueue(call, self.raw, stream.as_raw())
-            .map_err(|code| {
-                if code == HCCL_E_PARA {
-                    Error::invalid(format!(
-                        "{} refused the arguments: HCCL_E_PARA (1): {}",
-                        call.api(),
-                        self.t.error_string(code)
-                    ))
-                } else {
-                    native_error(self.t, call.api(), code)
-                }
-            })
+            .map_err(|code| native_error(self.t, call.api(), code))
     }
 }
 
@@ -678,10 +668,7 @@ impl CollectiveBackend for AscendBackend {
                     "rank {rank} of {world}: HcclCommInitRootInfo returned HCCL_E_TIMEOUT (9): not every rank joined"
                 ),
             },
-            HCCL_E_PARA => Error::invalid(format!(
-                "init_rank: HcclCommInitRootInfo refused the root info or rank layout: HCCL_E_PARA (1): {}",
-                t.error_string(code)
-            )),
+            // HCCL_E_PARA: the root info or the rank layout was refused (kind InvalidValue).
             _ => native_error(t, "HcclCommInitRootInfo", code),
         })?;
         AscendComm::new(t, raw, device.clone())

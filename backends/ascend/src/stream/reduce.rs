@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use xstream_core::{
-    BackendKind, Capabilities, Device, Error, ReduceKind, ReduceType, Reduction, Result,
+    BackendKind, Capabilities, Device, Error, ErrorKind, ReduceKind, ReduceType, Reduction, Result,
 };
 
 use super::AscendStream;
@@ -46,14 +46,18 @@ pub(super) fn reduce(
         // Every portable rule was checked by xstream-core, so a parameter error for a kind other than
         // SUM is the runtime's rule for products whose reduce takes its "V2" task (Atlas
         // training and inference products): SUM only.
-        Err(e) if r.kind != ReduceKind::Sum && e.native().is_some_and(|n| n.code == 107_000) => {
-            return Err(Error::unsupported(
-                BackendKind::Ascend,
-                format!(
-                    "built-in reduce {}: this product reduces with SUM only ({e})",
+        // The code stays native; in this context it means unsupported.
+        Err(mut e)
+            if r.kind != ReduceKind::Sum && e.native().is_some_and(|n| n.code == 107_000) =>
+        {
+            if let Some(n) = e.native_mut() {
+                n.kind = ErrorKind::Unsupported;
+                n.message = Some(format!(
+                    "built-in reduce {}: this product reduces with SUM only",
                     r.kind.name()
-                ),
-            ))
+                ));
+            }
+            return Err(e);
         }
         Err(e) => return Err(e),
     }
