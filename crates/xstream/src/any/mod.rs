@@ -774,7 +774,11 @@ forward! { AnyBuffer: Buffer;
 
 impl AnyBuffer {
     /// The typed buffer of the backend of stream `_s` (the caller checked the kinds).
-    fn downcast_same<S: Stream>(&self, op: &'static str, _s: &S) -> Result<&<S::B as Backend>::Buffer>
+    fn downcast_same<S: Stream>(
+        &self,
+        op: &'static str,
+        _s: &S,
+    ) -> Result<&<S::B as Backend>::Buffer>
     where
         S::B: Erasable,
     {
@@ -843,7 +847,11 @@ forward! { AnyFunction: Function;
 }
 
 /// The typed host buffer of the backend of stream `_s`.
-fn host_of<'a, S: Stream>(op: &'static str, _s: &S, h: &'a AnyHostBuffer) -> Result<&'a HostBuffer<S::B>>
+fn host_of<'a, S: Stream>(
+    op: &'static str,
+    _s: &S,
+    h: &'a AnyHostBuffer,
+) -> Result<&'a HostBuffer<S::B>>
 where
     S::B: Erasable,
 {
