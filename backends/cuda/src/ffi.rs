@@ -144,6 +144,7 @@ mod memory;
 pub(crate) mod nccl;
 mod peer;
 mod stream;
+mod vmm;
 
 pub(crate) use self::attribute::*;
 pub(crate) use self::callback::*;
@@ -156,3 +157,4 @@ pub(crate) use self::kernel::*;
 pub(crate) use self::memory::*;
 pub(crate) use self::peer::*;
 pub(crate) use self::stream::*;
+pub(crate) use self::vmm::*;

@@ -104,6 +104,9 @@ bitflags::bitflags! {
         const VALUE_OPS_64 = 1 << 21;
         /// The built-in reduce operation ([`Stream::reduce`]; see the `reduce` module).
         const REDUCE = 1 << 22;
+        /// Virtual memory: reserved address ranges, physical memory mapped into them
+        /// (see the `vmm` module).
+        const VIRTUAL_MEMORY = 1 << 27;
     }
 }
 
