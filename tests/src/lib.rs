@@ -387,8 +387,8 @@ static ASCEND_MAY_SKIP: [MaySkip; 21] = [
     lacks(
         "vmm_map_unmap",
         Capabilities::VIRTUAL_MEMORY,
-        "the ACL virtual memory functions are optional: a runtime without them leaves the \
-         device without VIRTUAL_MEMORY",
+        "the ACL virtual memory functions are optional: a runtime without them (or one that \
+         refuses the granularity at open) leaves the device without VIRTUAL_MEMORY",
     ),
     lacks("kernel_aliasing", Capabilities::KERNELS, ACL_MODULES),
     lacks(

@@ -93,6 +93,7 @@ pub mod stream_config;
 pub mod sysinfo;
 pub mod task;
 pub mod value;
+pub mod vmm;
 
 pub use allocator::*;
 pub use callback::*;
@@ -122,3 +123,4 @@ pub use stream_config::*;
 pub use sysinfo::*;
 pub use task::*;
 pub use value::*;
+pub use vmm::*;

@@ -285,6 +285,20 @@ pub const GROUPS: &[SymbolGroup] = &[
     IPC_EVENT_HANDLES,
     IPC_MEMORY,
     SATURATION_MODE,
+    SymbolGroup {
+        name: "virtual memory",
+        capability: Some(Capabilities::VIRTUAL_MEMORY),
+        symbols: &[
+            "aclrtMemGetAllocationGranularity",
+            "aclrtReserveMemAddress",
+            "aclrtReleaseMemAddress",
+            "aclrtMallocPhysical",
+            "aclrtFreePhysical",
+            "aclrtMapMem",
+            "aclrtUnmapMem",
+            "aclrtMemSetAccess",
+        ],
+    },
 ];
 
 /// The device saturation mode ([`AscendDevice::saturation_mode`](crate::AscendDevice::saturation_mode)):
