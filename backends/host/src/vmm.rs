@@ -99,9 +99,23 @@ impl Backing for VmmBacking {
             let (was, is) = (&before[at..at + len], &now[at..at + len]);
             if was != is {
                 let mut g = lock(b);
-                for (i, (x, y)) in was.iter().zip(is).enumerate() {
-                    if x != y {
-                        g[off + i] = *y;
+                // Page by page: a changed page whose physical bytes are still what was loaded
+                // is copied whole; else only its changed bytes (another buffer mapping the
+                // same memory may have written others meanwhile).
+                for c in (0..*len).step_by(4096) {
+                    let e = (c + 4096).min(*len);
+                    if was[c..e] == is[c..e] {
+                        continue;
+                    }
+                    let dst = &mut g[off + c..off + e];
+                    if dst == &was[c..e] {
+                        dst.copy_from_slice(&is[c..e]);
+                        continue;
+                    }
+                    for (i, (x, y)) in was[c..e].iter().zip(&is[c..e]).enumerate() {
+                        if x != y {
+                            dst[i] = *y;
+                        }
                     }
                 }
             }
