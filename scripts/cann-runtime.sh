@@ -37,7 +37,7 @@ skip() { echo "SKIP: $*"; }
 
 PREBUILT=${PREBUILT:-}
 # The checks that fail on the real runtime over the emulation, each explained in
-# docs/simulators.md (DEVICE_USE_ONLY needs a task scheduler firmware the emulation does not claim).
+# docs/cann-runtime.md (DEVICE_USE_ONLY needs a task scheduler firmware the emulation does not claim).
 KNOWN_FAILS=${KNOWN_FAILS:-flag_policy}
 if [ -n "$PREBUILT" ] && { [ ! -f "$PREBUILT/libacl_rt.so" ] || [ ! -d "$PREBUILT/../data/platform_config" ]; }; then
   fail "PREBUILT=$PREBUILT holds no libacl_rt.so (or no ../data/platform_config beside it)"; exit 1
@@ -181,7 +181,7 @@ if [ "${CANN_CONFORM:-0}" = "1" ]; then
   if ! (cd "$ROOT" && nice cargo build -p xstream-examples --bins >"$WORK/cargo-examples.log" 2>&1); then
     fail "examples build (see $WORK/cargo-examples.log)"
   else
-    for ex in pipeline async_streams runtime_skeleton erased_runtime; do
+    for ex in pipeline async_streams runtime_skeleton erased_runtime tensor; do
       LOG=$WORK/example-$ex.log
       if XSTREAM_ACL_LIBRARY="$RUN/lib64/libacl_rt.so" LD_LIBRARY_PATH="$RUN/lib64" \
         timeout 120 "$ROOT/target/debug/$ex" --backend ascend >"$LOG" 2>&1 && grep -q '^verified: ' "$LOG"; then
@@ -195,7 +195,7 @@ if [ "${CANN_CONFORM:-0}" = "1" ]; then
     skip "example ipc_producer_consumer on the real runtime: needs IPC events (the runtime asks halSupportFeature(FEATURE_SVM_VMM_NORMAL_GRANULARITY), which the emulation does not claim)"
   fi
 else
-  skip "conformance on the real runtime: set CANN_CONFORM=1 (checks known to fail there; docs/simulators.md)"
+  skip "conformance on the real runtime: set CANN_CONFORM=1 (checks known to fail there; docs/cann-runtime.md)"
   skip "bad-input cases on the real runtime: set CANN_CONFORM=1"
   skip "examples on the real runtime: set CANN_CONFORM=1"
 fi

@@ -34,18 +34,21 @@ DOCS = os.path.join(ROOT, "docs")
 #   kind    "md" (the index-th markdown table the run wrote, optionally only the rows whose
 #           first cell starts with one of `rows`), "memory" (benches/memory.rs log lines),
 #           "paired" / "paired_ci" (benches/benches/any_dispatch.rs `paired` lines: the IQR
-#           form, or the 95% CI form with one column per backend), "stress"
+#           form, or the 95% CI form with one column per backend), "paired_runs" (the 95% CI
+#           form of several runs in one log, one column per run), "stress"
 #           (tests/tests/stress.rs result lines), "conform" (`xstream conform` result lines
-#           of `source` and of each `more` log, one column each)
+#           of `source` and of each `more` log, one column each), "tsv" (a step summary),
+#           "across" (one row per run of `runs`, the `cells` of the `ops` rows of each run's
+#           `index`-th markdown table), "ledger" (one row per run folder under `roots`)
 TABLES = {
     "run20-steps": dict(
-        doc="gpu-verification.md", source="gpu-runs/2026-11-27-2xh100-run20/run20-summary.tsv",
+        doc="gpu-runs/2026-11-27-2xh100-run20/README.md", source="gpu-runs/2026-11-27-2xh100-run20/run20-summary.tsv",
         kind="tsv"),
     "run19-steps": dict(
-        doc="gpu-verification.md", source="gpu-runs/2026-11-27-2xh100-run19/run19-summary.tsv",
+        doc="gpu-runs/2026-11-27-2xh100-run19/README.md", source="gpu-runs/2026-11-27-2xh100-run19/run19-summary.tsv",
         kind="tsv"),
     "run19-data-path": dict(
-        doc="gpu-verification.md", source="gpu-runs/2026-11-27-2xh100-run19/gpu_bench.md",
+        doc="gpu-runs/2026-11-27-2xh100-run19/README.md", source="gpu-runs/2026-11-27-2xh100-run19/gpu_bench.md",
         kind="md", index=0,
         rows=["write_from_host 4 KiB", "registered upload 4 KiB", "write_from_host 64 MiB",
               "registered upload 64 MiB"]),
@@ -58,45 +61,84 @@ TABLES = {
     "no-alloc": dict(
         doc="performance.md", source="cpu-runs/2026-11-23/tables.md", kind="md", index=3),
     "memory-2026-11-23": dict(
-        doc="performance.md", source="cpu-runs/2026-11-23/memory.log", kind="memory"),
+        doc="cpu-runs/2026-11-23/README.md", source="cpu-runs/2026-11-23/memory.log",
+        kind="memory"),
+    "memory-2026-11-27-n300k": dict(
+        doc="cpu-runs/2026-11-27-memory/README.md",
+        source="cpu-runs/2026-11-27-memory/memory-n300k.log", kind="memory"),
+    "memory-2026-11-27-leak": dict(
+        doc="cpu-runs/2026-11-27-memory/README.md",
+        source="cpu-runs/2026-11-27-memory/memory-leak-check.log", kind="memory"),
+    "memory-2026-11-27": dict(
+        doc="performance.md", source="cpu-runs/2026-11-27-memory/memory.log", kind="memory"),
     "gpu-ops-run5": dict(
-        doc="performance.md", source="gpu-runs/2026-11-22-h200-run5/gpu_bench.md", kind="md",
+        doc="gpu-runs/2026-11-22-h200-run5/results.md", source="gpu-runs/2026-11-22-h200-run5/gpu_bench.md", kind="md",
         index=0),
+    "waiting-costs-run5": dict(
+        doc="semantics.md", source="gpu-runs/2026-11-22-h200-run5/gpu_bench.md", kind="md",
+        index=1),
     "gpu-ops-sync-run5": dict(
-        doc="performance.md", source="gpu-runs/2026-11-22-h200-run5/gpu_bench.md", kind="md",
+        doc="gpu-runs/2026-11-22-h200-run5/results.md", source="gpu-runs/2026-11-22-h200-run5/gpu_bench.md", kind="md",
         index=1),
     "torch-run5": dict(
-        doc="performance.md", source="gpu-runs/2026-11-22-h200-run5/torch_bench.md", kind="md",
+        doc="gpu-runs/2026-11-22-h200-run5/results.md", source="gpu-runs/2026-11-22-h200-run5/torch_bench.md", kind="md",
         index=0),
     "torch-sync-run5": dict(
-        doc="performance.md", source="gpu-runs/2026-11-22-h200-run5/torch_bench.md", kind="md",
+        doc="gpu-runs/2026-11-22-h200-run5/results.md", source="gpu-runs/2026-11-22-h200-run5/torch_bench.md", kind="md",
         index=1),
     "any-dispatch-host-2026-11-25": dict(
-        doc="performance.md", source="cpu-runs/2026-11-25-any/any_dispatch.log", kind="paired"),
+        doc="cpu-runs/2026-11-25-any/README.md", source="cpu-runs/2026-11-25-any/any_dispatch.log", kind="paired"),
+    "any-dispatch-host-runs-a-h": dict(
+        doc="performance.md", source="cpu-runs/2026-11-25-any/any_dispatch-paired-ci.log",
+        kind="paired_runs"),
     "any-dispatch-run15": dict(
-        doc="performance.md", source="gpu-runs/2026-11-25-2xh100-run15/any_dispatch.txt",
+        doc="gpu-runs/2026-11-25-2xh100-run15/results.md", source="gpu-runs/2026-11-25-2xh100-run15/any_dispatch.txt",
         kind="paired"),
+    "any-dispatch-host-2026-11-27": dict(
+        doc="performance.md", source="cpu-runs/2026-11-27-any/any_dispatch-paired.log",
+        kind="paired_ci"),
     "any-dispatch-run17": dict(
         doc="performance.md", source="gpu-runs/2026-11-25-h100-run17/any_dispatch.txt",
         kind="paired_ci"),
     "stress-2026-11-25": dict(
         doc="reliability.md", source="cpu-runs/2026-11-25/fault_sweep_stress.log", kind="stress"),
     "conform-real-runtime-run2": dict(
-        doc="simulators.md", source="cann-runs/2026-11-25/run2/conform-simulator.log",
+        doc="cann-runs/2026-11-25/run2/README.md", source="cann-runs/2026-11-25/run2/conform-simulator.log",
         kind="conform", label="simulator",
         more=[("real runtime, before", "cann-runs/2026-11-25/run2/conform-real-runtime-before.log"),
               ("real runtime, after", "cann-runs/2026-11-25/run2/conform-real-runtime-after.log")]),
     "run17-allocations": dict(
-        doc="performance.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
+        doc="gpu-runs/2026-11-25-h100-run17/results.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
         index=2),
     "run17-alloc-no-host-sync": dict(
-        doc="performance.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
+        doc="gpu-runs/2026-11-25-h100-run17/results.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
         index=6),
     "null-driver-counts": dict(
-        doc="performance.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
+        doc="cpu-runs/2026-11-27-null-driver/README.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
         kind="md", index=0),
+    "hot-paths-across-runs": dict(
+        doc="performance.md", source="gpu-runs/2026-11-22-h100-run2/gpu_bench.md",
+        kind="across", index=0, cells=[4, 6],
+        runs=[(f"{n}", f"gpu-runs/{d}/gpu_bench.md") for n, d in [
+            ("2", "2026-11-22-h100-run2"), ("3", "2026-11-22-h100-run3"),
+            ("4", "2026-11-22-h200-run4"), ("5", "2026-11-22-h200-run5"),
+            ("7", "2026-11-23-h200-run7"), ("8", "2026-11-23-h200-run8"),
+            ("9", "2026-11-23-h200-run9"), ("11", "2026-11-23-h200-run11"),
+            ("12", "2026-11-23-h200-run12"), ("13", "2026-11-23-h200-run13"),
+            ("15", "2026-11-25-2xh100-run15"), ("17", "2026-11-25-h100-run17"),
+            ("19", "2026-11-27-2xh100-run19")]],
+        ops=[("event record", "event record (idle stream)"),
+             ("event query (complete)", "event query (complete)"),
+             ("stream query (idle)", "stream query (idle)"),
+             ("record on A + wait on B", "record on A + wait on B"),
+             ("host callback enqueue", "host callback enqueue (empty)"),
+             ("launch + synchronize", "kernel launch + synchronize"),
+             ("module launch, empty kernel", "module launch: empty kernel")]),
+    "runs-ledger": dict(
+        doc="runs.md", source="gpu-runs", kind="ledger",
+        roots=["gpu-runs", "cann-runs", "cpu-runs"]),
     "null-driver-cpu": dict(
-        doc="performance.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
+        doc="cpu-runs/2026-11-27-null-driver/README.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
         kind="md", index=1),
 }
 
@@ -214,6 +256,37 @@ def render_paired_ci(spec, text):
     return t
 
 
+RUN_HEADER = re.compile(r"^## runs? ([A-Z](?:(?:, | and )[A-Z])*)\b", re.M)
+
+
+def render_paired_runs(spec, text):
+    """Several runs of the 95% CI form in one log, each under a `## run X (...)` header (or
+    `## runs X and Y`, whose k-th line of an operation is run Y's when k = 2): one row per
+    operation, one column per run, each cell the overhead, its interval and the verdict."""
+    heads = list(RUN_HEADER.finditer(text))
+    if not heads:
+        raise RenderError(f"{spec['source']} holds no `## run X` header")
+    cols, cell = [], {}
+    for i, h in enumerate(heads):
+        labels = re.findall(r"[A-Z]", h.group(1))
+        body = text[h.end():heads[i + 1].start() if i + 1 < len(heads) else len(text)]
+        seen = {}
+        for r in paired_rows(dict(spec, source=f"{spec['source']} run {h.group(1)}"), body):
+            k = seen.get(r["op"], 0)
+            seen[r["op"]] = k + 1
+            if k >= len(labels):
+                raise RenderError(f"{spec['source']}: run {h.group(1)} repeats {r['op']}")
+            if r["ci"] is None:
+                raise RenderError(f"{spec['source']}: a paired line without its 95% CI")
+            cell[(labels[k], r["op"])] = f"{r['ovh']} ({r['ci']}) {r['verdict'] or '–'}"
+        cols += labels
+    ops = list(dict.fromkeys(op for _, op in cell))
+    t = ["| operation | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for op in ops:
+        t.append(f"| {op} | " + " | ".join(cell.get((c, op), "–") for c in cols) + " |")
+    return t
+
+
 # `<backend>: 8 threads x N ops = T ops; streams S, events E, callbacks a/b, notifies c/d,
 # data checks D, violations V` (tests/tests/stress.rs); "ascend" is the simulator's run.
 STRESS_LINE = re.compile(
@@ -292,15 +365,149 @@ def render_conform(spec, text):
     return t
 
 
+def render_across(spec, text):
+    """One row per run (`runs`: label and file), one column per operation (`ops`: heading and
+    first-cell prefix of a row of the `index`-th table each run wrote), each cell that row's
+    `cells` columns joined by ", " (– where the run lacks the row)."""
+    del text  # the runs' files are read below, `source` among them
+    t = ["| run | " + " | ".join(h for h, _ in spec["ops"]) + " |",
+         "|---" * (len(spec["ops"]) + 1) + "|"]
+    hit = set()
+    for label, path in spec["runs"]:
+        tables = md_tables(open(os.path.join(DOCS, path), encoding="utf-8").read())
+        i = spec.get("index", 0)
+        if i >= len(tables):
+            raise RenderError(f"{path} holds {len(tables)} tables, not a table {i}")
+        row = []
+        for _, prefix in spec["ops"]:
+            cell = "–"
+            for r in tables[i][2:]:
+                cells = [c.strip() for c in r.strip("|").split("|")]
+                if cells[0].startswith(prefix):
+                    cell = ", ".join(cells[c] for c in spec["cells"] if c < len(cells))
+                    hit.add(prefix)
+                    break
+            row.append(cell)
+        t.append(f"| {label} | " + " | ".join(row) + " |")
+    missing = [p for _, p in spec["ops"] if p not in hit]
+    if missing:
+        raise RenderError(f"no run holds a row {missing}")
+    return t
+
+
+VERDICT = re.compile(r"^(PASS|FAIL|FAILED|SKIP)\b")
+
+
+def folder_steps(path):
+    """PASS / FAIL / SKIP counts of a run folder's step summaries (summary.txt lines that start
+    with a verdict, the verdict column of *summary.tsv), or "–" when it has none."""
+    counts, seen = {}, []
+    for name in sorted(os.listdir(path)):
+        full = os.path.join(path, name)
+        if name == "summary.txt":
+            verdicts = [VERDICT.match(line) for line in open(full, encoding="utf-8")]
+        elif name.endswith("summary.tsv"):
+            verdicts = [VERDICT.match(line.split("\t")[1])
+                        for line in open(full, encoding="utf-8") if line.count("\t") >= 3]
+        else:
+            continue
+        seen.append(name)
+        for m in verdicts:
+            if m:
+                v = "FAIL" if m.group(1).startswith("FAIL") else m.group(1)
+                counts[v] = counts.get(v, 0) + 1
+    if not seen:
+        return "–"
+    body = ", ".join(f"{counts[v]} {v}" for v in ("PASS", "FAIL", "SKIP") if v in counts)
+    return f"{body or 'no verdict line'} (`{'`, `'.join(seen)}`)"
+
+
+def folder_title(path):
+    """The first heading of the folder's README.md, else "–"."""
+    full = os.path.join(path, "README.md")
+    if os.path.exists(full):
+        for line in open(full, encoding="utf-8"):
+            if line.startswith("#"):
+                return line.lstrip("#").strip().replace("|", "\\|")
+    return "–"
+
+
+def run_folders(root):
+    """The run folders under docs/`root`: each dated folder, and its sub-folders that hold
+    logs of a run of their own (a README.md, a machine.txt or an xstream-commit.txt)."""
+    def natural(name):
+        return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", name)]
+
+    out = []
+    for name in sorted(os.listdir(os.path.join(DOCS, root)), key=natural):
+        rel = f"{root}/{name}"
+        if not os.path.isdir(os.path.join(DOCS, rel)):
+            continue
+        out.append(rel)
+        for sub in sorted(os.listdir(os.path.join(DOCS, rel)), key=natural):
+            srel = f"{rel}/{sub}"
+            if os.path.isdir(os.path.join(DOCS, srel)) and any(
+                    os.path.exists(os.path.join(DOCS, srel, f))
+                    for f in ("README.md", "machine.txt", "xstream-commit.txt")):
+                out.append(srel)
+    return out
+
+
+def render_ledger(spec, text):
+    """One row per run folder under `roots`: date, device, commit (as in the captions), the
+    step verdicts it recorded, and its README's title."""
+    del text
+    t = ["| run folder | date | device | commit | steps recorded | what it is |",
+         "|---|---|---|---|---|---|"]
+    for root in spec["roots"]:
+        for rel in run_folders(root):
+            path = os.path.join(DOCS, rel)
+            files = sorted(f for f in os.listdir(path) if os.path.isfile(os.path.join(path, f)))
+            if not files:
+                continue
+            _, date, device, commit = run_facts(f"{rel}/{files[0]}")
+            link = os.path.relpath(path, os.path.dirname(os.path.join(DOCS, spec["doc"])))
+            t.append(f"| [`{rel}`]({link}/) | {date} | {device} | {commit} | "
+                     f"{folder_steps(path)} | {folder_title(path)} |")
+    if len(t) == 2:
+        raise RenderError(f"no run folder under {spec['roots']}")
+    return t
+
+
 def caption(spec):
-    """Run folder, date, device, commit: each read from the run's folder.
+    """The caption of a table: the files it was rendered from and, for each run folder among
+    them, the folder, date, device and commit (`run_facts`)."""
+    srcs = [spec["source"]] + [p for _, p in spec.get("more", [])]
+    srcs += [p for _, p in spec.get("runs", [])]
+    runs = list(dict.fromkeys(srcs))
+    if spec["kind"] == "ledger":
+        return ("_Rendered by `scripts/render-tables.py` from the run folders under "
+                + ", ".join(f"`docs/{r}/`" for r in spec["roots"])
+                + " (each row read from its folder, as the captions of the tables are); "
+                "do not edit by hand._")
+    files = ", ".join(f"`docs/{p}`" for p in runs)
+    names = {os.path.basename(p) for p in runs}
+    if len(runs) > 2 and len(names) == 1:
+        files = f"`{names.pop()}` of each run folder below"
+    facts = list(dict.fromkeys(run_facts(p) for p in runs))
+    if len(facts) == 1:
+        run, date, device, commit = facts[0]
+        return (f"_Rendered by `scripts/render-tables.py` from {files} (run folder "
+                f"`{run}`, {date}, {device}, {commit}); do not edit by hand._")
+    each = "; ".join(f"`{run}`: {date}, {device}, {commit}" for run, date, device, commit in facts)
+    return (f"_Rendered by `scripts/render-tables.py` from {files} (run folders {each}); "
+            "do not edit by hand._")
+
+
+def run_facts(src):
+    """Run folder, date, device, commit of the file `src` (relative to docs/): each read
+    from the run's folder.
 
     Date: the folder name's YYYY-MM-DD. Device: the GPU name under nvidia-smi's header in
     machine.txt, else its `cpu:` line, else its architecture and CPU count lines, else a CPU
     count in the source's first lines. Commit: a `commit:` line of machine.txt, else "commit X"
     in the source's first lines, else "main at X" in the folder's README.md, else it says the
     folder does not record one. Nothing is read from git, so a shallow clone renders the same."""
-    src = spec["source"]
     folder = os.path.dirname(src)
     run = folder.split("/")[1] if folder.count("/") >= 1 else folder
     run_dir = os.path.join(DOCS, *folder.split("/")[:2])
@@ -315,7 +522,12 @@ def caption(spec):
     commit = ""
     for i, line in enumerate(mlines):
         if line.startswith("name, driver_version") and i + 1 < len(mlines):
+            # nvidia-smi's CSV: one line per GPU after the header
             device = mlines[i + 1].split(",")[0].strip()
+            n = 0
+            while i + 1 + n < len(mlines) and mlines[i + 1 + n].startswith(device + ","):
+                n += 1
+            device = f"{n} × {device}" if n > 1 else device
             break
         if line.startswith("cpu: "):
             device = line[5:].strip()
@@ -339,21 +551,32 @@ def caption(spec):
     m = re.search(r"\b(\d+) CPUs\b", head)
     if device == "device not recorded" and m:
         device = f"{m.group(1)} CPUs, no accelerator" if "no accelerator" in head else f"{m.group(1)} CPUs"
-    readme = os.path.join(run_dir, "README.md")
+    own = os.path.join(DOCS, folder, "xstream-commit.txt")
+    if not commit and os.path.exists(own):
+        commit = "commit " + open(own, encoding="utf-8").read().strip()[:7]
+    readme = os.path.join(DOCS, folder, "README.md")
+    if not os.path.exists(readme):
+        readme = os.path.join(run_dir, "README.md")
+    if device == "device not recorded" and os.path.exists(readme):
+        # "Machine: the 2-core CPU machine (x86-64, ..., no NPU), ..." -> up to the bracket
+        m = re.search(r"^Machine: ([^(,.]+)", open(readme, encoding="utf-8").read(), re.M)
+        if m:
+            device = m.group(1).strip().strip("`")
     if not commit and os.path.exists(readme):
         m = re.search(r"main at `?([0-9a-f]{7,40})", open(readme, encoding="utf-8").read())
         if m:
             commit = "commit " + m.group(1)[:7]
     if not commit:
         commit = "commit not recorded in the run folder"
-    files = ", ".join(f"`docs/{p}`" for p in [src] + [p for _, p in spec.get("more", [])])
-    return (f"_Rendered by `scripts/render-tables.py` from {files} (run folder "
-            f"`{run}`, {date}, {device}, {commit}); do not edit by hand._")
+    return run, date, device, commit
 
 
 def render(name):
     spec = TABLES[name]
     path = os.path.join(DOCS, spec["source"])
+    if spec["kind"] == "ledger":
+        path = os.path.join(DOCS, spec["roots"][0])
+        return [caption(spec), ""] + render_ledger(spec, "")
     if not os.path.exists(path):
         raise RenderError(f"table {name}: source docs/{spec['source']} is missing")
     text = open(path, encoding="utf-8").read()
@@ -362,9 +585,12 @@ def render(name):
         "memory": render_memory,
         "paired": render_paired,
         "paired_ci": render_paired_ci,
+        "paired_runs": render_paired_runs,
         "stress": render_stress,
         "conform": render_conform,
         "tsv": render_tsv,
+        "across": render_across,
+        "ledger": render_ledger,
     }
     table = kinds[spec["kind"]](spec, text)
     return [caption(spec), ""] + table

@@ -12,7 +12,7 @@
 # Environment: VALGRIND_PACKAGES (default "xstream-host xstream-conformance xstream-ascend
 # xstream-hccl-sim xstream-examples"),
 # (xstream-cuda and xstream-cuda-null are left out on purpose: the CUDA tests skip without a GPU,
-# and backends/cuda/tests/null_driver.rs runs its checks in a child process over the null
+# and backends/cuda/tests/null_driver/ runs its checks in a child process over the null
 # driver, a CPU test double that leaks its handle objects by design; it counts driver calls and
 # allocations and runs in `cargo test --workspace`),
 # VALGRIND_ONLY (a test target name: run only that binary), VALGRIND_TIMEOUT (seconds per

@@ -20,8 +20,8 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{criterion_group, Criterion};
-use xstream::any::{AnyDevice, AnyEvent, AnyStream, Erasable};
-use xstream::{BackendKind, Event, EventDesc, EventFlags, Stream, StreamDesc, StreamFlags};
+use xstream::any::{AnyBuffer, AnyDevice, AnyEvent, AnyStream, Erasable};
+use xstream::{BackendKind, Buffer, Event, EventDesc, EventFlags, Stream, StreamDesc, StreamFlags};
 
 /// One device's erased objects; the generic side uses the same objects through
 /// `downcast_ref`.
@@ -29,6 +29,7 @@ struct Objects {
     s: AnyStream,
     w: AnyStream,
     e: AnyEvent,
+    b: AnyBuffer,
     _dev: AnyDevice,
 }
 
@@ -40,6 +41,7 @@ fn objects(kind: BackendKind) -> Objects {
         s: dev.create_stream(&nb).expect("stream"),
         w: dev.create_stream(&nb).expect("stream"),
         e: dev.create_event(&ed).expect("event"),
+        b: dev.alloc(4096).expect("buffer"),
         _dev: dev,
     };
     o.e.record(&o.s).unwrap();
@@ -262,6 +264,26 @@ fn paired_for<B: Erasable>() {
         "event_record",
         &mut || black_box(te).record(black_box(ts)).unwrap(),
         &mut || black_box(&o.e).record(black_box(&o.s)).unwrap(),
+    );
+    // A buffer-taking operation that ends in core's checks (device rule, range, zero length)
+    // with nothing enqueued: the erased buffer path's dispatch without the backend's work.
+    let tb = o.b.downcast_ref::<B>().unwrap();
+    paired_one(
+        k,
+        "memset_zero_length (checks only)",
+        &mut || black_box(ts).memset(black_box(tb), 64, 0, 7).unwrap(),
+        &mut || black_box(&o.s).memset(black_box(&o.b), 64, 0, 7).unwrap(),
+    );
+    // A view of a buffer (no driver call): the erased view helpers against the generic ones.
+    paired_one(
+        k,
+        "buffer_view_slice (no driver call)",
+        &mut || {
+            black_box(black_box(tb).view().slice(64..128).unwrap());
+        },
+        &mut || {
+            black_box(black_box(&o.b).view().slice(64..128).unwrap());
+        },
     );
     // Drain the records, so that the waits below see a completed event in every run (a
     // backlog of records would put them on the slower path of a pending event).

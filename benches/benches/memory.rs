@@ -3,9 +3,11 @@
 //! buffer allocated, copied and dropped plus an `alloc_async` / `free_async` pair), on the host
 //! backend, on the Ascend backend over
 //! the simulator, and with the raw simulator calls for reference. Each case first runs 1 000
-//! warm-up create/drop pairs (allocator arenas, thread-locals, the reaper thread), then waits
-//! until the simulator's live-object counts are back to where they were (the Ascend backend
-//! destroys streams on its reaper thread), then measures. Prints one line per case; the target
+//! warm-up create/drop pairs (allocator arenas, thread-locals, the reaper thread), then settles
+//! (a data-path case synchronizes its stream; over the simulator it waits until the live-object
+//! counts are back to where they were, as the Ascend backend destroys streams on its reaper
+//! thread), then reads RSS after `malloc_trim(0)`, so that memory freed but kept by the
+//! allocator is not counted, only what is still held. Prints one line per case; the target
 //! is |after − before| ≤ 1 MiB, and the bench exits with status 1 when a case misses it.
 //!
 //! Run: `cargo bench -p xstream-benches --bench memory`.
@@ -43,10 +45,28 @@ fn sim_live() -> (u64, u64) {
     unsafe { ((t.live_streams)(), (t.live_events)()) }
 }
 
+/// RSS after handing the allocator's free pages back to the kernel (`malloc_trim(0)` on glibc),
+/// so the reading counts memory the process still holds, not the allocator's high-water mark:
+/// without it, freed pages stay resident, and a reading depended on how deep the queue of
+/// in-flight cycles had ever been (the longer measured loop reaches deeper queues than the
+/// warm-up, which read as growth, or as shrinkage when the warm-up happened to go deeper).
+fn held_rss() -> u64 {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: no preconditions; it only returns free heap memory to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    common::rss_bytes()
+}
+
 /// Runs `op` WARM times, settles, measures RSS, runs it N times, settles, measures again.
-fn case(backend: &str, what: &str, sim: bool, mut op: impl FnMut()) -> bool {
+/// Settling runs `quiesce` (the data-path cases synchronize their stream there, so neither
+/// reading counts work still in flight) and then, over the simulator, waits for its live-object
+/// counts.
+fn case(backend: &str, what: &str, sim: bool, quiesce: impl Fn(), mut op: impl FnMut()) -> bool {
     let base = if sim { sim_live() } else { (0, 0) };
     let settle = || {
+        quiesce();
         if sim {
             settle_sim(base);
         }
@@ -55,14 +75,14 @@ fn case(backend: &str, what: &str, sim: bool, mut op: impl FnMut()) -> bool {
         op();
     }
     settle();
-    let before = common::rss_bytes();
+    let before = held_rss();
     let t0 = Instant::now();
     for _ in 0..N {
         op();
     }
     let took = t0.elapsed();
     settle();
-    let after = common::rss_bytes();
+    let after = held_rss();
     let delta = after as f64 - before as f64;
     let flat = delta.abs() <= MIB;
     println!(
@@ -93,6 +113,16 @@ fn create_retry<D: Device>(dev: &D, desc: &StreamDesc, retries: &mut u64) {
     }
 }
 
+/// Synchronizes `s`: a data-path case queues up to 255 cycles between its synchronizes, and each
+/// queued cycle holds its page-locked buffer and its stream-ordered block until the stream
+/// reaches it, so an RSS reading taken without this depends on how many were still queued.
+fn sync<S: Stream>(s: &S) -> impl Fn() + '_ {
+    move || s.synchronize().expect("synchronize")
+}
+
+/// No work to wait for (the create/drop cases finish each pair before the next).
+fn nothing() {}
+
 fn main() {
     // The simulator's environment is given to a new process, never set in this one.
     xstream_conformance::simulator::reexec_configured(1);
@@ -103,13 +133,13 @@ fn main() {
     let mut all = true;
 
     let host = HostBackend::open(0).expect("host device");
-    all &= case("host", "stream create+drop", false, || {
+    all &= case("host", "stream create+drop", false, nothing, || {
         drop(host.create_stream(&nb).unwrap())
     });
-    all &= case("host", "event create+drop", false, || {
+    all &= case("host", "event create+drop", false, nothing, || {
         drop(host.create_event(&ed).unwrap())
     });
-    all &= case("host", "timed event create+drop", false, || {
+    all &= case("host", "timed event create+drop", false, nothing, || {
         drop(host.create_event(&timed).unwrap())
     });
 
@@ -118,60 +148,88 @@ fn main() {
     let hs = host.create_stream(&nb).unwrap();
     let hb = host.alloc(4096).unwrap();
     let mut i = 0u64;
-    all &= case("host", "host buffer + alloc_async", false, || {
-        let h = host.alloc_host(4096, &HostAllocDesc::new()).unwrap();
-        hs.copy_to_device(&h, 0, &hb, 0, 4096).unwrap();
-        let x = hs.alloc_async(4096).unwrap();
-        hs.free_async(x).unwrap();
-        i += 1;
-        if i.is_multiple_of(256) {
-            hs.synchronize().unwrap();
-        }
-    });
+    all &= case(
+        "host",
+        "host buffer + alloc_async",
+        false,
+        sync(&hs),
+        || {
+            let h = host.alloc_host(4096, &HostAllocDesc::new()).unwrap();
+            hs.copy_to_device(&h, 0, &hb, 0, 4096).unwrap();
+            let x = hs.alloc_async(4096).unwrap();
+            hs.free_async(x).unwrap();
+            i += 1;
+            if i.is_multiple_of(256) {
+                hs.synchronize().unwrap();
+            }
+        },
+    );
     hs.synchronize().unwrap();
 
     common::setup();
     let dev = AscendBackend::open(0).expect("open the simulated Ascend device");
     let s = dev.create_stream(&nb).unwrap();
     let db = dev.alloc(4096).unwrap();
-    all &= case("ascend-sim", "host buffer + alloc_async", true, || {
-        let h = dev.alloc_host(4096, &HostAllocDesc::new()).unwrap();
-        s.copy_to_device(&h, 0, &db, 0, 4096).unwrap();
-        let x = s.alloc_async(4096).unwrap();
-        s.free_async(x).unwrap();
-        i += 1;
-        if i.is_multiple_of(256) {
-            s.synchronize().unwrap();
-        }
-    });
+    all &= case(
+        "ascend-sim",
+        "host buffer + alloc_async",
+        true,
+        sync(&s),
+        || {
+            let h = dev.alloc_host(4096, &HostAllocDesc::new()).unwrap();
+            s.copy_to_device(&h, 0, &db, 0, 4096).unwrap();
+            let x = s.alloc_async(4096).unwrap();
+            s.free_async(x).unwrap();
+            i += 1;
+            if i.is_multiple_of(256) {
+                s.synchronize().unwrap();
+            }
+        },
+    );
     s.synchronize().unwrap();
     drop(s);
     let mut retries = 0u64;
-    all &= case("ascend-sim", "stream create+drop", true, || {
+    all &= case("ascend-sim", "stream create+drop", true, nothing, || {
         create_retry(&dev, &nb, &mut retries)
     });
     if retries > 0 {
         println!("memory ascend-sim: {retries} create retries at the simulator's stream limit");
     }
-    all &= case("ascend-sim", "event create+drop", true, || {
+    all &= case("ascend-sim", "event create+drop", true, nothing, || {
         drop(dev.create_event(&ed).unwrap())
     });
-    all &= case("ascend-sim", "timed event create+drop", true, || {
-        drop(dev.create_event(&timed).unwrap())
-    });
+    all &= case(
+        "ascend-sim",
+        "timed event create+drop",
+        true,
+        nothing,
+        || drop(dev.create_event(&timed).unwrap()),
+    );
 
     let t = RawAcl::get();
     dev.bind().expect("bind the device context");
-    all &= case("ascend-sim raw", "aclrtCreate/DestroyStream", true, || {
-        let s = t.stream();
-        // SAFETY: an idle stream created just above.
-        assert_eq!(unsafe { (t.destroy_stream)(s) }, 0);
-    });
-    all &= case("ascend-sim raw", "aclrtCreate/DestroyEvent", true, || {
-        let e = t.event();
-        // SAFETY: an event created just above.
-        assert_eq!(unsafe { (t.destroy_event)(e) }, 0);
-    });
+    all &= case(
+        "ascend-sim raw",
+        "aclrtCreate/DestroyStream",
+        true,
+        nothing,
+        || {
+            let s = t.stream();
+            // SAFETY: an idle stream created just above.
+            assert_eq!(unsafe { (t.destroy_stream)(s) }, 0);
+        },
+    );
+    all &= case(
+        "ascend-sim raw",
+        "aclrtCreate/DestroyEvent",
+        true,
+        nothing,
+        || {
+            let e = t.event();
+            // SAFETY: an event created just above.
+            assert_eq!(unsafe { (t.destroy_event)(e) }, 0);
+        },
+    );
     println!(
         "memory summary: {}",
         if all {

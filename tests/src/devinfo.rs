@@ -16,6 +16,19 @@ pub(crate) fn device_info_consistent<B: Backend>(env: &Env<B>) -> CheckResult {
         ensure!(major >= 1, "compute capability {major}.{minor}");
         said.push(format!("compute capability {major}.{minor}"));
     }
+    // Numerics: on CUDA bfloat16 follows the compute capability (8.0 and later).
+    let (bf16, infnan) = (
+        info.capabilities.contains(xstream_core::Capabilities::BF16),
+        info.capabilities
+            .contains(xstream_core::Capabilities::INF_NAN),
+    );
+    if let Some((major, minor)) = info.compute_capability {
+        ensure!(
+            bf16 == (major >= 8),
+            "BF16 is {bf16} on compute capability {major}.{minor}"
+        );
+    }
+    said.push(format!("bf16 {bf16}, inf/NaN {infnan}"));
     if let Some(c) = &info.chip {
         ensure!(!c.trim().is_empty(), "chip is Some(\"\")");
         said.push(format!("chip {c}"));

@@ -87,9 +87,12 @@ pub(crate) fn foreign_buffers<B: Backend>(env: &Env<B>) -> CheckResult {
     expect("copy (foreign source)", s.copy(&far, 0, &mine, 0, 16))?;
     expect("copy (foreign destination)", s.copy(&mine, 0, &far, 0, 16))?;
     expect("copy_view", s.copy_view(&mine, &far))?;
-    expect("write_from", s.write_from(&far, &[7u32; 4]))?;
+    expect(
+        "write_from_blocking",
+        s.write_from_blocking(&far, &[7u32; 4]),
+    )?;
     let mut back = [0u32; 4];
-    expect("read_into", s.read_into(&far, &mut back))?;
+    expect("read_into_blocking", s.read_into_blocking(&far, &mut back))?;
     expect("copy_to_device", s.copy_to_device(&host, 0, &far, 0, 16))?;
     expect("copy_to_host", s.copy_to_host(&far, 0, &mut host, 0, 16))?;
     expect("write_from_host", s.write_from_host(&host, 0, &far))?;

@@ -270,7 +270,7 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         c!(views::kernel_aliasing, "a buffer passed twice to a kernel (out = a + a, a = a + b, views of one buffer) gives the reference result"),
         c!(peer::peer_copy, "with peer access enabled bytes move both ways between devices in stream order; without it, out of bounds or with foreign buffers the copy is refused"),
         // --- ordering and allocation without host sync ---
-        c!(ordered_use::join_orders, "Stream::join orders the joining stream after the work enqueued on the other"),
+        c!(ordered_use::join_orders, "Stream::wait_stream orders the joining stream after the work enqueued on the other"),
         c!(ordered_use::record_event_orders, "Stream::record_event returns a recorded event that orders a wait"),
         c!(ordered_use::event_pool_bounded, "the event pool is bounded, refuses foreign flags, reuses its events, and a pooled join orders work"),
         c!(ordered_use::alloc_without_host_sync, "alloc_zeroed_on zeroes in its stream's order without a host wait; alloc_uninit holds what is written"),

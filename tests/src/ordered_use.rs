@@ -1,4 +1,4 @@
-//! Ordering shorthand and allocation without host synchronization: `Stream::join`,
+//! Ordering shorthand and allocation without host synchronization: `Stream::wait_stream`,
 //! `Stream::record_event`, the [`EventPool`], `Device::alloc_uninit` / `alloc_zeroed_on`, use
 //! tracking of a stream-ordered buffer by any number of streams, and `Stream::record_use`
 //! (the last also with work enqueued through a raw handle: [`record_use_with_raw_copy`]).
@@ -21,17 +21,17 @@ const RUN_AHEAD: Duration = Duration::from_millis(200);
 
 const N: usize = 4096;
 
-/// `b.join(&a)`: b's copy reads the bytes a's held memset writes.
+/// `b.wait_stream(&a)`: b's copy reads the bytes a's held memset writes.
 pub(crate) fn join_orders<B: Backend>(env: &Env<B>) -> CheckResult {
     let dev = &env.device;
     let a = dev.create_stream(&nb().name("producer")).ctx("create a")?;
     let b = dev.create_stream(&nb().name("consumer")).ctx("create b")?;
     let src = dev.alloc(N).ctx("alloc")?;
     let dst = dev.alloc(N).ctx("alloc")?;
-    b.join(&b).ctx("join with itself")?;
+    b.wait_stream(&b).ctx("join with itself")?;
     let gate = Gate::hold::<B>(&a)?;
     a.memset(&src, 0, N, 7).ctx("memset behind the gate")?;
-    b.join(&a).ctx("join")?;
+    b.wait_stream(&a).ctx("join")?;
     b.copy(&src, 0, &dst, 0, N).ctx("copy after the join")?;
     // An unordered consumer would copy now, before the held memset.
     let _ = b.synchronize_timeout(RUN_AHEAD);
@@ -47,7 +47,7 @@ pub(crate) fn join_orders<B: Backend>(env: &Env<B>) -> CheckResult {
         got.iter().all(|&x| x == 7),
         "the joined stream ran before the work it joined"
     );
-    pass("b.join(&a) ordered b's copy after a's held memset; joining itself is a no-op")
+    pass("b.wait_stream(&a) ordered b's copy after a's held memset; joining itself is a no-op")
 }
 
 /// `a.record_event()`: a fresh, recorded event (pending while a is held) that orders a wait.
@@ -115,7 +115,7 @@ pub(crate) fn event_pool_bounded<B: Backend>(env: &Env<B>) -> CheckResult {
     let dst = dev.alloc(N).ctx("alloc")?;
     let gate = Gate::hold::<B>(&a)?;
     a.memset(&src, 0, N, 9).ctx("memset behind the gate")?;
-    pool.join(&b, &a).ctx("pool join")?;
+    pool.wait_stream(&b, &a).ctx("pool join")?;
     let e = pool
         .record(&idle)
         .ctx("re-record a pooled event on an idle stream")?;
@@ -157,7 +157,7 @@ pub(crate) fn alloc_without_host_sync<B: Backend>(env: &Env<B>) -> CheckResult {
         "alloc_zeroed_on waited on the host for its held stream"
     );
     ensure!(z.len() == N, "alloc_zeroed_on gave {} bytes", z.len());
-    t.join(&s).ctx("join")?;
+    t.wait_stream(&s).ctx("join")?;
     // The gate opens before the reads: a `read` into pageable memory may itself block the
     // host until its copy ran (CUDA, docs/semantics.md), which a held stream never allows.
     // The zeroing is still ordered behind the held gate on `s`, and `t` joined `s` while held.

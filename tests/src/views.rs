@@ -92,14 +92,14 @@ pub(crate) fn views_and_typed_copies<B: Backend>(env: &Env<B>) -> CheckResult {
         "zero-sized",
     )?;
     invalid(
-        "write_from longer than the view",
-        s.write_from(mid, &[0u32; 5]),
+        "write_from_blocking longer than the view",
+        s.write_from_blocking(mid, &[0u32; 5]),
         "outside",
     )?;
     let mut five = [0u32; 5];
     invalid(
-        "read_into longer than the view",
-        s.read_into(mid, &mut five),
+        "read_into_blocking longer than the view",
+        s.read_into_blocking(mid, &mut five),
         "outside",
     )?;
     invalid(
@@ -115,9 +115,10 @@ pub(crate) fn views_and_typed_copies<B: Backend>(env: &Env<B>) -> CheckResult {
 
     // Operations through views against a model of the buffer.
     let mut model = [0u32; 16];
-    s.write_from(&buf, &model).ctx("write_from whole")?;
-    s.write_from(mid, &[1u32, 2, 3, 4])
-        .ctx("write_from slice")?;
+    s.write_from_blocking(&buf, &model)
+        .ctx("write_from_blocking whole")?;
+    s.write_from_blocking(mid, &[1u32, 2, 3, 4])
+        .ctx("write_from_blocking slice")?;
     model[2..6].copy_from_slice(&[1, 2, 3, 4]);
     s.memset32(all.slice(8..10).ctx("slice")?, 0xdead_beef)
         .ctx("memset32")?;
@@ -136,7 +137,8 @@ pub(crate) fn views_and_typed_copies<B: Backend>(env: &Env<B>) -> CheckResult {
     model[14] = 1;
     model[15] = 2;
     let mut back = [0u32; 16];
-    s.read_into(&buf, &mut back).ctx("read_into")?;
+    s.read_into_blocking(&buf, &mut back)
+        .ctx("read_into_blocking")?;
     ensure!(
         back == model,
         "after view operations: {back:x?}, expected {model:x?}"
@@ -148,9 +150,12 @@ pub(crate) fn views_and_typed_copies<B: Backend>(env: &Env<B>) -> CheckResult {
         "read_view of elements 4.. differs"
     );
     let mut two = [0u32; 2];
-    s.read_into(all.slice(8..10).ctx("slice")?, &mut two)
-        .ctx("read_into slice")?;
-    ensure!(two == [0xdead_beef; 2], "read_into of a slice: {two:x?}");
+    s.read_into_blocking(all.slice(8..10).ctx("slice")?, &mut two)
+        .ctx("read_into_blocking slice")?;
+    ensure!(
+        two == [0xdead_beef; 2],
+        "read_into_blocking of a slice: {two:x?}"
+    );
 
     // Asynchronous typed copies over page-locked memory.
     let mut h = dev
@@ -233,10 +238,10 @@ pub(crate) fn zero_length<B: Backend>(env: &Env<B>) -> CheckResult {
     s.copy(&z, 0, &b, 16, 0).ctx("copy of 0 bytes")?;
     s.copy(&b, 3, &b, 9, 0)
         .ctx("copy of 0 bytes within a buffer")?;
-    s.write_from(&z, &[] as &[f32])
-        .ctx("write_from of 0 elements")?;
-    s.read_into(&z, &mut [] as &mut [u64])
-        .ctx("read_into of 0 elements")?;
+    s.write_from_blocking(&z, &[] as &[f32])
+        .ctx("write_from_blocking of 0 elements")?;
+    s.read_into_blocking(&z, &mut [] as &mut [u64])
+        .ctx("read_into_blocking of 0 elements")?;
     let v = b.view().slice(8..8).ctx("empty view")?;
     s.memset_view(v, 0xff).ctx("memset of an empty view")?;
     s.memset32(b.view().slice(16..).ctx("tail view")?, 5)
@@ -367,8 +372,8 @@ pub(crate) fn kernel_aliasing<B: Backend>(env: &Env<B>) -> CheckResult {
     let out = dev.alloc(4 * N as usize).ctx("alloc out")?;
     let av: Vec<u32> = (0..N).map(|i| i * 3 + 1).collect();
     let bv: Vec<u32> = (0..N).map(|i| 1000 + i).collect();
-    s.write_from(&a, &av).ctx("write a")?;
-    s.write_from(&b, &bv).ctx("write b")?;
+    s.write_from_blocking(&a, &av).ctx("write a")?;
+    s.write_from_blocking(&b, &bv).ctx("write b")?;
     // out = a + a: one buffer as two inputs.
     s.launch_kernel(
         &f,
@@ -382,7 +387,7 @@ pub(crate) fn kernel_aliasing<B: Backend>(env: &Env<B>) -> CheckResult {
     )
     .ctx("launch out = a + a")?;
     let mut got = vec![0u32; N as usize];
-    s.read_into(&out, &mut got).ctx("read out")?;
+    s.read_into_blocking(&out, &mut got).ctx("read out")?;
     let want: Vec<u32> = av.iter().map(|x| x * 2).collect();
     ensure!(
         got == want,
@@ -402,7 +407,7 @@ pub(crate) fn kernel_aliasing<B: Backend>(env: &Env<B>) -> CheckResult {
         ],
     )
     .ctx("launch a = a + b")?;
-    s.read_into(&a, &mut got).ctx("read a")?;
+    s.read_into_blocking(&a, &mut got).ctx("read a")?;
     let a2: Vec<u32> = av.iter().zip(&bv).map(|(x, y)| x + y).collect();
     ensure!(
         got == a2,
@@ -425,7 +430,7 @@ pub(crate) fn kernel_aliasing<B: Backend>(env: &Env<B>) -> CheckResult {
         ],
     )
     .ctx("launch on views of one buffer")?;
-    s.read_into(&b, &mut got).ctx("read b")?;
+    s.read_into_blocking(&b, &mut got).ctx("read b")?;
     let mut b2 = bv.clone();
     for i in 0..half {
         b2[i] = bv[i] + bv[half + i];
@@ -473,7 +478,8 @@ pub(crate) fn fill64<B: Backend>(env: &Env<B>) -> CheckResult {
         "multiples of 8",
     )?;
     let mut back = vec![0u64; N];
-    s.read_into(&buf, &mut back).ctx("read_into")?;
+    s.read_into_blocking(&buf, &mut back)
+        .ctx("read_into_blocking")?;
     if let Some(i) = (0..N).find(|&i| back[i] != model[i]) {
         return Err(format!(
             "element {i} after the 64-bit fills is {:#x}, expected {:#x}",

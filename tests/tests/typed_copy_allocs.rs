@@ -1,4 +1,4 @@
-//! Heap allocations of the typed copies (`Stream::write_from`, `Stream::read_into`): none per
+//! Heap allocations of the typed copies (`Stream::write_from_blocking`, `Stream::read_into_blocking`): none per
 //! call on the host backend and on the Ascend backend over the ACL runtime simulator (a test
 //! double of `libascendcl.so`, not hardware).
 //!
@@ -26,12 +26,16 @@ fn typed_copy_allocations<B: Backend>(dev: &B::Device) -> u64 {
     let all = buf.typed::<f32>().expect("typed");
     let part = all.slice(256..512).expect("slice");
     // Warm-up: first-use initialisation (loader tables, thread-locals) is not per call.
-    s.write_from(part, &src).expect("write_from");
-    s.read_into(part, &mut dst).expect("read_into");
+    s.write_from_blocking(part, &src)
+        .expect("write_from_blocking");
+    s.read_into_blocking(part, &mut dst)
+        .expect("read_into_blocking");
     dst.fill(0.0);
     let n = allocations_during(|| {
         for _ in 0..ROUNDS {
-            if s.write_from(part, &src).is_err() || s.read_into(part, &mut dst).is_err() {
+            if s.write_from_blocking(part, &src).is_err()
+                || s.read_into_blocking(part, &mut dst).is_err()
+            {
                 return;
             }
         }
@@ -44,7 +48,7 @@ fn typed_copy_allocations<B: Backend>(dev: &B::Device) -> u64 {
 fn typed_copies_allocate_nothing_on_host() {
     let dev = xstream_host::HostBackend::open(0).expect("host device");
     let n = typed_copy_allocations::<xstream_host::HostBackend>(&dev);
-    println!("host: {n} allocations in {ROUNDS} write_from + read_into pairs");
+    println!("host: {n} allocations in {ROUNDS} write_from_blocking + read_into_blocking pairs");
     assert_eq!(
         n, 0,
         "host typed copies allocated {n} times in {ROUNDS} rounds"
@@ -60,7 +64,7 @@ fn typed_copies_allocate_nothing_on_ascend_simulator() {
     simulator::setup(1);
     let dev = xstream_ascend::AscendBackend::open(0).expect("simulated Ascend device");
     let n = typed_copy_allocations::<xstream_ascend::AscendBackend>(&dev);
-    println!("ascend (simulator): {n} allocations in {ROUNDS} write_from + read_into pairs");
+    println!("ascend (simulator): {n} allocations in {ROUNDS} write_from_blocking + read_into_blocking pairs");
     assert_eq!(
         n, 0,
         "Ascend typed copies allocated {n} times in {ROUNDS} rounds"

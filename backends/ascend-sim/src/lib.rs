@@ -41,6 +41,7 @@
 //! | `real_kernels` | the `XSIM_REAL_KERNELS` switch (`xsimSetRealKernels`): refuse the test-only kernel format as a real runtime does |
 //! | `reduce` | `aclrtReduceAsync`, the runtime's built-in reduce task, with its checks per product |
 //! | `registry` | live handles by address, lookups, live counters (`xsimLive*`) |
+//! | `capability` | capability queries: CANN attributes (`aclGetCannAttribute`, `aclGetCannAttributeList`) and device features (`aclrtGetDeviceCapability`) |
 //! | `satmode` | the device saturation mode (`aclrtSetDeviceSatMode` / `aclrtGetDeviceSatMode`) |
 //! | `stream` | the stream object and worker; create, destroy, synchronize, query, abort |
 //! | `stream_attr` | stream properties: failure mode, priority, flags, id, attributes |
@@ -64,6 +65,7 @@
 pub mod allocator;
 pub mod binary;
 pub mod callback;
+pub mod capability;
 pub mod capture;
 pub mod codes;
 pub mod config;
@@ -97,6 +99,7 @@ pub mod vmm;
 
 pub use allocator::*;
 pub use callback::*;
+pub use capability::*;
 pub use capture::*;
 pub use config::*;
 pub use device::*;

@@ -34,6 +34,42 @@ pub enum SaturationMode {
     InfNan,
 }
 
+/// An attribute of the installed CANN (`aclCannAttr`), from `aclGetCannAttributeList`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CannAttribute {
+    /// `ACL_CANN_ATTR_INF_NAN` (0): the inf/NaN overflow mode
+    /// ([`Capabilities::INF_NAN`](xstream_core::Capabilities::INF_NAN)).
+    InfNan,
+    /// `ACL_CANN_ATTR_BF16` (1): bfloat16 ([`Capabilities::BF16`](xstream_core::Capabilities::BF16)).
+    Bf16,
+    /// `ACL_CANN_ATTR_JIT_COMPILE` (2): operators compiled just in time.
+    JitCompile,
+    /// A value this crate does not name (a newer runtime).
+    Other(i32),
+}
+
+impl CannAttribute {
+    fn from_raw(v: i32) -> Self {
+        match v {
+            consts::ACL_CANN_ATTR_INF_NAN => Self::InfNan,
+            consts::ACL_CANN_ATTR_BF16 => Self::Bf16,
+            consts::ACL_CANN_ATTR_JIT_COMPILE => Self::JitCompile,
+            v => Self::Other(v),
+        }
+    }
+}
+
+/// A device feature the runtime answers through `aclrtGetDeviceCapability`
+/// (`aclrtDevFeatureType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeviceFeature {
+    /// `ACL_FEATURE_TSCPU_TASK_UPDATE_SUPPORT_AIC_AIV` (1): tasks of a captured model (AI Core
+    /// and vector kernels) can be updated in place.
+    TaskUpdateAicAiv,
+    /// `ACL_FEATURE_SYSTEM_MEMQ_EVENT_CROSS_DEV` (21): memory-queue events across devices.
+    MemQueueEventCrossDevice,
+}
+
 static EPOCH: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
@@ -288,6 +324,15 @@ impl AscendDevice {
             caps |= Capabilities::INTERPROCESS_EVENTS;
             let _ = result::event::destroy(t, e);
         }
+        // Numerics asked of the runtime, not assumed from the chip's name. A runtime without
+        // the call, or one whose installation lacks its feature list (it answers an error
+        // then), gives neither bit.
+        if let Ok(true) = result::sysinfo::cann_attribute(t, consts::ACL_CANN_ATTR_BF16) {
+            caps |= Capabilities::BF16;
+        }
+        if let Ok(true) = result::sysinfo::cann_attribute(t, consts::ACL_CANN_ATTR_INF_NAN) {
+            caps |= Capabilities::INF_NAN;
+        }
         // The builtin module loads only where the simulator's test-only format runs.
         let builtin = if caps.contains(Capabilities::MODULES) {
             crate::module::load_builtin(t)
@@ -445,6 +490,42 @@ impl AscendDevice {
             SaturationMode::InfNan => 1,
         };
         result::sysinfo::set_sat_mode(self.inner.t, m)
+    }
+
+    /// The attributes of the installed CANN (`aclGetCannAttributeList`), in the runtime's
+    /// order. ACL-only extension; the portable bits they feed are
+    /// [`Capabilities::BF16`](xstream_core::Capabilities::BF16) and
+    /// [`Capabilities::INF_NAN`](xstream_core::Capabilities::INF_NAN).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when the runtime lacks the call (runtimes before it); its
+    /// errors (the runtime answers one when its installation has no feature list).
+    pub fn cann_attributes(&self) -> Result<Vec<CannAttribute>> {
+        Ok(result::sysinfo::cann_attribute_list(self.inner.t)?
+            .into_iter()
+            .map(CannAttribute::from_raw)
+            .collect())
+    }
+
+    /// Whether the device has `feature` (`aclrtGetDeviceCapability`). ACL-only extension: the
+    /// features it answers have no counterpart in the portable API.
+    ///
+    /// # Errors
+    /// [`Error::NotPermitted`] inside a callback; [`Error::Unsupported`] when the runtime lacks
+    /// the call; its errors.
+    pub fn has_feature(&self, feature: DeviceFeature) -> Result<bool> {
+        ensure_not_in_callback()?;
+        self.inner.bind()?;
+        let f = match feature {
+            DeviceFeature::TaskUpdateAicAiv => {
+                consts::ACL_FEATURE_TSCPU_TASK_UPDATE_SUPPORT_AIC_AIV
+            }
+            DeviceFeature::MemQueueEventCrossDevice => {
+                consts::ACL_FEATURE_SYSTEM_MEMQ_EVENT_CROSS_DEV
+            }
+        };
+        let v = result::sysinfo::device_capability(self.inner.t, self.inner.ordinal as i32, f)?;
+        Ok(v == consts::ACL_DEV_FEATURE_SUPPORT)
     }
 
     /// How many callbacks of this device have not run yet.

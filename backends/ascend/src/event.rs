@@ -45,7 +45,7 @@ pub(crate) struct EventInner {
     /// Set once a record of this event was captured: a graph launch records it again without
     /// xstream seeing it, so `last_record` may be stale from then on and is not consulted.
     ever_captured: AtomicBool,
-    /// Created by xstream (destroyed with the last handle); `false` for [`AscendEvent::from_raw`].
+    /// Created by xstream (destroyed with the last handle); `false` for [`AscendEvent::borrow_raw`].
     owned: bool,
 }
 
@@ -208,14 +208,14 @@ impl AscendEvent {
     /// # Errors
     /// [`Error::InvalidArgument`] for a NULL handle; [`Error::NotPermitted`] inside a callback.
     #[allow(unsafe_code)]
-    pub unsafe fn from_raw<'a>(
+    pub unsafe fn borrow_raw<'a>(
         device: &AscendDevice,
         raw: RawEvent,
         native: u32,
     ) -> Result<xstream_core::Borrowed<'a, Self>> {
         ensure_not_in_callback()?;
         if raw.0.is_null() {
-            return Err(Error::invalid("AscendEvent::from_raw: NULL aclrtEvent"));
+            return Err(Error::invalid("AscendEvent::borrow_raw: NULL aclrtEvent"));
         }
         let flags = if native & consts::ACL_EVENT_TIME_LINE == 0 {
             EventFlags::DISABLE_TIMING
@@ -237,6 +237,24 @@ impl AscendEvent {
             native,
             report: FlagReport::default(),
         }))
+    }
+
+    /// Renamed [`AscendEvent::borrow_raw`].
+    ///
+    /// # Safety
+    /// As [`AscendEvent::borrow_raw`].
+    ///
+    /// # Errors
+    /// As [`AscendEvent::borrow_raw`].
+    #[allow(unsafe_code)]
+    #[deprecated(since = "0.2.0", note = "renamed `borrow_raw`")]
+    pub unsafe fn from_raw<'a>(
+        device: &AscendDevice,
+        raw: RawEvent,
+        native: u32,
+    ) -> Result<xstream_core::Borrowed<'a, Self>> {
+        // SAFETY: the caller keeps `borrow_raw`'s contract.
+        unsafe { Self::borrow_raw(device, raw, native) }
     }
 
     /// The ACL flag bits the event was created with (ACL-only extension).

@@ -49,7 +49,7 @@
 //!   uses the simulator's `xsimLaunchFault` extension.
 //! - **Raw handles**: [`AscendStream`] and [`AscendEvent`] hand out their `aclrtStream` /
 //!   `aclrtEvent` (`as_raw`) for vendor operator libraries, and wrap handles created elsewhere
-//!   (`Stream::from_raw`, [`AscendEvent::from_raw`]) without ever destroying them.
+//!   (`Stream::borrow_raw`, [`AscendEvent::borrow_raw`]) without ever destroying them.
 //!
 //! # Threads
 //! Every type is `Send + Sync`. ACL handles are usable from any thread once the right context
@@ -78,7 +78,9 @@ pub mod vmm;
 use xstream_core::{Backend, BackendKind, Error, FlagTable, Result};
 
 pub use conv::ACL_FLAGS;
-pub use device::{AscendBuffer, AscendDevice, SaturationMode, ACL_HOST_MEM_FLAGS};
+pub use device::{
+    AscendBuffer, AscendDevice, CannAttribute, DeviceFeature, SaturationMode, ACL_HOST_MEM_FLAGS,
+};
 pub use error::{map_error, AclError};
 pub use event::AscendEvent;
 pub use graph::AscendGraph;

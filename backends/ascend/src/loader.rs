@@ -286,6 +286,16 @@ pub const GROUPS: &[SymbolGroup] = &[
     IPC_MEMORY,
     SATURATION_MODE,
     SymbolGroup {
+        name: "CANN attributes (BF16, INF_NAN capabilities)",
+        capability: None,
+        symbols: &["aclGetCannAttribute", "aclGetCannAttributeList"],
+    },
+    SymbolGroup {
+        name: "device feature queries",
+        capability: None,
+        symbols: &["aclrtGetDeviceCapability"],
+    },
+    SymbolGroup {
         name: "virtual memory",
         capability: Some(Capabilities::VIRTUAL_MEMORY),
         symbols: &[

@@ -591,7 +591,7 @@ impl Stream for AscendStream {
     }
 
     #[allow(unsafe_code)]
-    unsafe fn from_raw<'a>(device: &AscendDevice, raw: RawStream) -> Result<Borrowed<'a, Self>> {
+    unsafe fn borrow_raw<'a>(device: &AscendDevice, raw: RawStream) -> Result<Borrowed<'a, Self>> {
         ensure_not_in_callback()?;
         let d = &device.inner;
         d.bind()?;

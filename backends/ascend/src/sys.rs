@@ -182,6 +182,18 @@ pub mod consts {
     pub const ACL_EVENT_EXTERNAL: u32 = 0x20;
     /// `ACL_EVENT_IPC`.
     pub const ACL_EVENT_IPC: u32 = 0x40;
+    /// `ACL_CANN_ATTR_INF_NAN` (`aclCannAttr`).
+    pub const ACL_CANN_ATTR_INF_NAN: i32 = 0;
+    /// `ACL_CANN_ATTR_BF16` (`aclCannAttr`).
+    pub const ACL_CANN_ATTR_BF16: i32 = 1;
+    /// `ACL_CANN_ATTR_JIT_COMPILE` (`aclCannAttr`).
+    pub const ACL_CANN_ATTR_JIT_COMPILE: i32 = 2;
+    /// `ACL_FEATURE_TSCPU_TASK_UPDATE_SUPPORT_AIC_AIV` (`aclrtDevFeatureType`).
+    pub const ACL_FEATURE_TSCPU_TASK_UPDATE_SUPPORT_AIC_AIV: i32 = 1;
+    /// `ACL_FEATURE_SYSTEM_MEMQ_EVENT_CROSS_DEV` (`aclrtDevFeatureType`).
+    pub const ACL_FEATURE_SYSTEM_MEMQ_EVENT_CROSS_DEV: i32 = 21;
+    /// `ACL_DEV_FEATURE_SUPPORT`: `aclrtGetDeviceCapability`'s answer for a feature the device has.
+    pub const ACL_DEV_FEATURE_SUPPORT: i32 = 1;
     /// `ACL_CALLBACK_NO_BLOCK`.
     pub const ACL_CALLBACK_NO_BLOCK: i32 = 0;
     /// `ACL_CALLBACK_BLOCK`.
@@ -547,6 +559,9 @@ acl_table! {
         aclrtUnmapMem = c"aclrtUnmapMem": fn(P) -> aclError;
         aclrtMemSetAccess = c"aclrtMemSetAccess": fn(P, usize, *mut aclrtMemAccessDesc, usize) -> aclError;
         aclrtGetDeviceSatMode = c"aclrtGetDeviceSatMode": fn(*mut i32) -> aclError;
+        aclrtGetDeviceCapability = c"aclrtGetDeviceCapability": fn(i32, i32, *mut i32) -> aclError;
+        aclGetCannAttribute = c"aclGetCannAttribute": fn(i32, *mut i32) -> aclError;
+        aclGetCannAttributeList = c"aclGetCannAttributeList": fn(*mut *const i32, *mut usize) -> aclError;
     }
 }
 

@@ -93,11 +93,11 @@ fn borrowed_stream_and_event_are_never_destroyed_by_xstream() {
     z.synchronize().unwrap();
     {
         // SAFETY: `rs` is a live stream of device 0's context, destroyed only below.
-        let vs = unsafe { <AscendStream as Stream>::from_raw(&d, RawStream(rs)) }.unwrap();
+        let vs = unsafe { <AscendStream as Stream>::borrow_raw(&d, RawStream(rs)) }.unwrap();
         // SAFETY: `re` is a live `aclrtCreateEvent` event (TIME_LINE) of that context.
-        let ve = unsafe { AscendEvent::from_raw(&d, RawEvent(re), 0x8) }.unwrap();
+        let ve = unsafe { AscendEvent::borrow_raw(&d, RawEvent(re), 0x8) }.unwrap();
         // SAFETY: a NULL handle is refused before any use.
-        let null = unsafe { AscendEvent::from_raw(&d, RawEvent(null_mut()), 0) };
+        let null = unsafe { AscendEvent::borrow_raw(&d, RawEvent(null_mut()), 0) };
         assert!(matches!(null, Err(Error::InvalidArgument(_))));
         // Delay and memset on the borrowed stream, a vendor record after them; an xstream
         // stream waits on the borrowed event, then runs an LCG: in order the result is

@@ -211,3 +211,46 @@ fn sticky_errors_ask_for_the_fault_detail() {
     sim.reset();
     s.synchronize().unwrap();
 }
+
+#[test]
+fn numeric_capabilities_are_asked_of_the_runtime() {
+    use xstream_ascend::{AscendDevice, CannAttribute, DeviceFeature};
+    use xstream_core::Capabilities;
+    if !common::in_sim_process() {
+        return;
+    }
+    let _g = common::global_lock();
+    common::setup();
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = common::Sim::get().set_product(None);
+        }
+    }
+    let _restore = Restore;
+    // Each device is a context of its own, probed after the product switch.
+    for (product, numerics) in [("a2", true), ("910", false), ("310p", false)] {
+        assert_eq!(common::Sim::get().set_product(Some(product)), 0);
+        let d = AscendDevice::new_isolated(0).unwrap();
+        let caps = d.info().capabilities;
+        assert_eq!(caps.contains(Capabilities::BF16), numerics, "{product}");
+        assert_eq!(caps.contains(Capabilities::INF_NAN), numerics, "{product}");
+        let attrs = d.cann_attributes().unwrap();
+        let expect = if numerics {
+            vec![
+                CannAttribute::InfNan,
+                CannAttribute::Bf16,
+                CannAttribute::JitCompile,
+            ]
+        } else {
+            vec![CannAttribute::JitCompile]
+        };
+        assert_eq!(attrs, expect, "{product}");
+        for f in [
+            DeviceFeature::TaskUpdateAicAiv,
+            DeviceFeature::MemQueueEventCrossDevice,
+        ] {
+            assert!(!d.has_feature(f).unwrap(), "{product} {f:?}");
+        }
+    }
+}

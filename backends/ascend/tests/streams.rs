@@ -130,7 +130,7 @@ fn default_stream_ids_and_from_raw() {
     assert_ne!(a.id(), b.id());
     assert_eq!(a.name(), Some("a"));
     // SAFETY: `a` outlives the borrowed wrapper.
-    let borrowed = unsafe { AscendStream::from_raw(&d, a.as_raw()) }.unwrap();
+    let borrowed = unsafe { AscendStream::borrow_raw(&d, a.as_raw()) }.unwrap();
     assert_eq!(borrowed.ownership(), Ownership::Borrowed);
     assert_eq!(borrowed.id(), a.id());
     borrowed.synchronize().unwrap();
@@ -170,7 +170,7 @@ fn ids_unique_although_the_runtime_reuses_its_own() {
             let n = s.native_id().expect("the simulator has aclrtStreamGetId");
             native_reused |= !natives.insert(n);
             // SAFETY: `s` outlives the borrowed wrapper.
-            let view = unsafe { AscendStream::from_raw(&d, s.as_raw()) }.unwrap();
+            let view = unsafe { AscendStream::borrow_raw(&d, s.as_raw()) }.unwrap();
             assert_eq!(view.id(), s.id());
             assert_eq!(view.native_id(), Some(n));
         }

@@ -526,7 +526,12 @@ impl CudaDevice {
             | Capabilities::ATTRIBUTES
             | Capabilities::INTERPROCESS_EVENTS
             | Capabilities::STREAM_IDS
-            | Capabilities::LEGACY_DEFAULT_STREAM;
+            | Capabilities::LEGACY_DEFAULT_STREAM
+            | Capabilities::INF_NAN;
+        // bfloat16 arithmetic in hardware from compute capability 8.0.
+        if major >= 8 {
+            caps |= Capabilities::BF16;
+        }
         if least != greatest {
             caps |= Capabilities::PRIORITY;
         }

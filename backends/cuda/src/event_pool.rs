@@ -1,5 +1,5 @@
 //! The context's internal pool of ordering events (`CU_EVENT_DISABLE_TIMING`), used by
-//! [`Stream::join`](xstream_core::Stream::join) and by the stream-ordered free of a buffer
+//! [`Stream::wait_stream`](xstream_core::Stream::wait_stream) and by the stream-ordered free of a buffer
 //! (one record on each stream that used it, one wait on the freeing stream).
 //!
 //! An event goes back to the pool right after the last `cuStreamWaitEvent` on it: the wait

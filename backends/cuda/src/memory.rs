@@ -781,12 +781,14 @@ impl Drop for CudaAsyncAllocator {
 }
 
 /// Allocates `len` bytes with `cuMemAllocAsync` from the device's current pool on `stream`
-/// (for callers that want stream-ordered memory without an allocator object). The driver is
-/// asked for `len` rounded up to [`xstream_core::ALLOC_GRANULE`].
+/// and returns the raw device address (for callers that want stream-ordered memory without
+/// an allocator object or a buffer type; [`xstream_core::Stream::alloc_async`] gives a
+/// buffer). The driver is asked for `len` rounded up to [`xstream_core::ALLOC_GRANULE`].
+/// Free it with [`free_async_raw`].
 ///
 /// # Errors
 /// [`Error::Unsupported`] without memory pools; [`Error::OutOfMemory`].
-pub fn alloc_async(stream: &CudaStream, len: usize) -> Result<u64> {
+pub fn alloc_async_raw(stream: &CudaStream, len: usize) -> Result<u64> {
     let len = rounded(len)?;
     let sh = &stream.cuda_device().shared;
     sh.enter()?;
@@ -802,15 +804,44 @@ pub fn alloc_async(stream: &CudaStream, len: usize) -> Result<u64> {
     )
 }
 
-/// Frees memory from [`alloc_async`] with `cuMemFreeAsync` on `stream`.
+/// Frees memory from [`alloc_async_raw`] with `cuMemFreeAsync` on `stream`.
+///
+/// # Safety
+/// `ptr` came from [`alloc_async_raw`] (or `cuMemAllocAsync`) on this device, is freed once,
+/// and no work that uses it is ordered after this free.
 ///
 /// # Errors
 /// Vendor errors.
-pub fn free_async(stream: &CudaStream, ptr: u64) -> Result<()> {
+#[allow(unsafe_code)]
+pub unsafe fn free_async_raw(stream: &CudaStream, ptr: u64) -> Result<()> {
     let sh = &stream.cuda_device().shared;
     sh.enter()?;
     sh.check(
         "cuMemFreeAsync",
         ffi::mem_free_async(ptr, stream.handle.raw()),
     )
+}
+
+/// Renamed [`alloc_async_raw`] (the stream method of this name gives a buffer).
+///
+/// # Errors
+/// As [`alloc_async_raw`].
+#[deprecated(since = "0.2.0", note = "renamed `alloc_async_raw`")]
+pub fn alloc_async(stream: &CudaStream, len: usize) -> Result<u64> {
+    alloc_async_raw(stream, len)
+}
+
+/// Renamed [`free_async_raw`], now `unsafe`: freeing an address the caller did not allocate,
+/// twice, or under pending work is undefined behaviour, which a safe function must not allow.
+///
+/// # Safety
+/// As [`free_async_raw`].
+///
+/// # Errors
+/// As [`free_async_raw`].
+#[allow(unsafe_code)]
+#[deprecated(since = "0.2.0", note = "renamed `free_async_raw`")]
+pub unsafe fn free_async(stream: &CudaStream, ptr: u64) -> Result<()> {
+    // SAFETY: the caller keeps `free_async_raw`'s contract.
+    unsafe { free_async_raw(stream, ptr) }
 }

@@ -442,7 +442,7 @@ impl Stream for CudaStream {
     }
 
     #[allow(unsafe_code)] // the trait's contract is unsafe; the body has no unsafe code.
-    unsafe fn from_raw<'a>(device: &CudaDevice, raw: CuStream) -> Result<Borrowed<'a, Self>> {
+    unsafe fn borrow_raw<'a>(device: &CudaDevice, raw: CuStream) -> Result<Borrowed<'a, Self>> {
         let sh = &device.shared;
         sh.enter()?;
         if raw != CuStream::LEGACY && raw != CuStream::PER_THREAD && !raw.0.is_null() {
@@ -471,11 +471,11 @@ impl Stream for CudaStream {
 
     /// One pooled event (the context's pool, `crate::event_pool`): `cuEventRecord` on `other`,
     /// `cuStreamWaitEvent` here; no event is created once the pool is warm.
-    fn join(&self, other: &Self) -> Result<()> {
+    fn wait_stream(&self, other: &Self) -> Result<()> {
         self.enter()?;
         if other.dev.shared.raw_ctx != self.dev.shared.raw_ctx {
             return Err(Error::WrongDevice(
-                "join: the streams belong to different CUDA contexts".into(),
+                "wait_stream: the streams belong to different CUDA contexts".into(),
             ));
         }
         if Arc::ptr_eq(&self.handle, &other.handle) || self.raw() == other.raw() {

@@ -601,8 +601,9 @@ fn allocator_and_attributes() {
             assert_eq!(a.live_blocks(), 0);
             s.set_allocator(Some(a)).unwrap();
             assert!(s.allocator().unwrap().is_some());
-            let p = xstream_cuda::memory::alloc_async(&s, 4096).unwrap();
-            xstream_cuda::memory::free_async(&s, p).unwrap();
+            let p = xstream_cuda::memory::alloc_async_raw(&s, 4096).unwrap();
+            // SAFETY: `p` came from `alloc_async_raw` on this device; nothing uses it.
+            unsafe { xstream_cuda::memory::free_async_raw(&s, p) }.unwrap();
             s.synchronize().unwrap();
         }
         Err(e) => {
@@ -759,7 +760,7 @@ fn interop_and_special_streams() {
     drop(back);
     // SAFETY: `own` outlives the borrowed view.
     #[allow(unsafe_code)]
-    let b = unsafe { xstream_cuda::CudaStream::from_raw(&d, own.as_raw()) }.unwrap();
+    let b = unsafe { xstream_cuda::CudaStream::borrow_raw(&d, own.as_raw()) }.unwrap();
     assert_eq!(b.id(), own.id());
     assert_eq!(b.ownership(), Ownership::Borrowed);
     drop(b);

@@ -41,7 +41,9 @@ pub const HOST_CAPABILITIES: Capabilities = Capabilities::PRIORITY
     .union(Capabilities::VALUE_OPS_64)
     .union(Capabilities::REDUCE)
     .union(Capabilities::PEER_COPY)
-    .union(Capabilities::INTERPROCESS_EVENTS);
+    .union(Capabilities::INTERPROCESS_EVENTS)
+    .union(Capabilities::BF16)
+    .union(Capabilities::INF_NAN);
 
 /// Process-wide ids for streams and events (never recycled).
 pub(crate) fn next_id() -> u64 {

@@ -41,7 +41,7 @@ pub(crate) mod reduce;
 ///
 /// Handles: the owned stream from [`Device::create_stream`](xstream_core::Device), the
 /// device's default stream ([`Ownership::Default`]) and borrowed views from
-/// [`Stream::from_raw`] share their queue. Dropping the owned handle neither blocks nor
+/// [`Stream::borrow_raw`] share their queue. Dropping the owned handle neither blocks nor
 /// cancels: the worker keeps the queue alive until its work (callbacks included) ran.
 #[derive(Debug)]
 pub struct HostStream {
@@ -388,7 +388,7 @@ impl Stream for HostStream {
     // The trait declares this `unsafe` for vendor handles; on the host a raw handle is only an
     // id looked up in the device's registry, so nothing here relies on the caller's promise.
     #[allow(unsafe_code)]
-    unsafe fn from_raw<'a>(device: &HostDevice, raw: u64) -> Result<Borrowed<'a, Self>> {
+    unsafe fn borrow_raw<'a>(device: &HostDevice, raw: u64) -> Result<Borrowed<'a, Self>> {
         ensure_not_in_callback()?;
         match device.shared().find(raw) {
             Some(queue) => Ok(Borrowed::new(Self {

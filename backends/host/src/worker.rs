@@ -500,12 +500,12 @@ fn run_node(q: &Queue, n: Node) {
         } => copy(&src, src_offset, &dst, dst_offset, len),
         Node::FromHost { src, dst, offset } => {
             if let Some(d) = dst.lock().get_mut(offset..offset + src.len()) {
-                let _ = src.read_into(d);
+                let _ = src.read_into_blocking(d);
             }
         }
         Node::ToHost { src, offset, dst } => {
             if let Some(s) = src.lock().get(offset..offset + dst.len()) {
-                let _ = dst.write_from(s);
+                let _ = dst.write_from_blocking(s);
             }
         }
         Node::Kernel(k) => run_kernel(q, &k),

@@ -404,7 +404,7 @@ fn raw_round_trip_and_borrowed_refusals() {
     let buf = d.alloc(4).unwrap();
     #[allow(unsafe_code)]
     // SAFETY: `s` outlives the borrowed view and is not dropped while it lives.
-    let b = unsafe { HostStream::from_raw(&d, s.as_raw()) }.unwrap();
+    let b = unsafe { HostStream::borrow_raw(&d, s.as_raw()) }.unwrap();
     assert_eq!(b.id(), s.id());
     assert_eq!(b.ownership(), Ownership::Borrowed);
     b.launch(Kernel::Delay(Duration::from_millis(30))).unwrap();
@@ -434,7 +434,7 @@ fn raw_round_trip_and_borrowed_refusals() {
     assert_eq!(buf.snapshot(), vec![6; 4]);
     #[allow(unsafe_code)]
     // SAFETY: an unknown id is refused before anything is built.
-    let r = unsafe { HostStream::from_raw(&d, u64::MAX) };
+    let r = unsafe { HostStream::borrow_raw(&d, u64::MAX) };
     assert!(matches!(r, Err(Error::InvalidArgument(_))));
     let def = d.default_stream().unwrap();
     assert!(matches!(

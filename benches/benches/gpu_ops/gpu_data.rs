@@ -1,8 +1,8 @@
 //! The data path on the GPU, side by side with the raw driver in one process and one context
-//! state (after kernels): the demo pipeline (`xstream_core::pipeline`) against the same
+//! state (after kernels): the demo pipeline (`xstream::pipeline`) against the same
 //! pipeline on `cudarc::driver::sys` (same kernel, same launch shape, same chunking, page-locked
 //! host buffers from `cuMemHostAlloc`), page-locked copy bandwidth against raw
-//! `cuMemcpyHtoDAsync` / `cuMemcpyDtoHAsync`, the typed copies (`write_from` / `read_into`,
+//! `cuMemcpyHtoDAsync` / `cuMemcpyDtoHAsync`, the typed copies (`write_from_blocking` / `read_into_blocking`,
 //! `write_from_host` / `read_into_host`) against the same raw copies of the same bytes, and
 //! `alloc_async` + `free_async` against `cuMemAllocAsync` + `cuMemFreeAsync`.
 
@@ -13,7 +13,7 @@ use std::ptr;
 use std::time::Instant;
 
 use cudarc::driver::sys;
-use xstream_core::pipeline::{Pipeline, PipelineConfig};
+use xstream::pipeline::{Pipeline, PipelineConfig};
 use xstream_core::{Buffer, Device, HostAllocDesc, Stream, StreamDesc, StreamFlags};
 use xstream_cuda::{CudaBackend, CudaDevice, CudaStream};
 
@@ -90,7 +90,7 @@ impl RawPipe {
             // SAFETY: `p` is a live cuMemHostAlloc block of chunk_bytes bytes.
             let s = unsafe { std::slice::from_raw_parts_mut(*p, cfg.chunk_bytes) };
             for (k, b) in s.iter_mut().enumerate() {
-                *b = xstream_core::pipeline::input_byte(c, k);
+                *b = xstream::pipeline::input_byte(c, k);
             }
         }
         Self {
@@ -441,11 +441,11 @@ fn label(op: String, err: &Option<String>) -> String {
     }
 }
 
-/// The typed copies (`write_from` / `read_into` from pageable slices, `write_from_host` /
+/// The typed copies (`write_from_blocking` / `read_into_blocking` from pageable slices, `write_from_host` /
 /// `read_into_host` with page-locked host buffers) against the raw driver on the same bytes,
 /// in the table's method ([`compare`]: host ns per copy, interleaved repeats), with the
 /// target "≥ 97% of raw's rate". Pageable rows compare against `cuMemcpy*Async` from or into
-/// the same `Vec` followed by `cuStreamSynchronize` (`write_from` and `read_into` return when
+/// the same `Vec` followed by `cuStreamSynchronize` (`write_from_blocking` and `read_into_blocking` return when
 /// the slice may be reused or holds the bytes); page-locked rows against the bare async copy
 /// between `cuMemHostAlloc` memory and `cuMemAlloc` memory, timing the batch of copies and
 /// the synchronize that ends it (so that 64 MiB measures the bandwidth, not the enqueue).
@@ -484,24 +484,24 @@ pub(crate) fn typed_copy_rows(
         };
         let mut back = vec![0u32; words];
         let pageable_err = (|| -> Result<(), String> {
-            xa.write_from(&db, &pattern[..]).map_err(e)?;
-            xa.read_into(&db, &mut back[..]).map_err(e)?;
-            check(back == pattern, "write_from + read_into")
+            xa.write_from_blocking(&db, &pattern[..]).map_err(e)?;
+            xa.read_into_blocking(&db, &mut back[..]).map_err(e)?;
+            check(back == pattern, "write_from_blocking + read_into_blocking")
         })()
         .err();
         let flipped: Vec<u32> = pattern.iter().map(|w| !w).collect();
         let h2d_err = (|| -> Result<(), String> {
             hb.typed_mut::<u32>().map_err(e)?.copy_from_slice(&flipped);
             xa.write_from_host(&hb, 0, &db).map_err(e)?;
-            xa.read_into(&db, &mut back[..]).map_err(e)?;
-            check(back == flipped, "write_from_host + read_into")
+            xa.read_into_blocking(&db, &mut back[..]).map_err(e)?;
+            check(back == flipped, "write_from_host + read_into_blocking")
         })()
         .err();
         let d2h_err = (|| -> Result<(), String> {
-            xa.write_from(&db, &pattern[..]).map_err(e)?;
+            xa.write_from_blocking(&db, &pattern[..]).map_err(e)?;
             xa.read_into_host(&db, &mut hb, 0).map_err(e)?;
             let got = hb.typed::<u32>().map_err(e)?;
-            check(got == &pattern[..], "write_from + read_into_host")
+            check(got == &pattern[..], "write_from_blocking + read_into_host")
         })()
         .err();
         xa.synchronize().map_err(e)?;
@@ -513,7 +513,9 @@ pub(crate) fn typed_copy_rows(
             bytes: len,
             row: compare(
                 &label(
-                    format!("write_from {size} (pageable &[u32]) vs cuMemcpyHtoDAsync + sync"),
+                    format!(
+                        "write_from_blocking {size} (pageable &[u32]) vs cuMemcpyHtoDAsync + sync"
+                    ),
                     &pageable_err,
                 ),
                 n,
@@ -521,7 +523,7 @@ pub(crate) fn typed_copy_rows(
                 (pageable_err.is_none()).then(|| -> Batch<'_> {
                     Box::new(|n| {
                         let h = host.borrow();
-                        timed(n, || xs(xa.write_from(&db, &h[..])))
+                        timed(n, || xs(xa.write_from_blocking(&db, &h[..])))
                     })
                 }),
                 Some(Box::new(|n| {
@@ -546,7 +548,7 @@ pub(crate) fn typed_copy_rows(
             bytes: len,
             row: compare(
                 &label(
-                    format!("read_into {size} (pageable &mut [u32]) vs cuMemcpyDtoHAsync + sync"),
+                    format!("read_into_blocking {size} (pageable &mut [u32]) vs cuMemcpyDtoHAsync + sync"),
                     &pageable_err,
                 ),
                 n,
@@ -554,7 +556,7 @@ pub(crate) fn typed_copy_rows(
                 (pageable_err.is_none()).then(|| -> Batch<'_> {
                     Box::new(|n| {
                         let mut h = host.borrow_mut();
-                        timed(n, || xs(xa.read_into(&db, &mut h[..])))
+                        timed(n, || xs(xa.read_into_blocking(&db, &mut h[..])))
                     })
                 }),
                 Some(Box::new(|n| {
@@ -668,8 +670,8 @@ pub(crate) fn typed_copy_rows(
             .with_registered_host(&mut user, |reg| {
                 let first = (|| -> Result<(), String> {
                     reg.upload(xa, 0, &db).map_err(e)?;
-                    xa.read_into(&db, &mut back[..]).map_err(e)?;
-                    check(back == want_user, "registered upload + read_into")
+                    xa.read_into_blocking(&db, &mut back[..]).map_err(e)?;
+                    check(back == want_user, "registered upload + read_into_blocking")
                 })()
                 .err();
                 if let Some(err) = &first {
@@ -729,11 +731,11 @@ pub(crate) fn typed_copy_rows(
                 eprintln!("  allocations per copy: {name}: {a:.4}");
                 allocs.push((name, a));
             };
-            count("xstream write_from 4 KiB (pageable)", &mut || {
-                xs(xa.write_from(&db, &h[..]));
+            count("xstream write_from_blocking 4 KiB (pageable)", &mut || {
+                xs(xa.write_from_blocking(&db, &h[..]));
             });
-            count("xstream read_into 4 KiB (pageable)", &mut || {
-                xs(xa.read_into(&db, &mut h[..]));
+            count("xstream read_into_blocking 4 KiB (pageable)", &mut || {
+                xs(xa.read_into_blocking(&db, &mut h[..]));
             });
             count("xstream write_from_host 4 KiB (page-locked)", &mut || {
                 xs(xa.write_from_host(&hb, 0, &db));
@@ -783,9 +785,9 @@ pub(crate) fn typed_markdown(rows: &[CopyRow]) -> String {
 }
 
 /// The enqueue of a 64 MiB upload while the stream is held by a 50 ms device-side delay:
-/// `with_registered_host`'s upload returns at once, `write_from` (synchronous with respect to
+/// `with_registered_host`'s upload returns at once, `write_from_blocking` (synchronous with respect to
 /// its slice) only after the delay. One markdown paragraph, with its verdict: PASS when the
-/// registered upload's enqueue took under 1% of the delay and `write_from` at least the delay.
+/// registered upload's enqueue took under 1% of the delay and `write_from_blocking` at least the delay.
 pub(crate) fn held_enqueue(dev: &CudaDevice, xa: &CudaStream) -> Result<String, String> {
     use std::time::Duration;
     let e = |r: xstream_core::Error| r.to_string();
@@ -808,13 +810,13 @@ pub(crate) fn held_enqueue(dev: &CudaDevice, xa: &CudaStream) -> Result<String, 
     let src = vec![0x5au8; LEN];
     xa.launch(xstream_core::Kernel::Delay(HOLD)).map_err(e)?;
     let t = Instant::now();
-    xa.write_from(&db, &src[..]).map_err(e)?;
+    xa.write_from_blocking(&db, &src[..]).map_err(e)?;
     let wf_t = t.elapsed();
     xa.synchronize().map_err(e)?;
     let ok = reg_t < HOLD / 100 && wf_t >= HOLD && reg_done >= HOLD;
     let line = format!(
         "enqueue of a 64 MiB upload behind a {} ms device-side delay: registered upload {:.1} µs (the \
-         whole delay + copy {:.1} ms), write_from {:.1} ms: {}\n",
+         whole delay + copy {:.1} ms), write_from_blocking {:.1} ms: {}\n",
         HOLD.as_millis(),
         reg_t.as_secs_f64() * 1e6,
         reg_done.as_secs_f64() * 1e3,

@@ -521,7 +521,7 @@ fn run() -> BenchResult<()> {
     let (module_rows, mut allocs) = modules::module_rows(&dev, &xa, ra)?;
     rows.extend(module_rows);
 
-    eprintln!("== typed copies (write_from / read_into, write_from_host / read_into_host)");
+    eprintln!("== typed copies (write_from_blocking / read_into_blocking, write_from_host / read_into_host)");
     let (copy_rows, copy_allocs) = gpu_data::typed_copy_rows(&dev, &xa, ra)?;
     let typed_md = gpu_data::typed_markdown(&copy_rows);
     let held_md = gpu_data::held_enqueue(&dev, &xa)?;

@@ -100,7 +100,7 @@ pub(crate) fn rows(dev: &CudaDevice, delay_fn: sys::CUfunction) -> Result<Vec<No
     // Warm-up: the driver's pool, xstream's kernels and event pool.
     for _ in 0..4 {
         let b = s.alloc_async(LEN).map_err(|e| e.to_string())?;
-        busy.join(&s).map_err(|e| e.to_string())?;
+        busy.wait_stream(&s).map_err(|e| e.to_string())?;
         busy.memset(&b, 0, 16, 1).map_err(|e| e.to_string())?;
         s.free_async(b).map_err(|e| e.to_string())?;
     }

@@ -352,7 +352,7 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// Allocates a device buffer of `len` bytes zeroed in `stream`'s order: the zeroing is
     /// enqueued on `stream` and the calling thread does not wait for it. Work enqueued on
     /// `stream` after this call sees zeros; work on another stream must be ordered after it
-    /// first ([`Stream::join`], an event), as for any write.
+    /// first ([`Stream::wait_stream`], an event), as for any write.
     ///
     /// # Errors
     /// As [`Device::alloc`]; [`Error::WrongDevice`] for a stream of another device; the
@@ -1176,7 +1176,7 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// [`Error::InvalidArgument`] when `src` is longer than the view; refused inside a
     /// capture and inside a stream-blocking callback; the stream's errors.
-    fn write_from<'v, T: bytemuck::Pod>(
+    fn write_from_blocking<'v, T: bytemuck::Pod>(
         &self,
         dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
         src: &[T],
@@ -1186,7 +1186,7 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     {
         let v = dst.into();
         let bytes: &[u8] = bytemuck::cast_slice(src);
-        check_range("write_from", v.len(), 0, bytes.len())?;
+        check_range("write_from_blocking", v.len(), 0, bytes.len())?;
         crate::backend_hooks::write_bytes_now::<Self::B>(self, v.buffer(), v.offset(), bytes)
     }
 
@@ -1196,8 +1196,8 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when `dst` is longer than the view; as
-    /// [`Stream::write_from`].
-    fn read_into<'v, T: bytemuck::Pod>(
+    /// [`Stream::write_from_blocking`].
+    fn read_into_blocking<'v, T: bytemuck::Pod>(
         &self,
         src: impl Into<BufferView<'v, BufferOf<Self::B>>>,
         dst: &mut [T],
@@ -1207,8 +1207,40 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     {
         let v = src.into();
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
-        check_range("read_into", v.len(), 0, bytes.len())?;
+        check_range("read_into_blocking", v.len(), 0, bytes.len())?;
         crate::backend_hooks::read_bytes_now::<Self::B>(self, v.buffer(), v.offset(), bytes)
+    }
+
+    /// Renamed [`Stream::write_from_blocking`] (the name now says that it waits).
+    ///
+    /// # Errors
+    /// As [`Stream::write_from_blocking`].
+    #[deprecated(since = "0.2.0", note = "renamed `write_from_blocking`")]
+    fn write_from<'v, T: bytemuck::Pod>(
+        &self,
+        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
+        src: &[T],
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        self.write_from_blocking(dst, src)
+    }
+
+    /// Renamed [`Stream::read_into_blocking`] (the name now says that it waits).
+    ///
+    /// # Errors
+    /// As [`Stream::read_into_blocking`].
+    #[deprecated(since = "0.2.0", note = "renamed `read_into_blocking`")]
+    fn read_into<'v, T: bytemuck::Pod>(
+        &self,
+        src: impl Into<BufferView<'v, BufferOf<Self::B>>>,
+        dst: &mut [T],
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        self.read_into_blocking(src, dst)
     }
 
     /// [`Stream::copy_to_device`] of a whole view from `src_offset` of a page-locked host
@@ -1262,12 +1294,29 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// Vendor errors while reading its properties.
     #[allow(unsafe_code)]
-    unsafe fn from_raw<'a>(
+    unsafe fn borrow_raw<'a>(
         device: &DeviceOf<Self::B>,
         raw: Self::Raw,
     ) -> Result<Borrowed<'a, Self>>
     where
         Self: Sized;
+
+    /// Renamed [`Stream::borrow_raw`] (it borrows; [`Buffer::from_raw`] takes ownership).
+    ///
+    /// # Safety
+    /// As [`Stream::borrow_raw`].
+    ///
+    /// # Errors
+    /// As [`Stream::borrow_raw`].
+    #[allow(unsafe_code)]
+    #[deprecated(since = "0.2.0", note = "renamed `borrow_raw`")]
+    unsafe fn from_raw<'a>(device: &DeviceOf<Self::B>, raw: Self::Raw) -> Result<Borrowed<'a, Self>>
+    where
+        Self: Sized,
+    {
+        // SAFETY: the caller keeps `borrow_raw`'s contract.
+        unsafe { Self::borrow_raw(device, raw) }
+    }
 
     // --- ordering and allocation without host sync ---
 
@@ -1279,7 +1328,7 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// [`Error::WrongDevice`] for a stream of another device (where the vendor forbids
     /// cross-device waits); capture errors as [`Stream::wait_event`] and [`Event::record`].
-    fn join(&self, other: &Self) -> Result<()>
+    fn wait_stream(&self, other: &Self) -> Result<()>
     where
         Self: Sized,
     {
@@ -1288,6 +1337,18 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
         }
         let e = other.record_event()?;
         self.wait_event(&e)
+    }
+
+    /// Renamed [`Stream::wait_stream`] (the name says what it does: a wait, not a host join).
+    ///
+    /// # Errors
+    /// As [`Stream::wait_stream`].
+    #[deprecated(since = "0.2.0", note = "renamed `wait_stream`")]
+    fn join(&self, other: &Self) -> Result<()>
+    where
+        Self: Sized,
+    {
+        self.wait_stream(other)
     }
 
     /// A fresh timing-disabled event recorded on this stream (behind the work enqueued so far).

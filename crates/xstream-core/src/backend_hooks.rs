@@ -105,12 +105,12 @@ pub trait StreamHooks: Stream + crate::__private::Sealed {
         }
     }
 
-    /// Hook of [`Stream::write_from`]: copy `src` to `offset` of `dst` in stream order and
+    /// Hook of [`Stream::write_from_blocking`]: copy `src` to `offset` of `dst` in stream order and
     /// return once `src` may be reused. The default stages the bytes through
     /// [`Stream::write`] (one allocation) and synchronizes the stream.
     ///
     /// # Errors
-    /// As [`Stream::write_from`].
+    /// As [`Stream::write_from_blocking`].
     fn write_bytes_now(
         &self,
         token: HookToken,
@@ -119,7 +119,7 @@ pub trait StreamHooks: Stream + crate::__private::Sealed {
         src: &[u8],
     ) -> Result<()> {
         let _ = token;
-        check_range("write_from", dst.len(), offset, src.len())?;
+        check_range("write_from_blocking", dst.len(), offset, src.len())?;
         if src.is_empty() {
             return Ok(());
         }
@@ -127,11 +127,11 @@ pub trait StreamHooks: Stream + crate::__private::Sealed {
         self.synchronize()
     }
 
-    /// Hook of [`Stream::read_into`]: fill `dst` from `offset` of `src` in stream order and
+    /// Hook of [`Stream::read_into_blocking`]: fill `dst` from `offset` of `src` in stream order and
     /// return once it is filled. The default goes through [`Stream::read`].
     ///
     /// # Errors
-    /// As [`Stream::read_into`].
+    /// As [`Stream::read_into_blocking`].
     fn read_bytes_now(
         &self,
         token: HookToken,
@@ -140,7 +140,7 @@ pub trait StreamHooks: Stream + crate::__private::Sealed {
         dst: &mut [u8],
     ) -> Result<()> {
         let _ = token;
-        check_range("read_into", src.len(), offset, dst.len())?;
+        check_range("read_into_blocking", src.len(), offset, dst.len())?;
         if dst.is_empty() {
             return Ok(());
         }
@@ -378,7 +378,7 @@ pub(crate) fn write_bytes_now<B: Backend>(
     offset: usize,
     src: &[u8],
 ) -> Result<()> {
-    check_buffer_device::<B>("write_from", stream, dst)?;
+    check_buffer_device::<B>("write_from_blocking", stream, dst)?;
     stream.write_bytes_now(HookToken(()), dst, offset, src)
 }
 
@@ -388,7 +388,7 @@ pub(crate) fn read_bytes_now<B: Backend>(
     offset: usize,
     dst: &mut [u8],
 ) -> Result<()> {
-    check_buffer_device::<B>("read_into", stream, src)?;
+    check_buffer_device::<B>("read_into_blocking", stream, src)?;
     stream.read_bytes_now(HookToken(()), src, offset, dst)
 }
 

@@ -146,17 +146,26 @@ impl<B: Backend> EventPool<B> {
         }
     }
 
-    /// Makes `waiter` wait for the work enqueued on `other` so far (as [`Stream::join`]),
+    /// Makes `waiter` wait for the work enqueued on `other` so far (as [`Stream::wait_stream`]),
     /// through a pooled event, which goes back to the pool at once (the wait took its
     /// snapshot).
     ///
     /// # Errors
     /// As [`EventPool::record`] and [`Stream::wait_event`].
-    pub fn join(&self, waiter: &StreamOf<B>, other: &StreamOf<B>) -> Result<()> {
+    pub fn wait_stream(&self, waiter: &StreamOf<B>, other: &StreamOf<B>) -> Result<()> {
         let e = self.record(other)?;
         let r = waiter.wait_event(&e);
         self.put(e);
         r
+    }
+
+    /// Renamed [`EventPool::wait_stream`].
+    ///
+    /// # Errors
+    /// As [`EventPool::wait_stream`].
+    #[deprecated(since = "0.2.0", note = "renamed `wait_stream`")]
+    pub fn join(&self, waiter: &StreamOf<B>, other: &StreamOf<B>) -> Result<()> {
+        self.wait_stream(waiter, other)
     }
 }
 

@@ -454,7 +454,7 @@ impl HostSpan {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] on a length mismatch.
-    pub fn read_into(&self, dst: &mut [u8]) -> Result<()> {
+    pub fn read_into_blocking(&self, dst: &mut [u8]) -> Result<()> {
         if dst.len() != self.len {
             return Err(Error::invalid("host span length mismatch"));
         }
@@ -468,11 +468,11 @@ impl HostSpan {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] on a length mismatch.
-    pub fn write_from(&self, src: &[u8]) -> Result<()> {
+    pub fn write_from_blocking(&self, src: &[u8]) -> Result<()> {
         if src.len() != self.len {
             return Err(Error::invalid("host span length mismatch"));
         }
-        // SAFETY: as in `read_into`; the buffer was borrowed mutably to enqueue this copy.
+        // SAFETY: as in `read_into_blocking`; the buffer was borrowed mutably to enqueue this copy.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.as_ptr(), self.len) };
         Ok(())
     }
@@ -797,12 +797,12 @@ mod tests {
             len: 10,
         };
         let mut out = [7u8; 10];
-        span.read_into(&mut out).unwrap();
+        span.read_into_blocking(&mut out).unwrap();
         assert_eq!(out, [0u8; 10]);
-        span.write_from(&[5u8; 10]).unwrap();
-        span.read_into(&mut out).unwrap();
+        span.write_from_blocking(&[5u8; 10]).unwrap();
+        span.read_into_blocking(&mut out).unwrap();
         assert_eq!(out, [5u8; 10]);
-        assert!(span.read_into(&mut [0u8; 3]).is_err());
+        assert!(span.read_into_blocking(&mut [0u8; 3]).is_err());
         assert!(AlignedAlloc::new(BackendKind::Host, 0, 0).is_err());
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! This crate holds no vendor code. Its only `unsafe` blocks are in [`hostmem`] (the aligned
 //! host allocation and the byte views of page-locked host buffers); two `unsafe fn`s are
-//! declared: [`Stream::from_raw`] and [`Device::alloc_uninit`], whose contracts the caller must
+//! declared: [`Stream::borrow_raw`] and [`Device::alloc_uninit`], whose contracts the caller must
 //! uphold. It defines:
 //!
 //! | module | what |
@@ -21,7 +21,6 @@
 //! | [`pool`] | per-device stream pools with round-robin sharing and exclusive leases |
 //! | [`allocator`] | per-stream allocators |
 //! | [`hostmem`] | page-locked host buffers and the host side of asynchronous copies |
-//! | [`pipeline`] | the main job (copy-in, compute, copy-out over N streams) as a library |
 //! | [`attr`] | typed stream attributes |
 //! | [`memop`] | stream memory operations (wait on / write a word of device memory) |
 //! | [`reduce`] | the built-in reduce operation (`dst = op(dst, src)` per element, no kernel binary) |
@@ -41,7 +40,7 @@
 //!   [`TranslationPolicy::Strict`] or listed in the [`FlagReport`] under best effort;
 //!   clamped priorities are reported; callbacks the vendor drops are failed by xstream.
 //! - **Errors keep the vendor's code** ([`NativeError`]) and say whether they are sticky.
-// No unsafe code, except the declarations of `Stream::from_raw`, `Device::alloc_uninit`,
+// No unsafe code, except the declarations of `Stream::borrow_raw`, `Device::alloc_uninit`,
 // `Buffer::from_raw`, `Buffer::from_raw_borrowed`,
 // `Stream::enqueue_launch_unchecked` and `LaunchBuilder::launch_unchecked`, whose contracts are
 // unsafe (and the default `alloc_zeroed_on`, which calls `alloc_uninit`),
@@ -65,7 +64,6 @@ pub mod ipc;
 pub mod launch;
 pub mod memop;
 pub mod module;
-pub mod pipeline;
 pub mod pool;
 pub mod priority;
 pub mod raw;

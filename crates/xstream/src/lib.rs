@@ -12,8 +12,9 @@
 //! | `ascend` | `libascendcl.so` via libloading | `ascend` | nothing |
 //! | `collectives` | the vendor parts of [`collective`] (CUDA: NCCL, loaded at run time); the host's are always on | `cuda::collective` | nothing |
 //!
-//! The crate is this one file: the re-export of `xstream_core`, one module per enabled backend
-//! (the table above), automatic backend choice ([`auto`]) and [`dispatch!`].
+//! The crate holds the re-export of `xstream_core`, one module per enabled backend (the table
+//! above), automatic backend choice ([`auto`]), [`dispatch!`], the type-erased path (`any`)
+//! and the demo's main job as a library ([`pipeline`]).
 //!
 //! Generic code is written over `B: Backend` and costs nothing at run time. Run-time choice
 //! goes through [`dispatch!`], which instantiates the generic code once per compiled backend
@@ -80,10 +81,17 @@ pub use xstream_core::*;
 #[cfg(any(feature = "host", feature = "cuda-backend", feature = "ascend"))]
 pub mod any;
 
+pub mod pipeline;
+
 /// The snippets of docs/coming-from-cudarc.md, run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/coming-from-cudarc.md")]
 pub struct ComingFromCudarc;
+
+/// The snippets of docs/guide.md, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide.md")]
+pub struct Guide;
 
 /// The snippets of docs/coming-from-torch.md, run as doctests.
 #[cfg(doctest)]

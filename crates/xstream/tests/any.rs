@@ -120,7 +120,8 @@ fn exercise_views(dev: &AnyDevice, s: &AnyStream) {
     let all = buf.typed::<u32>().expect("typed");
     assert_eq!(all.len(), 16);
     let mut model = [0u32; 16];
-    s.write_from(&buf, &model).expect("write_from");
+    s.write_from_blocking(&buf, &model)
+        .expect("write_from_blocking");
     s.memset32(all.slice(0..2).unwrap(), 0xdead_beef)
         .expect("memset32");
     model[..2].fill(0xdead_beef);
@@ -140,7 +141,8 @@ fn exercise_views(dev: &AnyDevice, s: &AnyStream) {
         .expect("write_view");
     model[8] = 9;
     let mut back = [0u32; 16];
-    s.read_into(&buf, &mut back).expect("read_into");
+    s.read_into_blocking(&buf, &mut back)
+        .expect("read_into_blocking");
     assert_eq!(back, model);
     let rb = s.read_view(all.slice(4..6).unwrap()).expect("read_view");
     s.synchronize().unwrap();
@@ -164,8 +166,8 @@ fn exercise_views(dev: &AnyDevice, s: &AnyStream) {
     {
         let a = dev.alloc(16).unwrap();
         let b = dev.alloc(16).unwrap();
-        s.write_from(&a, &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
-        s.write_from(&b, &[0.5f32; 4]).unwrap();
+        s.write_from_blocking(&a, &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+        s.write_from_blocking(&b, &[0.5f32; 4]).unwrap();
         let r = Reduction::new(ReduceKind::Sum, ReduceType::F32);
         s.reduce(&a, 0, &b, 0, 8, r).expect("reduce");
         s.reduce_view(
@@ -177,18 +179,18 @@ fn exercise_views(dev: &AnyDevice, s: &AnyStream) {
         s.reduce(&a, 0, &b, 0, 0, r)
             .expect("zero-length reduce is a no-op");
         let mut got = [0f32; 4];
-        s.read_into(&a, &mut got).unwrap();
+        s.read_into_blocking(&a, &mut got).unwrap();
         assert_eq!(got, [1.5, 2.5, 3.5, 4.5]);
     }
     // Raw round trip through the erased path.
     let raw = buf.into_raw();
     // SAFETY: `raw` came from `into_raw` of a buffer of `dev`; nothing else owns it, and the
-    // stream's work on it completed (read_into waited).
+    // stream's work on it completed (read_into_blocking waited).
     let back_buf = unsafe { xstream::any::AnyBuffer::from_raw(dev, raw) }.expect("from_raw");
     assert_eq!(back_buf.device_address(), raw.address);
     assert!(back_buf.belongs_to(dev));
     let mut again = [0u32; 16];
-    s.read_into(&back_buf, &mut again).unwrap();
+    s.read_into_blocking(&back_buf, &mut again).unwrap();
     assert_eq!(again, model);
     // The caller's memory registered for a scope: upload, then download into another slice.
     // Each slice alone on its pages: ACL registers whole pages, and a page shared with other

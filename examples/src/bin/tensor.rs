@@ -242,7 +242,7 @@ impl Tensor {
 
     fn to_vec<T: xstream::bytemuck::Pod + Default>(&self, s: &AnyStream) -> Result<Vec<T>> {
         let mut out = vec![T::default(); self.numel() * self.dtype.size() / size_of::<T>()];
-        s.read_into(self.view()?, &mut out)?;
+        s.read_into_blocking(self.view()?, &mut out)?;
         Ok(out)
     }
 }

@@ -161,6 +161,47 @@ pub(crate) fn set_sat_mode(t: &AclFns, mode: i32) -> Result<()> {
     super::check(t, "aclrtSetDeviceSatMode", unsafe { f(mode) })
 }
 
+/// `aclGetCannAttribute(attr)`: whether the installed CANN has the attribute (`aclCannAttr`).
+pub(crate) fn cann_attribute(t: &AclFns, attr: i32) -> Result<bool> {
+    let f = super::opt(t.aclGetCannAttribute, "aclGetCannAttribute")?;
+    let mut v = -1;
+    // SAFETY: `v` is a valid out-pointer for the call.
+    super::check(t, "aclGetCannAttribute", unsafe { f(attr, &mut v) })?;
+    Ok(v == 1)
+}
+
+/// `aclGetCannAttributeList`: the available attributes (`aclCannAttr` values), copied out of
+/// the runtime's array.
+pub(crate) fn cann_attribute_list(t: &AclFns) -> Result<Vec<i32>> {
+    let f = super::opt(t.aclGetCannAttributeList, "aclGetCannAttributeList")?;
+    let mut p: *const i32 = std::ptr::null();
+    let mut n = 0usize;
+    // SAFETY: both are valid out-pointers for the call.
+    super::check(t, "aclGetCannAttributeList", unsafe { f(&mut p, &mut n) })?;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if p.is_null() || n > 1024 {
+        return Err(Error::invalid(format!(
+            "aclGetCannAttributeList answered {n} attribute(s) at {p:?}"
+        )));
+    }
+    // SAFETY: the runtime returned a pointer to its own array of `n` `aclCannAttr` values,
+    // which lives for the process (a static array in the runtime); checked non-NULL above.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) }.to_vec())
+}
+
+/// `aclrtGetDeviceCapability(device, feature)`: the runtime's answer (1 supported, 0 not).
+pub(crate) fn device_capability(t: &AclFns, device: i32, feature: i32) -> Result<i32> {
+    let f = super::opt(t.aclrtGetDeviceCapability, "aclrtGetDeviceCapability")?;
+    let mut v = -1;
+    // SAFETY: `v` is a valid out-pointer for the call.
+    super::check(t, "aclrtGetDeviceCapability", unsafe {
+        f(device, feature, &mut v)
+    })?;
+    Ok(v)
+}
+
 /// `aclDataTypeSize`, when exported.
 pub(crate) fn data_type_size(t: &AclFns, acl_type: i32) -> Option<usize> {
     let f = t.aclDataTypeSize?;

@@ -424,7 +424,7 @@ pub(super) fn memset_pattern(
     Ok(())
 }
 
-/// `Stream::write_from`: one `aclrtMemcpyAsync` host to device from the caller's slice on
+/// `Stream::write_from_blocking`: one `aclrtMemcpyAsync` host to device from the caller's slice on
 /// this stream, then a wait for the stream, so the slice is free again when this returns. No
 /// staging and no heap allocation.
 pub(super) fn write_bytes_now(
@@ -435,12 +435,12 @@ pub(super) fn write_bytes_now(
 ) -> Result<()> {
     ensure_not_in_callback()?;
     s.check_buf(dst)?;
-    check_range("write_from", dst.inner.len, offset, src.len())?;
+    check_range("write_from_blocking", dst.inner.len, offset, src.len())?;
     if src.is_empty() {
         return Ok(());
     }
-    sync_copy_allowed(s, "write_from")?;
-    s.enter("write_from")?;
+    sync_copy_allowed(s, "write_from_blocking")?;
+    s.enter("write_from_blocking")?;
     result::memory::memcpy(
         s.device.inner.t,
         result::memory::at(dst.inner.ptr, offset),
@@ -452,7 +452,7 @@ pub(super) fn write_bytes_now(
     s.wait_all()
 }
 
-/// `Stream::read_into`: one `aclrtMemcpyAsync` device to host into the caller's slice, then a
+/// `Stream::read_into_blocking`: one `aclrtMemcpyAsync` device to host into the caller's slice, then a
 /// wait for the stream. No heap allocation.
 pub(super) fn read_bytes_now(
     s: &AscendStream,
@@ -462,12 +462,12 @@ pub(super) fn read_bytes_now(
 ) -> Result<()> {
     ensure_not_in_callback()?;
     s.check_buf(src)?;
-    check_range("read_into", src.inner.len, offset, dst.len())?;
+    check_range("read_into_blocking", src.inner.len, offset, dst.len())?;
     if dst.is_empty() {
         return Ok(());
     }
-    sync_copy_allowed(s, "read_into")?;
-    s.enter("read_into")?;
+    sync_copy_allowed(s, "read_into_blocking")?;
+    s.enter("read_into_blocking")?;
     result::memory::memcpy(
         s.device.inner.t,
         dst.as_mut_ptr().cast(),

@@ -150,7 +150,7 @@ pub(super) fn memset_pattern(
     Ok(())
 }
 
-/// `Stream::write_from`: `cuMemcpyHtoDAsync` from the caller's (pageable) slice, then
+/// `Stream::write_from_blocking`: `cuMemcpyHtoDAsync` from the caller's (pageable) slice, then
 /// `cuStreamSynchronize`, so the slice is free again when this returns. No heap allocation.
 pub(super) fn write_bytes_now(
     s: &CudaStream,
@@ -158,12 +158,12 @@ pub(super) fn write_bytes_now(
     offset: usize,
     src: &[u8],
 ) -> Result<()> {
-    check_range("write_from", dst.len_bytes(), offset, src.len())?;
+    check_range("write_from_blocking", dst.len_bytes(), offset, src.len())?;
     s.enter()?;
     if src.is_empty() {
         return Ok(());
     }
-    sync_copy_allowed(s, "write_from")?;
+    sync_copy_allowed(s, "write_from_blocking")?;
     s.check(
         "cuMemcpyHtoDAsync",
         ffi::memcpy_htod_async(dst.ptr() + offset as u64, src, s.raw()),
@@ -171,7 +171,7 @@ pub(super) fn write_bytes_now(
     s.check("cuStreamSynchronize", ffi::stream_synchronize(s.raw()))
 }
 
-/// `Stream::read_into`: `cuMemcpyDtoHAsync` into the caller's slice, then
+/// `Stream::read_into_blocking`: `cuMemcpyDtoHAsync` into the caller's slice, then
 /// `cuStreamSynchronize`. No heap allocation.
 pub(super) fn read_bytes_now(
     s: &CudaStream,
@@ -179,12 +179,12 @@ pub(super) fn read_bytes_now(
     offset: usize,
     dst: &mut [u8],
 ) -> Result<()> {
-    check_range("read_into", src.len_bytes(), offset, dst.len())?;
+    check_range("read_into_blocking", src.len_bytes(), offset, dst.len())?;
     s.enter()?;
     if dst.is_empty() {
         return Ok(());
     }
-    sync_copy_allowed(s, "read_into")?;
+    sync_copy_allowed(s, "read_into_blocking")?;
     s.check(
         "cuMemcpyDtoHAsync",
         ffi::memcpy_dtoh_async(dst, src.ptr() + offset as u64, s.raw()),

@@ -191,7 +191,7 @@ fn drain(s: &HostStream, op: &'static str) -> Result<()> {
     s.device.shared().check()
 }
 
-/// `Stream::write_from` on the host: after the stream's earlier work, the bytes are copied on
+/// `Stream::write_from_blocking` on the host: after the stream's earlier work, the bytes are copied on
 /// the calling thread under the buffer's lock (no staging, no allocation).
 pub(super) fn write_bytes_now(
     s: &HostStream,
@@ -200,19 +200,23 @@ pub(super) fn write_bytes_now(
     src: &[u8],
 ) -> Result<()> {
     ensure_not_in_callback()?;
-    check_range("write_from", dst.inner_len(), offset, src.len())?;
+    check_range("write_from_blocking", dst.inner_len(), offset, src.len())?;
     if src.is_empty() {
         return Ok(());
     }
-    drain(s, "write_from")?;
+    drain(s, "write_from_blocking")?;
     match dst.inner.lock().get_mut(offset..offset + src.len()) {
         Some(d) => d.copy_from_slice(src),
-        None => return Err(Error::invalid("write_from: range outside the buffer")),
+        None => {
+            return Err(Error::invalid(
+                "write_from_blocking: range outside the buffer",
+            ))
+        }
     }
     Ok(())
 }
 
-/// `Stream::read_into` on the host: after the stream's earlier work, the bytes are copied on
+/// `Stream::read_into_blocking` on the host: after the stream's earlier work, the bytes are copied on
 /// the calling thread under the buffer's lock.
 pub(super) fn read_bytes_now(
     s: &HostStream,
@@ -221,14 +225,18 @@ pub(super) fn read_bytes_now(
     dst: &mut [u8],
 ) -> Result<()> {
     ensure_not_in_callback()?;
-    check_range("read_into", src.inner_len(), offset, dst.len())?;
+    check_range("read_into_blocking", src.inner_len(), offset, dst.len())?;
     if dst.is_empty() {
         return Ok(());
     }
-    drain(s, "read_into")?;
+    drain(s, "read_into_blocking")?;
     match src.inner.lock().get(offset..offset + dst.len()) {
         Some(b) => dst.copy_from_slice(b),
-        None => return Err(Error::invalid("read_into: range outside the buffer")),
+        None => {
+            return Err(Error::invalid(
+                "read_into_blocking: range outside the buffer",
+            ))
+        }
     }
     Ok(())
 }

@@ -104,6 +104,14 @@ bitflags::bitflags! {
         const VALUE_OPS_64 = 1 << 21;
         /// The built-in reduce operation ([`Stream::reduce`]; see the `reduce` module).
         const REDUCE = 1 << 22;
+        /// bfloat16 is a data type of the device's compute stack (its kernels and built-ins):
+        /// compute capability 8.0 and later on CUDA; the CANN attribute `BF16`
+        /// (`aclGetCannAttribute`) on Ascend; always on the host backend (in software).
+        const BF16 = 1 << 25;
+        /// Floating-point overflow can give inf/NaN (IEEE behaviour) rather than saturating:
+        /// always on CUDA and the host backend; the CANN attribute `INF_NAN` on Ascend (a chip
+        /// without it saturates).
+        const INF_NAN = 1 << 26;
         /// Virtual memory: reserved address ranges, physical memory mapped into them
         /// (see the `vmm` module).
         const VIRTUAL_MEMORY = 1 << 27;

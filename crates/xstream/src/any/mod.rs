@@ -82,6 +82,80 @@ macro_rules! pair {
     };
 }
 
+/// The erased methods that forward to the trait method of the same name: one line per
+/// operation, in lists per handle below (`forward! { AnyStream: Stream; ... }`). Each entry is
+/// `fn name(args) -> Ret;` after its doc comment; `&self` is implied. An argument written
+/// `@arg: &AnyX` (or `@arg: AnyX`, by value) is the erased object of the same backend that the
+/// call takes first: objects of two backends give the mixing error. A fallible method gets its
+/// `# Errors` section from the trait's; results convert into their erased types with `Into`.
+/// Methods with generic parameters, several erased objects or extra work stay hand-written in
+/// the `impl` blocks beside the lists.
+macro_rules! forward {
+    ($ty:ident: $tr:ident; $($rest:tt)*) => {
+        impl $ty {
+            forward!(@each $ty, $tr; $($rest)*);
+        }
+    };
+    (@each $ty:ident, $tr:ident;) => {};
+    // Paired, the erased argument by reference.
+    (@each $ty:ident, $tr:ident;
+        $(#[$m:meta])* fn $name:ident(@$p:ident: &$pt:ident $(, $a:ident: $t:ty)*) -> Result<$ok:ty>;
+        $($rest:tt)*) => {
+        $(#[$m])*
+        #[doc = ""]
+        #[doc = "# Errors"]
+        #[doc = concat!("As [`", stringify!($tr), "::", stringify!($name), "`]; [`Error::WrongDevice`] when `",
+            stringify!($p), "` is of another backend.")]
+        #[inline]
+        pub fn $name(&self, $p: &$pt $(, $a: $t)*) -> Result<$ok> {
+            pair!(concat!(stringify!($ty), "::", stringify!($name)), $ty, self, $pt, $p, x, y =>
+                x.$name(y $(, $a)*).map(Into::into))
+        }
+        forward!(@each $ty, $tr; $($rest)*);
+    };
+    // Paired, the erased argument by value.
+    (@each $ty:ident, $tr:ident;
+        $(#[$m:meta])* fn $name:ident(@$p:ident: $pt:ident $(, $a:ident: $t:ty)*) -> Result<$ok:ty>;
+        $($rest:tt)*) => {
+        $(#[$m])*
+        #[doc = ""]
+        #[doc = "# Errors"]
+        #[doc = concat!("As [`", stringify!($tr), "::", stringify!($name), "`]; [`Error::WrongDevice`] when `",
+            stringify!($p), "` is of another backend.")]
+        #[inline]
+        pub fn $name(&self, $p: $pt $(, $a: $t)*) -> Result<$ok> {
+            pair!(concat!(stringify!($ty), "::", stringify!($name)), $ty, self, $pt, $p, x, y =>
+                x.$name(y $(, $a)*).map(Into::into))
+        }
+        forward!(@each $ty, $tr; $($rest)*);
+    };
+    // Fallible.
+    (@each $ty:ident, $tr:ident;
+        $(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),*) -> Result<$ok:ty>;
+        $($rest:tt)*) => {
+        $(#[$m])*
+        #[doc = ""]
+        #[doc = "# Errors"]
+        #[doc = concat!("As [`", stringify!($tr), "::", stringify!($name), "`].")]
+        #[inline]
+        pub fn $name(&self $(, $a: $t)*) -> Result<$ok> {
+            each!($ty, self, x => x.$name($($a),*).map(Into::into))
+        }
+        forward!(@each $ty, $tr; $($rest)*);
+    };
+    // Infallible.
+    (@each $ty:ident, $tr:ident;
+        $(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),*) -> $ret:ty;
+        $($rest:tt)*) => {
+        $(#[$m])*
+        #[inline]
+        pub fn $name(&self $(, $a: $t)*) -> $ret {
+            each!($ty, self, x => x.$name($($a),*))
+        }
+        forward!(@each $ty, $tr; $($rest)*);
+    };
+}
+
 /// The error of an operation given objects of two backends.
 fn mixed(op: &str, a: BackendKind, b: BackendKind) -> Error {
     Error::WrongDevice(format!(
@@ -345,6 +419,33 @@ erasable!("host", crate::host::HostBackend, Host);
 erasable!("cuda-backend", crate::cuda::CudaBackend, Cuda);
 erasable!("ascend", crate::ascend::AscendBackend, Ascend);
 
+forward! { AnyDevice: Device;
+    /// Static facts ([`Device::info`]).
+    fn info() -> &DeviceInfo;
+    /// Creates a stream ([`Device::create_stream`]).
+    fn create_stream(desc: &StreamDesc) -> Result<AnyStream>;
+    /// The default stream ([`Device::default_stream`]).
+    fn default_stream() -> Result<AnyStream>;
+    /// Creates an event ([`Device::create_event`]).
+    fn create_event(desc: &EventDesc) -> Result<AnyEvent>;
+    /// Allocates a zeroed device buffer ([`Device::alloc`]).
+    fn alloc(len: usize) -> Result<AnyBuffer>;
+    /// Allocates page-locked host memory bound to this device ([`Device::alloc_host`]).
+    fn alloc_host(len: usize, desc: &HostAllocDesc) -> Result<AnyHostBuffer>;
+    /// Loads a module of kernels ([`Device::load_module`]).
+    fn load_module(src: &ModuleSource<'_>) -> Result<AnyModule>;
+    /// The module shipped with the crate ([`Device::builtin_module`]).
+    fn builtin_module() -> Result<AnyModule>;
+    /// Waits for all work on the device ([`Device::synchronize`]).
+    fn synchronize() -> Result<()>;
+    /// [`Device::can_access_peer`].
+    fn can_access_peer(@peer: &AnyDevice) -> Result<bool>;
+    /// [`Device::enable_peer_access`].
+    fn enable_peer_access(@peer: &AnyDevice) -> Result<()>;
+    /// [`Device::disable_peer_access`].
+    fn disable_peer_access(@peer: &AnyDevice) -> Result<()>;
+}
+
 impl AnyDevice {
     /// Opens device `ordinal` of backend `kind` ([`Backend::open`]).
     ///
@@ -353,48 +454,6 @@ impl AnyDevice {
     #[inline]
     pub fn open(kind: BackendKind, ordinal: usize) -> Result<Self> {
         crate::dispatch!(kind, B => B::open(ordinal).map(Self::from))
-    }
-
-    /// Static facts ([`Device::info`]).
-    #[inline]
-    pub fn info(&self) -> &DeviceInfo {
-        each!(AnyDevice, self, d => d.info())
-    }
-
-    /// Creates a stream ([`Device::create_stream`]).
-    ///
-    /// # Errors
-    /// As [`Device::create_stream`].
-    #[inline]
-    pub fn create_stream(&self, desc: &StreamDesc) -> Result<AnyStream> {
-        each!(AnyDevice, self, d => d.create_stream(desc).map(AnyStream::from))
-    }
-
-    /// The default stream ([`Device::default_stream`]).
-    ///
-    /// # Errors
-    /// As [`Device::default_stream`].
-    #[inline]
-    pub fn default_stream(&self) -> Result<AnyStream> {
-        each!(AnyDevice, self, d => d.default_stream().map(AnyStream::from))
-    }
-
-    /// Creates an event ([`Device::create_event`]).
-    ///
-    /// # Errors
-    /// As [`Device::create_event`].
-    #[inline]
-    pub fn create_event(&self, desc: &EventDesc) -> Result<AnyEvent> {
-        each!(AnyDevice, self, d => d.create_event(desc).map(AnyEvent::from))
-    }
-
-    /// Allocates a zeroed device buffer ([`Device::alloc`]).
-    ///
-    /// # Errors
-    /// As [`Device::alloc`].
-    #[inline]
-    pub fn alloc(&self, len: usize) -> Result<AnyBuffer> {
-        each!(AnyDevice, self, d => d.alloc(len).map(AnyBuffer::from))
     }
 
     // --- ordering and allocation without host sync ---
@@ -410,159 +469,81 @@ impl AnyDevice {
     }
 
     // --- end of ordering and allocation without host sync ---
+}
 
-    /// Allocates page-locked host memory bound to this device ([`Device::alloc_host`]).
-    ///
-    /// # Errors
-    /// As [`Device::alloc_host`].
-    #[inline]
-    pub fn alloc_host(&self, len: usize, desc: &HostAllocDesc) -> Result<AnyHostBuffer> {
-        each!(AnyDevice, self, d => d.alloc_host(len, desc).map(AnyHostBuffer::from))
-    }
-
-    /// Loads a module of kernels ([`Device::load_module`]).
-    ///
-    /// # Errors
-    /// As [`Device::load_module`].
-    #[inline]
-    pub fn load_module(&self, src: &ModuleSource<'_>) -> Result<AnyModule> {
-        each!(AnyDevice, self, d => d.load_module(src).map(AnyModule::from))
-    }
-
-    /// The module shipped with the crate ([`Device::builtin_module`]).
-    ///
-    /// # Errors
-    /// As [`Device::builtin_module`].
-    #[inline]
-    pub fn builtin_module(&self) -> Result<AnyModule> {
-        each!(AnyDevice, self, d => d.builtin_module().map(AnyModule::from))
-    }
-
-    /// Waits for all work on the device ([`Device::synchronize`]).
-    ///
-    /// # Errors
-    /// As [`Device::synchronize`].
-    #[inline]
-    pub fn synchronize(&self) -> Result<()> {
-        each!(AnyDevice, self, d => d.synchronize())
-    }
-
-    /// [`Device::can_access_peer`].
-    ///
-    /// # Errors
-    /// As [`Device::can_access_peer`]; [`Error::WrongDevice`] for a device of another backend.
-    #[inline]
-    pub fn can_access_peer(&self, peer: &AnyDevice) -> Result<bool> {
-        pair!("AnyDevice::can_access_peer", AnyDevice, self, AnyDevice, peer, d, p => d.can_access_peer(p))
-    }
-
-    /// [`Device::enable_peer_access`].
-    ///
-    /// # Errors
-    /// As [`Device::enable_peer_access`]; [`Error::WrongDevice`] for a device of another
-    /// backend.
-    #[inline]
-    pub fn enable_peer_access(&self, peer: &AnyDevice) -> Result<()> {
-        pair!("AnyDevice::enable_peer_access", AnyDevice, self, AnyDevice, peer, d, p => d.enable_peer_access(p))
-    }
-
-    /// [`Device::disable_peer_access`].
-    ///
-    /// # Errors
-    /// As [`Device::disable_peer_access`]; [`Error::WrongDevice`] for a device of another
-    /// backend.
-    #[inline]
-    pub fn disable_peer_access(&self, peer: &AnyDevice) -> Result<()> {
-        pair!("AnyDevice::disable_peer_access", AnyDevice, self, AnyDevice, peer, d, p => d.disable_peer_access(p))
-    }
+forward! { AnyStream: Stream;
+    /// [`Stream::id`].
+    fn id() -> u64;
+    /// [`Stream::name`].
+    fn name() -> Option<&str>;
+    /// [`Stream::flags`].
+    fn flags() -> StreamFlags;
+    /// [`Stream::priority`].
+    fn priority() -> i32;
+    /// [`Stream::report`].
+    fn report() -> &CreationReport;
+    /// [`Stream::ownership`]: whether dropping it destroys the native stream.
+    fn ownership() -> crate::Ownership;
+    /// [`Stream::query`].
+    fn query() -> Result<Status>;
+    /// [`Stream::synchronize`].
+    fn synchronize() -> Result<()>;
+    /// [`Stream::synchronize_timeout`].
+    fn synchronize_timeout(timeout: Duration) -> Result<()>;
+    /// [`Stream::wait_event`].
+    fn wait_event(@event: &AnyEvent) -> Result<()>;
+    /// [`Stream::enqueue_callback`].
+    fn enqueue_callback(f: HostCallback) -> Result<()>;
+    /// [`Stream::begin_capture`].
+    fn begin_capture(mode: CaptureMode) -> Result<()>;
+    /// [`Stream::end_capture`].
+    fn end_capture() -> Result<AnyGraph>;
+    /// [`Stream::capture_status`].
+    fn capture_status() -> CaptureStatus;
+    /// [`Stream::is_capturing`].
+    fn is_capturing() -> bool;
+    /// [`Stream::attribute`].
+    fn attribute(attr: StreamAttr) -> Result<StreamAttrValue>;
+    /// [`Stream::set_attribute`].
+    fn set_attribute(value: StreamAttrValue) -> Result<()>;
+    /// [`Stream::copy_attributes_from`].
+    fn copy_attributes_from(@src: &AnyStream) -> Result<()>;
+    /// [`Stream::set_allocator`].
+    fn set_allocator(allocator: Option<Arc<dyn Allocator>>) -> Result<()>;
+    /// [`Stream::allocator`].
+    fn allocator() -> Result<Option<Arc<dyn Allocator>>>;
+    /// [`Stream::memset`].
+    fn memset(@buf: &AnyBuffer, offset: usize, len: usize, value: u8) -> Result<()>;
+    /// [`Stream::write`].
+    fn write(@dst: &AnyBuffer, offset: usize, data: Vec<u8>) -> Result<()>;
+    /// [`Stream::read`].
+    fn read(@src: &AnyBuffer, offset: usize, len: usize) -> Result<Readback>;
+    /// [`Stream::alloc_async`].
+    fn alloc_async(len: usize) -> Result<AnyBuffer>;
+    /// [`Stream::wait_stream`]: later work here waits for the work enqueued on `other` so far.
+    fn wait_stream(@other: &AnyStream) -> Result<()>;
+    /// [`Stream::record_use`]: work enqueued here so far (through the raw handle) uses `buf`.
+    fn record_use(@buf: &AnyBuffer) -> Result<()>;
+    /// [`Stream::write_value32`].
+    fn write_value32(@buf: &AnyBuffer, offset: usize, value: u32) -> Result<()>;
+    /// [`Stream::write_value64`].
+    fn write_value64(@buf: &AnyBuffer, offset: usize, value: u64) -> Result<()>;
 }
 
 impl AnyStream {
+    /// Renamed [`AnyStream::wait_stream`].
+    ///
+    /// # Errors
+    /// As [`AnyStream::wait_stream`].
+    #[deprecated(since = "0.2.0", note = "renamed `wait_stream`")]
+    pub fn join(&self, other: &AnyStream) -> Result<()> {
+        self.wait_stream(other)
+    }
+
     /// Its device ([`Stream::device`]; a clone, which shares the device).
     #[inline]
     pub fn device(&self) -> AnyDevice {
         each!(AnyStream, self, s => s.device().clone().into())
-    }
-
-    /// [`Stream::id`].
-    #[inline]
-    pub fn id(&self) -> u64 {
-        each!(AnyStream, self, s => s.id())
-    }
-
-    /// [`Stream::name`].
-    #[inline]
-    pub fn name(&self) -> Option<&str> {
-        each!(AnyStream, self, s => s.name())
-    }
-
-    /// [`Stream::flags`].
-    #[inline]
-    pub fn flags(&self) -> StreamFlags {
-        each!(AnyStream, self, s => s.flags())
-    }
-
-    /// [`Stream::priority`].
-    #[inline]
-    pub fn priority(&self) -> i32 {
-        each!(AnyStream, self, s => s.priority())
-    }
-
-    /// [`Stream::report`].
-    #[inline]
-    pub fn report(&self) -> &CreationReport {
-        each!(AnyStream, self, s => s.report())
-    }
-
-    /// [`Stream::ownership`]: whether dropping it destroys the native stream.
-    #[inline]
-    pub fn ownership(&self) -> crate::Ownership {
-        each!(AnyStream, self, s => s.ownership())
-    }
-
-    /// [`Stream::query`].
-    ///
-    /// # Errors
-    /// As [`Stream::query`].
-    #[inline]
-    pub fn query(&self) -> Result<Status> {
-        each!(AnyStream, self, s => s.query())
-    }
-
-    /// [`Stream::synchronize`].
-    ///
-    /// # Errors
-    /// As [`Stream::synchronize`].
-    #[inline]
-    pub fn synchronize(&self) -> Result<()> {
-        each!(AnyStream, self, s => s.synchronize())
-    }
-
-    /// [`Stream::synchronize_timeout`].
-    ///
-    /// # Errors
-    /// As [`Stream::synchronize_timeout`].
-    #[inline]
-    pub fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
-        each!(AnyStream, self, s => s.synchronize_timeout(timeout))
-    }
-
-    /// [`Stream::wait_event`].
-    ///
-    /// # Errors
-    /// As [`Stream::wait_event`]; [`Error::WrongDevice`] for an event of another backend.
-    #[inline]
-    pub fn wait_event(&self, event: &AnyEvent) -> Result<()> {
-        pair!("AnyStream::wait_event", AnyStream, self, AnyEvent, event, s, e => s.wait_event(e))
-    }
-
-    /// [`Stream::enqueue_callback`].
-    ///
-    /// # Errors
-    /// As [`Stream::enqueue_callback`].
-    #[inline]
-    pub fn enqueue_callback(&self, f: HostCallback) -> Result<()> {
-        each!(AnyStream, self, s => s.enqueue_callback(f))
     }
 
     /// [`Stream::host_callback`].
@@ -594,109 +575,6 @@ impl AnyStream {
     #[inline]
     pub fn completed(&self) -> Result<Completion> {
         each!(AnyStream, self, s => s.completed())
-    }
-
-    /// [`Stream::begin_capture`].
-    ///
-    /// # Errors
-    /// As [`Stream::begin_capture`].
-    #[inline]
-    pub fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
-        each!(AnyStream, self, s => s.begin_capture(mode))
-    }
-
-    /// [`Stream::end_capture`].
-    ///
-    /// # Errors
-    /// As [`Stream::end_capture`].
-    #[inline]
-    pub fn end_capture(&self) -> Result<AnyGraph> {
-        each!(AnyStream, self, s => s.end_capture().map(AnyGraph::from))
-    }
-
-    /// [`Stream::capture_status`].
-    #[inline]
-    pub fn capture_status(&self) -> CaptureStatus {
-        each!(AnyStream, self, s => s.capture_status())
-    }
-
-    /// [`Stream::is_capturing`].
-    #[inline]
-    pub fn is_capturing(&self) -> bool {
-        each!(AnyStream, self, s => s.is_capturing())
-    }
-
-    /// [`Stream::attribute`].
-    ///
-    /// # Errors
-    /// As [`Stream::attribute`].
-    #[inline]
-    pub fn attribute(&self, attr: StreamAttr) -> Result<StreamAttrValue> {
-        each!(AnyStream, self, s => s.attribute(attr))
-    }
-
-    /// [`Stream::set_attribute`].
-    ///
-    /// # Errors
-    /// As [`Stream::set_attribute`].
-    #[inline]
-    pub fn set_attribute(&self, value: StreamAttrValue) -> Result<()> {
-        each!(AnyStream, self, s => s.set_attribute(value))
-    }
-
-    /// [`Stream::copy_attributes_from`].
-    ///
-    /// # Errors
-    /// As [`Stream::copy_attributes_from`]; [`Error::WrongDevice`] for a stream of another
-    /// backend.
-    #[inline]
-    pub fn copy_attributes_from(&self, src: &AnyStream) -> Result<()> {
-        pair!("AnyStream::copy_attributes_from", AnyStream, self, AnyStream, src, s, o => s.copy_attributes_from(o))
-    }
-
-    /// [`Stream::set_allocator`].
-    ///
-    /// # Errors
-    /// As [`Stream::set_allocator`].
-    #[inline]
-    pub fn set_allocator(&self, allocator: Option<Arc<dyn Allocator>>) -> Result<()> {
-        each!(AnyStream, self, s => s.set_allocator(allocator))
-    }
-
-    /// [`Stream::allocator`].
-    ///
-    /// # Errors
-    /// As [`Stream::allocator`].
-    #[inline]
-    pub fn allocator(&self) -> Result<Option<Arc<dyn Allocator>>> {
-        each!(AnyStream, self, s => s.allocator())
-    }
-
-    /// [`Stream::memset`].
-    ///
-    /// # Errors
-    /// As [`Stream::memset`]; [`Error::WrongDevice`] for a buffer of another backend.
-    #[inline]
-    pub fn memset(&self, buf: &AnyBuffer, offset: usize, len: usize, value: u8) -> Result<()> {
-        pair!("AnyStream::memset", AnyStream, self, AnyBuffer, buf, s, b => s.memset(b, offset, len, value))
-    }
-
-    /// [`Stream::write`].
-    ///
-    /// # Errors
-    /// As [`Stream::write`]; [`Error::WrongDevice`] for a buffer of another backend.
-    #[inline]
-    pub fn write(&self, dst: &AnyBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
-        pair!("AnyStream::write", AnyStream, self, AnyBuffer, dst, s, b => s.write(b, offset, data))
-    }
-
-    /// [`Stream::read`].
-    ///
-    /// # Errors
-    /// As [`Stream::read`]; [`Error::WrongDevice`] for a buffer of another backend.
-    #[inline]
-    pub fn read(&self, src: &AnyBuffer, offset: usize, len: usize) -> Result<Readback> {
-        pair!("AnyStream::read", AnyStream, self, AnyBuffer, src, s, b => s.read(b, offset, len))
     }
 
     /// [`Stream::copy`].
@@ -828,15 +706,6 @@ impl AnyStream {
 
     // --- end of launch builder ---
 
-    /// [`Stream::alloc_async`].
-    ///
-    /// # Errors
-    /// As [`Stream::alloc_async`].
-    #[inline]
-    pub fn alloc_async(&self, len: usize) -> Result<AnyBuffer> {
-        each!(AnyStream, self, s => s.alloc_async(len).map(AnyBuffer::from))
-    }
-
     /// [`Stream::free_async`].
     ///
     /// # Errors
@@ -849,28 +718,12 @@ impl AnyStream {
 
     // --- ordering and allocation without host sync ---
 
-    /// [`Stream::join`]: later work here waits for the work enqueued on `other` so far.
-    ///
-    /// # Errors
-    /// As [`Stream::join`]; [`Error::WrongDevice`] for a stream of another backend.
-    pub fn join(&self, other: &AnyStream) -> Result<()> {
-        pair!("AnyStream::join", AnyStream, self, AnyStream, other, s, o => s.join(o))
-    }
-
     /// [`Stream::record_event`]: a fresh event recorded here.
     ///
     /// # Errors
     /// As [`Stream::record_event`].
     pub fn record_event(&self) -> Result<AnyEvent> {
         each!(AnyStream, self, s => Stream::record_event(s).map(AnyEvent::from))
-    }
-
-    /// [`Stream::record_use`]: work enqueued here so far (through the raw handle) uses `buf`.
-    ///
-    /// # Errors
-    /// As [`Stream::record_use`]; [`Error::WrongDevice`] for a buffer of another backend.
-    pub fn record_use(&self, buf: &AnyBuffer) -> Result<()> {
-        pair!("AnyStream::record_use", AnyStream, self, AnyBuffer, buf, s, b => s.record_use(b))
     }
 
     // --- end of ordering and allocation without host sync ---
@@ -905,24 +758,6 @@ impl AnyStream {
         pair!("AnyStream::wait_value64", AnyStream, self, AnyBuffer, buf, s, b => s.wait_value64(b, offset, value, cond))
     }
 
-    /// [`Stream::write_value32`].
-    ///
-    /// # Errors
-    /// As [`Stream::write_value32`]; [`Error::WrongDevice`] for a buffer of another backend.
-    #[inline]
-    pub fn write_value32(&self, buf: &AnyBuffer, offset: usize, value: u32) -> Result<()> {
-        pair!("AnyStream::write_value32", AnyStream, self, AnyBuffer, buf, s, b => s.write_value32(b, offset, value))
-    }
-
-    /// [`Stream::write_value64`].
-    ///
-    /// # Errors
-    /// As [`Stream::write_value64`]; [`Error::WrongDevice`] for a buffer of another backend.
-    #[inline]
-    pub fn write_value64(&self, buf: &AnyBuffer, offset: usize, value: u64) -> Result<()> {
-        pair!("AnyStream::write_value64", AnyStream, self, AnyBuffer, buf, s, b => s.write_value64(b, offset, value))
-    }
-
     /// `dst` when it is of this stream's backend, else the mixing error.
     fn same_buffer<'a>(&self, op: &str, dst: &'a AnyBuffer) -> Result<&'a AnyBuffer> {
         if dst.kind() == self.kind() {
@@ -933,6 +768,15 @@ impl AnyStream {
     }
 }
 
+forward! { AnyBuffer: Buffer;
+    /// [`Buffer::len`].
+    fn len() -> usize;
+    /// [`Buffer::is_empty`].
+    fn is_empty() -> bool;
+    /// [`Buffer::device_address`].
+    fn device_address() -> u64;
+}
+
 impl AnyBuffer {
     /// The typed buffer of the backend of stream `_s` (the caller checked the kinds).
     fn downcast_same<S: Stream>(&self, op: &str, _s: &S) -> Result<&<S::B as Backend>::Buffer>
@@ -941,24 +785,6 @@ impl AnyBuffer {
     {
         <S::B as Erasable>::buffer_of(self)
             .ok_or_else(|| mixed(op, <S::B as Backend>::KIND, self.kind()))
-    }
-
-    /// [`Buffer::len`].
-    #[inline]
-    pub fn len(&self) -> usize {
-        each!(AnyBuffer, self, b => b.len())
-    }
-
-    /// [`Buffer::is_empty`].
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        each!(AnyBuffer, self, b => b.is_empty())
-    }
-
-    /// [`Buffer::device_address`].
-    #[inline]
-    pub fn device_address(&self) -> u64 {
-        each!(AnyBuffer, self, b => b.device_address())
     }
 
     /// [`Buffer::into_raw`]: gives up ownership without freeing; never waits. The caller
@@ -1009,29 +835,16 @@ where
         .collect()
 }
 
-impl AnyModule {
+forward! { AnyModule: Module;
     /// The function called `name` ([`Module::function`]).
-    ///
-    /// # Errors
-    /// As [`Module::function`].
-    #[inline]
-    pub fn function(&self, name: &str) -> Result<AnyFunction> {
-        each!(AnyModule, self, m => m.function(name).map(AnyFunction::from))
-    }
+    fn function(name: &str) -> Result<AnyFunction>;
 }
 
-impl AnyFunction {
+forward! { AnyFunction: Function;
     /// [`Function::name`].
-    #[inline]
-    pub fn name(&self) -> &str {
-        each!(AnyFunction, self, f => f.name())
-    }
-
+    fn name() -> &str;
     /// [`Function::params`].
-    #[inline]
-    pub fn params(&self) -> Option<&[ParamKind]> {
-        each!(AnyFunction, self, f => f.params())
-    }
+    fn params() -> Option<&[ParamKind]>;
 }
 
 /// The typed host buffer of the backend of stream `_s`.
@@ -1149,95 +962,38 @@ impl<B: Backend> HostBufferKind for HostBuffer<B> {
     }
 }
 
+forward! { AnyEvent: Event;
+    /// [`Event::flags`].
+    fn flags() -> EventFlags;
+    /// [`Event::report`].
+    fn report() -> &FlagReport;
+    /// [`Event::record`].
+    fn record(@stream: &AnyStream) -> Result<()>;
+    /// [`Event::query`].
+    fn query() -> Result<Status>;
+    /// [`Event::synchronize`].
+    fn synchronize() -> Result<()>;
+    /// [`Event::synchronize_timeout`].
+    fn synchronize_timeout(timeout: Duration) -> Result<()>;
+    /// [`Event::elapsed_ms`] from `self` (start) to `end`.
+    fn elapsed_ms(@end: &AnyEvent) -> Result<f32>;
+    /// [`Event::completed`].
+    fn completed() -> Result<Completion>;
+}
+
 impl AnyEvent {
     /// Its device ([`Event::device`]; a clone, which shares the device).
     #[inline]
     pub fn device(&self) -> AnyDevice {
         each!(AnyEvent, self, e => e.device().clone().into())
     }
-
-    /// [`Event::flags`].
-    #[inline]
-    pub fn flags(&self) -> EventFlags {
-        each!(AnyEvent, self, e => e.flags())
-    }
-
-    /// [`Event::report`].
-    #[inline]
-    pub fn report(&self) -> &FlagReport {
-        each!(AnyEvent, self, e => e.report())
-    }
-
-    /// [`Event::record`].
-    ///
-    /// # Errors
-    /// As [`Event::record`]; [`Error::WrongDevice`] for a stream of another backend.
-    #[inline]
-    pub fn record(&self, stream: &AnyStream) -> Result<()> {
-        pair!("AnyEvent::record", AnyEvent, self, AnyStream, stream, e, s => e.record(s))
-    }
-
-    /// [`Event::query`].
-    ///
-    /// # Errors
-    /// As [`Event::query`].
-    #[inline]
-    pub fn query(&self) -> Result<Status> {
-        each!(AnyEvent, self, e => e.query())
-    }
-
-    /// [`Event::synchronize`].
-    ///
-    /// # Errors
-    /// As [`Event::synchronize`].
-    #[inline]
-    pub fn synchronize(&self) -> Result<()> {
-        each!(AnyEvent, self, e => e.synchronize())
-    }
-
-    /// [`Event::synchronize_timeout`].
-    ///
-    /// # Errors
-    /// As [`Event::synchronize_timeout`].
-    #[inline]
-    pub fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
-        each!(AnyEvent, self, e => e.synchronize_timeout(timeout))
-    }
-
-    /// [`Event::elapsed_ms`] from `self` (start) to `end`.
-    ///
-    /// # Errors
-    /// As [`Event::elapsed_ms`]; [`Error::WrongDevice`] for an event of another backend.
-    #[inline]
-    pub fn elapsed_ms(&self, end: &AnyEvent) -> Result<f32> {
-        pair!("AnyEvent::elapsed_ms", AnyEvent, self, AnyEvent, end, a, b => a.elapsed_ms(b))
-    }
-
-    /// [`Event::completed`].
-    ///
-    /// # Errors
-    /// As [`Event::completed`].
-    #[inline]
-    pub fn completed(&self) -> Result<Completion> {
-        each!(AnyEvent, self, e => e.completed())
-    }
 }
 
-impl AnyGraph {
+forward! { AnyGraph: Graph;
     /// [`Graph::node_count`].
-    #[inline]
-    pub fn node_count(&self) -> usize {
-        each!(AnyGraph, self, g => g.node_count())
-    }
-
+    fn node_count() -> usize;
     /// [`Graph::launch`]: one replay on `stream`.
-    ///
-    /// # Errors
-    /// As [`Graph::launch`]; [`Error::WrongDevice`] for a stream of another backend.
-    #[inline]
-    pub fn launch(&self, stream: &AnyStream) -> Result<()> {
-        pair!("AnyGraph::launch", AnyGraph, self, AnyStream, stream, g, s => g.launch(s))
-    }
+    fn launch(@stream: &AnyStream) -> Result<()>;
 }
 
 mod raw;

@@ -224,34 +224,60 @@ impl AnyStream {
         each!(AnyStream, self, s => s.reduce_view(typed_view(OP, s, d)?, typed_view(OP, s, v)?, r))
     }
 
-    /// [`Stream::write_from`]: synchronous with respect to `src`.
+    /// Renamed [`AnyStream::write_from_blocking`].
     ///
     /// # Errors
-    /// As [`Stream::write_from`].
-    #[inline]
+    /// As [`AnyStream::write_from_blocking`].
+    #[deprecated(since = "0.2.0", note = "renamed `write_from_blocking`")]
     pub fn write_from<'v, T: xstream_core::bytemuck::Pod>(
         &self,
         dst: impl Into<BufferView<'v, AnyBuffer>>,
         src: &[T],
     ) -> Result<()> {
-        const OP: &str = "AnyStream::write_from";
-        let v = dst.into();
-        each!(AnyStream, self, s => s.write_from(typed_view(OP, s, v)?, src))
+        self.write_from_blocking(dst, src)
     }
 
-    /// [`Stream::read_into`].
+    /// Renamed [`AnyStream::read_into_blocking`].
     ///
     /// # Errors
-    /// As [`Stream::read_into`].
-    #[inline]
+    /// As [`AnyStream::read_into_blocking`].
+    #[deprecated(since = "0.2.0", note = "renamed `read_into_blocking`")]
     pub fn read_into<'v, T: xstream_core::bytemuck::Pod>(
         &self,
         src: impl Into<BufferView<'v, AnyBuffer>>,
         dst: &mut [T],
     ) -> Result<()> {
-        const OP: &str = "AnyStream::read_into";
+        self.read_into_blocking(src, dst)
+    }
+
+    /// [`Stream::write_from_blocking`]: synchronous with respect to `src`.
+    ///
+    /// # Errors
+    /// As [`Stream::write_from_blocking`].
+    #[inline]
+    pub fn write_from_blocking<'v, T: xstream_core::bytemuck::Pod>(
+        &self,
+        dst: impl Into<BufferView<'v, AnyBuffer>>,
+        src: &[T],
+    ) -> Result<()> {
+        const OP: &str = "AnyStream::write_from_blocking";
+        let v = dst.into();
+        each!(AnyStream, self, s => s.write_from_blocking(typed_view(OP, s, v)?, src))
+    }
+
+    /// [`Stream::read_into_blocking`].
+    ///
+    /// # Errors
+    /// As [`Stream::read_into_blocking`].
+    #[inline]
+    pub fn read_into_blocking<'v, T: xstream_core::bytemuck::Pod>(
+        &self,
+        src: impl Into<BufferView<'v, AnyBuffer>>,
+        dst: &mut [T],
+    ) -> Result<()> {
+        const OP: &str = "AnyStream::read_into_blocking";
         let v = src.into();
-        each!(AnyStream, self, s => s.read_into(typed_view(OP, s, v)?, dst))
+        each!(AnyStream, self, s => s.read_into_blocking(typed_view(OP, s, v)?, dst))
     }
 
     /// [`Stream::write_from_host`].

@@ -24,8 +24,8 @@
 
 use std::time::Instant;
 
-use crate::module::{lcg_launch, BUILTIN_LCG};
-use crate::{
+use xstream_core::module::{lcg_launch, BUILTIN_LCG};
+use xstream_core::{
     lcg_reference, Backend, Capabilities, Device, Error, Event, EventDesc, FunctionOf,
     HostAllocDesc, HostBuffer, Kernel, KernelArg, Module, Readback, ReduceKind, ReduceType,
     Reduction, Result, Stream, StreamDesc, StreamFlags,
@@ -238,7 +238,7 @@ impl<B: Backend> Pipeline<B> {
         let kernels = auto && caps.contains(Capabilities::KERNELS);
         let reduce = lcg.is_none() && !kernels && caps.contains(Capabilities::REDUCE);
         if compute == ComputeChoice::Reduce && !reduce {
-            return Err(crate::reduce::unsupported(
+            return Err(xstream_core::reduce::unsupported(
                 B::KIND,
                 "the pipeline's reduce stage needs Capabilities::REDUCE",
             ));

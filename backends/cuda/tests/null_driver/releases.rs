@@ -1,0 +1,232 @@
+//! Where memory is released: buffers of a dropped stream (on the dropping thread when the work
+//! is known complete, after it otherwise) and the raw-buffer round trip, against the double's
+//! allocation table.
+
+use super::*;
+
+/// Waits until every thread made `want` calls of `name` since the last reset, at most `guard`
+/// (not a timing bound: a buffer's `cuMemFree` may run behind its stream's work, off the
+/// dropping thread). Returns the count then.
+pub(crate) fn wait_calls(null: &Null, name: &str, want: u64, guard: Duration) -> u64 {
+    let end = Instant::now() + guard;
+    loop {
+        let n = null.calls(name);
+        if n >= want || Instant::now() > end {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// What a dropped stream does with the buffers its work used (`backends/cuda/src/stream/drop.rs`):
+/// when its work is known complete (here observed through an event only, so its keep-alive
+/// list was never trimmed, as in the conformance check `record_event_orders`), the last
+/// reference's `cuMemFree` runs on the dropping thread before `drop` returns, never later on
+/// another thread (where it would wait for the whole device at a moment no caller controls);
+/// while its work is still held, the drop frees nothing and returns, and the memory is freed
+/// once the work ran. Behaviour of this crate's code only: the double is not a GPU.
+pub(crate) fn dropped_stream_releases(
+    null: &Null,
+    dev: &xstream_cuda::CudaDevice,
+    f: &xstream_cuda::CudaFunction,
+) {
+    use xstream_core::Event;
+    let single = LaunchConfig::single();
+    let launch = |s: &CudaStream, b: &xstream_cuda::CudaBuffer| {
+        s.launch_kernel(
+            f,
+            &single,
+            &[KernelArg::Buffer(b), KernelArg::U32(1), KernelArg::F32(1.0)],
+        )
+        .expect("launch with a buffer")
+    };
+
+    // Completed work, seen through an event: freed inline, on this thread.
+    let a = dev.create_stream(&nb()).expect("create_stream");
+    let b = dev.alloc(LEN).expect("alloc");
+    launch(&a, &b);
+    let e = a.record_event().expect("record_event");
+    drop(b);
+    e.synchronize().expect("event synchronize");
+    drop(e);
+    null.reset();
+    drop(a);
+    assert_eq!(
+        null.count(b"xnull_thread_calls\0", "cuMemFree_v2"),
+        1,
+        "a dropped stream whose work had completed left its buffer's cuMemFree to another \
+         thread (it runs later, at a time the caller does not control)"
+    );
+    // This thread's calls only: another thread's late release of an earlier check's work
+    // may launch a host function meanwhile (seen once on a loaded CI machine).
+    assert_eq!(
+        null.count(b"xnull_thread_calls\0", "cuLaunchHostFunc"),
+        0,
+        "a completed stream's release went through a host function"
+    );
+
+    // Work held by a host callback: the drop frees nothing and returns; the free follows the
+    // work.
+    let a = dev.create_stream(&nb()).expect("create_stream");
+    let b = dev.alloc(LEN).expect("alloc");
+    let (open, held) = std::sync::mpsc::channel::<()>();
+    a.host_callback(move |_| {
+        // A guard, not a timing bound: the test opens it below.
+        let _ = held.recv_timeout(Duration::from_secs(30));
+    })
+    .expect("host_callback");
+    launch(&a, &b);
+    drop(b);
+    null.reset();
+    drop(a);
+    assert_eq!(
+        null.calls("cuMemFree_v2"),
+        0,
+        "a dropped stream freed a buffer its held work still uses"
+    );
+    open.send(()).expect("open the held callback");
+    assert_eq!(
+        wait_calls(null, "cuMemFree_v2", 1, Duration::from_secs(10)),
+        1,
+        "the buffer of a dropped stream was not freed once its work ran"
+    );
+    println!("dropped streams: completed work released inline, held work released after it ran");
+}
+
+/// `Buffer::into_raw` / `from_raw` / `from_raw_borrowed` through the CUDA backend's own code
+/// (`backends/cuda/src/memory.rs`), against the double's allocation table: the bytes survive
+/// the round trip, `into_raw` frees nothing, a borrowed buffer never frees, the owner frees
+/// exactly once, and the descriptors the driver can check (`cuMemGetAddressRange`) are refused
+/// when wrong. Behaviour of this crate's code only: the double is not a GPU.
+pub(crate) fn raw_buffers(null: &Null, dev: &xstream_cuda::CudaDevice, s: &CudaStream) {
+    use xstream_core::{BackendKind, Error, RawAlloc, RawBuffer};
+    let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let b = dev.alloc(1000).expect("alloc");
+    s.write_from_blocking(&b, &data)
+        .expect("write_from_blocking");
+    null.reset();
+    let raw = b.into_raw();
+    s.synchronize().expect("synchronize");
+    assert_eq!(
+        raw.len, 1000,
+        "the descriptor's length is not the requested one"
+    );
+    assert_eq!(raw.alloc, RawAlloc::Plain);
+    assert_eq!(raw.backend, BackendKind::Cuda);
+    assert_eq!(null.calls("cuMemFree_v2"), 0, "into_raw freed the memory");
+
+    // Descriptors the backend must refuse (checked before anything is taken over).
+    let refused = |r: xstream_core::Result<xstream_cuda::CudaBuffer>, what: &str| match r {
+        Err(Error::InvalidArgument(_) | Error::WrongDevice(_) | Error::Unsupported { .. }) => {}
+        other => panic!("{what}: expected a refusal, got {other:?}"),
+    };
+    let bad = [
+        (
+            RawBuffer {
+                backend: BackendKind::Host,
+                ..raw
+            },
+            "another backend",
+        ),
+        (
+            RawBuffer {
+                ordinal: raw.ordinal + 1,
+                ..raw
+            },
+            "another device",
+        ),
+        (RawBuffer { address: 0, ..raw }, "a null address"),
+        (
+            RawBuffer {
+                address: raw.address + 16,
+                len: 16,
+                ..raw
+            },
+            "owned, not at the allocation's base",
+        ),
+        (
+            RawBuffer {
+                len: raw.len + (1 << 20),
+                ..raw
+            },
+            "past the allocation's end",
+        ),
+        (
+            RawBuffer {
+                address: 0x10,
+                len: 16,
+                ..raw
+            },
+            "no allocation there",
+        ),
+    ];
+    for (r, what) in bad {
+        // SAFETY: each descriptor is refused before any memory is taken over (the assertion).
+        refused(unsafe { xstream_cuda::CudaBuffer::from_raw(dev, r) }, what);
+    }
+    // A part of a live allocation may be borrowed; past its end may not.
+    // SAFETY: the range lies inside the live allocation, which outlives the borrow.
+    let part = unsafe {
+        xstream_cuda::CudaBuffer::from_raw_borrowed(
+            dev,
+            RawBuffer {
+                address: raw.address + 16,
+                len: 16,
+                ..raw
+            },
+        )
+    }
+    .expect("borrow a part of a live allocation");
+    assert_eq!(part.len(), 16);
+    // SAFETY: refused before anything is taken over (the assertion).
+    refused(
+        unsafe {
+            xstream_cuda::CudaBuffer::from_raw_borrowed(
+                dev,
+                RawBuffer {
+                    len: raw.len + (1 << 20),
+                    ..raw
+                },
+            )
+        },
+        "borrowed past the allocation's end",
+    );
+
+    // SAFETY: `raw` came from `into_raw` of a live plain allocation of this device; nothing
+    // else frees it.
+    let back = unsafe { xstream_cuda::CudaBuffer::from_raw(dev, raw) }.expect("from_raw");
+    // SAFETY: the same allocation, owned by `back`, which outlives `alias`.
+    let alias = unsafe { xstream_cuda::CudaBuffer::from_raw_borrowed(dev, raw) }
+        .expect("from_raw_borrowed");
+    let mut got = vec![0u8; 1000];
+    s.read_into_blocking(&alias, &mut got)
+        .expect("read_into_blocking");
+    assert_eq!(got, data, "the bytes did not survive into_raw / from_raw");
+    s.memset(&back, 0, 8, 0xee)
+        .expect("memset through the owner");
+    s.read_into_blocking(&alias, &mut got)
+        .expect("read_into_blocking");
+    assert_eq!(
+        &got[..8],
+        &[0xee; 8],
+        "the alias does not see the owner's write"
+    );
+    drop(alias);
+    drop(part);
+    s.synchronize().expect("synchronize");
+    assert_eq!(
+        // A short window: a free would come from the drops just made (the owner's, below,
+        // takes the same path and is waited for up to 10 s).
+        wait_calls(null, "cuMemFree_v2", 1, Duration::from_millis(300)),
+        0,
+        "a borrowed buffer freed its owner's memory"
+    );
+    drop(back);
+    s.synchronize().expect("synchronize");
+    assert_eq!(
+        wait_calls(null, "cuMemFree_v2", 1, Duration::from_secs(10)),
+        1,
+        "the buffer taken back by from_raw was not freed exactly once"
+    );
+    println!("raw buffers: round trip, refusals and frees as intended");
+}
