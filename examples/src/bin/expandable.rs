@@ -19,8 +19,9 @@
 //! allocation call (wall clock of this run, not a benchmark). It checks that every block holds
 //! what the stream wrote into it.
 //!
-//! Not done here: stream-ordered reuse across streams (a segment serves one stream; a free
-//! from another stream would need an event before reuse).
+//! **Across streams**: a segment serves one stream; a block another stream used is freed with
+//! an event recorded on that stream (no host wait), and the segment's stream waits for the
+//! event before it hands the memory out again.
 //!
 //! ```sh
 //! cargo run -p xstream-examples --bin expandable -- --backend host
@@ -31,8 +32,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use xstream::{
-    Backend, Buffer, BufferOf, Capabilities, Device, Error, Result, Stream, StreamDesc,
-    VirtualMemory, VirtualRange,
+    Backend, Buffer, BufferOf, Capabilities, Device, Error, EventOf, Result, Stream, StreamDesc,
+    StreamOf, VirtualMemory, VirtualRange,
 };
 
 /// Address space reserved per segment.
@@ -61,6 +62,11 @@ struct Expandable<B: Backend> {
     blocks: BTreeMap<usize, (usize, bool)>,
     /// Free blocks as (size, offset), for best fit.
     free: BTreeSet<(usize, usize)>,
+    /// Events recorded on other streams that used a free block (by the block's offset): the
+    /// segment's stream waits for them before it hands the memory out again.
+    events: BTreeMap<usize, Vec<EventOf<B>>>,
+    /// Waits enqueued for such reuses.
+    waits: usize,
     peak_mapped: usize,
     maps: usize,
     calls: u32,
@@ -76,6 +82,8 @@ impl<B: Backend> Expandable<B> {
             mapped: 0,
             blocks: BTreeMap::new(),
             free: BTreeSet::new(),
+            events: BTreeMap::new(),
+            waits: 0,
             peak_mapped: 0,
             maps: 0,
             calls: 0,
@@ -116,7 +124,9 @@ impl<B: Backend> Expandable<B> {
         Ok(())
     }
 
-    fn alloc(&mut self, len: usize) -> Result<Block<B>> {
+    /// A block of `len` bytes for the segment's stream `s`, ordered after the other streams'
+    /// work on its memory before it was freed.
+    fn alloc(&mut self, len: usize, s: &StreamOf<B>) -> Result<Block<B>> {
         let t = Instant::now();
         let size = round(len);
         let fit = self.free.range((size, 0)..).next().copied();
@@ -132,6 +142,12 @@ impl<B: Backend> Expandable<B> {
             }
         };
         self.free.remove(&(bsize, off));
+        // Stream-ordered reuse: `s` waits for every stream that used this memory; the rest
+        // of the block is used on `s` only, so one wait covers it too.
+        for e in self.events.remove(&off).unwrap_or_default() {
+            s.wait_event(&e)?;
+            self.waits += 1;
+        }
         self.blocks.insert(off, (size, false));
         if bsize > size {
             self.blocks.insert(off + size, (bsize - size, true));
@@ -147,14 +163,20 @@ impl<B: Backend> Expandable<B> {
         })
     }
 
-    /// Frees a block (its buffer goes; the memory stays mapped) and coalesces it.
-    fn free(&mut self, b: Block<B>) {
+    /// Frees a block (its buffer goes; the memory stays mapped) and coalesces it; `used_on`:
+    /// another stream that used it (an event recorded there orders the reuse).
+    fn free(&mut self, b: Block<B>, used_on: Option<&StreamOf<B>>) -> Result<()> {
         let (mut off, mut size) = (b.offset, b.size);
         drop(b.buf);
+        let mut events = match used_on {
+            Some(t) => vec![t.record_event()?],
+            None => Vec::new(),
+        };
         if let Some((&o, &(s, true))) = self.blocks.range(..off).next_back() {
             if o + s == off {
                 self.free.remove(&(s, o));
                 self.blocks.remove(&off);
+                events.extend(self.events.remove(&o).unwrap_or_default());
                 off = o;
                 size += s;
             }
@@ -162,10 +184,15 @@ impl<B: Backend> Expandable<B> {
         if let Some(&(s, true)) = self.blocks.get(&(off + size)) {
             self.free.remove(&(s, off + size));
             self.blocks.remove(&(off + size));
+            events.extend(self.events.remove(&(off + size)).unwrap_or_default());
             size += s;
         }
         self.blocks.insert(off, (size, true));
         self.free.insert((size, off));
+        if !events.is_empty() {
+            self.events.insert(off, events);
+        }
+        Ok(())
     }
 }
 
@@ -214,9 +241,10 @@ impl<B: Backend> PerBlock<B> {
     }
 }
 
-/// The workload's requests, in order: `Alloc(id, bytes)` or `Free(id)`.
+/// The workload's requests, in order: `Alloc(id, bytes, used on the second stream)` or
+/// `Free(id)`.
 enum Op {
-    Alloc(usize, usize),
+    Alloc(usize, usize, bool),
     Free(usize),
 }
 
@@ -243,13 +271,14 @@ fn workload() -> Vec<Op> {
         let mut keep = Vec::new();
         for _ in 0..layers {
             let act = seq * hidden * 4;
-            ops.push(Op::Alloc(id, act));
+            ops.push(Op::Alloc(id, act, false));
             keep.push(id);
             id += 1;
-            // Temporaries of the layer: attention scores and an MLP intermediate.
+            // Temporaries of the layer: attention scores (also used on a second stream) and
+            // an MLP intermediate.
             let (scores, mlp) = (id, id + 1);
-            ops.push(Op::Alloc(scores, seq * seq * 2));
-            ops.push(Op::Alloc(mlp, seq * hidden * 16));
+            ops.push(Op::Alloc(scores, seq * seq * 2, true));
+            ops.push(Op::Alloc(mlp, seq * hidden * 16, false));
             id += 2;
             ops.push(Op::Free(scores));
             ops.push(Op::Free(mlp));
@@ -267,32 +296,56 @@ fn run<B: Backend>() -> Result<()> {
     let s = dev.create_stream(&StreamDesc::new())?;
     let ops = workload();
 
-    // Expandable segment: write a tag into each block, check it before its free.
+    // Expandable segment: write a tag into each block, check it before its free. Blocks of
+    // the second stream `t`: `t` waits for the allocation's memset, writes its own tag and
+    // reads it back; the block is freed at once (no host wait) with an event on `t`, and the
+    // readback is checked at the end: a reuse not ordered after `t`'s read would show in it.
+    let t = dev.create_stream(&StreamDesc::new())?;
     let mut exp = Expandable::<B>::new(&dev)?;
-    let mut live: BTreeMap<usize, (Block<B>, usize)> = BTreeMap::new();
+    let mut live: BTreeMap<usize, (Block<B>, usize, bool)> = BTreeMap::new();
+    let mut later = Vec::new();
     let (mut live_bytes, mut peak_live) = (0usize, 0usize);
     let mut checked = 0usize;
     for op in &ops {
         match *op {
-            Op::Alloc(id, len) => {
-                let b = exp.alloc(len)?;
+            Op::Alloc(id, len, other) => {
+                let b = exp.alloc(len, &s)?;
                 s.memset(&b.buf, 0, b.buf.len(), (id % 251) as u8)?;
+                if other {
+                    t.wait_event(&s.record_event()?)?;
+                    t.memset(&b.buf, 0, b.buf.len(), (id % 251) as u8 ^ 0x5a)?;
+                }
                 live_bytes += len;
                 peak_live = peak_live.max(live_bytes);
-                live.insert(id, (b, len));
+                live.insert(id, (b, len, other));
             }
             Op::Free(id) => {
-                let (b, len) = live.remove(&id).expect("freed once");
+                let (b, len, other) = live.remove(&id).expect("freed once");
+                live_bytes -= len;
+                if other {
+                    later.push((id, t.read(&b.buf, len - 1, 1)?));
+                    exp.free(b, Some(&t))?;
+                    continue;
+                }
                 let back = s.read(&b.buf, len - 1, 1)?;
                 s.synchronize()?;
                 if back.take()? != [(id % 251) as u8] {
                     return Err(Error::invalid(format!("block {id} lost its bytes")));
                 }
                 checked += 1;
-                live_bytes -= len;
-                exp.free(b);
+                exp.free(b, None)?;
             }
         }
+    }
+    t.synchronize()?;
+    for (id, back) in later {
+        if back.take()? != [(id % 251) as u8 ^ 0x5a] {
+            return Err(Error::invalid(format!(
+                "block {id}: the second stream's bytes were overwritten before its read (a \
+                 reuse not ordered after it)"
+            )));
+        }
+        checked += 1;
     }
     s.synchronize()?;
 
@@ -309,7 +362,7 @@ fn run<B: Backend>() -> Result<()> {
     let mut held: BTreeMap<usize, (usize, BufferOf<B>)> = BTreeMap::new();
     for op in &ops {
         match *op {
-            Op::Alloc(id, len) => {
+            Op::Alloc(id, len, _) => {
                 held.insert(id, pb.alloc(len)?);
             }
             Op::Free(id) => {
@@ -324,10 +377,11 @@ fn run<B: Backend>() -> Result<()> {
     let mib = |n: usize| n as f64 / (1 << 20) as f64;
     let per_call = |t: Duration, n: u32| t.as_secs_f64() * 1e6 / f64::from(n.max(1));
     println!(
-        "workload: {} allocations, {} frees; granularity {} MiB",
+        "workload: {} allocations, {} frees; granularity {} MiB; {} reuses waited for the second stream",
         exp.calls,
         checked,
-        mib(g)
+        mib(g),
+        exp.waits
     );
     println!(
         "peak live: {:.1} MiB ({:.1} MiB rounded up to the granularity)",
