@@ -16,7 +16,8 @@
 #   platform files in `run/data` beside it) instead of building them: steps 1-3 are skipped, the
 #   mirrors are then only read for the commits printed,
 #   CANN_CONFORM=1 to also run, against the built runtime, `xstream conform --backend ascend`
-#   (CONFORM_REPEATS runs, default 3, each within CONFORM_TIMEOUT seconds, default 300; each must
+#   (CONFORM_REPEATS runs, default 3, over HAL_SIM_DEVICES emulated devices, default 2, each
+#   within CONFORM_TIMEOUT seconds, default 300; each must
 #   fail exactly the checks in KNOWN_FAILS, default "flag_policy"), the bad-input cases (tests/tests/bad_input.rs,
 #   `ascend_real_runtime_refuses_bad_input`) and the examples that need no kernel binary.
 # Needs the Debian packages cmake, nlohmann-json3-dev, libprotobuf-dev, protobuf-compiler, gcc.
@@ -27,6 +28,8 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# Where cargo puts what it builds (CARGO_TARGET_DIR when set).
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 WORK=${WORK:-/tmp/xstream-cann}
 JOBS=${JOBS:-2}
 RT_REF=${RT_REF:-HEAD}
@@ -128,7 +131,7 @@ else
   cp -L "$LC/csec/lib/libc_sec.so" "$RUN/lib64/"
   cp -r "$SRC/src/platform/platform_config/cann" "$RUN/data/platform_config"
 fi
-cp "$ROOT/target/release/libascend_hal.so" "$RUN/lib64/"
+cp "$TARGET/release/libascend_hal.so" "$RUN/lib64/"
 pass "driver emulation built and installed as $RUN/lib64/libascend_hal.so"
 
 # 5. The feasibility program.
@@ -147,12 +150,16 @@ if [ "${CANN_CONFORM:-0}" = "1" ]; then
   if ! (cd "$ROOT" && nice cargo build -p xstream-cli >"$WORK/cargo-cli.log" 2>&1); then
     fail "xstream CLI build (see $WORK/cargo-cli.log)"
   else
+    # Two emulated devices (XSTREAM_HAL_SIM_DEVICES; HAL_SIM_DEVICES=1 for one), so that the
+    # checks between devices (peer_copy, foreign_buffers with device 1) run.
+    HAL_SIM_DEVICES=${HAL_SIM_DEVICES:-2}
+    echo "emulated devices for conformance: $HAL_SIM_DEVICES"
     # Each run must finish (no hang, no crash at exit: status 0, or 1 with failing checks) with
     # exactly the failures docs/simulators.md explains (KNOWN_FAILS, space-separated).
     for i in $(seq 1 "${CONFORM_REPEATS:-3}"); do
       LOG=$WORK/conform-$i.log
-      XSTREAM_ACL_LIBRARY="$RUN/lib64/libacl_rt.so" LD_LIBRARY_PATH="$RUN/lib64" \
-        timeout "${CONFORM_TIMEOUT:-300}" "$ROOT/target/debug/xstream" conform --backend ascend >"$LOG" 2>&1
+      XSTREAM_HAL_SIM_DEVICES="$HAL_SIM_DEVICES" XSTREAM_ACL_LIBRARY="$RUN/lib64/libacl_rt.so" LD_LIBRARY_PATH="$RUN/lib64" \
+        timeout "${CONFORM_TIMEOUT:-300}" "$TARGET/debug/xstream" conform --backend ascend >"$LOG" 2>&1
       rc=$?
       [ "$i" = 1 ] && grep -E '^(PASS|FAIL|SKIP)' "$LOG"
       got=$(grep -oE '^FAIL [a-z0-9_]+' "$LOG" | cut -d' ' -f2 | sort | tr '\n' ' ' | sed 's/ $//')
@@ -184,7 +191,7 @@ if [ "${CANN_CONFORM:-0}" = "1" ]; then
     for ex in pipeline async_streams runtime_skeleton erased_runtime tensor; do
       LOG=$WORK/example-$ex.log
       if XSTREAM_ACL_LIBRARY="$RUN/lib64/libacl_rt.so" LD_LIBRARY_PATH="$RUN/lib64" \
-        timeout 120 "$ROOT/target/debug/$ex" --backend ascend >"$LOG" 2>&1 && grep -q '^verified: ' "$LOG"; then
+        timeout 120 "$TARGET/debug/$ex" --backend ascend >"$LOG" 2>&1 && grep -q '^verified: ' "$LOG"; then
         pass "example $ex on the real runtime: $(grep '^verified: ' "$LOG")"
       else
         fail "example $ex on the real runtime (log: $LOG)"

@@ -8,8 +8,10 @@ use xstream_core::{
 
 use crate::{nb, pass, CheckResult, Ctx, Env, Gate};
 
+/// How long the kernel-free `event_timing` variant holds its stream between the two records.
+const HELD_MS: u64 = 30;
+
 pub(crate) fn event_timing<B: Backend>(env: &Env<B>) -> CheckResult {
-    need!(env, Capabilities::KERNELS, "a delay kernel");
     let dev = &env.device;
     let s = dev.create_stream(&nb()).ctx("create")?;
     let e0 = dev.create_event(&EventDesc::new()).ctx("event")?;
@@ -18,23 +20,47 @@ pub(crate) fn event_timing<B: Backend>(env: &Env<B>) -> CheckResult {
     let notime = dev
         .create_event(&EventDesc::new().flags(EventFlags::DISABLE_TIMING))
         .ctx("event")?;
+    // Kernel-free, every backend: a host function holds the stream between the two records
+    // until the test opens it, at least HELD_MS after the first record completed.
     let wall = Instant::now();
     e0.record(&s).ctx("record")?;
-    s.launch(Kernel::Delay(Duration::from_millis(30)))
-        .ctx("delay")?;
+    let gate = Gate::hold::<B>(&s)?;
     e1.record(&s).ctx("record")?;
     notime.record(&s).ctx("record")?;
+    e0.synchronize().ctx("first record's sync")?;
+    std::thread::sleep(Duration::from_millis(HELD_MS));
+    gate.open();
     e1.synchronize().ctx("event sync")?;
-    // Both bounds are logical, not timing budgets: the 30 ms delay lies between the two
-    // records (20 ms leaves room for a device clock that runs the delay a little short), and
+    ensure!(gate.released(), "the gate was not released by the test");
+    // Both bounds are logical, not timing budgets: the second record ran after the gate
+    // opened, at least HELD_MS after the first one had completed (10 ms of slack for a device clock that reads a little short), and
     // no more time can pass between them than passed on the host around them (1 ms of slack
     // for the two clocks' resolutions).
     let around = wall.elapsed().as_secs_f64() * 1e3 + 1.0;
-    let ms = f64::from(e0.elapsed_ms(&e1).ctx("elapsed")?);
+    let held_ms = f64::from(e0.elapsed_ms(&e1).ctx("elapsed")?);
     ensure!(
-        (20.0..=around).contains(&ms),
-        "elapsed {ms} ms around a 30 ms delay, within {around:.1} ms of host time"
+        (HELD_MS as f64 - 10.0..=around).contains(&held_ms),
+        "elapsed {held_ms} ms around a stream held {HELD_MS} ms by a host function, within {around:.1} ms of host time"
     );
+    let mut what = format!("{held_ms:.2} ms around a stream held {HELD_MS} ms by a host function");
+    if dev.info().capabilities.contains(Capabilities::KERNELS) {
+        let wall = Instant::now();
+        e0.record(&s).ctx("record")?;
+        s.launch(Kernel::Delay(Duration::from_millis(30)))
+            .ctx("delay")?;
+        e1.record(&s).ctx("record")?;
+        e1.synchronize().ctx("event sync")?;
+        // As above: the 30 ms delay lies between the two records.
+        let around = wall.elapsed().as_secs_f64() * 1e3 + 1.0;
+        let ms = f64::from(e0.elapsed_ms(&e1).ctx("elapsed")?);
+        ensure!(
+            (20.0..=around).contains(&ms),
+            "elapsed {ms} ms around a 30 ms delay, within {around:.1} ms of host time"
+        );
+        what.push_str(&format!(", {ms:.2} ms around a 30 ms delay kernel"));
+    } else {
+        what.push_str(" (no kernels here for the delay-kernel variant)");
+    }
     ensure!(
         matches!(e0.elapsed_ms(&notime), Err(Error::TimingDisabled)),
         "timing-disabled end not refused"
@@ -56,7 +82,7 @@ pub(crate) fn event_timing<B: Backend>(env: &Env<B>) -> CheckResult {
     gate.open();
     s.synchronize().ctx("sync")?;
     ensure!(gate.released(), "the gate was not released by the test");
-    pass(format!("{ms:.2} ms around a 30 ms delay"))
+    pass(what)
 }
 
 pub(crate) fn never_recorded_event<B: Backend>(env: &Env<B>) -> CheckResult {

@@ -114,7 +114,9 @@ pub(crate) fn foreign_buffers<B: Backend>(env: &Env<B>) -> CheckResult {
             rounds: 1,
         }),
     )?;
-    if caps.contains(Capabilities::MODULES) {
+    // The builtin module needs the built-in kernels too (the real CANN runtime loads modules
+    // but has no builtin module: KERNELS absent).
+    if caps.contains(Capabilities::MODULES | Capabilities::KERNELS) {
         let m = env.device.builtin_module().ctx("builtin_module")?;
         let f = m.function(BUILTIN_LCG).ctx("function(xstream_lcg)")?;
         let (words, cfg) = lcg_launch(LEN).ctx("lcg_launch")?;

@@ -327,7 +327,7 @@ const ACL_MODULES: &str = "the builtin module and the suite's Ascend user kernel
                            the ACL runtime simulator's test-only format; a real CANN runtime \
                            refuses them (the device lacks KERNELS)";
 
-static CUDA_MAY_SKIP: [MaySkip; 18] = [
+static CUDA_MAY_SKIP: [MaySkip; 14] = [
     lacks(
         "vmm_map_unmap",
         Capabilities::VIRTUAL_MEMORY,
@@ -350,18 +350,6 @@ static CUDA_MAY_SKIP: [MaySkip; 18] = [
                  CUDA backend's child-process fault tests",
     },
     lacks("lcg_kernel", Capabilities::KERNELS, CUDA_KERNELS),
-    lacks(
-        "ordering_across_streams",
-        Capabilities::KERNELS,
-        CUDA_KERNELS,
-    ),
-    lacks("wait_takes_snapshot", Capabilities::KERNELS, CUDA_KERNELS),
-    lacks("event_timing", Capabilities::KERNELS, CUDA_KERNELS),
-    lacks(
-        "capture_defers_and_replays",
-        Capabilities::KERNELS,
-        CUDA_KERNELS,
-    ),
     lacks("module_builtin_lcg", Capabilities::MODULES, CUDA_MODULES),
     lacks(
         "module_launch_in_capture",
@@ -383,7 +371,7 @@ static CUDA_MAY_SKIP: [MaySkip; 18] = [
     ),
 ];
 
-static ASCEND_MAY_SKIP: [MaySkip; 21] = [
+static ASCEND_MAY_SKIP: [MaySkip; 17] = [
     lacks(
         "vmm_map_unmap",
         Capabilities::VIRTUAL_MEMORY,
@@ -412,18 +400,6 @@ static ASCEND_MAY_SKIP: [MaySkip; 21] = [
         ACL_KERNELS,
     ),
     lacks("lcg_kernel", Capabilities::KERNELS, ACL_KERNELS),
-    lacks(
-        "ordering_across_streams",
-        Capabilities::KERNELS,
-        ACL_KERNELS,
-    ),
-    lacks("wait_takes_snapshot", Capabilities::KERNELS, ACL_KERNELS),
-    lacks("event_timing", Capabilities::KERNELS, ACL_KERNELS),
-    lacks(
-        "capture_defers_and_replays",
-        Capabilities::KERNELS,
-        ACL_KERNELS,
-    ),
     lacks(
         "capture_defers_and_replays",
         Capabilities::CAPTURE,

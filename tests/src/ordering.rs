@@ -10,11 +10,6 @@ use xstream_core::{
 use crate::{nb, pass, read_all, CheckResult, Ctx, Env, Gate};
 
 pub(crate) fn ordering_across_streams<B: Backend>(env: &Env<B>) -> CheckResult {
-    need!(
-        env,
-        Capabilities::KERNELS,
-        "a delay kernel to make ordering observable"
-    );
     let dev = &env.device;
     let a = dev.create_stream(&nb().name("producer")).ctx("create a")?;
     let b = dev.create_stream(&nb().name("consumer")).ctx("create b")?;
@@ -24,6 +19,36 @@ pub(crate) fn ordering_across_streams<B: Backend>(env: &Env<B>) -> CheckResult {
     let e = dev
         .create_event(&EventDesc::new().flags(EventFlags::DISABLE_TIMING))
         .ctx("event")?;
+    // Kernel-free, every backend: a held host function keeps the producer busy, so the
+    // consumer's wait must hold until the test opens it.
+    let gate = Gate::hold::<B>(&a)?;
+    a.memset(&src, 0, n, 7).ctx("memset")?;
+    e.record(&a).ctx("record")?;
+    b.wait_event(&e).ctx("wait")?;
+    b.copy(&src, 0, &dst, 0, n).ctx("copy")?;
+    let held = b.query().ctx("consumer query while the producer is held")?;
+    gate.open();
+    let got = read_all::<B>(&b, &dst)?;
+    ensure!(
+        held == Status::Pending,
+        "the consumer was {held:?} while its producer was held by a host function"
+    );
+    ensure!(
+        got.iter().all(|&x| x == 7),
+        "consumer saw data before the held producer finished"
+    );
+    a.synchronize().ctx("producer sync")?;
+    ensure!(gate.released(), "the gate was not released by the test");
+    if !dev.info().capabilities.contains(Capabilities::KERNELS) {
+        return pass("consumer waited (Pending) behind a producer held by a host function, then saw its bytes; no kernels here for the delay-kernel variant");
+    }
+    // Where kernels exist: the same with a device-side delay instead of a host function.
+    let e = dev
+        .create_event(&EventDesc::new().flags(EventFlags::DISABLE_TIMING))
+        .ctx("event")?;
+    a.memset(&src, 0, n, 0).ctx("clear src")?;
+    a.synchronize().ctx("sync after clearing")?;
+    b.memset(&dst, 0, n, 0).ctx("clear dst")?;
     a.launch(Kernel::Delay(Duration::from_millis(50)))
         .ctx("delay")?;
     a.memset(&src, 0, n, 7).ctx("memset")?;
@@ -35,17 +60,43 @@ pub(crate) fn ordering_across_streams<B: Backend>(env: &Env<B>) -> CheckResult {
         got.iter().all(|&x| x == 7),
         "consumer saw data before the producer finished"
     );
-    pass("consumer saw the producer's bytes after a 50 ms delay")
+    pass("consumer waited behind a producer held by a host function, and behind a 50 ms delay kernel; it saw the producer's bytes both times")
 }
 
 pub(crate) fn wait_takes_snapshot<B: Backend>(env: &Env<B>) -> CheckResult {
-    need!(env, Capabilities::KERNELS, "a delay kernel");
     let dev = &env.device;
     let a = dev.create_stream(&nb()).ctx("a")?;
     let b = dev.create_stream(&nb()).ctx("b")?;
     let idle = dev.create_stream(&nb()).ctx("idle")?;
     let buf = dev.alloc(256).ctx("alloc")?;
+    // Kernel-free, every backend: a is held by a host function while the event is recorded
+    // on it, waited for on b, and recorded again on an idle stream.
     let e = dev.create_event(&EventDesc::new()).ctx("event")?;
+    let gate = Gate::hold::<B>(&a)?;
+    a.memset(&buf, 0, 256, 9).ctx("memset")?;
+    e.record(&a).ctx("record on a")?;
+    b.wait_event(&e).ctx("wait")?;
+    e.record(&idle).ctx("re-record on idle")?;
+    idle.synchronize().ctx("idle sync")?;
+    let held = b.query().ctx("query b while a is held")?;
+    gate.open();
+    let got = read_all::<B>(&b, &buf)?;
+    ensure!(
+        held == Status::Pending,
+        "b was {held:?} after the event's later record on an idle stream completed: the wait followed the later record instead of the snapshot"
+    );
+    ensure!(
+        got.iter().all(|&x| x == 9),
+        "the wait followed the later record instead of the snapshot"
+    );
+    ensure!(gate.released(), "the gate was not released by the test");
+    drop(e);
+    if !dev.info().capabilities.contains(Capabilities::KERNELS) {
+        return pass("re-recording after the wait did not release it (producer held by a host function); no kernels here for the delay-kernel variant");
+    }
+    let e = dev.create_event(&EventDesc::new()).ctx("event")?;
+    a.memset(&buf, 0, 256, 0).ctx("clear")?;
+    a.synchronize().ctx("sync after clearing")?;
     a.launch(Kernel::Delay(Duration::from_millis(60)))
         .ctx("delay")?;
     a.memset(&buf, 0, 256, 9).ctx("memset")?;
@@ -55,10 +106,10 @@ pub(crate) fn wait_takes_snapshot<B: Backend>(env: &Env<B>) -> CheckResult {
     let got = read_all::<B>(&b, &buf)?;
     ensure!(
         got.iter().all(|&x| x == 9),
-        "the wait followed the later record instead of the snapshot"
+        "the wait followed the later record instead of the snapshot (delay kernel)"
     );
     drop(e);
-    pass("re-recording after the wait did not release it")
+    pass("re-recording after the wait did not release it, behind a held host function and behind a delay kernel")
 }
 
 pub(crate) fn query_pending_then_ready<B: Backend>(env: &Env<B>) -> CheckResult {

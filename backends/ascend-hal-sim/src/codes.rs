@@ -8,6 +8,8 @@ pub const DRV_ERROR_NONE: i32 = 0;
 pub const DRV_ERROR_INVALID_VALUE: i32 = 3;
 /// `DRV_ERROR_OUT_OF_MEMORY`.
 pub const DRV_ERROR_OUT_OF_MEMORY: i32 = 6;
+/// `DRV_ERROR_BUSY`: already in use (a host range registered twice).
+pub const DRV_ERROR_BUSY: i32 = 13;
 /// `DRV_ERROR_NO_RESOURCES`: the driver is short of a resource.
 pub const DRV_ERROR_NO_RESOURCES: i32 = 14;
 /// `DRV_ERROR_NO_EVENT_RESOURCES`: every event id is in use.

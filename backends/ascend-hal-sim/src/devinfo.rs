@@ -6,8 +6,20 @@
 //! (`RT_VER_NA`) names the SoC "Ascend910B4" (`Runtime::InitSocTypeFrom910BVersion`). Core counts
 //! follow `platform_config/cann/Ascend910B4.ini` (20 AI Cores, 40 vector cores).
 
-/// Number of emulated devices.
+/// Number of emulated devices by default.
 pub const DEVICE_COUNT: u32 = 1;
+
+/// Number of emulated devices: `XSTREAM_HAL_SIM_DEVICES` (1 or 2), else [`DEVICE_COUNT`].
+pub fn device_count() -> u32 {
+    static N: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("XSTREAM_HAL_SIM_DEVICES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|n| (1..=2).contains(n))
+            .unwrap_or(DEVICE_COUNT)
+    })
+}
 /// `CHIP_910_B_93` in the runtime's chip-type enumeration.
 pub const CHIP_910B: i64 = 5;
 /// Hardware version: arch 0, chip 5, version 0 (`RT_VER_NA` → Ascend910B4).

@@ -70,7 +70,7 @@ pub extern "C" fn drvGetDevNum(num: *mut u32) -> i32 {
             return DRV_ERROR_INVALID_VALUE;
         }
         // SAFETY: non-null output of the caller.
-        unsafe { *num = devinfo::DEVICE_COUNT };
+        unsafe { *num = devinfo::device_count() };
         DRV_ERROR_NONE
     })
 }
@@ -79,10 +79,10 @@ pub extern "C" fn drvGetDevNum(num: *mut u32) -> i32 {
 #[no_mangle]
 pub extern "C" fn drvGetDevIDs(devices: *mut u32, len: u32) -> i32 {
     guard("drvGetDevIDs", || {
-        if devices.is_null() || len < devinfo::DEVICE_COUNT {
+        if devices.is_null() || len < devinfo::device_count() {
             return DRV_ERROR_INVALID_VALUE;
         }
-        for i in 0..devinfo::DEVICE_COUNT {
+        for i in 0..devinfo::device_count() {
             // SAFETY: the caller's array holds `len` >= DEVICE_COUNT entries.
             unsafe { *devices.add(i as usize) = i };
         }
@@ -91,7 +91,55 @@ pub extern "C" fn drvGetDevIDs(devices: *mut u32, len: u32) -> i32 {
 }
 
 fn check_dev(dev: u32) -> bool {
-    dev < devinfo::DEVICE_COUNT
+    dev < devinfo::device_count()
+}
+
+/// `drvError_t halDeviceCanAccessPeer(int *can_access_peer, uint32_t dev, uint32_t peer_dev)`:
+/// the emulated devices share host memory, so each reaches the other.
+#[no_mangle]
+pub extern "C" fn halDeviceCanAccessPeer(can: *mut i32, dev: u32, peer: u32) -> i32 {
+    guard("halDeviceCanAccessPeer", || {
+        if can.is_null() || !check_dev(dev) || !check_dev(peer) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: non-null output.
+        unsafe { *can = i32::from(dev != peer) };
+        DRV_ERROR_NONE
+    })
+}
+
+/// `drvError_t halDeviceEnableP2P(uint32_t dev, uint32_t peer_dev, uint32_t flag)`.
+#[no_mangle]
+pub extern "C" fn halDeviceEnableP2P(dev: u32, peer: u32, _flag: u32) -> i32 {
+    guard("halDeviceEnableP2P", || p2p(dev, peer))
+}
+
+/// `drvError_t halDeviceDisableP2P(uint32_t dev, uint32_t peer_dev, uint32_t flag)`.
+#[no_mangle]
+pub extern "C" fn halDeviceDisableP2P(dev: u32, peer: u32, _flag: u32) -> i32 {
+    guard("halDeviceDisableP2P", || p2p(dev, peer))
+}
+
+/// `drvError_t drvGetP2PStatus(uint32_t dev, uint32_t peer_dev, uint32_t *status)`: enabled.
+#[no_mangle]
+pub extern "C" fn drvGetP2PStatus(dev: u32, peer: u32, status: *mut u32) -> i32 {
+    guard("drvGetP2PStatus", || {
+        if status.is_null() {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        let rc = p2p(dev, peer);
+        // SAFETY: non-null output.
+        unsafe { *status = u32::from(rc == DRV_ERROR_NONE) };
+        rc
+    })
+}
+
+fn p2p(dev: u32, peer: u32) -> i32 {
+    if check_dev(dev) && check_dev(peer) && dev != peer {
+        DRV_ERROR_NONE
+    } else {
+        DRV_ERROR_INVALID_VALUE
+    }
 }
 
 /// `drvError_t drvDeviceGetPhyIdByIndex(uint32_t devIndex, uint32_t *phyId)`.
@@ -423,7 +471,10 @@ pub extern "C" fn halSqCqAllocate(dev: u32, input: *mut c_void, output: *mut c_v
                 }
                 DRV_CALLBACK_TYPE => {
                     // A callback CQ of group `grpId`: host-callback entries report here.
-                    let cq = queue::alloc_callback_cq(rd32(input, 24));
+                    let Some(cq) = queue::alloc_callback_cq(rd32(input, 24)) else {
+                        crate::trace!("callback CQ refused: {} in use", queue::CALLBACK_CQ_LIMIT);
+                        return DRV_ERROR_NO_RESOURCES;
+                    };
                     wr32(output, 0, cq);
                     wr32(output, 4, cq);
                     wr64(output, 8, 0);
@@ -787,6 +838,57 @@ pub extern "C" fn drvMemGetAttribute(vptr: u64, attr: *mut c_void) -> i32 {
     })
 }
 
+/// `drvError_t halHostRegister(void *src_ptr, UINT64 size, UINT32 flag, UINT32 devid,
+/// void **dst_ptr)`: the device reaches host memory at the same address here, so `*dst_ptr` is
+/// `src_ptr`; a range registered twice is refused with `DRV_ERROR_BUSY` as the driver does.
+#[no_mangle]
+pub extern "C" fn halHostRegister(
+    src: *mut c_void,
+    size: u64,
+    flag: u32,
+    dev: u32,
+    dst: *mut *mut c_void,
+) -> i32 {
+    guard("halHostRegister", || {
+        if dst.is_null() || !check_dev(dev) {
+            return DRV_ERROR_INVALID_VALUE;
+        }
+        let Ok(len) = usize::try_from(size) else {
+            return DRV_ERROR_INVALID_VALUE;
+        };
+        crate::trace!("halHostRegister({src:p}, {size} bytes, flag {flag:#x})");
+        match memory::host_register(src as usize, len) {
+            Ok(addr) => {
+                // SAFETY: non-null output.
+                unsafe { *dst = addr as *mut c_void };
+                DRV_ERROR_NONE
+            }
+            Err(memory::RegisterError::Busy) => DRV_ERROR_BUSY,
+            Err(memory::RegisterError::Invalid) => DRV_ERROR_INVALID_VALUE,
+        }
+    })
+}
+
+/// `drvError_t halHostUnregister(void *src_ptr, UINT32 devid)`.
+#[no_mangle]
+pub extern "C" fn halHostUnregister(src: *mut c_void, dev: u32) -> i32 {
+    guard("halHostUnregister", || unregister(src, dev))
+}
+
+/// `drvError_t halHostUnregisterEx(void *src_ptr, UINT32 devid, UINT32 flag)`: as
+/// `halHostUnregister` (the flag only names the mapping kind).
+#[no_mangle]
+pub extern "C" fn halHostUnregisterEx(src: *mut c_void, dev: u32, _flag: u32) -> i32 {
+    guard("halHostUnregisterEx", || unregister(src, dev))
+}
+
+fn unregister(src: *mut c_void, dev: u32) -> i32 {
+    if !check_dev(dev) || !memory::host_unregister(src as usize) {
+        return DRV_ERROR_INVALID_VALUE;
+    }
+    DRV_ERROR_NONE
+}
+
 /// `DVresult drvMemAddressTranslate(DVdeviceptr vptr, UINT64 *pptr)`: the emulated device's
 /// "physical" address is its virtual one; non-device addresses are refused.
 #[no_mangle]
@@ -962,4 +1064,26 @@ pub extern "C" fn halSqMsgSend(dev: u32, info: *mut c_void) -> i32 {
         queue::record_event(record);
         DRV_ERROR_NONE
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_calls_name_two_distinct_emulated_devices() {
+        let mut can = -1;
+        // Device 1 exists only with XSTREAM_HAL_SIM_DEVICES=2 (unset in unit tests).
+        assert_eq!(devinfo::device_count(), 1);
+        assert_eq!(
+            halDeviceCanAccessPeer(&mut can, 0, 1),
+            DRV_ERROR_INVALID_VALUE
+        );
+        assert_eq!(halDeviceCanAccessPeer(&mut can, 0, 0), DRV_ERROR_NONE);
+        assert_eq!(can, 0, "a device is not its own peer");
+        assert_eq!(halDeviceEnableP2P(0, 0, 0), DRV_ERROR_INVALID_VALUE);
+        let mut status = 7;
+        assert_eq!(drvGetP2PStatus(0, 1, &mut status), DRV_ERROR_INVALID_VALUE);
+        assert_eq!(status, 0);
+    }
 }

@@ -128,6 +128,46 @@ pub fn dma_destroy(handle: u64) -> bool {
         .is_some()
 }
 
+/// Host ranges registered with `halHostRegister` (start → length). On this emulation the device
+/// reaches host memory at the same address, so registering hands back the host pointer itself;
+/// the table only keeps a range from being registered twice (the driver answers
+/// `DRV_ERROR_BUSY`, which the runtime reports as memory already registered) and lets
+/// `halHostUnregister` refuse a pointer that was never registered.
+static REGISTERED: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
+
+/// Why a host registration was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RegisterError {
+    /// Null pointer, zero size, or a range that wraps or lies in emulated device memory.
+    Invalid,
+    /// The range overlaps one registered before.
+    Busy,
+}
+
+/// Registers `[addr, addr+len)` of host memory for device access; returns the device address.
+pub fn host_register(addr: usize, len: usize) -> Result<usize, RegisterError> {
+    let end = addr.checked_add(len).ok_or(RegisterError::Invalid)?;
+    if addr == 0 || len == 0 || find(addr).is_some() || find(end - 1).is_some() {
+        return Err(RegisterError::Invalid);
+    }
+    let mut t = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
+    let before = t.range(..end).next_back();
+    if before.is_some_and(|(&s, &l)| s + l > addr) {
+        return Err(RegisterError::Busy);
+    }
+    t.insert(addr, len);
+    Ok(addr)
+}
+
+/// Takes back a registration made at `addr`; `false` when none starts there.
+pub fn host_unregister(addr: usize) -> bool {
+    REGISTERED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&addr)
+        .is_some()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +190,27 @@ mod tests {
         assert!(!copy(d + 10, src.as_ptr() as usize, DEVICE_ALIGN));
         assert!(free(d));
         assert!(!free(d));
+    }
+
+    #[test]
+    fn host_registration_is_once_per_range() {
+        let host = vec![0u8; 3 * DEVICE_ALIGN];
+        let a = host.as_ptr() as usize;
+        assert_eq!(host_register(a, DEVICE_ALIGN), Ok(a));
+        assert_eq!(host_register(a, DEVICE_ALIGN), Err(RegisterError::Busy));
+        assert_eq!(
+            host_register(a + 100, 10),
+            Err(RegisterError::Busy),
+            "inside a registered range"
+        );
+        assert_eq!(host_register(a + DEVICE_ALIGN, 10), Ok(a + DEVICE_ALIGN));
+        assert_eq!(host_register(0, 10), Err(RegisterError::Invalid));
+        assert_eq!(host_register(a, 0), Err(RegisterError::Invalid));
+        let d = alloc(64).unwrap();
+        assert_eq!(host_register(d, 64), Err(RegisterError::Invalid));
+        assert!(free(d));
+        assert!(host_unregister(a));
+        assert!(!host_unregister(a), "unregistered twice");
+        assert!(host_unregister(a + DEVICE_ALIGN));
     }
 }

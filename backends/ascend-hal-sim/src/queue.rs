@@ -28,7 +28,7 @@
 //! `halCqReportGet`.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::{cond, memory};
@@ -85,7 +85,7 @@ pub struct Cqe {
     pub sq_id: u16,
     /// The SQ head after the entry.
     pub sq_head: u16,
-    /// Time stamp (nanoseconds of a monotonic clock).
+    /// Time stamp (ticks of the 50 MHz task clock, [`now_ticks`]).
     pub timestamp: u64,
 }
 
@@ -119,6 +119,11 @@ struct Sq {
     /// A zeroed page of emulated device memory standing for the SQ's register window; the
     /// runtime only embeds its address in entries (conditional and stream-activation tasks).
     reg_page: usize,
+    /// Wakes this SQ's worker alone (new entries, a recorded event it may wait for, its
+    /// release). One condition variable for every worker made each SQ release and each entry
+    /// wake all of them: with the 2000 SQs of a device at its stream limit, destroying the
+    /// streams took about 3 ms each, longer than a process's exit waits for them.
+    wake: Arc<Condvar>,
 }
 
 /// Callback reports handed out together by `halCqReportGet`, and how many of them are not yet
@@ -132,8 +137,6 @@ struct State {
     cqs: BTreeMap<u32, VecDeque<[u8; CQE_SIZE]>>,
     /// Stream id → logic CQ (from the logic CQ allocation's `info[0]`).
     stream_cq: BTreeMap<u32, u32>,
-    next_sq: u32,
-    next_cq: u32,
     /// Event id → time stamp of its last record.
     events: BTreeMap<u32, u64>,
     /// Events whose flag is set (recorded and not reset since).
@@ -152,8 +155,23 @@ struct State {
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
 static CQ_READY: Condvar = Condvar::new();
-/// Wakes SQ workers (new entries, a recorded event, a freed SQ).
+/// Wakes the threads that replay a model's entries when an event is recorded (SQ workers have
+/// a condition variable each, [`Sq::wake`]).
 static WORK: Condvar = Condvar::new();
+
+/// Wakes the workers whose next entry waits for an event, and the model replays, after a
+/// record.
+fn wake_event_waiters(s: &State) {
+    for q in s.sqs.values() {
+        if q.pending
+            .front()
+            .is_some_and(|e| header(e).kind == sqe_type::EVENT_WAIT)
+        {
+            q.wake.notify_all();
+        }
+    }
+    WORK.notify_all();
+}
 
 fn state() -> MutexGuard<'static, Option<State>> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
@@ -162,6 +180,18 @@ fn state() -> MutexGuard<'static, Option<State>> {
 fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
     let mut g = state();
     f(g.get_or_insert_with(State::default))
+}
+
+/// Ticks per millisecond of the 910B's task time stamps: the runtime divides two event
+/// records' completion time stamps by this to get milliseconds (`Event::ElapsedTime`,
+/// `core/src/event/event.cc`; `eventTimestampFreq = RT_CHIP_CLOUD_V2_TIMESTAMP_FREQ` = 50000,
+/// `config/910_B_93/dev_info_reg.cc`, `core/inc/task/task_base.hpp`): a 50 MHz clock.
+/// Nanoseconds there made `aclrtEventElapsedTime` 20 times too long.
+pub const TICKS_PER_MS: u64 = 50_000;
+
+/// The time stamp a completion entry carries: ticks of a [`TICKS_PER_MS`] clock.
+pub fn now_ticks() -> u64 {
+    now_ns() / (1_000_000 / TICKS_PER_MS)
 }
 
 /// Nanoseconds of the monotonic clock.
@@ -195,14 +225,23 @@ pub fn live_sqs() -> usize {
     with(|s| s.sqs.len())
 }
 
+/// The lowest id not in `map`, as a driver hands out SQ and CQ ids (lowest free first). Ids
+/// that only grew made the SQ ids of a process that opened 1025 streams, closed them and
+/// opened as many again pass 2048, and the runtime's `aclrtResetDevice` then crashed.
+fn lowest_free<V>(map: &BTreeMap<u32, V>) -> u32 {
+    let mut id = 0;
+    for &k in map.keys() {
+        if k != id {
+            break;
+        }
+        id += 1;
+    }
+    id
+}
+
 fn alloc_sq_only(want_sq: Option<u32>, depth: u32) -> (u32, u32) {
     with(|s| {
-        let id = want_sq.unwrap_or_else(|| {
-            while s.sqs.contains_key(&s.next_sq) {
-                s.next_sq += 1;
-            }
-            s.next_sq
-        });
+        let id = want_sq.unwrap_or_else(|| lowest_free(&s.sqs));
         s.sqs.insert(
             id,
             Sq {
@@ -211,6 +250,7 @@ fn alloc_sq_only(want_sq: Option<u32>, depth: u32) -> (u32, u32) {
                 tail: 0,
                 pending: VecDeque::new(),
                 reg_page: memory::alloc(REG_PAGE_SIZE as u64).unwrap_or(0),
+                wake: Arc::new(Condvar::new()),
             },
         );
         (id, id)
@@ -220,12 +260,7 @@ fn alloc_sq_only(want_sq: Option<u32>, depth: u32) -> (u32, u32) {
 /// Allocates a logic CQ bound to `stream_id`.
 pub fn alloc_logic_cq(want: Option<u32>, stream_id: u32) -> u32 {
     with(|s| {
-        let id = want.unwrap_or_else(|| {
-            while s.cqs.contains_key(&s.next_cq) {
-                s.next_cq += 1;
-            }
-            s.next_cq
-        });
+        let id = want.unwrap_or_else(|| lowest_free(&s.cqs));
         s.cqs.entry(id).or_default();
         s.stream_cq.insert(stream_id, id);
         id
@@ -235,9 +270,9 @@ pub fn alloc_logic_cq(want: Option<u32>, stream_id: u32) -> u32 {
 /// Frees an SQ; `false` when unknown.
 pub fn free_sq(id: u32) -> bool {
     let removed = with(|s| s.sqs.remove(&id));
-    WORK.notify_all();
     match removed {
         Some(q) => {
+            q.wake.notify_all();
             if q.reg_page != 0 {
                 memory::free(q.reg_page);
             }
@@ -574,20 +609,29 @@ fn event_id(e: &[u8; SQE_SIZE]) -> u32 {
 /// The worker of SQ `sq_id`: executes its entries in order until the SQ is freed.
 fn worker(sq_id: u32) {
     let mut g = state();
+    let Some(wake) = g
+        .get_or_insert_with(State::default)
+        .sqs
+        .get(&sq_id)
+        .map(|q| q.wake.clone())
+    else {
+        return;
+    };
     loop {
         let s = g.get_or_insert_with(State::default);
-        let Some(q) = s.sqs.get(&sq_id) else {
+        // Ids are reused: an SQ of the same id made after this one was freed is not ours.
+        let Some(q) = s.sqs.get(&sq_id).filter(|q| Arc::ptr_eq(&q.wake, &wake)) else {
             return;
         };
         let Some(e) = q.pending.front().copied() else {
-            g = WORK.wait(g).unwrap_or_else(|e| e.into_inner());
+            g = wake.wait(g).unwrap_or_else(|e| e.into_inner());
             continue;
         };
         let h = header(&e);
         if h.kind == sqe_type::EVENT_WAIT {
             let id = event_id(&e);
             if !s.recorded.contains(&id) {
-                g = WORK.wait(g).unwrap_or_else(|e| e.into_inner());
+                g = wake.wait(g).unwrap_or_else(|e| e.into_inner());
                 continue;
             }
             crate::trace!("sq {sq_id}: event {id} wait satisfied");
@@ -612,7 +656,7 @@ fn worker(sq_id: u32) {
                 Some((_, Some(true))) => crate::trace!("sq {sq_id}: value wait satisfied"),
                 Some((_, Some(false))) => {
                     // Host writes into device memory wake no one: poll.
-                    g = WORK
+                    g = wake
                         .wait_timeout(g, Duration::from_millis(1))
                         .unwrap_or_else(|e| e.into_inner())
                         .0;
@@ -656,7 +700,11 @@ fn worker(sq_id: u32) {
             cond_err
         };
         let s = g.get_or_insert_with(State::default);
-        let Some(q) = s.sqs.get_mut(&sq_id) else {
+        let Some(q) = s
+            .sqs
+            .get_mut(&sq_id)
+            .filter(|q| Arc::ptr_eq(&q.wake, &wake))
+        else {
             return;
         };
         q.pending.pop_front();
@@ -673,6 +721,7 @@ fn worker(sq_id: u32) {
                 let id = event_id(&e);
                 s.events.insert(id, now_ns());
                 s.recorded.insert(id);
+                wake_event_waiters(s);
             }
             _ if is_callback(&e, &h) => {
                 let (cq, report) = callback_report(&e, sq_id, head);
@@ -692,7 +741,7 @@ fn worker(sq_id: u32) {
                 sqe_type: h.kind,
                 sq_id: sq_id as u16,
                 sq_head: head as u16,
-                timestamp: now_ns(),
+                timestamp: now_ticks(),
             };
             let cq = s.stream_cq.get(&u32::from(h.stream_id)).copied();
             match cq.and_then(|c| s.cqs.get_mut(&c)) {
@@ -701,7 +750,6 @@ fn worker(sq_id: u32) {
             }
         }
         CQ_READY.notify_all();
-        WORK.notify_all();
     }
 }
 
@@ -748,9 +796,9 @@ pub fn submit(sq_id: u32, entries: &[[u8; SQE_SIZE]]) -> bool {
             }
             q.pending.push_back(*e);
         }
+        q.wake.notify_all();
         true
     });
-    WORK.notify_all();
     ok
 }
 
@@ -759,8 +807,8 @@ pub fn record_event(event_id: u32) {
     with(|s| {
         s.events.insert(event_id, now_ns());
         s.recorded.insert(event_id);
+        wake_event_waiters(s);
     });
-    WORK.notify_all();
 }
 
 /// Clears an event's flag: the driver hands out (or takes back) the event id. The runtime gives
@@ -774,13 +822,23 @@ pub fn clear_event(event_id: u32) {
     });
 }
 
-/// Creates a callback CQ in `group`.
-pub fn alloc_callback_cq(group: u32) -> u32 {
-    let (sq, _) = alloc_sq_only(None, DEFAULT_SQ_DEPTH);
+/// Callback CQ ids the driver hands out: the runtime's report loop reads which callback CQs have
+/// reports from a bitmap of `HOST_CALLBACK_SQCQ_BIT` (1024) bits (`ApiImpl::ProcessReport`,
+/// `api/impl/api_impl.cc`; `api/api.hpp`), so a callback CQ with a larger id would never be
+/// served. Callback CQs have an id space of their own, apart from the SQs: numbering them with
+/// the SQs gave the first callback CQ of a process that had opened 2000 streams an id past the
+/// bitmap, and its reports were never collected (a synchronize waiting for a host callback spun
+/// forever).
+pub const CALLBACK_CQ_LIMIT: u32 = 1024;
+
+/// Creates a callback CQ in `group` (its SQ has the same id); `None` when all
+/// [`CALLBACK_CQ_LIMIT`] ids are in use.
+pub fn alloc_callback_cq(group: u32) -> Option<u32> {
     with(|s| {
-        s.cb_cqs.insert(sq, (group, VecDeque::new()));
-    });
-    sq
+        let id = (0..CALLBACK_CQ_LIMIT).find(|i| !s.cb_cqs.contains_key(i))?;
+        s.cb_cqs.insert(id, (group, VecDeque::new()));
+        Some(id)
+    })
 }
 
 /// Waits up to `timeout_ms` (negative: forever) until a callback CQ of `group` has reports;
@@ -861,11 +919,10 @@ pub fn release_callbacks(cq: u32, count: usize) {
 
 /// Frees a callback CQ; `false` when unknown.
 pub fn free_callback_cq(cq: u32) -> bool {
-    let known = with(|s| {
+    with(|s| {
         s.cb_delivered.remove(&cq);
         s.cb_cqs.remove(&cq).is_some()
-    });
-    known && free_sq(cq)
+    })
 }
 
 /// Whether `cq` is a callback CQ.
@@ -1016,7 +1073,7 @@ mod tests {
     #[test]
     fn callback_entry_reports_on_its_callback_cq() {
         let group = 77;
-        let cb = alloc_callback_cq(group);
+        let cb = alloc_callback_cq(group).unwrap();
         let (sq, _) = alloc_sq(None, 16).unwrap();
         let mut e = [0u8; SQE_SIZE];
         e[0] = sqe_type::AICPU;
@@ -1073,6 +1130,47 @@ mod tests {
         release_callbacks(cb, 1);
         assert_eq!(outstanding(), None);
         assert!(free_callback_cq(cb) && free_sq(sq));
+    }
+
+    #[test]
+    fn callback_cq_ids_stay_inside_the_runtimes_bitmap() {
+        // Many SQs first (no workers needed): the callback CQ's id must not follow theirs.
+        let sqs: Vec<u32> = (0..CALLBACK_CQ_LIMIT + 100)
+            .map(|_| alloc_sq_only(None, 16).0)
+            .collect();
+        let cb = alloc_callback_cq(78).unwrap();
+        assert!(
+            cb < CALLBACK_CQ_LIMIT,
+            "callback CQ {cb} is past the runtime's {CALLBACK_CQ_LIMIT}-bit report bitmap"
+        );
+        // Freeing the callback CQ leaves the SQ of the same number alone.
+        let same = sqs.contains(&cb);
+        assert!(free_callback_cq(cb));
+        assert_eq!(sq_state(cb).is_some(), same);
+        for sq in sqs {
+            assert!(free_sq(sq));
+        }
+    }
+
+    #[test]
+    fn sq_ids_are_reused_lowest_first() {
+        // Open, close and open again as many SQs as a device at its stream limit holds: the
+        // ids stay inside the live count, as a driver's do (ids that only grew crashed the
+        // runtime's device reset).
+        let n = crate::limits::SQ_LIMIT as u32 / 2 + 1;
+        for round in 0..2 {
+            let sqs: Vec<u32> = (0..n).map(|_| alloc_sq_only(None, 16).0).collect();
+            // Slack for the few SQs other tests open and close meanwhile.
+            let live = live_sqs() as u32 + 16;
+            assert!(
+                sqs.iter().all(|&id| id < live),
+                "round {round}: an SQ id past the live SQs (and slack), {live}: {:?}",
+                sqs.iter().max()
+            );
+            for sq in sqs {
+                assert!(free_sq(sq));
+            }
+        }
     }
 
     fn model_maintenance_entry(stream: u16, model: u16, bound: u16, op: u16) -> [u8; SQE_SIZE] {
