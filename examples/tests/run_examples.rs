@@ -46,6 +46,12 @@ const USER_KERNEL: Example = Example {
     verified: "verified: the graph replayed 3 times matches the host reference",
 };
 
+const EXPANDABLE: Example = Example {
+    name: "expandable",
+    exe: env!("CARGO_BIN_EXE_expandable"),
+    verified: "verified: 288 of 288 blocks held the bytes written into them",
+};
+
 /// Runs `ex` with `--backend kind`; for Ascend, in the simulator's environment.
 fn run(ex: &Example, kind: BackendKind) -> Output {
     let mut cmd = Command::new(ex.exe);
@@ -123,6 +129,35 @@ macro_rules! everywhere {
 }
 
 everywhere!(PIPELINE => pipeline_on_host, pipeline_on_the_acl_simulator, pipeline_on_cuda);
+everywhere!(EXPANDABLE => expandable_on_host, expandable_on_the_acl_simulator, expandable_on_cuda);
+
+/// The expandable segment reserves no more than the per-block caching allocator on the
+/// fragmenting workload, maps only chunks and never unmaps (host: a run of its own).
+#[test]
+fn expandable_reserves_less_than_per_block_caching() {
+    let out = run(&EXPANDABLE, BackendKind::Host);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let peak = |prefix: &str| -> f64 {
+        let l = stdout
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` line:\n{stdout}"));
+        l[prefix.len()..]
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no number in `{l}`"))
+    };
+    let exp = peak("expandable segment: peak reserved ");
+    let per_block = peak("per-block caching: peak reserved ");
+    let live = peak("peak live: ");
+    assert!(
+        live <= exp && exp <= per_block,
+        "live {live} MiB, expandable {exp} MiB, per-block {per_block} MiB:\n{stdout}"
+    );
+    assert!(stdout.contains(", 0 unmapped;"), "{stdout}");
+}
 everywhere!(ASYNC_STREAMS =>
     async_streams_on_host, async_streams_on_the_acl_simulator, async_streams_on_cuda);
 everywhere!(RUNTIME_SKELETON =>

@@ -31,6 +31,7 @@
 //! - `foreign`: the foreign-buffer rule (every buffer operation refuses another device's buffer).
 //! - `raw`: raw buffers (`into_raw`, `from_raw`, `from_raw_borrowed`): round trip, every
 //!   stream operation on the taken-back buffer, frees observed, bad descriptors refused.
+//! - `vmm`: virtual memory (reserve, map, unmap, access, buffers of mapped bytes, bad input).
 //! - `views`: buffer views and typed slices, typed copies, 16/32-bit memsets, zero-length
 //!   buffers, aliasing of kernel arguments.
 //! - [`collectives`]: the collective checks, generic over `CollectiveBackend` (run by
@@ -155,6 +156,7 @@ pub mod simulator;
 mod streams;
 mod timeouts;
 mod views;
+mod vmm;
 
 pub use flags::{check_portable_kinds, kind_of, portable_kinds, Kind};
 
@@ -277,6 +279,8 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
         c!(registered::registered_host_copies, "the caller's own memory registered for a scope uploads without waiting for the stream's earlier work and downloads into the caller's slice"),
         c!(foreign::foreign_buffers, "every stream operation that takes a buffer refuses one of another device with WrongDevice before it reaches the vendor; the foreign bytes stay unchanged and the stream keeps working"),
         c!(ordered_use::record_use_no_host_wait, "record_use on plain and stream-ordered buffers, and the frees after it, never wait on the host"),
+        c!(vmm::vmm_map_unmap, "virtual memory: physical memory mapped into a reserved range works as a buffer (copies, memset, a kernel; two mappings under one buffer; one handle mapped twice shows the same bytes); unmap is refused while a buffer uses the mapping and a remap keeps the bytes; drops behind queued work are deferred"),
+        c!(vmm::vmm_bad_input, "virtual memory: zero or unaligned sizes and offsets, mappings past the end or over a mapping, unmap of nothing, access or buffers over holes or before access, release with mappings and a handle of another device are clear errors; without the capability every call is Unsupported"),
         c!(limits::resource_limits, "streams, then events, are created until the device refuses with ResourceExhausted (or a cap where none is documented); every 128th stream works, copies round-trip after the drop and the same number of streams can be created again"),
     ]
 }
@@ -323,7 +327,13 @@ const ACL_MODULES: &str = "the builtin module and the suite's Ascend user kernel
                            the ACL runtime simulator's test-only format; a real CANN runtime \
                            refuses them (the device lacks KERNELS)";
 
-static CUDA_MAY_SKIP: [MaySkip; 13] = [
+static CUDA_MAY_SKIP: [MaySkip; 14] = [
+    lacks(
+        "vmm_map_unmap",
+        Capabilities::VIRTUAL_MEMORY,
+        "a device without CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED (the null \
+         driver among them) has no virtual memory",
+    ),
     MaySkip {
         check: "foreign_buffers",
         when: SkipWhen::Always,
@@ -361,7 +371,13 @@ static CUDA_MAY_SKIP: [MaySkip; 13] = [
     ),
 ];
 
-static ASCEND_MAY_SKIP: [MaySkip; 16] = [
+static ASCEND_MAY_SKIP: [MaySkip; 17] = [
+    lacks(
+        "vmm_map_unmap",
+        Capabilities::VIRTUAL_MEMORY,
+        "the ACL virtual memory functions are optional: a runtime without them (or one that \
+         refuses the granularity at open) leaves the device without VIRTUAL_MEMORY",
+    ),
     lacks("kernel_aliasing", Capabilities::KERNELS, ACL_MODULES),
     lacks(
         "reduce_builtin",

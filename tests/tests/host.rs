@@ -25,7 +25,7 @@ fn peer_copy_on_two_host_devices() {
             device: HostBackend::open(0).expect("host device"),
             isolated: None,
         };
-        for check in ["peer_copy", "foreign_buffers"] {
+        for check in ["peer_copy", "foreign_buffers", "vmm_bad_input"] {
             let sum = run(&env, Some(check), report_line);
             assert_eq!(
                 (sum.passed, sum.failed, sum.skipped),

@@ -95,6 +95,7 @@ pub mod stream_config;
 pub mod sysinfo;
 pub mod task;
 pub mod value;
+pub mod vmm;
 
 pub use allocator::*;
 pub use callback::*;
@@ -125,3 +126,4 @@ pub use stream_config::*;
 pub use sysinfo::*;
 pub use task::*;
 pub use value::*;
+pub use vmm::*;

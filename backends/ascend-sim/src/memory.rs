@@ -126,6 +126,12 @@ fn sim_alloc(out: *mut *mut c_void, size: usize, requested: usize, home: Home) -
 
 fn sim_free(p: *mut c_void) -> R {
     non_null(p, "pointer")?;
+    if crate::vmm::is_mapping(p as usize) {
+        return err(
+            ACL_ERROR_RT_PARAM_INVALID,
+            "aclrtFree of a virtual memory mapping: unmap it with aclrtUnmapMem",
+        );
+    }
     if crate::ipc_mem::is_import(p as usize) {
         return err(
             ACL_ERROR_RT_PARAM_INVALID,

@@ -313,6 +313,12 @@ impl AscendDevice {
         if caps.contains(Capabilities::PEER_COPY) && !crate::peer::has_peer(t, ordinal) {
             caps.remove(Capabilities::PEER_COPY);
         }
+        // Virtual memory: the symbols, and a granularity the runtime answers for this device.
+        if caps.contains(Capabilities::VIRTUAL_MEMORY)
+            && result::vmm::granularity(t, ordinal, 0).is_err()
+        {
+            caps.remove(Capabilities::VIRTUAL_MEMORY);
+        }
         // Probe IPC events honestly: the chip may refuse them (207000).
         if let Ok(e) = result::event::create_ex_with_flag(t, consts::ACL_EVENT_IPC) {
             caps |= Capabilities::INTERPROCESS_EVENTS;
@@ -599,6 +605,7 @@ impl AscendDevice {
                 len,
                 ordered: None,
                 leaked: std::sync::atomic::AtomicBool::new(false),
+                mapped: None,
             }),
         };
         Ok((buf, size))
@@ -759,12 +766,26 @@ pub(crate) struct BufInner {
     pub(crate) ordered: Option<crate::blocks::Ordered>,
     /// Not xstream's to free: handed out by `into_raw`, or borrowed (`from_raw_borrowed`).
     pub(crate) leaked: std::sync::atomic::AtomicBool,
+    /// For a buffer of a virtual range (`crate::vmm`): the mappings under it, dropped (not
+    /// freed) once the device's queued work is done.
+    pub(crate) mapped: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Drop for BufInner {
     fn drop(&mut self) {
         if self.leaked.load(std::sync::atomic::Ordering::Acquire) {
             // The caller owns the memory (or, for an imported buffer, its close).
+            return;
+        }
+        if let Some(keep) = self.mapped.take() {
+            let device = self.device.clone();
+            reap(Box::new(move || {
+                let d = &device.inner;
+                if d.bind().is_ok() {
+                    let _ = result::device::synchronize(d.t);
+                }
+                drop(keep);
+            }));
             return;
         }
         if crate::ipc_mem::close_if_import(&self.device, self.ptr) {
@@ -949,6 +970,7 @@ fn raw_buffer(device: &AscendDevice, raw: &RawBuffer, leaked: bool) -> AscendBuf
             len: raw.len,
             ordered: None,
             leaked: std::sync::atomic::AtomicBool::new(leaked),
+            mapped: None,
         }),
     }
 }

@@ -148,6 +148,7 @@ impl IpcBuffer for AscendBuffer {
                 len: handle.len(),
                 ordered: None,
                 leaked: std::sync::atomic::AtomicBool::new(false),
+                mapped: None,
             }),
         })
     }

@@ -73,6 +73,7 @@ mod peer;
 mod result;
 pub mod stream;
 pub mod sys;
+pub mod vmm;
 
 use xstream_core::{Backend, BackendKind, Error, FlagTable, Result};
 

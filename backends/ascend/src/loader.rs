@@ -295,6 +295,20 @@ pub const GROUPS: &[SymbolGroup] = &[
         capability: None,
         symbols: &["aclrtGetDeviceCapability"],
     },
+    SymbolGroup {
+        name: "virtual memory",
+        capability: Some(Capabilities::VIRTUAL_MEMORY),
+        symbols: &[
+            "aclrtMemGetAllocationGranularity",
+            "aclrtReserveMemAddress",
+            "aclrtReleaseMemAddress",
+            "aclrtMallocPhysical",
+            "aclrtFreePhysical",
+            "aclrtMapMem",
+            "aclrtUnmapMem",
+            "aclrtMemSetAccess",
+        ],
+    },
 ];
 
 /// The device saturation mode ([`AscendDevice::saturation_mode`](crate::AscendDevice::saturation_mode)):

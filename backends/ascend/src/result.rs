@@ -857,3 +857,83 @@ pub(crate) mod ipc_mem {
         call!(opt t, aclrtIpcMemClose(kp))
     }
 }
+
+/// Virtual memory (optional symbols): granularity, reservations, physical memory, mappings
+/// and access, for device memory (`ACL_MEM_LOCATION_TYPE_DEVICE`, pinned, `ACL_HBM_MEM_HUGE`).
+pub(crate) mod vmm {
+    use super::*;
+    use crate::sys::{aclrtMemAccessDesc, aclrtPhysicalMemProp};
+
+    /// The property of pinned huge-page device memory on device `dev`.
+    fn prop(dev: usize) -> aclrtPhysicalMemProp {
+        aclrtPhysicalMemProp {
+            handleType: 0,
+            allocationType: 0,
+            memAttr: 4,
+            locationId: dev as u32,
+            locationType: 1,
+            reserve: 0,
+        }
+    }
+
+    /// `aclrtMemGetAllocationGranularity` (`option` 0: minimum, 1: recommended).
+    pub(crate) fn granularity(t: &AclFns, dev: usize, option: u32) -> Result<usize> {
+        let mut p = prop(dev);
+        let pp = &mut p as *mut aclrtPhysicalMemProp;
+        Ok(out!(usize, |g| call!(
+            opt t,
+            aclrtMemGetAllocationGranularity(pp, option, g)
+        )))
+    }
+
+    /// `aclrtReserveMemAddress` anywhere (flags 0).
+    pub(crate) fn reserve(t: &AclFns, size: usize, align: usize) -> Result<DevPtr> {
+        let n = std::ptr::null_mut();
+        Ok(DevPtr(out!(*mut c_void, |p| call!(
+            opt t,
+            aclrtReserveMemAddress(p, size, align, n, 0)
+        ))))
+    }
+
+    /// `aclrtReleaseMemAddress`.
+    pub(crate) fn release(t: &AclFns, p: DevPtr) -> Result<()> {
+        call!(opt t, aclrtReleaseMemAddress(p.0))
+    }
+
+    /// `aclrtMallocPhysical` of device memory on `dev`.
+    pub(crate) fn malloc_physical(t: &AclFns, dev: usize, size: usize) -> Result<DevPtr> {
+        let pr = prop(dev);
+        let pp = &pr as *const aclrtPhysicalMemProp;
+        Ok(DevPtr(out!(*mut c_void, |h| call!(
+            opt t,
+            aclrtMallocPhysical(h, size, pp, 0)
+        ))))
+    }
+
+    /// `aclrtFreePhysical`.
+    pub(crate) fn free_physical(t: &AclFns, h: DevPtr) -> Result<()> {
+        call!(opt t, aclrtFreePhysical(h.0))
+    }
+
+    /// `aclrtMapMem` of the whole handle (offset 0, flags 0).
+    pub(crate) fn map(t: &AclFns, at: DevPtr, size: usize, h: DevPtr) -> Result<()> {
+        call!(opt t, aclrtMapMem(at.0, size, 0, h.0, 0))
+    }
+
+    /// `aclrtUnmapMem`.
+    pub(crate) fn unmap(t: &AclFns, at: DevPtr) -> Result<()> {
+        call!(opt t, aclrtUnmapMem(at.0))
+    }
+
+    /// `aclrtMemSetAccess`: read and write for device `dev`.
+    pub(crate) fn set_access(t: &AclFns, at: DevPtr, size: usize, dev: usize) -> Result<()> {
+        let mut d = aclrtMemAccessDesc {
+            flags: 3,
+            locationId: dev as u32,
+            locationType: 1,
+            rsv: [0; 12],
+        };
+        let dp = &mut d as *mut aclrtMemAccessDesc;
+        call!(opt t, aclrtMemSetAccess(at.0, size, dp, 1))
+    }
+}

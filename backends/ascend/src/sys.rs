@@ -97,6 +97,41 @@ pub struct aclrtLaunchKernelCfg {
     pub numAttrs: usize,
 }
 
+/// C `aclrtPhysicalMemProp` (`acl/acl_rt.h`): handle type, allocation type, memory
+/// attribute, location (`aclrtMemLocation`: `uint32_t id; aclrtMemLocationType type;`), and a
+/// reserved `uint64_t`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct aclrtPhysicalMemProp {
+    /// `handleType` (`ACL_MEM_HANDLE_TYPE_NONE` 0).
+    pub handleType: u32,
+    /// `allocationType` (`ACL_MEM_ALLOCATION_TYPE_PINNED` 0).
+    pub allocationType: u32,
+    /// `memAttr` (`aclrtMemAttr`; `ACL_HBM_MEM_HUGE` 4).
+    pub memAttr: u32,
+    /// `location.id`: the device id.
+    pub locationId: u32,
+    /// `location.type` (`ACL_MEM_LOCATION_TYPE_DEVICE` 1).
+    pub locationType: u32,
+    /// `reserve`.
+    pub reserve: u64,
+}
+
+/// C `aclrtMemAccessDesc` (`acl/acl_rt.h`): `aclrtMemAccessFlags flags; aclrtMemLocation
+/// location; uint8_t rsv[12];`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct aclrtMemAccessDesc {
+    /// `flags` (`ACL_RT_MEM_ACCESS_FLAGS_READWRITE` 3).
+    pub flags: u32,
+    /// `location.id`.
+    pub locationId: u32,
+    /// `location.type`.
+    pub locationType: u32,
+    /// `rsv`.
+    pub rsv: [u8; 12],
+}
+
 /// C `aclrtErrorInfo` (`acl/acl_rt.h`): `uint8_t tryRepair; uint8_t hasDetail; uint8_t
 /// reserved[2]; aclrtErrorType errorType;` then the 8-aligned `aclrtErrorInfoDetail` union
 /// (2568 bytes: the memory-fault ranges, or `aclrtAicoreErrorType aicoreErrType` in its first
@@ -515,6 +550,14 @@ acl_table! {
         aclrtIpcMemImportByKey = c"aclrtIpcMemImportByKey": fn(PP, *const c_char, u64) -> aclError;
         aclrtIpcMemClose = c"aclrtIpcMemClose": fn(*const c_char) -> aclError;
         aclrtSetDeviceSatMode = c"aclrtSetDeviceSatMode": fn(i32) -> aclError;
+        aclrtMemGetAllocationGranularity = c"aclrtMemGetAllocationGranularity": fn(*mut aclrtPhysicalMemProp, u32, *mut usize) -> aclError;
+        aclrtReserveMemAddress = c"aclrtReserveMemAddress": fn(PP, usize, usize, P, u64) -> aclError;
+        aclrtReleaseMemAddress = c"aclrtReleaseMemAddress": fn(P) -> aclError;
+        aclrtMallocPhysical = c"aclrtMallocPhysical": fn(PP, usize, *const aclrtPhysicalMemProp, u64) -> aclError;
+        aclrtFreePhysical = c"aclrtFreePhysical": fn(P) -> aclError;
+        aclrtMapMem = c"aclrtMapMem": fn(P, usize, usize, P, u64) -> aclError;
+        aclrtUnmapMem = c"aclrtUnmapMem": fn(P) -> aclError;
+        aclrtMemSetAccess = c"aclrtMemSetAccess": fn(P, usize, *mut aclrtMemAccessDesc, usize) -> aclError;
         aclrtGetDeviceSatMode = c"aclrtGetDeviceSatMode": fn(*mut i32) -> aclError;
         aclrtGetDeviceCapability = c"aclrtGetDeviceCapability": fn(i32, i32, *mut i32) -> aclError;
         aclGetCannAttribute = c"aclGetCannAttribute": fn(i32, *mut i32) -> aclError;

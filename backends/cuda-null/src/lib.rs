@@ -19,6 +19,9 @@
 //!   synchronize waits for the host functions a stream or event is ordered after, queries say
 //!   `CUDA_ERROR_NOT_READY` until they ran, and copies and memsets wait for them before
 //!   copying (so a host function that waits for work enqueued after it blocks that work);
+//! - virtual memory: a reservation is zeroed heap memory, a mapping makes its part of it device
+//!   memory (so copies and memsets reach it) and one handle mapped twice does not alias;
+//!   granularity 2 MiB; `CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED` is 1;
 //! - one device, one (primary) context, no capture, no memory pools, no managed memory, no
 //!   peers, fixed device attributes (an H100-like sm_90 with 132 multiprocessors).
 //!

@@ -71,6 +71,14 @@ driver_functions!(
     cuMemsetD8Async,
     cuMemsetD16Async,
     cuMemsetD32Async,
+    cuMemGetAllocationGranularity,
+    cuMemAddressReserve,
+    cuMemAddressFree,
+    cuMemCreate,
+    cuMemRelease,
+    cuMemMap,
+    cuMemUnmap,
+    cuMemSetAccess,
 );
 
 const N: usize = NAMES.len();

@@ -553,6 +553,9 @@ impl CudaDevice {
             caps |= Capabilities::CROSS_DEVICE_WAIT;
         }
         caps |= crate::stream::memop::capabilities(cu_device);
+        if attr(A::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED).unwrap_or(0) > 0 {
+            caps |= Capabilities::VIRTUAL_MEMORY;
+        }
         if crate::peer::has_peer(cu_device, ordinal, count) {
             caps |= Capabilities::PEER_COPY;
         }

@@ -155,6 +155,7 @@ mod memory;
 pub(crate) mod nccl;
 mod peer;
 mod stream;
+mod vmm;
 
 pub(crate) use self::attribute::*;
 pub(crate) use self::callback::*;
@@ -167,3 +168,4 @@ pub(crate) use self::kernel::*;
 pub(crate) use self::memory::*;
 pub(crate) use self::peer::*;
 pub(crate) use self::stream::*;
+pub(crate) use self::vmm::*;

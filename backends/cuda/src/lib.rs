@@ -92,6 +92,7 @@ pub mod module;
 mod nvrtc;
 mod peer;
 mod stream;
+pub mod vmm;
 
 use std::sync::OnceLock;
 

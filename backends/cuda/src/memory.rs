@@ -441,6 +441,24 @@ impl Buffer for CudaBuffer {
     }
 }
 
+impl CudaBuffer {
+    /// A buffer of `len` mapped bytes of a virtual range at `address`
+    /// ([`xstream_core::VirtualRange::buffer`]): no `cuMemFree`; `keep` (the mappings under
+    /// it) is dropped where the memory would be freed, after the work using the buffer.
+    pub(crate) fn mapped(
+        dev: &CudaDevice,
+        address: u64,
+        len: usize,
+        keep: Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Self {
+        let mut a = Alloc::new(dev, address, len);
+        a.foreign = Some(Box::new(keep));
+        CudaBuffer {
+            mem: Mem::Plain(Arc::new(a)),
+        }
+    }
+}
+
 /// The checks of `from_raw` (`owned`) and `from_raw_borrowed`: the descriptor's fields, then
 /// the driver's allocation range.
 fn check_raw(device: &CudaDevice, raw: &RawBuffer, owned: bool) -> Result<()> {

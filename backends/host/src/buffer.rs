@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use xstream_core::{alloc_size, BackendKind, Buffer, Device, Error, RawAlloc, RawBuffer, Result};
 
-use crate::ipc_mem::{BufGuard, SharedMem};
+use crate::ipc_mem::{Backing, BufGuard, SharedMem};
 use crate::HostBackend;
 
 /// The bytes of one buffer. Work items hold an `Arc` to it, so a buffer dropped while work
@@ -24,6 +24,8 @@ pub(crate) struct BufInner {
     ordinal: usize,
     /// The file holding its bytes once exported to other processes, or opened from one.
     shared: OnceLock<SharedMem>,
+    /// The mapped physical memory holding its bytes, for a buffer of a virtual range.
+    vmm: Option<crate::vmm::VmmBacking>,
 }
 
 impl std::fmt::Debug for BufInner {
@@ -97,7 +99,10 @@ impl BufInner {
         BufGuard::new(
             xstream_core::sync::lock(&self.data),
             self.off,
-            self.shared.get(),
+            match (&self.vmm, self.shared.get()) {
+                (Some(v), _) => Some(v as &dyn Backing),
+                (None, s) => s.map(|s| s as &dyn Backing),
+            },
         )
     }
 
@@ -117,9 +122,27 @@ impl BufInner {
 
     /// A buffer of `len` bytes living in another process's shared file.
     pub(crate) fn imported(len: usize, ordinal: usize, shared: SharedMem) -> Result<Self> {
-        let (v, off) = aligned_block(len, len).map_err(|e| Error::OutOfMemory {
+        Self::staged("imported", len, ordinal, OnceLock::from(shared), None)
+    }
+
+    /// A buffer of `len` bytes of mapped physical memory (`crate::vmm`): its heap block is
+    /// only the staging copy its lock works on (its address, unique, orders the locks);
+    /// `vmm` holds the bytes and the virtual address.
+    pub(crate) fn mapped(len: usize, ordinal: usize, vmm: crate::vmm::VmmBacking) -> Result<Self> {
+        Self::staged("mapped", len, ordinal, OnceLock::new(), Some(vmm))
+    }
+
+    /// A buffer whose bytes live elsewhere (`shared` or `vmm`), staged in a heap block.
+    fn staged(
+        what: &str,
+        len: usize,
+        ordinal: usize,
+        shared: OnceLock<SharedMem>,
+        vmm: Option<crate::vmm::VmmBacking>,
+    ) -> Result<Self> {
+        let (v, off) = aligned_block(len.max(1), len).map_err(|e| Error::OutOfMemory {
             backend: BackendKind::Host,
-            detail: format!("{len}-byte imported buffer: {e}"),
+            detail: format!("{len}-byte {what} buffer: {e}"),
         })?;
         let addr = (v.as_ptr() as usize + off) as u64;
         Ok(Self {
@@ -129,10 +152,18 @@ impl BufInner {
             addr,
             len,
             ordinal,
-            shared: OnceLock::from(shared),
+            shared,
+            vmm,
         })
     }
 
+    /// The address users see: the virtual address for a mapped buffer, else the heap
+    /// block's.
+    pub(crate) fn device_address(&self) -> u64 {
+        self.vmm.as_ref().map_or(self.addr, |v| v.address())
+    }
+
+    /// The lock-order key: the heap block's address (unique among live buffers).
     pub(crate) fn addr(&self) -> u64 {
         self.addr
     }
@@ -180,6 +211,7 @@ impl HostDeviceBuffer {
                 len,
                 ordinal,
                 shared: OnceLock::new(),
+                vmm: None,
             }),
         })
     }
@@ -242,8 +274,10 @@ impl Buffer for HostDeviceBuffer {
         self.inner.len
     }
 
+    /// The heap block's address; for a buffer of a virtual range
+    /// ([`xstream_core::VirtualRange::buffer`]), the virtual address.
     fn device_address(&self) -> u64 {
-        self.inner.addr
+        self.inner.device_address()
     }
 
     fn device_ordinal(&self) -> usize {

@@ -35,6 +35,7 @@ pub const HOST_CAPABILITIES: Capabilities = Capabilities::PRIORITY
         Capabilities::empty()
     })
     .union(Capabilities::CROSS_DEVICE_WAIT)
+    .union(Capabilities::VIRTUAL_MEMORY)
     .union(Capabilities::LEGACY_DEFAULT_STREAM)
     .union(Capabilities::VALUE_OPS_32)
     .union(Capabilities::VALUE_OPS_64)

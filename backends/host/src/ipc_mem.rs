@@ -259,14 +259,33 @@ pub(crate) struct BufGuard<'a> {
     g: MutexGuard<'a, Vec<u8>>,
     /// Where the buffer's bytes start in the block (the alignment padding before).
     off: usize,
-    shared: Option<(&'a SharedMem, Vec<u8>)>,
+    shared: Option<(&'a dyn Backing, Vec<u8>)>,
+}
+
+/// Where a buffer's bytes really live when not in its heap block: a shared file (an
+/// interprocess buffer) or mapped physical memory (`crate::vmm`). Taking the buffer's lock
+/// loads them; releasing it stores the bytes that changed.
+pub(crate) trait Backing {
+    /// Reads the buffer's bytes into `into`.
+    fn load(&self, into: &mut [u8]);
+    /// Writes back the bytes of `now` that differ from `before`.
+    fn store(&self, before: &[u8], now: &[u8]);
+}
+
+impl Backing for SharedMem {
+    fn load(&self, into: &mut [u8]) {
+        SharedMem::load(self, into);
+    }
+    fn store(&self, before: &[u8], now: &[u8]) {
+        SharedMem::store(self, before, now);
+    }
 }
 
 impl<'a> BufGuard<'a> {
     pub(crate) fn new(
         mut g: MutexGuard<'a, Vec<u8>>,
         off: usize,
-        shared: Option<&'a SharedMem>,
+        shared: Option<&'a dyn Backing>,
     ) -> Self {
         let shared = shared.map(|s| {
             s.load(&mut g[off..]);

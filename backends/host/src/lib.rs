@@ -76,6 +76,7 @@ pub mod ipc;
 pub mod ipc_mem;
 mod module;
 mod stream;
+pub mod vmm;
 mod worker;
 
 use xstream_core::{Backend, BackendKind, FlagTable, Result};

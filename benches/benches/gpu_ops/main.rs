@@ -31,6 +31,8 @@
 //!   raw driver.
 //! - `nosync.rs`: allocation and frees while another stream is busy (no host synchronization),
 //!   against the raw driver.
+//! - `vmm.rs`: mapping a chunk of physical memory (map + set access + unmap) against the raw
+//!   driver.
 //! - `modules.rs`: the module launch path and the launch builder against raw `cuLaunchKernel`,
 //!   and heap allocations per launch and per typed copy (this binary's counting
 //!   `#[global_allocator]`).
@@ -79,6 +81,7 @@ mod nosync;
 mod raw;
 mod stats;
 mod sync;
+mod vmm;
 
 use json::{json_stat, json_str};
 use measure::{alloc_async_row, compare, state_rows, timed};
@@ -206,6 +209,8 @@ fn run() -> BenchResult<()> {
             timed(n, || drop(black_box(ctx.new_stream().expect("new_stream"))))
         })),
     ));
+
+    rows.extend(vmm::map_row(&dev)?);
 
     let pool = StreamPool::<CudaBackend>::new(dev.clone(), PoolConfig::default())
         .map_err(|e| e.to_string())?;

@@ -83,7 +83,7 @@ pub trait Backend: Sized + Send + Sync + 'static {
     /// Which backend this is.
     const KIND: BackendKind;
     /// Its device.
-    type Device: Device<B = Self>;
+    type Device: Device<B = Self> + crate::vmm::VirtualMemory;
     /// Its stream, with the hooks behind the user-facing methods
     /// ([`StreamHooks`](crate::backend_hooks::StreamHooks)).
     type Stream: Stream<B = Self> + crate::backend_hooks::StreamHooks;

@@ -27,6 +27,7 @@
 //! | [`devinfo`] | device facts: chip, compute units, memory, UUID, PCI bus id |
 //! | [`launch`] | the launch builder: arguments of every width, structs by value, checked and unchecked launches, launch attributes |
 //! | [`module`] | modules and kernels: sources, launch configurations, typed arguments, host kernels |
+//! | [`vmm`] | virtual memory: reserve address space, map physical memory into it, use it as a buffer |
 //! | [`view`] | views of device buffers: byte ranges ([`BufferView`]) and typed slices ([`DeviceSlice`]), memset patterns |
 //! | [`event_pool`] | a bounded pool of reusable ordering events ([`EventPool`]) |
 //! | [`error`] | the one error type, keeping vendor codes |
@@ -72,6 +73,7 @@ pub mod reduce;
 pub mod sync;
 pub mod translate;
 pub mod view;
+pub mod vmm;
 
 pub use allocator::{Allocator, AllocatorSlot, Block, HostAllocator};
 pub use attr::{
@@ -114,6 +116,7 @@ pub use translate::{
     TranslationPolicy,
 };
 pub use view::{BufferView, DeviceSlice, MemsetPattern, Viewable};
+pub use vmm::{Granularity, PhysicalMemory, VirtualMemory, VirtualRange};
 
 /// The `bytemuck` crate xstream's API is written against ([`ByValue`], typed copies and
 /// slices take `bytemuck::Pod` types): use this one to derive `Pod` for your kernel argument

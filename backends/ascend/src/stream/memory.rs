@@ -299,6 +299,7 @@ pub(super) fn alloc_async(s: &AscendStream, len: usize) -> Result<AscendBuffer> 
             len,
             ordered: Some(crate::blocks::Ordered::new(class, &s.state)),
             leaked: std::sync::atomic::AtomicBool::new(false),
+            mapped: None,
         }),
     })
 }

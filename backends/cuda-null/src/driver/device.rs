@@ -99,6 +99,7 @@ pub(super) fn attribute(a: u32) -> i32 {
         76 => 0,        // COMPUTE_CAPABILITY_MINOR
         95 => 1,        // COOPERATIVE_LAUNCH
         97 => 232448,   // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+        102 => 1,       // VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
         _ => 0,         // among them MANAGED_MEMORY, MEMORY_POOLS_SUPPORTED, stream memory ops
     }
 }

@@ -4,7 +4,8 @@
 //! `CUDA_ERROR_UNKNOWN`, never unwinds into the caller). All of the crate's `unsafe` is in this
 //! module, split along the driver's families: `device` (initialisation, device, context),
 //! `stream` (streams, events), `module` (modules, functions, kernel and host-function launches),
-//! `memory` (allocation, copies, memsets); the shared helpers and the `xnull_*` controls here.
+//! `memory` (allocation, copies, memsets), `vmm` (virtual memory: reservations, physical
+//! handles, mappings, access); the shared helpers and the `xnull_*` controls here.
 //!
 //! Handles (contexts, streams, events, modules, functions) are addresses of objects the null
 //! driver leaks on purpose: a destroyed handle stays readable, so a stale one is refused with
@@ -103,6 +104,7 @@ mod device;
 mod memory;
 mod module;
 mod stream;
+mod vmm;
 
 #[allow(unused_imports)]
 use device::*;

@@ -38,11 +38,13 @@ mod checks;
 mod cost;
 mod null;
 mod releases;
+mod vmm;
 
 use checks::*;
 use cost::*;
 use null::*;
 use releases::*;
+use vmm::*;
 
 /// The environment variable that marks the child and names the linked double.
 const CHILD: &str = "XSTREAM_NULL_DRIVER";
@@ -407,6 +409,7 @@ fn child(lib: &Path) {
     print_rows(&rows);
     check_rows(&rows);
     raw_buffers(&null, &dev, &s);
+    virtual_memory(&null, &dev, &s);
     dropped_stream_releases(&null, &dev, &args3);
 
     timing_table(&null, &s, &empty, &args3, &delay, &buf, &mut hb);

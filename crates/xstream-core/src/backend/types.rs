@@ -112,6 +112,9 @@ bitflags::bitflags! {
         /// always on CUDA and the host backend; the CANN attribute `INF_NAN` on Ascend (a chip
         /// without it saturates).
         const INF_NAN = 1 << 26;
+        /// Virtual memory: reserved address ranges, physical memory mapped into them
+        /// (see the `vmm` module).
+        const VIRTUAL_MEMORY = 1 << 27;
     }
 }
 

@@ -108,6 +108,23 @@ macro_rules! forward {
     };
 }
 
+/// The `kind` method of an erased enum (variants `Host`, `Cuda`, `Ascend`).
+macro_rules! kind_fn {
+    () => {
+        /// Which backend it belongs to.
+        pub fn kind(&self) -> BackendKind {
+            match self {
+                #[cfg(feature = "host")]
+                Self::Host(_) => BackendKind::Host,
+                #[cfg(feature = "cuda-backend")]
+                Self::Cuda(_) => BackendKind::Cuda,
+                #[cfg(feature = "ascend")]
+                Self::Ascend(_) => BackendKind::Ascend,
+            }
+        }
+    };
+}
+
 /// Defines an erased enum over the compiled backends, with `kind`, `From` and `downcast`.
 macro_rules! erased {
     ($(#[$m:meta])* $name:ident, $assoc:ident, $get:ident, $h:ident, $c:ident, $a:ident) => {
@@ -127,17 +144,7 @@ macro_rules! erased {
         }
 
         impl $name {
-            /// Which backend it belongs to.
-            pub fn kind(&self) -> BackendKind {
-                match self {
-                    #[cfg(feature = "host")]
-                    Self::Host(_) => BackendKind::Host,
-                    #[cfg(feature = "cuda-backend")]
-                    Self::Cuda(_) => BackendKind::Cuda,
-                    #[cfg(feature = "ascend")]
-                    Self::Ascend(_) => BackendKind::Ascend,
-                }
-            }
+            kind_fn!();
 
             /// The typed object of the generic path, when it is of backend `B`.
             pub fn downcast_ref<B: Erasable>(&self) -> Option<&<B as Backend>::$assoc> {

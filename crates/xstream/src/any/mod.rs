@@ -52,6 +52,8 @@ use crate::{
 
 #[macro_use]
 mod macros;
+mod vmm;
+pub use vmm::{AnyPhysicalMemory, AnyVirtualRange};
 
 /// The error of an operation given objects of two backends.
 fn mixed(op: &'static str, a: BackendKind, b: BackendKind) -> Error {

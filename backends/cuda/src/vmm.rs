@@ -1,0 +1,164 @@
+//! Virtual memory on CUDA ([`VirtualMemory`] for [`CudaDevice`]) over the driver's virtual
+//! memory management: `cuMemGetAllocationGranularity` (pinned device memory),
+//! `cuMemAddressReserve` / `cuMemAddressFree`, `cuMemCreate` / `cuMemRelease`, `cuMemMap` /
+//! `cuMemUnmap` and `cuMemSetAccess` (read and write). The device has
+//! [`Capabilities::VIRTUAL_MEMORY`](xstream_core::Capabilities::VIRTUAL_MEMORY) when
+//! `CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED` is set.
+//!
+//! Each handle type releases in its drop (binding the device's context first); a failure
+//! there is logged, never raised. A mapping is dropped where a buffer's `cuMemFree` would run
+//! (`crate::memory`): after the work using its buffers, off any host function.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use xstream_core::{Error, Granularity, Result, VirtualMemory};
+
+use crate::ffi;
+use crate::{CudaBuffer, CudaDevice};
+
+/// A reserved address range (`cuMemAddressReserve`); `cuMemAddressFree` at drop.
+#[derive(Debug)]
+pub struct CudaReservation {
+    dev: CudaDevice,
+    address: u64,
+    size: usize,
+}
+
+/// Physical device memory (`cuMemCreate`); `cuMemRelease` at drop.
+#[derive(Debug)]
+pub struct CudaPhysical {
+    dev: CudaDevice,
+    handle: u64,
+}
+
+impl CudaPhysical {
+    /// The driver's `CUmemGenericAllocationHandle`.
+    pub fn handle(&self) -> u64 {
+        self.handle
+    }
+}
+
+/// A mapping (`cuMemMap`); `cuMemUnmap` at drop.
+#[derive(Debug)]
+pub struct CudaMapping {
+    dev: CudaDevice,
+    address: u64,
+    size: usize,
+}
+
+/// Binds the device's context, then runs a release (a failure is logged).
+fn released(dev: &CudaDevice, what: &str, f: impl FnOnce() -> ffi::CuResult<()>) {
+    if ffi::bind(dev.shared.raw_ctx).is_err() {
+        return;
+    }
+    if let Err(c) = f() {
+        tracing::debug!(code = c, "{what} failed");
+    }
+}
+
+impl Drop for CudaReservation {
+    fn drop(&mut self) {
+        released(&self.dev, "cuMemAddressFree", || {
+            ffi::mem_address_free(self.address, self.size)
+        });
+    }
+}
+
+impl Drop for CudaPhysical {
+    fn drop(&mut self) {
+        released(&self.dev, "cuMemRelease", || ffi::mem_release(self.handle));
+    }
+}
+
+impl Drop for CudaMapping {
+    fn drop(&mut self) {
+        released(&self.dev, "cuMemUnmap", || {
+            ffi::mem_unmap(self.address, self.size)
+        });
+    }
+}
+
+impl VirtualMemory for CudaDevice {
+    type Reservation = CudaReservation;
+    type Physical = CudaPhysical;
+    type Mapping = CudaMapping;
+
+    fn raw_granularity(&self) -> Result<Granularity> {
+        let sh = &self.shared;
+        sh.enter()?;
+        let (minimum, recommended) = ffi::mem_granularity(sh.cu_device)
+            .map_err(|c| sh.fail("cuMemGetAllocationGranularity", c))?;
+        Ok(Granularity {
+            minimum,
+            recommended,
+        })
+    }
+
+    fn raw_reserve(&self, size: usize, align: usize) -> Result<(CudaReservation, u64)> {
+        let sh = &self.shared;
+        sh.enter()?;
+        let address =
+            ffi::mem_address_reserve(size, align).map_err(|c| sh.fail("cuMemAddressReserve", c))?;
+        Ok((
+            CudaReservation {
+                dev: self.clone(),
+                address,
+                size,
+            },
+            address,
+        ))
+    }
+
+    fn raw_create(&self, size: usize) -> Result<CudaPhysical> {
+        let sh = &self.shared;
+        sh.enter()?;
+        let handle = ffi::mem_create(sh.cu_device, size).map_err(|c| sh.fail("cuMemCreate", c))?;
+        Ok(CudaPhysical {
+            dev: self.clone(),
+            handle,
+        })
+    }
+
+    fn raw_map(
+        &self,
+        res: &CudaReservation,
+        address: u64,
+        phys: &CudaPhysical,
+        size: usize,
+    ) -> Result<CudaMapping> {
+        let sh = &self.shared;
+        if address < res.address || address + size as u64 > res.address + res.size as u64 {
+            return Err(Error::invalid("map: outside the reservation"));
+        }
+        sh.enter()?;
+        ffi::mem_map(address, size, phys.handle).map_err(|c| sh.fail("cuMemMap", c))?;
+        Ok(CudaMapping {
+            dev: self.clone(),
+            address,
+            size,
+        })
+    }
+
+    fn raw_set_access(
+        &self,
+        _map: &CudaMapping,
+        address: u64,
+        size: usize,
+        peer: &CudaDevice,
+    ) -> Result<()> {
+        let sh = &self.shared;
+        sh.enter()?;
+        ffi::mem_set_access(address, size, peer.shared.cu_device)
+            .map_err(|c| sh.fail("cuMemSetAccess", c))
+    }
+
+    fn raw_buffer(
+        &self,
+        address: u64,
+        len: usize,
+        keep: Arc<dyn Any + Send + Sync>,
+    ) -> Result<CudaBuffer> {
+        Ok(CudaBuffer::mapped(self, address, len, keep))
+    }
+}
