@@ -125,7 +125,8 @@ pub struct CudaStream {
     id: OnceLock<u64>,
     name: Option<String>,
     flags: StreamFlags,
-    report: CreationReport,
+    /// The flag part is made on first read (`flag_memo`).
+    report: crate::flag_memo::LazyCreationReport,
     ownership: Ownership,
 }
 
@@ -236,7 +237,7 @@ impl Stream for CudaStream {
     }
 
     fn report(&self) -> &CreationReport {
-        &self.report
+        self.report.get()
     }
 
     fn ownership(&self) -> Ownership {
@@ -460,7 +461,7 @@ impl Stream for CudaStream {
             handle,
             None,
             flags,
-            Self::plain_report(priority),
+            crate::flag_memo::LazyCreationReport::ready(Self::plain_report(priority)),
             Ownership::Borrowed,
             false,
             false,

@@ -50,7 +50,7 @@ impl CudaStream {
             handle,
             None,
             flags,
-            Self::plain_report(priority),
+            crate::flag_memo::LazyCreationReport::ready(Self::plain_report(priority)),
             Ownership::Borrowed,
             false,
             false,
