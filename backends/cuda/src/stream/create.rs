@@ -19,7 +19,6 @@ use crate::CudaDevice;
 impl CudaStream {
     #[allow(clippy::too_many_arguments)] // private constructor; every field is distinct
     pub(super) fn build(
-        dev: &CudaDevice,
         handle: StreamHandle,
         name: Option<String>,
         flags: StreamFlags,
@@ -36,7 +35,6 @@ impl CudaStream {
             ..StreamState::default()
         };
         Ok(Self {
-            dev: dev.clone(),
             handle,
             state: Arc::new(state),
             id: OnceLock::new(),
@@ -74,7 +72,6 @@ impl CudaStream {
         let flags = t.effective;
         let persistent = t.emulated.contains(StreamFlags::PERSISTENT);
         let s = Self::build(
-            dev,
             handle,
             desc.name.clone(),
             flags,
@@ -95,7 +92,6 @@ impl CudaStream {
         let (flags, priority) = Self::read_props(dev, raw)?;
         let handle = StreamHandle::new(raw, false, dev.clone());
         let s = Self::build(
-            dev,
             handle,
             Some(
                 if raw == CuStream::LEGACY {

@@ -33,7 +33,7 @@ impl CudaStream {
             v
         };
         if let Some(v) = flush {
-            if let Err((v, _)) = release_after(&self.dev, self.raw(), v) {
+            if let Err((v, _)) = release_after(&self.handle.dev, self.raw(), v) {
                 let mut g = lock(&self.state.keep);
                 g.extend(v);
                 self.state.keep_len.store(g.len(), Ordering::Release);
@@ -299,7 +299,7 @@ pub(super) fn copy_peer(
 ) -> Result<()> {
     check_range("copy_peer source", src.len_bytes(), src_offset, len)?;
     check_range("copy_peer destination", dst.len_bytes(), dst_offset, len)?;
-    let me = &s.dev;
+    let me = &s.handle.dev;
     let src_mine = src.check_device("copy_peer", me).is_ok();
     let dst_mine = dst.check_device("copy_peer", me).is_ok();
     let other_ord = match (src_mine, dst_mine) {
