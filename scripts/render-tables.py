@@ -36,7 +36,9 @@ DOCS = os.path.join(ROOT, "docs")
 #           "paired" / "paired_ci" (benches/benches/any_dispatch.rs `paired` lines: the IQR
 #           form, or the 95% CI form with one column per backend), "stress"
 #           (tests/tests/stress.rs result lines), "conform" (`xstream conform` result lines
-#           of `source` and of each `more` log, one column each)
+#           of `source` and of each `more` log, one column each), "before_after" (the
+#           null-driver test's CPU tables in `source` and in the one `more` log, several runs
+#           each: xstream - raw ns per row, median and range, and the change)
 TABLES = {
     "run20-steps": dict(
         doc="gpu-verification.md", source="gpu-runs/2026-11-27-2xh100-run20/run20-summary.tsv",
@@ -92,6 +94,9 @@ TABLES = {
     "run17-alloc-no-host-sync": dict(
         doc="performance.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
         index=6),
+    "null-driver-hot-paths": dict(
+        doc="performance.md", source="cpu-runs/2026-11-27-hot-paths/before.log",
+        kind="before_after", more=[("after", "cpu-runs/2026-11-27-hot-paths/after.log")]),
     "null-driver-counts": dict(
         doc="performance.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
         kind="md", index=0),
@@ -292,6 +297,38 @@ def render_conform(spec, text):
     return t
 
 
+def cpu_rows(text):
+    """`label -> [xstream - raw ns, ...]` over every null-driver CPU table of `text` (one value
+    per run the log holds), with the labels in first-seen order."""
+    out = {}
+    for t in md_tables(text):
+        if not t[0].startswith("| operation | xstream ns |"):
+            continue
+        for r in t[2:]:
+            cells = [c.strip() for c in r.strip().strip("|").split("|")]
+            out.setdefault(cells[0], []).append(int(cells[4]))
+    return out
+
+
+def render_before_after(spec, text):
+    """backends/cuda/tests/null_driver.rs CPU tables: xstream - raw ns per row in the runs of
+    `source` (before) and of the `more` log (after), median of the runs and their range."""
+    before = cpu_rows(text)
+    after = cpu_rows(open(os.path.join(DOCS, spec["more"][0][1]), encoding="utf-8").read())
+    if not before or not after:
+        raise RenderError(f"{spec['source']}: no null-driver CPU table before or after")
+    med = lambda v: sorted(v)[len(v) // 2]
+    span = lambda v: f"{med(v):+d} ({min(v):+d} to {max(v):+d}, {len(v)} runs)"
+    t = ["| operation | before: xstream − raw ns, median (range) | after: xstream − raw ns, "
+         "median (range) | change of the median |", "|---|---:|---:|---:|"]
+    for label, b in before.items():
+        a = after.get(label)
+        if a is None:
+            raise RenderError(f"{spec['more'][0][1]}: no row {label!r}")
+        t.append(f"| {label} | {span(b)} | {span(a)} | {med(a) - med(b):+d} |")
+    return t
+
+
 def caption(spec):
     """Run folder, date, device, commit: each read from the run's folder.
 
@@ -365,6 +402,7 @@ def render(name):
         "stress": render_stress,
         "conform": render_conform,
         "tsv": render_tsv,
+        "before_after": render_before_after,
     }
     table = kinds[spec["kind"]](spec, text)
     return [caption(spec), ""] + table

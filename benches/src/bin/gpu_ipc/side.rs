@@ -259,6 +259,22 @@ impl Side {
         Ok(u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
 
+    /// With two GPUs, in the child: `diag::import_copies` over this side's raw import,
+    /// destination and consumer stream (`handle`: the exporter's raw memory handle).
+    pub(crate) fn diag_import_copies(&self, handle: [u8; 64]) {
+        if self.two && self.imported {
+            super::diag::import_copies(
+                self.ctx0,
+                self.ctxc,
+                self.src_raw,
+                self.dst_raw,
+                self.sc_raw,
+                handle,
+                self.len,
+            );
+        }
+    }
+
     /// Copies both sources to the page-locked blocks and checks first, middle and last byte
     /// against the fill bytes: proof that the child's imports map the exporter's memory.
     pub(crate) fn check_contents(&mut self) -> BenchResult<()> {
