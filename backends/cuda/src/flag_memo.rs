@@ -112,7 +112,8 @@ pub(crate) fn event_bits(
 /// at once).
 pub(crate) struct LazyReport {
     request: Option<(EventFlags, TranslationPolicy)>,
-    report: OnceLock<FlagReport>,
+    /// Boxed: the event stays small (the report is made, and allocated, only when read).
+    report: OnceLock<Box<FlagReport>>,
 }
 
 impl LazyReport {
@@ -120,7 +121,7 @@ impl LazyReport {
     pub(crate) fn ready(r: FlagReport) -> Self {
         Self {
             request: None,
-            report: OnceLock::from(r),
+            report: OnceLock::from(Box::new(r)),
         }
     }
 
@@ -134,12 +135,14 @@ impl LazyReport {
 
     /// The report.
     pub(crate) fn get(&self) -> &FlagReport {
-        self.report.get_or_init(|| match self.request {
-            Some((f, p)) => CUDA_FLAGS
-                .event_to_native(f, p)
-                .map(|t| t.report)
-                .unwrap_or_default(),
-            None => FlagReport::default(),
+        self.report.get_or_init(|| {
+            Box::new(match self.request {
+                Some((f, p)) => CUDA_FLAGS
+                    .event_to_native(f, p)
+                    .map(|t| t.report)
+                    .unwrap_or_default(),
+                None => FlagReport::default(),
+            })
         })
     }
 }
@@ -148,7 +151,8 @@ impl LazyReport {
 pub(crate) struct LazyCreationReport {
     request: Option<(StreamFlags, TranslationPolicy)>,
     priority: PriorityOutcome,
-    report: OnceLock<CreationReport>,
+    /// Boxed: the stream stays small (the report is made, and allocated, only when read).
+    report: OnceLock<Box<CreationReport>>,
 }
 
 impl LazyCreationReport {
@@ -157,7 +161,7 @@ impl LazyCreationReport {
         Self {
             request: None,
             priority: r.priority,
-            report: OnceLock::from(r),
+            report: OnceLock::from(Box::new(r)),
         }
     }
 
@@ -181,15 +185,17 @@ impl LazyCreationReport {
 
     /// The report.
     pub(crate) fn get(&self) -> &CreationReport {
-        self.report.get_or_init(|| CreationReport {
-            flags: match self.request {
-                Some((f, p)) => CUDA_FLAGS
-                    .stream_to_native(f, p)
-                    .map(|t| t.report)
-                    .unwrap_or_default(),
-                None => FlagReport::default(),
-            },
-            priority: self.priority,
+        self.report.get_or_init(|| {
+            Box::new(CreationReport {
+                flags: match self.request {
+                    Some((f, p)) => CUDA_FLAGS
+                        .stream_to_native(f, p)
+                        .map(|t| t.report)
+                        .unwrap_or_default(),
+                    None => FlagReport::default(),
+                },
+                priority: self.priority,
+            })
         })
     }
 }
