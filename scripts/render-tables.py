@@ -38,7 +38,8 @@ DOCS = os.path.join(ROOT, "docs")
 #           (tests/tests/stress.rs result lines), "conform" (`xstream conform` result lines
 #           of `source` and of each `more` log, one column each), "before_after" (the
 #           null-driver test's CPU tables in `source` and in the one `more` log, several runs
-#           each: xstream - raw ns per row, median and range, and the change)
+#           each: xstream - raw ns per row, median and range, and the change), "diag"
+#           (benches/src/bin/gpu_ipc/diag.rs `diag:` lines)
 TABLES = {
     "run20-steps": dict(
         doc="gpu-verification.md", source="gpu-runs/2026-11-27-2xh100-run20/run20-summary.tsv",
@@ -329,6 +330,18 @@ def render_before_after(spec, text):
     return t
 
 
+def render_diag(spec, text):
+    """`diag: <way>: <result>` lines (benches/src/bin/gpu_ipc/diag.rs) as a table."""
+    t = ["| copy (raw driver, in the importing process) | result |", "|---|---|"]
+    for line in text.splitlines():
+        m = re.match(r"^diag: ([^:]+): (.*)$", line.strip())
+        if m:
+            t.append(f"| {m.group(1)} | {m.group(2)} |")
+    if len(t) == 2:
+        raise RenderError(f"{spec['source']} holds no `diag:` line")
+    return t
+
+
 def caption(spec):
     """Run folder, date, device, commit: each read from the run's folder.
 
@@ -403,6 +416,7 @@ def render(name):
         "conform": render_conform,
         "tsv": render_tsv,
         "before_after": render_before_after,
+        "diag": render_diag,
     }
     table = kinds[spec["kind"]](spec, text)
     return [caption(spec), ""] + table
