@@ -21,6 +21,8 @@ mkdir -p "$OUT/gpu-run"
 { date -u; nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } \
     >"$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
+# The PyTorch comparison is not part of this call (gpu-run.sh then says SKIP: not in the bundle).
+rm -f gpu-bundle/torch_bench.py
 OUT="$OUT/gpu-run" BUDGET=250 ONLY=cuda-- NO_CLI=1 NO_EXAMPLES=1 BENCH=1 bash gpu-bundle/gpu-run.sh
 rc=$?
 python3 - "$OUT/gpu-run/summary.txt" "$OUT/run21-summary.tsv" "$SECONDS" "$rc" <<'PY'
