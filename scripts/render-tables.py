@@ -40,7 +40,31 @@ DOCS = os.path.join(ROOT, "docs")
 #           null-driver test's CPU tables in `source` and in the one `more` log, several runs
 #           each: xstream - raw ns per row, median and range, and the change), "diag"
 #           (benches/src/bin/gpu_ipc/diag.rs `diag:` lines)
+# The gpu_ops rows of issue 29's item 3 (first cells' beginnings, one row each).
+ISSUE29_ROWS = [
+    "stream create+destroy", "event create+destroy (DISABLE_TIMING)",
+    "event create+destroy (default", "host callback enqueue", "kernel launch (xstream_delay(0)",
+    "launch builder: 3 args", "launch_kernel: same 3-arg", "module launch: empty kernel",
+    "write_from_host 4 KiB", "read_into_host 4 KiB", "registered upload 4 KiB",
+    "chain: 4 streams", "100 direct kernel launches",
+]
+
 TABLES = {
+    "run21-steps": dict(
+        doc="gpu-verification.md", source="gpu-runs/2026-11-27-2xh100-run21/run21-summary.tsv",
+        kind="tsv"),
+    "run19-issue29-rows": dict(
+        doc="performance.md", source="gpu-runs/2026-11-27-2xh100-run19/gpu_bench.md",
+        kind="md", index=0, rows=ISSUE29_ROWS),
+    "run21-issue29-rows": dict(
+        doc="performance.md", source="gpu-runs/2026-11-27-2xh100-run21/gpu_bench.md",
+        kind="md", index=0, rows=ISSUE29_ROWS),
+    "run21-ipc-two-gpus": dict(
+        doc="performance.md", source="gpu-runs/2026-11-27-2xh100-run21/gpu_ipc.md",
+        kind="md", index=3),
+    "run21-ipc-diag": dict(
+        doc="performance.md", source="gpu-runs/2026-11-27-2xh100-run21/gpu_ipc.log",
+        kind="diag"),
     "run20-steps": dict(
         doc="gpu-verification.md", source="gpu-runs/2026-11-27-2xh100-run20/run20-summary.tsv",
         kind="tsv"),
@@ -298,35 +322,42 @@ def render_conform(spec, text):
     return t
 
 
-def cpu_rows(text):
-    """`label -> [xstream - raw ns, ...]` over every null-driver CPU table of `text` (one value
-    per run the log holds), with the labels in first-seen order."""
+def cpu_rows(text, col):
+    """`label -> [value, ...]` of column `col` (4: xstream - raw ns, 5: xstream - blocked -
+    raw ns) over every null-driver CPU table of `text` (one value per run the log holds), with
+    the labels in first-seen order."""
     out = {}
     for t in md_tables(text):
         if not t[0].startswith("| operation | xstream ns |"):
             continue
         for r in t[2:]:
             cells = [c.strip() for c in r.strip().strip("|").split("|")]
-            out.setdefault(cells[0], []).append(int(cells[4]))
+            out.setdefault(cells[0], []).append(int(cells[col]))
     return out
 
 
 def render_before_after(spec, text):
-    """backends/cuda/tests/null_driver.rs CPU tables: xstream - raw ns per row in the runs of
-    `source` (before) and of the `more` log (after), median of the runs and their range."""
-    before = cpu_rows(text)
-    after = cpu_rows(open(os.path.join(DOCS, spec["more"][0][1]), encoding="utf-8").read())
-    if not before or not after:
+    """backends/cuda/tests/null_driver.rs CPU tables: per row, xstream - raw ns and xstream -
+    blocked - raw ns in the runs of `source` (before) and of the `more` log (after): median of
+    the runs (min to max), and the change of the median."""
+    after_text = open(os.path.join(DOCS, spec["more"][0][1]), encoding="utf-8").read()
+    cols = [(cpu_rows(text, c), cpu_rows(after_text, c)) for c in (4, 5)]
+    if not cols[0][0] or not cols[0][1]:
         raise RenderError(f"{spec['source']}: no null-driver CPU table before or after")
     med = lambda v: sorted(v)[len(v) // 2]
-    span = lambda v: f"{med(v):+d} ({min(v):+d} to {max(v):+d}, {len(v)} runs)"
-    t = ["| operation | before: xstream − raw ns, median (range) | after: xstream − raw ns, "
-         "median (range) | change of the median |", "|---|---:|---:|---:|"]
-    for label, b in before.items():
-        a = after.get(label)
-        if a is None:
-            raise RenderError(f"{spec['more'][0][1]}: no row {label!r}")
-        t.append(f"| {label} | {span(b)} | {span(a)} | {med(a) - med(b):+d} |")
+    span = lambda v: f"{med(v):+d} ({min(v):+d} to {max(v):+d})"
+    runs = len(next(iter(cols[0][0].values())))
+    t = [f"| operation | xstream − raw: before | after | change | xstream − blocked − raw: before "
+         f"| after | change |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for label in cols[0][0]:
+        cells = []
+        for before, after in cols:
+            b, a = before[label], after.get(label)
+            if a is None:
+                raise RenderError(f"{spec['more'][0][1]}: no row {label!r}")
+            cells += [span(b), span(a), f"{med(a) - med(b):+d}"]
+        t.append(f"| {label} | " + " | ".join(cells) + " |")
+    t.append(f"| (runs per side) | {runs} | {len(next(iter(cols[0][1].values())))} | | | | |")
     return t
 
 

@@ -38,7 +38,10 @@
 //!   the process inside the driver): raw `raw::wait_bridged_and_sync`, xstream's
 //!   `Stream::wait_event`, which does the same itself. After the measured part the child
 //!   prints `diag:` lines on its standard error: the peer copy from its import made three
-//!   ways with raw calls (`diag.rs`; why that copy is slow with two GPUs, issue 29).
+//!   ways with raw calls (`diag.rs`; why that copy is slow with two GPUs, issue 29). Peer
+//!   access is enabled both ways in both processes (device 1 -> 0 and 0 -> 1): GPU run 21's
+//!   `diag:` lines showed the copy from the import at about a tenth of the exporter's rate
+//!   with only 1 -> 0, and at the exporter's rate with 0 -> 1 too.
 //!
 //! Statistics: interleaved rounds (the order of the variants rotates each round), medians
 //! with p10 and p90 (nearest rank) over all samples. Output: a Markdown report on stdout and,

@@ -98,6 +98,13 @@ impl Side {
             trace("side: enable peer access consumer -> device 0");
             d.enable_peer_access(&dev0)
                 .map_err(|e| format!("device {consumer} -> device 0 peer access: {e}"))?;
+            // And device 0 -> consumer: without it the peer copy from an import opened in
+            // device 0's context ran at about a tenth of the exporter's rate, raw and xstream
+            // alike (GPU run 21's `diag:` lines, docs/performance.md); with it, at the
+            // exporter's rate.
+            trace("side: enable peer access device 0 -> consumer");
+            dev0.enable_peer_access(&d)
+                .map_err(|e| format!("device 0 -> device {consumer} peer access: {e}"))?;
             d
         };
         let ctx0 = dev0.cudarc_context().cu_ctx();
