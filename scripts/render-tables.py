@@ -39,8 +39,36 @@ DOCS = os.path.join(ROOT, "docs")
 #           (tests/tests/stress.rs result lines), "conform" (`xstream conform` result lines
 #           of `source` and of each `more` log, one column each), "tsv" (a step summary),
 #           "across" (one row per run of `runs`, the `cells` of the `ops` rows of each run's
-#           `index`-th markdown table), "ledger" (one row per run folder under `roots`)
+#           `index`-th markdown table), "ledger" (one row per run folder under `roots`),
+#           "before_after" (the
+#           null-driver test's CPU tables in `source` and in the one `more` log, several runs
+#           each: xstream - raw ns per row, median and range, and the change), "diag"
+#           (benches/src/bin/gpu_ipc/diag.rs `diag:` lines)
+# The gpu_ops rows of issue 29's item 3 (first cells' beginnings, one row each).
+ISSUE29_ROWS = [
+    "stream create+destroy", "event create+destroy (DISABLE_TIMING)",
+    "event create+destroy (default", "host callback enqueue", "kernel launch (xstream_delay(0)",
+    "launch builder: 3 args", "launch_kernel: same 3-arg", "module launch: empty kernel",
+    "write_from_host 4 KiB", "read_into_host 4 KiB", "registered upload 4 KiB",
+    "chain: 4 streams", "100 direct kernel launches",
+]
+
 TABLES = {
+    "run21-steps": dict(
+        doc="gpu-verification.md", source="gpu-runs/2026-11-27-2xh100-run21/run21-summary.tsv",
+        kind="tsv"),
+    "run19-issue29-rows": dict(
+        doc="hot-paths.md", source="gpu-runs/2026-11-27-2xh100-run19/gpu_bench.md",
+        kind="md", index=0, rows=ISSUE29_ROWS),
+    "run21-issue29-rows": dict(
+        doc="hot-paths.md", source="gpu-runs/2026-11-27-2xh100-run21/gpu_bench.md",
+        kind="md", index=0, rows=ISSUE29_ROWS),
+    "run21-ipc-two-gpus": dict(
+        doc="hot-paths.md", source="gpu-runs/2026-11-27-2xh100-run21/gpu_ipc.md",
+        kind="md", index=3),
+    "run21-ipc-diag": dict(
+        doc="hot-paths.md", source="gpu-runs/2026-11-27-2xh100-run21/gpu_ipc.log",
+        kind="diag"),
     "run20-steps": dict(
         doc="gpu-runs/2026-11-27-2xh100-run20/README.md", source="gpu-runs/2026-11-27-2xh100-run20/run20-summary.tsv",
         kind="tsv"),
@@ -118,6 +146,9 @@ TABLES = {
     "run17-alloc-no-host-sync": dict(
         doc="gpu-runs/2026-11-25-h100-run17/results.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
         index=6),
+    "null-driver-hot-paths": dict(
+        doc="hot-paths.md", source="cpu-runs/2026-11-27-hot-paths/before.log",
+        kind="before_after", more=[("after", "cpu-runs/2026-11-27-hot-paths/after.log")]),
     "null-driver-counts": dict(
         doc="cpu-runs/2026-11-27-null-driver/README.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
         kind="md", index=0),
@@ -479,6 +510,57 @@ def render_ledger(spec, text):
     return t
 
 
+def cpu_rows(text, col):
+    """`label -> [value, ...]` of column `col` (4: xstream - raw ns, 5: xstream - blocked -
+    raw ns) over every null-driver CPU table of `text` (one value per run the log holds), with
+    the labels in first-seen order."""
+    out = {}
+    for t in md_tables(text):
+        if not t[0].startswith("| operation | xstream ns |"):
+            continue
+        for r in t[2:]:
+            cells = [c.strip() for c in r.strip().strip("|").split("|")]
+            out.setdefault(cells[0], []).append(int(cells[col]))
+    return out
+
+
+def render_before_after(spec, text):
+    """backends/cuda/tests/null_driver.rs CPU tables: per row, xstream - raw ns and xstream -
+    blocked - raw ns in the runs of `source` (before) and of the `more` log (after): median of
+    the runs (min to max), and the change of the median."""
+    after_text = open(os.path.join(DOCS, spec["more"][0][1]), encoding="utf-8").read()
+    cols = [(cpu_rows(text, c), cpu_rows(after_text, c)) for c in (4, 5)]
+    if not cols[0][0] or not cols[0][1]:
+        raise RenderError(f"{spec['source']}: no null-driver CPU table before or after")
+    med = lambda v: sorted(v)[len(v) // 2]
+    span = lambda v: f"{med(v):+d} ({min(v):+d} to {max(v):+d})"
+    runs = len(next(iter(cols[0][0].values())))
+    t = [f"| operation | xstream − raw: before | after | change | xstream − blocked − raw: before "
+         f"| after | change |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for label in cols[0][0]:
+        cells = []
+        for before, after in cols:
+            b, a = before[label], after.get(label)
+            if a is None:
+                raise RenderError(f"{spec['more'][0][1]}: no row {label!r}")
+            cells += [span(b), span(a), f"{med(a) - med(b):+d}"]
+        t.append(f"| {label} | " + " | ".join(cells) + " |")
+    t.append(f"| (runs per side) | {runs} | {len(next(iter(cols[0][1].values())))} | | | | |")
+    return t
+
+
+def render_diag(spec, text):
+    """`diag: <way>: <result>` lines (benches/src/bin/gpu_ipc/diag.rs) as a table."""
+    t = ["| copy (raw driver, in the importing process) | result |", "|---|---|"]
+    for line in text.splitlines():
+        m = re.match(r"^diag: ([^:]+): (.*)$", line.strip())
+        if m:
+            t.append(f"| {m.group(1)} | {m.group(2)} |")
+    if len(t) == 2:
+        raise RenderError(f"{spec['source']} holds no `diag:` line")
+    return t
+
+
 def caption(spec):
     """The caption of a table: the files it was rendered from and, for each run folder among
     them, the folder, date, device and commit (`run_facts`)."""
@@ -596,6 +678,8 @@ def render(name):
         "tsv": render_tsv,
         "across": render_across,
         "ledger": render_ledger,
+        "before_after": render_before_after,
+        "diag": render_diag,
     }
     table = kinds[spec["kind"]](spec, text)
     return [caption(spec), ""] + table

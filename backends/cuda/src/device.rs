@@ -141,7 +141,10 @@ const WATCH_LINGER: Duration = Duration::from_millis(50);
 /// pending (see the crate docs, "Callback failure path").
 pub(crate) fn track_pending(shared: &Arc<Shared>, slot: &Arc<CallbackSlot>) {
     shared.pending.track(slot);
-    if shared.watching.swap(true, Ordering::SeqCst) {
+    // A load first: while the watcher runs (a steady stream of callbacks), the enqueuing
+    // thread only reads the flag, never writes its cache line (a load that sees `true` is
+    // ordered as a swap that reads `true` would be).
+    if shared.watching.load(Ordering::SeqCst) || shared.watching.swap(true, Ordering::SeqCst) {
         return;
     }
     let s = Arc::clone(shared);

@@ -13,8 +13,8 @@ use xstream_core::{
 
 use xstream_core::sync::wait_with_backoff;
 
-use crate::conv::CUDA_FLAGS;
 use crate::ffi::{self, CuEvent};
+use crate::flag_memo::{self, LazyReport};
 use crate::stream::StreamState;
 use crate::{error, CudaBackend, CudaDevice, CudaStream, TIMED_WAIT_BACKOFF};
 
@@ -88,10 +88,11 @@ struct RecordState {
 /// xstream, because CUDA reports `CUDA_ERROR_INVALID_HANDLE` both for a never-recorded event
 /// and for a timing-disabled one in `cuEventElapsedTime` (driver behaviour in docs/semantics.md).
 pub struct CudaEvent {
-    dev: CudaDevice,
+    /// The native handle and the device (one `Arc`, one device reference per event).
     handle: Arc<EventHandle>,
     flags: EventFlags,
-    report: FlagReport,
+    /// Made on first read (`flag_memo`): creation allocates only the handle's `Arc`.
+    report: LazyReport,
     /// Recorded at least once (record / query never take a lock for this).
     recorded: AtomicBool,
     /// The latest record was made during a capture; only then is `state` consulted.
@@ -112,19 +113,14 @@ impl CudaEvent {
     pub(crate) fn create(dev: &CudaDevice, desc: &EventDesc) -> Result<Self> {
         let sh = &dev.shared;
         sh.enter()?;
-        let t = CUDA_FLAGS.event_to_native(desc.flags, desc.policy)?;
-        let raw = sh.check("cuEventCreate", ffi::event_create(t.native))?;
-        let (native, _) = CUDA_FLAGS.event_from_native(t.native);
-        // Hints (EXTERNAL) stay in the effective flags; native bits are read from what was
-        // passed (INTERPROCESS implies DISABLE_TIMING).
-        let hints = t.effective.difference(
-            EventFlags::BLOCKING_SYNC | EventFlags::DISABLE_TIMING | EventFlags::INTERPROCESS,
-        );
+        // The native bits and the event's flags (native bits read back, plus hints such as
+        // EXTERNAL; INTERPROCESS implies DISABLE_TIMING), remembered per request.
+        let (native, flags) = flag_memo::event_bits(desc.flags, desc.policy)?;
+        let raw = sh.check("cuEventCreate", ffi::event_create(native))?;
         Ok(Self {
-            dev: dev.clone(),
             handle: Arc::new(EventHandle::new(raw, dev, None)),
-            flags: native | hints,
-            report: t.report,
+            flags,
+            report: LazyReport::event(desc.flags, desc.policy),
             recorded: AtomicBool::new(false),
             captured: AtomicBool::new(false),
             state: Mutex::new(RecordState::default()),
@@ -155,10 +151,9 @@ impl CudaEvent {
         }
         let raw = CuEvent(event.cu_event());
         Ok(Self {
-            dev: dev.clone(),
             handle: Arc::new(EventHandle::new(raw, dev, Some(event))),
             flags,
-            report: FlagReport::default(),
+            report: LazyReport::ready(FlagReport::default()),
             recorded: AtomicBool::new(true),
             captured: AtomicBool::new(false),
             state: Mutex::new(RecordState::default()),
@@ -186,7 +181,7 @@ impl CudaEvent {
     }
 
     fn fail(&self, api: &'static str, c: ffi::Code) -> Error {
-        let e = self.dev.shared.fail(api, c);
+        let e = self.handle.dev.shared.fail(api, c);
         if matches!(e, Error::Capture { .. }) {
             if let Some(st) = &self.lock().captured_by {
                 st.capture.invalidate();
@@ -206,7 +201,7 @@ impl Event for CudaEvent {
     type Raw = CuEvent;
 
     fn device(&self) -> &CudaDevice {
-        &self.dev
+        &self.handle.dev
     }
 
     fn flags(&self) -> EventFlags {
@@ -214,12 +209,12 @@ impl Event for CudaEvent {
     }
 
     fn report(&self) -> &FlagReport {
-        &self.report
+        self.report.get()
     }
 
     fn record(&self, stream: &CudaStream) -> Result<()> {
-        self.dev.shared.enter()?;
-        if stream.cuda_device().shared.raw_ctx != self.dev.shared.raw_ctx {
+        self.handle.dev.shared.enter()?;
+        if stream.cuda_device().shared.raw_ctx != self.handle.dev.shared.raw_ctx {
             // Reference row 11: a record must use the stream's own context.
             return Err(Error::WrongDevice(
                 "an event can only be recorded on a stream of its own device/context".into(),
@@ -228,7 +223,7 @@ impl Event for CudaEvent {
         stream.state.capture.gate_enqueue("event record")?;
         let raw_stream = xstream_core::Stream::as_raw(stream);
         if let Err(c) = ffi::event_record(self.raw(), raw_stream) {
-            let e = self.dev.shared.fail("cuEventRecord", c);
+            let e = self.handle.dev.shared.fail("cuEventRecord", c);
             if matches!(e, Error::Capture { .. }) {
                 stream.state.capture.invalidate();
             }
@@ -244,7 +239,7 @@ impl Event for CudaEvent {
     }
 
     fn query(&self) -> Result<Status> {
-        self.dev.shared.enter()?;
+        self.handle.dev.shared.enter()?;
         if !self.gate("event query")? {
             return Ok(Status::Ready);
         }
@@ -256,7 +251,7 @@ impl Event for CudaEvent {
     }
 
     fn synchronize(&self) -> Result<()> {
-        self.dev.shared.enter()?;
+        self.handle.dev.shared.enter()?;
         if !self.gate("event synchronize")? {
             return Ok(());
         }
@@ -265,7 +260,7 @@ impl Event for CudaEvent {
 
     fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
         check_timeout(timeout)?;
-        self.dev.shared.enter()?;
+        self.handle.dev.shared.enter()?;
         if !self.gate("event synchronize")? {
             return Ok(());
         }
@@ -284,7 +279,7 @@ impl Event for CudaEvent {
     }
 
     fn elapsed_ms(&self, end: &Self) -> Result<f32> {
-        self.dev.shared.enter()?;
+        self.handle.dev.shared.enter()?;
         if self.flags.contains(EventFlags::DISABLE_TIMING)
             || end.flags.contains(EventFlags::DISABLE_TIMING)
         {
@@ -301,7 +296,7 @@ impl Event for CudaEvent {
     }
 
     fn completed(&self) -> Result<Completion> {
-        self.dev.shared.enter()?;
+        self.handle.dev.shared.enter()?;
         if !self.gate("event completed")? {
             return Ok(Completion::ready(Ok(())));
         }

@@ -84,6 +84,7 @@ pub mod error;
 mod event;
 mod event_pool;
 mod ffi;
+mod flag_memo;
 mod graph;
 mod hostmem;
 pub mod memory;

@@ -413,14 +413,24 @@ pub(crate) fn launch_ex(
             fi.name, fi.module.ordinal, dev.shared.info.ordinal
         )));
     }
-    fi.limits.check(cfg)?;
-    attrs.check(cfg)?;
-    check_attrs_supported(dev, attrs)?;
+    // The common case is answered by plain comparisons; the shared checks run (and build
+    // their error) only when one fails.
+    if !within_limits(&fi.limits, cfg) {
+        fi.limits.check(cfg)?;
+    }
+    if !attrs.is_empty() {
+        attrs.check(cfg)?;
+        check_attrs_supported(dev, attrs)?;
+    }
     if let Some(kinds) = &fi.kinds {
         check_args(&fi.name, kinds, args)?;
     }
     match (&fi.layout, unknown) {
-        (Some(layout), _) => check_arg_sizes(&fi.name, layout.sizes(), args)?,
+        (Some(layout), _) => {
+            if !sizes_match(layout.sizes(), args) {
+                check_arg_sizes(&fi.name, layout.sizes(), args)?;
+            }
+        }
         (None, Layout::Required) => return Err(no_layout(&fi.name)),
         (None, Layout::Trusted(_)) => {}
     }
@@ -459,6 +469,25 @@ pub(crate) fn launch_ex(
         s.track_module(&fi.module);
     }
     Ok(())
+}
+
+/// Whether `cfg` passes [`LaunchLimits::check`]: every dimension at least 1 and at most its
+/// limit, the block's threads and the dynamic shared memory within theirs. `false` sends the
+/// launch to the full check, which gives the error.
+#[inline]
+fn within_limits(l: &LaunchLimits, cfg: &LaunchConfig) -> bool {
+    let dims_ok = |d: [u32; 3], m: [u32; 3]| (0..3).all(|i| d[i] != 0 && d[i] <= m[i]);
+    dims_ok(cfg.grid, l.max_grid)
+        && dims_ok(cfg.block, l.max_block)
+        && cfg.threads_per_block() <= u64::from(l.max_threads_per_block)
+        && cfg.shared_mem_bytes <= l.max_shared_mem_bytes
+}
+
+/// Whether `args` match the driver's layout `sizes` (count and each size): what
+/// [`check_arg_sizes`] accepts.
+#[inline]
+fn sizes_match(sizes: &[usize], args: &[KernelArg<'_, CudaBuffer>]) -> bool {
+    sizes.len() == args.len() && sizes.iter().zip(args).all(|(&n, a)| a.size() == n)
 }
 
 /// Converts `args` to their bytes in stack arrays of `N` slots (a heap array past `N`) and
@@ -533,4 +562,57 @@ fn check_attrs_supported(dev: &CudaDevice, attrs: &LaunchAttrs) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The launch path's quick answers agree with the shared checks they stand in for, on
+    /// every value at and around each limit (0, 1, limit - 1, limit, limit + 1).
+    #[test]
+    fn quick_checks_agree_with_the_shared_ones() {
+        let l = LaunchLimits {
+            max_grid: [2_147_483_647, 65_535, 65_535],
+            max_block: [1024, 1024, 64],
+            max_threads_per_block: 1024,
+            max_shared_mem_bytes: 232_448,
+        };
+        let around = |m: u32| [0, 1, m - 1, m, m.saturating_add(1)];
+        let mut n = 0;
+        for axis in 0..3 {
+            for v in around(l.max_grid[axis]) {
+                for w in around(l.max_block[axis]) {
+                    for sh in around(l.max_shared_mem_bytes) {
+                        let mut c = LaunchConfig::single();
+                        c.grid[axis] = v;
+                        c.block[axis] = w;
+                        c.shared_mem_bytes = sh;
+                        assert_eq!(within_limits(&l, &c), l.check(&c).is_ok(), "{c:?}");
+                        n += 1;
+                    }
+                }
+            }
+        }
+        // Threads per block over the limit with every dimension within its own.
+        let c = LaunchConfig::new([1, 1, 1], [1024, 2, 1]);
+        assert!(!within_limits(&l, &c) && l.check(&c).is_err());
+        assert_eq!(n, 375);
+
+        let sizes = [8usize, 4, 4];
+        let cases: [&[KernelArg<'_, CudaBuffer>]; 5] = [
+            &[KernelArg::U64(1), KernelArg::U32(2), KernelArg::F32(0.5)],
+            &[KernelArg::U64(1), KernelArg::U32(2)],
+            &[KernelArg::U32(1), KernelArg::U32(2), KernelArg::F32(0.5)],
+            &[KernelArg::U64(1), KernelArg::U32(2), KernelArg::F64(0.5)],
+            &[],
+        ];
+        for args in cases {
+            assert_eq!(
+                sizes_match(&sizes, args),
+                check_arg_sizes("k", &sizes, args).is_ok(),
+                "{args:?}"
+            );
+        }
+    }
 }

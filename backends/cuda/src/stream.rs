@@ -93,7 +93,7 @@ impl StreamHandle {
 #[derive(Default)]
 pub(crate) struct StreamState {
     pub capture: CaptureCell,
-    pub panics: Arc<PanicSlot>,
+    pub panics: LazyPanics,
     allocator: AllocatorSlot,
     /// Buffers (and bytes) used by work enqueued since the last observed completion.
     keep: Mutex<Vec<Keep>>,
@@ -108,6 +108,25 @@ pub(crate) struct StreamState {
     priority: AtomicI32,
 }
 
+/// A stream's panic slot, made by its first host callback (creating a stream allocates none).
+#[derive(Default)]
+pub(crate) struct LazyPanics(OnceLock<Arc<PanicSlot>>);
+
+impl LazyPanics {
+    /// The slot for a new callback.
+    pub(crate) fn slot(&self) -> Arc<PanicSlot> {
+        Arc::clone(self.0.get_or_init(Default::default))
+    }
+
+    /// Reports (and clears) a recorded panic ([`PanicSlot::take`]); none without a slot.
+    pub(crate) fn take(&self) -> Result<()> {
+        match self.0.get() {
+            Some(p) => p.take(),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A CUDA stream.
 ///
 /// `Send + Sync`: the CUDA driver accepts a stream from any thread; every call binds the
@@ -119,14 +138,15 @@ pub(crate) struct StreamState {
 /// `cuStreamQuery`) releases what it used on the dropping thread instead, as dropping those
 /// buffers directly would (`cuMemFree` waits for the device's work, see docs/semantics.md).
 pub struct CudaStream {
-    dev: CudaDevice,
+    /// The native handle and the device (the stream's one device reference).
     pub(crate) handle: Arc<StreamHandle>,
     pub(crate) state: Arc<StreamState>,
     /// `cuStreamGetId`, read on first use (creation makes no extra driver call).
     id: OnceLock<u64>,
     name: Option<String>,
     flags: StreamFlags,
-    report: CreationReport,
+    /// The flag part is made on first read (`flag_memo`).
+    report: crate::flag_memo::LazyCreationReport,
     ownership: Ownership,
 }
 
@@ -152,12 +172,12 @@ impl CudaStream {
     }
 
     fn enter(&self) -> Result<()> {
-        self.dev.shared.enter()
+        self.handle.dev.shared.enter()
     }
 
     /// Maps a failed enqueue; capture errors invalidate the xstream capture state too.
     fn fail(&self, api: &'static str, code: ffi::Code) -> Error {
-        let e = self.dev.shared.fail(api, code);
+        let e = self.handle.dev.shared.fail(api, code);
         if matches!(e, Error::Capture { .. }) {
             self.state.capture.invalidate();
         }
@@ -202,7 +222,7 @@ impl Stream for CudaStream {
     type Raw = CuStream;
 
     fn device(&self) -> &CudaDevice {
-        &self.dev
+        &self.handle.dev
     }
 
     fn id(&self) -> u64 {
@@ -233,7 +253,7 @@ impl Stream for CudaStream {
     }
 
     fn report(&self) -> &CreationReport {
-        &self.report
+        self.report.get()
     }
 
     fn ownership(&self) -> Ownership {
@@ -303,7 +323,7 @@ impl Stream for CudaStream {
     fn wait_event(&self, event: &CudaEvent) -> Result<()> {
         self.enter()?;
         self.gate_enqueue("wait_event")?;
-        if crate::event::needs_bridge(event, self.dev.shared.raw_ctx) {
+        if crate::event::needs_bridge(event, self.handle.dev.shared.raw_ctx) {
             // The driver crashes on this wait made directly (`crate::event` ipc module docs).
             return crate::event::wait_across(self, event);
         }
@@ -443,11 +463,10 @@ impl Stream for CudaStream {
         let (flags, priority) = Self::read_props(device, raw)?;
         let handle = StreamHandle::new(raw, false, device.clone());
         Ok(Borrowed::new(Self::build(
-            device,
             handle,
             None,
             flags,
-            Self::plain_report(priority),
+            crate::flag_memo::LazyCreationReport::ready(Self::plain_report(priority)),
             Ownership::Borrowed,
             false,
             false,
@@ -460,7 +479,7 @@ impl Stream for CudaStream {
     /// `cuStreamWaitEvent` here; no event is created once the pool is warm.
     fn wait_stream(&self, other: &Self) -> Result<()> {
         self.enter()?;
-        if other.dev.shared.raw_ctx != self.dev.shared.raw_ctx {
+        if other.handle.dev.shared.raw_ctx != self.handle.dev.shared.raw_ctx {
             return Err(Error::WrongDevice(
                 "wait_stream: the streams belong to different CUDA contexts".into(),
             ));
@@ -470,7 +489,7 @@ impl Stream for CudaStream {
         }
         self.gate_enqueue("join")?;
         other.gate_enqueue("join")?;
-        let sh = &self.dev.shared;
+        let sh = &self.handle.dev.shared;
         sh.events
             .order_after(sh, self.raw(), [other.raw()])
             .inspect_err(|e| {
@@ -590,7 +609,7 @@ impl StreamHooks for CudaStream {
     fn enqueue_builtin(&self, _token: HookToken, kernel: Kernel<'_, CudaBuffer>) -> Result<()> {
         self.enter()?;
         self.gate_enqueue("launch")?;
-        let k = self.dev.shared.kernels()?;
+        let k = self.handle.dev.shared.kernels()?;
         match kernel {
             Kernel::Delay(d) => crate::module::launch(
                 self,
@@ -635,7 +654,7 @@ impl StreamHooks for CudaStream {
     ) -> Result<()> {
         self.enter()?;
         self.gate_enqueue("reduce")?;
-        let k = self.dev.shared.kernels().map_err(|e| {
+        let k = self.handle.dev.shared.kernels().map_err(|e| {
             xstream_core::reduce::unsupported(
                 xstream_core::BackendKind::Cuda,
                 &format!("the builtin module did not load: {e}"),

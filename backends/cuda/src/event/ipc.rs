@@ -27,18 +27,19 @@ use xstream_core::{
 use super::{EventHandle, RecordState};
 use crate::conv::CUDA_FLAGS;
 use crate::ffi::{self, IPC_EVENT_HANDLE_SIZE};
+use crate::flag_memo::LazyReport;
 use crate::{CudaDevice, CudaEvent, CudaStream};
 
 /// Whether a wait of a stream of context `waiter` on `event` must go through [`wait_across`]:
 /// an interprocess event (exported or opened) of another context.
 pub(crate) fn needs_bridge(event: &CudaEvent, waiter: ffi::CuContext) -> bool {
-    event.flags.contains(EventFlags::INTERPROCESS) && event.dev.shared.raw_ctx != waiter
+    event.flags.contains(EventFlags::INTERPROCESS) && event.handle.dev.shared.raw_ctx != waiter
 }
 
 /// Makes `stream` wait for the record of `event` current now, through the event's bridge
 /// stream in the event's context (module docs). On success the stream's context is bound.
 pub(crate) fn wait_across(stream: &CudaStream, event: &CudaEvent) -> Result<()> {
-    let esh = &event.dev.shared;
+    let esh = &event.handle.dev.shared;
     let ssh = &stream.cuda_device().shared;
     if stream.state.capture.is_capturing() {
         return Err(Error::unsupported(
@@ -96,14 +97,19 @@ impl IpcEvent for CudaEvent {
                  (cuIpcGetEventHandle needs CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING)",
             ));
         }
-        self.dev.shared.enter()?;
+        self.handle.dev.shared.enter()?;
         let bytes = self
+            .handle
             .dev
             .shared
             .check("cuIpcGetEventHandle", ffi::ipc_get_event_handle(self.raw()))?;
         // Another process may record it from now on: never answer from xstream's bookkeeping.
         self.recorded.store(true, Ordering::Release);
-        IpcEventHandle::new(BackendKind::Cuda, self.dev.shared.info.ordinal, &bytes)
+        IpcEventHandle::new(
+            BackendKind::Cuda,
+            self.handle.dev.shared.info.ordinal,
+            &bytes,
+        )
     }
 
     fn open_ipc(dev: &CudaDevice, handle: &IpcEventHandle) -> Result<Self> {
@@ -121,10 +127,9 @@ impl IpcEvent for CudaEvent {
         let t = CUDA_FLAGS.event_to_native(EventFlags::INTERPROCESS, TranslationPolicy::Strict)?;
         let (flags, _) = CUDA_FLAGS.event_from_native(t.native);
         Ok(Self {
-            dev: dev.clone(),
             handle: Arc::new(EventHandle::new(raw, dev, None)),
             flags,
-            report: t.report,
+            report: LazyReport::ready(t.report),
             recorded: AtomicBool::new(true),
             captured: AtomicBool::new(false),
             state: Mutex::new(RecordState::default()),

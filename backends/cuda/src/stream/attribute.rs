@@ -71,7 +71,8 @@ pub(super) fn set_attribute(s: &CudaStream, value: StreamAttrValue) -> Result<()
             // The driver clamps an out-of-range value silently (docs/semantics.md); the portable
             // rule refuses it, as host and Ascend do: set_attribute has no report in which a
             // clamp could be told, so it takes the strict side of creation's rule.
-            s.dev
+            s.handle
+                .dev
                 .shared
                 .info
                 .priority_range

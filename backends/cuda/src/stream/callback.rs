@@ -14,15 +14,15 @@ use crate::ffi;
 impl CudaStream {
     /// Enqueues a host function firing `slot` (no capture gate: callers gate).
     pub(crate) fn enqueue_slot(&self, f: HostCallback) -> Result<()> {
-        if let Some(e) = self.dev.shared.sticky_error() {
+        if let Some(e) = self.handle.dev.shared.sticky_error() {
             return Err(e);
         }
-        let slot = CallbackSlot::new(f, Arc::clone(&self.state.panics));
+        let slot = CallbackSlot::new(f, self.state.panics.slot());
         self.check(
             "cuLaunchHostFunc",
             ffi::launch_host_func(self.raw(), Arc::clone(&slot)),
         )?;
-        track_pending(&self.dev.shared, &slot);
+        track_pending(&self.handle.dev.shared, &slot);
         Ok(())
     }
 
@@ -40,9 +40,9 @@ impl CudaStream {
     {
         self.enter()?;
         self.gate("add_status_callback")?;
-        let slot = CallbackSlot::new(Box::new(f), Arc::clone(&self.state.panics));
+        let slot = CallbackSlot::new(Box::new(f), self.state.panics.slot());
         let s2 = Arc::clone(&slot);
-        let shared = Arc::clone(&self.dev.shared);
+        let shared = Arc::clone(&self.handle.dev.shared);
         let r = ffi::stream_add_callback(
             self.raw(),
             Box::new(move |code| {
@@ -61,7 +61,7 @@ impl CudaStream {
             }),
         );
         self.check("cuStreamAddCallback", r)?;
-        track_pending(&self.dev.shared, &slot);
+        track_pending(&self.handle.dev.shared, &slot);
         Ok(())
     }
 }

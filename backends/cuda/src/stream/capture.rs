@@ -37,7 +37,7 @@ impl CudaStream {
         self.state.capture.begin()?;
         if let Err(c) = ffi::stream_begin_capture(self.raw(), conv::map_capture_mode(mode)) {
             let _ = self.state.capture.end();
-            return Err(self.dev.shared.fail("cuStreamBeginCapture", c));
+            return Err(self.handle.dev.shared.fail("cuStreamBeginCapture", c));
         }
         Ok(())
     }
@@ -73,7 +73,7 @@ impl CudaStream {
         };
         if let Err(c) = r {
             destroy(graph);
-            let e = self.dev.shared.fail("cuStreamEndCapture", c);
+            let e = self.handle.dev.shared.fail("cuStreamEndCapture", c);
             return Err(match (e, cell) {
                 // xstream saw the capture invalidated first: report that.
                 (_, Err(e2)) => e2,
@@ -84,7 +84,7 @@ impl CudaStream {
             destroy(graph);
             return Err(e);
         }
-        CudaGraph::instantiate(&self.dev, graph, keep)
+        CudaGraph::instantiate(&self.handle.dev, graph, keep)
     }
 
     /// `cuStreamIsCapturing`, as the driver sees it.
@@ -157,7 +157,11 @@ impl CudaStream {
         {
             let _ = self.state.capture.end();
             let _ = ffi::graph_destroy(g);
-            return Err(self.dev.shared.fail("cuStreamBeginCaptureToGraph", c));
+            return Err(self
+                .handle
+                .dev
+                .shared
+                .fail("cuStreamBeginCaptureToGraph", c));
         }
         Ok(())
     }

@@ -13,16 +13,16 @@ use xstream_core::{
 use super::{CudaStream, StreamHandle, StreamState};
 use crate::conv::CUDA_FLAGS;
 use crate::ffi::{self, CuStream};
+use crate::flag_memo::{self, LazyCreationReport};
 use crate::CudaDevice;
 
 impl CudaStream {
     #[allow(clippy::too_many_arguments)] // private constructor; every field is distinct
     pub(super) fn build(
-        dev: &CudaDevice,
         handle: StreamHandle,
         name: Option<String>,
         flags: StreamFlags,
-        report: CreationReport,
+        report: LazyCreationReport,
         ownership: Ownership,
         persistent: bool,
         fast_sync: bool,
@@ -31,11 +31,10 @@ impl CudaStream {
         let state = StreamState {
             persistent,
             fast_sync,
-            priority: AtomicI32::new(report.priority.native),
+            priority: AtomicI32::new(report.priority().native),
             ..StreamState::default()
         };
         Ok(Self {
-            dev: dev.clone(),
             handle,
             state: Arc::new(state),
             id: OnceLock::new(),
@@ -49,7 +48,9 @@ impl CudaStream {
     pub(crate) fn create(dev: &CudaDevice, desc: &StreamDesc) -> Result<Self> {
         let sh = &dev.shared;
         sh.enter()?;
-        let t = CUDA_FLAGS.stream_to_native(desc.flags, desc.policy)?;
+        // The native bits and flags, remembered per request; the flag report is made when
+        // first read (`flag_memo`).
+        let t = flag_memo::stream_bits(desc.flags, desc.policy)?;
         let mut outcome = sh.info.priority_range.resolve(desc.priority, desc.policy)?;
         let raw = if desc.priority == Priority::Normal {
             sh.check("cuStreamCreate", ffi::stream_create(t.native))?
@@ -71,14 +72,10 @@ impl CudaStream {
         let flags = t.effective;
         let persistent = t.emulated.contains(StreamFlags::PERSISTENT);
         let s = Self::build(
-            dev,
             handle,
             desc.name.clone(),
             flags,
-            CreationReport {
-                flags: t.report,
-                priority: outcome,
-            },
+            LazyCreationReport::stream(desc.flags, desc.policy, outcome),
             Ownership::Owned,
             persistent,
             t.emulated.contains(StreamFlags::FAST_SYNC),
@@ -86,7 +83,7 @@ impl CudaStream {
         if persistent {
             s.begin_capture_inner(CaptureMode::Relaxed)?;
         }
-        tracing::debug!(stream = ?raw, name = s.name.as_deref(), flags = ?s.flags, priority = s.report.priority.native, "cuda stream created");
+        tracing::debug!(stream = ?raw, name = s.name.as_deref(), flags = ?s.flags, priority = s.report.priority().native, "cuda stream created");
         Ok(s)
     }
 
@@ -95,7 +92,6 @@ impl CudaStream {
         let (flags, priority) = Self::read_props(dev, raw)?;
         let handle = StreamHandle::new(raw, false, dev.clone());
         let s = Self::build(
-            dev,
             handle,
             Some(
                 if raw == CuStream::LEGACY {
@@ -106,7 +102,7 @@ impl CudaStream {
                 .into(),
             ),
             flags,
-            Self::plain_report(priority),
+            LazyCreationReport::ready(Self::plain_report(priority)),
             Ownership::Default,
             false,
             false,

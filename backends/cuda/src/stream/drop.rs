@@ -236,7 +236,7 @@ impl CudaStream {
         {
             return;
         }
-        if ffi::bind(self.dev.shared.raw_ctx).is_err() {
+        if ffi::bind(self.handle.dev.shared.raw_ctx).is_err() {
             return;
         }
         let n = self.keep_len();
@@ -261,7 +261,7 @@ impl Drop for CudaStream {
             return;
         }
         self.release_completed();
-        let dev = self.dev.clone();
+        let dev = self.handle.dev.clone();
         let handle = Arc::clone(&self.handle);
         let state = Arc::clone(&self.state);
         let end_capture = {

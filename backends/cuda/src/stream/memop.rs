@@ -63,7 +63,7 @@ pub(crate) fn op(s: &CudaStream, op: Op, buf: &CudaBuffer, offset: usize) -> Res
     } else {
         Capabilities::VALUE_OPS_64
     };
-    if !s.dev.info().capabilities.contains(cap) {
+    if !s.handle.dev.info().capabilities.contains(cap) {
         return Err(Error::unsupported(
             BackendKind::Cuda,
             format!("{what}: the device does not report {cap:?}"),
@@ -73,7 +73,7 @@ pub(crate) fn op(s: &CudaStream, op: Op, buf: &CudaBuffer, offset: usize) -> Res
         op,
         Op::Wait32(_, WaitCondition::Nor) | Op::Wait64(_, WaitCondition::Nor)
     ) && !attr(
-        s.dev.cu_device(),
+        s.handle.dev.cu_device(),
         sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR,
     ) {
         return Err(Error::unsupported(

@@ -17,13 +17,26 @@ const KEEP_FLUSH: usize = 256;
 
 impl CudaStream {
     pub(crate) fn keep(&self, k: Keep) {
+        self.keep_all([Some(k)]);
+    }
+
+    /// Keeps a device buffer (when it needs keeping, [`CudaBuffer::keep_for`]) and the
+    /// page-locked host span of the same copy: both entries under one lock.
+    pub(crate) fn keep_copy(&self, b: &CudaBuffer, span: xstream_core::HostSpan) {
+        self.check_ordered_in_capture(b);
+        self.keep_all([b.keep_for(&self.handle), Some(Keep::Host(span))]);
+    }
+
+    /// Pushes the entries given under one lock; hands the list to a host function once it
+    /// holds `KEEP_FLUSH` entries or more.
+    fn keep_all<const N: usize>(&self, ks: [Option<Keep>; N]) {
         if self.state.capture.is_capturing() {
-            lock(&self.state.capture_keep).push(k);
+            lock(&self.state.capture_keep).extend(ks.into_iter().flatten());
             return;
         }
         let flush = {
             let mut g = lock(&self.state.keep);
-            g.push(k);
+            g.extend(ks.into_iter().flatten());
             // The list that stays is allocated at its full size once per flush: one allocation
             // per `KEEP_FLUSH` entries instead of the regrowth from empty (about seven), which
             // the bench counted as 0.043 allocations per launch with a buffer argument.
@@ -33,7 +46,7 @@ impl CudaStream {
             v
         };
         if let Some(v) = flush {
-            if let Err((v, _)) = release_after(&self.dev, self.raw(), v) {
+            if let Err((v, _)) = release_after(&self.handle.dev, self.raw(), v) {
                 let mut g = lock(&self.state.keep);
                 g.extend(v);
                 self.state.keep_len.store(g.len(), Ordering::Release);
@@ -43,13 +56,18 @@ impl CudaStream {
 
     /// Keeps a buffer used by work just enqueued (see [`CudaBuffer::keep_for`]).
     pub(crate) fn keep_buf(&self, b: &CudaBuffer) {
-        if b.is_stream_ordered() && self.state.capture.is_capturing() {
-            // A graph could replay after the stream-ordered free: refuse by invalidating.
-            tracing::warn!("stream-ordered buffer used in a capture: capture invalidated");
-            self.state.capture.invalidate();
-        }
+        self.check_ordered_in_capture(b);
         if let Some(k) = b.keep_for(&self.handle) {
             self.keep(k);
+        }
+    }
+
+    /// A stream-ordered buffer used in a capture invalidates it: a graph could replay after
+    /// the stream-ordered free.
+    fn check_ordered_in_capture(&self, b: &CudaBuffer) {
+        if b.is_stream_ordered() && self.state.capture.is_capturing() {
+            tracing::warn!("stream-ordered buffer used in a capture: capture invalidated");
+            self.state.capture.invalidate();
         }
     }
 
@@ -310,7 +328,7 @@ pub(super) fn copy_peer(
 ) -> Result<()> {
     check_range("copy_peer source", src.len_bytes(), src_offset, len)?;
     check_range("copy_peer destination", dst.len_bytes(), dst_offset, len)?;
-    let me = &s.dev;
+    let me = &s.handle.dev;
     let src_mine = src.check_device("copy_peer", me).is_ok();
     let dst_mine = dst.check_device("copy_peer", me).is_ok();
     let other_ord = match (src_mine, dst_mine) {
@@ -370,13 +388,12 @@ pub(super) fn enqueue_copy_to_device(
     s.enter()?;
     s.gate_enqueue("copy_to_device")?;
     // SAFETY: the range was checked against `dst` above, which the stream keeps
-    // (`keep_buf`); the span's page-locked memory goes on the stream's keep list below, and
+    // (`keep_copy`); the span's page-locked memory goes on the stream's keep list with it, and
     // its `HostBuffer` fence keeps host code out until the copy completed.
     #[allow(unsafe_code)]
     let r = unsafe { ffi::memcpy_htod_async_span(dst.ptr() + dst_offset as u64, &src, s.raw()) };
     s.check("cuMemcpyHtoDAsync", r)?;
-    s.keep_buf(dst);
-    s.keep(Keep::Host(src));
+    s.keep_copy(dst, src);
     Ok(())
 }
 
@@ -394,7 +411,6 @@ pub(super) fn enqueue_copy_to_host(
     #[allow(unsafe_code)]
     let r = unsafe { ffi::memcpy_dtoh_async_span(&dst, src.ptr() + src_offset as u64, s.raw()) };
     s.check("cuMemcpyDtoHAsync", r)?;
-    s.keep_buf(src);
-    s.keep(Keep::Host(dst));
+    s.keep_copy(src, dst);
     Ok(())
 }

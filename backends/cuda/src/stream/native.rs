@@ -46,11 +46,10 @@ impl CudaStream {
             dev: dev.clone(),
         };
         Self::build(
-            dev,
             handle,
             None,
             flags,
-            Self::plain_report(priority),
+            crate::flag_memo::LazyCreationReport::ready(Self::plain_report(priority)),
             Ownership::Borrowed,
             false,
             false,
@@ -61,14 +60,14 @@ impl CudaStream {
     /// allowed; an owned xstream stream whose cudarc wrapper is still shared when it drops is
     /// not destroyed (leaked with a warning) rather than left dangling.
     pub fn cudarc_stream(&self) -> &Arc<cudarc::driver::CudaStream> {
-        self.handle
-            .inner
-            .get_or_init(|| ffi::cudarc_wrap_borrowed(&self.dev.shared.ctx, self.handle.raw()))
+        self.handle.inner.get_or_init(|| {
+            ffi::cudarc_wrap_borrowed(&self.handle.dev.shared.ctx, self.handle.raw())
+        })
     }
 
     /// The device.
     pub fn cuda_device(&self) -> &CudaDevice {
-        &self.dev
+        &self.handle.dev
     }
 
     /// `cuStreamGetFlags`: the native flags (0 = `CU_STREAM_DEFAULT`, 1 = `NON_BLOCKING`).
@@ -148,7 +147,7 @@ impl CudaStream {
     /// [`Error::Unsupported`]; bounds; vendor errors.
     pub fn attach_mem_async(&self, mem: &crate::CudaManagedBuffer, how: MemAttach) -> Result<()> {
         self.enter()?;
-        if !self.dev.shared.managed_memory {
+        if !self.handle.dev.shared.managed_memory {
             return Err(Error::unsupported(
                 xstream_core::BackendKind::Cuda,
                 "managed memory on this device",

@@ -51,6 +51,259 @@ pub(crate) fn timed(n: usize, mut f: impl FnMut()) -> Duration {
     t.elapsed()
 }
 
+/// Prints a CPU-cost table (`rows`: label, xstream ns, blocked ns, raw ns) under `title`.
+fn print_cpu(title: &str, rows: &[(String, [f64; 3])]) {
+    let optimised = !cfg!(debug_assertions);
+    println!(
+        "\n{title}, {} build{}",
+        if optimised { "optimised" } else { "debug" },
+        if optimised {
+            ""
+        } else {
+            " (numbers mean nothing: run with --release)"
+        }
+    );
+    println!(
+        "| operation | xstream ns | of which blocked in the double | raw ns | xstream - raw ns | \
+         xstream - blocked - raw ns |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (label, [x, w, r]) in rows {
+        println!(
+            "| {label} | {x:.0} | {w:.0} | {r:.0} | {:+.0} | {:+.0} |",
+            x - r,
+            x - w - r
+        );
+    }
+}
+
+/// Empty raw host function (the raw side of the host-callback row).
+unsafe extern "C" fn empty_host_fn(_user: *mut c_void) {}
+
+/// The other `gpu_ops` rows of issue 29 (event create + destroy, stream create + destroy,
+/// host-callback enqueue, the 4-stream chain), against raw calls into the double, and
+/// cudarc's safe event API against the same raw calls (the event row's target is cudarc).
+pub(crate) fn more_timing(
+    null: &Null,
+    dev: &xstream_cuda::CudaDevice,
+    s: &CudaStream,
+    delay: &xstream_cuda::CudaFunction,
+) {
+    use xstream_core::{Event, EventDesc, EventFlags};
+    let optimised = !cfg!(debug_assertions);
+    let (reps, n) = if optimised {
+        (REPEATS, CALLS)
+    } else {
+        (3, 1000)
+    };
+    const DISABLE_TIMING: u32 = 2;
+    let raw_event = |flags: u32| {
+        let mut e: sys::CUevent = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the context is current on this thread.
+        ck(
+            unsafe { sys::cuEventCreate(&mut e, flags) },
+            "cuEventCreate",
+        );
+        e
+    };
+    let raw_stream = || {
+        let mut rs: sys::CUstream = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the context is current on this thread.
+        ck(unsafe { sys::cuStreamCreate(&mut rs, 1) }, "cuStreamCreate");
+        rs
+    };
+    let ctx = std::sync::Arc::clone(dev.cudarc_context());
+    let mut rows: Vec<(String, [f64; 3])> = Vec::new();
+    for (label, xflags, rflags) in [
+        (
+            "event create+destroy (DISABLE_TIMING) vs cuEventCreate + cuEventDestroy",
+            EventFlags::DISABLE_TIMING,
+            DISABLE_TIMING,
+        ),
+        (
+            "event create+destroy (default, timing) vs cuEventCreate + cuEventDestroy",
+            EventFlags::empty(),
+            0,
+        ),
+    ] {
+        let d = EventDesc::new().flags(xflags);
+        let raw = |n: usize| {
+            timed(n, || {
+                let e = raw_event(rflags);
+                // SAFETY: `e` was just created and is not used again.
+                ck(unsafe { sys::cuEventDestroy_v2(e) }, "cuEventDestroy");
+            })
+        };
+        rows.push((
+            label.to_string(),
+            compare(
+                null,
+                reps,
+                n,
+                |n| {
+                    timed(n, || {
+                        drop(std::hint::black_box(dev.create_event(&d).unwrap()))
+                    })
+                },
+                raw,
+            ),
+        ));
+    }
+    rows.push((
+        "cudarc safe new_event(DISABLE_TIMING) + drop vs cuEventCreate + cuEventDestroy (reference)"
+            .to_string(),
+        compare(
+            null,
+            reps,
+            n,
+            |n| {
+                timed(n, || {
+                    let f = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
+                    drop(std::hint::black_box(ctx.new_event(Some(f)).unwrap()))
+                })
+            },
+            |n| {
+                timed(n, || {
+                    let e = raw_event(DISABLE_TIMING);
+                    // SAFETY: `e` was just created and is not used again.
+                    ck(unsafe { sys::cuEventDestroy_v2(e) }, "cuEventDestroy");
+                })
+            },
+        ),
+    ));
+    rows.push((
+        "stream create+destroy (NON_BLOCKING) vs cuStreamCreate + cuStreamDestroy".to_string(),
+        compare(
+            null,
+            reps,
+            n,
+            |n| {
+                timed(n, || {
+                    drop(std::hint::black_box(dev.create_stream(&nb()).unwrap()))
+                })
+            },
+            |n| {
+                timed(n, || {
+                    let rs = raw_stream();
+                    // SAFETY: `rs` was just created and is not used again.
+                    ck(unsafe { sys::cuStreamDestroy_v2(rs) }, "cuStreamDestroy");
+                })
+            },
+        ),
+    ));
+    let rs = raw_stream();
+    let rsync = |st: sys::CUstream| {
+        // SAFETY: `st` is live until the end of this function.
+        ck(
+            unsafe { sys::cuStreamSynchronize(st) },
+            "cuStreamSynchronize",
+        )
+    };
+    rows.push((
+        "host callback enqueue (empty) vs cuLaunchHostFunc (blocked: the synchronize after the batch, untimed)".to_string(),
+        compare(
+            null,
+            reps,
+            n,
+            |n| {
+                let d = timed(n, || s.host_callback(|_| {}).unwrap());
+                s.synchronize().unwrap();
+                d
+            },
+            |n| {
+                let d = timed(n, || {
+                    // SAFETY: live stream; the function ignores its (null) argument.
+                    ck(
+                        unsafe {
+                            sys::cuLaunchHostFunc(rs, Some(empty_host_fn), std::ptr::null_mut())
+                        },
+                        "cuLaunchHostFunc",
+                    )
+                });
+                rsync(rs);
+                d
+            },
+        ),
+    ));
+    // The chain of gpu_ops: per round and stream, a launch of xstream_delay(0), a record and a
+    // wait of the next stream; then every stream synchronized. One call = one whole chain.
+    const ROUNDS: usize = 16;
+    let xs4: Vec<CudaStream> = (0..4).map(|_| dev.create_stream(&nb()).unwrap()).collect();
+    let xe4: Vec<xstream_cuda::CudaEvent> = (0..4)
+        .map(|_| {
+            dev.create_event(&EventDesc::new().flags(EventFlags::DISABLE_TIMING))
+                .unwrap()
+        })
+        .collect();
+    let rs4: Vec<sys::CUstream> = (0..4).map(|_| raw_stream()).collect();
+    let re4: Vec<sys::CUevent> = (0..4).map(|_| raw_event(DISABLE_TIMING)).collect();
+    let f_delay = delay.raw().as_ptr();
+    rows.push((
+        format!("chain: 4 streams × {ROUNDS} rounds (launch, record, wait) + sync vs raw"),
+        compare(
+            null,
+            reps,
+            n / 100,
+            |n| {
+                timed(n, || {
+                    for _ in 0..ROUNDS {
+                        for i in 0..4 {
+                            xs4[i].launch(Kernel::Delay(Duration::ZERO)).unwrap();
+                            xe4[i].record(&xs4[i]).unwrap();
+                            xs4[(i + 1) % 4].wait_event(&xe4[i]).unwrap();
+                        }
+                    }
+                    for x in &xs4 {
+                        x.synchronize().unwrap();
+                    }
+                })
+            },
+            |n| {
+                timed(n, || {
+                    for _ in 0..ROUNDS {
+                        for i in 0..4 {
+                            let mut ns = 0u64;
+                            let mut params = [&mut ns as *mut u64 as *mut c_void];
+                            raw_launch(f_delay, rs4[i], params.as_mut_ptr());
+                            // SAFETY: live handles of the double.
+                            ck(
+                                unsafe { sys::cuEventRecord(re4[i], rs4[i]) },
+                                "cuEventRecord",
+                            );
+                            // SAFETY: live handles of the double.
+                            ck(
+                                unsafe { sys::cuStreamWaitEvent(rs4[(i + 1) % 4], re4[i], 0) },
+                                "cuStreamWaitEvent",
+                            );
+                        }
+                    }
+                    for &r in &rs4 {
+                        rsync(r);
+                    }
+                })
+            },
+        ),
+    ));
+    // SAFETY: the double's handles, unused from here on.
+    unsafe {
+        for e in re4 {
+            ck(sys::cuEventDestroy_v2(e), "cuEventDestroy");
+        }
+        for r in rs4 {
+            ck(sys::cuStreamDestroy_v2(r), "cuStreamDestroy");
+        }
+        ck(sys::cuStreamDestroy_v2(rs), "cuStreamDestroy");
+    }
+    print_cpu(
+        &format!(
+            "CPU cost per call of the other gpu_ops rows against the null driver (a test double, \
+             not a GPU): median of {reps} repeats of {n} calls ({} for the chain)",
+            n / 100
+        ),
+        &rows,
+    );
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn timing_table(
     null: &Null,

@@ -413,4 +413,5 @@ fn child(lib: &Path) {
     dropped_stream_releases(&null, &dev, &args3);
 
     timing_table(&null, &s, &empty, &args3, &delay, &buf, &mut hb);
+    more_timing(&null, &dev, &s, &delay);
 }

@@ -36,7 +36,12 @@
 //!   stream wait then goes through a stream of device 0 on both sides (a direct
 //!   `cuStreamWaitEvent` of a device-1 stream on the event opened in device 0's context kills
 //!   the process inside the driver): raw `raw::wait_bridged_and_sync`, xstream's
-//!   `Stream::wait_event`, which does the same itself.
+//!   `Stream::wait_event`, which does the same itself. After the measured part the child
+//!   prints `diag:` lines on its standard error: the peer copy from its import made three
+//!   ways with raw calls (`diag.rs`; why that copy is slow with two GPUs, issue 29). Peer
+//!   access is enabled both ways in both processes (device 1 -> 0 and 0 -> 1): GPU run 21's
+//!   `diag:` lines showed the copy from the import at about a tenth of the exporter's rate
+//!   with only 1 -> 0, and at the exporter's rate with 0 -> 1 too.
 //!
 //! Statistics: interleaved rounds (the order of the variants rotates each round), medians
 //! with p10 and p90 (nearest rank) over all samples. Output: a Markdown report on stdout and,
@@ -52,6 +57,7 @@ use std::time::Duration;
 use xstream_core::{Backend, Error, Event, Kernel, Stream};
 use xstream_cuda::{ptx_source, CudaBackend};
 
+mod diag;
 mod raw;
 mod selftest;
 mod shm;
@@ -343,6 +349,8 @@ fn child_main(path: OsString) -> BenchResult<()> {
         match op {
             Op::Check => side.check_contents()?,
             Op::Exit => {
+                // After the measured part, so that its peer-access change touches no row.
+                side.diag_import_copies(handles.raw_mem);
                 server.reply(0);
                 trace("exit: dropping the side");
                 drop(side);

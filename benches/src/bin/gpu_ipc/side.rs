@@ -98,6 +98,13 @@ impl Side {
             trace("side: enable peer access consumer -> device 0");
             d.enable_peer_access(&dev0)
                 .map_err(|e| format!("device {consumer} -> device 0 peer access: {e}"))?;
+            // And device 0 -> consumer: without it the peer copy from an import opened in
+            // device 0's context ran at about a tenth of the exporter's rate, raw and xstream
+            // alike (GPU run 21's `diag:` lines, docs/performance.md); with it, at the
+            // exporter's rate.
+            trace("side: enable peer access device 0 -> consumer");
+            dev0.enable_peer_access(&d)
+                .map_err(|e| format!("device 0 -> device {consumer} peer access: {e}"))?;
             d
         };
         let ctx0 = dev0.cudarc_context().cu_ctx();
@@ -257,6 +264,22 @@ impl Side {
             (CopyKind::DtoH, Variant::Xs) => self.s0_xs.synchronize().map_err(xe)?,
         }
         Ok(u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// With two GPUs, in the child: `diag::import_copies` over this side's raw import,
+    /// destination and consumer stream (`handle`: the exporter's raw memory handle).
+    pub(crate) fn diag_import_copies(&self, handle: [u8; 64]) {
+        if self.two && self.imported {
+            super::diag::import_copies(
+                self.ctx0,
+                self.ctxc,
+                self.src_raw,
+                self.dst_raw,
+                self.sc_raw,
+                handle,
+                self.len,
+            );
+        }
     }
 
     /// Copies both sources to the page-locked blocks and checks first, middle and last byte
