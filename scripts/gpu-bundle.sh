@@ -64,7 +64,10 @@ with open(os.path.join(out, "manifest.tsv"), "w") as f:
         f.write("\t".join(r) + "\n")
 print(f"   {len(rows)} test executables")
 PY
-# The null driver test looks for its double (libxstream_cuda_null.so) next to itself.
+# The null driver test looks for its double (libxstream_cuda_null.so) next to itself. Built
+# here so the copy is of this tree (target/debug keeps an older one otherwise: cargo test
+# refreshes only the copy in deps/; a stale double failed the VMM part in GPU run 22).
+cargo build -q -p xstream-cuda-null || { echo "   FAIL: building the null driver double"; exit 1; }
 null_so="${CARGO_TARGET_DIR:-target}/debug/libxstream_cuda_null.so"
 if [ -f "$null_so" ]; then cp "$null_so" "$B/bin/" && echo "   libxstream_cuda_null.so (the null driver test's double)"
 else echo "   WARNING: $null_so missing: the null driver test will FAIL on the GPU machine"; fi
