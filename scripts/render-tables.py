@@ -54,6 +54,12 @@ ISSUE29_ROWS = [
 ]
 
 TABLES = {
+    "run22-steps": dict(
+        doc="gpu-runs/2026-11-27-h100-run22/README.md",
+        source="gpu-runs/2026-11-27-h100-run22/run22-summary.tsv", kind="tsv"),
+    "run22b-steps": dict(
+        doc="gpu-runs/2026-11-27-h100-run22b/README.md",
+        source="gpu-runs/2026-11-27-h100-run22b/run22b-summary.tsv", kind="tsv", cols=3),
     "run21-steps": dict(
         doc="gpu-verification.md", source="gpu-runs/2026-11-27-2xh100-run21/run21-summary.tsv",
         kind="tsv"),
@@ -358,11 +364,20 @@ CONFORM_SUMMARY = re.compile(
 
 def render_tsv(spec, text):
     """A step summary (`step<TAB>verdict<TAB>seconds<TAB>detail` lines, as scripts/gpu/run*.sh
-    write them), optionally only the steps whose name starts with one of `rows`."""
-    out = ["| step | verdict | s | detail |", "|---|---|---|---|"]
+    write them; with `cols=3`, `step<TAB>exit status<TAB>end of its log` lines), optionally only
+    the steps whose name starts with one of `rows`."""
+    three = spec.get("cols") == 3
+    out = (["| step | exit status | end of its log |", "|---|---|---|"] if three
+           else ["| step | verdict | s | detail |", "|---|---|---|---|"])
     rows = spec.get("rows")
     for line in text.splitlines():
         cells = line.split("\t")
+        if three and len(cells) == 3:
+            if rows and not any(cells[0].startswith(p) for p in rows):
+                continue
+            tail = cells[2].strip().replace("|", "\\|")
+            out.append(f"| {cells[0]} | {cells[1]} | {tail} |")
+            continue
         if len(cells) != 4:
             continue
         if rows and not any(cells[0].startswith(p) for p in rows):
