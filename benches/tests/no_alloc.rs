@@ -303,8 +303,13 @@ fn assert_builder_counts(backend: &str, (build, via_builder, direct): (u64, u64,
         build, 0,
         "{backend}: building a 6-argument launch allocated"
     );
+    // The count is the process's: on the host backend the stream's worker thread allocates
+    // too, and its queue may grow once more in one run than in the other when the worker lags
+    // (seen once in CI: 1001 against 1000 over 500 launches). One allocation per measured group
+    // of 100 launches is that noise; a builder that allocated per launch would add 500.
+    let slack = if backend == "host" { 5 } else { 0 };
     assert!(
-        via_builder <= direct,
+        via_builder <= direct + slack,
         "{backend}: a launch through the builder allocated {via_builder} times, launch_kernel {direct}"
     );
 }
