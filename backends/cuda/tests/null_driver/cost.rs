@@ -539,26 +539,12 @@ pub(crate) fn timing_table(
         ck(sys::cuMemFree_v2(rd), "cuMemFree");
         ck(sys::cuStreamDestroy_v2(rs), "cuStreamDestroy");
     }
-    println!(
-        "\nCPU cost per call against the null driver (a test double, not a GPU): median of {reps} \
-         repeats of {n} calls, {} build{}",
-        if optimised { "optimised" } else { "debug" },
-        if optimised {
-            ""
-        } else {
-            " (numbers mean nothing: run with --release)"
-        }
+    let rows: Vec<(String, [f64; 3])> = rows.into_iter().map(|(l, v)| (l.to_string(), v)).collect();
+    print_cpu(
+        &format!(
+            "CPU cost per call against the null driver (a test double, not a GPU): median of \
+             {reps} repeats of {n} calls"
+        ),
+        &rows,
     );
-    println!(
-        "| operation | xstream ns | of which blocked in the double | raw ns | xstream - raw ns | \
-         xstream - blocked - raw ns |"
-    );
-    println!("|---|---|---|---|---|---|");
-    for (label, [x, w, r]) in rows {
-        println!(
-            "| {label} | {x:.0} | {w:.0} | {r:.0} | {:+.0} | {:+.0} |",
-            x - r,
-            x - w - r
-        );
-    }
 }
