@@ -59,7 +59,7 @@
 pub mod blocks;
 mod callback;
 pub mod conv;
-pub mod device;
+mod device;
 pub mod dtype;
 pub mod error;
 pub mod event;
