@@ -59,7 +59,7 @@
 pub mod blocks;
 mod callback;
 pub mod conv;
-mod device;
+pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod event;
