@@ -4,6 +4,11 @@
 //!
 //! Every function catches panics (none may cross into the runtime) and answers
 //! `DRV_ERROR_INVALID_VALUE` for null outputs.
+//!
+//! # Why one file of this size
+//! It is the emulated library's whole C ABI: every symbol the runtime resolves, in one list that
+//! can be read against the runtime's calls; the behaviour behind each export lives in the modules
+//! it calls (`queue`, `memory`, `limits`, `devinfo`).
 
 #![allow(non_snake_case)]
 

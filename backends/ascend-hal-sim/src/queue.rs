@@ -26,6 +26,12 @@
 //! the worker turns each into an `rtHostFuncCqReport_t` (`core/inc/task/task.hpp`) on the callback
 //! CQ the entry names, which the runtime's report loop collects with `halCqReportIrqWait` /
 //! `halCqReportGet`.
+//!
+//! # Why one file of this size
+//! The SQs, the logic and callback CQs, their workers and the event flags are one state machine
+//! under one lock: an id handed out, a worker waking, a completion posted and an event set must be
+//! read together to see why the runtime gets the answer it gets (the exit crash and the hang of
+//! round three were each a mismatch between two of them).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

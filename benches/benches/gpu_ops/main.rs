@@ -36,6 +36,12 @@
 //! - `modules.rs`: the module launch path and the launch builder against raw `cuLaunchKernel`,
 //!   and heap allocations per launch and per typed copy (this binary's counting
 //!   `#[global_allocator]`).
+//!
+//! # Why one file of this size
+//! `run` is the run order of every row: each row must run in the same context state as its raw
+//! counterpart (after kernels, idle queries and synchronizes cost several times what they cost
+//! before any), so the order is kept in one place a reader can follow top to bottom; the rows'
+//! helpers live in the sibling modules.
 
 use std::ffi::c_void;
 use std::fmt::Write as _;
