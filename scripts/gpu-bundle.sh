@@ -82,8 +82,9 @@ fi
 if cargo build --release -p xstream-examples --bins -j "$JOBS" >>"$B/build.log" 2>&1; then
     mkdir -p "$B/bin/examples"
     tdir="${CARGO_TARGET_DIR:-target}"
-    for e in pipeline user_kernel async_streams runtime_skeleton cudarc_interop data-parallel-allreduce \
-             ipc_producer_consumer erased_runtime tensor; do
+    # Every example of examples/src/bin (a fixed list left the expandable allocator out of
+    # GPU run 22).
+    for e in $(ls examples/src/bin | sed -n 's/\.rs$//p'); do
         [ -x "$tdir/release/$e" ] && cp "$tdir/release/$e" "$B/bin/examples/$e"
     done
     echo "   examples: $(ls "$B/bin/examples" | tr '\n' ' ')"
