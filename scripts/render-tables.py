@@ -43,7 +43,8 @@ DOCS = os.path.join(ROOT, "docs")
 #           "before_after" (the
 #           null-driver test's CPU tables in `source` and in the one `more` log, several runs
 #           each: xstream - raw ns per row, median and range, and the change), "diag"
-#           (benches/src/bin/gpu_ipc/diag.rs `diag:` lines)
+#           (benches/src/bin/gpu_ipc/diag.rs `diag:` lines), "reliability" (scripts/reliability.sh's
+#           step lines, its valgrind count and summary)
 # The gpu_ops rows of issue 29's item 3 (first cells' beginnings, one row each).
 ISSUE29_ROWS = [
     "stream create+destroy", "event create+destroy (DISABLE_TIMING)",
@@ -389,6 +390,35 @@ def render_tsv(spec, text):
     return out
 
 
+RELIABILITY_STEP = re.compile(r"^(PASS|FAIL|SKIP) (.+?) \((\d+)s(?:, exit status (\d+))?\)$")
+RELIABILITY_SUMMARY = re.compile(r"^reliability: (\d+) passed, (\d+) failed, (\d+) skipped")
+VALGRIND_SUMMARY = re.compile(r"^valgrind: (\d+) binaries, (\d+) clean, (\d+) failed")
+
+
+def render_reliability(spec, text):
+    """scripts/reliability.sh's steps (`PASS|FAIL|SKIP name (Ns[, exit status N])` lines), its
+    valgrind count and its summary line."""
+    t = ["| step | verdict | s |", "|---|---|---|"]
+    for line in text.splitlines():
+        m = RELIABILITY_STEP.match(line.strip())
+        if m:
+            verdict = m.group(1) + (f" (exit status {m.group(4)})" if m.group(4) else "")
+            t.append(f"| {m.group(2)} | {verdict} | {m.group(3)} |")
+    if len(t) == 2:
+        raise RenderError(f"{spec['source']} holds no reliability step line")
+    for line in text.splitlines():
+        m = VALGRIND_SUMMARY.match(line.strip())
+        if m:
+            t.append(f"| (valgrind binaries) | {m.group(2)} of {m.group(1)} clean, "
+                     f"{m.group(3)} failed | |")
+    summ = [m for m in map(RELIABILITY_SUMMARY.match, text.splitlines()) if m]
+    if not summ:
+        raise RenderError(f"{spec['source']} holds no `reliability:` summary line")
+    m = summ[-1]
+    t.append(f"| (summary) | {m.group(1)} passed, {m.group(2)} failed, {m.group(3)} skipped | |")
+    return t
+
+
 def render_conform(spec, text):
     """One row per check, one column per log (`xstream conform` lines), then the summary."""
     cols = [(spec["label"], text)] + [
@@ -691,6 +721,7 @@ def render(name):
         "stress": render_stress,
         "conform": render_conform,
         "tsv": render_tsv,
+        "reliability": render_reliability,
         "across": render_across,
         "ledger": render_ledger,
         "before_after": render_before_after,
