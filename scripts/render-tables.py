@@ -135,6 +135,9 @@ TABLES = {
     "any-dispatch-run17": dict(
         doc="performance.md", source="gpu-runs/2026-11-25-h100-run17/any_dispatch.txt",
         kind="paired_ci"),
+    "reliability-2026-11-27": dict(
+        doc="reliability.md", source="cpu-runs/2026-11-27-reliability/reliability.log",
+        kind="reliability"),
     "stress-2026-11-25": dict(
         doc="reliability.md", source="cpu-runs/2026-11-25/fault_sweep_stress.log", kind="stress"),
     "conform-real-runtime-run2": dict(
