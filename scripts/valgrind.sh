@@ -95,7 +95,7 @@ allowed_failure() { # test path: listed in HARNESS_ONLY?
     return 1
 }
 
-total=0; failed=0
+total=0; failed=0; recap=""
 while IFS=$'\t' read -r name b; do
     total=$((total + 1))
     log="$logdir/${name//\//-}.log"; out="$logdir/${name//\//-}.out"
@@ -144,6 +144,12 @@ while IFS=$'\t' read -r name b; do
     else
         failed=$((failed + 1))
         echo "FAIL valgrind $name: $why (logs: $log.<pid>, $out)"
+        # Kept for the recap at the end: CI shows the end of a long log, and the middle may be cut.
+        recap+="FAIL valgrind $name: $why"$'\n'
+        recap+="$(grep -E '^(FAIL |---- |thread .* panicked)|assertion|^test .* FAILED$' "$out" | head -12 | sed 's/^/   | /')"$'\n'
+        for l in "${logs[@]}"; do
+            grep -q . "$l" && recap+="$(head -12 "$l" | sed 's/^/   ! /')"$'\n'
+        done
         [ "${#logs[@]}" -eq 0 ] && echo "   (no valgrind log was written)"
         for l in "${logs[@]}"; do grep -q . "$l" && { echo "   -- $l"; head -40 "$l"; }; done
         # The test output's failure lines (CI keeps no files: what failed must be in the log).
@@ -151,5 +157,9 @@ while IFS=$'\t' read -r name b; do
             | sed 's/^/   | /'
     fi
 done <<<"$bins"
+if [ "$failed" -gt 0 ]; then
+    echo "== valgrind recap: the failing binaries again"
+    printf '%s' "$recap"
+fi
 echo "valgrind: $total binaries, $((total - failed)) clean, $failed failed"
 [ "$failed" -eq 0 ]
