@@ -52,6 +52,7 @@ mod kernel;
 mod memop;
 mod memory;
 mod native;
+mod random;
 mod reduce;
 
 type Keep = Box<dyn Any + Send + Sync>;
@@ -746,6 +747,12 @@ impl StreamHooks for AscendStream {
                 ];
                 kernel::launch(self, &f, &cfg, &args)
             }
+            Kernel::Random {
+                buf,
+                offset,
+                len,
+                fill,
+            } => random::fill(self, buf, offset, len, fill),
             #[cfg(feature = "testing")]
             Kernel::Fault => {
                 self.enter("launch")?;
