@@ -121,3 +121,28 @@ fn chips_without_the_task_leave_the_capability_unset() {
         s.synchronize().unwrap();
     });
 }
+
+#[test]
+fn the_default_stream_fills_with_a_block_of_its_own() {
+    if !common::in_sim_process() {
+        return;
+    }
+    let _g = common::global_lock();
+    let dev = common::device(0);
+    let d = dev.default_stream().unwrap();
+    let buf = dev.alloc(128).unwrap();
+    for off in [7, 9] {
+        d.launch(Kernel::Random {
+            buf: &buf,
+            offset: 0,
+            len: 128,
+            fill: uniform().at(off),
+        })
+        .unwrap();
+        let rb = d.read(&buf, 0, 128).unwrap();
+        d.synchronize().unwrap();
+        let mut want = vec![0u8; 128];
+        xstream_core::random::fill(&uniform().at(off), &mut want);
+        assert_eq!(rb.take().unwrap(), want, "offset {off}");
+    }
+}

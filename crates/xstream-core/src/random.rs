@@ -8,10 +8,12 @@
 //! * The generator is counter based: the output depends only on the distribution, the element
 //!   type, the `seed`, the starting counter `offset` and the position in the range. The same
 //!   fill twice on a backend writes the same bytes; fills at different offsets (or seeds) write
-//!   different numbers. One counter block gives four elements (four mask bits for
-//!   [`Distribution::DropoutMask`]): a fill of `n` elements uses the blocks `offset ..
-//!   offset + ceil(n / 4)`, so the next independent fill starts at
-//!   [`RandomFill::next_offset`].
+//!   different numbers. In the reference one counter block gives four elements (four mask
+//!   bits for [`Distribution::DropoutMask`]): a fill of `n` elements uses the blocks
+//!   `offset .. offset + ceil(n / 4)`, so the next independent fill starts at
+//!   [`RandomFill::next_offset`]. Ascend's engine takes the same 128-bit counter, but how many
+//!   blocks it uses per element is not documented: there, fills at offsets that far apart
+//!   differ, and independence beyond that is the engine's (distinct seeds are the safe way).
 //! * The bits are **not** promised identical across vendors: the host reference below is
 //!   Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011)
 //!   with the published round and key constants and the conversions written here; Ascend's
