@@ -17,6 +17,16 @@ const PAD: usize = 16;
 /// The byte the untouched bytes keep.
 const SENTINEL: u8 = 0xA5;
 
+/// `x` within `tol` of `want`.
+fn near(x: f64, want: f64, tol: f64) -> bool {
+    (x - want).abs() < tol
+}
+
+/// `[lo, hi]` inside `[min, max]`.
+fn inside(lo: f64, hi: f64, min: f64, max: f64) -> bool {
+    lo >= min && hi <= max
+}
+
 fn stats(v: &[f64]) -> (f64, f64, f64, f64) {
     let n = v.len() as f64;
     let mean = v.iter().sum::<f64>() / n;
@@ -120,24 +130,24 @@ pub(crate) fn random_fill<B: Backend>(env: &Env<B>) -> CheckResult {
             match dist {
                 Distribution::Uniform { min, max } => {
                     let (min, max) = (f64::from(min), f64::from(max));
-                    ensure!(lo >= min && hi <= max, "{what}: range {lo}..{hi}");
-                    ensure!((mean - 1.0).abs() < 0.2, "{what}: mean {mean}");
-                    ensure!((var - 16.0 / 12.0).abs() < 0.2, "{what}: variance {var}");
-                    ensure!(hi - lo > 3.5, "{what}: spread {lo}..{hi}");
+                    ensure!(inside(lo, hi, min, max), "{what}: range {lo}..{hi}");
+                    ensure!(near(mean, 1.0, 0.2), "{what}: mean {mean}");
+                    ensure!(near(var, 16.0 / 12.0, 0.2), "{what}: variance {var}");
+                    ensure!(near(hi - lo, 4.0, 0.5), "{what}: spread {lo}..{hi}");
                 }
                 Distribution::Normal { .. } => {
-                    ensure!((mean - 2.0).abs() < 0.1, "{what}: mean {mean}");
-                    ensure!((var - 0.25).abs() < 0.05, "{what}: variance {var}");
+                    ensure!(near(mean, 2.0, 0.1), "{what}: mean {mean}");
+                    ensure!(near(var, 0.25, 0.05), "{what}: variance {var}");
                 }
                 Distribution::TruncatedNormal { .. } => {
                     // Two standard deviations of 2 around -1, and the rounding of bf16.
                     ensure!(
-                        lo >= -5.05 && hi <= 3.05,
+                        inside(lo, hi, -5.05, 3.05),
                         "{what}: outside mean ± 2·std: {lo}..{hi}"
                     );
-                    ensure!((mean + 1.0).abs() < 0.2, "{what}: mean {mean}");
+                    ensure!(near(mean, -1.0, 0.2), "{what}: mean {mean}");
                     // A normal truncated at two standard deviations keeps 0.774 of σ².
-                    ensure!((var - 0.774 * 4.0).abs() < 0.4, "{what}: variance {var}");
+                    ensure!(near(var, 0.774 * 4.0, 0.4), "{what}: variance {var}");
                 }
                 Distribution::DropoutMask { .. } => {}
             }
@@ -149,7 +159,7 @@ pub(crate) fn random_fill<B: Backend>(env: &Env<B>) -> CheckResult {
         let kept: u32 = m.iter().map(|b| b.count_ones()).sum();
         let frac = f64::from(kept) / N as f64;
         ensure!(
-            (frac - 0.75).abs() < 0.05,
+            near(frac, 0.75, 0.05),
             "dropout mask {}: kept fraction {frac} at drop_prob 0.25",
             ty.name()
         );

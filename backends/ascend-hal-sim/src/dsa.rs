@@ -170,11 +170,8 @@ mod tests {
         let got = unsafe { std::slice::from_raw_parts(out as *const u8, 400) };
         assert_eq!(got, &want[..]);
         // SAFETY: as above, the byte after the result.
-        assert_eq!(
-            unsafe { *((out + 400) as *const u8) },
-            0,
-            "nothing past the result"
-        );
+        let after = unsafe { *((out + 400) as *const u8) };
+        assert_eq!(after, 0, "nothing past the result");
         // A result outside device memory, and an integer type, are refused.
         let mut host = [0u8; 400];
         assert!(!execute(&entry(

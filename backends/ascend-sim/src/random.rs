@@ -286,7 +286,7 @@ fn check_task(t: &AclrtRandomNumTaskInfo, rt: i32) -> R {
 /// # Safety
 /// `info` is NULL or points to a writable task info.
 unsafe fn random_num(
-    info: *const AclrtRandomNumTaskInfo,
+    info: *mut AclrtRandomNumTaskInfo,
     stream: *mut c_void,
     reserve: *mut c_void,
 ) -> R {
@@ -302,7 +302,7 @@ unsafe fn random_num(
     };
     // The runtime's ACL layer stores its own type number into the caller's task info.
     // SAFETY: as above; the runtime writes this field the same way.
-    unsafe { (*info.cast_mut()).data_type = rt };
+    unsafe { (*info).data_type = rt };
     // SAFETY: as above.
     let t = unsafe { *info };
     // 2. The runtime layer: the chip's feature, the stream object, `reserve`.
@@ -334,12 +334,15 @@ unsafe fn random_num(
 /// `aclError aclrtRandomNumAsync(const aclrtRandomNumTaskInfo* taskInfo, aclrtStream stream,
 /// void* reserve)`: see the module documentation.
 ///
+/// The C prototype's pointer is `const`, but the runtime writes `dataType` through it: the
+/// pointer is `*mut` here (the same ABI).
+///
 /// # Safety
 /// `taskInfo` is NULL or points to a writable `aclrtRandomNumTaskInfo` (the call rewrites its
 /// `dataType`); its result, counter and address parameters stay valid until the task ran.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtRandomNumAsync(
-    task_info: *const AclrtRandomNumTaskInfo,
+    task_info: *mut AclrtRandomNumTaskInfo,
     stream: *mut c_void,
     reserve: *mut c_void,
 ) -> i32 {

@@ -67,9 +67,9 @@ fn codes_and_check_order() {
         unsafe { aclrtRandomNumAsync(&mut t, st, r) }
     };
     let good = || task(UNIFORM_DIS, 0.0, 1.0, 16, po, pc);
-    // SAFETY: NULL task info.
     assert_eq!(
-        unsafe { aclrtRandomNumAsync(std::ptr::null(), s, null_mut()) },
+        // SAFETY: NULL task info.
+        unsafe { aclrtRandomNumAsync(null_mut(), s, null_mut()) },
         ACL_ERROR_INVALID_PARAM
     );
     // ACL layer: an unmapped type beats a bad stream and reserve.
