@@ -146,3 +146,47 @@ fn the_default_stream_fills_with_a_block_of_its_own() {
         assert_eq!(rb.take().unwrap(), want, "offset {off}");
     }
 }
+
+#[test]
+fn fills_from_two_threads_on_one_stream_keep_their_counters() {
+    if !common::in_sim_process() {
+        return;
+    }
+    let _g = common::global_lock();
+    let dev = common::device(0);
+    let s = dev.create_stream(&StreamDesc::new()).unwrap();
+    // Each thread queues 200 fills at its own offsets without waiting in between; each fill
+    // must read the counter its own copy wrote.
+    let queued: Vec<Vec<(u64, xstream_ascend::AscendBuffer)>> = std::thread::scope(|t| {
+        let hs: Vec<_> = [0u64, 1000]
+            .into_iter()
+            .map(|base| {
+                let (dev, s) = (&dev, &s);
+                t.spawn(move || {
+                    (0..200u64)
+                        .map(|i| {
+                            let buf = dev.alloc(16).unwrap();
+                            s.launch(Kernel::Random {
+                                buf: &buf,
+                                offset: 0,
+                                len: 16,
+                                fill: uniform().at(base + i),
+                            })
+                            .unwrap();
+                            (base + i, buf)
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    s.synchronize().unwrap();
+    for (off, buf) in queued.iter().flatten() {
+        let rb = s.read(buf, 0, 16).unwrap();
+        s.synchronize().unwrap();
+        let mut want = vec![0u8; 16];
+        xstream_core::random::fill(&uniform().at(*off), &mut want);
+        assert_eq!(rb.take().unwrap(), want, "offset {off}");
+    }
+}
