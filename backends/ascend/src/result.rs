@@ -20,6 +20,7 @@ use crate::sys::{
 
 pub(crate) mod exception;
 pub(crate) mod kernel;
+pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod stream_config;
 pub(crate) mod sysinfo;

@@ -609,6 +609,10 @@ impl StreamHooks for CudaStream {
     fn enqueue_builtin(&self, _token: HookToken, kernel: Kernel<'_, CudaBuffer>) -> Result<()> {
         self.enter()?;
         self.gate_enqueue("launch")?;
+        if matches!(kernel, Kernel::Random { .. }) {
+            // Answered before the builtin module is needed.
+            return Err(no_random());
+        }
         let k = self.handle.dev.shared.kernels()?;
         match kernel {
             Kernel::Delay(d) => crate::module::launch(
@@ -630,6 +634,7 @@ impl StreamHooks for CudaStream {
                     ],
                 )
             }
+            Kernel::Random { .. } => Err(no_random()),
             #[cfg(feature = "testing")]
             Kernel::Fault => self.check("cuLaunchKernel", ffi::launch_fault(k.fault, self.raw())),
             // xstream-core's test kernels, turned on by another crate of the build.
@@ -750,4 +755,13 @@ impl StreamHooks for CudaStream {
         self.gate("record_use")?;
         crate::memory::record_use(self, buf)
     }
+}
+
+/// The answer to [`Kernel::Random`]: the builtin module has no random-number kernel, so the
+/// device lacks `Capabilities::RANDOM`.
+fn no_random() -> Error {
+    xstream_core::random::unsupported(
+        xstream_core::BackendKind::Cuda,
+        "the CUDA backend has no random-number kernel",
+    )
 }

@@ -40,6 +40,7 @@ pub const HOST_CAPABILITIES: Capabilities = Capabilities::PRIORITY
     .union(Capabilities::VALUE_OPS_32)
     .union(Capabilities::VALUE_OPS_64)
     .union(Capabilities::REDUCE)
+    .union(Capabilities::RANDOM)
     .union(Capabilities::PEER_COPY)
     .union(Capabilities::INTERPROCESS_EVENTS)
     .union(Capabilities::BF16)

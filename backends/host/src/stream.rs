@@ -35,6 +35,7 @@ mod kernel;
 pub(crate) mod memop;
 mod memory;
 mod native;
+pub(crate) mod random;
 pub(crate) mod reduce;
 
 /// A host stream: an in-order queue executed by a worker thread.
@@ -544,6 +545,12 @@ impl StreamHooks for HostStream {
                     ],
                 )
             }
+            Kernel::Random {
+                buf,
+                offset,
+                len,
+                fill,
+            } => random::enqueue(self, buf, offset, len, fill),
             #[cfg(feature = "testing")]
             Kernel::Fault => self.submit("launch", Node::Fault),
             // xstream-core's test kernels, turned on by another crate of the build.

@@ -23,6 +23,7 @@
 //! | [`hostmem`] | page-locked host buffers and the host side of asynchronous copies |
 //! | [`attr`] | typed stream attributes |
 //! | [`memop`] | stream memory operations (wait on / write a word of device memory) |
+//! | [`random`] | the built-in random fill (counter-based, no kernel binary; `Kernel::Random`) |
 //! | [`reduce`] | the built-in reduce operation (`dst = op(dst, src)` per element, no kernel binary) |
 //! | [`devinfo`] | device facts: chip, compute units, memory, UUID, PCI bus id |
 //! | [`launch`] | the launch builder: arguments of every width, structs by value, checked and unchecked launches, launch attributes |
@@ -67,6 +68,7 @@ pub mod memop;
 pub mod module;
 pub mod pool;
 pub mod priority;
+pub mod random;
 pub mod raw;
 pub mod reaper;
 pub mod reduce;
@@ -109,6 +111,7 @@ pub use module::{
 };
 pub use pool::{Lease, PoolConfig, PriorityClass, StreamPool};
 pub use priority::{Priority, PriorityOutcome, PriorityRange};
+pub use random::{Distribution, RandomFill, RandomType};
 pub use raw::{RawAlloc, RawBuffer};
 pub use reduce::{ReduceKind, ReduceType, Reduction};
 pub use translate::{

@@ -230,10 +230,21 @@ pub trait Stream: Send + Sync + fmt::Debug + 'static {
     /// Enqueues a built-in kernel.
     ///
     /// # Errors
-    /// [`Error::Unsupported`] without [`Capabilities::KERNELS`]; bad arguments.
+    /// [`Error::Unsupported`] without [`Capabilities::KERNELS`] ([`Kernel::Random`]: without
+    /// [`Capabilities::RANDOM`]); bad arguments.
     fn launch(&self, kernel: Kernel<'_, BufferOf<Self::B>>) -> Result<()> {
-        if let Kernel::Lcg { buf, .. } = &kernel {
-            check_buffer_device::<Self::B>("launch", self, buf)?;
+        match &kernel {
+            Kernel::Lcg { buf, .. } => check_buffer_device::<Self::B>("launch", self, buf)?,
+            Kernel::Random {
+                buf,
+                offset,
+                len,
+                fill,
+            } => {
+                check_buffer_device::<Self::B>("launch", self, buf)?;
+                crate::random::check(fill, buf.len(), *offset, *len)?;
+            }
+            _ => {}
         }
         crate::backend_hooks::enqueue_builtin::<Self::B>(self, kernel)
     }

@@ -115,6 +115,8 @@ bitflags::bitflags! {
         /// Virtual memory: reserved address ranges, physical memory mapped into them
         /// (see the `vmm` module).
         const VIRTUAL_MEMORY = 1 << 27;
+        /// The built-in random fill ([`Kernel::Random`]; see the `random` module).
+        const RANDOM = 1 << 28;
     }
 }
 
