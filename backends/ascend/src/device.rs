@@ -319,6 +319,9 @@ impl AscendDevice {
         {
             caps.remove(Capabilities::VIRTUAL_MEMORY);
         }
+        if !caps.contains(Capabilities::VIRTUAL_MEMORY) {
+            caps.remove(Capabilities::SHAREABLE_PHYSICAL);
+        }
         // Probe IPC events honestly: the chip may refuse them (207000).
         if let Ok(e) = result::event::create_ex_with_flag(t, consts::ACL_EVENT_IPC) {
             caps |= Capabilities::INTERPROCESS_EVENTS;
