@@ -81,6 +81,8 @@ pub mod collective;
 pub mod conv;
 mod device;
 pub mod error;
+#[cfg(unix)]
+pub mod fdpass;
 mod event;
 mod event_pool;
 mod ffi;
