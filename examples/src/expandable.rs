@@ -15,8 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use xstream::{
-    Backend, BufferOf, Error, EventOf, Result, Stream, StreamOf, VirtualMemory,
-    VirtualRange,
+    Backend, BufferOf, Error, EventOf, Result, Stream, StreamOf, VirtualMemory, VirtualRange,
 };
 
 /// Address space reserved per segment.

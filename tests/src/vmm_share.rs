@@ -12,10 +12,7 @@ use std::io::{BufReader, Write};
 use std::process::Child;
 use std::time::Duration;
 
-use xstream_core::{
-    Error, PhysicalMemory, ShareableHandle, Stream, VirtualMemory,
-    VirtualRange,
-};
+use xstream_core::{Error, PhysicalMemory, ShareableHandle, Stream, VirtualMemory, VirtualRange};
 
 use crate::child::{finish, wait_line};
 
@@ -134,7 +131,10 @@ pub fn child<D: VirtualMemory>(d: &D, handle: &ShareableHandle) {
 
 /// Sends a handle without a descriptor to the child as a hex line on its stdin.
 pub fn send_hex(child: &mut Child, handle: &ShareableHandle) {
-    assert!(!handle.needs_fd(), "a handle with a descriptor needs a socket");
+    assert!(
+        !handle.needs_fd(),
+        "a handle with a descriptor needs a socket"
+    );
     let stdin = child.stdin.as_mut().unwrap();
     writeln!(stdin, "{}", handle.to_hex()).unwrap();
     stdin.flush().unwrap();

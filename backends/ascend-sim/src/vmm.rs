@@ -517,7 +517,9 @@ fn feature() -> R {
 fn own_export(v: &Vmm, shareable: u64) -> R<i32> {
     let (pid, fd) = ((shareable >> 32) as i32, shareable as u32 as i32);
     let known = pid == my_pid()
-        && v.handles.values().any(|p| p.fd == fd && !p.freed && !p.imported)
+        && v.handles
+            .values()
+            .any(|p| p.fd == fd && !p.freed && !p.imported)
         && read_u32(fd, H_EXPORTED) == Some(1);
     if !known {
         return err(
@@ -567,7 +569,8 @@ pub unsafe extern "C" fn aclrtMemExportToShareableHandle(
             );
         }
         let no_check = u32::from(flags == 1).to_le_bytes();
-        if !pwrite(p.fd, H_NO_PID_CHECK, &no_check) || !pwrite(p.fd, H_EXPORTED, &1u32.to_le_bytes())
+        if !pwrite(p.fd, H_NO_PID_CHECK, &no_check)
+            || !pwrite(p.fd, H_EXPORTED, &1u32.to_le_bytes())
         {
             return err(ACL_ERROR_RT_MEMORY_ALLOCATION, "header write failed");
         }

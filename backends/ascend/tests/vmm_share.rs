@@ -73,7 +73,10 @@ fn listed_importer() {
     let d = dev();
     let h = recv_hex();
     let e = d.import_physical(&h).unwrap_err();
-    assert!(e.to_string().contains("aclrtMemImportFromShareableHandle"), "{e}");
+    assert!(
+        e.to_string().contains("aclrtMemImportFromShareableHandle"),
+        "{e}"
+    );
     say("DENIED");
     let mut line = String::new();
     std::io::stdin().read_line(&mut line).unwrap();
@@ -119,7 +122,10 @@ fn listed_exporter() {
     send_hex(&mut c, &handle);
     let mut out = BufReader::new(c.stdout.take().unwrap());
     let lines = wait_line(&mut out, "DENIED");
-    assert!(lines.last().is_some_and(|l| l.contains("DENIED")), "{lines:?}");
+    assert!(
+        lines.last().is_some_and(|l| l.contains("DENIED")),
+        "{lines:?}"
+    );
     let mut pid = c.id() as i32;
     // SAFETY: one readable PID.
     assert_eq!(unsafe { set_pid(v, &mut pid, 1) }, 0);

@@ -81,10 +81,10 @@ pub mod collective;
 pub mod conv;
 mod device;
 pub mod error;
-#[cfg(unix)]
-pub mod fdpass;
 mod event;
 mod event_pool;
+#[cfg(unix)]
+pub mod fdpass;
 mod ffi;
 mod flag_memo;
 mod graph;

@@ -190,8 +190,7 @@ impl VirtualMemory for CudaDevice {
         })?;
         let sh = &self.shared;
         sh.enter()?;
-        let h =
-            ffi::mem_import_fd(fd).map_err(|c| sh.fail("cuMemImportFromShareableHandle", c))?;
+        let h = ffi::mem_import_fd(fd).map_err(|c| sh.fail("cuMemImportFromShareableHandle", c))?;
         Ok(CudaPhysical {
             dev: self.clone(),
             handle: h,

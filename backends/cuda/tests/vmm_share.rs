@@ -51,7 +51,10 @@ fn an_importer_process_sees_and_writes_the_exporters_bytes_on_a_gpu() {
         let d = CudaBackend::open(0).unwrap();
         let sock = UnixStream::connect(&path).unwrap();
         let h = recv_handle(&sock).unwrap();
-        assert!(h.needs_fd() && h.fd().is_some(), "the descriptor came along");
+        assert!(
+            h.needs_fd() && h.fd().is_some(),
+            "the descriptor came along"
+        );
         return vmm_share::child(&d, &h);
     }
     let Some(d) = device(T) else { return };

@@ -257,10 +257,7 @@ impl SharedMem {
             while i < now.len() && before.get(i) != Some(&now[i]) {
                 i += 1;
             }
-            if let Err(e) = self
-                .file
-                .write_all_at(&now[start..i], base + start as u64)
-            {
+            if let Err(e) = self.file.write_all_at(&now[start..i], base + start as u64) {
                 tracing::error!("host IPC buffer {}: write: {e}", self.name);
             }
         }

@@ -5,9 +5,7 @@
 
 use xstream_conformance::child::spawn_test;
 use xstream_conformance::vmm_share::{self, recv_hex, send_hex};
-use xstream_core::{
-    BackendKind, Error, ShareableHandle, ShareablePayload, VirtualMemory,
-};
+use xstream_core::{BackendKind, Error, ShareableHandle, ShareablePayload, VirtualMemory};
 use xstream_host::HostDevice;
 
 const ROLE: &str = "XSTREAM_HOST_VMM_SHARE_ROLE";
@@ -54,7 +52,10 @@ fn bad_handles_are_refused() {
     let e = d
         .import_physical(&other_pid(b"../../etc/passwd", g))
         .unwrap_err();
-    assert!(e.to_string().contains("not a host IPC memory handle"), "{e}");
+    assert!(
+        e.to_string().contains("not a host IPC memory handle"),
+        "{e}"
+    );
     let e = d
         .import_physical(&other_pid(b"xstream-host-ipc-mem-1-2-3", g))
         .unwrap_err();

@@ -176,7 +176,9 @@ impl ShareableHandle {
         }
         let version = u16::from_le_bytes([bytes[4], bytes[5]]);
         if version != VERSION {
-            return Err(bad(format!("version {version}, this build reads {VERSION}")));
+            return Err(bad(format!(
+                "version {version}, this build reads {VERSION}"
+            )));
         }
         let code = u16::from_le_bytes([bytes[6], bytes[7]]);
         if crate::ipc::backend_of(code).is_none() {
@@ -321,7 +323,15 @@ mod tests {
         ));
         // Garbage: length, magic, version, backend, payload length, padding.
         assert!(ShareableHandle::from_bytes(&h.as_bytes()[..127]).is_err());
-        for (i, v) in [(0, b'Y'), (4, 9), (6, 7), (12, 200), (33, 1), (127, 1), (28, 2)] {
+        for (i, v) in [
+            (0, b'Y'),
+            (4, 9),
+            (6, 7),
+            (12, 200),
+            (33, 1),
+            (127, 1),
+            (28, 2),
+        ] {
             let mut b = *h.as_bytes();
             b[i] = v;
             assert!(ShareableHandle::from_bytes(&b).is_err(), "byte {i} = {v}");

@@ -299,7 +299,8 @@ pub extern "C" fn cuMemImportFromShareableHandle(
             return Err(INVALID_VALUE);
         }
         let fd = os_handle as usize as i32;
-        let target = std::fs::read_link(format!("/proc/self/fd/{fd}")).map_err(|_| INVALID_VALUE)?;
+        let target =
+            std::fs::read_link(format!("/proc/self/fd/{fd}")).map_err(|_| INVALID_VALUE)?;
         let ours = target
             .file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with(SHARE_PREFIX));

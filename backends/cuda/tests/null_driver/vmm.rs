@@ -108,7 +108,9 @@ pub(crate) fn sharing(null: &Null, dev: &xstream_cuda::CudaDevice) {
     let (a, b) = std::os::unix::net::UnixStream::pair().expect("socketpair");
     xstream_cuda::fdpass::send_handle(&a, &h).expect("send");
     let got = xstream_cuda::fdpass::recv_handle(&b).expect("receive");
-    let raw = dev.raw_import(&got).expect("import of the received descriptor");
+    let raw = dev
+        .raw_import(&got)
+        .expect("import of the received descriptor");
     assert_eq!(null.calls("cuMemImportFromShareableHandle"), 1);
     null.reset();
     drop(raw);
