@@ -159,6 +159,7 @@ mod streams;
 mod timeouts;
 mod views;
 mod vmm;
+pub mod vmm_share;
 
 pub use flags::{check_portable_kinds, kind_of, portable_kinds, Kind};
 

@@ -323,6 +323,9 @@ impl AscendDevice {
         if caps.contains(Capabilities::RANDOM) && !result::random::chip_has_task(t) {
             caps.remove(Capabilities::RANDOM);
         }
+        if !caps.contains(Capabilities::VIRTUAL_MEMORY) {
+            caps.remove(Capabilities::SHAREABLE_PHYSICAL);
+        }
         // Probe IPC events honestly: the chip may refuse them (207000).
         if let Ok(e) = result::event::create_ex_with_flag(t, consts::ACL_EVENT_IPC) {
             caps |= Capabilities::INTERPROCESS_EVENTS;

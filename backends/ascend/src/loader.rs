@@ -315,6 +315,15 @@ pub const GROUPS: &[SymbolGroup] = &[
             "aclrtMemSetAccess",
         ],
     },
+    SymbolGroup {
+        name: "virtual memory sharing",
+        // Kept only with VIRTUAL_MEMORY (see `AscendDevice::open`).
+        capability: Some(Capabilities::SHAREABLE_PHYSICAL),
+        symbols: &[
+            "aclrtMemExportToShareableHandle",
+            "aclrtMemImportFromShareableHandle",
+        ],
+    },
 ];
 
 /// The device saturation mode ([`AscendDevice::saturation_mode`](crate::AscendDevice::saturation_mode)):

@@ -627,6 +627,9 @@ acl_table! {
         aclrtMapMem = c"aclrtMapMem": fn(P, usize, usize, P, u64) -> aclError;
         aclrtUnmapMem = c"aclrtUnmapMem": fn(P) -> aclError;
         aclrtMemSetAccess = c"aclrtMemSetAccess": fn(P, usize, *mut aclrtMemAccessDesc, usize) -> aclError;
+        aclrtMemExportToShareableHandle = c"aclrtMemExportToShareableHandle": fn(P, u32, u64, *mut u64) -> aclError;
+        aclrtMemImportFromShareableHandle = c"aclrtMemImportFromShareableHandle": fn(u64, i32, PP) -> aclError;
+        aclrtMemSetPidToShareableHandle = c"aclrtMemSetPidToShareableHandle": fn(u64, *mut i32, usize) -> aclError;
         aclrtGetDeviceSatMode = c"aclrtGetDeviceSatMode": fn(*mut i32) -> aclError;
         aclrtGetDeviceCapability = c"aclrtGetDeviceCapability": fn(i32, i32, *mut i32) -> aclError;
         aclGetCannAttribute = c"aclGetCannAttribute": fn(i32, *mut i32) -> aclError;

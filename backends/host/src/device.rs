@@ -36,6 +36,7 @@ pub const HOST_CAPABILITIES: Capabilities = Capabilities::PRIORITY
     })
     .union(Capabilities::CROSS_DEVICE_WAIT)
     .union(Capabilities::VIRTUAL_MEMORY)
+    .union(Capabilities::SHAREABLE_PHYSICAL)
     .union(Capabilities::LEGACY_DEFAULT_STREAM)
     .union(Capabilities::VALUE_OPS_32)
     .union(Capabilities::VALUE_OPS_64)

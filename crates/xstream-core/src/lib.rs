@@ -29,6 +29,7 @@
 //! | [`launch`] | the launch builder: arguments of every width, structs by value, checked and unchecked launches, launch attributes |
 //! | [`module`] | modules and kernels: sources, launch configurations, typed arguments, host kernels |
 //! | [`vmm`] | virtual memory: reserve address space, map physical memory into it, use it as a buffer |
+//! | [`vmm_share`] | physical memory of [`vmm`] shared with another process |
 //! | [`view`] | views of device buffers: byte ranges ([`BufferView`]) and typed slices ([`DeviceSlice`]), memset patterns |
 //! | [`event_pool`] | a bounded pool of reusable ordering events ([`EventPool`]) |
 //! | [`error`] | the one error type, keeping vendor codes |
@@ -76,6 +77,7 @@ pub mod sync;
 pub mod translate;
 pub mod view;
 pub mod vmm;
+pub mod vmm_share;
 
 pub use allocator::{Allocator, AllocatorSlot, Block, HostAllocator};
 pub use attr::{
@@ -120,6 +122,7 @@ pub use translate::{
 };
 pub use view::{BufferView, DeviceSlice, MemsetPattern, Viewable};
 pub use vmm::{Granularity, PhysicalMemory, VirtualMemory, VirtualRange};
+pub use vmm_share::{ShareableHandle, ShareablePayload};
 
 /// The `bytemuck` crate xstream's API is written against ([`ByValue`], typed copies and
 /// slices take `bytemuck::Pod` types): use this one to derive `Pod` for your kernel argument

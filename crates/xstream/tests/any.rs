@@ -542,3 +542,18 @@ fn erased_random_fill_matches_the_generic_path_on_host() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+#[test]
+fn erased_physical_memory_exports_and_the_exporter_cannot_import() {
+    let dev = AnyDevice::open(BackendKind::Host, 0).unwrap();
+    let g = dev.granularity().unwrap().minimum;
+    let p = dev.create_physical(g).unwrap();
+    let h = p.export_shareable().unwrap();
+    assert_eq!(
+        (h.backend(), h.size(), h.device()),
+        (BackendKind::Host, g, 0)
+    );
+    assert!(!h.needs_fd());
+    let e = dev.import_physical(&h).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+}

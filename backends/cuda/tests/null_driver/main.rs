@@ -434,6 +434,7 @@ fn child(lib: &Path) {
     check_rows(&rows);
     raw_buffers(&null, &dev, &s);
     virtual_memory(&null, &dev, &s);
+    sharing(&null, &dev);
     dropped_stream_releases(&null, &dev, &args3);
 
     timing_table(&null, &s, &empty, &args3, &delay, &buf, &mut hb);
