@@ -150,6 +150,10 @@ TABLES = {
         kind="conform", label="simulator (2 devices)",
         more=[("real runtime, before (2026-11-27 run2)", "cann-runs/2026-11-27/run2/conform-1.log"),
               ("real runtime, now (2 devices)", "cann-runs/2026-11-27-round3/conform-1.log")]),
+    "conform-real-runtime-round4": dict(
+        doc="cann-runs/2026-11-27-round4/README.md", source="cann-runs/2026-11-27-round3/conform-1.log",
+        kind="conform", label="real runtime, round three",
+        more=[("real runtime, round four", "cann-runs/2026-11-27-round4/conform-1.log")]),
     "run17-allocations": dict(
         doc="gpu-runs/2026-11-25-h100-run17/results.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
         index=2),
