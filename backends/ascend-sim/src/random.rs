@@ -1,6 +1,6 @@
 //! `aclrtRandomNumAsync`: the runtime's built-in random-number task (no kernel binary), as the
-//! CANN runtime's source shows it (hicann/runtime; files listed in `docs/simulators.md`,
-//! section "ACL: aclrtRandomNumAsync").
+//! CANN runtime's source shows it (hicann/runtime; files listed in section
+//! "ACL: aclrtRandomNumAsync" of `docs/simulators-acl-tasks.md`).
 //!
 //! `aclError aclrtRandomNumAsync(const aclrtRandomNumTaskInfo* taskInfo, aclrtStream stream,
 //! void* reserve)` enqueues `randomNum` numbers of a distribution (dropout bitmask, uniform,

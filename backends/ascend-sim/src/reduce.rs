@@ -1,6 +1,6 @@
 //! `aclrtReduceAsync`: the runtime's built-in reduce task (no kernel binary), as the CANN
-//! runtime's source shows it (hicann/runtime; the files are listed in `docs/simulators.md`,
-//! section "ACL: aclrtReduceAsync").
+//! runtime's source shows it (hicann/runtime; the files are listed in section
+//! "ACL: aclrtReduceAsync" of `docs/simulators-acl-tasks.md`).
 //!
 //! `aclError aclrtReduceAsync(void* dst, const void* src, uint64_t count, aclrtReduceKind kind,
 //! aclDataType type, aclrtStream stream, void* reserve)` enqueues, for each element of `type`
