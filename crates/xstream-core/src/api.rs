@@ -1,0 +1,10 @@
+//! What users call: one checked layer over every backend.
+//!
+//! A backend implements the unchecked traits of [`crate::backend`]; each handle's user-facing
+//! trait here is implemented for them by a blanket impl, holds every check of its operations
+//! once, and then calls the backend. `stream` ([`Stream`] over
+//! [`StreamImpl`](crate::StreamImpl)).
+
+pub mod stream;
+
+pub use stream::Stream;
