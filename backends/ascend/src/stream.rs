@@ -27,9 +27,9 @@ use std::time::{Duration, Instant};
 use xstream_core::callback::{HostCallback, PanicSlot, PendingCallbacks};
 use xstream_core::module::{KernelArg, LaunchConfig, BUILTIN_DELAY, BUILTIN_LCG};
 use xstream_core::{
-    Allocator, BackendKind, Borrowed, BufferView, CaptureCell, CaptureMode, CaptureStatus,
-    CreationReport, Error, Kernel, Ownership, Readback, Result, Status, Stream, StreamAttr,
-    StreamAttrValue, StreamFlags, StreamImpl,
+    Allocator, BackendKind, Borrowed, BufferView, CaptureCell, CaptureMode, CreationReport, Error,
+    Kernel, Ownership, Readback, Result, Status, Stream, StreamAttr, StreamAttrValue, StreamFlags,
+    StreamImpl,
 };
 
 use self::callback::STYLE_NONE;
@@ -507,7 +507,6 @@ impl StreamImpl for AscendStream {
     }
 
     fn enqueue_callback_impl(&self, f: HostCallback) -> Result<()> {
-        self.state.capture.gate("host_callback")?;
         self.device.inner.bind()?;
         self.launch_cb(f)
     }
@@ -520,8 +519,8 @@ impl StreamImpl for AscendStream {
         capture::end_capture(self)
     }
 
-    fn capture_status_impl(&self) -> CaptureStatus {
-        self.state.capture.status()
+    fn capture_cell_impl(&self) -> &CaptureCell {
+        &self.state.capture
     }
 
     fn attribute_impl(&self, attr: StreamAttr) -> Result<StreamAttrValue> {
@@ -750,10 +749,8 @@ impl StreamImpl for AscendStream {
     /// A stream-ordered buffer adds this stream to its users, so its `free_async` records a
     /// release event here and no allocation reuses the block before that event completed
     /// (`crate::blocks`). A plain buffer needs nothing: its `aclrtFree` runs after a device
-    /// synchronize, which waits for this stream's work too. Refused during capture (a graph
-    /// could replay the unseen work after the free).
+    /// synchronize, which waits for this stream's work too.
     fn record_use_impl(&self, buf: &AscendBuffer) -> Result<()> {
-        self.state.capture.gate("record_use")?;
         self.note_use(buf)
     }
 }

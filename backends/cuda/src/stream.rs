@@ -21,8 +21,8 @@ use xstream_core::callback::{HostCallback, PanicSlot};
 use xstream_core::sync::{lock, wait_with_backoff};
 use xstream_core::{
     Allocator, AllocatorSlot, Borrowed, BufferView, CaptureCell, CaptureErrorKind, CaptureMode,
-    CaptureStatus, CreationReport, Error, Kernel, Ownership, Readback, Result, Status, Stream,
-    StreamAttr, StreamAttrValue, StreamFlags, StreamImpl,
+    CreationReport, Error, Kernel, Ownership, Readback, Result, Status, Stream, StreamAttr,
+    StreamAttrValue, StreamFlags, StreamImpl,
 };
 
 use crate::ffi::{self, CuStream};
@@ -348,8 +348,6 @@ impl StreamImpl for CudaStream {
 
     fn enqueue_callback_impl(&self, f: HostCallback) -> Result<()> {
         self.enter()?;
-        // Exactly-once callbacks cannot be replayed: refused during capture (invalidates).
-        self.gate("host_callback")?;
         self.enqueue_slot(f)
     }
 
@@ -375,8 +373,8 @@ impl StreamImpl for CudaStream {
         g
     }
 
-    fn capture_status_impl(&self) -> CaptureStatus {
-        self.state.capture.status()
+    fn capture_cell_impl(&self) -> &CaptureCell {
+        &self.state.capture
     }
 
     fn attribute_impl(&self, attr: StreamAttr) -> Result<StreamAttrValue> {
@@ -652,11 +650,9 @@ impl StreamImpl for CudaStream {
     }
 
     /// Stream-ordered buffers add this stream to their users; plain ones are kept by this
-    /// stream's keep-alive list and remembered for `free_async` (see `crate::memory`). Refused
-    /// during capture: a graph could replay the unseen work after the free.
+    /// stream's keep-alive list and remembered for `free_async` (see `crate::memory`).
     fn record_use_impl(&self, buf: &CudaBuffer) -> Result<()> {
         self.enter()?;
-        self.gate("record_use")?;
         crate::memory::record_use(self, buf)
     }
 }

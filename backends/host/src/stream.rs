@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use xstream_core::callback::{CallbackSlot, HostCallback};
 use xstream_core::{
-    Allocator, Borrowed, BufferView, CaptureErrorKind, CaptureMode, CaptureStatus, CreationReport,
+    Allocator, Borrowed, BufferView, CaptureCell, CaptureErrorKind, CaptureMode, CreationReport,
     Error, Kernel, LaunchAttrs, MemsetPattern, Ownership, Readback, Result, Status, Stream,
     StreamAttr, StreamAttrValue, StreamFlags, StreamImpl, WaitCondition,
 };
@@ -315,10 +315,6 @@ impl StreamImpl for HostStream {
 
     fn enqueue_callback_impl(&self, f: HostCallback) -> Result<()> {
         self.device.shared().check()?;
-        if self.queue.capture.is_capturing() {
-            // An exactly-once callback cannot be replayed: refused, capture invalidated.
-            self.queue.capture.gate("host_callback")?;
-        }
         tracing::trace!(stream = self.queue.id, name = ?self.queue.name, "enqueue host callback");
         let slot = CallbackSlot::new(f, Arc::clone(&self.queue.panics));
         self.queue.push(Op::Callback(Arc::clone(&slot)))?;
@@ -336,8 +332,8 @@ impl StreamImpl for HostStream {
         capture::end_capture(self)
     }
 
-    fn capture_status_impl(&self) -> CaptureStatus {
-        self.queue.capture.status()
+    fn capture_cell_impl(&self) -> &CaptureCell {
+        &self.queue.capture
     }
 
     fn attribute_impl(&self, attr: StreamAttr) -> Result<StreamAttrValue> {
@@ -523,8 +519,7 @@ impl StreamImpl for HostStream {
 
     /// Holds the buffer's bytes until this stream's work enqueued so far ran: a stream-blocking
     /// callback that owns a reference to them (the host backend frees a buffer's bytes when
-    /// the last reference goes, so no free can run ahead of the marked work). Refused during
-    /// capture, like every callback.
+    /// the last reference goes, so no free can run ahead of the marked work).
     fn record_use_impl(&self, buf: &HostDeviceBuffer) -> Result<()> {
         let keep = Arc::clone(&buf.inner);
         self.enqueue_callback_impl(Box::new(move |_| drop(keep)))

@@ -37,7 +37,7 @@ use crate::module::{KernelArg, LaunchConfig, ModuleSource, ParamKind};
 use crate::raw::RawBuffer;
 use crate::view::{BufferView, DeviceSlice, MemsetPattern};
 use crate::{
-    Allocator, CaptureMode, CaptureStatus, Error, EventFlags, FlagReport, FlagTable, Result,
+    Allocator, CaptureCell, CaptureMode, Error, EventFlags, FlagReport, FlagTable, Result,
     StreamAttr, StreamAttrValue, StreamFlags,
 };
 

@@ -158,7 +158,6 @@ pub(super) fn read(
     offset: usize,
     len: usize,
 ) -> Result<Readback> {
-    s.state.capture.gate("read")?;
     s.device.inner.bind()?;
     s.note_use(src)?;
     let (rb, fill) = Readback::new();
@@ -429,10 +428,9 @@ pub(super) fn read_into_blocking(
     s.wait_all()
 }
 
-/// The synchronous typed copies need a stream that runs its tasks now: refused inside a
-/// capture (the capture is invalidated, as for `read`) and on a persistent stream.
+/// The synchronous typed copies need a stream that runs its tasks now: refused on a
+/// persistent stream.
 fn sync_copy_allowed(s: &AscendStream, op: &'static str) -> Result<()> {
-    s.state.capture.gate(op)?;
     if s.persistent {
         return Err(xstream_core::Error::unsupported(
             xstream_core::BackendKind::Ascend,

@@ -178,10 +178,9 @@ pub(super) fn read_into_blocking(s: &CudaStream, span: Span<'_>, dst: &mut [u8])
     s.check("cuStreamSynchronize", ffi::stream_synchronize(s.raw()))
 }
 
-/// The synchronous typed copies need a stream that runs its work now: refused inside a
-/// capture (the capture is invalidated, as for `read`) and on a persistent stream.
+/// The synchronous typed copies need a stream that runs its work now: refused on a
+/// persistent stream.
 fn sync_copy_allowed(s: &CudaStream, op: &'static str) -> Result<()> {
-    s.gate(op)?;
     if s.state.persistent {
         return Err(xstream_core::Error::unsupported(
             xstream_core::BackendKind::Cuda,
@@ -213,8 +212,6 @@ pub(super) fn write(s: &CudaStream, span: Span<'_>, data: Vec<u8>) -> Result<()>
 pub(super) fn read(s: &CudaStream, span: Span<'_>) -> Result<Readback> {
     let (src, offset, len) = (span.buffer(), span.offset(), span.len());
     s.enter()?;
-    // Delivered by a one-shot host function: not replayable, so refused during capture.
-    s.gate("read")?;
     let mut host = vec![0u8; len].into_boxed_slice();
     // SAFETY: the range is a `Span`, checked against `src`, which the stream keeps until the
     // copy completed (`keep_buf`). `host` is a boxed slice: its heap bytes do not move when

@@ -34,9 +34,6 @@ pub(super) fn write(s: &HostStream, dst: Span<'_>, data: Vec<u8>) -> Result<()> 
 
 pub(super) fn read(s: &HostStream, src: Span<'_>) -> Result<Readback> {
     s.device.shared().check()?;
-    // A Readback is filled once and cannot be refilled by replays, so a read is not
-    // capturable (CUDA likewise refuses pageable device-to-host copies in a capture).
-    s.queue.capture.gate("read")?;
     let (rb, fill) = Readback::new();
     s.queue.push(Op::Read {
         src: Arc::clone(&src.buffer().inner),
@@ -105,11 +102,10 @@ pub(super) fn copy_to_host(
     )
 }
 
-/// Waits until the stream's work enqueued so far has run, for the synchronous typed copies:
-/// refused in a capture; reports the device's sticky error. No heap allocation.
+/// Waits until the stream's work enqueued so far has run, for the synchronous typed copies;
+/// reports the device's sticky error. No heap allocation.
 fn drain(s: &HostStream, op: &'static str) -> Result<()> {
     s.device.shared().check()?;
-    s.queue.capture.gate(op)?;
     let target = s.queue.enqueued();
     let mode = crate::conv::map_stream_wait(s.queue.native_flags, s.queue.attrs().sync);
     if !s.queue.wait_for(target, None, mode) {

@@ -10,10 +10,13 @@
 //! - **ranges**: `offset + len` inside the buffer, as a [`BufferView`] handed to the backend;
 //!   element alignment of memset patterns, reductions and value-operation words;
 //! - **the zero-length rule**: a data operation of no bytes (valid offsets) is a no-op that
-//!   reaches no backend (a [`Stream::read`] of no bytes still gives its [`Readback`]).
+//!   reaches no backend (a [`Stream::read`] of no bytes still gives its [`Readback`]);
+//! - **the capture gate** of operations no capture can hold (a read into host memory, a host
+//!   callback, the blocking typed copies, `record_use`): refused with [`Error::Capture`], the
+//!   capture invalidated ([`crate::CaptureCell::gate`]).
 //!
-//! Then it calls `StreamImpl::x_impl`. The backend keeps its capture state (which work a
-//! capture refuses) and its sticky errors.
+//! Then it calls `StreamImpl::x_impl`. The backend keeps its capture state machine (begin,
+//! end, what a capture records, the refusals that differ per vendor) and its sticky errors.
 
 #[allow(unused_imports)]
 use crate::backend::*;
@@ -127,6 +130,8 @@ pub trait Stream: StreamImpl {
     /// enqueueing fails the callback is dropped without being called.
     fn enqueue_callback(&self, f: HostCallback) -> Result<()> {
         ensure_not_in_callback()?;
+        // An exactly-once callback cannot be replayed.
+        self.capture_cell_impl().gate("host_callback")?;
         self.enqueue_callback_impl(f)
     }
 
@@ -189,7 +194,7 @@ pub trait Stream: StreamImpl {
 
     /// The capture status.
     fn capture_status(&self) -> CaptureStatus {
-        self.capture_status_impl()
+        self.capture_cell_impl().status()
     }
 
     /// Whether the stream is capturing.
@@ -282,6 +287,8 @@ pub trait Stream: StreamImpl {
     fn read(&self, src: &BufferOf<Self::B>, offset: usize, len: usize) -> Result<Readback> {
         ensure_not_in_callback()?;
         let src = span("read", self, src, offset, len)?;
+        // A readback is filled once; replays could not fill it again.
+        self.capture_cell_impl().gate("read")?;
         self.read_impl(src)
     }
 
@@ -798,6 +805,7 @@ pub trait Stream: StreamImpl {
         if bytes.is_empty() {
             return Ok(());
         }
+        self.capture_cell_impl().gate("write_from_blocking")?;
         self.write_from_blocking_impl(dst, bytes)
     }
 
@@ -830,6 +838,7 @@ pub trait Stream: StreamImpl {
         if bytes.is_empty() {
             return Ok(());
         }
+        self.capture_cell_impl().gate("read_into_blocking")?;
         self.read_into_blocking_impl(src, bytes)
     }
 
@@ -1009,6 +1018,8 @@ pub trait Stream: StreamImpl {
     fn record_use(&self, buf: &BufferOf<Self::B>) -> Result<()> {
         ensure_not_in_callback()?;
         check_buffer_device::<Self::B>("record_use", self, buf)?;
+        // A graph could replay the marked work after the buffer was freed.
+        self.capture_cell_impl().gate("record_use")?;
         self.record_use_impl(buf)
     }
 

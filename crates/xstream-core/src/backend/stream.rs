@@ -19,8 +19,11 @@ type Span<'a, B> = BufferView<'a, BufferOf<B>>;
 /// buffer (the [`BufferView`]s below are in range by construction), checked element and word
 /// alignment, and answered zero-length requests itself. `x_impl` is the backend's side of the
 /// user-facing `Stream::x`; the docs of `Stream::x` say what it does and which errors it gives.
-/// What stays with the backend: its capture state (refusing work a capture cannot hold), its
-/// sticky errors, and the lifetime of what the enqueued work uses.
+/// It has also refused, through [`StreamImpl::capture_cell_impl`], the operations no capture
+/// can hold (reads into host memory, host callbacks, the blocking typed copies, `record_use`).
+/// What stays with the backend: its capture state machine (begin, end, what a capture
+/// records, the refusals that differ per vendor), its sticky errors, and the lifetime of what
+/// the enqueued work uses.
 pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
     /// The backend.
     type B: Backend<Stream = Self>;
@@ -43,8 +46,9 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
     fn report_impl(&self) -> &CreationReport;
     /// [`Stream::ownership`].
     fn ownership_impl(&self) -> Ownership;
-    /// [`Stream::capture_status`].
-    fn capture_status_impl(&self) -> CaptureStatus;
+    /// The stream's capture state ([`Stream::capture_status`]); the checked layer refuses
+    /// through it the operations a capture cannot hold (it invalidates the capture).
+    fn capture_cell_impl(&self) -> &CaptureCell;
     /// [`Stream::as_raw`].
     fn as_raw_impl(&self) -> Self::Raw;
 
@@ -92,7 +96,7 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
     where
         Self: Sized;
 
-    /// [`Stream::enqueue_callback`].
+    /// [`Stream::enqueue_callback`]; not capturing.
     ///
     /// # Errors
     /// As [`Stream::enqueue_callback`].
@@ -162,7 +166,7 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
     fn write_impl(&self, dst: Span<'_, Self::B>, data: Vec<u8>) -> Result<()>;
 
     /// [`Stream::read`] (the one data operation that may be of zero bytes: it still gives a
-    /// [`Readback`]).
+    /// [`Readback`]); not capturing.
     ///
     /// # Errors
     /// As [`Stream::read`].
@@ -196,14 +200,14 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
     fn copy_to_host_impl(&self, src: Span<'_, Self::B>, dst: HostSpan) -> Result<()>;
 
     /// [`Stream::write_from_blocking`]: copy `src` into `dst` (of its length) in stream
-    /// order and return once `src` may be reused.
+    /// order and return once `src` may be reused; not capturing.
     ///
     /// # Errors
     /// As [`Stream::write_from_blocking`].
     fn write_from_blocking_impl(&self, dst: Span<'_, Self::B>, src: &[u8]) -> Result<()>;
 
     /// [`Stream::read_into_blocking`]: fill `dst` from `src` (of its length) in stream order
-    /// and return once it is filled.
+    /// and return once it is filled; not capturing.
     ///
     /// # Errors
     /// As [`Stream::read_into_blocking`].
@@ -271,7 +275,7 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
     /// As [`Stream::free_async`].
     fn free_async_impl(&self, buf: BufferOf<Self::B>) -> Result<()>;
 
-    /// [`Stream::record_use`].
+    /// [`Stream::record_use`]; not capturing.
     ///
     /// # Errors
     /// As [`Stream::record_use`].
