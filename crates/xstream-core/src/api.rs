@@ -3,8 +3,11 @@
 //! A backend implements the unchecked traits of [`crate::backend`]; each handle's user-facing
 //! trait here is implemented for them by a blanket impl, holds every check of its operations
 //! once, and then calls the backend. `stream` ([`Stream`] over
-//! [`StreamImpl`](crate::StreamImpl)).
+//! [`StreamImpl`](crate::StreamImpl)), `event` ([`Event`] over
+//! [`EventImpl`](crate::EventImpl), [`Graph`] over [`GraphImpl`](crate::GraphImpl)).
 
+pub mod event;
 pub mod stream;
 
+pub use event::{Event, Graph};
 pub use stream::Stream;

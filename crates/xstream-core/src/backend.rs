@@ -1,6 +1,6 @@
 //! The backend traits (static dispatch, in the style of wgpu-hal's `Api`).
 //!
-//! A [`Backend`] names its [`Device`], [`StreamImpl`], [`Event`], [`Graph`], [`Buffer`],
+//! A [`Backend`] names its [`Device`], [`StreamImpl`], [`EventImpl`], [`GraphImpl`], [`Buffer`],
 //! [`Module`] and [`Function`] types;
 //! each of those names its backend back, so a CUDA event on an Ascend stream does not compile.
 //! Generic code is written once over `B: Backend` (the conformance suite in `tests/`, the CLI's
@@ -16,7 +16,7 @@
 //! [`Backend`] lives here; each handle's trait has a file of its own, re-exported at this path:
 //! `device` ([`Device`]), `stream` ([`StreamImpl`]: what a backend implements for its stream,
 //! with no checks; users call [`Stream`], the checked layer in `crate::api` implemented over
-//! it), `event` ([`Event`], [`Graph`]), `buffer`
+//! it), `event` ([`EventImpl`], [`GraphImpl`]: likewise under the checked [`Event`] and [`Graph`]), `buffer`
 //! ([`Buffer`], [`ALLOC_GRANULE`]), `module` ([`Module`], [`Function`]). Their value types and
 //! helpers live in private submodules too: `types` ([`BackendKind`], [`Capabilities`],
 //! [`DeviceInfo`], the descriptions, [`Status`]), `kernel` ([`Kernel`], [`lcg_reference`]),
@@ -53,13 +53,13 @@ mod stream;
 mod types;
 
 #[allow(unused_imports)]
-use crate::api::Stream;
+use crate::api::{Event, Graph, Stream};
 pub use borrowed::Borrowed;
 pub use buffer::{alloc_size, Buffer, ALLOC_GRANULE};
 pub(crate) use checks::check_buffer_device;
 pub use checks::{check_range, check_timeout};
 pub use device::Device;
-pub use event::{Event, Graph};
+pub use event::{EventImpl, GraphImpl};
 pub use kernel::{lcg_reference, Kernel};
 pub use module::{Function, Module};
 pub use readback::{Readback, ReadbackFill};
@@ -93,9 +93,9 @@ pub trait Backend: Sized + Send + Sync + 'static {
     /// [`Stream`], implemented for it by core.
     type Stream: StreamImpl<B = Self>;
     /// Its event.
-    type Event: Event<B = Self>;
+    type Event: EventImpl<B = Self>;
     /// Its replayable graph.
-    type Graph: Graph<B = Self>;
+    type Graph: GraphImpl<B = Self>;
     /// Its device buffer.
     type Buffer: Buffer<B = Self>;
     /// Its loaded module of kernels.

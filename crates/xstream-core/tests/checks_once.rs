@@ -1,12 +1,12 @@
-//! Every check of a stream operation lives once, in the checked layer
-//! (`crates/xstream-core/src/api/stream.rs`), and the backend trait `StreamImpl` has only
-//! required methods, so no backend can skip or override a check. Read from the sources: a
-//! check helper called again in a backend's stream code, or a provided method added to
-//! `StreamImpl`, fails this test.
+//! Every check of a stream, event or graph operation lives once, in the checked layer
+//! (`crates/xstream-core/src/api/`), and the backend traits `StreamImpl`, `EventImpl` and
+//! `GraphImpl` have only required methods, so no backend can skip or override a check. Read
+//! from the sources: a check helper called again in a backend's stream, event or graph code,
+//! or a provided method added to one of those traits, fails this test.
 
 use std::path::{Path, PathBuf};
 
-/// The helpers that enforce the portable rules of stream operations.
+/// The helpers that enforce the portable rules of stream, event and graph operations.
 const CHECKS: &[&str] = &[
     "check_range(",
     "ensure_not_in_callback(",
@@ -18,8 +18,8 @@ const CHECKS: &[&str] = &[
     "value.check(",
 ];
 
-/// Functions of the backends' stream files that keep a check, and why: none of them is an
-/// operation of `Stream`, so no checked layer sits above it. (`backend`, `file` under `src/`,
+/// Functions of the backends' stream, event and graph files that keep a check, and why: none
+/// of them is an operation of `Stream`, `Event` or `Graph`, so no checked layer sits above it. (`backend`, `file` under `src/`,
 /// the enclosing function, the reason.)
 const OWN_CHECKS: &[(&str, &str, &str, &str)] = &[
     (
@@ -64,28 +64,63 @@ const OWN_CHECKS: &[(&str, &str, &str, &str)] = &[
         "create",
         "`Device::create_stream`: the device's gate, until `Device` has its checked layer too",
     ),
+    (
+        "ascend",
+        "event.rs",
+        "create",
+        "`Device::create_event`: the device's gate, until `Device` has its checked layer too",
+    ),
+    (
+        "ascend",
+        "event.rs",
+        "borrow_raw",
+        "an ACL-only extension (an event over a raw handle)",
+    ),
+    (
+        "host",
+        "event.rs",
+        "open_ipc",
+        "`IpcEvent::open_ipc`, not an operation of `Event`",
+    ),
+    (
+        "ascend",
+        "event/ipc.rs",
+        "export_ipc",
+        "`IpcEvent::export_ipc`, not an operation of `Event`",
+    ),
+    (
+        "ascend",
+        "event/ipc.rs",
+        "open_ipc",
+        "`IpcEvent::open_ipc`, not an operation of `Event`",
+    ),
 ];
 
-/// The backends whose stream code the rule covers (the ACL simulator and the null CUDA driver
-/// are vendor doubles: their checks are the vendor's behaviour, not xstream's).
+/// The backends whose code the rule covers (the ACL simulator and the null CUDA driver are
+/// vendor doubles: their checks are the vendor's behaviour, not xstream's).
 const BACKENDS: &[&str] = &["host", "cuda", "ascend"];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// `backends/<b>/src/stream.rs` and every file under `backends/<b>/src/stream/`.
-fn stream_sources(backend: &str) -> Vec<PathBuf> {
+/// `backends/<b>/src/{stream,event,graph}.rs` and every file under
+/// `backends/<b>/src/{stream,event}/`.
+fn sources(backend: &str) -> Vec<PathBuf> {
     let src = root().join("backends").join(backend).join("src");
-    let mut files = vec![src.join("stream.rs")];
-    let dir = src.join("stream");
-    let mut more: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("a directory entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
-        .collect();
-    more.sort();
-    files.extend(more);
+    let mut files = Vec::new();
+    for m in ["stream", "event", "graph"] {
+        files.push(src.join(format!("{m}.rs")));
+        let Ok(dir) = std::fs::read_dir(src.join(m)) else {
+            continue;
+        };
+        let mut more: Vec<PathBuf> = dir
+            .map(|e| e.expect("a directory entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+            .collect();
+        more.sort();
+        files.extend(more);
+    }
     files
 }
 
@@ -121,17 +156,17 @@ fn check_calls(files: &[PathBuf]) -> Vec<String> {
 }
 
 #[test]
-fn backends_stream_code_calls_no_check() {
+fn backends_stream_event_and_graph_code_calls_no_check() {
     let mut files = Vec::new();
     for b in BACKENDS {
-        files.extend(stream_sources(b));
+        files.extend(sources(b));
     }
-    assert!(files.len() > 20, "the backends' stream sources: {files:?}");
+    assert!(files.len() > 30, "the backends' sources: {files:?}");
     let found = check_calls(&files);
     assert!(
         found.is_empty(),
-        "checks of stream operations belong to xstream-core's checked layer \
-         (src/api/stream.rs), not to a backend:\n{}",
+        "checks of stream, event and graph operations belong to xstream-core's checked \
+         layer (src/api/), not to a backend:\n{}",
         found.join("\n")
     );
 }
@@ -139,27 +174,39 @@ fn backends_stream_code_calls_no_check() {
 #[test]
 fn the_checked_layer_holds_the_checks() {
     // The other side of the rule: the helpers are called by the checked layer.
-    let api = root().join("crates/xstream-core/src/api/stream.rs");
-    let found = check_calls(&[api]);
-    for c in [
-        "check_range(",
-        "ensure_not_in_callback(",
-        "check_buffer_device",
+    for (file, calls) in [
+        (
+            "stream.rs",
+            &[
+                "check_range(",
+                "ensure_not_in_callback(",
+                "check_buffer_device",
+            ][..],
+        ),
+        (
+            "event.rs",
+            &["ensure_not_in_callback(", "check_timeout("][..],
+        ),
     ] {
-        assert!(
-            found.iter().any(|l| l.contains(c)),
-            "src/api/stream.rs no longer calls {c}"
-        );
+        let api = root().join("crates/xstream-core/src/api").join(file);
+        let found = check_calls(&[api]);
+        for c in calls {
+            assert!(
+                found.iter().any(|l| l.contains(c)),
+                "src/api/{file} no longer calls {c}"
+            );
+        }
     }
 }
 
-#[test]
-fn stream_impl_has_only_required_methods() {
-    let path = root().join("crates/xstream-core/src/backend/stream.rs");
-    let text = std::fs::read_to_string(&path).expect("backend/stream.rs");
+/// The signatures of the methods of `trait {name}` in `file` (under `crates/xstream-core/src/`)
+/// that have a body.
+fn provided_methods(file: &str, name: &str) -> Vec<String> {
+    let path = root().join("crates/xstream-core/src").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
     let start = text
-        .find("pub trait StreamImpl")
-        .expect("the StreamImpl trait");
+        .find(&format!("pub trait {name}"))
+        .unwrap_or_else(|| panic!("trait {name} in {file}"));
     let mut depth = 0usize;
     let mut provided = Vec::new();
     let mut in_fn: Option<String> = None;
@@ -191,9 +238,21 @@ fn stream_impl_has_only_required_methods() {
             break;
         }
     }
-    assert!(
-        provided.is_empty(),
-        "StreamImpl is what a backend must implement: no provided methods (put shared \
-         behaviour in the checked layer, src/api/stream.rs): {provided:?}"
-    );
+    provided
+}
+
+#[test]
+fn backend_traits_have_only_required_methods() {
+    for (file, name) in [
+        ("backend/stream.rs", "StreamImpl"),
+        ("backend/event.rs", "EventImpl"),
+        ("backend/event.rs", "GraphImpl"),
+    ] {
+        let provided = provided_methods(file, name);
+        assert!(
+            provided.is_empty(),
+            "{name} is what a backend must implement: no provided methods (put shared \
+             behaviour in the checked layer, src/api/): {provided:?}"
+        );
+    }
 }
