@@ -137,7 +137,6 @@ impl AscendEvent {
     }
 
     pub(crate) fn create(device: &AscendDevice, desc: &EventDesc) -> Result<Self> {
-        ensure_not_in_callback()?;
         let d = &device.inner;
         // Unknown bits and broken rules are refused first, whatever the device can do.
         let mut tr = ACL_FLAGS.event_to_native(desc.flags, desc.policy)?;

@@ -1,6 +1,6 @@
 //! The backend traits (static dispatch, in the style of wgpu-hal's `Api`).
 //!
-//! A [`Backend`] names its [`Device`], [`StreamImpl`], [`EventImpl`], [`GraphImpl`], [`Buffer`],
+//! A [`Backend`] names its [`DeviceImpl`], [`StreamImpl`], [`EventImpl`], [`GraphImpl`], [`Buffer`],
 //! [`Module`] and [`Function`] types;
 //! each of those names its backend back, so a CUDA event on an Ascend stream does not compile.
 //! Generic code is written once over `B: Backend` (the conformance suite in `tests/`, the CLI's
@@ -14,7 +14,7 @@
 //!
 //! # Layout
 //! [`Backend`] lives here; each handle's trait has a file of its own, re-exported at this path:
-//! `device` ([`Device`]), `stream` ([`StreamImpl`]: what a backend implements for its stream,
+//! `device` ([`DeviceImpl`], under the checked [`Device`]), `stream` ([`StreamImpl`]: what a backend implements for its stream,
 //! with no checks; users call [`Stream`], the checked layer in `crate::api` implemented over
 //! it), `event` ([`EventImpl`], [`GraphImpl`]: likewise under the checked [`Event`] and [`Graph`]), `buffer`
 //! ([`Buffer`], [`ALLOC_GRANULE`]), `module` ([`Module`], [`Function`]). Their value types and
@@ -31,7 +31,7 @@ use crate::callback::HostCallback;
 
 use crate::completion::Completion;
 use crate::devinfo::MemoryInfo;
-use crate::hostmem::{HostAllocDesc, HostAllocation, HostBuffer, RegisteredHost};
+use crate::hostmem::{HostAllocDesc, HostAllocation, HostBuffer};
 use crate::launch::LaunchAttrs;
 use crate::module::{KernelArg, LaunchConfig, ModuleSource, ParamKind};
 use crate::raw::RawBuffer;
@@ -53,12 +53,12 @@ mod stream;
 mod types;
 
 #[allow(unused_imports)]
-use crate::api::{Event, Graph, Stream};
+use crate::api::{Device, Event, Graph, Stream};
 pub use borrowed::Borrowed;
 pub use buffer::{alloc_size, Buffer, ALLOC_GRANULE};
 pub(crate) use checks::check_buffer_device;
 pub use checks::{check_range, check_timeout};
-pub use device::Device;
+pub use device::DeviceImpl;
 pub use event::{EventImpl, GraphImpl};
 pub use kernel::{lcg_reference, Kernel};
 pub use module::{Function, Module};
@@ -88,7 +88,7 @@ pub trait Backend: Sized + Send + Sync + 'static {
     /// Which backend this is.
     const KIND: BackendKind;
     /// Its device.
-    type Device: Device<B = Self> + crate::vmm::VirtualMemory;
+    type Device: DeviceImpl<B = Self> + crate::vmm::VirtualMemory;
     /// Its stream: what the backend implements ([`StreamImpl`]); users call the checked
     /// [`Stream`], implemented for it by core.
     type Stream: StreamImpl<B = Self>;

@@ -403,7 +403,9 @@ pub(crate) fn with_registered<B: Backend, T: bytemuck::Pod, R>(
     } else {
         // SAFETY: `bytes` is borrowed exclusively for this call, and the scope below does not
         // return before every copy that used it completed and the range was released.
-        let mem = unsafe { device.register_host_range(bytes.as_mut_ptr(), bytes.len()) }?;
+        let mem = unsafe {
+            crate::DeviceImpl::register_host_range_impl(device, bytes.as_mut_ptr(), bytes.len())
+        }?;
         let b = HostBuffer::from_allocation(
             device,
             Arc::clone(&mem),

@@ -10,8 +10,8 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`backend`] | what a backend implements: the [`Backend`] family of traits (static dispatch; [`StreamImpl`], [`EventImpl`] and [`GraphImpl`] have no checks); their value types, the built-in kernels, readbacks and borrowed handles in its submodules |
-//! | [`api`] | what users call: the checked [`Stream`], [`Event`] and [`Graph`] over every backend's [`StreamImpl`], [`EventImpl`] and [`GraphImpl`] (every check of their operations, once) |
+//! | [`backend`] | what a backend implements: the [`Backend`] family of traits (static dispatch; [`DeviceImpl`], [`StreamImpl`], [`EventImpl`] and [`GraphImpl`] have no checks); their value types, the built-in kernels, readbacks and borrowed handles in its submodules |
+//! | [`api`] | what users call: the checked [`Device`], [`Stream`], [`Event`] and [`Graph`] over every backend's [`DeviceImpl`], [`StreamImpl`], [`EventImpl`] and [`GraphImpl`] (every check of their operations, once) |
 //! | [`flags`] / [`translate`] | portable flags and per-backend translation tables, as data |
 //! | [`priority`] | ordered portable priorities mapped through native ranges, never clamped silently |
 //! | [`capture`] | the one capture state machine every backend follows |
@@ -76,13 +76,13 @@ pub mod view;
 pub mod vmm;
 
 pub use allocator::{Allocator, AllocatorSlot, Block, HostAllocator};
-pub use api::{Event, Graph, Stream};
+pub use api::{Device, Event, Graph, Stream};
 pub use attr::{
     AccessPolicyWindow, AccessProperty, FailureMode, StreamAttr, StreamAttrValue, SyncPolicy,
 };
 pub use backend::{
     alloc_size, check_range, check_timeout, lcg_reference, Backend, BackendKind, Borrowed, Buffer,
-    BufferOf, Capabilities, CreationReport, Device, DeviceInfo, DeviceOf, EventDesc, EventImpl,
+    BufferOf, Capabilities, CreationReport, DeviceImpl, DeviceInfo, DeviceOf, EventDesc, EventImpl,
     EventOf, Function, FunctionOf, GraphImpl, GraphOf, Kernel, Module, ModuleOf, Ownership,
     Readback, ReadbackFill, Status, StreamDesc, StreamImpl, StreamOf, ALLOC_GRANULE,
 };

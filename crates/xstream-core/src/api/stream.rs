@@ -26,12 +26,12 @@ use crate::hostmem::HostBuffer;
 use crate::launch::{LaunchAttrs, LaunchBuilder};
 use crate::module::{KernelArg, LaunchConfig};
 use crate::view::{BufferView, MemsetPattern};
-use crate::Event;
 #[allow(unused_imports)]
 use crate::{
     Allocator, CaptureMode, CaptureStatus, Error, EventFlags, HostCallback, Result, StreamAttr,
     StreamAttrValue, StreamFlags,
 };
+use crate::{Device, Event};
 use std::sync::Arc;
 use std::time::Duration;
 
