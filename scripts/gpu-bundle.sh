@@ -105,13 +105,19 @@ PY
 else
     echo "   (benches do not build; skipped)"
 fi
-# gpu_ipc is a binary of the benches package (it starts itself as a second process).
-if cargo build --release -p xstream-benches --bin gpu_ipc -j "$JOBS" >>"$B/build.log" 2>&1; then
-    mkdir -p "$B/bench"
-    cp "${CARGO_TARGET_DIR:-target}/release/gpu_ipc" "$B/bench/gpu_ipc" && echo "   bench gpu_ipc"
-else
-    echo "   (gpu_ipc does not build; skipped)"
-fi
+# gpu_ipc (it starts itself as a second process) and launch_profile (a sampling profile of
+# the launch paths) are binaries of the benches package. launch_profile's unstripped copy stays
+# in gpu-bundle-symbols/ (git-ignored): its offsets are named there with addr2line.
+for bin in gpu_ipc launch_profile; do
+    if cargo build --release -p xstream-benches --bin "$bin" -j "$JOBS" >>"$B/build.log" 2>&1; then
+        mkdir -p "$B/bench"
+        cp "${CARGO_TARGET_DIR:-target}/release/$bin" "$B/bench/$bin" && echo "   bench $bin"
+    else
+        echo "   ($bin does not build; skipped)"
+    fi
+done
+rm -rf gpu-bundle-symbols && mkdir -p gpu-bundle-symbols
+cp "$B/bench/launch_profile" gpu-bundle-symbols/ 2>/dev/null || true
 
 # Debug info makes test binaries large; carry is limited to 64 MiB in all.
 find "$B/bin" "$B/bench" -type f -exec strip --strip-debug {} \; 2>/dev/null || true

@@ -183,6 +183,10 @@ TABLES = {
     "runs-ledger": dict(
         doc="runs.md", source="gpu-runs", kind="ledger",
         roots=["gpu-runs", "cann-runs", "cpu-runs"]),
+    "vmm-alloc-2026-11-27": dict(
+        doc="cpu-runs/2026-11-27-vmm-alloc/README.md",
+        source="cpu-runs/2026-11-27-vmm-alloc/expandable_alloc.log", kind="criterion",
+        target_ns=1000, target="alloc + free pair ≤ 1 µs"),
     "null-driver-cpu": dict(
         doc="cpu-runs/2026-11-27-null-driver/README.md", source="cpu-runs/2026-11-27-null-driver/null_driver.log",
         kind="md", index=1),
@@ -597,6 +601,31 @@ def render_before_after(spec, text):
     return t
 
 
+# criterion's plain output: the benchmark's id on a line, then `time: [low estimate high]`.
+CRITERION = re.compile(
+    r"^(?P<id>\S[^\n]*?)\n\s+time:\s+\[(?P<lo>[\d.]+) (?P<lou>\S+) (?P<mid>[\d.]+) (?P<midu>\S+) "
+    r"(?P<hi>[\d.]+) (?P<hiu>\S+)\]", re.M)
+UNITS_NS = {"ps": 1e-3, "ns": 1.0, "µs": 1e3, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def render_criterion(spec, text):
+    """A criterion bench's log: per benchmark, its estimate and interval as criterion printed
+    them, and the target of `spec` (`target_ns`) met or not by the estimate."""
+    t = [f"| benchmark | time (criterion: estimate [low, high]) | {spec['target']} |",
+         "|---|---:|---|"]
+    for m in CRITERION.finditer(text):
+        unit = m.group("midu")
+        if unit not in UNITS_NS:
+            raise RenderError(f"{spec['source']}: unknown unit {unit!r}")
+        ns = float(m.group("mid")) * UNITS_NS[unit]
+        verdict = "met" if ns <= spec["target_ns"] else "not met"
+        t.append(f"| {m.group('id').strip()} | {m.group('mid')} {unit} [{m.group('lo')} "
+                 f"{m.group('lou')}, {m.group('hi')} {m.group('hiu')}] | {verdict} |")
+    if len(t) == 2:
+        raise RenderError(f"{spec['source']}: no criterion result")
+    return t
+
+
 def render_diag(spec, text):
     """`diag: <way>: <result>` lines (benches/src/bin/gpu_ipc/diag.rs) as a table."""
     t = ["| copy (raw driver, in the importing process) | result |", "|---|---|"]
@@ -729,6 +758,7 @@ def render(name):
         "ledger": render_ledger,
         "before_after": render_before_after,
         "diag": render_diag,
+        "criterion": render_criterion,
     }
     table = kinds[spec["kind"]](spec, text)
     return [caption(spec), ""] + table

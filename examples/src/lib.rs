@@ -24,8 +24,10 @@
 //! | example | binary | what |
 //! |---|---|---|
 //! | [`data_parallel`] | `data-parallel-allreduce` | data-parallel training steps: per-device gradients averaged with `all_reduce` on every device it is given, ordered by events, verified |
+//! | [`expandable`] | `expandable` | the expandable caching allocator over virtual memory (also benchmarked: `benches/expandable_alloc.rs`) |
 
 pub mod data_parallel;
+pub mod expandable;
 
 use std::process::ExitCode;
 

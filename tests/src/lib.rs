@@ -26,6 +26,7 @@
 //! - [`modules`]: modules and kernels (the builtin module, capture, a user kernel, bad launches).
 //! - `memop`: stream memory operations (wait on / write a value).
 //! - `reduce`: the built-in reduce (`dst = op(dst, src)` per element) against a typed reference.
+//! - `random`: the built-in random fill (statistics with fixed seeds, determinism, bad input).
 //! - `peer`: copies between devices (peer access).
 //! - `registered`: uploads and downloads of the caller's memory registered in place.
 //! - `foreign`: the foreign-buffer rule (every buffer operation refuses another device's buffer).
@@ -148,6 +149,7 @@ pub mod ordered_use;
 mod ordering;
 mod peer;
 mod pool;
+mod random;
 mod raw;
 mod reduce;
 pub mod reference;
@@ -157,6 +159,7 @@ mod streams;
 mod timeouts;
 mod views;
 mod vmm;
+pub mod vmm_share;
 
 pub use flags::{check_portable_kinds, kind_of, portable_kinds, Kind};
 
@@ -264,6 +267,7 @@ pub fn checks<B: Backend>() -> Vec<Check<B>> {
             run: memop::value_wait_write::<B>,
         },
         c!(reduce::reduce_builtin, "the built-in reduce matches a typed reference for every kind and type the device has, refuses bad ranges and replays from a capture"),
+        c!(random::random_fill, "the built-in random fill: every distribution and element type within range/mean/variance bounds, deterministic per seed and offset, bad parameters and ranges refused, a captured fill replays"),
         c!(views::views_and_typed_copies, "views and typed slices slice, split and refuse misaligned or out-of-range ranges; memset/16/32, write, read, copy and typed copies (synchronous and page-locked) work through views; a kernel on a view touches only the view"),
         c!(views::fill64, "64-bit fills (memset64) set every element with distinct or equal halves, refuse misaligned and partial ranges, and are no-ops at zero length"),
         c!(views::zero_length, "zero-length buffers are allowed and distinct; zero-length memsets and copies are no-ops"),
@@ -327,7 +331,7 @@ const ACL_MODULES: &str = "the builtin module and the suite's Ascend user kernel
                            the ACL runtime simulator's test-only format; a real CANN runtime \
                            refuses them (the device lacks KERNELS)";
 
-static CUDA_MAY_SKIP: [MaySkip; 14] = [
+static CUDA_MAY_SKIP: [MaySkip; 15] = [
     lacks(
         "vmm_map_unmap",
         Capabilities::VIRTUAL_MEMORY,
@@ -342,6 +346,12 @@ static CUDA_MAY_SKIP: [MaySkip; 14] = [
     },
     lacks("kernel_aliasing", Capabilities::MODULES, CUDA_MODULES),
     lacks("reduce_builtin", Capabilities::REDUCE, CUDA_MODULES),
+    lacks(
+        "random_fill",
+        Capabilities::RANDOM,
+        "the builtin module has no random-number kernel yet: the CUDA backend answers \
+         Kernel::Random with Unsupported",
+    ),
     lacks("peer_copy", Capabilities::PEER_COPY, PEER_ONE_DEVICE),
     MaySkip {
         check: "callback_error_after_fault",
@@ -371,7 +381,7 @@ static CUDA_MAY_SKIP: [MaySkip; 14] = [
     ),
 ];
 
-static ASCEND_MAY_SKIP: [MaySkip; 17] = [
+static ASCEND_MAY_SKIP: [MaySkip; 18] = [
     lacks(
         "vmm_map_unmap",
         Capabilities::VIRTUAL_MEMORY,
@@ -383,6 +393,13 @@ static ASCEND_MAY_SKIP: [MaySkip; 17] = [
         "reduce_builtin",
         Capabilities::REDUCE,
         "aclrtReduceAsync is optional: a runtime without it leaves the device without REDUCE",
+    ),
+    lacks(
+        "random_fill",
+        Capabilities::RANDOM,
+        "aclrtRandomNumAsync is optional and an Atlas A2/A3 task: a runtime without it, or a \
+         chip without the task (Atlas training and inference products), leaves the device \
+         without RANDOM",
     ),
     lacks("peer_copy", Capabilities::PEER_COPY, PEER_ONE_DEVICE),
     // The check needs a deliberate device fault (the simulator's `Kernel::Fault`); it runs in

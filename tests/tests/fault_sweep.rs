@@ -41,8 +41,8 @@ use std::time::Duration;
 use common::{eventually, Sim};
 use xstream_ascend::{map_error, AscendDevice};
 use xstream_core::{
-    Backend, CaptureMode, Device, Error, Event, EventDesc, Graph, Kernel, Priority, ReduceKind,
-    ReduceType, Reduction, Stream, StreamAttr, StreamDesc,
+    Backend, CaptureMode, Device, Distribution, Error, Event, EventDesc, Graph, Kernel, Priority,
+    RandomFill, RandomType, ReduceKind, ReduceType, Reduction, Stream, StreamAttr, StreamDesc,
 };
 
 /// Every ACL function in the backend's table (`backends/ascend/src/sys.rs`) but the
@@ -104,6 +104,7 @@ const ACL_SYMBOLS: &[&str] = &[
     "aclmdlRIExecuteAsync",
     "aclmdlRIDestroy",
     "aclrtReduceAsync",
+    "aclrtRandomNumAsync",
 ];
 
 /// The stream, event and callback error codes of the ACL documentation, plus three
@@ -122,6 +123,14 @@ const REDUCE: Reduction = Reduction {
     ty: ReduceType::I8,
 };
 
+/// The workload's built-in random fill (16 bytes: four uniform f32).
+const RANDOM: RandomFill = RandomFill {
+    dist: Distribution::Uniform { min: 0.0, max: 1.0 },
+    ty: RandomType::F32,
+    seed: 5,
+    offset: 2,
+};
+
 /// What one workload saw.
 struct Seen {
     errors: Vec<Error>,
@@ -130,7 +139,7 @@ struct Seen {
 }
 
 /// A representative workload: two streams (one with a priority), three events, a buffer,
-/// copies, a memset, a kernel, a built-in reduce, record / wait, a callback, a future, queries, synchronizes
+/// copies, a memset, a kernel, a built-in reduce, a built-in random fill, record / wait, a callback, a future, queries, synchronizes
 /// (plain and timed), elapsed time, attributes, a capture replayed on the other stream, the
 /// default stream and a device synchronize. Keeps going after errors where it can.
 fn workload(dev: &AscendDevice) -> Seen {
@@ -153,6 +162,7 @@ fn workload(dev: &AscendDevice) -> Seen {
     let e1 = t!(dev.create_event(&EventDesc::new()));
     let e2 = t!(dev.create_event(&EventDesc::new()));
     let buf = t!(dev.alloc(64));
+    let rnd = t!(dev.alloc(16));
     if let (Some(s), Some(s2), Some(e1), Some(e2), Some(buf)) = (&s, &s2, &e1, &e2, &buf) {
         // Queried before any callback is enqueued: the backend queries a stream inside its
         // callback trampoline (copies enqueue callbacks too), and such a query would race
@@ -163,6 +173,14 @@ fn workload(dev: &AscendDevice) -> Seen {
         t!(s.memset(buf, 0, 32, 1));
         t!(s.launch(Kernel::Lcg { buf, rounds: 2 }));
         t!(s.reduce(buf, 0, buf, 32, 32, REDUCE));
+        if let Some(r) = &rnd {
+            t!(s.launch(Kernel::Random {
+                buf: r,
+                offset: 0,
+                len: 16,
+                fill: RANDOM,
+            }));
+        }
         t!(e2.record(s));
         t!(s2.wait_event(e2));
         let rb = t!(s2.read(buf, 0, 64));
@@ -182,6 +200,19 @@ fn workload(dev: &AscendDevice) -> Seen {
                     let (lo, hi) = want.split_at_mut(32);
                     xstream_core::reduce::apply(REDUCE, lo, hi);
                     assert_eq!(v, want, "wrong data without an error");
+                    if let Some(r) = &rnd {
+                        let mut want = vec![0u8; 16];
+                        xstream_core::random::fill(&RANDOM, &mut want);
+                        match s2.read(r, 0, 16).and_then(|rb| {
+                            s2.synchronize()?;
+                            rb.take()
+                        }) {
+                            Ok(got) => {
+                                assert_eq!(got, want, "wrong random numbers without an error")
+                            }
+                            Err(e) => errors.push(e),
+                        }
+                    }
                 }
                 // An earlier call failed: the bytes may legitimately differ.
                 Ok(_) => {}
@@ -558,6 +589,11 @@ const OPEN_ABSORBING: &[(&str, &str)] = &[
         "part of the builtin-module probe: a failure unloads the binary and leaves the device \
          without KERNELS",
     ),
+    (
+        "aclrtRandomNumAsync",
+        "capability probe for the random-number task (NULL addresses, nothing enqueued): any \
+         answer but the runtime's parameter error leaves the device without RANDOM",
+    ),
 ];
 
 #[test]
@@ -577,6 +613,7 @@ fn device_open_fails_cleanly_under_every_code() {
         "aclrtCreateEventExWithFlag",
         "aclrtBinaryLoadFromData",
         "aclrtBinaryGetFunction",
+        "aclrtRandomNumAsync",
     ];
     let (mut failed, mut absorbed) = (0, 0);
     for sym in open_symbols {

@@ -10,7 +10,8 @@
 //! * device discovery and the device-information values the runtime's start-up reads
 //!   ([`devinfo`]);
 //! * device memory backed by host memory, with host↔device and device↔device copies ([`memory`]);
-//! * SDMA reduce entries, executed on the host ([`reduce`]); value writes and value waits
+//! * SDMA reduce entries, executed on the host ([`reduce`]); DSA entries, the random-number
+//!   task, run with xstream-core's reference generator ([`dsa`]); value writes and value waits
 //!   (write-value entries, and the conditional entries of the runtime's value-wait template,
 //!   [`cond`]);
 //! * submission queues (SQ) and logic completion queues (CQ): every 64-byte STARS entry handed to
@@ -30,6 +31,7 @@
 pub mod codes;
 pub mod cond;
 pub mod devinfo;
+pub mod dsa;
 mod exports;
 pub mod fallback;
 pub mod limits;

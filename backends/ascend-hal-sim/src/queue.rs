@@ -66,6 +66,8 @@ pub mod sqe_type {
     pub const WRITE_VALUE: u8 = 8;
     /// SDMA copy.
     pub const SDMA: u8 = 11;
+    /// DSA (the random-number task, [`crate::dsa`]).
+    pub const DSA: u8 = 15;
     /// PCIe DMA copy.
     pub const PCIE_DMA: u8 = 17;
 }
@@ -344,10 +346,12 @@ pub fn header(e: &[u8; SQE_SIZE]) -> Header {
     }
 }
 
-fn u32_at(e: &[u8], o: usize) -> u32 {
+/// The little-endian word at byte `o` of an entry.
+pub(crate) fn u32_at(e: &[u8], o: usize) -> u32 {
     u32::from_le_bytes([e[o], e[o + 1], e[o + 2], e[o + 3]])
 }
-fn u64_at(e: &[u8], o: usize) -> u64 {
+/// The little-endian 64-bit value at byte `o` of an entry.
+pub(crate) fn u64_at(e: &[u8], o: usize) -> u64 {
     u64::from(u32_at(e, o)) | (u64::from(u32_at(e, o + 4)) << 32)
 }
 
@@ -432,6 +436,13 @@ fn execute_data(e: &[u8; SQE_SIZE], h: &Header) -> u32 {
             }
             crate::trace!("place-holder task_type {} completes", h.word1);
             0
+        }
+        sqe_type::DSA => {
+            if crate::dsa::execute(e) {
+                0
+            } else {
+                ERR_REFUSED
+            }
         }
         sqe_type::FFTS | sqe_type::AICPU => {
             crate::trace!(

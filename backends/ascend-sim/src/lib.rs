@@ -39,6 +39,7 @@
 //! | `memory` | `aclrtMalloc/Free`, `aclrtMallocHost/FreeHost`, `aclrtMemcpy`, `*Async` copies |
 //! | `memset` | the synchronous `aclrtMemset` |
 //! | `real_kernels` | the `XSIM_REAL_KERNELS` switch (`xsimSetRealKernels`): refuse the test-only kernel format as a real runtime does |
+//! | `random` | `aclrtRandomNumAsync`, the runtime's built-in random-number task, with its checks and codes |
 //! | `reduce` | `aclrtReduceAsync`, the runtime's built-in reduce task, with its checks per product |
 //! | `registry` | live handles by address, lookups, live counters (`xsimLive*`) |
 //! | `capability` | capability queries: CANN attributes (`aclGetCannAttribute`, `aclGetCannAttributeList`) and device features (`aclrtGetDeviceCapability`) |
@@ -85,6 +86,7 @@ pub mod kernel;
 pub mod memory;
 pub mod memset;
 pub mod peer;
+pub mod random;
 pub mod real_kernels;
 pub mod reduce;
 pub mod registry;

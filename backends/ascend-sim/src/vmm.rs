@@ -15,10 +15,25 @@
 //! the granularity, a mapping outside a reservation or over another mapping, an unknown
 //! pointer or handle, a release with live mappings) are 107000. Freeing physical memory that
 //! is still mapped is allowed: it goes with its last mapping.
+//!
+//! Sharing with another process: `aclrtMemExportToShareableHandle`,
+//! `aclrtMemSetPidToShareableHandle` and `aclrtMemImportFromShareableHandle`. The `memfd` of
+//! physical memory starts with a header page (export state, whether PIDs are checked, the
+//! size, the PID whitelist) before its bytes. A shareable handle is the exporter's process id
+//! (high 32 bits) and its descriptor of the `memfd` (low 32 bits); an import opens that
+//! descriptor through `/proc/<pid>/fd/<fd>` (only the simulator's own `memfd` objects) and
+//! maps the same bytes. Checks: the ACL layer's (a NULL handle or out-pointer, a handle type
+//! other than `ACL_MEM_HANDLE_TYPE_NONE`, a NULL or empty PID list) are 100000; the simulated
+//! driver's (export flags above `ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION`, a handle it
+//! does not know or that was imported, an export of another process or not exported, an
+//! importing process not on the whitelist, an exporter that is gone) are 107000; with
+//! `XSIM_IPC=0` the product has no sharing (207000), as for IPC memory. The exporter's memory
+//! freed, its descriptor is closed: later imports fail, imports made keep their bytes.
 
 use crate::codes::*;
 use crate::device::cur_ctx;
 use crate::error::*;
+use crate::ipc_shm::{my_pid, PAGE};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
 use std::sync::{Mutex, OnceLock};
@@ -63,6 +78,37 @@ struct Phys {
     size: usize,
     maps: usize,
     freed: bool,
+    /// Opened from another process's export (cannot be exported again).
+    imported: bool,
+}
+
+/// The header page of a physical memory `memfd` (byte offsets; little-endian).
+const H_MAGIC: u64 = 0;
+const H_EXPORTED: u64 = 8;
+const H_NO_PID_CHECK: u64 = 12;
+const H_SIZE: u64 = 16;
+const H_NPIDS: u64 = 24;
+const H_PIDS: u64 = 32;
+const MAGIC: &[u8; 8] = b"XSIMVMMP";
+const MAX_PIDS: usize = (PAGE - H_PIDS as usize) / 4;
+/// The `memfd` name (`/memfd:<name>` in `/proc/<pid>/fd`).
+const MEMFD_NAME: &str = "xsim-vmm-phys";
+
+fn pread(fd: i32, at: u64, buf: &mut [u8]) -> bool {
+    // SAFETY: `buf` is valid for `buf.len()` bytes; `fd` is a descriptor we hold.
+    let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), at as libc::off_t) };
+    n == buf.len() as isize
+}
+
+fn pwrite(fd: i32, at: u64, buf: &[u8]) -> bool {
+    // SAFETY: `buf` is valid for `buf.len()` bytes; `fd` is a descriptor we hold.
+    let n = unsafe { libc::pwrite(fd, buf.as_ptr().cast(), buf.len(), at as libc::off_t) };
+    n == buf.len() as isize
+}
+
+fn read_u32(fd: i32, at: u64) -> Option<u32> {
+    let mut b = [0u8; 4];
+    pread(fd, at, &mut b).then(|| u32::from_le_bytes(b))
 }
 
 #[derive(Default)]
@@ -248,12 +294,16 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
         }
         cur_ctx()?;
         // SAFETY: a static NUL-terminated name.
-        let fd = unsafe { libc::memfd_create(c"xsim-vmm".as_ptr(), libc::MFD_CLOEXEC) };
+        let fd = unsafe { libc::memfd_create(c"xsim-vmm-phys".as_ptr(), libc::MFD_CLOEXEC) };
         if fd < 0 {
             return err(ACL_ERROR_RT_MEMORY_ALLOCATION, "memfd_create failed");
         }
+        let mut hdr = [0u8; 24];
+        hdr[..8].copy_from_slice(MAGIC);
+        hdr[16..24].copy_from_slice(&(size as u64).to_le_bytes());
         // SAFETY: fd is ours.
-        if unsafe { libc::ftruncate(fd, size as libc::off_t) } != 0 {
+        let sized = unsafe { libc::ftruncate(fd, (PAGE + size) as libc::off_t) } == 0;
+        if !sized || !pwrite(fd, H_MAGIC, &hdr) {
             // SAFETY: fd is ours, closed once.
             unsafe { libc::close(fd) };
             return err(ACL_ERROR_RT_MEMORY_ALLOCATION, "ftruncate failed");
@@ -268,6 +318,7 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
                 size,
                 maps: 0,
                 freed: false,
+                imported: false,
             },
         );
         // SAFETY: checked non-NULL; caller contract.
@@ -364,7 +415,7 @@ pub unsafe extern "C" fn aclrtMapMem(
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED | libc::MAP_FIXED,
                 fd,
-                offset as libc::off_t,
+                (PAGE + offset) as libc::off_t,
             )
         };
         if p == libc::MAP_FAILED {
@@ -448,5 +499,219 @@ pub unsafe extern "C" fn aclrtMemSetAccess(
             );
         }
         Ok(())
+    })
+}
+
+fn feature() -> R {
+    if crate::ipc_shm::ipc_enabled() {
+        Ok(())
+    } else {
+        err(
+            ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+            "the simulated product has no memory sharing (XSIM_IPC=0)",
+        )
+    }
+}
+
+/// This process's export `shareable`: its descriptor, exported.
+fn own_export(v: &Vmm, shareable: u64) -> R<i32> {
+    let (pid, fd) = ((shareable >> 32) as i32, shareable as u32 as i32);
+    let known = pid == my_pid()
+        && v.handles
+            .values()
+            .any(|p| p.fd == fd && !p.freed && !p.imported)
+        && read_u32(fd, H_EXPORTED) == Some(1);
+    if !known {
+        return err(
+            ACL_ERROR_RT_PARAM_INVALID,
+            "not a shareable handle this process exported",
+        );
+    }
+    Ok(fd)
+}
+
+/// `aclError aclrtMemExportToShareableHandle(aclrtDrvMemHandle handle, aclrtMemHandleType
+/// handleType, uint64_t flags, uint64_t* shareableHandle)`.
+///
+/// # Safety
+/// `shareable` must be NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemExportToShareableHandle(
+    handle: *mut c_void,
+    handle_type: u32,
+    flags: u64,
+    shareable: *mut u64,
+) -> i32 {
+    ffi("aclrtMemExportToShareableHandle", true, || {
+        non_null(handle, "handle")?;
+        if handle_type != 0 {
+            return err(
+                ACL_ERROR_INVALID_PARAM,
+                "handleType must be ACL_MEM_HANDLE_TYPE_NONE",
+            );
+        }
+        non_null(shareable, "shareableHandle")?;
+        if flags > 1 {
+            return err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!("export flags {flags:#x} out of [0, 1]"),
+            );
+        }
+        feature()?;
+        let v = lock(vmm());
+        let Some(p) = v.handles.get(&(handle as usize)).filter(|p| !p.freed) else {
+            return err(ACL_ERROR_RT_PARAM_INVALID, "unknown physical memory handle");
+        };
+        if p.imported {
+            return err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                "an imported handle cannot be exported again",
+            );
+        }
+        let no_check = u32::from(flags == 1).to_le_bytes();
+        if !pwrite(p.fd, H_NO_PID_CHECK, &no_check)
+            || !pwrite(p.fd, H_EXPORTED, &1u32.to_le_bytes())
+        {
+            return err(ACL_ERROR_RT_MEMORY_ALLOCATION, "header write failed");
+        }
+        let h = ((my_pid() as u32 as u64) << 32) | p.fd as u32 as u64;
+        // SAFETY: checked non-NULL; caller contract.
+        unsafe { put(shareable, h) }
+    })
+}
+
+/// `aclError aclrtMemSetPidToShareableHandle(uint64_t shareableHandle, int32_t* pid, size_t
+/// pidNum)`: adds to the whitelist of this process's export.
+///
+/// # Safety
+/// `pid` must be NULL or valid for `pid_num` reads.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemSetPidToShareableHandle(
+    shareable: u64,
+    pid: *mut i32,
+    pid_num: usize,
+) -> i32 {
+    ffi("aclrtMemSetPidToShareableHandle", true, || {
+        non_null(pid, "pid")?;
+        if pid_num == 0 {
+            return err(ACL_ERROR_INVALID_PARAM, "pidNum is 0");
+        }
+        feature()?;
+        let v = lock(vmm());
+        let fd = own_export(&v, shareable)?;
+        let n = read_u32(fd, H_NPIDS).unwrap_or(0) as usize;
+        if n + pid_num > MAX_PIDS {
+            return err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!("more than {MAX_PIDS} PIDs on one whitelist"),
+            );
+        }
+        // SAFETY: caller contract: `pid_num` readable PIDs.
+        let list = unsafe { std::slice::from_raw_parts(pid, pid_num) };
+        let bytes: Vec<u8> = list.iter().flat_map(|q| q.to_le_bytes()).collect();
+        if !pwrite(fd, H_PIDS + 4 * n as u64, &bytes)
+            || !pwrite(fd, H_NPIDS, &((n + pid_num) as u32).to_le_bytes())
+        {
+            return err(ACL_ERROR_RT_MEMORY_ALLOCATION, "header write failed");
+        }
+        Ok(())
+    })
+}
+
+/// Opens process `pid`'s physical memory `memfd` `fd`; `None` when it cannot be opened (the
+/// process is gone, the descriptor closed or not one of the simulator's physical memory
+/// objects).
+fn open_foreign(pid: i32, fd: i32) -> Option<i32> {
+    if pid <= 0 || fd < 0 {
+        return None;
+    }
+    let link = format!("/proc/{pid}/fd/{fd}");
+    let target = std::fs::read_link(&link).ok()?;
+    if !target
+        .to_string_lossy()
+        .starts_with(&format!("/memfd:{MEMFD_NAME}"))
+    {
+        return None;
+    }
+    let path = std::ffi::CString::new(link).ok()?;
+    // SAFETY: a valid NUL-terminated path.
+    let my = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    (my >= 0).then_some(my)
+}
+
+/// `aclError aclrtMemImportFromShareableHandle(uint64_t shareableHandle, int32_t deviceId,
+/// aclrtDrvMemHandle* handle)`.
+///
+/// # Safety
+/// `handle` must be NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemImportFromShareableHandle(
+    shareable: u64,
+    device_id: i32,
+    handle: *mut *mut c_void,
+) -> i32 {
+    ffi("aclrtMemImportFromShareableHandle", true, || {
+        non_null(handle, "handle")?;
+        crate::device::check_device(device_id)?;
+        feature()?;
+        cur_ctx()?;
+        let (pid, fd) = ((shareable >> 32) as i32, shareable as u32 as i32);
+        if pid == my_pid() {
+            return err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                "the shareable handle was exported by this process",
+            );
+        }
+        let Some(my) = open_foreign(pid, fd) else {
+            return err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!("shareable handle {shareable:#x}: the exporter or its memory is gone"),
+            );
+        };
+        let refuse = |msg: String| {
+            // SAFETY: ours, closed once.
+            unsafe { libc::close(my) };
+            err(ACL_ERROR_RT_PARAM_INVALID, msg)
+        };
+        let mut magic = [0u8; 8];
+        let mut size = [0u8; 8];
+        if !pread(my, H_MAGIC, &mut magic)
+            || &magic != MAGIC
+            || !pread(my, H_SIZE, &mut size)
+            || read_u32(my, H_EXPORTED) != Some(1)
+        {
+            return refuse(format!("shareable handle {shareable:#x} is not exported"));
+        }
+        if read_u32(my, H_NO_PID_CHECK) != Some(1) {
+            let me = my_pid();
+            let n = (read_u32(my, H_NPIDS).unwrap_or(0) as usize).min(MAX_PIDS);
+            let mut list = vec![0u8; 4 * n];
+            let allowed = pread(my, H_PIDS, &mut list)
+                && list
+                    .chunks_exact(4)
+                    .any(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) == me);
+            if !allowed {
+                return refuse(format!(
+                    "process {me} is not on the whitelist of shareable handle {shareable:#x} \
+                     (aclrtMemSetPidToShareableHandle)"
+                ));
+            }
+        }
+        let size = u64::from_le_bytes(size) as usize;
+        let mut v = lock(vmm());
+        v.next += 1;
+        let id = v.next;
+        v.handles.insert(
+            id,
+            Phys {
+                fd: my,
+                size,
+                maps: 0,
+                freed: false,
+                imported: true,
+            },
+        );
+        // SAFETY: checked non-NULL; caller contract.
+        unsafe { put(handle, id as *mut c_void) }
     })
 }

@@ -319,6 +319,13 @@ impl AscendDevice {
         {
             caps.remove(Capabilities::VIRTUAL_MEMORY);
         }
+        // The random-number task: the symbol, and a chip that has the task.
+        if caps.contains(Capabilities::RANDOM) && !result::random::chip_has_task(t) {
+            caps.remove(Capabilities::RANDOM);
+        }
+        if !caps.contains(Capabilities::VIRTUAL_MEMORY) {
+            caps.remove(Capabilities::SHAREABLE_PHYSICAL);
+        }
         // Probe IPC events honestly: the chip may refuse them (207000).
         if let Ok(e) = result::event::create_ex_with_flag(t, consts::ACL_EVENT_IPC) {
             caps |= Capabilities::INTERPROCESS_EVENTS;
@@ -581,7 +588,7 @@ impl AscendDevice {
 impl AscendDevice {
     /// `aclrtMalloc` of `len` rounded up to the granule, not zeroed: the buffer and the
     /// allocated size.
-    fn alloc_plain(&self, len: usize) -> Result<(AscendBuffer, usize)> {
+    pub(crate) fn alloc_plain(&self, len: usize) -> Result<(AscendBuffer, usize)> {
         let d = &self.inner;
         d.bind()?;
         if len > isize::MAX as usize {

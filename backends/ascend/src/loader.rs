@@ -282,6 +282,12 @@ pub const GROUPS: &[SymbolGroup] = &[
         capability: Some(Capabilities::REDUCE),
         symbols: &["aclrtReduceAsync"],
     },
+    // Kept only where the chip has the task (see `AscendDevice::open`).
+    SymbolGroup {
+        name: "built-in random numbers",
+        capability: Some(Capabilities::RANDOM),
+        symbols: &["aclrtRandomNumAsync"],
+    },
     IPC_EVENT_HANDLES,
     IPC_MEMORY,
     SATURATION_MODE,
@@ -307,6 +313,15 @@ pub const GROUPS: &[SymbolGroup] = &[
             "aclrtMapMem",
             "aclrtUnmapMem",
             "aclrtMemSetAccess",
+        ],
+    },
+    SymbolGroup {
+        name: "virtual memory sharing",
+        // Kept only with VIRTUAL_MEMORY (see `AscendDevice::open`).
+        capability: Some(Capabilities::SHAREABLE_PHYSICAL),
+        symbols: &[
+            "aclrtMemExportToShareableHandle",
+            "aclrtMemImportFromShareableHandle",
         ],
     },
 ];

@@ -20,6 +20,7 @@ use crate::sys::{
 
 pub(crate) mod exception;
 pub(crate) mod kernel;
+pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod stream_config;
 pub(crate) mod sysinfo;
@@ -571,5 +572,22 @@ pub(crate) mod vmm {
         };
         let dp = &mut d as *mut aclrtMemAccessDesc;
         call!(opt t, aclrtMemSetAccess(at.0, size, dp, 1))
+    }
+
+    /// `aclrtMemExportToShareableHandle` (handle type NONE) with `flags`
+    /// (`ACL_RT_VMM_EXPORT_FLAG_*`).
+    pub(crate) fn export(t: &AclFns, h: DevPtr, flags: u64) -> Result<u64> {
+        Ok(out!(u64, |s| call!(
+            opt t,
+            aclrtMemExportToShareableHandle(h.0, 0, flags, s)
+        )))
+    }
+
+    /// `aclrtMemImportFromShareableHandle` on device `dev`.
+    pub(crate) fn import(t: &AclFns, shareable: u64, dev: usize) -> Result<DevPtr> {
+        Ok(DevPtr(out!(*mut c_void, |h| call!(
+            opt t,
+            aclrtMemImportFromShareableHandle(shareable, dev as i32, h)
+        ))))
     }
 }

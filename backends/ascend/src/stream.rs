@@ -54,6 +54,7 @@ mod kernel;
 mod memop;
 mod memory;
 mod native;
+mod random;
 mod reduce;
 
 type Keep = Box<dyn Any + Send + Sync>;
@@ -103,6 +104,10 @@ pub(crate) struct StreamState {
     /// For an owned stream with a runtime id: (device ordinal, runtime id, xstream id), the
     /// entry of the id table to drop with the stream.
     forget_id: Option<(usize, i32, u64)>,
+    /// The 16-byte counter block of the built-in random fill on an owned or borrowed stream
+    /// (made at the first fill, rewritten in stream order before each; freed by the reaper
+    /// once the stream is synchronized).
+    random_counter: Mutex<Option<AscendBuffer>>,
 }
 
 /// How many event waits a stream remembers as evidence for [`StreamState::note_done`].
@@ -136,6 +141,7 @@ impl StreamState {
             owned,
             gone: std::sync::atomic::AtomicBool::new(false),
             forget_id: None,
+            random_counter: Mutex::new(None),
         }
     }
 
@@ -683,6 +689,12 @@ impl StreamImpl for AscendStream {
                 ];
                 kernel::launch(self, &f, &cfg, &args)
             }
+            Kernel::Random {
+                buf,
+                offset,
+                len,
+                fill,
+            } => random::fill(self, buf, offset, len, fill),
             #[cfg(feature = "testing")]
             Kernel::Fault => {
                 self.enter("launch")?;

@@ -154,6 +154,74 @@ pub struct aclrtErrorInfo {
 
 const _: () = assert!(std::mem::size_of::<aclrtErrorInfo>() == 2576);
 
+/// C `aclrtRandomParaInfo` (`acl/acl_rt.h`): `uint8_t isAddr; uint8_t valueOrAddr[8];
+/// uint8_t size; uint8_t rsv[6];`: a parameter of the random-number task by value (`isAddr`
+/// 0, `size` bytes) or by the 8-byte device address of its value (`isAddr` 1).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct aclrtRandomParaInfo {
+    /// `isAddr`.
+    pub isAddr: u8,
+    /// `valueOrAddr`, little-endian.
+    pub valueOrAddr: [u8; 8],
+    /// `size`: the bytes of `valueOrAddr` in use.
+    pub size: u8,
+    /// `rsv`.
+    pub rsv: [u8; 6],
+}
+
+const _: () = assert!(std::mem::size_of::<aclrtRandomParaInfo>() == 16);
+
+/// C `aclrtRandomNumFuncParaInfo` (`acl/acl_rt.h`): `aclrtRandomNumFuncType funcType;` then a
+/// union whose largest members (uniform, normal) are two `aclrtRandomParaInfo` (the dropout
+/// member is one), so the union is `paramInfo[2]` here: 36 bytes, 4-aligned.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct aclrtRandomNumFuncParaInfo {
+    /// `funcType` (`ACL_RT_RANDOM_NUM_FUNC_TYPE_*`).
+    pub funcType: u32,
+    /// `paramInfo`: dropout ratio / min / mean, then max / stddev.
+    pub paramInfo: [aclrtRandomParaInfo; 2],
+}
+
+const _: () = assert!(std::mem::size_of::<aclrtRandomNumFuncParaInfo>() == 36);
+
+/// C `aclrtRandomNumTaskInfo` (`acl/acl_rt.h`): `aclDataType dataType;
+/// aclrtRandomNumFuncParaInfo randomNumFuncParaInfo; void* randomParaAddr; void*
+/// randomResultAddr; void* randomCounterAddr; aclrtRandomParaInfo randomSeed;
+/// aclrtRandomParaInfo randomNum; uint8_t rsv[8];`: 104 bytes on LP64 (the pointers at 40,
+/// 48, 56). `aclrtRandomNumAsync` writes the runtime's own type number into `dataType`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct aclrtRandomNumTaskInfo {
+    /// `dataType` (`aclDataType`).
+    pub dataType: i32,
+    /// `randomNumFuncParaInfo`.
+    pub randomNumFuncParaInfo: aclrtRandomNumFuncParaInfo,
+    /// `randomParaAddr`: NULL lets the runtime allocate the parameter block.
+    pub randomParaAddr: *mut c_void,
+    /// `randomResultAddr`.
+    pub randomResultAddr: *mut c_void,
+    /// `randomCounterAddr`: 16 bytes of device memory holding the 128-bit counter.
+    pub randomCounterAddr: *mut c_void,
+    /// `randomSeed`.
+    pub randomSeed: aclrtRandomParaInfo,
+    /// `randomNum`: the count of numbers.
+    pub randomNum: aclrtRandomParaInfo,
+    /// `rsv`.
+    pub rsv: [u8; 8],
+}
+
+#[cfg(target_pointer_width = "64")]
+const _: () = {
+    assert!(std::mem::size_of::<aclrtRandomNumTaskInfo>() == 104);
+    assert!(std::mem::offset_of!(aclrtRandomNumTaskInfo, randomParaAddr) == 40);
+    assert!(std::mem::offset_of!(aclrtRandomNumTaskInfo, randomCounterAddr) == 56);
+    assert!(std::mem::offset_of!(aclrtRandomNumTaskInfo, randomSeed) == 64);
+    assert!(std::mem::offset_of!(aclrtRandomNumTaskInfo, randomNum) == 80);
+    assert!(std::mem::offset_of!(aclrtRandomNumTaskInfo, rsv) == 96);
+};
+
 /// ACL constants (values from the CANN AscendCL API reference).
 pub mod consts {
     /// `ACL_SUCCESS`.
@@ -542,6 +610,7 @@ acl_table! {
         aclrtKernelArgsFinalize = c"aclrtKernelArgsFinalize": fn(P) -> aclError;
         aclrtLaunchKernelWithConfig = c"aclrtLaunchKernelWithConfig": fn(P, u32, P, *mut aclrtLaunchKernelCfg, P, P) -> aclError;
         aclrtReduceAsync = c"aclrtReduceAsync": fn(P, *const c_void, u64, u32, i32, P, P) -> aclError;
+        aclrtRandomNumAsync = c"aclrtRandomNumAsync": fn(*mut aclrtRandomNumTaskInfo, P, P) -> aclError;
         xsimLaunchFault = c"xsimLaunchFault": fn(P, i32) -> aclError;
         aclrtIpcGetEventHandle = c"aclrtIpcGetEventHandle": fn(P, *mut aclrtIpcEventHandle) -> aclError;
         aclrtIpcOpenEventHandle = c"aclrtIpcOpenEventHandle": fn(aclrtIpcEventHandle, PP) -> aclError;
@@ -558,6 +627,9 @@ acl_table! {
         aclrtMapMem = c"aclrtMapMem": fn(P, usize, usize, P, u64) -> aclError;
         aclrtUnmapMem = c"aclrtUnmapMem": fn(P) -> aclError;
         aclrtMemSetAccess = c"aclrtMemSetAccess": fn(P, usize, *mut aclrtMemAccessDesc, usize) -> aclError;
+        aclrtMemExportToShareableHandle = c"aclrtMemExportToShareableHandle": fn(P, u32, u64, *mut u64) -> aclError;
+        aclrtMemImportFromShareableHandle = c"aclrtMemImportFromShareableHandle": fn(u64, i32, PP) -> aclError;
+        aclrtMemSetPidToShareableHandle = c"aclrtMemSetPidToShareableHandle": fn(u64, *mut i32, usize) -> aclError;
         aclrtGetDeviceSatMode = c"aclrtGetDeviceSatMode": fn(*mut i32) -> aclError;
         aclrtGetDeviceCapability = c"aclrtGetDeviceCapability": fn(i32, i32, *mut i32) -> aclError;
         aclGetCannAttribute = c"aclGetCannAttribute": fn(i32, *mut i32) -> aclError;

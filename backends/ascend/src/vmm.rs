@@ -6,6 +6,15 @@
 //! [`Capabilities::VIRTUAL_MEMORY`](xstream_core::Capabilities::VIRTUAL_MEMORY) when the
 //! runtime exports them all and answers the granularity at open.
 //!
+//! Sharing with another process: `aclrtMemExportToShareableHandle` with
+//! `ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION` (any process given the 64-bit value may
+//! import it, as any process given a CUDA descriptor may: the portable API names no
+//! importer, so the runtime's PID whitelist, `aclrtMemSetPidToShareableHandle`, is not used)
+//! and `aclrtMemImportFromShareableHandle` (optional symbols, loader group "virtual memory
+//! sharing", giving
+//! [`Capabilities::SHAREABLE_PHYSICAL`](xstream_core::Capabilities::SHAREABLE_PHYSICAL)).
+//! The payload of the handle is the 64-bit value, little-endian.
+//!
 //! Each handle type releases in its drop (binding the device's context first); a failure
 //! there is logged, never raised. A buffer of mapped bytes drops its mappings on the reaper
 //! thread after the device's queued work, where an `aclrtFree` would run.
@@ -13,7 +22,9 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use xstream_core::{Device as _, Granularity, Result, VirtualMemory};
+use xstream_core::{
+    Device as _, Error, Granularity, Result, ShareableHandle, ShareablePayload, VirtualMemory,
+};
 
 use crate::device::BufInner;
 use crate::result;
@@ -33,6 +44,13 @@ pub struct AscendReservation {
 pub struct AscendPhysical {
     dev: AscendDevice,
     handle: u64,
+}
+
+impl AscendPhysical {
+    /// The runtime's `aclrtDrvMemHandle`, as an integer.
+    pub fn handle(&self) -> u64 {
+        self.handle
+    }
 }
 
 /// A mapping (`aclrtMapMem`); `aclrtUnmapMem` at drop.
@@ -75,6 +93,9 @@ impl Drop for AscendMapping {
         });
     }
 }
+
+/// `ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION`.
+const EXPORT_DISABLE_PID_VALIDATION: u64 = 1;
 
 fn at(address: u64) -> DevPtr {
     DevPtr(address as usize as *mut std::ffi::c_void)
@@ -143,6 +164,32 @@ impl VirtualMemory for AscendDevice {
         let d = &self.inner;
         d.bind()?;
         result::vmm::set_access(d.t, at(address), size, peer.info().ordinal)
+    }
+
+    fn raw_export(&self, phys: &AscendPhysical, _size: usize) -> Result<ShareablePayload> {
+        let d = &self.inner;
+        d.bind()?;
+        let v = result::vmm::export(d.t, at(phys.handle), EXPORT_DISABLE_PID_VALIDATION)?;
+        Ok(ShareablePayload {
+            bytes: v.to_le_bytes().to_vec(),
+            fd: None,
+        })
+    }
+
+    fn raw_import(&self, handle: &ShareableHandle) -> Result<AscendPhysical> {
+        let v: [u8; 8] = handle.payload().try_into().map_err(|_| {
+            Error::invalid(format!(
+                "an Ascend shareable handle carries 8 payload bytes, not {}",
+                handle.payload().len()
+            ))
+        })?;
+        let d = &self.inner;
+        d.bind()?;
+        let h = result::vmm::import(d.t, u64::from_le_bytes(v), d.ordinal)?;
+        Ok(AscendPhysical {
+            dev: self.clone(),
+            handle: h.0 as usize as u64,
+        })
     }
 
     fn raw_buffer(

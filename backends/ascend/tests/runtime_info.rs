@@ -214,24 +214,14 @@ fn sticky_errors_ask_for_the_fault_detail() {
 
 #[test]
 fn numeric_capabilities_are_asked_of_the_runtime() {
-    use xstream_ascend::{AscendDevice, CannAttribute, DeviceFeature};
+    use xstream_ascend::{CannAttribute, DeviceFeature};
     use xstream_core::Capabilities;
     if !common::in_sim_process() {
         return;
     }
     let _g = common::global_lock();
-    common::setup();
-    struct Restore;
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let _ = common::Sim::get().set_product(None);
-        }
-    }
-    let _restore = Restore;
-    // Each device is a context of its own, probed after the product switch.
-    for (product, numerics) in [("a2", true), ("910", false), ("310p", false)] {
-        assert_eq!(common::Sim::get().set_product(Some(product)), 0);
-        let d = AscendDevice::new_isolated(0).unwrap();
+    common::each_product(&["a2", "910", "310p"], |product, d| {
+        let numerics = product == "a2";
         let caps = d.info().capabilities;
         assert_eq!(caps.contains(Capabilities::BF16), numerics, "{product}");
         assert_eq!(caps.contains(Capabilities::INF_NAN), numerics, "{product}");
@@ -252,5 +242,5 @@ fn numeric_capabilities_are_asked_of_the_runtime() {
         ] {
             assert!(!d.has_feature(f).unwrap(), "{product} {f:?}");
         }
-    }
+    });
 }

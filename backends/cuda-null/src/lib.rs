@@ -22,6 +22,9 @@
 //! - virtual memory: a reservation is zeroed heap memory, a mapping makes its part of it device
 //!   memory (so copies and memsets reach it) and one handle mapped twice does not alias;
 //!   granularity 2 MiB; `CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED` is 1;
+//!   `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED` is 1: an exported handle
+//!   is a descriptor of an unlinked file holding only the size, which another process imports
+//!   as a handle of that size (no bytes are shared);
 //! - one device, one (primary) context, no capture, no memory pools, no managed memory, no
 //!   peers, fixed device attributes (an H100-like sm_90 with 132 multiprocessors).
 //!

@@ -79,6 +79,8 @@ driver_functions!(
     cuMemMap,
     cuMemUnmap,
     cuMemSetAccess,
+    cuMemExportToShareableHandle,
+    cuMemImportFromShareableHandle,
 );
 
 const N: usize = NAMES.len();

@@ -558,6 +558,13 @@ impl CudaDevice {
         caps |= crate::stream::memop::capabilities(cu_device);
         if attr(A::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED).unwrap_or(0) > 0 {
             caps |= Capabilities::VIRTUAL_MEMORY;
+            if cfg!(unix)
+                && attr(A::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED)
+                    .unwrap_or(0)
+                    > 0
+            {
+                caps |= Capabilities::SHAREABLE_PHYSICAL;
+            }
         }
         if crate::peer::has_peer(cu_device, ordinal, count) {
             caps |= Capabilities::PEER_COPY;

@@ -83,6 +83,8 @@ mod device;
 pub mod error;
 mod event;
 mod event_pool;
+#[cfg(unix)]
+pub mod fdpass;
 mod ffi;
 mod flag_memo;
 mod graph;

@@ -542,6 +542,10 @@ impl StreamImpl for CudaStream {
     fn launch_impl(&self, kernel: Kernel<'_, CudaBuffer>) -> Result<()> {
         self.enter()?;
         self.gate_enqueue("launch")?;
+        if matches!(kernel, Kernel::Random { .. }) {
+            // Answered before the builtin module is needed.
+            return Err(no_random());
+        }
         let k = self.handle.dev.shared.kernels()?;
         match kernel {
             Kernel::Delay(d) => crate::module::launch(
@@ -563,6 +567,7 @@ impl StreamImpl for CudaStream {
                     ],
                 )
             }
+            Kernel::Random { .. } => Err(no_random()),
             #[cfg(feature = "testing")]
             Kernel::Fault => self.check("cuLaunchKernel", ffi::launch_fault(k.fault, self.raw())),
             // xstream-core's test kernels, turned on by another crate of the build.
@@ -655,4 +660,13 @@ impl StreamImpl for CudaStream {
         self.enter()?;
         crate::memory::record_use(self, buf)
     }
+}
+
+/// The answer to [`Kernel::Random`]: the builtin module has no random-number kernel, so the
+/// device lacks `Capabilities::RANDOM`.
+fn no_random() -> Error {
+    xstream_core::random::unsupported(
+        xstream_core::BackendKind::Cuda,
+        "the CUDA backend has no random-number kernel",
+    )
 }

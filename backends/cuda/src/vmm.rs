@@ -5,6 +5,15 @@
 //! [`Capabilities::VIRTUAL_MEMORY`](xstream_core::Capabilities::VIRTUAL_MEMORY) when
 //! `CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED` is set.
 //!
+//! Sharing with another process: where the device has
+//! `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED` (Linux), it has
+//! [`Capabilities::SHAREABLE_PHYSICAL`](xstream_core::Capabilities::SHAREABLE_PHYSICAL) and
+//! every `cuMemCreate` asks for `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`, so any physical
+//! memory can be exported (`cuMemExportToShareableHandle`). The handle carries the
+//! descriptor; send it with [`crate::fdpass`] (`SCM_RIGHTS`). The importer
+//! (`cuMemImportFromShareableHandle`) may close the descriptor once imported (dropping the
+//! handle does).
+//!
 //! Each handle type releases in its drop (binding the device's context first); a failure
 //! there is logged, never raised. A mapping is dropped where a buffer's `cuMemFree` would run
 //! (`crate::memory`): after the work using its buffers, off any host function.
@@ -12,7 +21,10 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use xstream_core::{Error, Granularity, Result, VirtualMemory};
+use xstream_core::{
+    Capabilities, Device as _, Error, Granularity, Result, ShareableHandle, ShareablePayload,
+    VirtualMemory,
+};
 
 use crate::ffi;
 use crate::{CudaBuffer, CudaDevice};
@@ -113,7 +125,12 @@ impl VirtualMemory for CudaDevice {
     fn raw_create(&self, size: usize) -> Result<CudaPhysical> {
         let sh = &self.shared;
         sh.enter()?;
-        let handle = ffi::mem_create(sh.cu_device, size).map_err(|c| sh.fail("cuMemCreate", c))?;
+        let shareable = self
+            .info()
+            .capabilities
+            .contains(Capabilities::SHAREABLE_PHYSICAL);
+        let handle = ffi::mem_create(sh.cu_device, size, shareable)
+            .map_err(|c| sh.fail("cuMemCreate", c))?;
         Ok(CudaPhysical {
             dev: self.clone(),
             handle,
@@ -151,6 +168,33 @@ impl VirtualMemory for CudaDevice {
         sh.enter()?;
         ffi::mem_set_access(address, size, peer.shared.cu_device)
             .map_err(|c| sh.fail("cuMemSetAccess", c))
+    }
+
+    fn raw_export(&self, phys: &CudaPhysical, _size: usize) -> Result<ShareablePayload> {
+        let sh = &self.shared;
+        sh.enter()?;
+        let fd = ffi::mem_export_fd(phys.handle)
+            .map_err(|c| sh.fail("cuMemExportToShareableHandle", c))?;
+        Ok(ShareablePayload {
+            bytes: Vec::new(),
+            fd: Some(fd),
+        })
+    }
+
+    fn raw_import(&self, handle: &ShareableHandle) -> Result<CudaPhysical> {
+        let fd = handle.fd().ok_or_else(|| {
+            Error::invalid(
+                "a CUDA shareable handle needs its file descriptor (receive it with \
+                 xstream_cuda::fdpass)",
+            )
+        })?;
+        let sh = &self.shared;
+        sh.enter()?;
+        let h = ffi::mem_import_fd(fd).map_err(|c| sh.fail("cuMemImportFromShareableHandle", c))?;
+        Ok(CudaPhysical {
+            dev: self.clone(),
+            handle: h,
+        })
     }
 
     fn raw_buffer(

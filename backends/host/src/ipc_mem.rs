@@ -116,8 +116,8 @@ fn process_alive(pid: u32) -> bool {
 }
 
 impl SharedMem {
-    /// Moves `bytes` (a buffer being exported) into a new file.
-    fn create(bytes: &[u8]) -> Result<Self> {
+    /// Moves `bytes` (a buffer or physical memory being exported) into a new file.
+    pub(crate) fn create(bytes: &[u8]) -> Result<Self> {
         static NONCE: AtomicU64 = AtomicU64::new(0);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -155,7 +155,21 @@ impl SharedMem {
 
     /// Opens the range of `handle`.
     fn open(handle: &IpcMemHandle) -> Result<Self> {
-        let name = std::str::from_utf8(handle.payload())
+        Self::open_named(
+            handle.payload(),
+            handle.offset() as u64,
+            handle.len() as u64,
+        )
+    }
+
+    /// The file's name (the payload of handles).
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Opens bytes `off..off + len` of the file named `payload` (another process's export).
+    pub(crate) fn open_named(payload: &[u8], off: u64, len: u64) -> Result<Self> {
+        let name = std::str::from_utf8(payload)
             .ok()
             .filter(|n| {
                 n.starts_with(NAME_PREFIX)
@@ -164,7 +178,7 @@ impl SharedMem {
             .ok_or_else(|| {
                 Error::invalid(format!(
                     "not a host IPC memory handle payload ({} bytes that are not a file name)",
-                    handle.payload().len()
+                    payload.len()
                 ))
             })?
             .to_string();
@@ -198,7 +212,6 @@ impl SharedMem {
         if !process_alive(h.exporter) {
             return Err(gone(format!("exporter process {} is gone", h.exporter)));
         }
-        let (off, len) = (handle.offset() as u64, handle.len() as u64);
         if off.checked_add(len).is_none_or(|end| end > h.len) {
             return Err(Error::invalid(format!(
                 "the handle's range {off}..+{len} is outside the exported buffer of {} bytes",
@@ -215,13 +228,25 @@ impl SharedMem {
     }
 
     fn load(&self, into: &mut [u8]) {
-        if let Err(e) = self.file.read_exact_at(into, self.base) {
+        self.load_at(0, into);
+    }
+
+    /// Reads `into.len()` bytes from byte `off` of this buffer's range.
+    pub(crate) fn load_at(&self, off: usize, into: &mut [u8]) {
+        if let Err(e) = self.file.read_exact_at(into, self.base + off as u64) {
             tracing::error!("host IPC buffer {}: read: {e}", self.name);
         }
     }
 
     /// Writes back the bytes of `now` that differ from `before`.
     fn store(&self, before: &[u8], now: &[u8]) {
+        self.store_at(0, before, now);
+    }
+
+    /// Writes back the bytes of `now` that differ from `before`, `now` starting at byte `off`
+    /// of this buffer's range.
+    pub(crate) fn store_at(&self, off: usize, before: &[u8], now: &[u8]) {
+        let base = self.base + off as u64;
         let mut i = 0;
         while i < now.len() {
             if before.get(i) == Some(&now[i]) {
@@ -232,10 +257,7 @@ impl SharedMem {
             while i < now.len() && before.get(i) != Some(&now[i]) {
                 i += 1;
             }
-            if let Err(e) = self
-                .file
-                .write_all_at(&now[start..i], self.base + start as u64)
-            {
+            if let Err(e) = self.file.write_all_at(&now[start..i], base + start as u64) {
                 tracing::error!("host IPC buffer {}: write: {e}", self.name);
             }
         }

@@ -34,6 +34,7 @@ mod kernel;
 pub(crate) mod memop;
 mod memory;
 mod native;
+pub(crate) mod random;
 pub(crate) mod reduce;
 
 /// A checked byte range of a host buffer (what the checked layer hands the backend).
@@ -451,6 +452,12 @@ impl StreamImpl for HostStream {
                     ],
                 )
             }
+            Kernel::Random {
+                buf,
+                offset,
+                len,
+                fill,
+            } => random::enqueue(self, buf, offset, len, fill),
             #[cfg(feature = "testing")]
             Kernel::Fault => self.submit("launch", Node::Fault),
             // xstream-core's test kernels, turned on by another crate of the build.

@@ -12,24 +12,89 @@
 //!
 //! Access needs no grant on the host (every device is the process's memory); the portable
 //! rule (no buffer before `set_access`) is still checked by `xstream_core::vmm`.
+//!
+//! Sharing with another process ([`Capabilities::SHAREABLE_PHYSICAL`]): an export moves the
+//! physical block's bytes into a file of the shared-memory file system, as an exported
+//! interprocess buffer's (`crate::ipc_mem`), and the handle's payload is the file's name; from
+//! then on buffers over the memory read and write the file (only the bytes that changed, so
+//! processes writing disjoint bytes never undo each other's writes). An import opens the
+//! file. The exporter's last handle and mapping gone, the file is removed; an importer keeps
+//! the bytes it has open.
+//!
+//! [`Capabilities::SHAREABLE_PHYSICAL`]: xstream_core::Capabilities::SHAREABLE_PHYSICAL
 
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use xstream_core::{BackendKind, Device as _, Error, Granularity, Result, VirtualMemory};
+use xstream_core::{
+    BackendKind, Device as _, Error, Granularity, Result, ShareableHandle, ShareablePayload,
+    VirtualMemory,
+};
 
 use crate::buffer::BufInner;
-use crate::ipc_mem::Backing;
+use crate::ipc_mem::{Backing, SharedMem};
 use crate::{HostDevice, HostDeviceBuffer};
 
 /// The host's granularity, minimum and recommended: 2 MiB, the common value of the vendors
 /// (so that sizes chosen on the host hold on a GPU or NPU).
 pub const HOST_VMM_GRANULARITY: usize = 2 << 20;
 
-type Bytes = Arc<Mutex<Vec<u8>>>;
+/// Where physical bytes live: the heap, or (once shared with another process) a file.
+enum Store {
+    Heap(Vec<u8>),
+    File(SharedMem),
+}
 
-fn lock(b: &Bytes) -> MutexGuard<'_, Vec<u8>> {
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Store::Heap(v) => write!(f, "Heap({} bytes)", v.len()),
+            Store::File(m) => write!(f, "File({})", m.name()),
+        }
+    }
+}
+
+impl Store {
+    /// Reads `into.len()` bytes from `off`.
+    fn read(&self, off: usize, into: &mut [u8]) {
+        match self {
+            Store::Heap(v) => into.copy_from_slice(&v[off..off + into.len()]),
+            Store::File(m) => m.load_at(off, into),
+        }
+    }
+
+    /// Writes the bytes of `is` that differ from `was` (what a buffer loaded from `off`).
+    fn merge(&mut self, off: usize, was: &[u8], is: &[u8]) {
+        let g = match self {
+            Store::Heap(v) => v,
+            Store::File(m) => return m.store_at(off, was, is),
+        };
+        // Page by page: a changed page whose physical bytes are still what was loaded is
+        // copied whole; else only its changed bytes (another buffer mapping the same memory
+        // may have written others meanwhile).
+        for c in (0..is.len()).step_by(4096) {
+            let e = (c + 4096).min(is.len());
+            if was[c..e] == is[c..e] {
+                continue;
+            }
+            let dst = &mut g[off + c..off + e];
+            if dst == &was[c..e] {
+                dst.copy_from_slice(&is[c..e]);
+                continue;
+            }
+            for (i, (x, y)) in was[c..e].iter().zip(&is[c..e]).enumerate() {
+                if x != y {
+                    dst[i] = *y;
+                }
+            }
+        }
+    }
+}
+
+type Bytes = Arc<Mutex<Store>>;
+
+fn lock(b: &Bytes) -> MutexGuard<'_, Store> {
     b.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -44,7 +109,7 @@ impl std::fmt::Debug for HostReservation {
     }
 }
 
-/// Physical memory: a zeroed heap block.
+/// Physical memory: a zeroed heap block, or the file of a shared one.
 #[derive(Debug)]
 pub struct HostPhysical {
     bytes: Bytes,
@@ -88,7 +153,7 @@ impl Backing for VmmBacking {
     fn load(&self, into: &mut [u8]) {
         let mut at = 0;
         for (b, off, len) in &self.segments {
-            into[at..at + len].copy_from_slice(&lock(b)[*off..off + len]);
+            lock(b).read(*off, &mut into[at..at + len]);
             at += len;
         }
     }
@@ -98,26 +163,7 @@ impl Backing for VmmBacking {
         for (b, off, len) in &self.segments {
             let (was, is) = (&before[at..at + len], &now[at..at + len]);
             if was != is {
-                let mut g = lock(b);
-                // Page by page: a changed page whose physical bytes are still what was loaded
-                // is copied whole; else only its changed bytes (another buffer mapping the
-                // same memory may have written others meanwhile).
-                for c in (0..*len).step_by(4096) {
-                    let e = (c + 4096).min(*len);
-                    if was[c..e] == is[c..e] {
-                        continue;
-                    }
-                    let dst = &mut g[off + c..off + e];
-                    if dst == &was[c..e] {
-                        dst.copy_from_slice(&is[c..e]);
-                        continue;
-                    }
-                    for (i, (x, y)) in was[c..e].iter().zip(&is[c..e]).enumerate() {
-                        if x != y {
-                            dst[i] = *y;
-                        }
-                    }
-                }
+                lock(b).merge(*off, was, is);
             }
             at += len;
         }
@@ -162,7 +208,29 @@ impl VirtualMemory for HostDevice {
             .map_err(|e| oom(format!("physical memory of {size} bytes: {e}")))?;
         v.resize(size, 0);
         Ok(HostPhysical {
-            bytes: Arc::new(Mutex::new(v)),
+            bytes: Arc::new(Mutex::new(Store::Heap(v))),
+        })
+    }
+
+    fn raw_export(&self, phys: &HostPhysical, _size: usize) -> Result<ShareablePayload> {
+        let mut g = lock(&phys.bytes);
+        if let Store::Heap(v) = &*g {
+            let file = SharedMem::create(v)?;
+            *g = Store::File(file);
+        }
+        let Store::File(m) = &*g else {
+            return Err(Error::invalid("host physical memory: export failed"));
+        };
+        Ok(ShareablePayload {
+            bytes: m.name().as_bytes().to_vec(),
+            fd: None,
+        })
+    }
+
+    fn raw_import(&self, handle: &ShareableHandle) -> Result<HostPhysical> {
+        let m = SharedMem::open_named(handle.payload(), 0, handle.size() as u64)?;
+        Ok(HostPhysical {
+            bytes: Arc::new(Mutex::new(Store::File(m))),
         })
     }
 

@@ -87,6 +87,8 @@ pub(crate) enum Node {
     Value(crate::stream::memop::ValueOp),
     /// The built-in reduce.
     Reduce(crate::stream::reduce::ReduceOp),
+    /// The built-in random fill.
+    Random(crate::stream::random::RandomOp),
     /// Collective operations of one rank (one, or a group's on this stream).
     Collective(crate::collective::CollTask),
 }
@@ -512,6 +514,7 @@ fn run_node(q: &Queue, n: Node) {
         }
         Node::Value(op) => op.run(q),
         Node::Reduce(op) => op.run(),
+        Node::Random(op) => op.run(),
         Node::Collective(t) => t.run(),
         // Bound to `Op::Record` before execution; a wait on a local record is satisfied by
         // stream order.

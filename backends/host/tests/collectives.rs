@@ -58,10 +58,13 @@ fn a_faulted_rank_fails_its_peers_without_a_timeout() {
         .all_reduce(&b0, &b0, 16, DataType::F32, ReduceOp::Sum, &s0)
         .unwrap();
     tx.send(()).unwrap();
-    cs[1]
-        .all_reduce(&b1, &b1, 16, DataType::F32, ReduceOp::Sum, &s1)
-        .unwrap();
-    let e = collective::synchronize(&cs[1], &s1).unwrap_err();
+    // Rank 0's fault may already be known when rank 1 enqueues (the gate is open): then the
+    // enqueue itself is refused; otherwise the synchronize fails. Either way with the peer's
+    // failure, at once.
+    let e = match cs[1].all_reduce(&b1, &b1, 16, DataType::F32, ReduceOp::Sum, &s1) {
+        Err(e) => e,
+        Ok(()) => collective::synchronize(&cs[1], &s1).unwrap_err(),
+    };
     assert_eq!(
         e.collective_kind(),
         Some(CollectiveErrorKind::PeerFailed),

@@ -53,7 +53,7 @@ pub const IPC_EVENT_MAGIC: [u8; 4] = *b"XSIE";
 /// The handle format's version.
 pub const IPC_HANDLE_VERSION: u16 = 1;
 
-fn backend_code(b: BackendKind) -> u16 {
+pub(crate) fn backend_code(b: BackendKind) -> u16 {
     match b {
         BackendKind::Host => 1,
         BackendKind::Cuda => 2,
@@ -61,7 +61,7 @@ fn backend_code(b: BackendKind) -> u16 {
     }
 }
 
-fn backend_of(code: u16) -> Option<BackendKind> {
+pub(crate) fn backend_of(code: u16) -> Option<BackendKind> {
     Some(match code {
         1 => BackendKind::Host,
         2 => BackendKind::Cuda,
@@ -457,13 +457,13 @@ pub trait IpcBuffer: Buffer + Sized {
 }
 
 /// The bytes of a handle as lower-case hex (shared by both handle kinds).
-fn hex_string(bytes: &[u8]) -> String {
+pub(crate) fn hex_string(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The bytes of a handle's hex form (surrounding white space ignored); `what` names the handle
 /// kind ("event", "memory") in the error.
-fn hex_bytes(hex: &str, what: &str) -> Result<Vec<u8>> {
+pub(crate) fn hex_bytes(hex: &str, what: &str) -> Result<Vec<u8>> {
     let hex = hex.trim();
     if !hex.is_ascii() || !hex.len().is_multiple_of(2) {
         return Err(Error::invalid(format!(
@@ -481,7 +481,7 @@ fn hex_bytes(hex: &str, what: &str) -> Result<Vec<u8>> {
 
 /// Checks that a handle exported by `have` (backend, device ordinal) is opened by `want`;
 /// `what` names the handle kind ("event", "memory") in the error.
-fn check_origin(
+pub(crate) fn check_origin(
     what: &'static str,
     have: (BackendKind, usize),
     want: (BackendKind, usize),

@@ -23,11 +23,13 @@
 //! | [`hostmem`] | page-locked host buffers and the host side of asynchronous copies |
 //! | [`attr`] | typed stream attributes |
 //! | [`memop`] | stream memory operations (wait on / write a word of device memory) |
+//! | [`random`] | the built-in random fill (counter-based, no kernel binary; `Kernel::Random`) |
 //! | [`reduce`] | the built-in reduce operation (`dst = op(dst, src)` per element, no kernel binary) |
 //! | [`devinfo`] | device facts: chip, compute units, memory, UUID, PCI bus id |
 //! | [`launch`] | the launch builder: arguments of every width, structs by value, checked and unchecked launches, launch attributes |
 //! | [`module`] | modules and kernels: sources, launch configurations, typed arguments, host kernels |
 //! | [`vmm`] | virtual memory: reserve address space, map physical memory into it, use it as a buffer |
+//! | [`vmm_share`] | physical memory of [`vmm`] shared with another process |
 //! | [`view`] | views of device buffers: byte ranges ([`BufferView`]) and typed slices ([`DeviceSlice`]), memset patterns |
 //! | [`event_pool`] | a bounded pool of reusable ordering events ([`EventPool`]) |
 //! | [`error`] | the one error type, keeping vendor codes |
@@ -67,6 +69,7 @@ pub mod memop;
 pub mod module;
 pub mod pool;
 pub mod priority;
+pub mod random;
 pub mod raw;
 pub mod reaper;
 pub mod reduce;
@@ -74,6 +77,7 @@ pub mod sync;
 pub mod translate;
 pub mod view;
 pub mod vmm;
+pub mod vmm_share;
 
 pub use allocator::{Allocator, AllocatorSlot, Block, HostAllocator};
 pub use api::{Device, Event, Graph, Stream};
@@ -110,6 +114,7 @@ pub use module::{
 };
 pub use pool::{Lease, PoolConfig, PriorityClass, StreamPool};
 pub use priority::{Priority, PriorityOutcome, PriorityRange};
+pub use random::{Distribution, RandomFill, RandomType};
 pub use raw::{RawAlloc, RawBuffer};
 pub use reduce::{ReduceKind, ReduceType, Reduction};
 pub use translate::{
@@ -118,6 +123,7 @@ pub use translate::{
 };
 pub use view::{BufferView, DeviceSlice, MemsetPattern, Viewable};
 pub use vmm::{Granularity, PhysicalMemory, VirtualMemory, VirtualRange};
+pub use vmm_share::{ShareableHandle, ShareablePayload};
 
 /// The `bytemuck` crate xstream's API is written against ([`ByValue`], typed copies and
 /// slices take `bytemuck::Pod` types): use this one to derive `Pod` for your kernel argument

@@ -48,12 +48,17 @@
 //!
 //! Backends without virtual memory lack [`Capabilities::VIRTUAL_MEMORY`] and answer every
 //! call with [`Error::Unsupported`].
+//!
+//! # Sharing with another process
+//! [`PhysicalMemory::export_shareable`] and [`VirtualMemory::import_physical`], on devices
+//! with [`Capabilities::SHAREABLE_PHYSICAL`]: see [`crate::vmm_share`].
 
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::vmm_share::{ShareableHandle, ShareablePayload};
 use crate::{Backend, BufferOf, Capabilities, Device, Error, Result};
 
 /// The allocation granularity of a device's virtual memory.
@@ -137,6 +142,32 @@ pub trait VirtualMemory: Device {
         keep: Arc<dyn Any + Send + Sync>,
     ) -> Result<BufferOf<Self::B>>;
 
+    /// Hook: exports `phys` (`size` bytes) for another process. Called only on devices with
+    /// [`Capabilities::SHAREABLE_PHYSICAL`]; the default refuses.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`]; vendor errors.
+    fn raw_export(&self, phys: &Self::Physical, size: usize) -> Result<ShareablePayload> {
+        let _ = (phys, size);
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "sharing physical memory with another process",
+        ))
+    }
+
+    /// Hook: imports `handle` (already checked: backend, device, size, another process) as
+    /// physical memory of this device. The default refuses.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`]; vendor errors (an export withdrawn, a process not allowed).
+    fn raw_import(&self, handle: &ShareableHandle) -> Result<Self::Physical> {
+        let _ = handle;
+        Err(Error::unsupported(
+            <Self::B as Backend>::KIND,
+            "sharing physical memory with another process",
+        ))
+    }
+
     // --- the user-facing API ---
 
     /// The device's granularity.
@@ -196,8 +227,58 @@ pub trait VirtualMemory: Device {
                 raw,
                 size,
                 ordinal: self.info().ordinal,
+                dev: self.clone(),
             }),
         })
+    }
+
+    /// Imports physical memory another process exported
+    /// ([`PhysicalMemory::export_shareable`]); map it like memory created here. The handle
+    /// (and its descriptor, if any) may be dropped after the import.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::SHAREABLE_PHYSICAL`];
+    /// [`Error::WrongBackend`], [`Error::WrongDevice`] for a handle of another backend or
+    /// device; [`Error::InvalidArgument`] in the exporting process, or for a size that is not
+    /// a non-zero multiple of the granularity; vendor errors (an export withdrawn or freed, a
+    /// process the exporter did not allow).
+    fn import_physical(&self, handle: &ShareableHandle) -> Result<PhysicalMemory<Self>>
+    where
+        Self: Sized,
+    {
+        check_shareable(self)?;
+        handle.check_for(<Self::B as Backend>::KIND, self.info().ordinal)?;
+        let g = self.granularity()?;
+        let size = handle.size();
+        check_size("import_physical", size, g.minimum)?;
+        let raw = self.raw_import(handle)?;
+        Ok(PhysicalMemory {
+            core: Arc::new(PhysCore {
+                raw,
+                size,
+                ordinal: self.info().ordinal,
+                dev: self.clone(),
+            }),
+        })
+    }
+}
+
+fn check_shareable<D: Device>(d: &D) -> Result<()> {
+    check_capable(d)?;
+    if d.info()
+        .capabilities
+        .contains(Capabilities::SHAREABLE_PHYSICAL)
+    {
+        Ok(())
+    } else {
+        Err(Error::unsupported(
+            <D::B as Backend>::KIND,
+            format!(
+                "sharing physical memory with another process (device {} lacks \
+                 SHAREABLE_PHYSICAL)",
+                d.info().ordinal
+            ),
+        ))
     }
 }
 
@@ -228,6 +309,7 @@ struct PhysCore<D: VirtualMemory> {
     raw: D::Physical,
     size: usize,
     ordinal: usize,
+    dev: D,
 }
 
 /// Physical memory of a device, not yet (or several times) mapped. A shared handle: clones
@@ -264,6 +346,26 @@ impl<D: VirtualMemory> PhysicalMemory<D> {
     /// Drops this handle: the memory is freed now if nothing maps it, else after its last
     /// mapping (never an error: this is the vendors' rule).
     pub fn release(self) {}
+
+    /// Exports the memory for another process, which imports it with
+    /// [`VirtualMemory::import_physical`] (see [`crate::vmm_share`] for how the handle
+    /// travels). The memory stays this process's: dropping it here does not take it from an
+    /// importer.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] on a device without [`Capabilities::SHAREABLE_PHYSICAL`];
+    /// vendor errors.
+    pub fn export_shareable(&self) -> Result<ShareableHandle> {
+        let dev = &self.core.dev;
+        check_shareable(dev)?;
+        let payload = dev.raw_export(&self.core.raw, self.core.size)?;
+        ShareableHandle::new(
+            <D::B as Backend>::KIND,
+            self.core.ordinal,
+            self.core.size,
+            payload,
+        )
+    }
 }
 
 impl<D: VirtualMemory> fmt::Debug for PhysicalMemory<D> {

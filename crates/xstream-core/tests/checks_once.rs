@@ -14,6 +14,7 @@ const CHECKS: &[&str] = &[
     "check_word(",
     "check_buffer_device",
     "reduce::check(",
+    "random::check(",
     "check_overlap(",
     "value.check(",
 ];

@@ -499,3 +499,61 @@ fn erased_path_on_ascend_simulator() {
         &"the `ascend` feature is off (run with `--features ascend`, as `cargo test --workspace` does)",
     );
 }
+
+#[test]
+fn erased_random_fill_matches_the_generic_path_on_host() {
+    use xstream::{Distribution, Kernel, RandomFill, RandomType};
+    let fill = RandomFill::new(
+        Distribution::Normal {
+            mean: 1.0,
+            std: 0.5,
+        },
+        RandomType::BF16,
+        3,
+    )
+    .at(9);
+    let dev = AnyDevice::open(BackendKind::Host, 0).unwrap();
+    assert!(dev
+        .info()
+        .capabilities
+        .contains(xstream::Capabilities::RANDOM));
+    let s = dev.create_stream(&StreamDesc::new()).unwrap();
+    let b = dev.alloc(64).unwrap();
+    s.launch(Kernel::Random {
+        buf: &b,
+        offset: 8,
+        len: 48,
+        fill,
+    })
+    .expect("erased random fill");
+    let r = s.read(&b, 0, 64).unwrap();
+    s.synchronize().unwrap();
+    let mut want = vec![0u8; 64];
+    xstream::random::fill(&fill, &mut want[8..56]);
+    assert_eq!(r.take().unwrap(), want);
+    // The check of xstream-core, through the erased path: a misaligned bf16 range.
+    assert!(matches!(
+        s.launch(Kernel::Random {
+            buf: &b,
+            offset: 1,
+            len: 2,
+            fill,
+        }),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn erased_physical_memory_exports_and_the_exporter_cannot_import() {
+    let dev = AnyDevice::open(BackendKind::Host, 0).unwrap();
+    let g = dev.granularity().unwrap().minimum;
+    let p = dev.create_physical(g).unwrap();
+    let h = p.export_shareable().unwrap();
+    assert_eq!(
+        (h.backend(), h.size(), h.device()),
+        (BackendKind::Host, g, 0)
+    );
+    assert!(!h.needs_fd());
+    let e = dev.import_physical(&h).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+}

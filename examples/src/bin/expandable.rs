@@ -1,7 +1,8 @@
 //! An expandable caching allocator over virtual memory (`xstream::vmm`), against a per-block
 //! caching allocator, on a fragmenting workload.
 //!
-//! **Expandable**: one reserved address range per stream (a segment) that grows by mapping
+//! **Expandable** (`xstream_examples::expandable`, shared with the allocator benchmark): one
+//! reserved address range per stream (a segment) that grows by mapping
 //! physical chunks of the device's granularity at its end. Blocks are carved out of the mapped
 //! part best-fit, split, and coalesced with their free neighbours when freed; freed memory is
 //! reused without unmapping. Every block is a buffer of the segment
@@ -27,174 +28,12 @@
 //! cargo run -p xstream-examples --bin expandable -- --backend host
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use xstream::{
-    Backend, Buffer, BufferOf, Capabilities, Device, Error, EventOf, Result, Stream, StreamDesc,
-    StreamOf, VirtualMemory, VirtualRange,
-};
-
-/// Address space reserved per segment.
-const SEGMENT: usize = 1 << 30;
-/// Rounding of every request.
-const ROUND: usize = 512;
-
-fn round(n: usize) -> usize {
-    n.max(1).next_multiple_of(ROUND)
-}
-
-/// A block handed out: where it is and its buffer.
-struct Block<B: Backend> {
-    offset: usize,
-    size: usize,
-    buf: BufferOf<B>,
-}
-
-/// One stream's expandable segment.
-struct Expandable<B: Backend> {
-    range: VirtualRange<B::Device>,
-    gran: usize,
-    /// Mapped bytes from the start (the segment's end).
-    mapped: usize,
-    /// Every block of the mapped part by offset: (size, free).
-    blocks: BTreeMap<usize, (usize, bool)>,
-    /// Free blocks as (size, offset), for best fit.
-    free: BTreeSet<(usize, usize)>,
-    /// Events recorded on other streams that used a free block (by the block's offset): the
-    /// segment's stream waits for them before it hands the memory out again.
-    events: BTreeMap<usize, Vec<EventOf<B>>>,
-    /// Waits enqueued for such reuses.
-    waits: usize,
-    peak_mapped: usize,
-    maps: usize,
-    calls: u32,
-    time: Duration,
-}
-
-impl<B: Backend> Expandable<B> {
-    fn new(dev: &B::Device) -> Result<Self> {
-        let gran = dev.granularity()?.recommended;
-        Ok(Self {
-            range: dev.reserve(SEGMENT)?,
-            gran,
-            mapped: 0,
-            blocks: BTreeMap::new(),
-            free: BTreeSet::new(),
-            events: BTreeMap::new(),
-            waits: 0,
-            peak_mapped: 0,
-            maps: 0,
-            calls: 0,
-            time: Duration::ZERO,
-        })
-    }
-
-    /// Maps chunks at the end until the last free block (or a new one) holds `size`.
-    fn grow(&mut self, size: usize) -> Result<()> {
-        let dev = self.range.device().clone();
-        // A free block touching the end grows; else a new block starts at the end.
-        let tail = self
-            .blocks
-            .range(..self.mapped)
-            .next_back()
-            .filter(|(o, (s, f))| *f && *o + s == self.mapped)
-            .map(|(o, (s, _))| (*o, *s));
-        let have = tail.map_or(0, |(_, s)| s);
-        let need = (size - have).next_multiple_of(self.gran);
-        if self.mapped + need > SEGMENT {
-            return Err(Error::OutOfMemory {
-                backend: B::KIND,
-                detail: format!("the {SEGMENT}-byte segment is full"),
-            });
-        }
-        let phys = dev.create_physical(need)?;
-        self.range.map(self.mapped, &phys)?;
-        self.range.set_access(self.mapped, need, &dev)?;
-        self.maps += 1;
-        let (start, old) = tail.unwrap_or((self.mapped, 0));
-        if old > 0 {
-            self.free.remove(&(old, start));
-        }
-        self.blocks.insert(start, (old + need, true));
-        self.free.insert((old + need, start));
-        self.mapped += need;
-        self.peak_mapped = self.peak_mapped.max(self.mapped);
-        Ok(())
-    }
-
-    /// A block of `len` bytes for the segment's stream `s`, ordered after the other streams'
-    /// work on its memory before it was freed.
-    fn alloc(&mut self, len: usize, s: &StreamOf<B>) -> Result<Block<B>> {
-        let t = Instant::now();
-        let size = round(len);
-        let fit = self.free.range((size, 0)..).next().copied();
-        let (bsize, off) = match fit {
-            Some(f) => f,
-            None => {
-                self.grow(size)?;
-                self.free
-                    .range((size, 0)..)
-                    .next()
-                    .copied()
-                    .ok_or_else(|| Error::invalid("grow left no block large enough"))?
-            }
-        };
-        self.free.remove(&(bsize, off));
-        // Stream-ordered reuse: `s` waits for every stream that used this memory; the rest
-        // of the block is used on `s` only, so one wait covers it too.
-        for e in self.events.remove(&off).unwrap_or_default() {
-            s.wait_event(&e)?;
-            self.waits += 1;
-        }
-        self.blocks.insert(off, (size, false));
-        if bsize > size {
-            self.blocks.insert(off + size, (bsize - size, true));
-            self.free.insert((bsize - size, off + size));
-        }
-        let buf = self.range.buffer(off, len)?;
-        self.time += t.elapsed();
-        self.calls += 1;
-        Ok(Block {
-            offset: off,
-            size,
-            buf,
-        })
-    }
-
-    /// Frees a block (its buffer goes; the memory stays mapped) and coalesces it; `used_on`:
-    /// another stream that used it (an event recorded there orders the reuse).
-    fn free(&mut self, b: Block<B>, used_on: Option<&StreamOf<B>>) -> Result<()> {
-        let (mut off, mut size) = (b.offset, b.size);
-        drop(b.buf);
-        let mut events = match used_on {
-            Some(t) => vec![t.record_event()?],
-            None => Vec::new(),
-        };
-        if let Some((&o, &(s, true))) = self.blocks.range(..off).next_back() {
-            if o + s == off {
-                self.free.remove(&(s, o));
-                self.blocks.remove(&off);
-                events.extend(self.events.remove(&o).unwrap_or_default());
-                off = o;
-                size += s;
-            }
-        }
-        if let Some(&(s, true)) = self.blocks.get(&(off + size)) {
-            self.free.remove(&(s, off + size));
-            self.blocks.remove(&(off + size));
-            events.extend(self.events.remove(&(off + size)).unwrap_or_default());
-            size += s;
-        }
-        self.blocks.insert(off, (size, true));
-        self.free.insert((size, off));
-        if !events.is_empty() {
-            self.events.insert(off, events);
-        }
-        Ok(())
-    }
-}
+use xstream::{Backend, Buffer, BufferOf, Capabilities, Device, Error, Result, Stream, StreamDesc};
+use xstream_examples::expandable::{round, Block, Expandable};
 
 /// The baseline: one device allocation per block size, cached for reuse.
 struct PerBlock<B: Backend> {
@@ -306,10 +145,14 @@ fn run<B: Backend>() -> Result<()> {
     let mut later = Vec::new();
     let (mut live_bytes, mut peak_live) = (0usize, 0usize);
     let mut checked = 0usize;
+    let (mut exp_calls, mut exp_time) = (0u32, Duration::ZERO);
     for op in &ops {
         match *op {
             Op::Alloc(id, len, other) => {
+                let t0 = Instant::now();
                 let b = exp.alloc(len, &s)?;
+                exp_time += t0.elapsed();
+                exp_calls += 1;
                 s.memset(&b.buf, 0, b.buf.len(), (id % 251) as u8)?;
                 if other {
                     t.wait_event(&s.record_event()?)?;
@@ -378,7 +221,7 @@ fn run<B: Backend>() -> Result<()> {
     let per_call = |t: Duration, n: u32| t.as_secs_f64() * 1e6 / f64::from(n.max(1));
     println!(
         "workload: {} allocations, {} frees; granularity {} MiB; {} reuses waited for the second stream",
-        exp.calls,
+        exp_calls,
         checked,
         mib(g),
         exp.waits
@@ -393,7 +236,7 @@ fn run<B: Backend>() -> Result<()> {
         mib(exp.peak_mapped),
         exp.peak_mapped as f64 / live_rounded as f64,
         exp.maps,
-        per_call(exp.time, exp.calls)
+        per_call(exp_time, exp_calls)
     );
     println!(
         "per-block caching: peak reserved {:.1} MiB = {:.3} x rounded live; {:.2} us per allocation",

@@ -31,6 +31,11 @@ impl Drop for StreamState {
             .take();
         let capturing = self.capture.is_capturing();
         let orphans = std::mem::take(self.orphans.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let counter = self
+            .random_counter
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         reap(Box::new(move || {
             let d = &device.inner;
             // One failed call here would leak the stream for good (found by the fault sweep,
@@ -65,6 +70,12 @@ impl Drop for StreamState {
             }
             // The stream is synchronized and destroyed: no copy can touch these any more.
             drop(orphans);
+            // Nor any random-number task this block: freed here, without the device-wide
+            // wait a dropped buffer would take.
+            if let Some(c) = counter {
+                c.inner.leaked.store(true, Ordering::Release);
+                let _ = result::memory::free(d.t, c.inner.ptr);
+            }
         }));
     }
 }

@@ -26,6 +26,27 @@ pub fn device(n: usize) -> xstream_ascend::AscendDevice {
         .expect("open simulated device")
 }
 
+/// Under each simulated product of `products` in turn, opens device 0 as a context of its own
+/// (probed after the product switch) and calls `f` with the product's name and the device;
+/// the default product is set back afterwards, also when `f` panics.
+pub fn each_product(products: &[&str], mut f: impl FnMut(&str, xstream_ascend::AscendDevice)) {
+    setup();
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = Sim::get().set_product(None);
+        }
+    }
+    let _restore = Restore;
+    for product in products {
+        assert_eq!(Sim::get().set_product(Some(product)), 0);
+        f(
+            product,
+            xstream_ascend::AscendDevice::new_isolated(0).expect("open an isolated device"),
+        );
+    }
+}
+
 /// Lowers the simulator's stream limit to 3 more than the live streams, then creates streams
 /// (calling `each` on every one) until creation fails. Returns the streams and the error; the
 /// caller restores the limit with `Sim::get().set_limits(0, 0)`.

@@ -100,6 +100,7 @@ pub(super) fn attribute(a: u32) -> i32 {
         95 => 1,        // COOPERATIVE_LAUNCH
         97 => 232448,   // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
         102 => 1,       // VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+        103 => 1,       // HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
         _ => 0,         // among them MANAGED_MEMORY, MEMORY_POOLS_SUPPORTED, stream memory ops
     }
 }

@@ -8,17 +8,31 @@ const VMM_GRANULARITY: usize = 2 << 20;
 const ALREADY_MAPPED: u32 = 208;
 const NOT_MAPPED: u32 = 211;
 
-/// Reservations (base -> (size, alignment)), physical handles (handle -> (size, live mappings, released))
+/// Reservations (base -> (size, alignment)), physical handles (handle -> [`Phys`])
 /// and mappings (address -> (size, handle)). A reservation is zeroed heap memory; a mapping
 /// makes its part of that memory device memory (copies and memsets accept it). Mapping one
 /// handle twice does not alias the two ranges (no `mmap` here: a counting double).
 #[derive(Default)]
 struct Vmm {
     reserved: std::collections::BTreeMap<u64, (usize, usize)>,
-    handles: std::collections::HashMap<u64, (usize, usize, bool)>,
+    handles: std::collections::HashMap<u64, Phys>,
     maps: std::collections::BTreeMap<u64, (usize, u64)>,
     next: u64,
 }
+
+/// A physical handle: its size, live mappings, whether released, and whether it was created
+/// (or imported) with `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
+struct Phys {
+    size: usize,
+    maps: usize,
+    released: bool,
+    posix: bool,
+}
+
+/// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
+const POSIX_FD: u32 = 1;
+/// The file name prefix of exported handles (in the shared-memory file system).
+const SHARE_PREFIX: &str = "xnull-vmm-share-";
 
 fn vmm() -> std::sync::MutexGuard<'static, Vmm> {
     static V: std::sync::OnceLock<std::sync::Mutex<Vmm>> = std::sync::OnceLock::new();
@@ -107,10 +121,23 @@ pub extern "C" fn cuMemCreate(
         if prop.is_null() || size == 0 || !size.is_multiple_of(VMM_GRANULARITY) || flags != 0 {
             return Err(INVALID_VALUE);
         }
+        // SAFETY: a `CUmemAllocationProp`: `type` then `requestedHandleTypes`, both 32-bit.
+        let requested = unsafe { *(prop as *const u32).add(1) };
+        if requested & !POSIX_FD != 0 {
+            return Err(INVALID_VALUE);
+        }
         let mut v = vmm();
         v.next += 1;
         let id = v.next;
-        v.handles.insert(id, (size, 0, false));
+        v.handles.insert(
+            id,
+            Phys {
+                size,
+                maps: 0,
+                released: false,
+                posix: requested == POSIX_FD,
+            },
+        );
         drop(v);
         // SAFETY: the caller's out-pointer.
         unsafe { put(h, id) }
@@ -123,11 +150,11 @@ pub extern "C" fn cuMemRelease(h: u64) -> CUresult {
     run(F::cuMemRelease, || {
         let mut v = vmm();
         let e = v.handles.get_mut(&h).ok_or(INVALID_VALUE)?;
-        if e.2 {
+        if e.released {
             return Err(INVALID_VALUE);
         }
-        e.2 = true;
-        if e.1 == 0 {
+        e.released = true;
+        if e.maps == 0 {
             v.handles.remove(&h);
         }
         Ok(())
@@ -149,7 +176,7 @@ pub extern "C" fn cuMemMap(
             return Err(INVALID_VALUE);
         }
         match v.handles.get(&h) {
-            Some(&(n, _, false)) if n == size => {}
+            Some(e) if e.size == size && !e.released => {}
             _ => return Err(INVALID_VALUE),
         }
         let end = p.checked_add(size as u64).ok_or(INVALID_VALUE)?;
@@ -163,7 +190,7 @@ pub extern "C" fn cuMemMap(
         }
         v.maps.insert(p, (size, h));
         if let Some(e) = v.handles.get_mut(&h) {
-            e.1 += 1;
+            e.maps += 1;
         }
         state::device_mem().insert(p, size);
         Ok(())
@@ -182,8 +209,8 @@ pub extern "C" fn cuMemUnmap(p: CUdeviceptr, size: usize) -> CUresult {
         let (_, h) = v.maps.remove(&p).ok_or(NOT_MAPPED)?;
         state::device_mem().remove(p);
         let gone = v.handles.get_mut(&h).is_some_and(|e| {
-            e.1 -= 1;
-            e.1 == 0 && e.2
+            e.maps -= 1;
+            e.maps == 0 && e.released
         });
         if gone {
             v.handles.remove(&h);
@@ -210,5 +237,101 @@ pub extern "C" fn cuMemSetAccess(
             return Err(NOT_MAPPED);
         }
         Ok(())
+    })
+}
+
+/// `cuMemExportToShareableHandle`: POSIX file descriptors only, of handles created with that
+/// type. The descriptor is a new, already unlinked file of the shared-memory file system
+/// holding the size (8 bytes, little-endian), so that another process can import it; it does
+/// not carry the memory (the null driver's handles have none).
+#[no_mangle]
+pub extern "C" fn cuMemExportToShareableHandle(
+    out: *mut c_void,
+    h: u64,
+    handle_type: u32,
+    flags: u64,
+) -> CUresult {
+    run(F::cuMemExportToShareableHandle, || {
+        if out.is_null() || handle_type != POSIX_FD || flags != 0 {
+            return Err(INVALID_VALUE);
+        }
+        let size = match vmm().handles.get(&h) {
+            Some(e) if !e.released && e.posix => e.size,
+            _ => return Err(INVALID_VALUE),
+        };
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = if std::path::Path::new("/dev/shm").is_dir() {
+            std::path::PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let path = dir.join(format!(
+            "{SHARE_PREFIX}{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|_| OUT_OF_MEMORY)?;
+        let _ = std::fs::remove_file(&path);
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(&(size as u64).to_le_bytes(), 0)
+            .map_err(|_| OUT_OF_MEMORY)?;
+        use std::os::fd::IntoRawFd;
+        // SAFETY: the caller's out-pointer to an `int` (the POSIX handle type).
+        unsafe { put(out as *mut i32, f.into_raw_fd()) }
+    })
+}
+
+/// `cuMemImportFromShareableHandle`: a descriptor made by `cuMemExportToShareableHandle` (of
+/// this process or another; the caller keeps and closes it).
+#[no_mangle]
+pub extern "C" fn cuMemImportFromShareableHandle(
+    out: *mut u64,
+    os_handle: *mut c_void,
+    handle_type: u32,
+) -> CUresult {
+    run(F::cuMemImportFromShareableHandle, || {
+        if out.is_null() || handle_type != POSIX_FD {
+            return Err(INVALID_VALUE);
+        }
+        let fd = os_handle as usize as i32;
+        let target =
+            std::fs::read_link(format!("/proc/self/fd/{fd}")).map_err(|_| INVALID_VALUE)?;
+        let ours = target
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(SHARE_PREFIX));
+        if fd < 0 || !ours {
+            return Err(INVALID_VALUE);
+        }
+        use std::os::fd::FromRawFd;
+        use std::os::unix::fs::FileExt;
+        // SAFETY: an open descriptor (its /proc entry exists) that stays the caller's: the
+        // `ManuallyDrop` never closes it.
+        let f = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
+        let mut b = [0u8; 8];
+        f.read_exact_at(&mut b, 0).map_err(|_| INVALID_VALUE)?;
+        let size = u64::from_le_bytes(b) as usize;
+        if size == 0 || !size.is_multiple_of(VMM_GRANULARITY) {
+            return Err(INVALID_VALUE);
+        }
+        let mut v = vmm();
+        v.next += 1;
+        let id = v.next;
+        v.handles.insert(
+            id,
+            Phys {
+                size,
+                maps: 0,
+                released: false,
+                posix: true,
+            },
+        );
+        drop(v);
+        // SAFETY: the caller's out-pointer.
+        unsafe { put(out, id) }
     })
 }

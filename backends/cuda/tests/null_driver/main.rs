@@ -298,6 +298,30 @@ fn child(lib: &Path) {
     s.read_into_blocking(&buf, &mut back[..])
         .expect("read_into_blocking");
     assert!(back.iter().all(|&w| w == 7), "write_from_host");
+
+    // No random-number kernel: the device lacks RANDOM and the fill is Unsupported, before
+    // any driver call.
+    assert!(!dev
+        .info()
+        .capabilities
+        .contains(xstream_core::Capabilities::RANDOM));
+    let launches = null.calls("cuLaunchKernel");
+    let r = s.launch(Kernel::Random {
+        buf: &buf,
+        offset: 0,
+        len: 16,
+        fill: xstream_core::RandomFill::new(
+            xstream_core::Distribution::Uniform { min: 0.0, max: 1.0 },
+            xstream_core::RandomType::F32,
+            1,
+        ),
+    });
+    assert!(r.as_ref().is_err_and(|e| e.is_unsupported()), "{r:?}");
+    assert_eq!(
+        null.calls("cuLaunchKernel"),
+        launches,
+        "a refused fill launched"
+    );
     s.write_from_blocking(&buf, &pattern[..])
         .expect("write_from_blocking");
     s.read_into_host(&buf, &mut hb, 0).expect("read_into_host");
@@ -410,6 +434,7 @@ fn child(lib: &Path) {
     check_rows(&rows);
     raw_buffers(&null, &dev, &s);
     virtual_memory(&null, &dev, &s);
+    sharing(&null, &dev);
     dropped_stream_releases(&null, &dev, &args3);
 
     timing_table(&null, &s, &empty, &args3, &delay, &buf, &mut hb);

@@ -77,3 +77,44 @@ pub(crate) fn virtual_memory(null: &Null, dev: &xstream_cuda::CudaDevice, s: &Cu
     assert_eq!(wait_calls(null, "cuMemAddressFree", 1, guard), 1);
     println!("virtual memory: one driver call per operation; bad input never reaches the driver");
 }
+
+/// Sharing physical memory: physical memory is created exportable, an export is one
+/// `cuMemExportToShareableHandle` giving a descriptor that crosses a socket
+/// (`xstream_cuda::fdpass`), an import of the received handle is one
+/// `cuMemImportFromShareableHandle`, and the refusals (the exporting process, a handle
+/// without its descriptor) reach no driver call. (Between two processes: `tests/vmm_share.rs`
+/// on a GPU; the null driver's handles share no bytes.)
+pub(crate) fn sharing(null: &Null, dev: &xstream_cuda::CudaDevice) {
+    use xstream_core::{Capabilities, Error, ShareableHandle, VirtualMemory};
+    let caps = dev.info().capabilities;
+    assert!(
+        caps.contains(Capabilities::SHAREABLE_PHYSICAL),
+        "the null driver reports HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED"
+    );
+    let g = dev.granularity().expect("granularity").minimum;
+    let p = dev.create_physical(g).expect("create_physical");
+    null.reset();
+    let h = p.export_shareable().expect("export");
+    assert_eq!(null.calls("cuMemExportToShareableHandle"), 1);
+    assert!(h.needs_fd() && h.fd().is_some() && h.size() == g);
+    // The exporting process imports nothing: no driver call.
+    let e = dev.import_physical(&h).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    // Bytes without the descriptor are refused when parsed.
+    assert!(ShareableHandle::from_bytes(h.as_bytes()).is_err());
+    assert_eq!(null.calls("cuMemImportFromShareableHandle"), 0);
+    // Across a socket, then the backend's import hook (the portable import refuses this
+    // process, so the hook is called directly to count the driver's part).
+    let (a, b) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+    xstream_cuda::fdpass::send_handle(&a, &h).expect("send");
+    let got = xstream_cuda::fdpass::recv_handle(&b).expect("receive");
+    let raw = dev
+        .raw_import(&got)
+        .expect("import of the received descriptor");
+    assert_eq!(null.calls("cuMemImportFromShareableHandle"), 1);
+    null.reset();
+    drop(raw);
+    drop(p);
+    assert_eq!(null.calls("cuMemRelease"), 2, "the import and the original");
+    println!("sharing: one driver call to export, one to import; refusals reach no driver");
+}

@@ -358,11 +358,25 @@ pub trait Stream: StreamImpl {
     /// Enqueues a built-in kernel.
     ///
     /// # Errors
-    /// [`Error::Unsupported`] without [`Capabilities::KERNELS`]; bad arguments.
+    /// [`Error::Unsupported`] without [`Capabilities::KERNELS`] ([`Kernel::Random`]: without
+    /// [`Capabilities::RANDOM`]); bad arguments.
     fn launch(&self, kernel: Kernel<'_, BufferOf<Self::B>>) -> Result<()> {
         ensure_not_in_callback()?;
-        if let Kernel::Lcg { buf, .. } = &kernel {
-            check_buffer_device::<Self::B>("launch", self, buf)?;
+        match &kernel {
+            Kernel::Lcg { buf, .. } => check_buffer_device::<Self::B>("launch", self, buf)?,
+            Kernel::Random {
+                buf,
+                offset,
+                len,
+                fill,
+            } => {
+                check_buffer_device::<Self::B>("launch", self, buf)?;
+                crate::random::check(fill, buf.len(), *offset, *len)?;
+                if *len == 0 {
+                    return Ok(());
+                }
+            }
+            _ => {}
         }
         self.launch_impl(kernel)
     }

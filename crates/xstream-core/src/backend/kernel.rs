@@ -19,6 +19,20 @@ pub enum Kernel<'a, Buf> {
         /// Iterations per word.
         rounds: u32,
     },
+    /// Random numbers into `len` bytes of `buf` from byte `offset` (see [`crate::random`]):
+    /// the built-in random fill, on backends with
+    /// [`Capabilities::RANDOM`](crate::Capabilities::RANDOM) (it needs no
+    /// [`Capabilities::KERNELS`](crate::Capabilities::KERNELS)).
+    Random {
+        /// The buffer.
+        buf: &'a Buf,
+        /// The first byte written (a multiple of the element size, but for a mask).
+        offset: usize,
+        /// The bytes written (a multiple of the element size, but for a mask).
+        len: usize,
+        /// What to write.
+        fill: crate::random::RandomFill,
+    },
     /// A deliberate device fault that poisons the context (tests only: feature `testing`;
     /// capability [`Capabilities::FAULT_INJECTION`](crate::Capabilities::FAULT_INJECTION)).
     #[cfg(feature = "testing")]
@@ -27,7 +41,8 @@ pub enum Kernel<'a, Buf> {
 
 impl<'a, Buf> Kernel<'a, Buf> {
     /// The same work over another buffer type (the erased path's buffers turned into a
-    /// backend's): `f` maps the buffer of [`Kernel::Lcg`]; its error is returned as is.
+    /// backend's): `f` maps the buffer of [`Kernel::Lcg`] and [`Kernel::Random`]; its error is
+    /// returned as is.
     ///
     /// # Errors
     /// What `f` returns.
@@ -40,6 +55,17 @@ impl<'a, Buf> Kernel<'a, Buf> {
             Kernel::Lcg { buf, rounds } => Kernel::Lcg {
                 buf: f(buf)?,
                 rounds,
+            },
+            Kernel::Random {
+                buf,
+                offset,
+                len,
+                fill,
+            } => Kernel::Random {
+                buf: f(buf)?,
+                offset,
+                len,
+                fill,
             },
             #[cfg(feature = "testing")]
             Kernel::Fault => Kernel::Fault,

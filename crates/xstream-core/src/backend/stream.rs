@@ -283,7 +283,8 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
 
     // --- launches: every buffer argument is of this stream's device ---
 
-    /// [`Stream::launch`].
+    /// [`Stream::launch`]: the buffer of a kernel is of this device; a random fill's range,
+    /// alignment and parameters are checked, and it is not empty.
     ///
     /// # Errors
     /// As [`Stream::launch`].

@@ -115,6 +115,13 @@ bitflags::bitflags! {
         /// Virtual memory: reserved address ranges, physical memory mapped into them
         /// (see the `vmm` module).
         const VIRTUAL_MEMORY = 1 << 27;
+        /// The built-in random fill ([`Kernel::Random`]; see the `random` module).
+        const RANDOM = 1 << 28;
+        /// Physical memory of the virtual memory API can be shared with another process
+        /// ([`PhysicalMemory::export_shareable`](crate::PhysicalMemory::export_shareable),
+        /// [`VirtualMemory::import_physical`](crate::VirtualMemory::import_physical); see the
+        /// `vmm_share` module). Implies `VIRTUAL_MEMORY`.
+        const SHAREABLE_PHYSICAL = 1 << 29;
     }
 }
 

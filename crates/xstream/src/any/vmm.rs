@@ -1,10 +1,14 @@
 //! The erased path of virtual memory (`xstream_core::vmm`): [`AnyDevice::granularity`],
 //! [`AnyDevice::reserve`], [`AnyDevice::create_physical`], and the erased range and physical
-//! memory. Each method calls the generic one of the same name; giving a range physical memory
+//! memory, sharing physical memory with another process ([`AnyPhysicalMemory::export_shareable`],
+//! [`AnyDevice::import_physical`]). Each method calls the generic one of the same name; giving a range physical memory
 //! (or a device) of another backend is [`Error::WrongDevice`] naming both.
 
 use super::{mixed, AnyBuffer, AnyDevice};
-use crate::{BackendKind, Error, Granularity, PhysicalMemory, Result, VirtualMemory, VirtualRange};
+use crate::{
+    BackendKind, Error, Granularity, PhysicalMemory, Result, ShareableHandle, VirtualMemory,
+    VirtualRange,
+};
 
 /// Defines an erased enum over the compiled backends' `$generic<Device>`, with `kind` and
 /// `From`.
@@ -93,6 +97,15 @@ impl AnyDevice {
     pub fn create_physical(&self, size: usize) -> Result<AnyPhysicalMemory> {
         each!(AnyDevice, self, d => d.create_physical(size).map(AnyPhysicalMemory::from))
     }
+
+    /// [`VirtualMemory::import_physical`] (a handle of another backend is refused by the
+    /// backend's check, [`Error::WrongBackend`]).
+    ///
+    /// # Errors
+    /// As [`VirtualMemory::import_physical`].
+    pub fn import_physical(&self, handle: &ShareableHandle) -> Result<AnyPhysicalMemory> {
+        each!(AnyDevice, self, d => d.import_physical(handle).map(AnyPhysicalMemory::from))
+    }
 }
 
 impl AnyPhysicalMemory {
@@ -109,6 +122,14 @@ impl AnyPhysicalMemory {
     /// [`PhysicalMemory::release`].
     pub fn release(self) {
         each!(AnyPhysicalMemory, self, p => p.release())
+    }
+
+    /// [`PhysicalMemory::export_shareable`].
+    ///
+    /// # Errors
+    /// As [`PhysicalMemory::export_shareable`].
+    pub fn export_shareable(&self) -> Result<ShareableHandle> {
+        each!(AnyPhysicalMemory, self, p => p.export_shareable())
     }
 }
 
