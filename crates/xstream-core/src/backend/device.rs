@@ -18,43 +18,25 @@ pub trait DeviceImpl: Clone + Send + Sync + fmt::Debug + 'static {
     fn info_impl(&self) -> &DeviceInfo;
 
     /// [`Device::create_stream`].
-    ///
-    /// # Errors
-    /// As [`Device::create_stream`].
     fn create_stream_impl(&self, desc: &StreamDesc) -> Result<StreamOf<Self::B>>;
 
     /// [`Device::default_stream`].
-    ///
-    /// # Errors
-    /// As [`Device::default_stream`].
     fn default_stream_impl(&self) -> Result<StreamOf<Self::B>>;
 
     /// [`Device::create_event`].
-    ///
-    /// # Errors
-    /// As [`Device::create_event`].
     fn create_event_impl(&self, desc: &EventDesc) -> Result<EventOf<Self::B>>;
 
     /// [`Device::alloc`].
-    ///
-    /// # Errors
-    /// As [`Device::alloc`].
     fn alloc_impl(&self, len: usize) -> Result<BufferOf<Self::B>>;
 
     /// [`Device::alloc_uninit`].
     ///
     /// # Safety
     /// As [`Device::alloc_uninit`].
-    ///
-    /// # Errors
-    /// As [`Device::alloc_uninit`].
     #[allow(unsafe_code)]
     unsafe fn alloc_uninit_impl(&self, len: usize) -> Result<BufferOf<Self::B>>;
 
     /// [`Device::alloc_zeroed_on`]: `stream` is of this device.
-    ///
-    /// # Errors
-    /// As [`Device::alloc_zeroed_on`].
     fn alloc_zeroed_on_impl(
         &self,
         stream: &StreamOf<Self::B>,
@@ -62,16 +44,10 @@ pub trait DeviceImpl: Clone + Send + Sync + fmt::Debug + 'static {
     ) -> Result<BufferOf<Self::B>>;
 
     /// [`Device::synchronize`].
-    ///
-    /// # Errors
-    /// As [`Device::synchronize`].
     fn synchronize_impl(&self) -> Result<()>;
 
     /// [`Device::alloc_host`] (its flags are the backend's to translate, also for
     /// `len == 0`).
-    ///
-    /// # Errors
-    /// As [`Device::alloc_host`].
     fn alloc_host_impl(&self, len: usize, desc: &HostAllocDesc) -> Result<HostBuffer<Self::B>>;
 
     /// The backend side of [`Device::with_registered_host`]: page-locks `len > 0` bytes at
@@ -82,9 +58,6 @@ pub trait DeviceImpl: Clone + Send + Sync + fmt::Debug + 'static {
     /// `ptr` must be valid for reads and writes of `len` bytes and used by nothing else until
     /// the returned allocation was released or dropped, and every copy that used it has
     /// completed before that.
-    ///
-    /// # Errors
-    /// As [`Device::with_registered_host`].
     #[allow(unsafe_code)]
     unsafe fn register_host_range_impl(
         &self,
@@ -93,38 +66,20 @@ pub trait DeviceImpl: Clone + Send + Sync + fmt::Debug + 'static {
     ) -> Result<std::sync::Arc<dyn HostAllocation>>;
 
     /// [`Device::can_access_peer`].
-    ///
-    /// # Errors
-    /// As [`Device::can_access_peer`].
     fn can_access_peer_impl(&self, peer: &Self) -> Result<bool>;
 
     /// [`Device::enable_peer_access`].
-    ///
-    /// # Errors
-    /// As [`Device::enable_peer_access`].
     fn enable_peer_access_impl(&self, peer: &Self) -> Result<()>;
 
     /// [`Device::disable_peer_access`].
-    ///
-    /// # Errors
-    /// As [`Device::disable_peer_access`].
     fn disable_peer_access_impl(&self, peer: &Self) -> Result<()>;
 
     /// [`Device::memory_info`].
-    ///
-    /// # Errors
-    /// As [`Device::memory_info`].
     fn memory_info_impl(&self) -> Result<MemoryInfo>;
 
     /// [`Device::load_module`].
-    ///
-    /// # Errors
-    /// As [`Device::load_module`].
     fn load_module_impl(&self, src: &ModuleSource<'_>) -> Result<ModuleOf<Self::B>>;
 
     /// [`Device::builtin_module`].
-    ///
-    /// # Errors
-    /// As [`Device::builtin_module`].
     fn builtin_module_impl(&self) -> Result<ModuleOf<Self::B>>;
 }

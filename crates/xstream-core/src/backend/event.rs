@@ -24,34 +24,19 @@ pub trait EventImpl: Sized + Send + Sync + fmt::Debug + 'static {
     fn as_raw_impl(&self) -> Self::Raw;
 
     /// [`Event::record`]: the backend checks that the stream may record this event.
-    ///
-    /// # Errors
-    /// As [`Event::record`].
     fn record_impl(&self, stream: &StreamOf<Self::B>) -> Result<()>;
 
     /// [`Event::query`].
-    ///
-    /// # Errors
-    /// As [`Event::query`].
     fn query_impl(&self) -> Result<Status>;
 
     /// [`Event::synchronize`] (`timeout: None`) and [`Event::synchronize_timeout`] (a non-zero
     /// timeout).
-    ///
-    /// # Errors
-    /// As [`Event::synchronize_timeout`].
     fn synchronize_impl(&self, timeout: Option<Duration>) -> Result<()>;
 
     /// [`Event::elapsed_ms`].
-    ///
-    /// # Errors
-    /// As [`Event::elapsed_ms`].
     fn elapsed_ms_impl(&self, end: &Self) -> Result<f32>;
 
     /// [`Event::completed`].
-    ///
-    /// # Errors
-    /// As [`Event::completed`].
     fn completed_impl(&self) -> Result<Completion>;
 }
 
@@ -64,8 +49,5 @@ pub trait GraphImpl: Sized + Send + Sync + fmt::Debug + 'static {
     fn node_count_impl(&self) -> usize;
 
     /// [`Graph::launch`]: the backend checks that the stream may replay this graph.
-    ///
-    /// # Errors
-    /// As [`Graph::launch`].
     fn launch_impl(&self, stream: &StreamOf<Self::B>) -> Result<()>;
 }

@@ -56,9 +56,6 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
     ///
     /// # Safety
     /// As [`Stream::borrow_raw`].
-    ///
-    /// # Errors
-    /// As [`Stream::borrow_raw`].
     #[allow(unsafe_code)]
     unsafe fn borrow_raw_impl<'a>(
         device: &DeviceOf<Self::B>,
@@ -70,154 +67,88 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
     // --- host waits, ordering, callbacks ---
 
     /// [`Stream::query`].
-    ///
-    /// # Errors
-    /// As [`Stream::query`].
     fn query_impl(&self) -> Result<Status>;
 
     /// [`Stream::synchronize`] (`timeout: None`) and [`Stream::synchronize_timeout`] (a
     /// non-zero timeout).
-    ///
-    /// # Errors
-    /// As [`Stream::synchronize_timeout`].
     fn synchronize_impl(&self, timeout: Option<Duration>) -> Result<()>;
 
     /// [`Stream::wait_event`].
-    ///
-    /// # Errors
-    /// As [`Stream::wait_event`].
     fn wait_event_impl(&self, event: &EventOf<Self::B>) -> Result<()>;
 
     /// [`Stream::wait_stream`]: `other` is another stream (not this one).
-    ///
-    /// # Errors
-    /// As [`Stream::wait_stream`].
     fn wait_stream_impl(&self, other: &Self) -> Result<()>
     where
         Self: Sized;
 
     /// [`Stream::enqueue_callback`]; not capturing.
-    ///
-    /// # Errors
-    /// As [`Stream::enqueue_callback`].
     fn enqueue_callback_impl(&self, f: HostCallback) -> Result<()>;
 
     // --- capture ---
 
     /// [`Stream::begin_capture`].
-    ///
-    /// # Errors
-    /// As [`Stream::begin_capture`].
     fn begin_capture_impl(&self, mode: CaptureMode) -> Result<()>;
 
     /// [`Stream::end_capture`].
-    ///
-    /// # Errors
-    /// As [`Stream::end_capture`].
     fn end_capture_impl(&self) -> Result<GraphOf<Self::B>>;
 
     // --- attributes and allocator ---
 
     /// [`Stream::attribute`].
-    ///
-    /// # Errors
-    /// As [`Stream::attribute`].
     fn attribute_impl(&self, attr: StreamAttr) -> Result<StreamAttrValue>;
 
     /// [`Stream::set_attribute`].
-    ///
-    /// # Errors
-    /// As [`Stream::set_attribute`].
     fn set_attribute_impl(&self, value: StreamAttrValue) -> Result<()>;
 
     /// [`Stream::copy_attributes_from`].
-    ///
-    /// # Errors
-    /// As [`Stream::copy_attributes_from`].
     fn copy_attributes_from_impl(&self, src: &Self) -> Result<()>
     where
         Self: Sized;
 
     /// [`Stream::set_allocator`].
-    ///
-    /// # Errors
-    /// As [`Stream::set_allocator`].
     fn set_allocator_impl(&self, allocator: Option<Arc<dyn Allocator>>) -> Result<()>;
 
     /// [`Stream::allocator`].
-    ///
-    /// # Errors
-    /// As [`Stream::allocator`].
     fn allocator_impl(&self) -> Result<Option<Arc<dyn Allocator>>>;
 
     // --- data movement: every range is in its buffer, no length is zero ---
 
     /// [`Stream::memset`] and [`Stream::memset_pattern`]: the range is a whole number of
     /// aligned elements of the pattern.
-    ///
-    /// # Errors
-    /// As [`Stream::memset_pattern`].
     fn memset_impl(&self, dst: Span<'_, Self::B>, value: MemsetPattern) -> Result<()>;
 
     /// [`Stream::write`]: `dst` is as long as `data`.
-    ///
-    /// # Errors
-    /// As [`Stream::write`].
     fn write_impl(&self, dst: Span<'_, Self::B>, data: Vec<u8>) -> Result<()>;
 
     /// [`Stream::read`] (the one data operation that may be of zero bytes: it still gives a
     /// [`Readback`]); not capturing.
-    ///
-    /// # Errors
-    /// As [`Stream::read`].
     fn read_impl(&self, src: Span<'_, Self::B>) -> Result<Readback>;
 
     /// [`Stream::copy`]: both ranges are of one length.
-    ///
-    /// # Errors
-    /// As [`Stream::copy`].
     fn copy_impl(&self, src: Span<'_, Self::B>, dst: Span<'_, Self::B>) -> Result<()>;
 
     /// [`Stream::copy_peer`]: both ranges are of one length and at least one buffer is of
     /// this stream's device; whether access to the other device was enabled is the
     /// backend's to check.
-    ///
-    /// # Errors
-    /// As [`Stream::copy_peer`].
     fn copy_peer_impl(&self, src: Span<'_, Self::B>, dst: Span<'_, Self::B>) -> Result<()>;
 
     /// [`Stream::copy_to_device`]: the host range is fenced; `dst` is as long as `src`. The
     /// backend keeps both alive until the copy completed.
-    ///
-    /// # Errors
-    /// As [`Stream::copy_to_device`].
     fn copy_to_device_impl(&self, src: HostSpan, dst: Span<'_, Self::B>) -> Result<()>;
 
     /// [`Stream::copy_to_host`]; as [`StreamImpl::copy_to_device_impl`].
-    ///
-    /// # Errors
-    /// As [`Stream::copy_to_host`].
     fn copy_to_host_impl(&self, src: Span<'_, Self::B>, dst: HostSpan) -> Result<()>;
 
     /// [`Stream::write_from_blocking`]: copy `src` into `dst` (of its length) in stream
     /// order and return once `src` may be reused; not capturing.
-    ///
-    /// # Errors
-    /// As [`Stream::write_from_blocking`].
     fn write_from_blocking_impl(&self, dst: Span<'_, Self::B>, src: &[u8]) -> Result<()>;
 
     /// [`Stream::read_into_blocking`]: fill `dst` from `src` (of its length) in stream order
     /// and return once it is filled; not capturing.
-    ///
-    /// # Errors
-    /// As [`Stream::read_into_blocking`].
     fn read_into_blocking_impl(&self, src: Span<'_, Self::B>, dst: &mut [u8]) -> Result<()>;
 
     /// [`Stream::reduce`]: both ranges of one non-zero length, whole aligned elements, not
     /// partially overlapping.
-    ///
-    /// # Errors
-    /// As [`Stream::reduce`].
     fn reduce_impl(
         &self,
         dst: Span<'_, Self::B>,
@@ -228,9 +159,6 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
     // --- stream memory operations: `word` is one aligned word of the operation's width ---
 
     /// [`Stream::wait_value32`].
-    ///
-    /// # Errors
-    /// As [`Stream::wait_value32`].
     fn wait_value32_impl(
         &self,
         word: Span<'_, Self::B>,
@@ -239,9 +167,6 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
     ) -> Result<()>;
 
     /// [`Stream::wait_value64`].
-    ///
-    /// # Errors
-    /// As [`Stream::wait_value64`].
     fn wait_value64_impl(
         &self,
         word: Span<'_, Self::B>,
@@ -250,50 +175,29 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
     ) -> Result<()>;
 
     /// [`Stream::write_value32`].
-    ///
-    /// # Errors
-    /// As [`Stream::write_value32`].
     fn write_value32_impl(&self, word: Span<'_, Self::B>, value: u32) -> Result<()>;
 
     /// [`Stream::write_value64`].
-    ///
-    /// # Errors
-    /// As [`Stream::write_value64`].
     fn write_value64_impl(&self, word: Span<'_, Self::B>, value: u64) -> Result<()>;
 
     // --- stream-ordered allocation: the buffer is of this stream's device ---
 
     /// [`Stream::alloc_async`].
-    ///
-    /// # Errors
-    /// As [`Stream::alloc_async`].
     fn alloc_async_impl(&self, len: usize) -> Result<BufferOf<Self::B>>;
 
     /// [`Stream::free_async`].
-    ///
-    /// # Errors
-    /// As [`Stream::free_async`].
     fn free_async_impl(&self, buf: BufferOf<Self::B>) -> Result<()>;
 
     /// [`Stream::record_use`]; not capturing.
-    ///
-    /// # Errors
-    /// As [`Stream::record_use`].
     fn record_use_impl(&self, buf: &BufferOf<Self::B>) -> Result<()>;
 
     // --- launches: every buffer argument is of this stream's device ---
 
     /// [`Stream::launch`]: the buffer of a kernel is of this device; a random fill's range,
     /// alignment and parameters are checked, and it is not empty.
-    ///
-    /// # Errors
-    /// As [`Stream::launch`].
     fn launch_impl(&self, kernel: Kernel<'_, BufferOf<Self::B>>) -> Result<()>;
 
     /// [`Stream::launch_kernel`].
-    ///
-    /// # Errors
-    /// As [`Stream::launch_kernel`].
     fn launch_kernel_impl(
         &self,
         f: &FunctionOf<Self::B>,
@@ -304,9 +208,6 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
     /// [`Stream::enqueue_launch`] (the launch builder's checked launch): the backend checks
     /// the arguments against the parameter layout it knows, refusing a launch whose layout it
     /// cannot know, and the attributes.
-    ///
-    /// # Errors
-    /// As [`Stream::enqueue_launch`].
     fn enqueue_launch_impl(
         &self,
         f: &FunctionOf<Self::B>,
@@ -319,9 +220,6 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
     /// the arguments as given where the layout is unknown.
     ///
     /// # Safety
-    /// As [`Stream::enqueue_launch_unchecked`].
-    ///
-    /// # Errors
     /// As [`Stream::enqueue_launch_unchecked`].
     #[allow(unsafe_code)]
     unsafe fn enqueue_launch_unchecked_impl(
