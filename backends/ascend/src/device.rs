@@ -415,7 +415,7 @@ impl AscendDevice {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an empty vector; flag errors per the desc's policy (as
-    /// [`Device::alloc_host`]); [`Error::Unsupported`] when the runtime does not export
+    /// [`Device::alloc_host`](xstream_core::Device::alloc_host)); [`Error::Unsupported`] when the runtime does not export
     /// `aclrtHostRegister` / `aclrtHostUnregister`; vendor errors.
     pub fn register_host(
         &self,

@@ -213,7 +213,7 @@ impl HostEvent {
         self.inner.native
     }
 
-    /// The process-unique event id (also [`Event::as_raw`]).
+    /// The process-unique event id (also [`Event::as_raw`](xstream_core::Event::as_raw)).
     pub fn id(&self) -> u64 {
         self.inner.id
     }
