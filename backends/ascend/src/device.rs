@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, Weak};
 
 use xstream_core::callback::PendingCallbacks;
 use xstream_core::{
-    ensure_not_in_callback, BackendKind, Buffer, Capabilities, Device, DeviceInfo, Error,
-    EventDesc, PriorityRange, RawAlloc, RawBuffer, Result, StreamDesc,
+    ensure_not_in_callback, BackendKind, Buffer, Capabilities, DeviceInfo, Error, EventDesc,
+    PriorityRange, RawAlloc, RawBuffer, Result, StreamDesc,
 };
 
 use crate::callback::{reap, Reporter};
@@ -415,7 +415,7 @@ impl AscendDevice {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an empty vector; flag errors per the desc's policy (as
-    /// [`Device::alloc_host`]); [`Error::Unsupported`] when the runtime does not export
+    /// [`Device::alloc_host`](xstream_core::Device::alloc_host)); [`Error::Unsupported`] when the runtime does not export
     /// `aclrtHostRegister` / `aclrtHostUnregister`; vendor errors.
     pub fn register_host(
         &self,
@@ -589,7 +589,6 @@ impl AscendDevice {
     /// `aclrtMalloc` of `len` rounded up to the granule, not zeroed: the buffer and the
     /// allocated size.
     pub(crate) fn alloc_plain(&self, len: usize) -> Result<(AscendBuffer, usize)> {
-        ensure_not_in_callback()?;
         let d = &self.inner;
         d.bind()?;
         if len > isize::MAX as usize {
@@ -619,25 +618,24 @@ impl AscendDevice {
     }
 }
 
-impl Device for AscendDevice {
+impl xstream_core::DeviceImpl for AscendDevice {
     type B = AscendBackend;
 
-    fn can_access_peer(&self, peer: &AscendDevice) -> Result<bool> {
+    fn can_access_peer_impl(&self, peer: &AscendDevice) -> Result<bool> {
         crate::peer::can_access_peer(self, peer)
     }
 
-    fn enable_peer_access(&self, peer: &AscendDevice) -> Result<()> {
+    fn enable_peer_access_impl(&self, peer: &AscendDevice) -> Result<()> {
         crate::peer::enable(self, peer)
     }
 
-    fn disable_peer_access(&self, peer: &AscendDevice) -> Result<()> {
+    fn disable_peer_access_impl(&self, peer: &AscendDevice) -> Result<()> {
         crate::peer::disable(self, peer)
     }
 
     // --- device info ---
 
-    fn memory_info(&self) -> Result<xstream_core::MemoryInfo> {
-        ensure_not_in_callback()?;
+    fn memory_info_impl(&self) -> Result<xstream_core::MemoryInfo> {
         let d = &self.inner;
         d.bind()?;
         match result::sysinfo::mem_info(d.t) {
@@ -654,24 +652,23 @@ impl Device for AscendDevice {
 
     // --- end of device info ---
 
-    fn info(&self) -> &DeviceInfo {
+    fn info_impl(&self) -> &DeviceInfo {
         &self.inner.info
     }
 
-    fn create_stream(&self, desc: &StreamDesc) -> Result<AscendStream> {
+    fn create_stream_impl(&self, desc: &StreamDesc) -> Result<AscendStream> {
         AscendStream::create(self, desc)
     }
 
-    fn default_stream(&self) -> Result<AscendStream> {
-        ensure_not_in_callback()?;
+    fn default_stream_impl(&self) -> Result<AscendStream> {
         Ok(AscendStream::default_of(self))
     }
 
-    fn create_event(&self, desc: &EventDesc) -> Result<AscendEvent> {
+    fn create_event_impl(&self, desc: &EventDesc) -> Result<AscendEvent> {
         AscendEvent::create(self, desc)
     }
 
-    fn alloc(&self, len: usize) -> Result<AscendBuffer> {
+    fn alloc_impl(&self, len: usize) -> Result<AscendBuffer> {
         let (buf, size) = self.alloc_plain(len)?;
         let (d, ptr) = (&self.inner, buf.inner.ptr);
         // Zero it before returning (documented cost of alloc): with the synchronous
@@ -686,12 +683,11 @@ impl Device for AscendDevice {
         Ok(buf)
     }
 
-    fn alloc_host(
+    fn alloc_host_impl(
         &self,
         len: usize,
         desc: &xstream_core::HostAllocDesc,
     ) -> Result<xstream_core::HostBuffer<AscendBackend>> {
-        ensure_not_in_callback()?;
         let (_, flags, report) = xstream_core::translate_host_flags(
             xstream_core::BackendKind::Ascend,
             ACL_HOST_MEM_FLAGS,
@@ -714,33 +710,31 @@ impl Device for AscendDevice {
     /// `aclrtHostRegister` of the pages holding the caller's range (the runtime takes
     /// page-aligned addresses only), unregistered at the end of the scope.
     #[allow(unsafe_code)]
-    unsafe fn register_host_range(
+    unsafe fn register_host_range_impl(
         &self,
         ptr: *mut u8,
         len: usize,
     ) -> Result<Arc<dyn xstream_core::HostAllocation>> {
-        ensure_not_in_callback()?;
         self.inner.bind()?;
-        // SAFETY: forwarded from the caller (the contract of `Device::register_host_range`).
+        // SAFETY: forwarded from the caller (the contract of `DeviceImpl::register_host_range_impl`).
         let r = unsafe {
             result::memory::BorrowedRegistration::new(self.inner.t, self.inner.ordinal, ptr, len)
         }?;
         Ok(Arc::new(r))
     }
 
-    fn load_module(&self, src: &xstream_core::ModuleSource<'_>) -> Result<AscendModule> {
+    fn load_module_impl(&self, src: &xstream_core::ModuleSource<'_>) -> Result<AscendModule> {
         match src {
             xstream_core::ModuleSource::AscendBinary(data) => AscendModule::load(self, data),
             other => Err(other.unsupported_on(BackendKind::Ascend)),
         }
     }
 
-    fn builtin_module(&self) -> Result<AscendModule> {
+    fn builtin_module_impl(&self) -> Result<AscendModule> {
         AscendModule::builtin(self)
     }
 
-    fn synchronize(&self) -> Result<()> {
-        ensure_not_in_callback()?;
+    fn synchronize_impl(&self) -> Result<()> {
         let d = &self.inner;
         d.bind()?;
         result::device::synchronize(d.t).map_err(|e| d.observe(e))
@@ -750,13 +744,13 @@ impl Device for AscendDevice {
 
     /// `aclrtMalloc` alone: no zeroing, no stream, no host wait.
     #[allow(unsafe_code)] // the trait's contract is unsafe; the body has no unsafe code.
-    unsafe fn alloc_uninit(&self, len: usize) -> Result<AscendBuffer> {
+    unsafe fn alloc_uninit_impl(&self, len: usize) -> Result<AscendBuffer> {
         self.alloc_plain(len).map(|(b, _)| b)
     }
 
     /// `aclrtMalloc`, then `aclrtMemsetAsync` of the buffer's `len` bytes on `stream`
     /// (through `Stream::memset`); no host wait.
-    fn alloc_zeroed_on(&self, stream: &AscendStream, len: usize) -> Result<AscendBuffer> {
+    fn alloc_zeroed_on_impl(&self, stream: &AscendStream, len: usize) -> Result<AscendBuffer> {
         let (buf, _) = self.alloc_plain(len)?;
         xstream_core::Stream::memset(stream, &buf, 0, len, 0)?;
         Ok(buf)

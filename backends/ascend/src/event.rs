@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use xstream_core::completion::poll_until;
 use xstream_core::{
-    check_timeout, ensure_not_in_callback, BackendKind, Capabilities, Completion, Error, Event,
-    EventDesc, EventFlags, FlagReport, Result, Status, Stream, TranslationPolicy,
+    ensure_not_in_callback, BackendKind, Capabilities, Completion, Error, Event, EventDesc,
+    EventFlags, FlagReport, Result, Status, Stream, TranslationPolicy,
 };
 
 use crate::callback::reap;
@@ -137,7 +137,6 @@ impl AscendEvent {
     }
 
     pub(crate) fn create(device: &AscendDevice, desc: &EventDesc) -> Result<Self> {
-        ensure_not_in_callback()?;
         let d = &device.inner;
         // Unknown bits and broken rules are refused first, whatever the device can do.
         let mut tr = ACL_FLAGS.event_to_native(desc.flags, desc.policy)?;
@@ -304,24 +303,45 @@ fn status(code: i32) -> Status {
     }
 }
 
-impl Event for AscendEvent {
+impl AscendEvent {
+    /// `Event::synchronize_timeout`'s wait: `aclrtSynchronizeEventWithTimeout` where the
+    /// runtime has it, else polls the event until `timeout`.
+    fn wait_within(&self, d: &crate::device::DeviceInner, timeout: Duration) -> Result<()> {
+        if d.t.aclrtSynchronizeEventWithTimeout.is_some() {
+            let ms =
+                i32::try_from(timeout.as_nanos().div_ceil(1_000_000).max(1)).unwrap_or(i32::MAX);
+            return result::event::synchronize_timeout(d.t, self.inner.raw, ms)
+                .map_err(|e| d.observe(with_timeout(e, timeout)));
+        }
+        // `checked_add`: `now + Duration::MAX` panics; too large a timeout is no deadline.
+        let end = Instant::now().checked_add(timeout);
+        while status(result::event::query_status(d.t, self.inner.raw)?) != Status::Ready {
+            if end.is_some_and(|end| Instant::now() >= end) {
+                return Err(Error::Timeout(timeout));
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        Ok(())
+    }
+}
+
+impl xstream_core::EventImpl for AscendEvent {
     type B = AscendBackend;
     type Raw = RawEvent;
 
-    fn device(&self) -> &AscendDevice {
+    fn device_impl(&self) -> &AscendDevice {
         &self.inner.device
     }
 
-    fn flags(&self) -> EventFlags {
+    fn flags_impl(&self) -> EventFlags {
         self.flags
     }
 
-    fn report(&self) -> &FlagReport {
+    fn report_impl(&self) -> &FlagReport {
         &self.report
     }
 
-    fn record(&self, stream: &AscendStream) -> Result<()> {
-        ensure_not_in_callback()?;
+    fn record_impl(&self, stream: &AscendStream) -> Result<()> {
         if !stream.device().same(&self.inner.device) {
             return Err(Error::WrongDevice(format!(
                 "ACL forbids recording an event of device {} on a stream of device {}",
@@ -359,8 +379,7 @@ impl Event for AscendEvent {
         Ok(())
     }
 
-    fn query(&self) -> Result<Status> {
-        ensure_not_in_callback()?;
+    fn query_impl(&self) -> Result<Status> {
         if !self.was_recorded() {
             return Ok(Status::Ready);
         }
@@ -375,8 +394,7 @@ impl Event for AscendEvent {
         })
     }
 
-    fn synchronize(&self) -> Result<()> {
-        ensure_not_in_callback()?;
+    fn synchronize_impl(&self, timeout: Option<Duration>) -> Result<()> {
         if !self.was_recorded() {
             return Ok(());
         }
@@ -384,43 +402,15 @@ impl Event for AscendEvent {
         let d = &self.inner.device.inner;
         d.bind()?;
         let rec = self.last_record();
-        result::event::synchronize(d.t, self.inner.raw).map_err(|e| d.observe(e))?;
-        Self::note_waited(rec);
-        Ok(())
-    }
-
-    fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
-        ensure_not_in_callback()?;
-        check_timeout(timeout)?;
-        if !self.was_recorded() {
-            return Ok(());
-        }
-        self.gate("event synchronize")?;
-        let d = &self.inner.device.inner;
-        d.bind()?;
-        let rec = self.last_record();
-        if d.t.aclrtSynchronizeEventWithTimeout.is_some() {
-            let ms =
-                i32::try_from(timeout.as_nanos().div_ceil(1_000_000).max(1)).unwrap_or(i32::MAX);
-            result::event::synchronize_timeout(d.t, self.inner.raw, ms)
-                .map_err(|e| d.observe(with_timeout(e, timeout)))?;
-            Self::note_waited(rec);
-            return Ok(());
-        }
-        // `checked_add`: `now + Duration::MAX` panics; too large a timeout is no deadline.
-        let end = Instant::now().checked_add(timeout);
-        while status(result::event::query_status(d.t, self.inner.raw)?) != Status::Ready {
-            if end.is_some_and(|end| Instant::now() >= end) {
-                return Err(Error::Timeout(timeout));
-            }
-            std::thread::sleep(Duration::from_micros(100));
+        match timeout {
+            None => result::event::synchronize(d.t, self.inner.raw).map_err(|e| d.observe(e))?,
+            Some(t) => self.wait_within(d, t)?,
         }
         Self::note_waited(rec);
         Ok(())
     }
 
-    fn elapsed_ms(&self, end: &Self) -> Result<f32> {
-        ensure_not_in_callback()?;
+    fn elapsed_ms_impl(&self, end: &Self) -> Result<f32> {
         if !self.timing() || !end.timing() {
             return Err(Error::TimingDisabled);
         }
@@ -435,8 +425,7 @@ impl Event for AscendEvent {
         result::event::elapsed(d.t, self.inner.raw, end.inner.raw)
     }
 
-    fn completed(&self) -> Result<Completion> {
-        ensure_not_in_callback()?;
+    fn completed_impl(&self) -> Result<Completion> {
         if !self.was_recorded() {
             return Ok(Completion::ready(Ok(())));
         }
@@ -454,7 +443,7 @@ impl Event for AscendEvent {
         })))
     }
 
-    fn as_raw(&self) -> RawEvent {
+    fn as_raw_impl(&self) -> RawEvent {
         self.inner.raw
     }
 }

@@ -7,7 +7,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use xstream_core::{ensure_not_in_callback, Graph, Result, Stream};
+use xstream_core::{Result, Stream};
 
 use crate::callback::reap;
 use crate::device::AscendDevice;
@@ -97,15 +97,14 @@ impl Drop for AscendGraph {
     }
 }
 
-impl Graph for AscendGraph {
+impl xstream_core::GraphImpl for AscendGraph {
     type B = AscendBackend;
 
-    fn node_count(&self) -> usize {
+    fn node_count_impl(&self) -> usize {
         self.nodes
     }
 
-    fn launch(&self, stream: &AscendStream) -> Result<()> {
-        ensure_not_in_callback()?;
+    fn launch_impl(&self, stream: &AscendStream) -> Result<()> {
         if !stream.device().same(&self.device) {
             return Err(xstream_core::Error::WrongDevice(
                 "a graph replays only on streams of its own device".into(),

@@ -24,13 +24,12 @@ use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use xstream_core::backend_hooks::{HookToken, StreamHooks};
 use xstream_core::callback::{HostCallback, PanicSlot, PendingCallbacks};
 use xstream_core::module::{KernelArg, LaunchConfig, BUILTIN_DELAY, BUILTIN_LCG};
 use xstream_core::{
-    check_timeout, ensure_not_in_callback, Allocator, BackendKind, Borrowed, CaptureCell,
-    CaptureMode, CaptureStatus, CreationReport, Error, Kernel, Ownership, Readback, Result, Status,
-    Stream, StreamAttr, StreamAttrValue, StreamFlags,
+    Allocator, BackendKind, Borrowed, BufferView, CaptureCell, CaptureMode, CreationReport, Error,
+    Kernel, Ownership, Readback, Result, Status, Stream, StreamAttr, StreamAttrValue, StreamFlags,
+    StreamImpl,
 };
 
 use self::callback::STYLE_NONE;
@@ -42,6 +41,9 @@ use crate::module::AscendFunction;
 use crate::result;
 use crate::sys::{consts, RawStream};
 use crate::AscendBackend;
+
+/// A checked byte range of an Ascend buffer (what the checked layer hands the backend).
+pub(crate) type Span<'a> = BufferView<'a, AscendBuffer>;
 
 mod attribute;
 mod callback;
@@ -335,37 +337,30 @@ impl AscendStream {
         }
     }
 
-    /// Checks that `b` may be used on this stream (same device, not freed with `free_async`)
-    /// and notes the use (stream-ordered buffers track the streams that used them).
-    fn check_buf(&self, b: &AscendBuffer) -> Result<()> {
-        if b.inner.device.same(&self.device) {
-            if let Some(o) = &b.inner.ordered {
-                if o.freed.load(Ordering::Acquire) {
-                    return Err(Error::invalid(
-                        "the buffer was freed with free_async (a clone of it was used after)",
-                    ));
-                }
-                if self.state.capture.is_capturing() {
-                    // A graph could replay after the free (the portable rule, as CUDA).
-                    return self
-                        .state
-                        .capture
-                        .gate("a stream-ordered buffer in a capture");
-                }
-                o.note_use(&self.state);
-            }
-            Ok(())
-        } else {
-            Err(Error::WrongDevice(format!(
-                "buffer of Ascend device {} used on a stream of device {}",
-                b.inner.device.inner.ordinal, self.device.inner.ordinal
-            )))
+    /// Notes that `b` (of this stream's device: checked by xstream-core) is used on this
+    /// stream: stream-ordered buffers track the streams that used them, refuse a use after
+    /// `free_async` and a use inside a capture.
+    fn note_use(&self, b: &AscendBuffer) -> Result<()> {
+        let Some(o) = &b.inner.ordered else {
+            return Ok(());
+        };
+        if o.freed.load(Ordering::Acquire) {
+            return Err(Error::invalid(
+                "the buffer was freed with free_async (a clone of it was used after)",
+            ));
         }
+        if self.state.capture.is_capturing() {
+            // A graph could replay after the free (the portable rule, as CUDA).
+            return self
+                .state
+                .capture
+                .gate("a stream-ordered buffer in a capture");
+        }
+        o.note_use(&self.state);
+        Ok(())
     }
 
-    /// Entry of every enqueue: not in a callback, capture not invalidated, context bound.
     fn enter(&self, op: &'static str) -> Result<()> {
-        ensure_not_in_callback()?;
         self.state.capture.gate_enqueue(op)?;
         self.state.touch();
         self.device.inner.bind()
@@ -391,57 +386,9 @@ impl AscendStream {
     }
 }
 
-impl Stream for AscendStream {
-    type B = AscendBackend;
-    type Raw = RawStream;
-
-    fn device(&self) -> &AscendDevice {
-        &self.device
-    }
-    fn id(&self) -> u64 {
-        self.id
-    }
-    fn name(&self) -> Option<&str> {
-        self.name.as_deref()
-    }
-    fn flags(&self) -> StreamFlags {
-        self.flags
-    }
-    fn priority(&self) -> i32 {
-        self.priority.load(Ordering::Relaxed)
-    }
-    fn report(&self) -> &CreationReport {
-        &self.report
-    }
-    fn ownership(&self) -> Ownership {
-        self.ownership
-    }
-
-    fn query(&self) -> Result<Status> {
-        ensure_not_in_callback()?;
-        if self.persistent {
-            return Ok(Status::Ready);
-        }
-        self.state.capture.gate("query")?;
-        let d = &self.device.inner;
-        d.bind()?;
-        let seen = self.state.enqueues();
-        let r = if self.state.marker_flags != 0 {
-            marker_wait(d, &self.state, MarkerWait::Query)?
-        } else {
-            match result::stream::query(d.t, self.state.raw).map_err(|e| d.observe(e))? {
-                consts::ACL_STREAM_STATUS_COMPLETE => Status::Ready,
-                _ => Status::Pending,
-            }
-        };
-        if r == Status::Ready {
-            self.state.note_done(seen);
-        }
-        Ok(r)
-    }
-
-    fn synchronize(&self) -> Result<()> {
-        ensure_not_in_callback()?;
+impl AscendStream {
+    /// `Stream::synchronize`: waits for every task, then reports a callback panic.
+    fn synchronize_blocking(&self) -> Result<()> {
         let _span = tracing::trace_span!("stream_synchronize", stream = ?self.state.raw, name = self.name.as_deref()).entered();
         if !self.persistent {
             self.state.capture.gate("synchronize")?;
@@ -450,9 +397,9 @@ impl Stream for AscendStream {
         self.state.panics.take()
     }
 
-    fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
-        ensure_not_in_callback()?;
-        check_timeout(timeout)?;
+    /// `Stream::synchronize_timeout`: `aclrtSynchronizeStreamWithTimeout` where the runtime
+    /// has it, else polls `aclrtStreamQuery` until `timeout`.
+    fn synchronize_within(&self, timeout: Duration) -> Result<()> {
         if !self.persistent {
             self.state.capture.gate("synchronize_timeout")?;
             let d = &self.device.inner;
@@ -479,8 +426,64 @@ impl Stream for AscendStream {
         }
         self.state.panics.take()
     }
+}
 
-    fn wait_event(&self, event: &AscendEvent) -> Result<()> {
+impl StreamImpl for AscendStream {
+    type B = AscendBackend;
+    type Raw = RawStream;
+
+    fn device_impl(&self) -> &AscendDevice {
+        &self.device
+    }
+    fn id_impl(&self) -> u64 {
+        self.id
+    }
+    fn name_impl(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+    fn flags_impl(&self) -> StreamFlags {
+        self.flags
+    }
+    fn priority_impl(&self) -> i32 {
+        self.priority.load(Ordering::Relaxed)
+    }
+    fn report_impl(&self) -> &CreationReport {
+        &self.report
+    }
+    fn ownership_impl(&self) -> Ownership {
+        self.ownership
+    }
+
+    fn query_impl(&self) -> Result<Status> {
+        if self.persistent {
+            return Ok(Status::Ready);
+        }
+        self.state.capture.gate("query")?;
+        let d = &self.device.inner;
+        d.bind()?;
+        let seen = self.state.enqueues();
+        let r = if self.state.marker_flags != 0 {
+            marker_wait(d, &self.state, MarkerWait::Query)?
+        } else {
+            match result::stream::query(d.t, self.state.raw).map_err(|e| d.observe(e))? {
+                consts::ACL_STREAM_STATUS_COMPLETE => Status::Ready,
+                _ => Status::Pending,
+            }
+        };
+        if r == Status::Ready {
+            self.state.note_done(seen);
+        }
+        Ok(r)
+    }
+
+    fn synchronize_impl(&self, timeout: Option<Duration>) -> Result<()> {
+        match timeout {
+            None => self.synchronize_blocking(),
+            Some(t) => self.synchronize_within(t),
+        }
+    }
+
+    fn wait_event_impl(&self, event: &AscendEvent) -> Result<()> {
         self.enter("wait_event")?;
         if !event.device_ref().same(&self.device) {
             return Err(Error::WrongDevice(format!(
@@ -509,96 +512,92 @@ impl Stream for AscendStream {
         Ok(())
     }
 
-    fn enqueue_callback(&self, f: HostCallback) -> Result<()> {
-        ensure_not_in_callback()?;
-        self.state.capture.gate("host_callback")?;
+    fn enqueue_callback_impl(&self, f: HostCallback) -> Result<()> {
         self.device.inner.bind()?;
         self.launch_cb(f)
     }
 
-    fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
+    fn begin_capture_impl(&self, mode: CaptureMode) -> Result<()> {
         capture::begin_capture(self, mode)
     }
 
-    fn end_capture(&self) -> Result<AscendGraph> {
+    fn end_capture_impl(&self) -> Result<AscendGraph> {
         capture::end_capture(self)
     }
 
-    fn capture_status(&self) -> CaptureStatus {
-        self.state.capture.status()
+    fn capture_cell_impl(&self) -> &CaptureCell {
+        &self.state.capture
     }
 
-    fn attribute(&self, attr: StreamAttr) -> Result<StreamAttrValue> {
+    fn attribute_impl(&self, attr: StreamAttr) -> Result<StreamAttrValue> {
         attribute::attribute(self, attr)
     }
 
-    fn set_attribute(&self, value: StreamAttrValue) -> Result<()> {
+    fn set_attribute_impl(&self, value: StreamAttrValue) -> Result<()> {
         attribute::set_attribute(self, value)
     }
 
-    fn copy_attributes_from(&self, src: &Self) -> Result<()> {
+    fn copy_attributes_from_impl(&self, src: &Self) -> Result<()> {
         attribute::copy_attributes_from(self, src)
     }
 
-    fn set_allocator(&self, allocator: Option<Arc<dyn Allocator>>) -> Result<()> {
+    fn set_allocator_impl(&self, allocator: Option<Arc<dyn Allocator>>) -> Result<()> {
         attribute::set_allocator(self, allocator)
     }
 
-    fn allocator(&self) -> Result<Option<Arc<dyn Allocator>>> {
+    fn allocator_impl(&self) -> Result<Option<Arc<dyn Allocator>>> {
         attribute::allocator(self)
     }
 
-    fn alloc_async(&self, len: usize) -> Result<AscendBuffer> {
+    fn alloc_async_impl(&self, len: usize) -> Result<AscendBuffer> {
         memory::alloc_async(self, len)
     }
 
-    fn copy_peer(
-        &self,
-        src: &AscendBuffer,
-        src_offset: usize,
-        dst: &AscendBuffer,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        memory::copy_peer(self, src, src_offset, dst, dst_offset, len)
+    fn copy_peer_impl(&self, src: Span<'_>, dst: Span<'_>) -> Result<()> {
+        memory::copy_peer(
+            self,
+            src.buffer(),
+            src.offset(),
+            dst.buffer(),
+            dst.offset(),
+            src.len(),
+        )
     }
 
     // --- launch builder ---
 
-    fn enqueue_launch(
+    fn enqueue_launch_impl(
         &self,
         f: &AscendFunction,
         cfg: &LaunchConfig,
         args: &[KernelArg<'_, AscendBuffer>],
         attrs: &xstream_core::LaunchAttrs,
     ) -> Result<()> {
-        ensure_not_in_callback()?;
         kernel::launch_ex(self, f, cfg, args, attrs, kernel::Layout::Required)
     }
 
     #[allow(unsafe_code)]
-    unsafe fn enqueue_launch_unchecked(
+    unsafe fn enqueue_launch_unchecked_impl(
         &self,
         f: &AscendFunction,
         cfg: &LaunchConfig,
         args: &[KernelArg<'_, AscendBuffer>],
         attrs: &xstream_core::LaunchAttrs,
     ) -> Result<()> {
-        ensure_not_in_callback()?;
         kernel::launch_ex(self, f, cfg, args, attrs, kernel::Layout::Lenient)
     }
 
     // --- end of launch builder ---
 
-    // ---- Stream memory operations (see `stream::memop`) ----
-
-    fn as_raw(&self) -> RawStream {
+    fn as_raw_impl(&self) -> RawStream {
         self.state.raw
     }
 
     #[allow(unsafe_code)]
-    unsafe fn borrow_raw<'a>(device: &AscendDevice, raw: RawStream) -> Result<Borrowed<'a, Self>> {
-        ensure_not_in_callback()?;
+    unsafe fn borrow_raw_impl<'a>(
+        device: &AscendDevice,
+        raw: RawStream,
+    ) -> Result<Borrowed<'a, Self>> {
         let d = &device.inner;
         d.bind()?;
         if raw.0.is_null() {
@@ -625,124 +624,62 @@ impl Stream for AscendStream {
         )))
     }
 
-    // --- ordering and allocation without host sync ---
-
-    // --- end of ordering and allocation without host sync ---
-}
-
-// The hooks behind the user-facing methods of `Stream` (called by xstream-core only,
-// after its checks).
-impl xstream_core::__private::Sealed for AscendStream {}
-
-impl StreamHooks for AscendStream {
-    fn enqueue_copy_to_device(
-        &self,
-        _token: HookToken,
-        src: xstream_core::HostSpan,
-        dst: &AscendBuffer,
-        dst_offset: usize,
-    ) -> Result<()> {
-        memory::enqueue_copy_to_device(self, src, dst, dst_offset)
+    fn wait_stream_impl(&self, other: &Self) -> Result<()> {
+        let e = other.record_event()?;
+        self.wait_event_impl(&e)
     }
 
-    fn enqueue_copy_to_host(
-        &self,
-        _token: HookToken,
-        src: &AscendBuffer,
-        src_offset: usize,
-        dst: xstream_core::HostSpan,
-    ) -> Result<()> {
-        memory::enqueue_copy_to_host(self, src, src_offset, dst)
+    fn copy_to_device_impl(&self, src: xstream_core::HostSpan, dst: Span<'_>) -> Result<()> {
+        memory::copy_to_device(self, src, dst.buffer(), dst.offset())
     }
 
-    fn enqueue_memset_pattern(
-        &self,
-        _token: HookToken,
-        buf: &AscendBuffer,
-        offset: usize,
-        len: usize,
-        value: xstream_core::MemsetPattern,
-    ) -> Result<()> {
-        memory::memset_pattern(self, buf, offset, len, value)
+    fn copy_to_host_impl(&self, src: Span<'_>, dst: xstream_core::HostSpan) -> Result<()> {
+        memory::copy_to_host(self, src.buffer(), src.offset(), dst)
     }
 
-    fn write_bytes_now(
-        &self,
-        _token: HookToken,
-        dst: &AscendBuffer,
-        offset: usize,
-        src: &[u8],
-    ) -> Result<()> {
-        memory::write_bytes_now(self, dst, offset, src)
+    fn memset_impl(&self, dst: Span<'_>, value: xstream_core::MemsetPattern) -> Result<()> {
+        memory::memset(self, dst.buffer(), dst.offset(), dst.len(), value)
     }
 
-    fn read_bytes_now(
-        &self,
-        _token: HookToken,
-        src: &AscendBuffer,
-        offset: usize,
-        dst: &mut [u8],
-    ) -> Result<()> {
-        memory::read_bytes_now(self, src, offset, dst)
+    fn write_from_blocking_impl(&self, dst: Span<'_>, src: &[u8]) -> Result<()> {
+        memory::write_from_blocking(self, dst.buffer(), dst.offset(), src)
     }
 
-    fn enqueue_memset(
-        &self,
-        _token: HookToken,
-        buf: &AscendBuffer,
-        offset: usize,
-        len: usize,
-        value: u8,
-    ) -> Result<()> {
-        memory::memset(self, buf, offset, len, value)
+    fn read_into_blocking_impl(&self, src: Span<'_>, dst: &mut [u8]) -> Result<()> {
+        memory::read_into_blocking(self, src.buffer(), src.offset(), dst)
     }
 
-    fn enqueue_write(
-        &self,
-        _token: HookToken,
-        dst: &AscendBuffer,
-        offset: usize,
-        data: Vec<u8>,
-    ) -> Result<()> {
-        memory::write(self, dst, offset, data)
+    fn write_impl(&self, dst: Span<'_>, data: Vec<u8>) -> Result<()> {
+        memory::write(self, dst.buffer(), dst.offset(), data)
     }
 
-    fn enqueue_free(&self, _token: HookToken, buf: AscendBuffer) -> Result<()> {
+    fn free_async_impl(&self, buf: AscendBuffer) -> Result<()> {
         memory::free_async(self, buf)
     }
 
-    fn enqueue_read(
-        &self,
-        _token: HookToken,
-        src: &AscendBuffer,
-        offset: usize,
-        len: usize,
-    ) -> Result<Readback> {
-        memory::read(self, src, offset, len)
+    fn read_impl(&self, src: Span<'_>) -> Result<Readback> {
+        memory::read(self, src.buffer(), src.offset(), src.len())
     }
 
-    fn enqueue_copy(
-        &self,
-        _token: HookToken,
-        src: &AscendBuffer,
-        src_offset: usize,
-        dst: &AscendBuffer,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        memory::copy(self, src, src_offset, dst, dst_offset, len)
+    fn copy_impl(&self, src: Span<'_>, dst: Span<'_>) -> Result<()> {
+        memory::copy(
+            self,
+            src.buffer(),
+            src.offset(),
+            dst.buffer(),
+            dst.offset(),
+            src.len(),
+        )
     }
 
-    fn enqueue_builtin(&self, _token: HookToken, kernel: Kernel<'_, AscendBuffer>) -> Result<()> {
+    fn launch_impl(&self, kernel: Kernel<'_, AscendBuffer>) -> Result<()> {
         match kernel {
             Kernel::Delay(t) => {
-                ensure_not_in_callback()?;
                 let f = AscendFunction::builtin(&self.device, BUILTIN_DELAY)?;
                 let ns = xstream_core::module::delay_nanoseconds(t);
                 kernel::launch(self, &f, &LaunchConfig::single(), &[KernelArg::U64(ns)])
             }
             Kernel::Lcg { buf, rounds } => {
-                ensure_not_in_callback()?;
                 let f = AscendFunction::builtin(&self.device, BUILTIN_LCG)?;
                 let (words, cfg) = xstream_core::module::lcg_launch(buf.inner.len)?;
                 let args = [
@@ -782,80 +719,50 @@ impl StreamHooks for AscendStream {
         }
     }
 
-    fn enqueue_kernel(
+    fn launch_kernel_impl(
         &self,
-        _token: HookToken,
         f: &AscendFunction,
         cfg: &LaunchConfig,
         args: &[KernelArg<'_, AscendBuffer>],
     ) -> Result<()> {
-        ensure_not_in_callback()?;
         kernel::launch(self, f, cfg, args)
     }
 
-    fn enqueue_wait_value32(
+    fn wait_value32_impl(
         &self,
-        _token: HookToken,
-        _buf: &AscendBuffer,
-        _offset: usize,
+        _word: Span<'_>,
         _value: u32,
         _cond: xstream_core::WaitCondition,
     ) -> Result<()> {
         Err(memop::no_32bit("wait_value32"))
     }
 
-    fn enqueue_wait_value64(
+    fn wait_value64_impl(
         &self,
-        _token: HookToken,
-        buf: &AscendBuffer,
-        offset: usize,
+        word: Span<'_>,
         value: u64,
         cond: xstream_core::WaitCondition,
     ) -> Result<()> {
-        memop::value64(self, "wait_value64", buf, offset, value, Some(cond))
+        memop::value64(self, "wait_value64", word, value, Some(cond))
     }
 
-    fn enqueue_write_value32(
-        &self,
-        _token: HookToken,
-        _buf: &AscendBuffer,
-        _offset: usize,
-        _value: u32,
-    ) -> Result<()> {
+    fn write_value32_impl(&self, _word: Span<'_>, _value: u32) -> Result<()> {
         Err(memop::no_32bit("write_value32"))
     }
 
-    fn enqueue_write_value64(
-        &self,
-        _token: HookToken,
-        buf: &AscendBuffer,
-        offset: usize,
-        value: u64,
-    ) -> Result<()> {
-        memop::value64(self, "write_value64", buf, offset, value, None)
+    fn write_value64_impl(&self, word: Span<'_>, value: u64) -> Result<()> {
+        memop::value64(self, "write_value64", word, value, None)
     }
 
-    fn enqueue_reduce(
-        &self,
-        _token: HookToken,
-        dst: &AscendBuffer,
-        dst_offset: usize,
-        src: &AscendBuffer,
-        src_offset: usize,
-        len: usize,
-        r: xstream_core::Reduction,
-    ) -> Result<()> {
-        reduce::reduce(self, dst, dst_offset, src, src_offset, len, r)
+    fn reduce_impl(&self, dst: Span<'_>, src: Span<'_>, r: xstream_core::Reduction) -> Result<()> {
+        reduce::reduce(self, dst, src, r)
     }
 
     /// A stream-ordered buffer adds this stream to its users, so its `free_async` records a
     /// release event here and no allocation reuses the block before that event completed
     /// (`crate::blocks`). A plain buffer needs nothing: its `aclrtFree` runs after a device
-    /// synchronize, which waits for this stream's work too. Refused during capture (a graph
-    /// could replay the unseen work after the free).
-    fn enqueue_record_use(&self, _token: HookToken, buf: &AscendBuffer) -> Result<()> {
-        ensure_not_in_callback()?;
-        self.state.capture.gate("record_use")?;
-        self.check_buf(buf)
+    /// synchronize, which waits for this stream's work too.
+    fn record_use_impl(&self, buf: &AscendBuffer) -> Result<()> {
+        self.note_use(buf)
     }
 }

@@ -10,7 +10,7 @@ use xstream_core::callback::{ensure_not_in_callback, CallbackSlot, PendingCallba
 use xstream_core::completion::poll_until;
 use xstream_core::module::{LaunchLimits, ModuleSource, BUILTIN_DELAY, BUILTIN_LCG};
 use xstream_core::{
-    BackendKind, Capabilities, Device, DeviceInfo, Error, EventDesc, Module, PriorityRange, Result,
+    BackendKind, Capabilities, DeviceInfo, Error, EventDesc, Module, PriorityRange, Result,
     StreamDesc,
 };
 
@@ -688,24 +688,24 @@ impl CudaDevice {
     }
 }
 
-impl Device for CudaDevice {
+impl xstream_core::DeviceImpl for CudaDevice {
     type B = CudaBackend;
 
-    fn can_access_peer(&self, peer: &CudaDevice) -> Result<bool> {
+    fn can_access_peer_impl(&self, peer: &CudaDevice) -> Result<bool> {
         crate::peer::can_access_peer(self, peer)
     }
 
-    fn enable_peer_access(&self, peer: &CudaDevice) -> Result<()> {
+    fn enable_peer_access_impl(&self, peer: &CudaDevice) -> Result<()> {
         crate::peer::enable(self, peer)
     }
 
-    fn disable_peer_access(&self, peer: &CudaDevice) -> Result<()> {
+    fn disable_peer_access_impl(&self, peer: &CudaDevice) -> Result<()> {
         crate::peer::disable(self, peer)
     }
 
     // --- device info ---
 
-    fn memory_info(&self) -> Result<xstream_core::MemoryInfo> {
+    fn memory_info_impl(&self) -> Result<xstream_core::MemoryInfo> {
         self.shared.enter()?;
         let (free, total) = ffi::mem_get_info().map_err(|c| error::map("cuMemGetInfo", c))?;
         Ok(xstream_core::MemoryInfo { free, total })
@@ -713,28 +713,28 @@ impl Device for CudaDevice {
 
     // --- end of device info ---
 
-    fn info(&self) -> &DeviceInfo {
+    fn info_impl(&self) -> &DeviceInfo {
         &self.shared.info
     }
 
-    fn create_stream(&self, desc: &StreamDesc) -> Result<CudaStream> {
+    fn create_stream_impl(&self, desc: &StreamDesc) -> Result<CudaStream> {
         CudaStream::create(self, desc)
     }
 
-    fn default_stream(&self) -> Result<CudaStream> {
+    fn default_stream_impl(&self) -> Result<CudaStream> {
         self.shared.enter()?;
         CudaStream::special(self, CuStream::LEGACY)
     }
 
-    fn create_event(&self, desc: &EventDesc) -> Result<CudaEvent> {
+    fn create_event_impl(&self, desc: &EventDesc) -> Result<CudaEvent> {
         CudaEvent::create(self, desc)
     }
 
-    fn alloc(&self, len: usize) -> Result<CudaBuffer> {
+    fn alloc_impl(&self, len: usize) -> Result<CudaBuffer> {
         crate::memory::alloc(self, len)
     }
 
-    fn alloc_host(
+    fn alloc_host_impl(
         &self,
         len: usize,
         desc: &xstream_core::HostAllocDesc,
@@ -744,24 +744,24 @@ impl Device for CudaDevice {
 
     /// `cuMemHostRegister` of the caller's range, unregistered at the end of the scope.
     #[allow(unsafe_code)]
-    unsafe fn register_host_range(
+    unsafe fn register_host_range_impl(
         &self,
         ptr: *mut u8,
         len: usize,
     ) -> Result<std::sync::Arc<dyn xstream_core::HostAllocation>> {
-        // SAFETY: forwarded from the caller (the contract of `Device::register_host_range`).
+        // SAFETY: forwarded from the caller (the contract of `DeviceImpl::register_host_range_impl`).
         unsafe { self.register_range(ptr, len) }
     }
 
-    fn load_module(&self, src: &ModuleSource<'_>) -> Result<CudaModule> {
+    fn load_module_impl(&self, src: &ModuleSource<'_>) -> Result<CudaModule> {
         self.load_module_impl(src)
     }
 
-    fn builtin_module(&self) -> Result<CudaModule> {
+    fn builtin_module_impl(&self) -> Result<CudaModule> {
         Ok(self.shared.kernels()?.module.clone())
     }
 
-    fn synchronize(&self) -> Result<()> {
+    fn synchronize_impl(&self) -> Result<()> {
         self.shared.enter()?;
         self.shared
             .check("cuCtxSynchronize", ffi::ctx_synchronize())
@@ -771,13 +771,13 @@ impl Device for CudaDevice {
 
     /// `cuMemAlloc` alone: no zeroing, no stream, no host wait (see `crate::memory`).
     #[allow(unsafe_code)] // the trait's contract is unsafe; the body has no unsafe code.
-    unsafe fn alloc_uninit(&self, len: usize) -> Result<CudaBuffer> {
+    unsafe fn alloc_uninit_impl(&self, len: usize) -> Result<CudaBuffer> {
         crate::memory::alloc_uninit(self, len)
     }
 
     /// `cuMemAlloc`, then `cuMemsetD8Async` of the whole allocation (granule slack included)
     /// on `stream`; no host wait.
-    fn alloc_zeroed_on(&self, stream: &CudaStream, len: usize) -> Result<CudaBuffer> {
+    fn alloc_zeroed_on_impl(&self, stream: &CudaStream, len: usize) -> Result<CudaBuffer> {
         crate::memory::alloc_zeroed_on(self, stream, len)
     }
 

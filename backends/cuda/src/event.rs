@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use xstream_core::callback::in_callback;
 use xstream_core::completion::{poll_until, Completion};
-use xstream_core::{
-    check_timeout, Error, Event, EventDesc, EventFlags, FlagReport, Result, Status,
-};
+use xstream_core::{Error, EventDesc, EventFlags, FlagReport, Result, Status};
 
 use xstream_core::sync::wait_with_backoff;
 
@@ -196,23 +194,54 @@ impl CudaEvent {
     }
 }
 
-impl Event for CudaEvent {
+impl CudaEvent {
+    /// `Event::synchronize`: `cuEventSynchronize`.
+    fn synchronize_blocking(&self) -> Result<()> {
+        self.handle.dev.shared.enter()?;
+        if !self.gate("event synchronize")? {
+            return Ok(());
+        }
+        ffi::event_synchronize(self.raw()).map_err(|c| self.fail("cuEventSynchronize", c))
+    }
+
+    /// `Event::synchronize_timeout`: polls `cuEventQuery` with back-off until `timeout`.
+    fn synchronize_within(&self, timeout: Duration) -> Result<()> {
+        self.handle.dev.shared.enter()?;
+        if !self.gate("event synchronize")? {
+            return Ok(());
+        }
+        let ready = wait_with_backoff(timeout, TIMED_WAIT_BACKOFF, || {
+            match ffi::event_query(self.raw()) {
+                Ok(()) => Ok(true),
+                Err(ffi::NOT_READY) => Ok(false),
+                Err(c) => Err(self.fail("cuEventQuery", c)),
+            }
+        })?;
+        if ready {
+            Ok(())
+        } else {
+            Err(Error::Timeout(timeout))
+        }
+    }
+}
+
+impl xstream_core::EventImpl for CudaEvent {
     type B = CudaBackend;
     type Raw = CuEvent;
 
-    fn device(&self) -> &CudaDevice {
+    fn device_impl(&self) -> &CudaDevice {
         &self.handle.dev
     }
 
-    fn flags(&self) -> EventFlags {
+    fn flags_impl(&self) -> EventFlags {
         self.flags
     }
 
-    fn report(&self) -> &FlagReport {
+    fn report_impl(&self) -> &FlagReport {
         self.report.get()
     }
 
-    fn record(&self, stream: &CudaStream) -> Result<()> {
+    fn record_impl(&self, stream: &CudaStream) -> Result<()> {
         self.handle.dev.shared.enter()?;
         if stream.cuda_device().shared.raw_ctx != self.handle.dev.shared.raw_ctx {
             // Reference row 11: a record must use the stream's own context.
@@ -238,7 +267,7 @@ impl Event for CudaEvent {
         Ok(())
     }
 
-    fn query(&self) -> Result<Status> {
+    fn query_impl(&self) -> Result<Status> {
         self.handle.dev.shared.enter()?;
         if !self.gate("event query")? {
             return Ok(Status::Ready);
@@ -250,35 +279,14 @@ impl Event for CudaEvent {
         }
     }
 
-    fn synchronize(&self) -> Result<()> {
-        self.handle.dev.shared.enter()?;
-        if !self.gate("event synchronize")? {
-            return Ok(());
-        }
-        ffi::event_synchronize(self.raw()).map_err(|c| self.fail("cuEventSynchronize", c))
-    }
-
-    fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
-        check_timeout(timeout)?;
-        self.handle.dev.shared.enter()?;
-        if !self.gate("event synchronize")? {
-            return Ok(());
-        }
-        let ready = wait_with_backoff(timeout, TIMED_WAIT_BACKOFF, || {
-            match ffi::event_query(self.raw()) {
-                Ok(()) => Ok(true),
-                Err(ffi::NOT_READY) => Ok(false),
-                Err(c) => Err(self.fail("cuEventQuery", c)),
-            }
-        })?;
-        if ready {
-            Ok(())
-        } else {
-            Err(Error::Timeout(timeout))
+    fn synchronize_impl(&self, timeout: Option<Duration>) -> Result<()> {
+        match timeout {
+            None => self.synchronize_blocking(),
+            Some(t) => self.synchronize_within(t),
         }
     }
 
-    fn elapsed_ms(&self, end: &Self) -> Result<f32> {
+    fn elapsed_ms_impl(&self, end: &Self) -> Result<f32> {
         self.handle.dev.shared.enter()?;
         if self.flags.contains(EventFlags::DISABLE_TIMING)
             || end.flags.contains(EventFlags::DISABLE_TIMING)
@@ -295,7 +303,7 @@ impl Event for CudaEvent {
             .map_err(|c| self.fail("cuEventElapsedTime_v2", c))
     }
 
-    fn completed(&self) -> Result<Completion> {
+    fn completed_impl(&self) -> Result<Completion> {
         self.handle.dev.shared.enter()?;
         if !self.gate("event completed")? {
             return Ok(Completion::ready(Ok(())));
@@ -318,7 +326,7 @@ impl Event for CudaEvent {
         })))
     }
 
-    fn as_raw(&self) -> CuEvent {
+    fn as_raw_impl(&self) -> CuEvent {
         self.raw()
     }
 }

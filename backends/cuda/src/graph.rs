@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use xstream_core::{Error, Graph, Result, Stream};
+use xstream_core::{Error, Result, Stream};
 
 use crate::ffi::{self, CuGraph, CuGraphExec};
 use crate::memory::Keep;
@@ -75,14 +75,14 @@ impl Drop for CudaGraph {
     }
 }
 
-impl Graph for CudaGraph {
+impl xstream_core::GraphImpl for CudaGraph {
     type B = CudaBackend;
 
-    fn node_count(&self) -> usize {
+    fn node_count_impl(&self) -> usize {
         self.nodes
     }
 
-    fn launch(&self, stream: &CudaStream) -> Result<()> {
+    fn launch_impl(&self, stream: &CudaStream) -> Result<()> {
         self.dev.shared.enter()?;
         if stream.cuda_device().shared.raw_ctx != self.dev.shared.raw_ctx {
             return Err(Error::WrongDevice(

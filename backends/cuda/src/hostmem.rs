@@ -128,10 +128,10 @@ impl CudaDevice {
     }
 
     /// `cuMemHostRegister` (no flags) of `len` bytes at `p`, borrowed for a registration
-    /// scope (`Device::register_host_range`).
+    /// scope (`DeviceImpl::register_host_range_impl`).
     ///
     /// # Safety
-    /// As `Device::register_host_range`.
+    /// As `DeviceImpl::register_host_range_impl`.
     #[allow(unsafe_code)]
     pub(crate) unsafe fn register_range(
         &self,

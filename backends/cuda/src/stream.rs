@@ -17,13 +17,12 @@ use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use xstream_core::backend_hooks::{HookToken, StreamHooks};
 use xstream_core::callback::{HostCallback, PanicSlot};
 use xstream_core::sync::{lock, wait_with_backoff};
 use xstream_core::{
-    check_timeout, Allocator, AllocatorSlot, Borrowed, CaptureCell, CaptureErrorKind, CaptureMode,
-    CaptureStatus, CreationReport, Error, Kernel, Ownership, Readback, Result, Status, Stream,
-    StreamAttr, StreamAttrValue, StreamFlags,
+    Allocator, AllocatorSlot, Borrowed, BufferView, CaptureCell, CaptureErrorKind, CaptureMode,
+    CreationReport, Error, Kernel, Ownership, Readback, Result, Status, Stream, StreamAttr,
+    StreamAttrValue, StreamFlags, StreamImpl,
 };
 
 use crate::ffi::{self, CuStream};
@@ -32,6 +31,9 @@ use crate::{
     CudaBackend, CudaBuffer, CudaDevice, CudaEvent, CudaFunction, CudaGraph, TIMED_WAIT_BACKOFF,
 };
 use xstream_core::module::{delay_nanoseconds, lcg_launch, KernelArg, LaunchConfig};
+
+/// A checked byte range of a CUDA buffer (what the checked layer hands the backend).
+pub(crate) type Span<'a> = BufferView<'a, CudaBuffer>;
 
 mod attribute;
 mod callback;
@@ -217,69 +219,10 @@ impl CudaStream {
     }
 }
 
-impl Stream for CudaStream {
-    type B = CudaBackend;
-    type Raw = CuStream;
-
-    fn device(&self) -> &CudaDevice {
-        &self.handle.dev
-    }
-
-    fn id(&self) -> u64 {
-        *self.id.get_or_init(|| {
-            // The driver's id (unique, never reused: driver behaviour in docs/semantics.md). Should the call fail
-            // (a poisoned context), a process-local id from a disjoint range keeps ids unique.
-            static FALLBACK: AtomicU64 = AtomicU64::new(1);
-            // A created stream carries its context (driver behaviour in docs/semantics.md), so no bind is needed
-            // (binding is refused inside host callbacks); special handles are primed at
-            // creation, when binding is allowed.
-            match ffi::stream_get_id(self.raw()) {
-                Ok(id) => id,
-                Err(_) => (1 << 63) | FALLBACK.fetch_add(1, Ordering::Relaxed),
-            }
-        })
-    }
-
-    fn name(&self) -> Option<&str> {
-        self.name.as_deref()
-    }
-
-    fn flags(&self) -> StreamFlags {
-        self.flags
-    }
-
-    fn priority(&self) -> i32 {
-        self.state.priority.load(Ordering::Relaxed)
-    }
-
-    fn report(&self) -> &CreationReport {
-        self.report.get()
-    }
-
-    fn ownership(&self) -> Ownership {
-        self.ownership
-    }
-
-    fn query(&self) -> Result<Status> {
-        self.enter()?;
-        if self.state.persistent {
-            return Ok(Status::Ready);
-        }
-        self.gate("query")?;
-        let n = self.keep_len();
-        let m = self.state.modules.seq();
-        match ffi::stream_query(self.raw()) {
-            Ok(()) => {
-                self.completed_up_to(n);
-                self.state.modules.completed_up_to(m);
-                Ok(Status::Ready)
-            }
-            Err(ffi::NOT_READY) => Ok(Status::Pending),
-            Err(c) => Err(self.fail("cuStreamQuery", c)),
-        }
-    }
-
-    fn synchronize(&self) -> Result<()> {
+impl CudaStream {
+    /// `Stream::synchronize`: `cuStreamSynchronize` (or the spinning wait of a fast-sync
+    /// stream).
+    fn synchronize_blocking(&self) -> Result<()> {
         let _span = tracing::trace_span!("stream_synchronize", stream = ?self.handle.native, name = self.name.as_deref()).entered();
         if self.state.fast_sync {
             return self.synchronize_spin();
@@ -297,8 +240,8 @@ impl Stream for CudaStream {
         self.state.panics.take()
     }
 
-    fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
-        check_timeout(timeout)?;
+    /// `Stream::synchronize_timeout`: polls `cuStreamQuery` with back-off until `timeout`.
+    fn synchronize_within(&self, timeout: Duration) -> Result<()> {
         self.enter()?;
         if self.state.persistent {
             return self.state.panics.take();
@@ -319,8 +262,78 @@ impl Stream for CudaStream {
         self.state.modules.completed_up_to(m);
         self.state.panics.take()
     }
+}
 
-    fn wait_event(&self, event: &CudaEvent) -> Result<()> {
+impl StreamImpl for CudaStream {
+    type B = CudaBackend;
+    type Raw = CuStream;
+
+    fn device_impl(&self) -> &CudaDevice {
+        &self.handle.dev
+    }
+
+    fn id_impl(&self) -> u64 {
+        *self.id.get_or_init(|| {
+            // The driver's id (unique, never reused: driver behaviour in docs/semantics.md). Should the call fail
+            // (a poisoned context), a process-local id from a disjoint range keeps ids unique.
+            static FALLBACK: AtomicU64 = AtomicU64::new(1);
+            // A created stream carries its context (driver behaviour in docs/semantics.md), so no bind is needed
+            // (binding is refused inside host callbacks); special handles are primed at
+            // creation, when binding is allowed.
+            match ffi::stream_get_id(self.raw()) {
+                Ok(id) => id,
+                Err(_) => (1 << 63) | FALLBACK.fetch_add(1, Ordering::Relaxed),
+            }
+        })
+    }
+
+    fn name_impl(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    fn flags_impl(&self) -> StreamFlags {
+        self.flags
+    }
+
+    fn priority_impl(&self) -> i32 {
+        self.state.priority.load(Ordering::Relaxed)
+    }
+
+    fn report_impl(&self) -> &CreationReport {
+        self.report.get()
+    }
+
+    fn ownership_impl(&self) -> Ownership {
+        self.ownership
+    }
+
+    fn query_impl(&self) -> Result<Status> {
+        self.enter()?;
+        if self.state.persistent {
+            return Ok(Status::Ready);
+        }
+        self.gate("query")?;
+        let n = self.keep_len();
+        let m = self.state.modules.seq();
+        match ffi::stream_query(self.raw()) {
+            Ok(()) => {
+                self.completed_up_to(n);
+                self.state.modules.completed_up_to(m);
+                Ok(Status::Ready)
+            }
+            Err(ffi::NOT_READY) => Ok(Status::Pending),
+            Err(c) => Err(self.fail("cuStreamQuery", c)),
+        }
+    }
+
+    fn synchronize_impl(&self, timeout: Option<Duration>) -> Result<()> {
+        match timeout {
+            None => self.synchronize_blocking(),
+            Some(t) => self.synchronize_within(t),
+        }
+    }
+
+    fn wait_event_impl(&self, event: &CudaEvent) -> Result<()> {
         self.enter()?;
         self.gate_enqueue("wait_event")?;
         if crate::event::needs_bridge(event, self.handle.dev.shared.raw_ctx) {
@@ -333,14 +346,12 @@ impl Stream for CudaStream {
         )
     }
 
-    fn enqueue_callback(&self, f: HostCallback) -> Result<()> {
+    fn enqueue_callback_impl(&self, f: HostCallback) -> Result<()> {
         self.enter()?;
-        // Exactly-once callbacks cannot be replayed: refused during capture (invalidates).
-        self.gate("host_callback")?;
         self.enqueue_slot(f)
     }
 
-    fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
+    fn begin_capture_impl(&self, mode: CaptureMode) -> Result<()> {
         self.enter()?;
         self.capture_allowed()?;
         if self.state.persistent {
@@ -352,7 +363,7 @@ impl Stream for CudaStream {
         self.begin_capture_inner(mode)
     }
 
-    fn end_capture(&self) -> Result<CudaGraph> {
+    fn end_capture_impl(&self) -> Result<CudaGraph> {
         self.enter()?;
         let g = self.end_capture_inner();
         if self.state.persistent {
@@ -362,42 +373,35 @@ impl Stream for CudaStream {
         g
     }
 
-    fn capture_status(&self) -> CaptureStatus {
-        self.state.capture.status()
+    fn capture_cell_impl(&self) -> &CaptureCell {
+        &self.state.capture
     }
 
-    fn attribute(&self, attr: StreamAttr) -> Result<StreamAttrValue> {
+    fn attribute_impl(&self, attr: StreamAttr) -> Result<StreamAttrValue> {
         attribute::attribute(self, attr)
     }
 
-    fn set_attribute(&self, value: StreamAttrValue) -> Result<()> {
+    fn set_attribute_impl(&self, value: StreamAttrValue) -> Result<()> {
         attribute::set_attribute(self, value)
     }
 
-    fn copy_attributes_from(&self, src: &Self) -> Result<()> {
+    fn copy_attributes_from_impl(&self, src: &Self) -> Result<()> {
         attribute::copy_attributes_from(self, src)
     }
 
-    fn set_allocator(&self, allocator: Option<Arc<dyn Allocator>>) -> Result<()> {
+    fn set_allocator_impl(&self, allocator: Option<Arc<dyn Allocator>>) -> Result<()> {
         attribute::set_allocator(self, allocator)
     }
 
-    fn allocator(&self) -> Result<Option<Arc<dyn Allocator>>> {
+    fn allocator_impl(&self) -> Result<Option<Arc<dyn Allocator>>> {
         attribute::allocator(self)
     }
 
-    fn copy_peer(
-        &self,
-        src: &CudaBuffer,
-        src_offset: usize,
-        dst: &CudaBuffer,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        memory::copy_peer(self, src, src_offset, dst, dst_offset, len)
+    fn copy_peer_impl(&self, src: Span<'_>, dst: Span<'_>) -> Result<()> {
+        memory::copy_peer(self, src, dst)
     }
 
-    fn alloc_async(&self, len: usize) -> Result<CudaBuffer> {
+    fn alloc_async_impl(&self, len: usize) -> Result<CudaBuffer> {
         // `alloc_ordered` enters the context (which refuses inside callbacks).
         self.gate_enqueue("alloc_async")?;
         crate::memory::alloc_ordered(self, len)
@@ -405,7 +409,7 @@ impl Stream for CudaStream {
 
     // --- launch builder ---
 
-    fn enqueue_launch(
+    fn enqueue_launch_impl(
         &self,
         f: &CudaFunction,
         cfg: &LaunchConfig,
@@ -418,7 +422,7 @@ impl Stream for CudaStream {
     }
 
     #[allow(unsafe_code)]
-    unsafe fn enqueue_launch_unchecked(
+    unsafe fn enqueue_launch_unchecked_impl(
         &self,
         f: &CudaFunction,
         cfg: &LaunchConfig,
@@ -442,14 +446,15 @@ impl Stream for CudaStream {
 
     // --- end of launch builder ---
 
-    // ---- Stream memory operations (see `stream::memop`) ----
-
-    fn as_raw(&self) -> CuStream {
+    fn as_raw_impl(&self) -> CuStream {
         self.raw()
     }
 
     #[allow(unsafe_code)] // the trait's contract is unsafe; the body has no unsafe code.
-    unsafe fn borrow_raw<'a>(device: &CudaDevice, raw: CuStream) -> Result<Borrowed<'a, Self>> {
+    unsafe fn borrow_raw_impl<'a>(
+        device: &CudaDevice,
+        raw: CuStream,
+    ) -> Result<Borrowed<'a, Self>> {
         let sh = &device.shared;
         sh.enter()?;
         if raw != CuStream::LEGACY && raw != CuStream::PER_THREAD && !raw.0.is_null() {
@@ -473,11 +478,9 @@ impl Stream for CudaStream {
         )?))
     }
 
-    // --- ordering and allocation without host sync ---
-
     /// One pooled event (the context's pool, `crate::event_pool`): `cuEventRecord` on `other`,
     /// `cuStreamWaitEvent` here; no event is created once the pool is warm.
-    fn wait_stream(&self, other: &Self) -> Result<()> {
+    fn wait_stream_impl(&self, other: &Self) -> Result<()> {
         self.enter()?;
         if other.handle.dev.shared.raw_ctx != self.handle.dev.shared.raw_ctx {
             return Err(Error::WrongDevice(
@@ -499,114 +502,44 @@ impl Stream for CudaStream {
             })
     }
 
-    // --- end of ordering and allocation without host sync ---
-}
-
-// The hooks behind the user-facing methods of `Stream` (called by xstream-core only,
-// after its checks).
-impl xstream_core::__private::Sealed for CudaStream {}
-
-impl StreamHooks for CudaStream {
-    fn enqueue_copy_to_device(
-        &self,
-        _token: HookToken,
-        src: xstream_core::HostSpan,
-        dst: &CudaBuffer,
-        dst_offset: usize,
-    ) -> Result<()> {
-        memory::enqueue_copy_to_device(self, src, dst, dst_offset)
+    fn copy_to_device_impl(&self, src: xstream_core::HostSpan, dst: Span<'_>) -> Result<()> {
+        memory::copy_to_device(self, src, dst)
     }
 
-    fn enqueue_copy_to_host(
-        &self,
-        _token: HookToken,
-        src: &CudaBuffer,
-        src_offset: usize,
-        dst: xstream_core::HostSpan,
-    ) -> Result<()> {
-        memory::enqueue_copy_to_host(self, src, src_offset, dst)
+    fn copy_to_host_impl(&self, src: Span<'_>, dst: xstream_core::HostSpan) -> Result<()> {
+        memory::copy_to_host(self, src, dst)
     }
 
-    fn enqueue_memset_pattern(
-        &self,
-        _token: HookToken,
-        buf: &CudaBuffer,
-        offset: usize,
-        len: usize,
-        value: xstream_core::MemsetPattern,
-    ) -> Result<()> {
-        memory::memset_pattern(self, buf, offset, len, value)
+    fn memset_impl(&self, dst: Span<'_>, value: xstream_core::MemsetPattern) -> Result<()> {
+        memory::memset(self, dst, value)
     }
 
-    fn write_bytes_now(
-        &self,
-        _token: HookToken,
-        dst: &CudaBuffer,
-        offset: usize,
-        src: &[u8],
-    ) -> Result<()> {
-        memory::write_bytes_now(self, dst, offset, src)
+    fn write_from_blocking_impl(&self, dst: Span<'_>, src: &[u8]) -> Result<()> {
+        memory::write_from_blocking(self, dst, src)
     }
 
-    fn read_bytes_now(
-        &self,
-        _token: HookToken,
-        src: &CudaBuffer,
-        offset: usize,
-        dst: &mut [u8],
-    ) -> Result<()> {
-        memory::read_bytes_now(self, src, offset, dst)
+    fn read_into_blocking_impl(&self, src: Span<'_>, dst: &mut [u8]) -> Result<()> {
+        memory::read_into_blocking(self, src, dst)
     }
 
-    fn enqueue_memset(
-        &self,
-        _token: HookToken,
-        buf: &CudaBuffer,
-        offset: usize,
-        len: usize,
-        value: u8,
-    ) -> Result<()> {
-        memory::memset(self, buf, offset, len, value)
+    fn write_impl(&self, dst: Span<'_>, data: Vec<u8>) -> Result<()> {
+        memory::write(self, dst, data)
     }
 
-    fn enqueue_write(
-        &self,
-        _token: HookToken,
-        dst: &CudaBuffer,
-        offset: usize,
-        data: Vec<u8>,
-    ) -> Result<()> {
-        memory::write(self, dst, offset, data)
+    fn read_impl(&self, src: Span<'_>) -> Result<Readback> {
+        memory::read(self, src)
     }
 
-    fn enqueue_read(
-        &self,
-        _token: HookToken,
-        src: &CudaBuffer,
-        offset: usize,
-        len: usize,
-    ) -> Result<Readback> {
-        memory::read(self, src, offset, len)
+    fn copy_impl(&self, src: Span<'_>, dst: Span<'_>) -> Result<()> {
+        memory::copy(self, src, dst)
     }
 
-    fn enqueue_copy(
-        &self,
-        _token: HookToken,
-        src: &CudaBuffer,
-        src_offset: usize,
-        dst: &CudaBuffer,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        memory::copy(self, src, src_offset, dst, dst_offset, len)
-    }
-
-    fn enqueue_free(&self, _token: HookToken, buf: CudaBuffer) -> Result<()> {
+    fn free_async_impl(&self, buf: CudaBuffer) -> Result<()> {
         self.gate_enqueue("free_async")?;
         crate::memory::free_ordered(self, buf)
     }
 
-    fn enqueue_builtin(&self, _token: HookToken, kernel: Kernel<'_, CudaBuffer>) -> Result<()> {
+    fn launch_impl(&self, kernel: Kernel<'_, CudaBuffer>) -> Result<()> {
         self.enter()?;
         self.gate_enqueue("launch")?;
         if matches!(kernel, Kernel::Random { .. }) {
@@ -647,16 +580,7 @@ impl StreamHooks for CudaStream {
         }
     }
 
-    fn enqueue_reduce(
-        &self,
-        _token: HookToken,
-        dst: &CudaBuffer,
-        dst_offset: usize,
-        src: &CudaBuffer,
-        src_offset: usize,
-        len: usize,
-        r: xstream_core::Reduction,
-    ) -> Result<()> {
+    fn reduce_impl(&self, dst: Span<'_>, src: Span<'_>, r: xstream_core::Reduction) -> Result<()> {
         self.enter()?;
         self.gate_enqueue("reduce")?;
         let k = self.handle.dev.shared.kernels().map_err(|e| {
@@ -674,7 +598,7 @@ impl StreamHooks for CudaStream {
             xstream_core::ReduceType::BF16 => 5,
             xstream_core::ReduceType::I64 => 6,
         };
-        let n = (len / r.ty.size()) as u64;
+        let n = (dst.len() / r.ty.size()) as u64;
         let grid = u32::try_from(n.div_ceil(256))
             .unwrap_or(u32::MAX)
             .clamp(1, 4096);
@@ -683,19 +607,18 @@ impl StreamHooks for CudaStream {
             &k.reduce[which],
             &LaunchConfig::linear(grid, 256),
             &[
-                KernelArg::Buffer(dst),
-                KernelArg::U64(dst_offset as u64),
-                KernelArg::Buffer(src),
-                KernelArg::U64(src_offset as u64),
+                KernelArg::Buffer(dst.buffer()),
+                KernelArg::U64(dst.offset() as u64),
+                KernelArg::Buffer(src.buffer()),
+                KernelArg::U64(src.offset() as u64),
                 KernelArg::U64(n),
                 KernelArg::U32(r.kind as u32),
             ],
         )
     }
 
-    fn enqueue_kernel(
+    fn launch_kernel_impl(
         &self,
-        _token: HookToken,
         f: &CudaFunction,
         cfg: &LaunchConfig,
         args: &[KernelArg<'_, CudaBuffer>],
@@ -705,54 +628,36 @@ impl StreamHooks for CudaStream {
         crate::module::launch(self, f, cfg, args)
     }
 
-    fn enqueue_wait_value32(
+    fn wait_value32_impl(
         &self,
-        _token: HookToken,
-        buf: &CudaBuffer,
-        offset: usize,
+        word: Span<'_>,
         value: u32,
         cond: xstream_core::WaitCondition,
     ) -> Result<()> {
-        memop::op(self, memop::Op::Wait32(value, cond), buf, offset)
+        memop::op(self, memop::Op::Wait32(value, cond), word)
     }
 
-    fn enqueue_wait_value64(
+    fn wait_value64_impl(
         &self,
-        _token: HookToken,
-        buf: &CudaBuffer,
-        offset: usize,
+        word: Span<'_>,
         value: u64,
         cond: xstream_core::WaitCondition,
     ) -> Result<()> {
-        memop::op(self, memop::Op::Wait64(value, cond), buf, offset)
+        memop::op(self, memop::Op::Wait64(value, cond), word)
     }
 
-    fn enqueue_write_value32(
-        &self,
-        _token: HookToken,
-        buf: &CudaBuffer,
-        offset: usize,
-        value: u32,
-    ) -> Result<()> {
-        memop::op(self, memop::Op::Write32(value), buf, offset)
+    fn write_value32_impl(&self, word: Span<'_>, value: u32) -> Result<()> {
+        memop::op(self, memop::Op::Write32(value), word)
     }
 
-    fn enqueue_write_value64(
-        &self,
-        _token: HookToken,
-        buf: &CudaBuffer,
-        offset: usize,
-        value: u64,
-    ) -> Result<()> {
-        memop::op(self, memop::Op::Write64(value), buf, offset)
+    fn write_value64_impl(&self, word: Span<'_>, value: u64) -> Result<()> {
+        memop::op(self, memop::Op::Write64(value), word)
     }
 
     /// Stream-ordered buffers add this stream to their users; plain ones are kept by this
-    /// stream's keep-alive list and remembered for `free_async` (see `crate::memory`). Refused
-    /// during capture: a graph could replay the unseen work after the free.
-    fn enqueue_record_use(&self, _token: HookToken, buf: &CudaBuffer) -> Result<()> {
+    /// stream's keep-alive list and remembered for `free_async` (see `crate::memory`).
+    fn record_use_impl(&self, buf: &CudaBuffer) -> Result<()> {
         self.enter()?;
-        self.gate("record_use")?;
         crate::memory::record_use(self, buf)
     }
 }

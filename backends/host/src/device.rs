@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use xstream_core::callback::{ensure_not_in_callback, PendingCallbacks};
 use xstream_core::{
-    BackendKind, Capabilities, CreationReport, Device, DeviceInfo, Error, EventDesc, FlagReport,
-    Priority, PriorityOutcome, Result, StreamDesc, StreamFlags,
+    BackendKind, Capabilities, CreationReport, DeviceInfo, Error, EventDesc, FlagReport, Priority,
+    PriorityOutcome, Result, StreamDesc, StreamFlags,
 };
 
 use crate::conv::{HOST_FLAGS, HOST_PRIORITY_RANGE};
@@ -301,76 +301,69 @@ impl HostDevice {
     }
 }
 
-impl Device for HostDevice {
+impl xstream_core::DeviceImpl for HostDevice {
     type B = crate::HostBackend;
 
     // --- device info ---
 
-    fn memory_info(&self) -> Result<xstream_core::MemoryInfo> {
+    fn memory_info_impl(&self) -> Result<xstream_core::MemoryInfo> {
         system_memory()
     }
 
     // --- end of device info ---
 
-    fn info(&self) -> &DeviceInfo {
+    fn info_impl(&self) -> &DeviceInfo {
         &self.inner.info
     }
 
-    fn create_stream(&self, desc: &StreamDesc) -> Result<HostStream> {
-        ensure_not_in_callback()?;
+    fn create_stream_impl(&self, desc: &StreamDesc) -> Result<HostStream> {
         self.inner.shared.check()?;
         HostStream::create(self, desc)
     }
 
-    fn default_stream(&self) -> Result<HostStream> {
-        ensure_not_in_callback()?;
+    fn default_stream_impl(&self) -> Result<HostStream> {
         Ok(HostStream::default_of(self))
     }
 
-    fn create_event(&self, desc: &EventDesc) -> Result<HostEvent> {
-        ensure_not_in_callback()?;
+    fn create_event_impl(&self, desc: &EventDesc) -> Result<HostEvent> {
         self.inner.shared.check()?;
         HostEvent::create(self, desc)
     }
 
-    fn alloc(&self, len: usize) -> Result<HostDeviceBuffer> {
-        ensure_not_in_callback()?;
+    fn alloc_impl(&self, len: usize) -> Result<HostDeviceBuffer> {
         self.inner.shared.check()?;
         HostDeviceBuffer::alloc(len, self.inner.info.ordinal)
     }
 
-    fn alloc_host(
+    fn alloc_host_impl(
         &self,
         len: usize,
         desc: &xstream_core::HostAllocDesc,
     ) -> Result<xstream_core::HostBuffer<crate::HostBackend>> {
-        ensure_not_in_callback()?;
         self.inner.shared.check()?;
         crate::hostmem::alloc_host(self, len, desc)
     }
 
     /// Nothing to page-lock on the host: the caller's bytes, as they are.
     #[allow(unsafe_code)]
-    unsafe fn register_host_range(
+    unsafe fn register_host_range_impl(
         &self,
         ptr: *mut u8,
         len: usize,
     ) -> Result<std::sync::Arc<dyn xstream_core::HostAllocation>> {
-        ensure_not_in_callback()?;
         self.inner.shared.check()?;
-        // SAFETY: the caller keeps the contract of `Device::register_host_range`, which is
+        // SAFETY: the caller keeps the contract of `DeviceImpl::register_host_range_impl`, which is
         // `BorrowedHostRange::new`'s.
         let r = unsafe { xstream_core::BorrowedHostRange::new(ptr, len, self.inner.info.ordinal) }?;
         Ok(std::sync::Arc::new(r))
     }
 
-    fn can_access_peer(&self, peer: &HostDevice) -> Result<bool> {
+    fn can_access_peer_impl(&self, peer: &HostDevice) -> Result<bool> {
         // Host devices share one address space: every distinct pair may access each other.
         Ok(self.inner.info.ordinal != peer.inner.info.ordinal)
     }
 
-    fn enable_peer_access(&self, peer: &HostDevice) -> Result<()> {
-        ensure_not_in_callback()?;
+    fn enable_peer_access_impl(&self, peer: &HostDevice) -> Result<()> {
         let theirs = self.peer_ordinal("enable_peer_access", peer)?;
         self.inner
             .peers
@@ -380,8 +373,7 @@ impl Device for HostDevice {
         Ok(())
     }
 
-    fn disable_peer_access(&self, peer: &HostDevice) -> Result<()> {
-        ensure_not_in_callback()?;
+    fn disable_peer_access_impl(&self, peer: &HostDevice) -> Result<()> {
         let theirs = self.peer_ordinal("disable_peer_access", peer)?;
         let removed = self
             .inner
@@ -398,8 +390,10 @@ impl Device for HostDevice {
         Ok(())
     }
 
-    fn load_module(&self, src: &xstream_core::ModuleSource<'_>) -> Result<crate::HostLoadedModule> {
-        ensure_not_in_callback()?;
+    fn load_module_impl(
+        &self,
+        src: &xstream_core::ModuleSource<'_>,
+    ) -> Result<crate::HostLoadedModule> {
         self.inner.shared.check()?;
         match src {
             xstream_core::ModuleSource::Host(m) => Ok(crate::HostLoadedModule::new(
@@ -410,22 +404,34 @@ impl Device for HostDevice {
         }
     }
 
-    fn builtin_module(&self) -> Result<crate::HostLoadedModule> {
-        ensure_not_in_callback()?;
+    fn builtin_module_impl(&self) -> Result<crate::HostLoadedModule> {
         Ok(crate::HostLoadedModule::new(
             crate::builtin_host_module().clone(),
             self.inner.info.ordinal,
         ))
     }
 
-    fn synchronize(&self) -> Result<()> {
-        ensure_not_in_callback()?;
+    fn synchronize_impl(&self) -> Result<()> {
         let _span =
             tracing::debug_span!("device_synchronize", device = self.inner.info.ordinal).entered();
         for q in self.inner.shared.live_queues() {
             q.wait_for(q.enqueued(), None, crate::conv::WaitMode::Block);
         }
         self.inner.shared.check()
+    }
+
+    /// No cheaper path: an ordinary (zeroed) allocation.
+    #[allow(unsafe_code)]
+    unsafe fn alloc_uninit_impl(&self, len: usize) -> Result<HostDeviceBuffer> {
+        self.alloc_impl(len)
+    }
+
+    /// An ordinary allocation, then the zeroing in `stream`'s order (as the other backends,
+    /// so a capture records it).
+    fn alloc_zeroed_on_impl(&self, stream: &HostStream, len: usize) -> Result<HostDeviceBuffer> {
+        let buf = self.alloc_impl(len)?;
+        xstream_core::Stream::memset(stream, &buf, 0, len, 0)?;
+        Ok(buf)
     }
 }
 

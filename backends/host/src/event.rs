@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use xstream_core::callback::ensure_not_in_callback;
 use xstream_core::completion::{completion, CompletionSignal};
 use xstream_core::{
-    check_timeout, BackendKind, CaptureErrorKind, Completion, Device, Error, Event, EventDesc,
-    EventFlags, FlagReport, IpcEvent, IpcEventHandle, Result, Status, TranslationPolicy,
+    BackendKind, CaptureErrorKind, Completion, Device, Error, EventDesc, EventFlags, FlagReport,
+    IpcEvent, IpcEventHandle, Result, Status, TranslationPolicy,
 };
 
 use crate::conv::{map_event_wait, WaitMode, HOST_FLAGS};
@@ -213,7 +213,7 @@ impl HostEvent {
         self.inner.native
     }
 
-    /// The process-unique event id (also [`Event::as_raw`]).
+    /// The process-unique event id (also [`Event::as_raw`](xstream_core::Event::as_raw)).
     pub fn id(&self) -> u64 {
         self.inner.id
     }
@@ -244,7 +244,6 @@ impl HostEvent {
     }
 
     fn sync(&self, op: &'static str, timeout: Option<Duration>) -> Result<()> {
-        ensure_not_in_callback()?;
         let _span = tracing::debug_span!("event_synchronize", event = self.inner.id).entered();
         self.inner.device.shared().check()?;
         let Some(slot) = self.executing_slot(op)? else {
@@ -261,29 +260,27 @@ impl HostEvent {
     }
 }
 
-impl Event for HostEvent {
+impl xstream_core::EventImpl for HostEvent {
     type B = HostBackend;
     type Raw = u64;
 
-    fn device(&self) -> &HostDevice {
+    fn device_impl(&self) -> &HostDevice {
         &self.inner.device
     }
 
-    fn flags(&self) -> EventFlags {
+    fn flags_impl(&self) -> EventFlags {
         self.inner.flags
     }
 
-    fn report(&self) -> &FlagReport {
+    fn report_impl(&self) -> &FlagReport {
         &self.inner.report
     }
 
-    fn record(&self, stream: &HostStream) -> Result<()> {
-        ensure_not_in_callback()?;
+    fn record_impl(&self, stream: &HostStream) -> Result<()> {
         stream.record_host_event(self)
     }
 
-    fn query(&self) -> Result<Status> {
-        ensure_not_in_callback()?;
+    fn query_impl(&self) -> Result<Status> {
         self.inner.device.shared().check()?;
         match self.executing_slot("event_query")? {
             None => Ok(Status::Ready),
@@ -294,18 +291,11 @@ impl Event for HostEvent {
         }
     }
 
-    fn synchronize(&self) -> Result<()> {
-        self.sync("event_synchronize", None)
+    fn synchronize_impl(&self, timeout: Option<Duration>) -> Result<()> {
+        self.sync("event_synchronize", timeout)
     }
 
-    fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
-        ensure_not_in_callback()?;
-        check_timeout(timeout)?;
-        self.sync("event_synchronize", Some(timeout))
-    }
-
-    fn elapsed_ms(&self, end: &Self) -> Result<f32> {
-        ensure_not_in_callback()?;
+    fn elapsed_ms_impl(&self, end: &Self) -> Result<f32> {
         if !self.inner.timing() || !end.inner.timing() {
             return Err(Error::TimingDisabled);
         }
@@ -328,8 +318,7 @@ impl Event for HostEvent {
         }
     }
 
-    fn completed(&self) -> Result<Completion> {
-        ensure_not_in_callback()?;
+    fn completed_impl(&self) -> Result<Completion> {
         if let Some(e) = self.inner.device.shared().fault() {
             return Ok(Completion::ready(Err(e)));
         }
@@ -339,7 +328,7 @@ impl Event for HostEvent {
         })
     }
 
-    fn as_raw(&self) -> u64 {
+    fn as_raw_impl(&self) -> u64 {
         self.inner.id
     }
 }

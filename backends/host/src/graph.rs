@@ -2,8 +2,7 @@
 
 use std::sync::Arc;
 
-use xstream_core::callback::ensure_not_in_callback;
-use xstream_core::{Error, Graph, Result, Stream};
+use xstream_core::{Error, Result, Stream};
 
 use crate::worker::Node;
 use crate::{HostBackend, HostDevice, HostStream};
@@ -29,15 +28,14 @@ impl HostGraph {
     }
 }
 
-impl Graph for HostGraph {
+impl xstream_core::GraphImpl for HostGraph {
     type B = HostBackend;
 
-    fn node_count(&self) -> usize {
+    fn node_count_impl(&self) -> usize {
         self.nodes.len()
     }
 
-    fn launch(&self, stream: &HostStream) -> Result<()> {
-        ensure_not_in_callback()?;
+    fn launch_impl(&self, stream: &HostStream) -> Result<()> {
         if !stream.device().same_context(&self.device) {
             return Err(Error::WrongDevice(format!(
                 "a graph captured on {:?} cannot launch on a stream of {:?}",

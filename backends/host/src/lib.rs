@@ -58,10 +58,14 @@
 //! - **Failure mode**: the only run-time failure of host work is the sticky device fault,
 //!   after which every op of the context is skipped anyway; so `Continue` and `Stop` behave
 //!   the same here. The attribute is stored and reported.
-//! - **No `unsafe` code.** The crate is `deny(unsafe_code)` rather than `forbid` only because
-//!   the trait's `unsafe fn from_raw` must be implemented as an `unsafe fn`, which the lint
-//!   counts (and `forbid` cannot be allowed locally). Its host body is safe: a raw handle is a
-//!   stream id looked up in the device's registry, and an unknown id is refused.
+//! - **Little `unsafe` code.** The crate is `deny(unsafe_code)` rather than `forbid` because
+//!   the backend traits' `unsafe fn`s (`StreamImpl::borrow_raw_impl`,
+//!   `StreamImpl::enqueue_launch_unchecked_impl`, `DeviceImpl::alloc_uninit_impl`,
+//!   `DeviceImpl::register_host_range_impl`, `Buffer::from_raw`) must be implemented as
+//!   `unsafe fn`s, which the lint counts (and `forbid` cannot be allowed locally). Their host
+//!   bodies are safe (a raw stream handle is an id looked up in the device's registry, a host
+//!   kernel checks its arguments, the allocation is zeroed), but for the one call that wraps
+//!   the caller's registered range, with its `// SAFETY:` comment.
 #![deny(unsafe_code)]
 
 mod buffer;

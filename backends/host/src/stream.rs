@@ -12,12 +12,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use xstream_core::backend_hooks::{HookToken, StreamHooks};
-use xstream_core::callback::{ensure_not_in_callback, CallbackSlot, HostCallback};
+use xstream_core::callback::{CallbackSlot, HostCallback};
 use xstream_core::{
-    check_timeout, Allocator, Borrowed, CaptureErrorKind, CaptureMode, CaptureStatus,
-    CreationReport, Error, Kernel, Ownership, Readback, Result, Status, Stream, StreamAttr,
-    StreamAttrValue, StreamFlags, WaitCondition,
+    Allocator, Borrowed, BufferView, CaptureCell, CaptureErrorKind, CaptureMode, CreationReport,
+    Error, Kernel, LaunchAttrs, MemsetPattern, Ownership, Readback, Result, Status, Stream,
+    StreamAttr, StreamAttrValue, StreamFlags, StreamImpl, WaitCondition,
 };
 
 use crate::conv::map_stream_wait;
@@ -37,6 +36,9 @@ mod memory;
 mod native;
 pub(crate) mod random;
 pub(crate) mod reduce;
+
+/// A checked byte range of a host buffer (what the checked layer hands the backend).
+pub(crate) type Span<'a> = BufferView<'a, HostDeviceBuffer>;
 
 /// A host stream: an in-order queue executed by a worker thread.
 ///
@@ -210,40 +212,39 @@ impl Drop for HostStream {
     }
 }
 
-impl Stream for HostStream {
+impl StreamImpl for HostStream {
     type B = HostBackend;
     type Raw = u64;
 
-    fn device(&self) -> &HostDevice {
+    fn device_impl(&self) -> &HostDevice {
         &self.device
     }
 
-    fn id(&self) -> u64 {
+    fn id_impl(&self) -> u64 {
         self.queue.id
     }
 
-    fn name(&self) -> Option<&str> {
+    fn name_impl(&self) -> Option<&str> {
         self.queue.name.as_deref()
     }
 
-    fn flags(&self) -> StreamFlags {
+    fn flags_impl(&self) -> StreamFlags {
         self.queue.flags
     }
 
-    fn priority(&self) -> i32 {
+    fn priority_impl(&self) -> i32 {
         self.queue.attrs().priority
     }
 
-    fn report(&self) -> &CreationReport {
+    fn report_impl(&self) -> &CreationReport {
         &self.queue.report
     }
 
-    fn ownership(&self) -> Ownership {
+    fn ownership_impl(&self) -> Ownership {
         self.ownership
     }
 
-    fn query(&self) -> Result<Status> {
-        ensure_not_in_callback()?;
+    fn query_impl(&self) -> Result<Status> {
         if self.is_persistent_recording() {
             return Ok(Status::Ready);
         }
@@ -256,19 +257,11 @@ impl Stream for HostStream {
         })
     }
 
-    fn synchronize(&self) -> Result<()> {
-        ensure_not_in_callback()?;
-        self.sync(None)
+    fn synchronize_impl(&self, timeout: Option<Duration>) -> Result<()> {
+        self.sync(timeout)
     }
 
-    fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
-        ensure_not_in_callback()?;
-        check_timeout(timeout)?;
-        self.sync(Some(timeout))
-    }
-
-    fn wait_event(&self, event: &HostEvent) -> Result<()> {
-        ensure_not_in_callback()?;
+    fn wait_event_impl(&self, event: &HostEvent) -> Result<()> {
         self.device.shared().check()?;
         if let Some(state) = &event.inner.ipc {
             self.queue.capture.gate("wait_event (interprocess event)")?;
@@ -321,13 +314,8 @@ impl Stream for HostStream {
         }
     }
 
-    fn enqueue_callback(&self, f: HostCallback) -> Result<()> {
-        ensure_not_in_callback()?;
+    fn enqueue_callback_impl(&self, f: HostCallback) -> Result<()> {
         self.device.shared().check()?;
-        if self.queue.capture.is_capturing() {
-            // An exactly-once callback cannot be replayed: refused, capture invalidated.
-            self.queue.capture.gate("host_callback")?;
-        }
         tracing::trace!(stream = self.queue.id, name = ?self.queue.name, "enqueue host callback");
         let slot = CallbackSlot::new(f, Arc::clone(&self.queue.panics));
         self.queue.push(Op::Callback(Arc::clone(&slot)))?;
@@ -337,60 +325,50 @@ impl Stream for HostStream {
         Ok(())
     }
 
-    fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
+    fn begin_capture_impl(&self, mode: CaptureMode) -> Result<()> {
         capture::begin_capture(self, mode)
     }
 
-    fn end_capture(&self) -> Result<HostGraph> {
+    fn end_capture_impl(&self) -> Result<HostGraph> {
         capture::end_capture(self)
     }
 
-    fn capture_status(&self) -> CaptureStatus {
-        self.queue.capture.status()
+    fn capture_cell_impl(&self) -> &CaptureCell {
+        &self.queue.capture
     }
 
-    fn attribute(&self, attr: StreamAttr) -> Result<StreamAttrValue> {
+    fn attribute_impl(&self, attr: StreamAttr) -> Result<StreamAttrValue> {
         attribute::attribute(self, attr)
     }
 
-    fn set_attribute(&self, value: StreamAttrValue) -> Result<()> {
+    fn set_attribute_impl(&self, value: StreamAttrValue) -> Result<()> {
         attribute::set_attribute(self, value)
     }
 
-    fn copy_attributes_from(&self, src: &Self) -> Result<()> {
+    fn copy_attributes_from_impl(&self, src: &Self) -> Result<()> {
         attribute::copy_attributes_from(self, src)
     }
 
-    fn set_allocator(&self, allocator: Option<Arc<dyn Allocator>>) -> Result<()> {
+    fn set_allocator_impl(&self, allocator: Option<Arc<dyn Allocator>>) -> Result<()> {
         attribute::set_allocator(self, allocator)
     }
 
-    fn allocator(&self) -> Result<Option<Arc<dyn Allocator>>> {
+    fn allocator_impl(&self) -> Result<Option<Arc<dyn Allocator>>> {
         attribute::allocator(self)
     }
 
-    fn copy_peer(
-        &self,
-        src: &HostDeviceBuffer,
-        src_offset: usize,
-        dst: &HostDeviceBuffer,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        memory::copy_peer(self, src, src_offset, dst, dst_offset, len)
+    fn copy_peer_impl(&self, src: Span<'_>, dst: Span<'_>) -> Result<()> {
+        memory::copy_peer(self, src, dst)
     }
 
-    // ---- Stream memory operations (`stream::memop`) ----
-
-    fn as_raw(&self) -> u64 {
+    fn as_raw_impl(&self) -> u64 {
         self.queue.id
     }
 
     // The trait declares this `unsafe` for vendor handles; on the host a raw handle is only an
     // id looked up in the device's registry, so nothing here relies on the caller's promise.
     #[allow(unsafe_code)]
-    unsafe fn borrow_raw<'a>(device: &HostDevice, raw: u64) -> Result<Borrowed<'a, Self>> {
-        ensure_not_in_callback()?;
+    unsafe fn borrow_raw_impl<'a>(device: &HostDevice, raw: u64) -> Result<Borrowed<'a, Self>> {
         match device.shared().find(raw) {
             Some(queue) => Ok(Borrowed::new(Self {
                 queue,
@@ -404,127 +382,56 @@ impl Stream for HostStream {
         }
     }
 
-    // --- ordering and allocation without host sync ---
-
-    // --- end of ordering and allocation without host sync ---
-}
-
-// The hooks behind the user-facing methods of `Stream` (called by xstream-core only,
-// after its checks).
-impl xstream_core::__private::Sealed for HostStream {}
-
-impl StreamHooks for HostStream {
-    fn enqueue_copy_to_device(
-        &self,
-        _token: HookToken,
-        src: xstream_core::HostSpan,
-        dst: &HostDeviceBuffer,
-        dst_offset: usize,
-    ) -> Result<()> {
-        memory::enqueue_copy_to_device(self, src, dst, dst_offset)
+    fn wait_stream_impl(&self, other: &Self) -> Result<()> {
+        let e = other.record_event()?;
+        self.wait_event_impl(&e)
     }
 
-    fn enqueue_copy_to_host(
-        &self,
-        _token: HookToken,
-        src: &HostDeviceBuffer,
-        src_offset: usize,
-        dst: xstream_core::HostSpan,
-    ) -> Result<()> {
-        memory::enqueue_copy_to_host(self, src, src_offset, dst)
+    fn copy_to_device_impl(&self, src: xstream_core::HostSpan, dst: Span<'_>) -> Result<()> {
+        memory::copy_to_device(self, src, dst)
     }
 
-    fn enqueue_memset_pattern(
-        &self,
-        _token: HookToken,
-        buf: &HostDeviceBuffer,
-        offset: usize,
-        len: usize,
-        value: xstream_core::MemsetPattern,
-    ) -> Result<()> {
-        memory::memset(self, buf, offset, len, value)
+    fn copy_to_host_impl(&self, src: Span<'_>, dst: xstream_core::HostSpan) -> Result<()> {
+        memory::copy_to_host(self, src, dst)
     }
 
-    fn write_bytes_now(
-        &self,
-        _token: HookToken,
-        dst: &HostDeviceBuffer,
-        offset: usize,
-        src: &[u8],
-    ) -> Result<()> {
-        memory::write_bytes_now(self, dst, offset, src)
+    fn write_from_blocking_impl(&self, dst: Span<'_>, src: &[u8]) -> Result<()> {
+        memory::write_from_blocking(self, dst, src)
     }
 
-    fn read_bytes_now(
-        &self,
-        _token: HookToken,
-        src: &HostDeviceBuffer,
-        offset: usize,
-        dst: &mut [u8],
-    ) -> Result<()> {
-        memory::read_bytes_now(self, src, offset, dst)
+    fn read_into_blocking_impl(&self, src: Span<'_>, dst: &mut [u8]) -> Result<()> {
+        memory::read_into_blocking(self, src, dst)
     }
 
-    fn enqueue_memset(
-        &self,
-        _token: HookToken,
-        buf: &HostDeviceBuffer,
-        offset: usize,
-        len: usize,
-        value: u8,
-    ) -> Result<()> {
-        memory::memset(
-            self,
-            buf,
-            offset,
-            len,
-            xstream_core::MemsetPattern::U8(value),
-        )
+    fn memset_impl(&self, dst: Span<'_>, value: MemsetPattern) -> Result<()> {
+        memory::memset(self, dst, value)
     }
 
-    fn enqueue_write(
-        &self,
-        _token: HookToken,
-        dst: &HostDeviceBuffer,
-        offset: usize,
-        data: Vec<u8>,
-    ) -> Result<()> {
-        memory::write(self, dst, offset, data)
+    fn write_impl(&self, dst: Span<'_>, data: Vec<u8>) -> Result<()> {
+        memory::write(self, dst, data)
     }
 
-    fn enqueue_read(
-        &self,
-        _token: HookToken,
-        src: &HostDeviceBuffer,
-        offset: usize,
-        len: usize,
-    ) -> Result<Readback> {
-        memory::read(self, src, offset, len)
+    fn read_impl(&self, src: Span<'_>) -> Result<Readback> {
+        memory::read(self, src)
     }
 
-    fn enqueue_copy(
-        &self,
-        _token: HookToken,
-        src: &HostDeviceBuffer,
-        src_offset: usize,
-        dst: &HostDeviceBuffer,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        memory::copy(self, src, src_offset, dst, dst_offset, len)
+    fn copy_impl(&self, src: Span<'_>, dst: Span<'_>) -> Result<()> {
+        memory::copy(self, src, dst)
     }
 
-    fn enqueue_free(&self, _token: HookToken, buf: HostDeviceBuffer) -> Result<()> {
+    /// An ordinary allocation, usable at once on any stream (the portable reference).
+    fn alloc_async_impl(&self, len: usize) -> Result<HostDeviceBuffer> {
+        xstream_core::Device::alloc(&self.device, len)
+    }
+
+    /// Dropped under the buffer lifetime rule: its bytes go when the last queued work using
+    /// them ran.
+    fn free_async_impl(&self, buf: HostDeviceBuffer) -> Result<()> {
         drop(buf);
         Ok(())
     }
 
-    fn enqueue_builtin(
-        &self,
-        _token: HookToken,
-        kernel: Kernel<'_, HostDeviceBuffer>,
-    ) -> Result<()> {
-        ensure_not_in_callback()?;
+    fn launch_impl(&self, kernel: Kernel<'_, HostDeviceBuffer>) -> Result<()> {
         let ordinal = xstream_core::Device::info(&self.device).ordinal;
         let builtin = |name: &str| crate::module::builtin_function(name, ordinal);
         match kernel {
@@ -563,88 +470,65 @@ impl StreamHooks for HostStream {
         }
     }
 
-    fn enqueue_kernel(
+    fn launch_kernel_impl(
         &self,
-        _token: HookToken,
         f: &HostFunction,
         cfg: &LaunchConfig,
         args: &[KernelArg<'_, HostDeviceBuffer>],
     ) -> Result<()> {
-        ensure_not_in_callback()?;
         let launch = kernel::prepare(self, f, cfg, args)?;
         self.submit("launch_kernel", Node::Kernel(Arc::new(launch)))
     }
 
-    fn enqueue_wait_value32(
+    fn enqueue_launch_impl(
         &self,
-        _token: HookToken,
-        buf: &HostDeviceBuffer,
-        offset: usize,
-        value: u32,
-        cond: WaitCondition,
+        f: &HostFunction,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, HostDeviceBuffer>],
+        attrs: &LaunchAttrs,
     ) -> Result<()> {
-        ensure_not_in_callback()?;
-        let n = memop::node("wait_value32", buf, offset, 4, value.into(), Some(cond))?;
-        self.submit("wait_value32", n)
+        xstream_core::backend::launch_without_attrs(self, f, cfg, args, attrs)
     }
 
-    fn enqueue_wait_value64(
+    // The trait declares this `unsafe` for vendor kernels; a host kernel checks its arguments
+    // itself, so nothing here relies on the caller's promise.
+    #[allow(unsafe_code)]
+    unsafe fn enqueue_launch_unchecked_impl(
         &self,
-        _token: HookToken,
-        buf: &HostDeviceBuffer,
-        offset: usize,
-        value: u64,
-        cond: WaitCondition,
+        f: &HostFunction,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, HostDeviceBuffer>],
+        attrs: &LaunchAttrs,
     ) -> Result<()> {
-        ensure_not_in_callback()?;
-        let n = memop::node("wait_value64", buf, offset, 8, value, Some(cond))?;
-        self.submit("wait_value64", n)
+        attrs.refuse_all(xstream_core::BackendKind::Host)?;
+        self.launch_kernel_impl(f, cfg, args)
     }
 
-    fn enqueue_write_value32(
-        &self,
-        _token: HookToken,
-        buf: &HostDeviceBuffer,
-        offset: usize,
-        value: u32,
-    ) -> Result<()> {
-        ensure_not_in_callback()?;
-        let n = memop::node("write_value32", buf, offset, 4, value.into(), None)?;
-        self.submit("write_value32", n)
+    fn wait_value32_impl(&self, word: Span<'_>, value: u32, cond: WaitCondition) -> Result<()> {
+        self.submit("wait_value32", memop::node(word, value.into(), Some(cond)))
     }
 
-    fn enqueue_write_value64(
-        &self,
-        _token: HookToken,
-        buf: &HostDeviceBuffer,
-        offset: usize,
-        value: u64,
-    ) -> Result<()> {
-        ensure_not_in_callback()?;
-        let n = memop::node("write_value64", buf, offset, 8, value, None)?;
-        self.submit("write_value64", n)
+    fn wait_value64_impl(&self, word: Span<'_>, value: u64, cond: WaitCondition) -> Result<()> {
+        self.submit("wait_value64", memop::node(word, value, Some(cond)))
     }
 
-    fn enqueue_reduce(
-        &self,
-        _token: HookToken,
-        dst: &HostDeviceBuffer,
-        dst_offset: usize,
-        src: &HostDeviceBuffer,
-        src_offset: usize,
-        len: usize,
-        r: xstream_core::Reduction,
-    ) -> Result<()> {
-        reduce::enqueue(self, dst, dst_offset, src, src_offset, len, r)
+    fn write_value32_impl(&self, word: Span<'_>, value: u32) -> Result<()> {
+        self.submit("write_value32", memop::node(word, value.into(), None))
+    }
+
+    fn write_value64_impl(&self, word: Span<'_>, value: u64) -> Result<()> {
+        self.submit("write_value64", memop::node(word, value, None))
+    }
+
+    fn reduce_impl(&self, dst: Span<'_>, src: Span<'_>, r: xstream_core::Reduction) -> Result<()> {
+        reduce::enqueue(self, dst, src, r)
     }
 
     /// Holds the buffer's bytes until this stream's work enqueued so far ran: a stream-blocking
     /// callback that owns a reference to them (the host backend frees a buffer's bytes when
-    /// the last reference goes, so no free can run ahead of the marked work). Refused during
-    /// capture, like every callback.
-    fn enqueue_record_use(&self, _token: HookToken, buf: &HostDeviceBuffer) -> Result<()> {
-        ensure_not_in_callback()?;
+    /// the last reference goes, so no free can run ahead of the marked work).
+    fn record_use_impl(&self, buf: &HostDeviceBuffer) -> Result<()> {
         let keep = Arc::clone(&buf.inner);
-        self.enqueue_callback(Box::new(move |_| drop(keep)))
+        self.enqueue_callback_impl(Box::new(move |_| drop(keep)))
     }
 }

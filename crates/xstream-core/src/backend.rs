@@ -1,6 +1,6 @@
 //! The backend traits (static dispatch, in the style of wgpu-hal's `Api`).
 //!
-//! A [`Backend`] names its [`Device`], [`Stream`], [`Event`], [`Graph`], [`Buffer`],
+//! A [`Backend`] names its [`DeviceImpl`], [`StreamImpl`], [`EventImpl`], [`GraphImpl`], [`Buffer`],
 //! [`Module`] and [`Function`] types;
 //! each of those names its backend back, so a CUDA event on an Ascend stream does not compile.
 //! Generic code is written once over `B: Backend` (the conformance suite in `tests/`, the CLI's
@@ -14,7 +14,9 @@
 //!
 //! # Layout
 //! [`Backend`] lives here; each handle's trait has a file of its own, re-exported at this path:
-//! `device` ([`Device`]), `stream` ([`Stream`]), `event` ([`Event`], [`Graph`]), `buffer`
+//! `device` ([`DeviceImpl`], under the checked [`Device`]), `stream` ([`StreamImpl`]: what a backend implements for its stream,
+//! with no checks; users call [`Stream`], the checked layer in `crate::api` implemented over
+//! it), `event` ([`EventImpl`], [`GraphImpl`]: likewise under the checked [`Event`] and [`Graph`]), `buffer`
 //! ([`Buffer`], [`ALLOC_GRANULE`]), `module` ([`Module`], [`Function`]). Their value types and
 //! helpers live in private submodules too: `types` ([`BackendKind`], [`Capabilities`],
 //! [`DeviceInfo`], the descriptions, [`Status`]), `kernel` ([`Kernel`], [`lcg_reference`]),
@@ -26,15 +28,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::callback::HostCallback;
-use crate::completion::{completion, Completion};
+
+use crate::completion::Completion;
 use crate::devinfo::MemoryInfo;
-use crate::hostmem::{HostAllocDesc, HostAllocation, HostBuffer, RegisteredHost};
-use crate::launch::{LaunchAttrs, LaunchBuilder};
+use crate::hostmem::{HostAllocDesc, HostAllocation, HostBuffer};
+use crate::launch::LaunchAttrs;
 use crate::module::{KernelArg, LaunchConfig, ModuleSource, ParamKind};
 use crate::raw::RawBuffer;
 use crate::view::{BufferView, DeviceSlice, MemsetPattern};
 use crate::{
-    Allocator, CaptureMode, CaptureStatus, Error, EventFlags, FlagReport, FlagTable, Result,
+    Allocator, CaptureCell, CaptureMode, Error, EventFlags, FlagReport, FlagTable, Result,
     StreamAttr, StreamAttrValue, StreamFlags,
 };
 
@@ -49,16 +52,18 @@ mod readback;
 mod stream;
 mod types;
 
+#[allow(unused_imports)]
+use crate::api::{Device, Event, Graph, Stream};
 pub use borrowed::Borrowed;
 pub use buffer::{alloc_size, Buffer, ALLOC_GRANULE};
 pub(crate) use checks::check_buffer_device;
 pub use checks::{check_range, check_timeout};
-pub use device::Device;
-pub use event::{Event, Graph};
+pub use device::DeviceImpl;
+pub use event::{EventImpl, GraphImpl};
 pub use kernel::{lcg_reference, Kernel};
 pub use module::{Function, Module};
 pub use readback::{Readback, ReadbackFill};
-pub use stream::Stream;
+pub use stream::{launch_without_attrs, StreamImpl};
 pub use types::{
     BackendKind, Capabilities, CreationReport, DeviceInfo, EventDesc, Ownership, Status, StreamDesc,
 };
@@ -83,14 +88,14 @@ pub trait Backend: Sized + Send + Sync + 'static {
     /// Which backend this is.
     const KIND: BackendKind;
     /// Its device.
-    type Device: Device<B = Self> + crate::vmm::VirtualMemory;
-    /// Its stream, with the hooks behind the user-facing methods
-    /// ([`StreamHooks`](crate::backend_hooks::StreamHooks)).
-    type Stream: Stream<B = Self> + crate::backend_hooks::StreamHooks;
+    type Device: DeviceImpl<B = Self> + crate::vmm::VirtualMemory;
+    /// Its stream: what the backend implements ([`StreamImpl`]); users call the checked
+    /// [`Stream`], implemented for it by core.
+    type Stream: StreamImpl<B = Self>;
     /// Its event.
-    type Event: Event<B = Self>;
+    type Event: EventImpl<B = Self>;
     /// Its replayable graph.
-    type Graph: Graph<B = Self>;
+    type Graph: GraphImpl<B = Self>;
     /// Its device buffer.
     type Buffer: Buffer<B = Self>;
     /// Its loaded module of kernels.

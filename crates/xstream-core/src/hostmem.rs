@@ -325,7 +325,7 @@ impl<B: Backend> RegisteredHost<'_, B> {
         dst: impl Into<crate::BufferView<'v, crate::BufferOf<B>>>,
     ) -> Result<()> {
         let v = dst.into();
-        copy_to_device(
+        crate::Stream::copy_to_device(
             stream,
             &self.lock_buf(),
             offset,
@@ -347,7 +347,7 @@ impl<B: Backend> RegisteredHost<'_, B> {
         offset: usize,
     ) -> Result<()> {
         let v = src.into();
-        copy_to_host(
+        crate::Stream::copy_to_host(
             stream,
             v.buffer(),
             v.offset(),
@@ -403,7 +403,9 @@ pub(crate) fn with_registered<B: Backend, T: bytemuck::Pod, R>(
     } else {
         // SAFETY: `bytes` is borrowed exclusively for this call, and the scope below does not
         // return before every copy that used it completed and the range was released.
-        let mem = unsafe { device.register_host_range(bytes.as_mut_ptr(), bytes.len()) }?;
+        let mem = unsafe {
+            crate::DeviceImpl::register_host_range_impl(device, bytes.as_mut_ptr(), bytes.len())
+        }?;
         let b = HostBuffer::from_allocation(
             device,
             Arc::clone(&mem),
@@ -632,7 +634,7 @@ impl<B: Backend> HostBuffer<B> {
 
     /// Checks a copy's arguments, orders it after the buffer's last use, enqueues it with
     /// `enqueue` and moves the fence behind it.
-    fn fenced_copy(
+    pub(crate) fn fenced_copy(
         &self,
         stream: &B::Stream,
         what: &str,
@@ -688,57 +690,6 @@ fn cast_error<T>(len: usize, e: bytemuck::PodCastError) -> Error {
         "host buffer of {len} bytes as [{}]: {e:?}",
         std::any::type_name::<T>()
     ))
-}
-
-/// The copies of the data path, as provided methods over the backends' hooks
-/// ([`StreamHooks::enqueue_copy_to_device`](crate::backend_hooks::StreamHooks::enqueue_copy_to_device),
-/// [`StreamHooks::enqueue_copy_to_host`](crate::backend_hooks::StreamHooks::enqueue_copy_to_host)).
-pub(crate) fn copy_to_device<S>(
-    stream: &S,
-    src: &HostBuffer<S::B>,
-    src_offset: usize,
-    dst: &crate::BufferOf<S::B>,
-    dst_offset: usize,
-    len: usize,
-) -> Result<()>
-where
-    S: Stream,
-    S::B: Backend<Stream = S>,
-{
-    crate::backend::check_buffer_device::<S::B>("copy_to_device", stream, dst)?;
-    crate::check_range(
-        "copy_to_device destination",
-        crate::Buffer::len(dst),
-        dst_offset,
-        len,
-    )?;
-    src.fenced_copy(stream, "copy_to_device", src_offset, len, |span| {
-        crate::backend_hooks::enqueue_copy_to_device::<S::B>(stream, span, dst, dst_offset)
-    })
-}
-
-pub(crate) fn copy_to_host<S>(
-    stream: &S,
-    src: &crate::BufferOf<S::B>,
-    src_offset: usize,
-    dst: &mut HostBuffer<S::B>,
-    dst_offset: usize,
-    len: usize,
-) -> Result<()>
-where
-    S: Stream,
-    S::B: Backend<Stream = S>,
-{
-    crate::backend::check_buffer_device::<S::B>("copy_to_host", stream, src)?;
-    crate::check_range(
-        "copy_to_host source",
-        crate::Buffer::len(src),
-        src_offset,
-        len,
-    )?;
-    dst.fenced_copy(stream, "copy_to_host", dst_offset, len, |span| {
-        crate::backend_hooks::enqueue_copy_to_host::<S::B>(stream, src, src_offset, span)
-    })
 }
 
 #[cfg(test)]

@@ -56,8 +56,9 @@
 //! The builder keeps up to [`INLINE_ARGS`] arguments inline (no heap allocation); more spill
 //! to one `Vec`. What the backend does per launch is its own (see docs/semantics.md).
 
-use crate::backend::{Backend, BufferOf, FunctionOf, Stream, StreamOf};
+use crate::backend::{Backend, BufferOf, FunctionOf, StreamOf};
 use crate::module::{KernelArg, LaunchConfig};
+use crate::Stream;
 use crate::{BackendKind, Buffer, Error, Result};
 
 /// Arguments a [`LaunchBuilder`] keeps without allocating.

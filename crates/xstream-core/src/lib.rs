@@ -10,8 +10,8 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`backend`] | the [`Backend`] family of traits (static dispatch); their value types, the built-in kernels, readbacks and borrowed handles in its submodules |
-//! | [`backend_hooks`] | the sealed [`StreamHooks`](backend_hooks::StreamHooks): what backends implement behind the user-facing stream methods |
+//! | [`backend`] | what a backend implements: the [`Backend`] family of traits (static dispatch; [`DeviceImpl`], [`StreamImpl`], [`EventImpl`] and [`GraphImpl`] have no checks); their value types, the built-in kernels, readbacks and borrowed handles in its submodules |
+//! | [`api`] | what users call: the checked [`Device`], [`Stream`], [`Event`] and [`Graph`] over every backend's [`DeviceImpl`], [`StreamImpl`], [`EventImpl`] and [`GraphImpl`] (every check of their operations, once) |
 //! | [`flags`] / [`translate`] | portable flags and per-backend translation tables, as data |
 //! | [`priority`] | ordered portable priorities mapped through native ranges, never clamped silently |
 //! | [`capture`] | the one capture state machine every backend follows |
@@ -45,15 +45,15 @@
 //! - **Errors keep the vendor's code** ([`NativeError`]) and say whether they are sticky.
 // No unsafe code, except the declarations of `Stream::borrow_raw`, `Device::alloc_uninit`,
 // `Buffer::from_raw`, `Buffer::from_raw_borrowed`,
-// `Stream::enqueue_launch_unchecked` and `LaunchBuilder::launch_unchecked`, whose contracts are
+// `Stream::enqueue_launch_unchecked` (and their backend sides in `StreamImpl`) and `LaunchBuilder::launch_unchecked`, whose contracts are
 // unsafe (and the default `alloc_zeroed_on`, which calls `alloc_uninit`),
 // and the `hostmem` module (which allows it locally).
 #![deny(unsafe_code)]
 
 pub mod allocator;
+pub mod api;
 pub mod attr;
 pub mod backend;
-pub mod backend_hooks;
 pub mod callback;
 pub mod capture;
 pub mod collective;
@@ -80,14 +80,15 @@ pub mod vmm;
 pub mod vmm_share;
 
 pub use allocator::{Allocator, AllocatorSlot, Block, HostAllocator};
+pub use api::{Device, Event, Graph, Stream};
 pub use attr::{
     AccessPolicyWindow, AccessProperty, FailureMode, StreamAttr, StreamAttrValue, SyncPolicy,
 };
 pub use backend::{
     alloc_size, check_range, check_timeout, lcg_reference, Backend, BackendKind, Borrowed, Buffer,
-    BufferOf, Capabilities, CreationReport, Device, DeviceInfo, DeviceOf, Event, EventDesc,
-    EventOf, Function, FunctionOf, Graph, GraphOf, Kernel, Module, ModuleOf, Ownership, Readback,
-    ReadbackFill, Status, Stream, StreamDesc, StreamOf, ALLOC_GRANULE,
+    BufferOf, Capabilities, CreationReport, DeviceImpl, DeviceInfo, DeviceOf, EventDesc, EventImpl,
+    EventOf, Function, FunctionOf, GraphImpl, GraphOf, Kernel, Module, ModuleOf, Ownership,
+    Readback, ReadbackFill, Status, StreamDesc, StreamImpl, StreamOf, ALLOC_GRANULE,
 };
 pub use callback::{ensure_not_in_callback, HostCallback};
 pub use capture::{CaptureCell, CaptureMode, CaptureStatus};
@@ -131,12 +132,3 @@ pub use bytemuck;
 /// The `half` crate whose `f16` / `bf16` xstream's kernel arguments and element types accept:
 /// use this one, so the versions always match.
 pub use half;
-
-/// Not public API: the items backends (separate crates) must name and users should not. No
-/// stability promise covers them.
-#[doc(hidden)]
-pub mod __private {
-    /// The supertrait that seals [`StreamHooks`](crate::backend_hooks::StreamHooks): only
-    /// xstream's backends implement it.
-    pub trait Sealed {}
-}

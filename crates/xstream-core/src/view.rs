@@ -108,6 +108,12 @@ impl<'a, Buf> BufferView<'a, Buf> {
         self.len == 0
     }
 
+    /// `len` bytes of `buf` from `offset`, a range the caller has checked to be inside the
+    /// buffer (the checked stream operations, which hand it to the backend).
+    pub(crate) const fn checked(buf: &'a Buf, offset: usize, len: usize) -> Self {
+        Self { buf, offset, len }
+    }
+
     /// The same range over `buf`, which must be the viewed buffer seen through another type
     /// (same memory, same length): the range is not checked again.
     pub(crate) const fn rebind<B2>(self, buf: &'a B2) -> BufferView<'a, B2> {

@@ -178,7 +178,7 @@ impl Buffer for AscendBuffer {
     }
 
     /// Freed at drop with `aclrtFree` on the reaper thread once the device's queued work
-    /// completed (as a buffer from [`Device::alloc`]). ACL has
+    /// completed (as a buffer from [`Device::alloc`](xstream_core::Device::alloc)). ACL has
     /// no query for an allocation's extent: beyond the descriptor's fields, nothing is
     /// checked (the address and length are the caller's promise).
     ///

@@ -5,8 +5,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use xstream_core::{
-    ensure_not_in_callback, Allocator, BackendKind, Error, FailureMode, Ownership, Result, Stream,
-    StreamAttr, StreamAttrValue,
+    Allocator, BackendKind, Error, FailureMode, Ownership, Result, Stream, StreamAttr,
+    StreamAttrValue,
 };
 
 use super::AscendStream;
@@ -70,7 +70,6 @@ impl AscendStream {
 }
 
 pub(super) fn attribute(s: &AscendStream, attr: StreamAttr) -> Result<StreamAttrValue> {
-    ensure_not_in_callback()?;
     let d = &s.device.inner;
     match attr {
         StreamAttr::Priority => {
@@ -114,7 +113,6 @@ pub(super) fn attribute(s: &AscendStream, attr: StreamAttr) -> Result<StreamAttr
 }
 
 pub(super) fn set_attribute(s: &AscendStream, value: StreamAttrValue) -> Result<()> {
-    ensure_not_in_callback()?;
     value.validate()?;
     if s.ownership == Ownership::Borrowed {
         return Err(Error::NotOwned {
@@ -158,7 +156,6 @@ pub(super) fn set_attribute(s: &AscendStream, value: StreamAttrValue) -> Result<
 }
 
 pub(super) fn copy_attributes_from(s: &AscendStream, src: &AscendStream) -> Result<()> {
-    ensure_not_in_callback()?;
     for a in [StreamAttr::FailureMode, StreamAttr::UserTag] {
         match src.attribute(a) {
             Ok(StreamAttrValue::FailureMode(FailureMode::Continue)) => {}
@@ -171,7 +168,6 @@ pub(super) fn copy_attributes_from(s: &AscendStream, src: &AscendStream) -> Resu
 }
 
 pub(super) fn set_allocator(s: &AscendStream, allocator: Option<Arc<dyn Allocator>>) -> Result<()> {
-    ensure_not_in_callback()?;
     if s.ownership != Ownership::Owned {
         return Err(Error::NotOwned {
             kind: s.kind_name(),
@@ -205,7 +201,6 @@ pub(super) fn set_allocator(s: &AscendStream, allocator: Option<Arc<dyn Allocato
 }
 
 pub(super) fn allocator(s: &AscendStream) -> Result<Option<Arc<dyn Allocator>>> {
-    ensure_not_in_callback()?;
     let d = &s.device.inner;
     let g = s.state.alloc.lock().unwrap_or_else(|e| e.into_inner());
     if s.state.raw.0.is_null() || d.t.aclrtAllocatorGetByStream.is_none() {

@@ -32,7 +32,6 @@ impl AscendStream {
 }
 
 pub(super) fn begin_capture(s: &AscendStream, mode: CaptureMode) -> Result<()> {
-    ensure_not_in_callback()?;
     match s.ownership {
         Ownership::Owned => {}
         _ => {
@@ -62,7 +61,6 @@ pub(super) fn begin_capture(s: &AscendStream, mode: CaptureMode) -> Result<()> {
 }
 
 pub(super) fn end_capture(s: &AscendStream) -> Result<AscendGraph> {
-    ensure_not_in_callback()?;
     let d = &s.device.inner;
     d.bind()?;
     if s.persistent {

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use xstream_core::{
-    ensure_not_in_callback, CreationReport, Error, ErrorKind, FlagReport, Ownership, Priority,
-    PriorityOutcome, Result, StreamDesc, StreamFlags,
+    CreationReport, Error, ErrorKind, FlagReport, Ownership, Priority, PriorityOutcome, Result,
+    StreamDesc, StreamFlags,
 };
 
 use super::{AscendStream, StreamState};
@@ -75,7 +75,6 @@ pub(super) fn forget_id(ordinal: usize, native: i32, id: u64) {
 
 impl AscendStream {
     pub(crate) fn create(device: &AscendDevice, desc: &StreamDesc) -> Result<Self> {
-        ensure_not_in_callback()?;
         let mut tr = ACL_FLAGS.stream_to_native(desc.flags, desc.policy)?;
         if !desc.flags.contains(StreamFlags::NON_BLOCKING) {
             // Ordering changes: report it, so `is_exact()` is false.

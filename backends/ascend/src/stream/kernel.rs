@@ -93,7 +93,7 @@ pub(super) fn launch_ex(
     };
     for (p, a) in params.iter_mut().zip(args) {
         if let Some(b) = a.buffer() {
-            s.check_buf(b)?;
+            s.note_use(b)?;
             bufs.push(Arc::clone(&b.inner));
         }
         *p = a.value(|b| b.inner.ptr.0 as u64);

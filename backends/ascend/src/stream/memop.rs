@@ -4,13 +4,11 @@
 //! for every 32-bit operation (ACL's value operations work on 64-bit words only), the calls
 //! return [`Error::Unsupported`] naming the reason.
 
-use xstream_core::memop::check_word;
 use xstream_core::{BackendKind, Capabilities, Device, Error, Result, WaitCondition};
 
 use super::AscendStream;
 use crate::result;
 use crate::sys::DevPtr;
-use crate::AscendBuffer;
 
 /// The error of a 32-bit operation.
 pub(super) fn no_32bit(what: &str) -> Error {
@@ -24,8 +22,7 @@ pub(super) fn no_32bit(what: &str) -> Error {
 pub(super) fn value64(
     s: &AscendStream,
     what: &'static str,
-    buf: &AscendBuffer,
-    offset: usize,
+    word: super::Span<'_>,
     value: u64,
     cond: Option<WaitCondition>,
 ) -> Result<()> {
@@ -43,10 +40,10 @@ pub(super) fn value64(
         ));
     }
     s.enter(what)?;
-    s.check_buf(buf)?;
-    check_word(what, buf.inner.len, offset, 8)?;
+    let buf = word.buffer();
+    s.note_use(buf)?;
     let t = s.device.inner.t;
-    let addr = DevPtr(result::memory::at(buf.inner.ptr, offset));
+    let addr = DevPtr(result::memory::at(buf.inner.ptr, word.offset()));
     match cond {
         Some(c) => result::value::wait(t, addr, value, c, s.state.raw)?,
         None => result::value::write(t, addr, value, s.state.raw)?,

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use xstream_core::{check_range, ensure_not_in_callback, Readback, Result};
+use xstream_core::{Readback, Result};
 
 use super::{AscendStream, Keep, StreamState};
 use crate::device::AscendBuffer;
@@ -56,7 +56,8 @@ impl AscendStream {
     }
 }
 
-pub(super) fn memset(
+/// A byte memset: one `aclrtMemsetAsync`.
+fn memset_bytes(
     s: &AscendStream,
     buf: &AscendBuffer,
     offset: usize,
@@ -64,11 +65,7 @@ pub(super) fn memset(
     value: u8,
 ) -> Result<()> {
     s.enter("memset")?;
-    s.check_buf(buf)?;
-    check_range("memset", buf.inner.len, offset, len)?;
-    if len == 0 {
-        return Ok(());
-    }
+    s.note_use(buf)?;
     let d = &s.device.inner;
     result::memory::memset_async(d.t, buf.inner.ptr, offset, len, value, s.state.raw)?;
     s.state.enqueued(Some(Box::new(Arc::clone(&buf.inner))));
@@ -82,11 +79,7 @@ pub(super) fn write(
     data: Vec<u8>,
 ) -> Result<()> {
     s.enter("write")?;
-    s.check_buf(dst)?;
-    check_range("write", dst.inner.len, offset, data.len())?;
-    if data.is_empty() {
-        return Ok(());
-    }
+    s.note_use(dst)?;
     let d = &s.device.inner;
     if s.state.capture.is_capturing() {
         // ACL: host memory in a captured asynchronous copy must be page-locked. Stage the
@@ -119,15 +112,14 @@ pub(super) fn write(
     s.keep_until_done(Box::new((data, Arc::clone(&dst.inner))))
 }
 
-pub(super) fn enqueue_copy_to_device(
+pub(super) fn copy_to_device(
     s: &AscendStream,
     src: xstream_core::HostSpan,
     dst: &AscendBuffer,
     dst_offset: usize,
 ) -> Result<()> {
     s.enter("copy_to_device")?;
-    s.check_buf(dst)?;
-    check_range("copy_to_device", dst.inner.len, dst_offset, src.len())?;
+    s.note_use(dst)?;
     result::memory::memcpy(
         s.device.inner.t,
         result::memory::at(dst.inner.ptr, dst_offset),
@@ -140,15 +132,14 @@ pub(super) fn enqueue_copy_to_device(
     s.keep_until_done(Box::new((src, Arc::clone(&dst.inner))))
 }
 
-pub(super) fn enqueue_copy_to_host(
+pub(super) fn copy_to_host(
     s: &AscendStream,
     src: &AscendBuffer,
     src_offset: usize,
     dst: xstream_core::HostSpan,
 ) -> Result<()> {
     s.enter("copy_to_host")?;
-    s.check_buf(src)?;
-    check_range("copy_to_host", src.inner.len, src_offset, dst.len())?;
+    s.note_use(src)?;
     result::memory::memcpy(
         s.device.inner.t,
         dst.as_ptr().cast(),
@@ -167,11 +158,8 @@ pub(super) fn read(
     offset: usize,
     len: usize,
 ) -> Result<Readback> {
-    ensure_not_in_callback()?;
-    s.state.capture.gate("read")?;
     s.device.inner.bind()?;
-    s.check_buf(src)?;
-    check_range("read", src.inner.len, offset, len)?;
+    s.note_use(src)?;
     let (rb, fill) = Readback::new();
     let mut host = vec![0u8; len];
     let d = &s.device.inner;
@@ -206,13 +194,8 @@ pub(super) fn copy(
     len: usize,
 ) -> Result<()> {
     s.enter("copy")?;
-    s.check_buf(src)?;
-    s.check_buf(dst)?;
-    check_range("copy source", src.inner.len, src_offset, len)?;
-    check_range("copy destination", dst.inner.len, dst_offset, len)?;
-    if len == 0 {
-        return Ok(());
-    }
+    s.note_use(src)?;
+    s.note_use(dst)?;
     enqueue_device_copy(s, src, src_offset, dst, dst_offset, len)
 }
 
@@ -227,8 +210,6 @@ pub(super) fn copy_peer(
     dst_offset: usize,
     len: usize,
 ) -> Result<()> {
-    check_range("copy_peer source", src.inner.len, src_offset, len)?;
-    check_range("copy_peer destination", dst.inner.len, dst_offset, len)?;
     let mine = s.device.inner.ordinal;
     let (so, d_o) = (
         src.inner.device.inner.ordinal,
@@ -240,13 +221,8 @@ pub(super) fn copy_peer(
     ) {
         (true, true) => return copy(s, src, src_offset, dst, dst_offset, len),
         (true, false) => (src, dst, d_o),
-        (false, true) => (dst, src, so),
-        (false, false) => {
-            return Err(xstream_core::Error::WrongDevice(format!(
-                "copy_peer: neither buffer (devices {so} and {d_o}) belongs to the stream's \
-                 Ascend device {mine}"
-            )))
-        }
+        // The checked layer saw that one of them is of this stream's device.
+        (false, _) => (dst, src, so),
     };
     if other == mine || !crate::peer::enabled(&s.device, other) {
         return Err(xstream_core::Error::NotPermitted(
@@ -264,17 +240,13 @@ pub(super) fn copy_peer(
         ));
     }
     s.enter("copy_peer")?;
-    s.check_buf(local)?;
-    if len == 0 {
-        return Ok(());
-    }
+    s.note_use(local)?;
     enqueue_device_copy(s, src, src_offset, dst, dst_offset, len)
 }
 
 /// `alloc_async`: a cached block this stream may use now, else `aclrtMalloc` (emulated stream
 /// order, see `crate::blocks`).
 pub(super) fn alloc_async(s: &AscendStream, len: usize) -> Result<AscendBuffer> {
-    ensure_not_in_callback()?;
     s.state.capture.gate("alloc_async")?;
     let d = &s.device.inner;
     d.bind()?;
@@ -330,13 +302,6 @@ fn malloc_retry(d: &crate::device::DeviceInner, class: usize) -> Result<crate::s
 /// `free_async`: records the release events (this stream and every other stream that used the
 /// buffer) and drops the handle; the last handle puts the block into the device's cache.
 pub(super) fn free_async(s: &AscendStream, buf: AscendBuffer) -> Result<()> {
-    ensure_not_in_callback()?;
-    if !buf.inner.device.same(&s.device) {
-        return Err(xstream_core::Error::WrongDevice(format!(
-            "free_async: buffer of Ascend device {} on a stream of device {}",
-            buf.inner.device.inner.ordinal, s.device.inner.ordinal
-        )));
-    }
     let Some(o) = &buf.inner.ordered else {
         // A plain buffer: its lifetime rule applies (freed after the device's work).
         return Ok(());
@@ -390,26 +355,20 @@ fn enqueue_device_copy(
 /// the device.
 const PATTERN_STAGE: usize = 4096;
 
-/// `memset16` / `memset32` (emulated: ACL's `aclrtMemsetAsync` sets bytes only). A pattern
-/// whose bytes are all equal is one byte memset; any other is one staged write of up to
-/// [`PATTERN_STAGE`] bytes of the pattern, then device-to-device copies doubling the filled
-/// prefix, all on this stream (so in stream order, and capturable like the copies they are).
-pub(super) fn memset_pattern(
+/// `memset`, `memset16`, `memset32`, `memset64` (the wider ones emulated: ACL's
+/// `aclrtMemsetAsync` sets bytes only). A pattern whose bytes are all equal is one byte
+/// memset; any other is one staged write of up to [`PATTERN_STAGE`] bytes of the pattern, then
+/// device-to-device copies doubling the filled prefix, all on this stream (so in stream order,
+/// and capturable like the copies they are).
+pub(super) fn memset(
     s: &AscendStream,
     buf: &AscendBuffer,
     offset: usize,
     len: usize,
     value: xstream_core::MemsetPattern,
 ) -> Result<()> {
-    value.check(offset, len)?;
     if let Some(b) = value.as_byte() {
-        return memset(s, buf, offset, len, b);
-    }
-    ensure_not_in_callback()?;
-    s.check_buf(buf)?;
-    check_range("memset", buf.inner.len, offset, len)?;
-    if len == 0 {
-        return Ok(());
+        return memset_bytes(s, buf, offset, len, b);
     }
     let first = len.min(PATTERN_STAGE);
     let mut stage = vec![0u8; first];
@@ -427,18 +386,13 @@ pub(super) fn memset_pattern(
 /// `Stream::write_from_blocking`: one `aclrtMemcpyAsync` host to device from the caller's slice on
 /// this stream, then a wait for the stream, so the slice is free again when this returns. No
 /// staging and no heap allocation.
-pub(super) fn write_bytes_now(
+pub(super) fn write_from_blocking(
     s: &AscendStream,
     dst: &AscendBuffer,
     offset: usize,
     src: &[u8],
 ) -> Result<()> {
-    ensure_not_in_callback()?;
-    s.check_buf(dst)?;
-    check_range("write_from_blocking", dst.inner.len, offset, src.len())?;
-    if src.is_empty() {
-        return Ok(());
-    }
+    s.note_use(dst)?;
     sync_copy_allowed(s, "write_from_blocking")?;
     s.enter("write_from_blocking")?;
     result::memory::memcpy(
@@ -454,18 +408,13 @@ pub(super) fn write_bytes_now(
 
 /// `Stream::read_into_blocking`: one `aclrtMemcpyAsync` device to host into the caller's slice, then a
 /// wait for the stream. No heap allocation.
-pub(super) fn read_bytes_now(
+pub(super) fn read_into_blocking(
     s: &AscendStream,
     src: &AscendBuffer,
     offset: usize,
     dst: &mut [u8],
 ) -> Result<()> {
-    ensure_not_in_callback()?;
-    s.check_buf(src)?;
-    check_range("read_into_blocking", src.inner.len, offset, dst.len())?;
-    if dst.is_empty() {
-        return Ok(());
-    }
+    s.note_use(src)?;
     sync_copy_allowed(s, "read_into_blocking")?;
     s.enter("read_into_blocking")?;
     result::memory::memcpy(
@@ -479,10 +428,9 @@ pub(super) fn read_bytes_now(
     s.wait_all()
 }
 
-/// The synchronous typed copies need a stream that runs its tasks now: refused inside a
-/// capture (the capture is invalidated, as for `read`) and on a persistent stream.
+/// The synchronous typed copies need a stream that runs its tasks now: refused on a
+/// persistent stream.
 fn sync_copy_allowed(s: &AscendStream, op: &'static str) -> Result<()> {
-    s.state.capture.gate(op)?;
     if s.persistent {
         return Err(xstream_core::Error::unsupported(
             xstream_core::BackendKind::Ascend,

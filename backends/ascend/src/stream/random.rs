@@ -27,10 +27,7 @@ pub(super) fn fill(
         ));
     }
     s.enter("launch")?;
-    s.check_buf(buf)?;
-    if len == 0 {
-        return Ok(());
-    }
+    s.note_use(buf)?;
     if s.state.capture.is_capturing() || s.state.device.is_none() {
         // A block of its own: a graph keeps it (and may replay on another stream); on the
         // default stream it is freed when dropped, once the device is idle. Not zeroed (a

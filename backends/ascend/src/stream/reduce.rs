@@ -12,15 +12,11 @@ use xstream_core::{
 
 use super::AscendStream;
 use crate::result;
-use crate::AscendBuffer;
 
 pub(super) fn reduce(
     s: &AscendStream,
-    dst: &AscendBuffer,
-    dst_offset: usize,
-    src: &AscendBuffer,
-    src_offset: usize,
-    len: usize,
+    dst_span: super::Span<'_>,
+    src_span: super::Span<'_>,
     r: Reduction,
 ) -> Result<()> {
     if !s.device.info().capabilities.contains(Capabilities::REDUCE) {
@@ -36,11 +32,13 @@ pub(super) fn reduce(
             "built-in reduce i64: aclrtReduceAsync has no 64-bit integer type",
         ));
     }
+    let len = dst_span.len();
+    let (dst, src) = (dst_span.buffer(), src_span.buffer());
     s.enter("reduce")?;
-    s.check_buf(dst)?;
-    s.check_buf(src)?;
-    let d = result::memory::at(dst.inner.ptr, dst_offset);
-    let so = result::memory::at(src.inner.ptr, src_offset);
+    s.note_use(dst)?;
+    s.note_use(src)?;
+    let d = result::memory::at(dst.inner.ptr, dst_span.offset());
+    let so = result::memory::at(src.inner.ptr, src_span.offset());
     match result::reduce::reduce_async(s.device.inner.t, d, so, len, r, s.state.raw) {
         Ok(()) => {}
         // Every portable rule was checked by xstream-core, so a parameter error for a kind other than

@@ -127,7 +127,6 @@ pub(super) fn copy_attributes_from(s: &CudaStream, src: &CudaStream) -> Result<(
 }
 
 pub(super) fn set_allocator(s: &CudaStream, allocator: Option<Arc<dyn Allocator>>) -> Result<()> {
-    xstream_core::ensure_not_in_callback()?;
     if s.ownership == Ownership::Borrowed {
         return Err(Error::NotOwned {
             kind: xstream_core::NotOwnedKind::Borrowed,
@@ -139,6 +138,5 @@ pub(super) fn set_allocator(s: &CudaStream, allocator: Option<Arc<dyn Allocator>
 }
 
 pub(super) fn allocator(s: &CudaStream) -> Result<Option<Arc<dyn Allocator>>> {
-    xstream_core::ensure_not_in_callback()?;
     Ok(s.state.allocator.get())
 }

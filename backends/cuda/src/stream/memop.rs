@@ -9,11 +9,10 @@
 //! [`Error::Unsupported`] before the driver is called.
 
 use cudarc::driver::sys;
-use xstream_core::memop::check_word;
 use xstream_core::{BackendKind, Capabilities, Device, Error, Result, WaitCondition};
 
 use super::CudaStream;
-use crate::{ffi, CudaBuffer};
+use crate::ffi;
 
 /// One operation.
 pub(crate) enum Op {
@@ -55,8 +54,10 @@ pub(crate) fn capabilities(dev: sys::CUdevice) -> Capabilities {
     c
 }
 
-/// Checks and enqueues `op` on the word at `offset` of `buf`.
-pub(crate) fn op(s: &CudaStream, op: Op, buf: &CudaBuffer, offset: usize) -> Result<()> {
+/// Enqueues `op` on `word` (aligned and inside its buffer: checked by xstream-core) after
+/// checking that the device can.
+pub(crate) fn op(s: &CudaStream, op: Op, word: super::Span<'_>) -> Result<()> {
+    let buf = word.buffer();
     let what = op.name();
     let cap = if op.width() == 4 {
         Capabilities::VALUE_OPS_32
@@ -81,10 +82,9 @@ pub(crate) fn op(s: &CudaStream, op: Op, buf: &CudaBuffer, offset: usize) -> Res
             format!("{what} with NOR: CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR is 0"),
         ));
     }
-    check_word(what, buf.len_bytes(), offset, op.width())?;
     s.enter()?;
     s.gate_enqueue(what)?;
-    let addr = buf.ptr() + offset as u64;
+    let addr = word.device_address();
     let r = match op {
         Op::Wait32(v, c) => ffi::stream_wait_value32(s.raw(), addr, v, c as u32),
         Op::Wait64(v, c) => ffi::stream_wait_value64(s.raw(), addr, v, c as u32),

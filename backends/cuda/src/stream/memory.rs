@@ -4,10 +4,10 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use xstream_core::{check_range, MemsetPattern, Readback, Result};
+use xstream_core::{MemsetPattern, Readback, Result};
 
 use super::drop::release_after;
-use super::{lock, CudaStream};
+use super::{lock, CudaStream, Span};
 use crate::ffi;
 use crate::memory::Keep;
 use crate::CudaBuffer;
@@ -107,32 +107,11 @@ impl CudaStream {
     }
 }
 
-pub(super) fn memset(
-    s: &CudaStream,
-    buf: &CudaBuffer,
-    offset: usize,
-    len: usize,
-    value: u8,
-) -> Result<()> {
-    check_range("memset", buf.len_bytes(), offset, len)?;
-    memset_pattern(s, buf, offset, len, MemsetPattern::U8(value))
-}
-
-/// `memset`, `memset16`, `memset32`: `cuMemsetD8Async` / `D16` / `D32` (the element alignment
-/// was checked by `Stream::memset_pattern`; the driver checks it again). Zero bytes: no-op.
-pub(super) fn memset_pattern(
-    s: &CudaStream,
-    buf: &CudaBuffer,
-    offset: usize,
-    len: usize,
-    value: MemsetPattern,
-) -> Result<()> {
-    check_range("memset", buf.len_bytes(), offset, len)?;
-    value.check(offset, len)?;
+/// `memset`, `memset16`, `memset32`, `memset64`: `cuMemsetD8Async` / `D16` / `D32` (the
+/// element alignment was checked by `Stream::memset_pattern`; the driver checks it again).
+pub(super) fn memset(s: &CudaStream, dst: Span<'_>, value: MemsetPattern) -> Result<()> {
+    let (buf, offset, len) = (dst.buffer(), dst.offset(), dst.len());
     s.enter()?;
-    if len == 0 {
-        return Ok(());
-    }
     s.gate_enqueue("memset")?;
     let p = buf.ptr() + offset as u64;
     let r = match value {
@@ -170,20 +149,12 @@ pub(super) fn memset_pattern(
 
 /// `Stream::write_from_blocking`: `cuMemcpyHtoDAsync` from the caller's (pageable) slice, then
 /// `cuStreamSynchronize`, so the slice is free again when this returns. No heap allocation.
-pub(super) fn write_bytes_now(
-    s: &CudaStream,
-    dst: &CudaBuffer,
-    offset: usize,
-    src: &[u8],
-) -> Result<()> {
-    check_range("write_from_blocking", dst.len_bytes(), offset, src.len())?;
+pub(super) fn write_from_blocking(s: &CudaStream, span: Span<'_>, src: &[u8]) -> Result<()> {
+    let (dst, offset) = (span.buffer(), span.offset());
     s.enter()?;
-    if src.is_empty() {
-        return Ok(());
-    }
     sync_copy_allowed(s, "write_from_blocking")?;
-    // SAFETY: the range was checked against `dst` above, whose allocation lives while it is
-    // borrowed; `src` is not captured (`sync_copy_allowed`) and the synchronize below
+    // SAFETY: the range is a `Span`, checked against `dst` (as long as `src`), whose
+    // allocation lives while it is borrowed; `src` is not captured (`sync_copy_allowed`) and the synchronize below
     // completes the copy before the borrow of `src` ends.
     #[allow(unsafe_code)]
     let r = unsafe { ffi::memcpy_htod_async(dst.ptr() + offset as u64, src, s.raw()) };
@@ -193,20 +164,12 @@ pub(super) fn write_bytes_now(
 
 /// `Stream::read_into_blocking`: `cuMemcpyDtoHAsync` into the caller's slice, then
 /// `cuStreamSynchronize`. No heap allocation.
-pub(super) fn read_bytes_now(
-    s: &CudaStream,
-    src: &CudaBuffer,
-    offset: usize,
-    dst: &mut [u8],
-) -> Result<()> {
-    check_range("read_into_blocking", src.len_bytes(), offset, dst.len())?;
+pub(super) fn read_into_blocking(s: &CudaStream, span: Span<'_>, dst: &mut [u8]) -> Result<()> {
+    let (src, offset) = (span.buffer(), span.offset());
     s.enter()?;
-    if dst.is_empty() {
-        return Ok(());
-    }
     sync_copy_allowed(s, "read_into_blocking")?;
-    // SAFETY: the range was checked against `src` above, whose allocation lives while it is
-    // borrowed. `dst` stays mutably borrowed until the synchronize below has completed the
+    // SAFETY: the range is a `Span`, checked against `src` (as long as `dst`), whose
+    // allocation lives while it is borrowed. `dst` stays mutably borrowed until the synchronize below has completed the
     // copy; should the synchronize fail, the error is sticky (the context is poisoned and
     // runs nothing more), so the device never writes `dst` after this returns.
     #[allow(unsafe_code)]
@@ -215,10 +178,9 @@ pub(super) fn read_bytes_now(
     s.check("cuStreamSynchronize", ffi::stream_synchronize(s.raw()))
 }
 
-/// The synchronous typed copies need a stream that runs its work now: refused inside a
-/// capture (the capture is invalidated, as for `read`) and on a persistent stream.
+/// The synchronous typed copies need a stream that runs its work now: refused on a
+/// persistent stream.
 fn sync_copy_allowed(s: &CudaStream, op: &'static str) -> Result<()> {
-    s.gate(op)?;
     if s.state.persistent {
         return Err(xstream_core::Error::unsupported(
             xstream_core::BackendKind::Cuda,
@@ -228,17 +190,14 @@ fn sync_copy_allowed(s: &CudaStream, op: &'static str) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn write(s: &CudaStream, dst: &CudaBuffer, offset: usize, data: Vec<u8>) -> Result<()> {
-    check_range("write", dst.len_bytes(), offset, data.len())?;
+pub(super) fn write(s: &CudaStream, span: Span<'_>, data: Vec<u8>) -> Result<()> {
+    let (dst, offset) = (span.buffer(), span.offset());
     s.enter()?;
-    if data.is_empty() {
-        return Ok(());
-    }
     s.gate_enqueue("write")?;
     // `data` is pageable: CUDA stages it before cuMemcpyHtoDAsync returns, so it may be
     // dropped afterwards; a captured copy reads it at every replay, so the graph keeps it.
-    // SAFETY: the range was checked against `dst` above, which the stream keeps until the
-    // copy completed (`keep_buf`); `data` is pageable, staged before the call returns, and
+    // SAFETY: the range is a `Span`, checked against `dst` (as long as `data`), which the
+    // stream keeps until the copy completed (`keep_buf`); `data` is pageable, staged before the call returns, and
     // during a capture kept with the stream (and the graph) below.
     #[allow(unsafe_code)]
     let r = unsafe { ffi::memcpy_htod_async(dst.ptr() + offset as u64, &data, s.raw()) };
@@ -250,18 +209,11 @@ pub(super) fn write(s: &CudaStream, dst: &CudaBuffer, offset: usize, data: Vec<u
     Ok(())
 }
 
-pub(super) fn read(
-    s: &CudaStream,
-    src: &CudaBuffer,
-    offset: usize,
-    len: usize,
-) -> Result<Readback> {
-    check_range("read", src.len_bytes(), offset, len)?;
+pub(super) fn read(s: &CudaStream, span: Span<'_>) -> Result<Readback> {
+    let (src, offset, len) = (span.buffer(), span.offset(), span.len());
     s.enter()?;
-    // Delivered by a one-shot host function: not replayable, so refused during capture.
-    s.gate("read")?;
     let mut host = vec![0u8; len].into_boxed_slice();
-    // SAFETY: the range was checked against `src` above, which the stream keeps until the
+    // SAFETY: the range is a `Span`, checked against `src`, which the stream keeps until the
     // copy completed (`keep_buf`). `host` is a boxed slice: its heap bytes do not move when
     // the box moves into the holder below, nothing reads them before the host function
     // behind the copy takes them, and if that host function cannot be enqueued they are
@@ -287,63 +239,36 @@ pub(super) fn read(
     Ok(rb)
 }
 
-pub(super) fn copy(
-    s: &CudaStream,
-    src: &CudaBuffer,
-    src_offset: usize,
-    dst: &CudaBuffer,
-    dst_offset: usize,
-    len: usize,
-) -> Result<()> {
-    check_range("copy source", src.len_bytes(), src_offset, len)?;
-    check_range("copy destination", dst.len_bytes(), dst_offset, len)?;
+pub(super) fn copy(s: &CudaStream, src: Span<'_>, dst: Span<'_>) -> Result<()> {
     s.enter()?;
-    if len == 0 {
-        return Ok(());
-    }
     s.gate_enqueue("copy")?;
     s.check(
         "cuMemcpyDtoDAsync",
         ffi::memcpy_dtod_async(
-            dst.ptr() + dst_offset as u64,
-            src.ptr() + src_offset as u64,
-            len,
+            dst.device_address(),
+            src.device_address(),
+            src.len(),
             s.raw(),
         ),
     )?;
-    s.keep_buf(src);
-    s.keep_buf(dst);
+    s.keep_buf(src.buffer());
+    s.keep_buf(dst.buffer());
     Ok(())
 }
 
 /// `Stream::copy_peer` (see `crate::peer`): buffers of the stream's device take the ordinary
 /// copy; otherwise the other device must be an enabled peer.
-pub(super) fn copy_peer(
-    s: &CudaStream,
-    src: &CudaBuffer,
-    src_offset: usize,
-    dst: &CudaBuffer,
-    dst_offset: usize,
-    len: usize,
-) -> Result<()> {
-    check_range("copy_peer source", src.len_bytes(), src_offset, len)?;
-    check_range("copy_peer destination", dst.len_bytes(), dst_offset, len)?;
+pub(super) fn copy_peer(s: &CudaStream, src_span: Span<'_>, dst_span: Span<'_>) -> Result<()> {
+    let (src, src_offset, len) = (src_span.buffer(), src_span.offset(), src_span.len());
+    let (dst, dst_offset) = (dst_span.buffer(), dst_span.offset());
     let me = &s.handle.dev;
     let src_mine = src.check_device("copy_peer", me).is_ok();
     let dst_mine = dst.check_device("copy_peer", me).is_ok();
+    // The checked layer saw that one of them is of this stream's device.
     let other_ord = match (src_mine, dst_mine) {
-        (true, true) => return copy(s, src, src_offset, dst, dst_offset, len),
+        (true, true) => return copy(s, src_span, dst_span),
         (true, false) => dst.dev().shared.info.ordinal,
-        (false, true) => src.dev().shared.info.ordinal,
-        (false, false) => {
-            return Err(xstream_core::Error::WrongDevice(format!(
-                "copy_peer: neither buffer (devices {} and {}) belongs to the stream's CUDA \
-                 device {}",
-                src.dev().shared.info.ordinal,
-                dst.dev().shared.info.ordinal,
-                me.shared.info.ordinal
-            )))
-        }
+        (false, _) => src.dev().shared.info.ordinal,
     };
     let foreign = if src_mine { dst } else { src };
     if foreign.is_stream_ordered() {
@@ -378,16 +303,16 @@ pub(super) fn copy_peer(
     Ok(())
 }
 
-pub(super) fn enqueue_copy_to_device(
+pub(super) fn copy_to_device(
     s: &CudaStream,
     src: xstream_core::HostSpan,
-    dst: &CudaBuffer,
-    dst_offset: usize,
+    span: Span<'_>,
 ) -> Result<()> {
-    check_range("copy_to_device", dst.len_bytes(), dst_offset, src.len())?;
+    let (dst, dst_offset) = (span.buffer(), span.offset());
     s.enter()?;
     s.gate_enqueue("copy_to_device")?;
-    // SAFETY: the range was checked against `dst` above, which the stream keeps
+    // SAFETY: the range is a `Span`, checked against `dst` (as long as `src`), which the
+    // stream keeps
     // (`keep_copy`); the span's page-locked memory goes on the stream's keep list with it, and
     // its `HostBuffer` fence keeps host code out until the copy completed.
     #[allow(unsafe_code)]
@@ -397,16 +322,15 @@ pub(super) fn enqueue_copy_to_device(
     Ok(())
 }
 
-pub(super) fn enqueue_copy_to_host(
+pub(super) fn copy_to_host(
     s: &CudaStream,
-    src: &CudaBuffer,
-    src_offset: usize,
+    span: Span<'_>,
     dst: xstream_core::HostSpan,
 ) -> Result<()> {
-    check_range("copy_to_host", src.len_bytes(), src_offset, dst.len())?;
+    let (src, src_offset) = (span.buffer(), span.offset());
     s.enter()?;
     s.gate_enqueue("copy_to_host")?;
-    // SAFETY: as in `enqueue_copy_to_device`: range checked, `src` kept, the span kept and
+    // SAFETY: as in `copy_to_device`: the range is a checked `Span`, `src` kept, the span kept and
     // fenced from host code until the copy completed.
     #[allow(unsafe_code)]
     let r = unsafe { ffi::memcpy_dtoh_async_span(&dst, src.ptr() + src_offset as u64, s.raw()) };

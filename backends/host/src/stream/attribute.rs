@@ -3,14 +3,12 @@
 
 use std::sync::Arc;
 
-use xstream_core::callback::ensure_not_in_callback;
 use xstream_core::{Allocator, BackendKind, Error, Result, StreamAttr, StreamAttrValue};
 
 use super::HostStream;
 use crate::conv::HOST_PRIORITY_RANGE;
 
 pub(super) fn attribute(s: &HostStream, attr: StreamAttr) -> Result<StreamAttrValue> {
-    ensure_not_in_callback()?;
     let a = *s.queue.attrs();
     match attr {
         StreamAttr::Priority => Ok(StreamAttrValue::Priority(a.priority)),
@@ -25,7 +23,6 @@ pub(super) fn attribute(s: &HostStream, attr: StreamAttr) -> Result<StreamAttrVa
 }
 
 pub(super) fn set_attribute(s: &HostStream, value: StreamAttrValue) -> Result<()> {
-    ensure_not_in_callback()?;
     s.check_owned("set_attribute")?;
     value.validate()?;
     let mut a = s.queue.attrs();
@@ -53,7 +50,6 @@ pub(super) fn set_attribute(s: &HostStream, value: StreamAttrValue) -> Result<()
 }
 
 pub(super) fn copy_attributes_from(s: &HostStream, src: &HostStream) -> Result<()> {
-    ensure_not_in_callback()?;
     s.check_owned("copy_attributes_from")?;
     let v = *src.queue.attrs();
     *s.queue.attrs() = v;
@@ -61,13 +57,11 @@ pub(super) fn copy_attributes_from(s: &HostStream, src: &HostStream) -> Result<(
 }
 
 pub(super) fn set_allocator(s: &HostStream, allocator: Option<Arc<dyn Allocator>>) -> Result<()> {
-    ensure_not_in_callback()?;
     s.check_owned("set_allocator")?;
     s.queue.allocator.set(allocator);
     Ok(())
 }
 
 pub(super) fn allocator(s: &HostStream) -> Result<Option<Arc<dyn Allocator>>> {
-    ensure_not_in_callback()?;
     Ok(s.queue.allocator.get())
 }

@@ -1,7 +1,6 @@
 //! Stream capture on the host: the capture list (work recorded as data, replayed by a
 //! [`HostGraph`]), begin and end under [`xstream_core::CaptureCell`].
 
-use xstream_core::callback::ensure_not_in_callback;
 use xstream_core::{CaptureErrorKind, CaptureMode, Error, Ownership, Result, StreamFlags};
 
 use super::HostStream;
@@ -37,7 +36,6 @@ impl HostStream {
 }
 
 pub(super) fn begin_capture(s: &HostStream, mode: CaptureMode) -> Result<()> {
-    ensure_not_in_callback()?;
     match s.ownership {
         Ownership::Default => {
             return Err(Error::Capture {
@@ -58,7 +56,6 @@ pub(super) fn begin_capture(s: &HostStream, mode: CaptureMode) -> Result<()> {
 }
 
 pub(super) fn end_capture(s: &HostStream) -> Result<HostGraph> {
-    ensure_not_in_callback()?;
     let mut rec = s.queue.capture_rec();
     let me = std::thread::current().id();
     if s.queue.capture.is_capturing() && rec.mode != CaptureMode::Relaxed && rec.thread != Some(me)

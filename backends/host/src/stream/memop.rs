@@ -8,12 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use xstream_core::memop::check_word;
-use xstream_core::{Result, WaitCondition};
+use xstream_core::WaitCondition;
 
 use crate::buffer::BufInner;
 use crate::worker::{Node, Queue};
-use crate::HostDeviceBuffer;
 
 /// One memory operation on a word of a host buffer.
 #[derive(Debug, Clone)]
@@ -27,23 +25,16 @@ pub(crate) struct ValueOp {
     cond: Option<WaitCondition>,
 }
 
-/// The node of a wait (`cond: Some`) or write (`None`) of a `width`-byte word.
-pub(crate) fn node(
-    what: &str,
-    buf: &HostDeviceBuffer,
-    offset: usize,
-    width: usize,
-    value: u64,
-    cond: Option<WaitCondition>,
-) -> Result<Node> {
-    check_word(what, buf.inner_len(), offset, width)?;
-    Ok(Node::Value(ValueOp {
-        buf: Arc::clone(&buf.inner),
-        offset,
-        width,
+/// The node of a wait (`cond: Some`) or write (`None`) of a word (xstream-core checked its
+/// alignment and range).
+pub(crate) fn node(word: super::Span<'_>, value: u64, cond: Option<WaitCondition>) -> Node {
+    Node::Value(ValueOp {
+        buf: Arc::clone(&word.buffer().inner),
+        offset: word.offset(),
+        width: word.len(),
         value,
         cond,
-    }))
+    })
 }
 
 impl ValueOp {

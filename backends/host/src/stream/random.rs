@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use xstream_core::{ensure_not_in_callback, RandomFill, Result};
+use xstream_core::{RandomFill, Result};
 
 use crate::buffer::BufInner;
 use crate::worker::Node;
@@ -19,7 +19,7 @@ pub(crate) struct RandomOp {
 }
 
 /// Enqueues the node (xstream-core checked the device, the range, the alignment and the
-/// parameters); a zero length is a no-op.
+/// parameters, and answered a zero length).
 pub(super) fn enqueue(
     s: &HostStream,
     buf: &HostDeviceBuffer,
@@ -27,10 +27,6 @@ pub(super) fn enqueue(
     len: usize,
     fill: RandomFill,
 ) -> Result<()> {
-    ensure_not_in_callback()?;
-    if len == 0 {
-        return Ok(());
-    }
     s.submit(
         "launch",
         Node::Random(RandomOp {

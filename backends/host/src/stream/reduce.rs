@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use xstream_core::{ensure_not_in_callback, Reduction, Result};
+use xstream_core::{Reduction, Result};
 
 use crate::buffer::BufInner;
 use crate::worker::Node;
-use crate::{HostDeviceBuffer, HostStream};
+use crate::HostStream;
 
 /// One queued reduce.
 #[derive(Debug, Clone)]
@@ -24,22 +24,18 @@ pub(crate) struct ReduceOp {
 /// the overlap; a zero length never gets here).
 pub(super) fn enqueue(
     s: &HostStream,
-    dst: &HostDeviceBuffer,
-    dst_offset: usize,
-    src: &HostDeviceBuffer,
-    src_offset: usize,
-    len: usize,
+    dst: super::Span<'_>,
+    src: super::Span<'_>,
     r: Reduction,
 ) -> Result<()> {
-    ensure_not_in_callback()?;
     s.submit(
         "reduce",
         Node::Reduce(ReduceOp {
-            dst: Arc::clone(&dst.inner),
-            dst_offset,
-            src: Arc::clone(&src.inner),
-            src_offset,
-            len,
+            dst: Arc::clone(&dst.buffer().inner),
+            dst_offset: dst.offset(),
+            src: Arc::clone(&src.buffer().inner),
+            src_offset: src.offset(),
+            len: dst.len(),
             r,
         }),
     )

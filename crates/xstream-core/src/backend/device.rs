@@ -1,264 +1,85 @@
-//! The `Device` trait: one device of a backend (streams, events, memory, modules, peers).
+//! The `DeviceImpl` trait: what a backend implements for its devices.
 
 #[allow(unused_imports)]
 use super::*;
 
-/// A device (with its vendor context). Cheap to clone: clones share the device.
-pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
+/// The backend's device (with its vendor context); cheap to clone, clones share the device.
+///
+/// Every method is required and does no checks of its own: users call [`Device`]
+/// (`crate::api::device`), implemented for every `DeviceImpl` by core, which has refused calls
+/// from inside a stream-blocking host callback, answered empty registrations itself, and
+/// checked that a stream handed in is of this device before it calls a method here. `x_impl` is the backend's side of `Device::x`, whose docs say what it
+/// does and which errors it gives.
+pub trait DeviceImpl: Clone + Send + Sync + fmt::Debug + 'static {
     /// The backend.
     type B: Backend<Device = Self>;
 
-    /// Static facts.
-    fn info(&self) -> &DeviceInfo;
+    /// [`Device::info`].
+    fn info_impl(&self) -> &DeviceInfo;
 
-    /// Creates a stream.
-    ///
-    /// # Errors
-    /// Flag and priority errors per the desc's policy, [`Error::ResourceExhausted`] at the
-    /// vendor's stream limit, vendor errors.
-    fn create_stream(&self, desc: &StreamDesc) -> Result<StreamOf<Self::B>>;
+    /// [`Device::create_stream`].
+    fn create_stream_impl(&self, desc: &StreamDesc) -> Result<StreamOf<Self::B>>;
 
-    /// The device's default stream (never destroyed; cannot be captured).
-    ///
-    /// # Errors
-    /// Vendor errors.
-    fn default_stream(&self) -> Result<StreamOf<Self::B>>;
+    /// [`Device::default_stream`].
+    fn default_stream_impl(&self) -> Result<StreamOf<Self::B>>;
 
-    /// Creates an event.
-    ///
-    /// # Errors
-    /// Flag errors per the desc's policy, vendor errors.
-    fn create_event(&self, desc: &EventDesc) -> Result<EventOf<Self::B>>;
+    /// [`Device::create_event`].
+    fn create_event_impl(&self, desc: &EventDesc) -> Result<EventOf<Self::B>>;
 
-    /// Allocates a zero-initialised device buffer of `len` bytes. A zero-length buffer is
-    /// allowed (an empty tensor): every zero-length operation on it is a no-op, and it still
-    /// holds one allocation granule underneath, so its address is valid and unique.
-    ///
-    /// # Errors
-    /// [`Error::OutOfMemory`].
-    fn alloc(&self, len: usize) -> Result<BufferOf<Self::B>>;
+    /// [`Device::alloc`].
+    fn alloc_impl(&self, len: usize) -> Result<BufferOf<Self::B>>;
 
-    /// Waits for all work on the device (every stream).
+    /// [`Device::alloc_uninit`].
     ///
-    /// # Errors
-    /// The first error of any stream; sticky errors.
-    fn synchronize(&self) -> Result<()>;
+    /// # Safety
+    /// As [`Device::alloc_uninit`].
+    #[allow(unsafe_code)]
+    unsafe fn alloc_uninit_impl(&self, len: usize) -> Result<BufferOf<Self::B>>;
 
-    // ---- Data path: page-locked host memory (see `crate::hostmem`) ----
-
-    /// Allocates `len` bytes of page-locked host memory bound to this device (zeroed).
-    /// `len == 0` gives an empty buffer ([`HostBuffer::empty`]), as a zero-length request is
-    /// a no-op everywhere.
-    ///
-    /// # Errors
-    /// Flag errors per the desc's policy;
-    /// [`Error::OutOfMemory`]; [`Error::Unsupported`] where the backend has no such memory.
-    fn alloc_host(&self, len: usize, desc: &HostAllocDesc) -> Result<HostBuffer<Self::B>> {
-        let _ = (len, desc);
-        Err(Error::unsupported(
-            <Self::B as Backend>::KIND,
-            "page-locked host memory (not yet)",
-        ))
-    }
-
-    /// Page-locks the caller's `data` in place for the scope of `f` (CUDA
-    /// `cuMemHostRegister`, ACL `aclrtHostRegister` of the pages holding it, the host backend:
-    /// nothing to do) and hands `f` a [`RegisteredHost`] whose
-    /// [`upload`](RegisteredHost::upload) and [`download`](RegisteredHost::download) are
-    /// single native asynchronous copies: they return without waiting for the stream's
-    /// earlier work, and nothing is staged or copied on the host. `data` stays borrowed until
-    /// the scope ends, and the scope ends only after every copy that used it has completed
-    /// and the memory is unregistered, so no copy can outlive the borrow (no `unsafe` for the
-    /// caller). The bytes a download wrote are in `data` when this returns. An empty `data` is
-    /// a no-op registration.
-    ///
-    /// ```
-    /// # use xstream_core::{Backend, Device, Stream, StreamDesc};
-    /// # fn demo<B: Backend>(dev: &B::Device) -> xstream_core::Result<()> {
-    /// let s = dev.create_stream(&StreamDesc::new())?;
-    /// let mut weights = vec![1.5f32; 1024];
-    /// let buf = dev.alloc(4096)?;
-    /// dev.with_registered_host(&mut weights, |reg| {
-    ///     reg.upload(&s, 0, &buf) // returns at once, even behind earlier work on `s`
-    /// })??;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::Unsupported`] where the backend cannot register host memory; vendor errors of
-    /// the registration: ACL registers the whole pages holding `data` and refuses a page that
-    /// holds other page-locked or registered memory (keep slices you register on pages of
-    /// their own, e.g. page-aligned allocations, when other page-locked memory is alive); the wait for the scope's
-    /// copies (reported after the memory was unregistered). The closure's own result is
-    /// returned inside `Ok`.
-    fn with_registered_host<T: bytemuck::Pod, R>(
+    /// [`Device::alloc_zeroed_on`]: `stream` is of this device.
+    fn alloc_zeroed_on_impl(
         &self,
-        data: &mut [T],
-        f: impl FnOnce(&RegisteredHost<'_, Self::B>) -> R,
-    ) -> Result<R>
-    where
-        Self: Sized,
-    {
-        crate::hostmem::with_registered::<Self::B, T, R>(self, data, f)
-    }
+        stream: &StreamOf<Self::B>,
+        len: usize,
+    ) -> Result<BufferOf<Self::B>>;
 
-    /// Backend side of [`Device::with_registered_host`]: page-locks `len > 0` bytes at `ptr`
-    /// in place and describes them as a [`HostAllocation`] whose
-    /// [`release`](HostAllocation::release) (or drop) unregisters them. Users call
-    /// [`Device::with_registered_host`], which keeps the contract below.
+    /// [`Device::synchronize`].
+    fn synchronize_impl(&self) -> Result<()>;
+
+    /// [`Device::alloc_host`] (its flags are the backend's to translate, also for
+    /// `len == 0`).
+    fn alloc_host_impl(&self, len: usize, desc: &HostAllocDesc) -> Result<HostBuffer<Self::B>>;
+
+    /// The backend side of [`Device::with_registered_host`]: page-locks `len > 0` bytes at
+    /// `ptr` in place and describes them as a [`HostAllocation`] whose
+    /// [`release`](HostAllocation::release) (or drop) unregisters them.
     ///
     /// # Safety
     /// `ptr` must be valid for reads and writes of `len` bytes and used by nothing else until
     /// the returned allocation was released or dropped, and every copy that used it has
     /// completed before that.
-    ///
-    /// # Errors
-    /// [`Error::Unsupported`] by default; vendor errors.
     #[allow(unsafe_code)]
-    unsafe fn register_host_range(
+    unsafe fn register_host_range_impl(
         &self,
         ptr: *mut u8,
         len: usize,
-    ) -> Result<std::sync::Arc<dyn HostAllocation>> {
-        let _ = (ptr, len);
-        Err(Error::unsupported(
-            <Self::B as Backend>::KIND,
-            "registering host memory in place",
-        ))
-    }
+    ) -> Result<std::sync::Arc<dyn HostAllocation>>;
 
-    // ---- Data path: peer access between devices of one backend ----
+    /// [`Device::can_access_peer`].
+    fn can_access_peer_impl(&self, peer: &Self) -> Result<bool>;
 
-    /// Whether this device can access the memory of `peer` (another device of the same
-    /// backend) once [`Device::enable_peer_access`] was called. `false` for the device itself
-    /// (same-device copies are ordinary [`Stream::copy`]s) and by default.
-    ///
-    /// # Errors
-    /// Vendor errors.
-    fn can_access_peer(&self, peer: &Self) -> Result<bool> {
-        let _ = peer;
-        Ok(false)
-    }
+    /// [`Device::enable_peer_access`].
+    fn enable_peer_access_impl(&self, peer: &Self) -> Result<()>;
 
-    /// Lets this device access the memory of `peer`, as the vendor's peer-access call does;
-    /// needed before [`Stream::copy_peer`] on a stream of this device moves bytes of `peer`.
-    /// Enabling twice is not an error (the vendors' "already enabled" is absorbed).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for the device itself; [`Error::Unsupported`] where
-    /// [`Device::can_access_peer`] says no or the backend has no peer access (the default);
-    /// vendor errors.
-    fn enable_peer_access(&self, peer: &Self) -> Result<()> {
-        let _ = peer;
-        Err(Error::unsupported(
-            <Self::B as Backend>::KIND,
-            "peer access between devices",
-        ))
-    }
+    /// [`Device::disable_peer_access`].
+    fn disable_peer_access_impl(&self, peer: &Self) -> Result<()>;
 
-    /// Withdraws access granted by [`Device::enable_peer_access`]; later peer copies with
-    /// `peer` fail. Copies already enqueued complete.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when access to `peer` was not enabled;
-    /// [`Error::Unsupported`] by default; vendor errors.
-    fn disable_peer_access(&self, peer: &Self) -> Result<()> {
-        let _ = peer;
-        Err(Error::unsupported(
-            <Self::B as Backend>::KIND,
-            "peer access between devices",
-        ))
-    }
+    /// [`Device::memory_info`].
+    fn memory_info_impl(&self) -> Result<MemoryInfo>;
 
-    // --- device info ---
+    /// [`Device::load_module`].
+    fn load_module_impl(&self, src: &ModuleSource<'_>) -> Result<ModuleOf<Self::B>>;
 
-    /// Free and total memory now (see [`crate::devinfo`]).
-    ///
-    /// # Errors
-    /// [`Error::Unsupported`] where the vendor cannot say (the default); vendor errors.
-    fn memory_info(&self) -> Result<MemoryInfo> {
-        Err(Error::unsupported(
-            <Self::B as Backend>::KIND,
-            "free memory (not yet)",
-        ))
-    }
-
-    // --- end of device info ---
-
-    // ---- Modules and kernels (see `crate::module`) ----
-
-    /// Loads a module of kernels.
-    ///
-    /// # Errors
-    /// [`Error::Unsupported`] for a source of another backend (or without
-    /// [`Capabilities::MODULES`]); [`Error::InvalidArgument`] for malformed code that xstream
-    /// detects before calling the vendor; for code the vendor rejects, the vendor's error
-    /// ([`Error::Native`]) with its code and, where there is one, the compiler's log as its
-    /// message.
-    fn load_module(&self, src: &ModuleSource<'_>) -> Result<ModuleOf<Self::B>> {
-        Err(src.unsupported_on(<Self::B as Backend>::KIND))
-    }
-
-    /// The module shipped with the crate, holding [`crate::module::BUILTIN_DELAY`]
-    /// (`xstream_delay(u64 nanoseconds)`) and [`crate::module::BUILTIN_LCG`]
-    /// (`xstream_lcg(buffer, u32 words, u32 rounds)`), the kernels behind [`Kernel::Delay`]
-    /// and [`Kernel::Lcg`].
-    ///
-    /// # Errors
-    /// [`Error::Unsupported`] where the backend has no builtin module.
-    fn builtin_module(&self) -> Result<ModuleOf<Self::B>> {
-        Err(Error::unsupported(
-            <Self::B as Backend>::KIND,
-            "the builtin module (not yet)",
-        ))
-    }
-
-    // --- ordering and allocation without host sync ---
-
-    /// Allocates a device buffer of `len` bytes whose contents are unspecified, with no host
-    /// synchronization: no zeroing is enqueued and the calling thread never waits for device
-    /// work (the vendor's allocation call itself is the only cost). The buffer is usable at
-    /// once by work on any stream of the device, like one from [`Device::alloc`].
-    ///
-    /// The default (a backend without a cheaper path) is [`Device::alloc`]: zeroed bytes are
-    /// one choice of unspecified bytes. See docs/semantics.md ("Allocation without host
-    /// synchronization") for what each backend does.
-    ///
-    /// # Safety
-    /// The bytes are unspecified: they may hold data that an earlier allocation of this
-    /// process left there. Reading them (by any work, a kernel, a copy, a readback) before
-    /// writing them is the caller's bug; xstream neither detects nor prevents it. Writing
-    /// first (a copy, a kernel, a [`Stream::memset`]) makes the buffer as defined as any
-    /// other.
-    ///
-    /// # Errors
-    /// As [`Device::alloc`].
-    #[allow(unsafe_code)]
-    unsafe fn alloc_uninit(&self, len: usize) -> Result<BufferOf<Self::B>> {
-        self.alloc(len)
-    }
-
-    /// Allocates a device buffer of `len` bytes zeroed in `stream`'s order: the zeroing is
-    /// enqueued on `stream` and the calling thread does not wait for it. Work enqueued on
-    /// `stream` after this call sees zeros; work on another stream must be ordered after it
-    /// first ([`Stream::wait_stream`], an event), as for any write.
-    ///
-    /// # Errors
-    /// As [`Device::alloc`]; [`Error::WrongDevice`] for a stream of another device; the
-    /// stream's enqueue errors (the buffer is then dropped under the lifetime rule).
-    fn alloc_zeroed_on(&self, stream: &StreamOf<Self::B>, len: usize) -> Result<BufferOf<Self::B>> {
-        if stream.device().info().ordinal != self.info().ordinal {
-            return Err(Error::WrongDevice(
-                "alloc_zeroed_on: the stream belongs to another device".into(),
-            ));
-        }
-        // SAFETY: the memset enqueued below writes every byte of the buffer before any later
-        // work on `stream` reads it; other streams must order themselves after it (documented).
-        #[allow(unsafe_code)]
-        let buf = unsafe { self.alloc_uninit(len)? };
-        stream.memset(&buf, 0, len, 0)?;
-        Ok(buf)
-    }
-
-    // --- end of ordering and allocation without host sync ---
+    /// [`Device::builtin_module`].
+    fn builtin_module_impl(&self) -> Result<ModuleOf<Self::B>>;
 }

@@ -1,77 +1,53 @@
-//! The `Event` and `Graph` traits: markers in a stream, and captured work replayed.
+//! The `EventImpl` and `GraphImpl` traits: what a backend implements for its events
+//! (markers in a stream) and graphs (captured work replayed).
 
 #[allow(unused_imports)]
 use super::*;
 
-/// A synchronization marker.
-pub trait Event: Send + Sync + fmt::Debug + 'static {
+/// The backend's event. Every method is required and does no checks of its own: users call
+/// [`Event`] (`crate::api::event`), implemented for every `EventImpl` by core, which has
+/// refused calls from inside a stream-blocking host callback and zero timeouts before it calls
+/// a method here. `x_impl` is the backend's side of `Event::x`, whose docs say what it does.
+pub trait EventImpl: Sized + Send + Sync + fmt::Debug + 'static {
     /// The backend.
     type B: Backend<Event = Self>;
     /// The native handle type.
     type Raw: Copy + fmt::Debug;
 
-    /// Its device.
-    fn device(&self) -> &DeviceOf<Self::B>;
-    /// Its effective flags.
-    fn flags(&self) -> EventFlags;
-    /// What happened to each requested flag at creation (native, hinted, emulated, or
-    /// dropped under best effort), as [`Stream::report`] says for streams.
-    fn report(&self) -> &FlagReport;
+    /// [`Event::device`].
+    fn device_impl(&self) -> &DeviceOf<Self::B>;
+    /// [`Event::flags`].
+    fn flags_impl(&self) -> EventFlags;
+    /// [`Event::report`].
+    fn report_impl(&self) -> &FlagReport;
+    /// [`Event::as_raw`].
+    fn as_raw_impl(&self) -> Self::Raw;
 
-    /// Captures the stream's work so far; waits and queries refer to the latest record.
-    ///
-    /// # Errors
-    /// [`Error::WrongDevice`]; capture errors.
-    fn record(&self, stream: &StreamOf<Self::B>) -> Result<()>;
+    /// [`Event::record`]: the backend checks that the stream may record this event.
+    fn record_impl(&self, stream: &StreamOf<Self::B>) -> Result<()>;
 
-    /// Whether the recorded work completed ([`Status::Ready`] for a never-recorded event).
-    ///
-    /// # Errors
-    /// Capture errors; sticky errors.
-    fn query(&self) -> Result<Status>;
+    /// [`Event::query`].
+    fn query_impl(&self) -> Result<Status>;
 
-    /// Blocks until the recorded work completed (at once if never recorded).
-    ///
-    /// # Errors
-    /// Work errors.
-    fn synchronize(&self) -> Result<()>;
+    /// [`Event::synchronize`] (`timeout: None`) and [`Event::synchronize_timeout`] (a non-zero
+    /// timeout).
+    fn synchronize_impl(&self, timeout: Option<Duration>) -> Result<()>;
 
-    /// As [`Event::synchronize`], giving up after `timeout`.
-    ///
-    /// # Errors
-    /// [`Error::Timeout`]; [`Error::InvalidArgument`] for zero.
-    fn synchronize_timeout(&self, timeout: Duration) -> Result<()>;
+    /// [`Event::elapsed_ms`].
+    fn elapsed_ms_impl(&self, end: &Self) -> Result<f32>;
 
-    /// Milliseconds from `self` (start) to `end`. Both must be timing-enabled, recorded and
-    /// complete.
-    ///
-    /// # Errors
-    /// [`Error::TimingDisabled`], [`Error::EventNotRecorded`], [`Error::NotReady`].
-    fn elapsed_ms(&self, end: &Self) -> Result<f32>
-    where
-        Self: Sized;
-
-    /// A future resolving when the recorded work completed, driven by the shared poller.
-    ///
-    /// # Errors
-    /// Vendor errors.
-    fn completed(&self) -> Result<Completion>;
-
-    /// The native handle.
-    fn as_raw(&self) -> Self::Raw;
+    /// [`Event::completed`].
+    fn completed_impl(&self) -> Result<Completion>;
 }
 
-/// A replayable graph of captured work.
-pub trait Graph: Send + Sync + fmt::Debug + 'static {
+/// The backend's replayable graph; as [`EventImpl`], the checked layer is [`Graph`].
+pub trait GraphImpl: Sized + Send + Sync + fmt::Debug + 'static {
     /// The backend.
     type B: Backend<Graph = Self>;
 
-    /// How many operations the graph holds.
-    fn node_count(&self) -> usize;
+    /// [`Graph::node_count`].
+    fn node_count_impl(&self) -> usize;
 
-    /// Enqueues one replay of the graph on `stream`.
-    ///
-    /// # Errors
-    /// Vendor errors; capture errors.
-    fn launch(&self, stream: &StreamOf<Self::B>) -> Result<()>;
+    /// [`Graph::launch`]: the backend checks that the stream may replay this graph.
+    fn launch_impl(&self, stream: &StreamOf<Self::B>) -> Result<()>;
 }

@@ -1,883 +1,258 @@
-//! The `Stream` trait: ordered work on one device, and the checked helpers over it.
+//! The `StreamImpl` trait: what a backend implements for its stream.
 
 #[allow(unused_imports)]
 use super::*;
 
-/// An in-order queue of device work.
+use crate::hostmem::HostSpan;
+use crate::memop::WaitCondition;
+
+/// A byte range of a buffer of backend `B`, checked against the buffer.
+type Span<'a, B> = BufferView<'a, BufferOf<B>>;
+
+/// The backend's stream: an in-order queue of device work.
 ///
-/// Dropping an owned stream neither blocks nor cancels: enqueued work (and its callbacks) runs
-/// to completion, and resources it uses stay alive until then.
-pub trait Stream: Send + Sync + fmt::Debug + 'static {
+/// Every method is required and does **no** checks of its own: users call the checked layer,
+/// [`Stream`] (`crate::api::stream`), which is implemented for every `StreamImpl` by a blanket
+/// impl (so a backend can neither override nor skip a check) and which has, before it calls a
+/// method here, refused calls from inside a stream-blocking host callback, checked that every
+/// buffer is of this stream's device (the peer copy excepted), checked every range against its
+/// buffer (the [`BufferView`]s below are in range by construction), checked element and word
+/// alignment, and answered zero-length requests itself. `x_impl` is the backend's side of the
+/// user-facing `Stream::x`; the docs of `Stream::x` say what it does and which errors it gives.
+/// It has also refused, through [`StreamImpl::capture_cell_impl`], the operations no capture
+/// can hold (reads into host memory, host callbacks, the blocking typed copies, `record_use`).
+/// What stays with the backend: its capture state machine (begin, end, what a capture
+/// records, the refusals that differ per vendor), its sticky errors, and the lifetime of what
+/// the enqueued work uses.
+pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
     /// The backend.
     type B: Backend<Stream = Self>;
     /// The native handle type (`CUstream`, `aclrtStream`, ...).
     type Raw: Copy + fmt::Debug;
 
-    /// Its device.
-    fn device(&self) -> &DeviceOf<Self::B>;
-    /// A process-unique id (the vendor's id when it has one, never a recycled address).
-    fn id(&self) -> u64;
-    /// Its name, if any.
-    fn name(&self) -> Option<&str>;
-    /// Its effective portable flags (emulated and inherent ones included, dropped ones not).
-    fn flags(&self) -> StreamFlags;
-    /// Its effective native priority.
-    fn priority(&self) -> i32;
-    /// What creation did with the request.
-    fn report(&self) -> &CreationReport;
-    /// Who owns the native handle.
-    fn ownership(&self) -> Ownership;
+    // --- what the stream is ---
 
-    /// Whether all submitted work has completed.
-    ///
-    /// # Errors
-    /// A capture error while capturing; the stream's (sticky) errors.
-    fn query(&self) -> Result<Status>;
+    /// [`Stream::device`].
+    fn device_impl(&self) -> &DeviceOf<Self::B>;
+    /// [`Stream::id`].
+    fn id_impl(&self) -> u64;
+    /// [`Stream::name`].
+    fn name_impl(&self) -> Option<&str>;
+    /// [`Stream::flags`].
+    fn flags_impl(&self) -> StreamFlags;
+    /// [`Stream::priority`].
+    fn priority_impl(&self) -> i32;
+    /// [`Stream::report`].
+    fn report_impl(&self) -> &CreationReport;
+    /// [`Stream::ownership`].
+    fn ownership_impl(&self) -> Ownership;
+    /// The stream's capture state ([`Stream::capture_status`]); the checked layer refuses
+    /// through it the operations a capture cannot hold (it invalidates the capture).
+    fn capture_cell_impl(&self) -> &CaptureCell;
+    /// [`Stream::as_raw`].
+    fn as_raw_impl(&self) -> Self::Raw;
 
-    /// Blocks until all submitted work has completed, then reports a callback panic if one
-    /// happened since the last synchronize.
-    ///
-    /// # Errors
-    /// Work errors, capture errors, [`Error::CallbackPanicked`].
-    fn synchronize(&self) -> Result<()>;
-
-    /// As [`Stream::synchronize`], giving up after `timeout`.
-    ///
-    /// # Errors
-    /// [`Error::Timeout`] when it expires (the stream stays usable);
-    /// [`Error::InvalidArgument`] for a zero timeout.
-    fn synchronize_timeout(&self, timeout: Duration) -> Result<()>;
-
-    /// Makes later work on this stream wait for the event's most recent record (a snapshot
-    /// taken now). Waiting on a never-recorded event is a no-op.
-    ///
-    /// # Errors
-    /// [`Error::WrongDevice`] where the vendor forbids cross-device waits; capture errors.
-    fn wait_event(&self, event: &EventOf<Self::B>) -> Result<()>;
-
-    /// Enqueues a stream-blocking host callback (see [`crate::callback`]).
-    ///
-    /// # Errors
-    /// Refused during capture ([`Error::Capture`], capture invalidated); vendor errors. When
-    /// enqueueing fails the callback is dropped without being called.
-    fn enqueue_callback(&self, f: HostCallback) -> Result<()>;
-
-    /// Generic form of [`Stream::enqueue_callback`].
-    ///
-    /// # Errors
-    /// As [`Stream::enqueue_callback`].
-    fn host_callback<F>(&self, f: F) -> Result<()>
-    where
-        F: FnOnce(Result<()>) + Send + 'static,
-        Self: Sized,
-    {
-        self.enqueue_callback(Box::new(f))
-    }
-
-    /// Second-tier callback: runs `f` on xstream's dispatcher thread once the work before it
-    /// is done. It does not hold the stream back, and it may call xstream. Panics are caught
-    /// and logged.
-    ///
-    /// # Errors
-    /// As [`Stream::enqueue_callback`].
-    fn notify<F>(&self, f: F) -> Result<()>
-    where
-        F: FnOnce(Result<()>) + Send + 'static,
-        Self: Sized,
-    {
-        self.enqueue_callback(Box::new(move |r| {
-            crate::callback::dispatch(Box::new(move || f(r)));
-        }))
-    }
-
-    /// A future resolving when all work submitted so far has completed (one host callback).
-    ///
-    /// # Errors
-    /// As [`Stream::enqueue_callback`].
-    fn completed(&self) -> Result<Completion> {
-        let (c, s) = completion();
-        self.enqueue_callback(Box::new(move |r| s.complete(r)))?;
-        Ok(c)
-    }
-
-    /// Starts recording instead of executing.
-    ///
-    /// # Errors
-    /// Already capturing; default/borrowed streams; [`Error::Unsupported`] without
-    /// [`Capabilities::CAPTURE`].
-    fn begin_capture(&self, mode: CaptureMode) -> Result<()>;
-
-    /// Ends the capture and returns the replayable graph.
-    ///
-    /// # Errors
-    /// Not capturing; invalidated ([`crate::CaptureErrorKind::Invalidated`]).
-    fn end_capture(&self) -> Result<GraphOf<Self::B>>;
-
-    /// The capture status.
-    fn capture_status(&self) -> CaptureStatus;
-
-    /// Whether the stream is capturing.
-    fn is_capturing(&self) -> bool {
-        self.capture_status() != CaptureStatus::None
-    }
-
-    /// Reads a typed attribute.
-    ///
-    /// # Errors
-    /// [`Error::Unsupported`] for attributes the backend lacks.
-    fn attribute(&self, attr: StreamAttr) -> Result<StreamAttrValue>;
-
-    /// Writes a typed attribute.
-    ///
-    /// # Errors
-    /// [`Error::Unsupported`]; [`Error::InvalidArgument`]; not on borrowed streams.
-    fn set_attribute(&self, value: StreamAttrValue) -> Result<()>;
-
-    /// Copies every settable attribute from `src`.
-    ///
-    /// # Errors
-    /// As [`Stream::set_attribute`].
-    fn copy_attributes_from(&self, src: &Self) -> Result<()>
-    where
-        Self: Sized;
-
-    /// Registers (or, with `None`, unregisters) the stream's allocator.
-    ///
-    /// # Errors
-    /// Vendor errors; not on borrowed streams.
-    fn set_allocator(&self, allocator: Option<Arc<dyn Allocator>>) -> Result<()>;
-
-    /// The allocator registered on the stream.
-    ///
-    /// # Errors
-    /// Vendor errors.
-    fn allocator(&self) -> Result<Option<Arc<dyn Allocator>>>;
-
-    /// Enqueues: set `len` bytes at `offset` of `buf` to `value`.
-    ///
-    /// # Errors
-    /// [`Error::WrongDevice`] for a buffer of another device (checked before anything is
-    /// enqueued, as in every operation below that takes a buffer); [`Error::InvalidArgument`]
-    /// out of bounds; vendor errors.
-    fn memset(&self, buf: &BufferOf<Self::B>, offset: usize, len: usize, value: u8) -> Result<()> {
-        check_buffer_device::<Self::B>("memset", self, buf)?;
-        crate::backend_hooks::enqueue_memset::<Self::B>(self, buf, offset, len, value)
-    }
-
-    /// Enqueues a host-to-device copy of `data` to `offset` of `dst`. The stream keeps `data`
-    /// alive until the copy is done.
-    ///
-    /// # Errors
-    /// As [`Stream::memset`].
-    fn write(&self, dst: &BufferOf<Self::B>, offset: usize, data: Vec<u8>) -> Result<()> {
-        check_buffer_device::<Self::B>("write", self, dst)?;
-        crate::backend_hooks::enqueue_write::<Self::B>(self, dst, offset, data)
-    }
-
-    /// Enqueues a device-to-host copy; the bytes are in the [`Readback`] once the stream got
-    /// past it.
-    ///
-    /// # Errors
-    /// As [`Stream::memset`].
-    fn read(&self, src: &BufferOf<Self::B>, offset: usize, len: usize) -> Result<Readback> {
-        check_buffer_device::<Self::B>("read", self, src)?;
-        crate::backend_hooks::enqueue_read::<Self::B>(self, src, offset, len)
-    }
-
-    /// Enqueues a device-to-device copy.
-    ///
-    /// # Errors
-    /// As [`Stream::memset`].
-    fn copy(
-        &self,
-        src: &BufferOf<Self::B>,
-        src_offset: usize,
-        dst: &BufferOf<Self::B>,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        check_buffer_device::<Self::B>("copy (source)", self, src)?;
-        check_buffer_device::<Self::B>("copy (destination)", self, dst)?;
-        crate::backend_hooks::enqueue_copy::<Self::B>(self, src, src_offset, dst, dst_offset, len)
-    }
-
-    /// Enqueues an asynchronous copy of `len` bytes between buffers of two devices (one of
-    /// them this stream's device), in this stream's order; both buffers are kept alive until
-    /// the copy completed. The stream's device must have enabled access to the other device
-    /// ([`Device::enable_peer_access`]). Buffers of one device go through [`Stream::copy`].
-    /// [`Stream::copy`] itself stays a same-device copy, so a cross-device copy is always
-    /// visible at the call site.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] out of bounds; [`Error::WrongDevice`] when neither buffer is of this stream's device; [`Error::NotPermitted`] when access
-    /// to the other device was not enabled; [`Error::Unsupported`] without
-    /// [`Capabilities::PEER_COPY`] (the default); vendor errors.
-    fn copy_peer(
-        &self,
-        src: &BufferOf<Self::B>,
-        src_offset: usize,
-        dst: &BufferOf<Self::B>,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<()> {
-        let _ = (src, src_offset, dst, dst_offset, len);
-        Err(Error::unsupported(
-            <Self::B as Backend>::KIND,
-            "copies between devices",
-        ))
-    }
-
-    /// Enqueues a built-in kernel.
-    ///
-    /// # Errors
-    /// [`Error::Unsupported`] without [`Capabilities::KERNELS`] ([`Kernel::Random`]: without
-    /// [`Capabilities::RANDOM`]); bad arguments.
-    fn launch(&self, kernel: Kernel<'_, BufferOf<Self::B>>) -> Result<()> {
-        match &kernel {
-            Kernel::Lcg { buf, .. } => check_buffer_device::<Self::B>("launch", self, buf)?,
-            Kernel::Random {
-                buf,
-                offset,
-                len,
-                fill,
-            } => {
-                check_buffer_device::<Self::B>("launch", self, buf)?;
-                crate::random::check(fill, buf.len(), *offset, *len)?;
-            }
-            _ => {}
-        }
-        crate::backend_hooks::enqueue_builtin::<Self::B>(self, kernel)
-    }
-
-    /// Enqueues a launch of kernel `f` with `cfg` and `args` (see [`crate::module`]); works
-    /// inside a capture. Buffers are kept alive until the launch completed.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a zero dimension, dimensions beyond the device's
-    /// limits, or (when [`Function::params`] is known) a wrong argument count or kind;
-    /// [`Error::WrongDevice`] for a buffer or function of another device;
-    /// [`Error::Unsupported`] without [`Capabilities::MODULES`]; vendor errors.
-    fn launch_kernel(
-        &self,
-        f: &FunctionOf<Self::B>,
-        cfg: &LaunchConfig,
-        args: &[KernelArg<'_, BufferOf<Self::B>>],
-    ) -> Result<()> {
-        for a in args {
-            match a {
-                KernelArg::Buffer(b) => check_buffer_device::<Self::B>("launch_kernel", self, b)?,
-                KernelArg::View(v) => {
-                    check_buffer_device::<Self::B>("launch_kernel", self, v.buffer())?
-                }
-                _ => {}
-            }
-        }
-        crate::backend_hooks::enqueue_kernel::<Self::B>(self, f, cfg, args)
-    }
-
-    // --- launch builder ---
-
-    /// A launch of `f` on this stream, assembled argument by argument (see
-    /// [`crate::launch`]).
-    fn launch_builder<'a>(&'a self, f: &'a FunctionOf<Self::B>) -> LaunchBuilder<'a, Self::B>
-    where
-        Self: Sized,
-    {
-        LaunchBuilder::new(self, f)
-    }
-
-    /// Backend hook of [`LaunchBuilder::launch`]: checks the arguments against the parameter
-    /// layout the backend knows (refusing a launch whose layout it cannot know) and the
-    /// attributes, then enqueues. The default takes no attribute and goes through
-    /// [`Stream::launch_kernel`] when the function's kinds are known.
-    ///
-    /// # Errors
-    /// As [`Stream::launch_kernel`]; [`Error::Unsupported`] for any attribute or an unknown
-    /// layout.
-    fn enqueue_launch(
-        &self,
-        f: &FunctionOf<Self::B>,
-        cfg: &LaunchConfig,
-        args: &[KernelArg<'_, BufferOf<Self::B>>],
-        attrs: &LaunchAttrs,
-    ) -> Result<()> {
-        attrs.refuse_all(<Self::B as Backend>::KIND)?;
-        if f.params().is_none() {
-            return Err(Error::unsupported(
-                <Self::B as Backend>::KIND,
-                format!(
-                    "a checked launch of `{}`: its parameter layout is unknown (declare it, or use the unsafe unchecked launch)",
-                    f.name()
-                ),
-            ));
-        }
-        self.launch_kernel(f, cfg, args)
-    }
-
-    /// Backend hook of [`LaunchBuilder::launch_unchecked`]: as [`Stream::enqueue_launch`],
-    /// passing the arguments as given where the layout is unknown. The default is
-    /// [`Stream::launch_kernel`] after refusing attributes.
+    /// [`Stream::borrow_raw`].
     ///
     /// # Safety
-    /// The arguments must match the kernel's parameters (count, sizes, meaning).
-    ///
-    /// # Errors
-    /// As [`Stream::enqueue_launch`], less the unknown layout.
+    /// As [`Stream::borrow_raw`].
     #[allow(unsafe_code)]
-    unsafe fn enqueue_launch_unchecked(
-        &self,
-        f: &FunctionOf<Self::B>,
-        cfg: &LaunchConfig,
-        args: &[KernelArg<'_, BufferOf<Self::B>>],
-        attrs: &LaunchAttrs,
-    ) -> Result<()> {
-        attrs.refuse_all(<Self::B as Backend>::KIND)?;
-        self.launch_kernel(f, cfg, args)
-    }
-
-    // --- end of launch builder ---
-
-    // ---- Data path: async copies with page-locked host memory, stream-ordered allocation
-    // (see `crate::hostmem`) ----
-
-    /// Enqueues one native asynchronous host-to-device copy of `len` bytes from `src` at
-    /// `src_offset` to `dst` at `dst_offset`, with no staging. The host buffer is kept alive
-    /// and fenced until the copy completed (see [`crate::hostmem`]); no heap allocation.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] out of bounds (`len == 0` is a no-op); [`Error::WrongDevice`] for
-    /// a buffer of another device; [`Error::Unsupported`] inside a capture or where the
-    /// backend has no page-locked copies; vendor errors.
-    fn copy_to_device(
-        &self,
-        src: &HostBuffer<Self::B>,
-        src_offset: usize,
-        dst: &BufferOf<Self::B>,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        crate::hostmem::copy_to_device(self, src, src_offset, dst, dst_offset, len)
-    }
-
-    /// Enqueues one native asynchronous device-to-host copy into a page-locked host buffer;
-    /// the bytes are readable through [`HostBuffer::as_slice`] (which waits for the copy).
-    ///
-    /// # Errors
-    /// As [`Stream::copy_to_device`].
-    fn copy_to_host(
-        &self,
-        src: &BufferOf<Self::B>,
-        src_offset: usize,
-        dst: &mut HostBuffer<Self::B>,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        crate::hostmem::copy_to_host(self, src, src_offset, dst, dst_offset, len)
-    }
-
-    /// Allocates `len` bytes in stream order: the buffer may be used by work enqueued on this
-    /// stream after this call (and on other streams once they wait for this one). Its content
-    /// is undefined. The default is the portable reference: an ordinary allocation, usable at
-    /// once on any stream.
-    ///
-    /// # Errors
-    /// [`Error::OutOfMemory`]; vendor errors. (`len == 0` gives a zero-length buffer.)
-    fn alloc_async(&self, len: usize) -> Result<BufferOf<Self::B>> {
-        self.device().alloc(len)
-    }
-
-    /// Frees `buf` in stream order: after the work enqueued on this stream so far, and after
-    /// the work of every other stream that used it (enqueued before this call). Taking the
-    /// buffer by value makes a use after free or a double free a compile error. The default
-    /// drops it under the backend's buffer lifetime rule (memory freed when the last queued
-    /// work using it completed).
-    ///
-    /// # Errors
-    /// [`Error::WrongDevice`] for a buffer of another device; vendor errors.
-    fn free_async(&self, buf: BufferOf<Self::B>) -> Result<()> {
-        // A refused buffer is dropped here: freed under the lifetime rule, never leaked.
-        check_buffer_device::<Self::B>("free_async", self, &buf)?;
-        crate::backend_hooks::enqueue_free::<Self::B>(self, buf)
-    }
-
-    // ---- Stream memory operations (see the `memop` module for the shared rules) ----
-
-    /// Enqueues a wait: later work of this stream starts once the little-endian `u32` at
-    /// `offset` of `buf` satisfies `cond` against `value`.
-    ///
-    /// # Errors
-    /// [`Error::Unsupported`] without [`Capabilities::VALUE_OPS_32`];
-    /// [`Error::InvalidArgument`] for a misaligned or out-of-bounds word; vendor errors.
-    fn wait_value32(
-        &self,
-        buf: &BufferOf<Self::B>,
-        offset: usize,
-        value: u32,
-        cond: crate::WaitCondition,
-    ) -> Result<()> {
-        check_buffer_device::<Self::B>("wait_value32", self, buf)?;
-        crate::backend_hooks::enqueue_wait_value32::<Self::B>(self, buf, offset, value, cond)
-    }
-
-    /// As [`Stream::wait_value32`] on a `u64` word.
-    ///
-    /// # Errors
-    /// [`Error::Unsupported`] without [`Capabilities::VALUE_OPS_64`]; as
-    /// [`Stream::wait_value32`].
-    fn wait_value64(
-        &self,
-        buf: &BufferOf<Self::B>,
-        offset: usize,
-        value: u64,
-        cond: crate::WaitCondition,
-    ) -> Result<()> {
-        check_buffer_device::<Self::B>("wait_value64", self, buf)?;
-        crate::backend_hooks::enqueue_wait_value64::<Self::B>(self, buf, offset, value, cond)
-    }
-
-    /// Enqueues a write of the little-endian `u32` `value` at `offset` of `buf`.
-    ///
-    /// # Errors
-    /// As [`Stream::wait_value32`].
-    fn write_value32(&self, buf: &BufferOf<Self::B>, offset: usize, value: u32) -> Result<()> {
-        check_buffer_device::<Self::B>("write_value32", self, buf)?;
-        crate::backend_hooks::enqueue_write_value32::<Self::B>(self, buf, offset, value)
-    }
-
-    /// Enqueues a write of the little-endian `u64` `value` at `offset` of `buf`.
-    ///
-    /// # Errors
-    /// As [`Stream::wait_value64`].
-    fn write_value64(&self, buf: &BufferOf<Self::B>, offset: usize, value: u64) -> Result<()> {
-        check_buffer_device::<Self::B>("write_value64", self, buf)?;
-        crate::backend_hooks::enqueue_write_value64::<Self::B>(self, buf, offset, value)
-    }
-
-    // ---- end of stream memory operations ----
-
-    /// Enqueues the built-in reduce: for each element of `r.ty` in the `len` bytes,
-    /// `dst[dst_offset..][i] = r.kind(dst[..][i], src[src_offset..][i])` (see the `reduce`
-    /// module for the rules every backend follows). Needs no kernel binary.
-    ///
-    /// # Errors
-    /// [`Error::Unsupported`] without [`Capabilities::REDUCE`] or for a kind or type the
-    /// device lacks; [`Error::InvalidArgument`] for a partial-element, misaligned,
-    /// out-of-bounds or partially overlapping range; [`Error::WrongDevice`]; vendor errors.
-    /// A zero length (with valid offsets) is a no-op, as in every other operation.
-    fn reduce(
-        &self,
-        dst: &BufferOf<Self::B>,
-        dst_offset: usize,
-        src: &BufferOf<Self::B>,
-        src_offset: usize,
-        len: usize,
-        r: crate::Reduction,
-    ) -> Result<()> {
-        check_buffer_device::<Self::B>("reduce (destination)", self, dst)?;
-        check_buffer_device::<Self::B>("reduce (source)", self, src)?;
-        crate::reduce::check(r, dst.len(), dst_offset, src.len(), src_offset, len)?;
-        crate::reduce::check_overlap(
-            dst.device_address().wrapping_add(dst_offset as u64),
-            src.device_address().wrapping_add(src_offset as u64),
-            len,
-        )?;
-        if len == 0 {
-            return Ok(());
-        }
-        crate::backend_hooks::enqueue_reduce::<Self::B>(
-            self, dst, dst_offset, src, src_offset, len, r,
-        )
-    }
-
-    // --- views and typed copies ---
-    // Views (`crate::view`) are accepted by the operations below through
-    // `impl Into<BufferView>` (a `&Buffer`, a `BufferView` or a `DeviceSlice`); the byte-offset
-    // operations above stay. Zero-length ranges are no-ops on every backend.
-
-    /// [`Stream::memset`] over a view.
-    ///
-    /// # Errors
-    /// As [`Stream::memset`].
-    fn memset_view<'v>(
-        &self,
-        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        value: u8,
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        let v = dst.into();
-        self.memset(v.buffer(), v.offset(), v.len(), value)
-    }
-
-    /// Enqueues: set every 16-bit element of the view to `value` (CUDA `cuMemsetD16Async`).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when the view's offset or length is not a multiple of 2; as
-    /// [`Stream::memset`].
-    fn memset16<'v>(
-        &self,
-        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        value: u16,
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        self.memset_pattern(dst.into(), MemsetPattern::U16(value))
-    }
-
-    /// Enqueues: set every 32-bit element of the view to `value` (CUDA `cuMemsetD32Async`).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when the view's offset or length is not a multiple of 4; as
-    /// [`Stream::memset`].
-    fn memset32<'v>(
-        &self,
-        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        value: u32,
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        self.memset_pattern(dst.into(), MemsetPattern::U32(value))
-    }
-
-    /// Enqueues: set every 64-bit element of the view to `value` (the fill of `i64`, `u64`
-    /// and `f64` tensors: `memset64(view, x.to_bits())`). CUDA: one `cuMemsetD32Async` when
-    /// both halves are equal, else two strided `cuMemsetD2D32Async`; Ascend: emulated as
-    /// [`Stream::memset32`] is; host: native.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when the view's offset or length is not a multiple of 8; as
-    /// [`Stream::memset`].
-    fn memset64<'v>(
-        &self,
-        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        value: u64,
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        self.memset_pattern(dst.into(), MemsetPattern::U64(value))
-    }
-
-    /// Enqueues a memset of 8-, 16-, 32- or 64-bit elements over `dst` (checks the element
-    /// alignment of the range, then calls the backend's
-    /// [`StreamHooks::enqueue_memset_pattern`](crate::backend_hooks::StreamHooks::enqueue_memset_pattern)).
-    ///
-    /// # Errors
-    /// As [`Stream::memset16`].
-    fn memset_pattern(
-        &self,
-        dst: BufferView<'_, BufferOf<Self::B>>,
-        value: MemsetPattern,
-    ) -> Result<()> {
-        value.check(dst.offset(), dst.len())?;
-        crate::backend_hooks::enqueue_memset_pattern::<Self::B>(
-            self,
-            dst.buffer(),
-            dst.offset(),
-            dst.len(),
-            value,
-        )
-    }
-
-    /// [`Stream::write`] into a view: `data` fills the view's first `data.len()` bytes.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when `data` is longer than the view; as [`Stream::write`].
-    fn write_view<'v>(
-        &self,
-        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        data: Vec<u8>,
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        let v = dst.into();
-        check_range("write_view", v.len(), 0, data.len())?;
-        self.write(v.buffer(), v.offset(), data)
-    }
-
-    /// [`Stream::read`] of a whole view.
-    ///
-    /// # Errors
-    /// As [`Stream::read`].
-    fn read_view<'v>(&self, src: impl Into<BufferView<'v, BufferOf<Self::B>>>) -> Result<Readback>
-    where
-        Self: Sized,
-    {
-        let v = src.into();
-        self.read(v.buffer(), v.offset(), v.len())
-    }
-
-    /// [`Stream::copy`] between two views of equal length (of one buffer or two).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for views of different lengths; as [`Stream::copy`].
-    fn copy_view<'v>(
-        &self,
-        src: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        let (s, d) = (src.into(), dst.into());
-        if s.len() != d.len() {
-            return Err(Error::invalid(format!(
-                "copy_view: source of {} bytes, destination of {} bytes",
-                s.len(),
-                d.len()
-            )));
-        }
-        self.copy(s.buffer(), s.offset(), d.buffer(), d.offset(), s.len())
-    }
-
-    /// [`Stream::reduce`] over two views of equal length: `dst = op(dst, src)` per element.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for views of different lengths; as [`Stream::reduce`].
-    fn reduce_view<'v>(
-        &self,
-        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        src: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        r: crate::Reduction,
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        let (d, s) = (dst.into(), src.into());
-        if s.len() != d.len() {
-            return Err(Error::invalid(format!(
-                "reduce_view: destination of {} bytes, source of {} bytes",
-                d.len(),
-                s.len()
-            )));
-        }
-        self.reduce(d.buffer(), d.offset(), s.buffer(), s.offset(), s.len(), r)
-    }
-
-    /// Copies `src` into the first `size_of_val(src)` bytes of `dst`, in stream order, and
-    /// returns once `src` may be reused: synchronous with respect to the host slice (when it
-    /// returns, the stream's earlier work has run and the bytes are in device memory). No
-    /// heap allocation on the host and Ascend backends (docs/semantics.md, "Typed copies").
-    /// An empty `src` is a no-op.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when `src` is longer than the view; refused inside a
-    /// capture and inside a stream-blocking callback; the stream's errors.
-    fn write_from_blocking<'v, T: bytemuck::Pod>(
-        &self,
-        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        src: &[T],
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        let v = dst.into();
-        let bytes: &[u8] = bytemuck::cast_slice(src);
-        check_range("write_from_blocking", v.len(), 0, bytes.len())?;
-        crate::backend_hooks::write_bytes_now::<Self::B>(self, v.buffer(), v.offset(), bytes)
-    }
-
-    /// Fills `dst` from the first `size_of_val(dst)` bytes of `src`, in stream order, and
-    /// returns once `dst` holds them (the stream's earlier work has run). No heap allocation
-    /// on the host and Ascend backends. An empty `dst` is a no-op.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when `dst` is longer than the view; as
-    /// [`Stream::write_from_blocking`].
-    fn read_into_blocking<'v, T: bytemuck::Pod>(
-        &self,
-        src: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        dst: &mut [T],
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        let v = src.into();
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
-        check_range("read_into_blocking", v.len(), 0, bytes.len())?;
-        crate::backend_hooks::read_bytes_now::<Self::B>(self, v.buffer(), v.offset(), bytes)
-    }
-
-    /// Renamed [`Stream::write_from_blocking`] (the name now says that it waits).
-    ///
-    /// # Errors
-    /// As [`Stream::write_from_blocking`].
-    #[deprecated(since = "0.2.0", note = "renamed `write_from_blocking`")]
-    fn write_from<'v, T: bytemuck::Pod>(
-        &self,
-        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        src: &[T],
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        self.write_from_blocking(dst, src)
-    }
-
-    /// Renamed [`Stream::read_into_blocking`] (the name now says that it waits).
-    ///
-    /// # Errors
-    /// As [`Stream::read_into_blocking`].
-    #[deprecated(since = "0.2.0", note = "renamed `read_into_blocking`")]
-    fn read_into<'v, T: bytemuck::Pod>(
-        &self,
-        src: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        dst: &mut [T],
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        self.read_into_blocking(src, dst)
-    }
-
-    /// [`Stream::copy_to_device`] of a whole view from `src_offset` of a page-locked host
-    /// buffer: asynchronous, no staging, no heap allocation (see [`crate::hostmem`]).
-    ///
-    /// # Errors
-    /// As [`Stream::copy_to_device`].
-    fn write_from_host<'v>(
-        &self,
-        src: &HostBuffer<Self::B>,
-        src_offset: usize,
-        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        let v = dst.into();
-        crate::hostmem::copy_to_device(self, src, src_offset, v.buffer(), v.offset(), v.len())
-    }
-
-    /// [`Stream::copy_to_host`] of a whole view to `dst_offset` of a page-locked host buffer:
-    /// asynchronous; the bytes are readable through [`HostBuffer::as_slice`] or
-    /// [`HostBuffer::typed`] (which wait for the copy).
-    ///
-    /// # Errors
-    /// As [`Stream::copy_to_host`].
-    fn read_into_host<'v>(
-        &self,
-        src: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        dst: &mut HostBuffer<Self::B>,
-        dst_offset: usize,
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        let v = src.into();
-        crate::hostmem::copy_to_host(self, v.buffer(), v.offset(), dst, dst_offset, v.len())
-    }
-
-    // --- end of views and typed copies ---
-
-    /// The native handle.
-    fn as_raw(&self) -> Self::Raw;
-
-    /// Wraps a native handle that somebody else owns.
-    ///
-    /// # Safety
-    /// `raw` must be a valid stream of `device`'s context and stay valid for `'a`; nobody may
-    /// destroy it while the returned value lives.
-    ///
-    /// # Errors
-    /// Vendor errors while reading its properties.
-    #[allow(unsafe_code)]
-    unsafe fn borrow_raw<'a>(
+    unsafe fn borrow_raw_impl<'a>(
         device: &DeviceOf<Self::B>,
         raw: Self::Raw,
     ) -> Result<Borrowed<'a, Self>>
     where
         Self: Sized;
 
-    /// Renamed [`Stream::borrow_raw`] (it borrows; [`Buffer::from_raw`] takes ownership).
+    // --- host waits, ordering, callbacks ---
+
+    /// [`Stream::query`].
+    fn query_impl(&self) -> Result<Status>;
+
+    /// [`Stream::synchronize`] (`timeout: None`) and [`Stream::synchronize_timeout`] (a
+    /// non-zero timeout).
+    fn synchronize_impl(&self, timeout: Option<Duration>) -> Result<()>;
+
+    /// [`Stream::wait_event`].
+    fn wait_event_impl(&self, event: &EventOf<Self::B>) -> Result<()>;
+
+    /// [`Stream::wait_stream`]: `other` is another stream (not this one).
+    fn wait_stream_impl(&self, other: &Self) -> Result<()>
+    where
+        Self: Sized;
+
+    /// [`Stream::enqueue_callback`]; not capturing.
+    fn enqueue_callback_impl(&self, f: HostCallback) -> Result<()>;
+
+    // --- capture ---
+
+    /// [`Stream::begin_capture`].
+    fn begin_capture_impl(&self, mode: CaptureMode) -> Result<()>;
+
+    /// [`Stream::end_capture`].
+    fn end_capture_impl(&self) -> Result<GraphOf<Self::B>>;
+
+    // --- attributes and allocator ---
+
+    /// [`Stream::attribute`].
+    fn attribute_impl(&self, attr: StreamAttr) -> Result<StreamAttrValue>;
+
+    /// [`Stream::set_attribute`].
+    fn set_attribute_impl(&self, value: StreamAttrValue) -> Result<()>;
+
+    /// [`Stream::copy_attributes_from`].
+    fn copy_attributes_from_impl(&self, src: &Self) -> Result<()>
+    where
+        Self: Sized;
+
+    /// [`Stream::set_allocator`].
+    fn set_allocator_impl(&self, allocator: Option<Arc<dyn Allocator>>) -> Result<()>;
+
+    /// [`Stream::allocator`].
+    fn allocator_impl(&self) -> Result<Option<Arc<dyn Allocator>>>;
+
+    // --- data movement: every range is in its buffer, no length is zero ---
+
+    /// [`Stream::memset`] and [`Stream::memset_pattern`]: the range is a whole number of
+    /// aligned elements of the pattern.
+    fn memset_impl(&self, dst: Span<'_, Self::B>, value: MemsetPattern) -> Result<()>;
+
+    /// [`Stream::write`]: `dst` is as long as `data`.
+    fn write_impl(&self, dst: Span<'_, Self::B>, data: Vec<u8>) -> Result<()>;
+
+    /// [`Stream::read`] (the one data operation that may be of zero bytes: it still gives a
+    /// [`Readback`]); not capturing.
+    fn read_impl(&self, src: Span<'_, Self::B>) -> Result<Readback>;
+
+    /// [`Stream::copy`]: both ranges are of one length.
+    fn copy_impl(&self, src: Span<'_, Self::B>, dst: Span<'_, Self::B>) -> Result<()>;
+
+    /// [`Stream::copy_peer`]: both ranges are of one length and at least one buffer is of
+    /// this stream's device; whether access to the other device was enabled is the
+    /// backend's to check.
+    fn copy_peer_impl(&self, src: Span<'_, Self::B>, dst: Span<'_, Self::B>) -> Result<()>;
+
+    /// [`Stream::copy_to_device`]: the host range is fenced; `dst` is as long as `src`. The
+    /// backend keeps both alive until the copy completed.
+    fn copy_to_device_impl(&self, src: HostSpan, dst: Span<'_, Self::B>) -> Result<()>;
+
+    /// [`Stream::copy_to_host`]; as [`StreamImpl::copy_to_device_impl`].
+    fn copy_to_host_impl(&self, src: Span<'_, Self::B>, dst: HostSpan) -> Result<()>;
+
+    /// [`Stream::write_from_blocking`]: copy `src` into `dst` (of its length) in stream
+    /// order and return once `src` may be reused; not capturing.
+    fn write_from_blocking_impl(&self, dst: Span<'_, Self::B>, src: &[u8]) -> Result<()>;
+
+    /// [`Stream::read_into_blocking`]: fill `dst` from `src` (of its length) in stream order
+    /// and return once it is filled; not capturing.
+    fn read_into_blocking_impl(&self, src: Span<'_, Self::B>, dst: &mut [u8]) -> Result<()>;
+
+    /// [`Stream::reduce`]: both ranges of one non-zero length, whole aligned elements, not
+    /// partially overlapping.
+    fn reduce_impl(
+        &self,
+        dst: Span<'_, Self::B>,
+        src: Span<'_, Self::B>,
+        r: crate::Reduction,
+    ) -> Result<()>;
+
+    // --- stream memory operations: `word` is one aligned word of the operation's width ---
+
+    /// [`Stream::wait_value32`].
+    fn wait_value32_impl(
+        &self,
+        word: Span<'_, Self::B>,
+        value: u32,
+        cond: WaitCondition,
+    ) -> Result<()>;
+
+    /// [`Stream::wait_value64`].
+    fn wait_value64_impl(
+        &self,
+        word: Span<'_, Self::B>,
+        value: u64,
+        cond: WaitCondition,
+    ) -> Result<()>;
+
+    /// [`Stream::write_value32`].
+    fn write_value32_impl(&self, word: Span<'_, Self::B>, value: u32) -> Result<()>;
+
+    /// [`Stream::write_value64`].
+    fn write_value64_impl(&self, word: Span<'_, Self::B>, value: u64) -> Result<()>;
+
+    // --- stream-ordered allocation: the buffer is of this stream's device ---
+
+    /// [`Stream::alloc_async`].
+    fn alloc_async_impl(&self, len: usize) -> Result<BufferOf<Self::B>>;
+
+    /// [`Stream::free_async`].
+    fn free_async_impl(&self, buf: BufferOf<Self::B>) -> Result<()>;
+
+    /// [`Stream::record_use`]; not capturing.
+    fn record_use_impl(&self, buf: &BufferOf<Self::B>) -> Result<()>;
+
+    // --- launches: every buffer argument is of this stream's device ---
+
+    /// [`Stream::launch`]: the buffer of a kernel is of this device; a random fill's range,
+    /// alignment and parameters are checked, and it is not empty.
+    fn launch_impl(&self, kernel: Kernel<'_, BufferOf<Self::B>>) -> Result<()>;
+
+    /// [`Stream::launch_kernel`].
+    fn launch_kernel_impl(
+        &self,
+        f: &FunctionOf<Self::B>,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, BufferOf<Self::B>>],
+    ) -> Result<()>;
+
+    /// [`Stream::enqueue_launch`] (the launch builder's checked launch): the backend checks
+    /// the arguments against the parameter layout it knows, refusing a launch whose layout it
+    /// cannot know, and the attributes.
+    fn enqueue_launch_impl(
+        &self,
+        f: &FunctionOf<Self::B>,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, BufferOf<Self::B>>],
+        attrs: &LaunchAttrs,
+    ) -> Result<()>;
+
+    /// [`Stream::enqueue_launch_unchecked`]: as [`StreamImpl::enqueue_launch_impl`], passing
+    /// the arguments as given where the layout is unknown.
     ///
     /// # Safety
-    /// As [`Stream::borrow_raw`].
-    ///
-    /// # Errors
-    /// As [`Stream::borrow_raw`].
+    /// As [`Stream::enqueue_launch_unchecked`].
     #[allow(unsafe_code)]
-    #[deprecated(since = "0.2.0", note = "renamed `borrow_raw`")]
-    unsafe fn from_raw<'a>(device: &DeviceOf<Self::B>, raw: Self::Raw) -> Result<Borrowed<'a, Self>>
-    where
-        Self: Sized,
-    {
-        // SAFETY: the caller keeps `borrow_raw`'s contract.
-        unsafe { Self::borrow_raw(device, raw) }
+    unsafe fn enqueue_launch_unchecked_impl(
+        &self,
+        f: &FunctionOf<Self::B>,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, BufferOf<Self::B>>],
+        attrs: &LaunchAttrs,
+    ) -> Result<()>;
+}
+
+/// The launch builder's checked launch for a backend that takes no launch attribute and
+/// checks arguments only against a known parameter layout (the host backend): refuses any
+/// attribute and an unknown layout, then launches.
+///
+/// # Errors
+/// As [`Stream::enqueue_launch`].
+pub fn launch_without_attrs<S: StreamImpl>(
+    s: &S,
+    f: &FunctionOf<S::B>,
+    cfg: &LaunchConfig,
+    args: &[KernelArg<'_, BufferOf<S::B>>],
+    attrs: &LaunchAttrs,
+) -> Result<()> {
+    attrs.refuse_all(<S::B as Backend>::KIND)?;
+    if f.params().is_none() {
+        return Err(Error::unsupported(
+            <S::B as Backend>::KIND,
+            format!(
+                "a checked launch of `{}`: its parameter layout is unknown (declare it, or use the unsafe unchecked launch)",
+                f.name()
+            ),
+        ));
     }
-
-    // --- ordering and allocation without host sync ---
-
-    /// Makes later work on this stream wait for all work enqueued on `other` so far (PyTorch's
-    /// `wait_stream`): one record on `other` and one wait here, no host wait. Joining a stream
-    /// with itself is a no-op. Backends use an internal event pool where they have one
-    /// (docs/semantics.md); the default records a new event.
-    ///
-    /// # Errors
-    /// [`Error::WrongDevice`] for a stream of another device (where the vendor forbids
-    /// cross-device waits); capture errors as [`Stream::wait_event`] and [`Event::record`].
-    fn wait_stream(&self, other: &Self) -> Result<()>
-    where
-        Self: Sized,
-    {
-        if self.id() == other.id() {
-            return Ok(());
-        }
-        let e = other.record_event()?;
-        self.wait_event(&e)
-    }
-
-    /// Renamed [`Stream::wait_stream`] (the name says what it does: a wait, not a host join).
-    ///
-    /// # Errors
-    /// As [`Stream::wait_stream`].
-    #[deprecated(since = "0.2.0", note = "renamed `wait_stream`")]
-    fn join(&self, other: &Self) -> Result<()>
-    where
-        Self: Sized,
-    {
-        self.wait_stream(other)
-    }
-
-    /// A fresh timing-disabled event recorded on this stream (behind the work enqueued so far).
-    /// For events reused instead of created, record through an [`crate::EventPool`].
-    ///
-    /// # Errors
-    /// As [`Device::create_event`] and [`Event::record`].
-    fn record_event(&self) -> Result<EventOf<Self::B>> {
-        let e = self
-            .device()
-            .create_event(&EventDesc::new().flags(EventFlags::DISABLE_TIMING))?;
-        e.record(self)?;
-        Ok(e)
-    }
-
-    /// Declares that work enqueued on this stream so far uses `buf` although xstream did not
-    /// see it (work enqueued through [`Stream::as_raw`] or by another library on this stream's
-    /// handle): PyTorch's `Tensor.record_stream`. The buffer's memory is then not freed or
-    /// reused before that work completed: a [`Stream::free_async`] of it (on any stream) is
-    /// ordered after it, and so is the release when it is dropped. Work enqueued on this
-    /// stream after the call is not covered: mark after enqueueing. Marking costs no host
-    /// wait; marking a stream twice is harmless. Work xstream enqueued itself is tracked
-    /// without marking. The marked stream's native handle must stay valid until the buffer is
-    /// freed (for a borrowed stream: its owner must not destroy it before).
-    ///
-    /// # Errors
-    /// [`Error::WrongDevice`] for a buffer of another device; [`Error::Unsupported`] where the
-    /// backend cannot track it (the default); vendor errors.
-    fn record_use(&self, buf: &BufferOf<Self::B>) -> Result<()> {
-        check_buffer_device::<Self::B>("record_use", self, buf)?;
-        crate::backend_hooks::enqueue_record_use::<Self::B>(self, buf)
-    }
-
-    // --- end of ordering and allocation without host sync ---
+    s.launch_kernel_impl(f, cfg, args)
 }
