@@ -1,0 +1,754 @@
+//! Virtual memory: the driver calls behind the ACL functions `aclrtMemGetAllocationGranularity`,
+//! `aclrtReserveMemAddress` / `aclrtReleaseMemAddress`, `aclrtMallocPhysical` /
+//! `aclrtFreePhysical`, `aclrtMapMem` / `aclrtUnmapMem` and `aclrtMemSetAccess`
+//! (`halMemGetAllocationGranularity`, `halMemAddressReserve` / `halMemAddressFree`,
+//! `halMemCreate` / `halMemRelease`, `halMemMap` / `halMemUnmap`, `halMemSetAccess`), with the
+//! prototypes of `pkg_inc/driver/ascend_hal_base.h`.
+//!
+//! A reservation is an inaccessible anonymous mapping (`PROT_NONE`) of the process; physical
+//! memory is a `memfd` of its size, and the `drv_mem_handle_t *` handed out is an opaque token
+//! (never dereferenced by the runtime) naming it; `halMemMap` maps the `memfd` over the
+//! reservation (`MAP_FIXED`, shared), so one handle mapped twice shows the same bytes at both
+//! addresses, and enters the range in [`memory`]'s table, so that the copies, memsets and
+//! queue entries that look device addresses up accept it; `halMemUnmap` takes it out and puts
+//! the inaccessible mapping back. Physical memory released while mapped goes with its last
+//! mapping.
+//!
+//! Rules (the header's, and those of the runtime's ACL simulator twin, `ascend-sim`'s `vmm`):
+//! sizes, addresses and the reservation alignment are multiples of the 2 MiB granularity; a
+//! mapping lies inside one reservation, over no other mapping, at offset 0 of its handle
+//! ("currently unused, must be zero") and no longer than it; `halMemCreate` and `halMemMap`
+//! take flag 0; `halMemSetAccess` names exactly one mapping (the header: "ptr and size must be
+//! same with halMemMap") and at least one valid location; a reservation is freed whole and
+//! without mappings. Any breach answers `DRV_ERROR_INVALID_VALUE`. Host NUMA physical memory
+//! (`side` 2) is not emulated (`DRV_ERROR_NOT_SUPPORT`). Access rights are checked for shape,
+//! not modelled: every mapping is readable and writable.
+
+#![allow(non_snake_case)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::c_void;
+use std::sync::{Mutex, MutexGuard};
+
+use crate::codes::*;
+use crate::exports::{guard, rd32};
+use crate::{devinfo, memory};
+
+/// The allocation granularity, minimum and recommended (2 MiB, the huge page).
+pub const GRANULARITY: usize = 2 << 20;
+
+/// `MEM_GIANT_PAGE_TYPE` reservations are aligned to 1 GiB.
+const GIANT: usize = 1 << 30;
+
+/// `enum drv_mem_side`: `MEM_HOST_SIDE`, `MEM_DEV_SIDE`, `MEM_HOST_NUMA_SIDE`.
+const MEM_HOST_SIDE: u32 = 0;
+const MEM_DEV_SIDE: u32 = 1;
+const MEM_HOST_NUMA_SIDE: u32 = 2;
+
+/// `enum drv_mem_pg_type`: `MEM_GIANT_PAGE_TYPE` (2); `MEM_MAX_PAGE_TYPE` (3).
+const MEM_GIANT_PAGE_TYPE: u32 = 2;
+const MEM_MAX_PAGE_TYPE: u32 = 3;
+/// `enum drv_mem_type`: `MEM_MAX_TYPE`.
+const MEM_MAX_TYPE: u32 = 5;
+
+/// Bits of `halMemAddressReserve`'s `flag`: the page type (bits 0-1); `MEM_RSV_TYPE_DEVICE_SHARE`
+/// (bit 8) and `MEM_RSV_TYPE_REMOTE_MAP` (bit 9) need a specified address.
+const RSV_PG_TYPE_MASK: u64 = 0x3;
+const RSV_SPECIFIED_ONLY: u64 = (1 << 8) | (1 << 9);
+
+/// Base of the handle tokens (`drv_mem_handle_t *`); each handle is 64 bytes further on.
+const HANDLE_BASE: usize = 0x4A11_0000_0000;
+
+/// The fields of `struct drv_mem_prop` (`side` 0, `devid` 4, `module_id` 8, `pg_type` 12,
+/// `mem_type` 16, `reserve` 24; 32 bytes) that the emulation checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemProp {
+    /// `side` (`enum drv_mem_side`).
+    pub side: u32,
+    /// `devid`.
+    pub devid: u32,
+    /// `pg_type` (`enum drv_mem_pg_type`).
+    pub pg_type: u32,
+    /// `mem_type` (`enum drv_mem_type`, after the runtime's per-chip rewrite).
+    pub mem_type: u32,
+}
+
+impl MemProp {
+    /// Reads a `struct drv_mem_prop`.
+    ///
+    /// # Safety
+    /// `p` must point to a readable `struct drv_mem_prop` (32 bytes).
+    unsafe fn load(p: *const c_void) -> Self {
+        // SAFETY: the caller's promise; the offsets are the header's.
+        unsafe {
+            MemProp {
+                side: rd32(p, 0),
+                devid: rd32(p, 4),
+                pg_type: rd32(p, 12),
+                mem_type: rd32(p, 16),
+            }
+        }
+    }
+
+    /// `DRV_ERROR_NONE` for a property the emulation can create: device memory of an emulated
+    /// device, or host memory; host NUMA memory is not emulated.
+    fn check(&self) -> i32 {
+        let known = self.pg_type < MEM_MAX_PAGE_TYPE && self.mem_type < MEM_MAX_TYPE;
+        match self.side {
+            MEM_HOST_NUMA_SIDE => DRV_ERROR_NOT_SUPPORT,
+            MEM_DEV_SIDE if known && self.devid < devinfo::device_count() => DRV_ERROR_NONE,
+            MEM_HOST_SIDE if known => DRV_ERROR_NONE,
+            _ => DRV_ERROR_INVALID_VALUE,
+        }
+    }
+}
+
+/// One `struct drv_mem_access_desc` (`type` 0, `location.id` 4, `location.side` 8, `rsv` 12;
+/// 20 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessDesc {
+    /// `type` (`drv_mem_access_type`: 0 none, 1 read, 3 read-write).
+    pub access: u32,
+    /// `location.id`: the device id (0 for the host).
+    pub id: u32,
+    /// `location.side` (`enum drv_mem_side`).
+    pub side: u32,
+}
+
+/// Size of `struct drv_mem_access_desc`.
+pub const ACCESS_DESC_BYTES: usize = 20;
+
+impl AccessDesc {
+    fn valid(&self) -> bool {
+        let access = matches!(self.access, 0 | 1 | 3);
+        let location = match self.side {
+            MEM_DEV_SIDE => self.id < devinfo::device_count(),
+            MEM_HOST_SIDE => self.id == 0,
+            _ => false,
+        };
+        access && location
+    }
+}
+
+/// Physical memory behind a handle token.
+struct Phys {
+    /// The `memfd` holding the bytes.
+    fd: i32,
+    size: usize,
+    /// Live mappings of it; released memory is closed when this reaches 0.
+    maps: usize,
+    released: bool,
+}
+
+/// The emulation's virtual memory state: reservations and mappings by start address (start →
+/// (length, handle token; 0 for a reservation)), physical memory by handle token.
+#[derive(Default)]
+struct Vmm {
+    reserved: BTreeMap<usize, (usize, usize)>,
+    maps: BTreeMap<usize, (usize, usize)>,
+    handles: HashMap<usize, Phys>,
+    /// Handle tokens issued so far.
+    issued: usize,
+}
+
+static VMM: Mutex<Option<Vmm>> = Mutex::new(None);
+
+fn with<T>(f: impl FnOnce(&mut Vmm) -> T) -> T {
+    let mut g: MutexGuard<'_, Option<Vmm>> = VMM.lock().unwrap_or_else(|e| e.into_inner());
+    f(g.get_or_insert_with(Vmm::default))
+}
+
+/// An anonymous inaccessible mapping of `size` bytes: anywhere (`at` 0), at `at` if free
+/// (`fixed` false, a hint checked afterwards), or over `at` (`fixed` true: only over a range of
+/// one of our reservations).
+fn inaccessible(at: usize, size: usize, fixed: bool) -> Option<usize> {
+    let flags = libc::MAP_PRIVATE
+        | libc::MAP_ANONYMOUS
+        | libc::MAP_NORESERVE
+        | if fixed {
+            libc::MAP_FIXED
+        } else if at != 0 {
+            libc::MAP_FIXED_NOREPLACE
+        } else {
+            0
+        };
+    // SAFETY: an anonymous mapping; MAP_FIXED only over a range of a reservation of ours,
+    // MAP_FIXED_NOREPLACE never replaces anything.
+    let p = unsafe { libc::mmap(at as *mut c_void, size, libc::PROT_NONE, flags, -1, 0) };
+    (p != libc::MAP_FAILED).then_some(p as usize)
+}
+
+fn unmap_raw(at: usize, size: usize) {
+    // SAFETY: only ranges of our own anonymous mappings, handed back once.
+    unsafe { libc::munmap(at as *mut c_void, size) };
+}
+
+fn close_fd(fd: i32) {
+    // SAFETY: our descriptor, closed once (its handle is removed with it).
+    unsafe { libc::close(fd) };
+}
+
+/// `halMemGetAllocationGranularity`: 2 MiB for `MEM_ALLOC_GRANULARITY_MINIMUM` (0) and
+/// `MEM_ALLOC_GRANULARITY_RECOMMENDED` (1).
+pub fn granularity(prop: &MemProp, option: u32) -> Result<usize, i32> {
+    match prop.check() {
+        DRV_ERROR_NONE if option <= 1 => Ok(GRANULARITY),
+        DRV_ERROR_NONE => Err(DRV_ERROR_INVALID_VALUE),
+        e => Err(e),
+    }
+}
+
+/// `halMemAddressReserve`: `size` bytes of address space, aligned to `alignment` (0: the
+/// granularity; 1 GiB for giant pages), at `addr` when non-zero (`DRV_ERROR_BUSY` when taken).
+pub fn reserve(size: usize, alignment: usize, addr: usize, flag: u64) -> Result<usize, i32> {
+    let pg_type = (flag & RSV_PG_TYPE_MASK) as u32;
+    let specified_only = flag & RSV_SPECIFIED_ONLY != 0;
+    let other_bits = flag & !(RSV_PG_TYPE_MASK | RSV_SPECIFIED_ONLY) != 0;
+    let page = if pg_type == MEM_GIANT_PAGE_TYPE {
+        GIANT
+    } else {
+        GRANULARITY
+    };
+    let align = alignment.max(page);
+    if size == 0
+        || !size.is_multiple_of(GRANULARITY)
+        || pg_type >= MEM_MAX_PAGE_TYPE
+        || other_bits
+        || (specified_only && addr == 0)
+        || !align.is_power_of_two()
+        || !addr.is_multiple_of(align)
+    {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    let start = if addr != 0 {
+        match inaccessible(addr, size, false) {
+            Some(p) if p == addr => p,
+            Some(p) => {
+                unmap_raw(p, size);
+                return Err(DRV_ERROR_BUSY);
+            }
+            None => return Err(DRV_ERROR_BUSY),
+        }
+    } else {
+        // Over-reserve, then hand back the unaligned head and the tail.
+        let total = size.checked_add(align).ok_or(DRV_ERROR_OUT_OF_MEMORY)?;
+        let raw = inaccessible(0, total, false).ok_or(DRV_ERROR_OUT_OF_MEMORY)?;
+        let start = raw.next_multiple_of(align);
+        if start > raw {
+            unmap_raw(raw, start - raw);
+        }
+        if raw + total > start + size {
+            unmap_raw(start + size, raw + total - (start + size));
+        }
+        start
+    };
+    with(|v| v.reserved.insert(start, (size, 0)));
+    Ok(start)
+}
+
+/// `halMemAddressFree`: a whole reservation with nothing mapped in it.
+pub fn address_free(ptr: usize) -> Result<(), i32> {
+    with(|v| {
+        let &(size, _) = v.reserved.get(&ptr).ok_or(DRV_ERROR_INVALID_VALUE)?;
+        if v.maps.range(ptr..ptr + size).next().is_some() {
+            return Err(DRV_ERROR_INVALID_VALUE);
+        }
+        v.reserved.remove(&ptr);
+        unmap_raw(ptr, size);
+        Ok(())
+    })
+}
+
+/// `halMemCreate`: `size` bytes of physical memory; returns the handle token.
+pub fn create(size: usize, prop: &MemProp, flag: u64) -> Result<usize, i32> {
+    match prop.check() {
+        DRV_ERROR_NONE => {}
+        e => return Err(e),
+    }
+    if size == 0 || !size.is_multiple_of(GRANULARITY) || flag != 0 {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: a static NUL-terminated name.
+    let fd = unsafe { libc::memfd_create(c"xstream-hal-sim-phys".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(DRV_ERROR_OUT_OF_MEMORY);
+    }
+    let Ok(len) = libc::off_t::try_from(size) else {
+        close_fd(fd);
+        return Err(DRV_ERROR_OUT_OF_MEMORY);
+    };
+    // SAFETY: `fd` is ours.
+    if unsafe { libc::ftruncate(fd, len) } != 0 {
+        close_fd(fd);
+        return Err(DRV_ERROR_OUT_OF_MEMORY);
+    }
+    Ok(with(|v| {
+        let h = HANDLE_BASE + v.issued * 64;
+        v.issued += 1;
+        v.handles.insert(
+            h,
+            Phys {
+                fd,
+                size,
+                maps: 0,
+                released: false,
+            },
+        );
+        h
+    }))
+}
+
+/// `halMemRelease`: the memory goes with its last mapping.
+pub fn release(handle: usize) -> Result<(), i32> {
+    with(|v| {
+        let p = v
+            .handles
+            .get_mut(&handle)
+            .filter(|p| !p.released)
+            .ok_or(DRV_ERROR_INVALID_VALUE)?;
+        p.released = true;
+        if p.maps == 0 {
+            if let Some(p) = v.handles.remove(&handle) {
+                close_fd(p.fd);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `halMemMap`: `size` bytes of `handle` (from its start) at `ptr`, inside a reservation and
+/// over no other mapping.
+pub fn map(ptr: usize, size: usize, offset: usize, handle: usize, flag: u64) -> Result<(), i32> {
+    with(|v| {
+        let fd = v
+            .handles
+            .get(&handle)
+            .filter(|p| !p.released && size <= p.size)
+            .map(|p| p.fd)
+            .ok_or(DRV_ERROR_INVALID_VALUE)?;
+        let end = ptr.checked_add(size).ok_or(DRV_ERROR_INVALID_VALUE)?;
+        let inside = v
+            .reserved
+            .range(..=ptr)
+            .next_back()
+            .is_some_and(|(&s, &(n, _))| end <= s + n);
+        let overlaps = v
+            .maps
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&s, &(n, _))| s + n > ptr);
+        if size == 0
+            || offset != 0
+            || flag != 0
+            || !ptr.is_multiple_of(GRANULARITY)
+            || !size.is_multiple_of(GRANULARITY)
+            || !inside
+            || overlaps
+        {
+            return Err(DRV_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: `ptr..end` lies in a reservation of ours where nothing is mapped; the
+        // descriptor is live and at least `size` bytes long.
+        let p = unsafe {
+            libc::mmap(
+                ptr as *mut c_void,
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(DRV_ERROR_OUT_OF_MEMORY);
+        }
+        v.maps.insert(ptr, (size, handle));
+        if let Some(p) = v.handles.get_mut(&handle) {
+            p.maps += 1;
+        }
+        memory::map_insert(ptr, size);
+        Ok(())
+    })
+}
+
+/// `halMemUnmap`: the mapping starting at `ptr`; its range becomes inaccessible again.
+pub fn unmap(ptr: usize) -> Result<(), i32> {
+    with(|v| {
+        let &(size, handle) = v.maps.get(&ptr).ok_or(DRV_ERROR_INVALID_VALUE)?;
+        inaccessible(ptr, size, true).ok_or(DRV_ERROR_OUT_OF_MEMORY)?;
+        v.maps.remove(&ptr);
+        memory::map_remove(ptr);
+        let gone = v.handles.get_mut(&handle).is_some_and(|p| {
+            p.maps -= 1;
+            p.maps == 0 && p.released
+        });
+        if gone {
+            if let Some(p) = v.handles.remove(&handle) {
+                close_fd(p.fd);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `halMemSetAccess`: `ptr` and `size` name one mapping exactly; every location is valid.
+pub fn set_access(ptr: usize, size: usize, descs: &[AccessDesc]) -> Result<(), i32> {
+    let one_mapping = with(|v| v.maps.get(&ptr).is_some_and(|&(n, _)| n == size));
+    if !one_mapping || descs.is_empty() || !descs.iter().all(AccessDesc::valid) {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    Ok(())
+}
+
+/// Writes `v` through a non-null out-pointer; `DRV_ERROR_INVALID_VALUE` for null.
+fn put<T>(out: *mut T, r: Result<T, i32>) -> i32 {
+    if out.is_null() {
+        return DRV_ERROR_INVALID_VALUE;
+    }
+    match r {
+        Ok(v) => {
+            // SAFETY: a non-null output of the caller.
+            unsafe { out.write(v) };
+            DRV_ERROR_NONE
+        }
+        Err(e) => e,
+    }
+}
+
+fn code(r: Result<(), i32>) -> i32 {
+    r.err().unwrap_or(DRV_ERROR_NONE)
+}
+
+/// The exported C entry points (a private module: they check their pointers before reading
+/// through them).
+mod ffi {
+    use super::*;
+
+    /// `drvError_t halMemGetAllocationGranularity(const struct drv_mem_prop *prop,
+    /// drv_mem_granularity_options option, size_t *granularity)`.
+    #[no_mangle]
+    pub extern "C" fn halMemGetAllocationGranularity(
+        prop: *const c_void,
+        option: u32,
+        granularity_out: *mut usize,
+    ) -> i32 {
+        guard("halMemGetAllocationGranularity", || {
+            if prop.is_null() {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            // SAFETY: a non-null `struct drv_mem_prop` of the caller.
+            let p = unsafe { MemProp::load(prop) };
+            put(granularity_out, granularity(&p, option))
+        })
+    }
+
+    /// `drvError_t halMemAddressReserve(void **ptr, size_t size, size_t alignment, void *addr,
+    /// uint64_t flag)`.
+    #[no_mangle]
+    pub extern "C" fn halMemAddressReserve(
+        ptr: *mut *mut c_void,
+        size: usize,
+        alignment: usize,
+        addr: *mut c_void,
+        flag: u64,
+    ) -> i32 {
+        guard("halMemAddressReserve", || {
+            crate::trace!(
+                "halMemAddressReserve(size {size:#x}, align {alignment:#x}, flag {flag:#x})"
+            );
+            if ptr.is_null() {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            let r = reserve(size, alignment, addr as usize, flag);
+            put(ptr, r.map(|p| p as *mut c_void))
+        })
+    }
+
+    /// `drvError_t halMemAddressFree(void *ptr)`.
+    #[no_mangle]
+    pub extern "C" fn halMemAddressFree(ptr: *mut c_void) -> i32 {
+        guard("halMemAddressFree", || code(address_free(ptr as usize)))
+    }
+
+    /// `drvError_t halMemCreate(drv_mem_handle_t **handle, size_t size, const struct drv_mem_prop
+    /// *prop, uint64_t flag)`.
+    #[no_mangle]
+    pub extern "C" fn halMemCreate(
+        handle: *mut *mut c_void,
+        size: usize,
+        prop: *const c_void,
+        flag: u64,
+    ) -> i32 {
+        guard("halMemCreate", || {
+            if handle.is_null() || prop.is_null() {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            // SAFETY: a non-null `struct drv_mem_prop` of the caller.
+            let p = unsafe { MemProp::load(prop) };
+            crate::trace!("halMemCreate(size {size:#x}, {p:?}, flag {flag:#x})");
+            put(handle, create(size, &p, flag).map(|h| h as *mut c_void))
+        })
+    }
+
+    /// `drvError_t halMemRelease(drv_mem_handle_t *handle)`.
+    #[no_mangle]
+    pub extern "C" fn halMemRelease(handle: *mut c_void) -> i32 {
+        guard("halMemRelease", || code(release(handle as usize)))
+    }
+
+    /// `drvError_t halMemMap(void *ptr, size_t size, size_t offset, drv_mem_handle_t *handle,
+    /// uint64_t flag)`.
+    #[no_mangle]
+    pub extern "C" fn halMemMap(
+        ptr: *mut c_void,
+        size: usize,
+        offset: usize,
+        handle: *mut c_void,
+        flag: u64,
+    ) -> i32 {
+        guard("halMemMap", || {
+            crate::trace!("halMemMap({ptr:?}, size {size:#x}, offset {offset:#x}, flag {flag:#x})");
+            code(map(ptr as usize, size, offset, handle as usize, flag))
+        })
+    }
+
+    /// `drvError_t halMemUnmap(void *ptr)`.
+    #[no_mangle]
+    pub extern "C" fn halMemUnmap(ptr: *mut c_void) -> i32 {
+        guard("halMemUnmap", || code(unmap(ptr as usize)))
+    }
+
+    /// `drvError_t halMemSetAccess(void *ptr, size_t size, struct drv_mem_access_desc *desc,
+    /// size_t count)`.
+    #[no_mangle]
+    pub extern "C" fn halMemSetAccess(
+        ptr: *mut c_void,
+        size: usize,
+        desc: *mut c_void,
+        count: usize,
+    ) -> i32 {
+        guard("halMemSetAccess", || {
+            // More locations than devices and the host is a caller's mistake, not a list to read.
+            let max = devinfo::device_count() as usize + 1;
+            if desc.is_null() || count == 0 || count > max {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            let descs: Vec<AccessDesc> = (0..count)
+                .map(|i| {
+                    let d =
+                        (desc as *const u8).wrapping_add(i * ACCESS_DESC_BYTES) as *const c_void;
+                    // SAFETY: the caller's array holds `count` descriptors of 20 bytes.
+                    unsafe {
+                        AccessDesc {
+                            access: rd32(d, 0),
+                            id: rd32(d, 4),
+                            side: rd32(d, 8),
+                        }
+                    }
+                })
+                .collect();
+            crate::trace!("halMemSetAccess({ptr:?}, size {size:#x}, {descs:?})");
+            code(set_access(ptr as usize, size, &descs))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const G: usize = GRANULARITY;
+
+    fn dev_prop() -> MemProp {
+        MemProp {
+            side: MEM_DEV_SIDE,
+            devid: 0,
+            pg_type: 1,
+            mem_type: 0,
+        }
+    }
+
+    fn rw() -> [AccessDesc; 1] {
+        [AccessDesc {
+            access: 3,
+            id: 0,
+            side: MEM_DEV_SIDE,
+        }]
+    }
+
+    #[test]
+    fn granularity_and_properties() {
+        assert_eq!(granularity(&dev_prop(), 0), Ok(G));
+        assert_eq!(granularity(&dev_prop(), 1), Ok(G));
+        assert_eq!(granularity(&dev_prop(), 2), Err(DRV_ERROR_INVALID_VALUE));
+        let numa = MemProp {
+            side: MEM_HOST_NUMA_SIDE,
+            ..dev_prop()
+        };
+        assert_eq!(granularity(&numa, 0), Err(DRV_ERROR_NOT_SUPPORT));
+        let far = MemProp {
+            devid: 7,
+            ..dev_prop()
+        };
+        assert_eq!(create(G, &far, 0), Err(DRV_ERROR_INVALID_VALUE));
+        let odd_type = MemProp {
+            mem_type: MEM_MAX_TYPE,
+            ..dev_prop()
+        };
+        assert_eq!(create(G, &odd_type, 0), Err(DRV_ERROR_INVALID_VALUE));
+    }
+
+    #[test]
+    fn map_copy_unmap_remap_keeps_the_bytes() {
+        let r = reserve(4 * G, 0, 0, 0).expect("reserve");
+        assert_eq!(r % G, 0);
+        let p1 = create(G, &dev_prop(), 0).expect("create");
+        let p2 = create(2 * G, &dev_prop(), 0).expect("create");
+        map(r, G, 0, p1, 0).expect("map p1");
+        map(r + G, 2 * G, 0, p2, 0).expect("map p2");
+        map(r + 3 * G, G, 0, p1, 0).expect("map p1 again");
+        set_access(r, G, &rw()).expect("set access");
+        // A copy in across the two adjacent mappings, as the runtime's copies do.
+        let src: Vec<u8> = (0..3 * G).map(|i| (i % 251) as u8).collect();
+        assert!(memory::is_device_range(r, 3 * G));
+        assert!(!memory::is_device_range(r, 4 * G + 1));
+        assert!(memory::copy(r, src.as_ptr() as usize, 3 * G));
+        let mut back = vec![0u8; G];
+        assert!(memory::copy(back.as_mut_ptr() as usize, r + 3 * G, G));
+        assert_eq!(back, src[..G], "the second mapping of p1 shows its bytes");
+        // Unmapped: inaccessible to the copies, and the bytes stay in the physical memory.
+        unmap(r + 3 * G).expect("unmap");
+        assert_eq!(memory::find(r + 3 * G), None);
+        assert_eq!(unmap(r + 3 * G), Err(DRV_ERROR_INVALID_VALUE));
+        map(r + 3 * G, G, 0, p1, 0).expect("remap");
+        back.fill(0);
+        assert!(memory::copy(back.as_mut_ptr() as usize, r + 3 * G, G));
+        assert_eq!(back, src[..G], "bytes kept across unmap and remap");
+        // Released while mapped: the memory stays until its last mapping goes.
+        release(p1).expect("release p1");
+        assert_eq!(release(p1), Err(DRV_ERROR_INVALID_VALUE), "released twice");
+        assert_eq!(
+            map(r + 3 * G, G, 0, p1, 0),
+            Err(DRV_ERROR_INVALID_VALUE),
+            "a released handle"
+        );
+        assert_eq!(address_free(r), Err(DRV_ERROR_INVALID_VALUE), "mapped");
+        for at in [r, r + G, r + 3 * G] {
+            unmap(at).expect("unmap");
+        }
+        assert!(
+            with(|v| !v.handles.contains_key(&p1)),
+            "p1 went with its last mapping"
+        );
+        release(p2).expect("release p2");
+        address_free(r).expect("free");
+        assert_eq!(address_free(r), Err(DRV_ERROR_INVALID_VALUE), "freed twice");
+    }
+
+    #[test]
+    fn bad_input_is_refused() {
+        let inv = Some(DRV_ERROR_INVALID_VALUE);
+        assert_eq!(reserve(0, 0, 0, 0).err(), inv);
+        assert_eq!(reserve(G + 1, 0, 0, 0).err(), inv);
+        assert_eq!(
+            reserve(G, 3 * G, 0, 0).err(),
+            inv,
+            "alignment not a power of two"
+        );
+        assert_eq!(reserve(G, 0, 0, 3).err(), inv, "page type past the enum");
+        assert_eq!(
+            reserve(G, 0, 0, 1 << 8).err(),
+            inv,
+            "device share without an address"
+        );
+        assert_eq!(reserve(G, 0, 0, 1 << 4).err(), inv, "an unknown flag bit");
+        assert_eq!(
+            reserve(G, 0, G + 4096, 0).err(),
+            inv,
+            "an unaligned address"
+        );
+        assert_eq!(create(0, &dev_prop(), 0).err(), inv);
+        assert_eq!(create(G / 2, &dev_prop(), 0).err(), inv);
+        assert_eq!(create(G, &dev_prop(), 1).err(), inv);
+        let r = reserve(4 * G, 2 * G, 0, 0).expect("reserve");
+        assert_eq!(r % (2 * G), 0, "the alignment asked for");
+        let p = create(G, &dev_prop(), 0).unwrap();
+        let p2 = create(2 * G, &dev_prop(), 0).unwrap();
+        assert_eq!(map(r + G / 2, G, 0, p, 0).err(), inv, "unaligned address");
+        assert_eq!(
+            map(r + 4 * G, G, 0, p, 0).err(),
+            inv,
+            "past the reservation"
+        );
+        assert_eq!(
+            map(r + 3 * G, 2 * G, 0, p2, 0).err(),
+            inv,
+            "running past the end"
+        );
+        assert_eq!(map(r, 2 * G, 0, p, 0).err(), inv, "longer than the handle");
+        assert_eq!(map(r, G, G, p2, 0).err(), inv, "a non-zero offset");
+        assert_eq!(map(r, G, 0, p, 1).err(), inv, "a flag");
+        assert_eq!(map(r, G, 0, 12345, 0).err(), inv, "an unknown handle");
+        assert_eq!(unmap(r).err(), inv, "nothing mapped");
+        map(r + G, 2 * G, 0, p2, 0).expect("map");
+        assert_eq!(map(r + G, G, 0, p, 0).err(), inv, "over a mapping");
+        assert_eq!(
+            map(r + 2 * G, G, 0, p, 0).err(),
+            inv,
+            "over its second half"
+        );
+        assert_eq!(map(r, 2 * G, 0, p2, 0).err(), inv, "overlapping its start");
+        assert_eq!(unmap(r + 2 * G).err(), inv, "inside a mapping");
+        assert_eq!(
+            set_access(r + G, G, &rw()).err(),
+            inv,
+            "cutting the mapping"
+        );
+        assert_eq!(
+            set_access(r, 3 * G, &rw()).err(),
+            inv,
+            "over an unmapped byte"
+        );
+        assert_eq!(set_access(r + G, 2 * G, &[]).err(), inv, "no location");
+        let bad_dev = [AccessDesc { id: 7, ..rw()[0] }];
+        assert_eq!(
+            set_access(r + G, 2 * G, &bad_dev).err(),
+            inv,
+            "a device not here"
+        );
+        let bad_type = [AccessDesc {
+            access: 2,
+            ..rw()[0]
+        }];
+        assert_eq!(
+            set_access(r + G, 2 * G, &bad_type).err(),
+            inv,
+            "an access type"
+        );
+        set_access(r + G, 2 * G, &rw()).expect("set access");
+        assert_eq!(
+            address_free(r + G).err(),
+            inv,
+            "not the reservation's start"
+        );
+        unmap(r + G).expect("unmap");
+        release(p).unwrap();
+        release(p2).unwrap();
+        address_free(r).expect("free");
+    }
+
+    #[test]
+    fn a_specified_address_is_taken_or_refused() {
+        // Find a free aligned place, give it back, then ask for exactly it (another test's
+        // mapping may land there in between: a few tries).
+        let at = (0..8)
+            .find_map(|_| {
+                let r = reserve(2 * G, 0, 0, 0).unwrap();
+                address_free(r).unwrap();
+                reserve(G, 0, r, 0).ok().inspect(|&at| assert_eq!(at, r))
+            })
+            .expect("reserve at a free address");
+        assert_eq!(reserve(G, 0, at, 0), Err(DRV_ERROR_BUSY), "taken");
+        address_free(at).unwrap();
+    }
+}
