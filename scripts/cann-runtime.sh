@@ -188,7 +188,7 @@ if [ "${CANN_CONFORM:-0}" = "1" ]; then
   if ! (cd "$ROOT" && nice cargo build -p xstream-examples --bins >"$WORK/cargo-examples.log" 2>&1); then
     fail "examples build (see $WORK/cargo-examples.log)"
   else
-    for ex in pipeline async_streams runtime_skeleton erased_runtime tensor; do
+    for ex in pipeline async_streams runtime_skeleton erased_runtime tensor expandable; do
       LOG=$WORK/example-$ex.log
       if XSTREAM_ACL_LIBRARY="$RUN/lib64/libacl_rt.so" LD_LIBRARY_PATH="$RUN/lib64" \
         timeout 120 "$TARGET/debug/$ex" --backend ascend >"$LOG" 2>&1 && grep -q '^verified: ' "$LOG"; then
