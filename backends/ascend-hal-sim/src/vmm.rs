@@ -23,6 +23,17 @@
 //! without mappings. Any breach answers `DRV_ERROR_INVALID_VALUE`. Host NUMA physical memory
 //! (`side` 2) is not emulated (`DRV_ERROR_NOT_SUPPORT`). Access rights are checked for shape,
 //! not modelled: every mapping is readable and writable.
+//!
+//! Sharing with another process (`aclrtMemExportToShareableHandle`,
+//! `aclrtMemSetPidToShareableHandle`, `aclrtMemImportFromShareableHandle`:
+//! `halMemExportToShareableHandle`, `halMemSetPidToShareableHandle`,
+//! `halMemShareHandleSetAttribute` for the runtime's "no PID validation" export,
+//! `halMemImportFromShareableHandle`), as the ACL simulator does it: each `memfd` starts with a
+//! header page ([`HEADER`]: exported, whitelist off, size, whitelisted process ids) before its
+//! bytes; the shareable value is the exporter's process id and its descriptor of the `memfd`;
+//! an import opens that descriptor through `/proc/<pid>/fd/<fd>` and maps the same bytes.
+//! `halMemShareHandleInfoGet` stays unemulated (`DRV_ERROR_NOT_SUPPORT`): the runtime then
+//! imports without asking the exporter's physical device.
 
 #![allow(non_snake_case)]
 
@@ -132,12 +143,46 @@ impl AccessDesc {
 
 /// Physical memory behind a handle token.
 struct Phys {
-    /// The `memfd` holding the bytes.
+    /// The `memfd`: a header page ([`HEADER`]), then the bytes.
     fd: i32,
     size: usize,
     /// Live mappings of it; released memory is closed when this reaches 0.
     maps: usize,
     released: bool,
+    /// Opened from another handle's export (never exported again).
+    imported: bool,
+}
+
+/// The header page at the start of each physical memory `memfd`, read by importing processes
+/// (byte offsets, little-endian): a magic, whether it was exported, whether the whitelist is
+/// off, the size, the number of whitelisted process ids and the ids.
+pub const HEADER: usize = 4096;
+const H_EXPORTED: usize = 8;
+const H_NO_WLIST: usize = 12;
+const H_SIZE: usize = 16;
+const H_NPIDS: usize = 24;
+const H_PIDS: usize = 32;
+const MAGIC: &[u8; 8] = b"XHALVMMP";
+/// Whitelisted process ids one header holds.
+pub const MAX_PIDS: usize = (HEADER - H_PIDS) / 4;
+/// The `memfd` name, checked (as `/memfd:<name>`) before an import opens a descriptor.
+const MEMFD_NAME: &str = "xstream-hal-sim-phys";
+
+fn pread_at(fd: i32, at: usize, buf: &mut [u8]) -> bool {
+    // SAFETY: `buf` is valid for its length; `fd` is a descriptor we hold.
+    let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), at as libc::off_t) };
+    n == buf.len() as isize
+}
+
+fn pwrite_at(fd: i32, at: usize, buf: &[u8]) -> bool {
+    // SAFETY: `buf` is valid for its length; `fd` is a descriptor we hold.
+    let n = unsafe { libc::pwrite(fd, buf.as_ptr().cast(), buf.len(), at as libc::off_t) };
+    n == buf.len() as isize
+}
+
+fn header_u32(fd: i32, at: usize) -> Option<u32> {
+    let mut b = [0u8; 4];
+    pread_at(fd, at, &mut b).then(|| u32::from_le_bytes(b))
 }
 
 /// The emulation's virtual memory state: reservations and mappings by start address (start →
@@ -268,21 +313,31 @@ pub fn create(size: usize, prop: &MemProp, flag: u64) -> Result<usize, i32> {
     if size == 0 || !size.is_multiple_of(GRANULARITY) || flag != 0 {
         return Err(DRV_ERROR_INVALID_VALUE);
     }
-    // SAFETY: a static NUL-terminated name.
+    // SAFETY: a static NUL-terminated name (`MEMFD_NAME`).
     let fd = unsafe { libc::memfd_create(c"xstream-hal-sim-phys".as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {
         return Err(DRV_ERROR_OUT_OF_MEMORY);
     }
-    let Ok(len) = libc::off_t::try_from(size) else {
+    let Some(len) = size
+        .checked_add(HEADER)
+        .and_then(|n| libc::off_t::try_from(n).ok())
+    else {
         close_fd(fd);
         return Err(DRV_ERROR_OUT_OF_MEMORY);
     };
+    let mut hdr = [0u8; 24];
+    hdr[..8].copy_from_slice(MAGIC);
+    hdr[H_SIZE..H_SIZE + 8].copy_from_slice(&(size as u64).to_le_bytes());
     // SAFETY: `fd` is ours.
-    if unsafe { libc::ftruncate(fd, len) } != 0 {
+    if unsafe { libc::ftruncate(fd, len) } != 0 || !pwrite_at(fd, 0, &hdr) {
         close_fd(fd);
         return Err(DRV_ERROR_OUT_OF_MEMORY);
     }
-    Ok(with(|v| {
+    Ok(insert_handle(fd, size, false))
+}
+
+fn insert_handle(fd: i32, size: usize, imported: bool) -> usize {
+    with(|v| {
         let h = HANDLE_BASE + v.issued * 64;
         v.issued += 1;
         v.handles.insert(
@@ -292,10 +347,11 @@ pub fn create(size: usize, prop: &MemProp, flag: u64) -> Result<usize, i32> {
                 size,
                 maps: 0,
                 released: false,
+                imported,
             },
         );
         h
-    }))
+    })
 }
 
 /// `halMemRelease`: the memory goes with its last mapping.
@@ -348,7 +404,7 @@ pub fn map(ptr: usize, size: usize, offset: usize, handle: usize, flag: u64) -> 
             return Err(DRV_ERROR_INVALID_VALUE);
         }
         // SAFETY: `ptr..end` lies in a reservation of ours where nothing is mapped; the
-        // descriptor is live and at least `size` bytes long.
+        // descriptor is live and holds at least `size` bytes after its header page.
         let p = unsafe {
             libc::mmap(
                 ptr as *mut c_void,
@@ -356,7 +412,7 @@ pub fn map(ptr: usize, size: usize, offset: usize, handle: usize, flag: u64) -> 
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED | libc::MAP_FIXED,
                 fd,
-                0,
+                HEADER as libc::off_t,
             )
         };
         if p == libc::MAP_FAILED {
@@ -398,6 +454,117 @@ pub fn set_access(ptr: usize, size: usize, descs: &[AccessDesc]) -> Result<(), i
         return Err(DRV_ERROR_INVALID_VALUE);
     }
     Ok(())
+}
+
+/// `halMemExportToShareableHandle`: the shareable value is this process's id (high 32 bits)
+/// and its descriptor of the `memfd` (low 32 bits); only handle type `MEM_HANDLE_TYPE_NONE` (0)
+/// and flags 0 (what the runtime passes), of memory created here (not imported) and not
+/// released.
+pub fn export(handle: usize, handle_type: u32, flags: u64) -> Result<u64, i32> {
+    with(|v| {
+        let p = v
+            .handles
+            .get(&handle)
+            .filter(|p| !p.released && !p.imported)
+            .ok_or(DRV_ERROR_INVALID_VALUE)?;
+        if handle_type != 0 || flags != 0 {
+            return Err(DRV_ERROR_INVALID_VALUE);
+        }
+        if !pwrite_at(p.fd, H_EXPORTED, &1u32.to_le_bytes()) {
+            return Err(DRV_ERROR_INVALID_VALUE);
+        }
+        Ok((u64::from(std::process::id()) << 32) | p.fd as u32 as u64)
+    })
+}
+
+/// The descriptor of an export of this process, not released.
+fn own_export(shareable: u64) -> Result<i32, i32> {
+    let (pid, fd) = ((shareable >> 32) as u32, shareable as u32 as i32);
+    if pid != std::process::id() {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    with(|v| {
+        v.handles
+            .values()
+            .find(|p| p.fd == fd && !p.released && !p.imported)
+            .map(|p| p.fd)
+    })
+    .filter(|&fd| header_u32(fd, H_EXPORTED) == Some(1))
+    .ok_or(DRV_ERROR_INVALID_VALUE)
+}
+
+/// `halMemSetPidToShareableHandle`: adds `pids` to the export's whitelist.
+pub fn set_pids(shareable: u64, pids: &[i32]) -> Result<(), i32> {
+    let fd = own_export(shareable)?;
+    let n = header_u32(fd, H_NPIDS).ok_or(DRV_ERROR_INVALID_VALUE)? as usize;
+    if pids.is_empty() || pids.iter().any(|&p| p <= 0) || n + pids.len() > MAX_PIDS {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    let bytes: Vec<u8> = pids.iter().flat_map(|p| p.to_le_bytes()).collect();
+    let count = ((n + pids.len()) as u32).to_le_bytes();
+    if !pwrite_at(fd, H_PIDS + 4 * n, &bytes) || !pwrite_at(fd, H_NPIDS, &count) {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    Ok(())
+}
+
+/// `halMemShareHandleSetAttribute` with `SHR_HANDLE_ATTR_NO_WLIST_IN_SERVER` (0): `enable_flag`
+/// 1 (`SHRID_NO_WLIST_ENABLE`) lets any process import, 0 checks the whitelist again.
+pub fn set_no_whitelist(shareable: u64, attr_type: u32, enable_flag: u32) -> Result<(), i32> {
+    let fd = own_export(shareable)?;
+    if attr_type != 0 || enable_flag > 1 || !pwrite_at(fd, H_NO_WLIST, &enable_flag.to_le_bytes()) {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    Ok(())
+}
+
+/// `halMemImportFromShareableHandle`: opens the exporter's `memfd` through
+/// `/proc/<pid>/fd/<fd>` (only this emulation's `memfd` objects, exported, with this process on
+/// the whitelist or the whitelist off) and returns a new handle over the same bytes. Refused
+/// once the exporter released its memory or is gone (its descriptor is closed).
+pub fn import(shareable: u64, devid: u32) -> Result<usize, i32> {
+    if devid >= devinfo::device_count() {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    let path = format!("/proc/{}/fd/{}", shareable >> 32, shareable as u32);
+    let ours = std::fs::read_link(&path).is_ok_and(|t| {
+        t.to_string_lossy()
+            .starts_with(&format!("/memfd:{MEMFD_NAME}"))
+    });
+    if !ours {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    let cpath = std::ffi::CString::new(path).map_err(|_| DRV_ERROR_INVALID_VALUE)?;
+    // SAFETY: a NUL-terminated path; the descriptor is closed below or kept by the handle.
+    let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    let admitted = || -> Option<usize> {
+        let mut hdr = [0u8; H_PIDS];
+        if !pread_at(fd, 0, &mut hdr) || &hdr[..8] != MAGIC {
+            return None;
+        }
+        let word = |at: usize| u32::from_le_bytes(hdr[at..at + 4].try_into().unwrap_or_default());
+        let size = u64::from_le_bytes(hdr[H_SIZE..H_SIZE + 8].try_into().unwrap_or_default());
+        let n = (word(H_NPIDS) as usize).min(MAX_PIDS);
+        let mut pids = vec![0u8; 4 * n];
+        let me = std::process::id() as i32;
+        let listed = pread_at(fd, H_PIDS, &mut pids)
+            && pids
+                .chunks_exact(4)
+                .any(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) == me);
+        (word(H_EXPORTED) == 1 && (word(H_NO_WLIST) == 1 || listed))
+            .then(|| usize::try_from(size).ok())
+            .flatten()
+    };
+    match admitted() {
+        Some(size) => Ok(insert_handle(fd, size, true)),
+        None => {
+            close_fd(fd);
+            Err(DRV_ERROR_INVALID_VALUE)
+        }
+    }
 }
 
 /// Writes `v` through a non-null out-pointer; `DRV_ERROR_INVALID_VALUE` for null.
@@ -549,6 +716,80 @@ mod ffi {
                 .collect();
             crate::trace!("halMemSetAccess({ptr:?}, size {size:#x}, {descs:?})");
             code(set_access(ptr as usize, size, &descs))
+        })
+    }
+    /// `struct ShareHandleAttr` (`common_pkg.h`): `enableFlag` and eight reserved words, passed
+    /// by value.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy)]
+    pub struct ShareHandleAttr {
+        /// `enableFlag`: 1 = no whitelist (`SHRID_NO_WLIST_ENABLE`).
+        pub enable_flag: u32,
+        /// `rsv`.
+        pub rsv: [u32; 8],
+    }
+
+    /// `drvError_t halMemExportToShareableHandle(drv_mem_handle_t *handle,
+    /// drv_mem_handle_type handle_type, uint64_t flags, uint64_t *shareable_handle)`.
+    #[no_mangle]
+    pub extern "C" fn halMemExportToShareableHandle(
+        handle: *mut c_void,
+        handle_type: u32,
+        flags: u64,
+        shareable: *mut u64,
+    ) -> i32 {
+        guard("halMemExportToShareableHandle", || {
+            if shareable.is_null() {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            put(shareable, export(handle as usize, handle_type, flags))
+        })
+    }
+
+    /// `drvError_t halMemImportFromShareableHandle(uint64_t shareable_handle, uint32_t devid,
+    /// drv_mem_handle_t **handle)`.
+    #[no_mangle]
+    pub extern "C" fn halMemImportFromShareableHandle(
+        shareable: u64,
+        devid: u32,
+        handle: *mut *mut c_void,
+    ) -> i32 {
+        guard("halMemImportFromShareableHandle", || {
+            if handle.is_null() {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            put(handle, import(shareable, devid).map(|h| h as *mut c_void))
+        })
+    }
+
+    /// `drvError_t halMemSetPidToShareableHandle(uint64_t shareable_handle, int pid[],
+    /// uint32_t pid_num)`.
+    #[no_mangle]
+    pub extern "C" fn halMemSetPidToShareableHandle(
+        shareable: u64,
+        pid: *const i32,
+        pid_num: u32,
+    ) -> i32 {
+        guard("halMemSetPidToShareableHandle", || {
+            if pid.is_null() || pid_num == 0 || pid_num as usize > MAX_PIDS {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            // SAFETY: the caller's array of `pid_num` ids (bounded above).
+            let pids = unsafe { std::slice::from_raw_parts(pid, pid_num as usize) };
+            code(set_pids(shareable, pids))
+        })
+    }
+
+    /// `drvError_t halMemShareHandleSetAttribute(uint64_t shareable_handle, enum
+    /// ShareHandleAttrType type, struct ShareHandleAttr attr)`.
+    #[no_mangle]
+    pub extern "C" fn halMemShareHandleSetAttribute(
+        shareable: u64,
+        attr_type: u32,
+        attr: ShareHandleAttr,
+    ) -> i32 {
+        guard("halMemShareHandleSetAttribute", || {
+            code(set_no_whitelist(shareable, attr_type, attr.enable_flag))
         })
     }
 }
@@ -750,5 +991,64 @@ mod tests {
             .expect("reserve at a free address");
         assert_eq!(reserve(G, 0, at, 0), Err(DRV_ERROR_BUSY), "taken");
         address_free(at).unwrap();
+    }
+
+    #[test]
+    fn an_import_shows_the_exporters_bytes_and_the_whitelist_holds() {
+        let inv = Some(DRV_ERROR_INVALID_VALUE);
+        let p = create(G, &dev_prop(), 0).unwrap();
+        assert_eq!(export(p, 1, 0).err(), inv, "handle type FABRIC");
+        assert_eq!(export(p, 0, 1).err(), inv, "flags");
+        let sh = export(p, 0, 0).expect("export");
+        assert_eq!(sh >> 32, u64::from(std::process::id()));
+        // Not on the whitelist (this process imports its own export: the same path as another
+        // process, through /proc/<pid>/fd).
+        assert_eq!(import(sh, 0).err(), inv, "not whitelisted");
+        assert_eq!(set_pids(sh, &[]).err(), inv, "no pids");
+        assert_eq!(
+            set_pids(sh ^ (1 << 40), &[1]).err(),
+            inv,
+            "another process's export"
+        );
+        set_pids(sh, &[std::process::id() as i32]).expect("set pid");
+        assert_eq!(import(sh, 9).err(), inv, "a device not emulated");
+        let q = import(sh, 0).expect("import");
+        assert_eq!(export(q, 0, 0).err(), inv, "an import exported again");
+        // Both handles mapped: bytes written through one are read through the other.
+        let r = reserve(2 * G, 0, 0, 0).unwrap();
+        map(r, G, 0, p, 0).unwrap();
+        map(r + G, G, 0, q, 0).unwrap();
+        let src = [0xC3u8; 128];
+        assert!(memory::copy(r + 64, src.as_ptr() as usize, 128));
+        let mut back = [0u8; 128];
+        assert!(memory::copy(back.as_mut_ptr() as usize, r + G + 64, 128));
+        assert_eq!(back, src, "the import shows the exporter's bytes");
+        // Released and unmapped, the export's descriptor is closed: no new import; the one
+        // made keeps its bytes.
+        unmap(r).unwrap();
+        release(p).unwrap();
+        assert_eq!(import(sh, 0).err(), inv, "the exporter's memory is gone");
+        back.fill(0);
+        assert!(memory::copy(back.as_mut_ptr() as usize, r + G + 64, 128));
+        assert_eq!(back, src);
+        unmap(r + G).unwrap();
+        release(q).unwrap();
+        address_free(r).unwrap();
+        // The whitelist off: any process imports.
+        let p2 = create(G, &dev_prop(), 0).unwrap();
+        let sh2 = export(p2, 0, 0).unwrap();
+        assert_eq!(set_no_whitelist(sh2, 1, 1).err(), inv, "an attribute type");
+        assert_eq!(set_no_whitelist(sh2, 0, 2).err(), inv, "an enable flag");
+        set_no_whitelist(sh2, 0, 1).expect("no whitelist");
+        let q2 = import(sh2, 0).expect("import without a whitelist");
+        release(q2).unwrap();
+        set_no_whitelist(sh2, 0, 0).unwrap();
+        assert_eq!(import(sh2, 0).err(), inv, "the whitelist on again");
+        release(p2).unwrap();
+        assert_eq!(
+            import(u64::from(std::process::id()) << 32, 0).err(),
+            inv,
+            "stdin"
+        );
     }
 }
