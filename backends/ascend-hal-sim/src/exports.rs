@@ -20,7 +20,9 @@ use std::sync::Mutex;
 use crate::codes::*;
 use crate::{devinfo, limits, memory, queue};
 
-fn guard(name: &str, f: impl FnOnce() -> i32) -> i32 {
+/// Runs an exported function's body: a panic becomes `DRV_ERROR_INVALID_VALUE`; the result is
+/// traced.
+pub(crate) fn guard(name: &str, f: impl FnOnce() -> i32) -> i32 {
     let r = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
         eprintln!("[hal-sim] {name}: internal panic caught");
         DRV_ERROR_INVALID_VALUE
@@ -33,7 +35,7 @@ fn guard(name: &str, f: impl FnOnce() -> i32) -> i32 {
 ///
 /// # Safety
 /// `p + off` must be readable for 4 bytes.
-unsafe fn rd32(p: *const c_void, off: usize) -> u32 {
+pub(crate) unsafe fn rd32(p: *const c_void, off: usize) -> u32 {
     // SAFETY: the caller's promise; unaligned read for packed layouts.
     unsafe { (p as *const u8).add(off).cast::<u32>().read_unaligned() }
 }
@@ -51,7 +53,7 @@ unsafe fn wr32(p: *mut c_void, off: usize, v: u32) {
 ///
 /// # Safety
 /// `p + off` must be readable for 8 bytes.
-unsafe fn rd64(p: *const c_void, off: usize) -> u64 {
+pub(crate) unsafe fn rd64(p: *const c_void, off: usize) -> u64 {
     // SAFETY: the caller's promise.
     unsafe { (p as *const u8).add(off).cast::<u64>().read_unaligned() }
 }

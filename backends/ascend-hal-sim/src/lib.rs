@@ -20,6 +20,8 @@
 //!   waits hold their SQ until the event is recorded; host callbacks are reported on their
 //!   callback CQ ([`queue`]).
 //!
+//! * virtual memory: address space reserved, physical memory created, mapped and unmapped, as
+//!   the ACL virtual memory functions ask it of the driver ([`vmm`]);
 //! * the id spaces (streams, events, notifies, …) of the chip, refused at its limits as a driver
 //!   refuses ([`limits`]).
 //!
@@ -39,3 +41,4 @@ pub mod memory;
 pub mod queue;
 pub mod reduce;
 pub mod trace;
+pub mod vmm;

@@ -3,6 +3,11 @@
 //! Every device allocation is a host allocation recorded in a table (start → length), so the
 //! driver can answer "is this a device address?" the way the runtime asks it, and copies between
 //! any two recorded or host addresses are plain `memmove`s.
+//!
+//! Ranges of virtual memory mapped by `halMemMap` ([`crate::vmm`]) are recorded in a second
+//! table: they count as device memory for every lookup here, a copy or memset may run across
+//! mappings that touch one another (as over one reserved range on the device), and [`free`]
+//! never takes them.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
@@ -45,16 +50,52 @@ pub fn free(addr: usize) -> bool {
     true
 }
 
-/// The allocation containing `addr`, as (start, length).
-pub fn find(addr: usize) -> Option<(usize, usize)> {
-    let t = table();
+/// Virtual memory mappings (start → length), entered by `halMemMap`, removed by `halMemUnmap`.
+static MAPPED: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
+
+fn mapped() -> MutexGuard<'static, BTreeMap<usize, usize>> {
+    MAPPED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn containing(t: &BTreeMap<usize, usize>, addr: usize) -> Option<(usize, usize)> {
     let (&start, &len) = t.range(..=addr).next_back()?;
     (addr < start + len).then_some((start, len))
 }
 
-/// Whether `[addr, addr+len)` lies inside one device allocation.
+/// Records `[addr, addr+len)` as mapped device memory (the caller checked that it overlaps no
+/// other mapping).
+pub fn map_insert(addr: usize, len: usize) {
+    mapped().insert(addr, len);
+}
+
+/// Forgets the mapping starting at `addr`; `false` when none starts there.
+pub fn map_remove(addr: usize) -> bool {
+    mapped().remove(&addr).is_some()
+}
+
+/// The allocation or mapping containing `addr`, as (start, length).
+pub fn find(addr: usize) -> Option<(usize, usize)> {
+    containing(&table(), addr).or_else(|| containing(&mapped(), addr))
+}
+
+/// Whether `[addr, addr+len)` lies inside one device allocation, or inside mappings that follow
+/// one another without a gap.
 pub fn is_device_range(addr: usize, len: usize) -> bool {
-    find(addr).is_some_and(|(s, l)| addr.checked_add(len).is_some_and(|end| end <= s + l))
+    let Some(end) = addr.checked_add(len) else {
+        return false;
+    };
+    if let Some((s, l)) = containing(&table(), addr) {
+        return end <= s + l;
+    }
+    let m = mapped();
+    let mut at = addr;
+    while let Some((s, l)) = containing(&m, at) {
+        if end <= s + l {
+            return true;
+        }
+        at = s + l;
+    }
+    false
 }
 
 /// Bytes of device memory currently allocated.
@@ -190,6 +231,43 @@ mod tests {
         assert!(!copy(d + 10, src.as_ptr() as usize, DEVICE_ALIGN));
         assert!(free(d));
         assert!(!free(d));
+    }
+
+    #[test]
+    fn mappings_count_as_device_memory_and_join_when_adjacent() {
+        let mut host = vec![0u8; 4 * DEVICE_ALIGN];
+        let a = host.as_mut_ptr() as usize;
+        map_insert(a, DEVICE_ALIGN);
+        map_insert(a + DEVICE_ALIGN, DEVICE_ALIGN);
+        map_insert(a + 3 * DEVICE_ALIGN, DEVICE_ALIGN);
+        assert_eq!(find(a + 5), Some((a, DEVICE_ALIGN)));
+        assert!(
+            is_device_range(a + 10, 2 * DEVICE_ALIGN - 10),
+            "two adjacent mappings"
+        );
+        assert!(
+            !is_device_range(a, 3 * DEVICE_ALIGN + 1),
+            "across the unmapped third page"
+        );
+        assert!(!free(a), "free takes no mapping");
+        assert!(
+            fill(a + DEVICE_ALIGN - 2, 9, 4),
+            "a memset across two mappings"
+        );
+        assert!(
+            !fill(a + 2 * DEVICE_ALIGN - 2, 9, 4),
+            "a memset into a hole"
+        );
+        assert!(map_remove(a + DEVICE_ALIGN));
+        assert!(!map_remove(a + DEVICE_ALIGN));
+        assert!(
+            !is_device_range(a, 2 * DEVICE_ALIGN),
+            "the hole left by the unmap"
+        );
+        assert!(map_remove(a));
+        assert!(map_remove(a + 3 * DEVICE_ALIGN));
+        assert_eq!(find(a), None);
+        assert_eq!(&host[DEVICE_ALIGN - 2..DEVICE_ALIGN + 2], &[9; 4]);
     }
 
     #[test]

@@ -26,6 +26,11 @@ type SqCqAlloc = unsafe extern "C" fn(u32, *mut c_void, *mut c_void) -> i32;
 type TaskSend = unsafe extern "C" fn(u32, *mut c_void) -> i32;
 type Query = unsafe extern "C" fn(u32, *mut c_void) -> i32;
 type NoArgs = unsafe extern "C" fn() -> i32;
+type Granularity = unsafe extern "C" fn(*const c_void, u32, *mut usize) -> i32;
+type Reserve = unsafe extern "C" fn(*mut *mut c_void, usize, usize, *mut c_void, u64) -> i32;
+type Create = unsafe extern "C" fn(*mut *mut c_void, usize, *const c_void, u64) -> i32;
+type Map = unsafe extern "C" fn(*mut c_void, usize, usize, *mut c_void, u64) -> i32;
+type SetAccess = unsafe extern "C" fn(*mut c_void, usize, *mut c_void, usize) -> i32;
 
 #[test]
 fn driver_entry_points_through_dlopen() {
@@ -120,6 +125,39 @@ fn driver_entry_points_through_dlopen() {
         // An unemulated function refuses instead of pretending.
         let hdc: libloading::Symbol<'_, NoArgs> = lib.get(b"drvHdcClientCreate").unwrap();
         assert_eq!(hdc(), 65534);
+
+        // Virtual memory through the C entry points, with the header's struct layouts:
+        // `drv_mem_prop` (side 1 = device, devid 0; 32 bytes), `drv_mem_access_desc` (read-write
+        // for device 0; 20 bytes).
+        let gran: libloading::Symbol<'_, Granularity> =
+            lib.get(b"halMemGetAllocationGranularity").unwrap();
+        let reserve: libloading::Symbol<'_, Reserve> = lib.get(b"halMemAddressReserve").unwrap();
+        let create: libloading::Symbol<'_, Create> = lib.get(b"halMemCreate").unwrap();
+        let map: libloading::Symbol<'_, Map> = lib.get(b"halMemMap").unwrap();
+        let set_access: libloading::Symbol<'_, SetAccess> = lib.get(b"halMemSetAccess").unwrap();
+        let unmap: libloading::Symbol<'_, MemFree> = lib.get(b"halMemUnmap").unwrap();
+        let release: libloading::Symbol<'_, MemFree> = lib.get(b"halMemRelease").unwrap();
+        let addr_free: libloading::Symbol<'_, MemFree> = lib.get(b"halMemAddressFree").unwrap();
+        let prop: [u32; 8] = [1, 0, 0, 1, 0, 0, 0, 0];
+        let mut g = 0usize;
+        assert_eq!(gran(prop.as_ptr().cast(), 0, &mut g), 0);
+        assert_eq!(g, 2 << 20);
+        let mut va: *mut c_void = std::ptr::null_mut();
+        assert_eq!(reserve(&mut va, 2 * g, 0, std::ptr::null_mut(), 0), 0);
+        let mut h: *mut c_void = std::ptr::null_mut();
+        assert_eq!(create(&mut h, g, prop.as_ptr().cast(), 0), 0);
+        assert_eq!(map(va, g, 0, h, 0), 0);
+        let mut desc: [u32; 5] = [3, 0, 1, 0, 0];
+        assert_eq!(set_access(va, g, desc.as_mut_ptr().cast(), 1), 0);
+        let words: [u8; 64] = [0x5A; 64];
+        assert_eq!(memcpy(va as u64, g, words.as_ptr() as u64, 64), 0);
+        let mut back = [0u8; 64];
+        assert_eq!(memcpy(back.as_mut_ptr() as u64, 64, va as u64, 64), 0);
+        assert_eq!(back, words);
+        assert_eq!(addr_free(va), 3, "a reservation with a mapping");
+        assert_eq!(unmap(va), 0);
+        assert_eq!(release(h), 0);
+        assert_eq!(addr_free(va), 0);
 
         assert_eq!(free(dev), 0);
         assert_eq!(free(dev), 3);

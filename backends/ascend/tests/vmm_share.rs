@@ -2,8 +2,10 @@
 //! simulator (a test double, not hardware): the exporter and the importer (this test binary
 //! started again, both with the simulator's environment) write through their own mappings and
 //! read each other's bytes (`xstream_conformance::vmm_share`); the runtime's PID whitelist
-//! (`aclrtMemSetPidToShareableHandle`) admits only the named process. Every wait has a
-//! bound; a child past its bound is killed.
+//! (`aclrtMemSetPidToShareableHandle`) admits only the named process. The first exchange runs
+//! on the real CANN runtime too (built from source by `scripts/cann-runtime.sh`, over the
+//! driver emulation `backends/ascend-hal-sim`) when `XSTREAM_CANN_RUNTIME_DIR` names its
+//! libraries; SKIP otherwise. Every wait has a bound; a child past its bound is killed.
 
 use std::io::{BufReader, Write};
 use std::process::Child;
@@ -19,9 +21,29 @@ use xstream_core::{
 const ROLE: &str = "XSTREAM_ASCEND_VMM_SHARE_ROLE";
 const T: &str = "an_importer_process_sees_and_writes_the_exporters_bytes_on_the_simulator";
 const T2: &str = "the_pid_whitelist_admits_only_the_named_process_on_the_simulator";
+const T3: &str = "an_importer_process_sees_and_writes_the_exporters_bytes_on_the_real_runtime";
+/// The folder of the real runtime's libraries (`scripts/cann-runtime.sh`'s `run/lib64`).
+const RUNTIME_DIR: &str = "XSTREAM_CANN_RUNTIME_DIR";
 
+fn runtime_dir() -> Option<std::ffi::OsString> {
+    std::env::var_os(RUNTIME_DIR).filter(|d| !d.is_empty())
+}
+
+/// Starts `role` of `test`: with the simulator's environment, or for [`T3`] with the real
+/// runtime's (its `libacl_rt.so`, its folder on the library path, one emulated device).
 fn spawn(test: &str, role: &str) -> Child {
-    let mut env = simulator::env(1);
+    let mut env = match runtime_dir() {
+        Some(dir) if test == T3 => vec![
+            (
+                "XSTREAM_ACL_LIBRARY",
+                std::path::Path::new(&dir).join("libacl_rt.so").into(),
+            ),
+            ("LD_LIBRARY_PATH", dir.clone()),
+            ("XSTREAM_HAL_SIM_DEVICES", "1".into()),
+            (RUNTIME_DIR, dir),
+        ],
+        _ => simulator::env(1),
+    };
     env.push((ROLE, role.into()));
     child::spawn_test(test, env)
 }
@@ -52,20 +74,38 @@ fn run_role(test: &str, role: &str, done: &str) {
 #[test]
 #[cfg_attr(miri, ignore = "starts child processes, which Miri cannot run")]
 fn an_importer_process_sees_and_writes_the_exporters_bytes_on_the_simulator() {
+    exchange(T);
+}
+
+/// The exchange of `test`: the exporter starts the importer; each role in its own process.
+fn exchange(test: &str) {
     match std::env::var(ROLE).as_deref() {
         Ok("importer") => return vmm_share::child(&dev(), &recv_hex()),
         Ok("exporter") => {
             let d = dev();
             let ex = vmm_share::export(&d);
             assert!(!ex.handle.needs_fd() && ex.handle.payload().len() == 8);
-            let mut c = spawn(T, "importer");
+            let mut c = spawn(test, "importer");
             send_hex(&mut c, &ex.handle);
             vmm_share::parent(&d, &ex, c);
             return say("EXPORTER_DONE");
         }
         _ => {}
     }
-    run_role(T, "exporter", "EXPORTER_DONE");
+    run_role(test, "exporter", "EXPORTER_DONE");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "starts child processes, which Miri cannot run")]
+fn an_importer_process_sees_and_writes_the_exporters_bytes_on_the_real_runtime() {
+    if runtime_dir().is_none() {
+        return xstream_conformance::report_skip(
+            T3,
+            &"XSTREAM_CANN_RUNTIME_DIR is not set (the real CANN runtime built by \
+              scripts/cann-runtime.sh, over the driver emulation)",
+        );
+    }
+    exchange(T3);
 }
 
 /// The importer of the whitelist test: refused, then (once the exporter named it) admitted.

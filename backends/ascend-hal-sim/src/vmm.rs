@@ -1,0 +1,1054 @@
+//! Virtual memory: the driver calls behind the ACL functions `aclrtMemGetAllocationGranularity`,
+//! `aclrtReserveMemAddress` / `aclrtReleaseMemAddress`, `aclrtMallocPhysical` /
+//! `aclrtFreePhysical`, `aclrtMapMem` / `aclrtUnmapMem` and `aclrtMemSetAccess`
+//! (`halMemGetAllocationGranularity`, `halMemAddressReserve` / `halMemAddressFree`,
+//! `halMemCreate` / `halMemRelease`, `halMemMap` / `halMemUnmap`, `halMemSetAccess`), with the
+//! prototypes of `pkg_inc/driver/ascend_hal_base.h`.
+//!
+//! A reservation is an inaccessible anonymous mapping (`PROT_NONE`) of the process; physical
+//! memory is a `memfd` of its size, and the `drv_mem_handle_t *` handed out is an opaque token
+//! (never dereferenced by the runtime) naming it; `halMemMap` maps the `memfd` over the
+//! reservation (`MAP_FIXED`, shared), so one handle mapped twice shows the same bytes at both
+//! addresses, and enters the range in [`memory`]'s table, so that the copies, memsets and
+//! queue entries that look device addresses up accept it; `halMemUnmap` takes it out and puts
+//! the inaccessible mapping back. Physical memory released while mapped goes with its last
+//! mapping.
+//!
+//! Rules (the header's, and those of the runtime's ACL simulator twin, `ascend-sim`'s `vmm`):
+//! sizes, addresses and the reservation alignment are multiples of the 2 MiB granularity; a
+//! mapping lies inside one reservation, over no other mapping, at offset 0 of its handle
+//! ("currently unused, must be zero") and no longer than it; `halMemCreate` and `halMemMap`
+//! take flag 0; `halMemSetAccess` names exactly one mapping (the header: "ptr and size must be
+//! same with halMemMap") and at least one valid location; a reservation is freed whole and
+//! without mappings. Any breach answers `DRV_ERROR_INVALID_VALUE`. Host NUMA physical memory
+//! (`side` 2) is not emulated (`DRV_ERROR_NOT_SUPPORT`). Access rights are checked for shape,
+//! not modelled: every mapping is readable and writable.
+//!
+//! Sharing with another process (`aclrtMemExportToShareableHandle`,
+//! `aclrtMemSetPidToShareableHandle`, `aclrtMemImportFromShareableHandle`:
+//! `halMemExportToShareableHandle`, `halMemSetPidToShareableHandle`,
+//! `halMemShareHandleSetAttribute` for the runtime's "no PID validation" export,
+//! `halMemImportFromShareableHandle`), as the ACL simulator does it: each `memfd` starts with a
+//! header page ([`HEADER`]: exported, whitelist off, size, whitelisted process ids) before its
+//! bytes; the shareable value is the exporter's process id and its descriptor of the `memfd`;
+//! an import opens that descriptor through `/proc/<pid>/fd/<fd>` and maps the same bytes.
+//! `halMemShareHandleInfoGet` stays unemulated (`DRV_ERROR_NOT_SUPPORT`): the runtime then
+//! imports without asking the exporter's physical device.
+
+#![allow(non_snake_case)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::c_void;
+use std::sync::{Mutex, MutexGuard};
+
+use crate::codes::*;
+use crate::exports::{guard, rd32};
+use crate::{devinfo, memory};
+
+/// The allocation granularity, minimum and recommended (2 MiB, the huge page).
+pub const GRANULARITY: usize = 2 << 20;
+
+/// `MEM_GIANT_PAGE_TYPE` reservations are aligned to 1 GiB.
+const GIANT: usize = 1 << 30;
+
+/// `enum drv_mem_side`: `MEM_HOST_SIDE`, `MEM_DEV_SIDE`, `MEM_HOST_NUMA_SIDE`.
+const MEM_HOST_SIDE: u32 = 0;
+const MEM_DEV_SIDE: u32 = 1;
+const MEM_HOST_NUMA_SIDE: u32 = 2;
+
+/// `enum drv_mem_pg_type`: `MEM_GIANT_PAGE_TYPE` (2); `MEM_MAX_PAGE_TYPE` (3).
+const MEM_GIANT_PAGE_TYPE: u32 = 2;
+const MEM_MAX_PAGE_TYPE: u32 = 3;
+/// `enum drv_mem_type`: `MEM_MAX_TYPE`.
+const MEM_MAX_TYPE: u32 = 5;
+
+/// Bits of `halMemAddressReserve`'s `flag`: the page type (bits 0-1); `MEM_RSV_TYPE_DEVICE_SHARE`
+/// (bit 8) and `MEM_RSV_TYPE_REMOTE_MAP` (bit 9) need a specified address.
+const RSV_PG_TYPE_MASK: u64 = 0x3;
+const RSV_SPECIFIED_ONLY: u64 = (1 << 8) | (1 << 9);
+
+/// Base of the handle tokens (`drv_mem_handle_t *`); each handle is 64 bytes further on.
+const HANDLE_BASE: usize = 0x4A11_0000_0000;
+
+/// The fields of `struct drv_mem_prop` (`side` 0, `devid` 4, `module_id` 8, `pg_type` 12,
+/// `mem_type` 16, `reserve` 24; 32 bytes) that the emulation checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemProp {
+    /// `side` (`enum drv_mem_side`).
+    pub side: u32,
+    /// `devid`.
+    pub devid: u32,
+    /// `pg_type` (`enum drv_mem_pg_type`).
+    pub pg_type: u32,
+    /// `mem_type` (`enum drv_mem_type`, after the runtime's per-chip rewrite).
+    pub mem_type: u32,
+}
+
+impl MemProp {
+    /// Reads a `struct drv_mem_prop`.
+    ///
+    /// # Safety
+    /// `p` must point to a readable `struct drv_mem_prop` (32 bytes).
+    unsafe fn load(p: *const c_void) -> Self {
+        // SAFETY: the caller's promise; the offsets are the header's.
+        unsafe {
+            MemProp {
+                side: rd32(p, 0),
+                devid: rd32(p, 4),
+                pg_type: rd32(p, 12),
+                mem_type: rd32(p, 16),
+            }
+        }
+    }
+
+    /// `DRV_ERROR_NONE` for a property the emulation can create: device memory of an emulated
+    /// device, or host memory; host NUMA memory is not emulated.
+    fn check(&self) -> i32 {
+        let known = self.pg_type < MEM_MAX_PAGE_TYPE && self.mem_type < MEM_MAX_TYPE;
+        match self.side {
+            MEM_HOST_NUMA_SIDE => DRV_ERROR_NOT_SUPPORT,
+            MEM_DEV_SIDE if known && self.devid < devinfo::device_count() => DRV_ERROR_NONE,
+            MEM_HOST_SIDE if known => DRV_ERROR_NONE,
+            _ => DRV_ERROR_INVALID_VALUE,
+        }
+    }
+}
+
+/// One `struct drv_mem_access_desc` (`type` 0, `location.id` 4, `location.side` 8, `rsv` 12;
+/// 20 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessDesc {
+    /// `type` (`drv_mem_access_type`: 0 none, 1 read, 3 read-write).
+    pub access: u32,
+    /// `location.id`: the device id (0 for the host).
+    pub id: u32,
+    /// `location.side` (`enum drv_mem_side`).
+    pub side: u32,
+}
+
+/// Size of `struct drv_mem_access_desc`.
+pub const ACCESS_DESC_BYTES: usize = 20;
+
+impl AccessDesc {
+    fn valid(&self) -> bool {
+        let access = matches!(self.access, 0 | 1 | 3);
+        let location = match self.side {
+            MEM_DEV_SIDE => self.id < devinfo::device_count(),
+            MEM_HOST_SIDE => self.id == 0,
+            _ => false,
+        };
+        access && location
+    }
+}
+
+/// Physical memory behind a handle token.
+struct Phys {
+    /// The `memfd`: a header page ([`HEADER`]), then the bytes.
+    fd: i32,
+    size: usize,
+    /// Live mappings of it; released memory is closed when this reaches 0.
+    maps: usize,
+    released: bool,
+    /// Opened from another handle's export (never exported again).
+    imported: bool,
+}
+
+/// The header page at the start of each physical memory `memfd`, read by importing processes
+/// (byte offsets, little-endian): a magic, whether it was exported, whether the whitelist is
+/// off, the size, the number of whitelisted process ids and the ids.
+pub const HEADER: usize = 4096;
+const H_EXPORTED: usize = 8;
+const H_NO_WLIST: usize = 12;
+const H_SIZE: usize = 16;
+const H_NPIDS: usize = 24;
+const H_PIDS: usize = 32;
+const MAGIC: &[u8; 8] = b"XHALVMMP";
+/// Whitelisted process ids one header holds.
+pub const MAX_PIDS: usize = (HEADER - H_PIDS) / 4;
+/// The `memfd` name, checked (as `/memfd:<name>`) before an import opens a descriptor.
+const MEMFD_NAME: &str = "xstream-hal-sim-phys";
+
+fn pread_at(fd: i32, at: usize, buf: &mut [u8]) -> bool {
+    // SAFETY: `buf` is valid for its length; `fd` is a descriptor we hold.
+    let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), at as libc::off_t) };
+    n == buf.len() as isize
+}
+
+fn pwrite_at(fd: i32, at: usize, buf: &[u8]) -> bool {
+    // SAFETY: `buf` is valid for its length; `fd` is a descriptor we hold.
+    let n = unsafe { libc::pwrite(fd, buf.as_ptr().cast(), buf.len(), at as libc::off_t) };
+    n == buf.len() as isize
+}
+
+fn header_u32(fd: i32, at: usize) -> Option<u32> {
+    let mut b = [0u8; 4];
+    pread_at(fd, at, &mut b).then(|| u32::from_le_bytes(b))
+}
+
+/// The emulation's virtual memory state: reservations and mappings by start address (start →
+/// (length, handle token; 0 for a reservation)), physical memory by handle token.
+#[derive(Default)]
+struct Vmm {
+    reserved: BTreeMap<usize, (usize, usize)>,
+    maps: BTreeMap<usize, (usize, usize)>,
+    handles: HashMap<usize, Phys>,
+    /// Handle tokens issued so far.
+    issued: usize,
+}
+
+static VMM: Mutex<Option<Vmm>> = Mutex::new(None);
+
+fn with<T>(f: impl FnOnce(&mut Vmm) -> T) -> T {
+    let mut g: MutexGuard<'_, Option<Vmm>> = VMM.lock().unwrap_or_else(|e| e.into_inner());
+    f(g.get_or_insert_with(Vmm::default))
+}
+
+/// An anonymous inaccessible mapping of `size` bytes: anywhere (`at` 0), at `at` if free
+/// (`fixed` false, a hint checked afterwards), or over `at` (`fixed` true: only over a range of
+/// one of our reservations).
+fn inaccessible(at: usize, size: usize, fixed: bool) -> Option<usize> {
+    let flags = libc::MAP_PRIVATE
+        | libc::MAP_ANONYMOUS
+        | libc::MAP_NORESERVE
+        | if fixed {
+            libc::MAP_FIXED
+        } else if at != 0 {
+            libc::MAP_FIXED_NOREPLACE
+        } else {
+            0
+        };
+    // SAFETY: an anonymous mapping; MAP_FIXED only over a range of a reservation of ours,
+    // MAP_FIXED_NOREPLACE never replaces anything.
+    let p = unsafe { libc::mmap(at as *mut c_void, size, libc::PROT_NONE, flags, -1, 0) };
+    (p != libc::MAP_FAILED).then_some(p as usize)
+}
+
+fn unmap_raw(at: usize, size: usize) {
+    // SAFETY: only ranges of our own anonymous mappings, handed back once.
+    unsafe { libc::munmap(at as *mut c_void, size) };
+}
+
+fn close_fd(fd: i32) {
+    // SAFETY: our descriptor, closed once (its handle is removed with it).
+    unsafe { libc::close(fd) };
+}
+
+/// `halMemGetAllocationGranularity`: 2 MiB for `MEM_ALLOC_GRANULARITY_MINIMUM` (0) and
+/// `MEM_ALLOC_GRANULARITY_RECOMMENDED` (1).
+pub fn granularity(prop: &MemProp, option: u32) -> Result<usize, i32> {
+    match prop.check() {
+        DRV_ERROR_NONE if option <= 1 => Ok(GRANULARITY),
+        DRV_ERROR_NONE => Err(DRV_ERROR_INVALID_VALUE),
+        e => Err(e),
+    }
+}
+
+/// `halMemAddressReserve`: `size` bytes of address space, aligned to `alignment` (0: the
+/// granularity; 1 GiB for giant pages), at `addr` when non-zero (`DRV_ERROR_BUSY` when taken).
+pub fn reserve(size: usize, alignment: usize, addr: usize, flag: u64) -> Result<usize, i32> {
+    let pg_type = (flag & RSV_PG_TYPE_MASK) as u32;
+    let specified_only = flag & RSV_SPECIFIED_ONLY != 0;
+    let other_bits = flag & !(RSV_PG_TYPE_MASK | RSV_SPECIFIED_ONLY) != 0;
+    let page = if pg_type == MEM_GIANT_PAGE_TYPE {
+        GIANT
+    } else {
+        GRANULARITY
+    };
+    let align = alignment.max(page);
+    if size == 0
+        || !size.is_multiple_of(GRANULARITY)
+        || pg_type >= MEM_MAX_PAGE_TYPE
+        || other_bits
+        || (specified_only && addr == 0)
+        || !align.is_power_of_two()
+        || !addr.is_multiple_of(align)
+    {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    let start = if addr != 0 {
+        match inaccessible(addr, size, false) {
+            Some(p) if p == addr => p,
+            Some(p) => {
+                unmap_raw(p, size);
+                return Err(DRV_ERROR_BUSY);
+            }
+            None => return Err(DRV_ERROR_BUSY),
+        }
+    } else {
+        // Over-reserve, then hand back the unaligned head and the tail.
+        let total = size.checked_add(align).ok_or(DRV_ERROR_OUT_OF_MEMORY)?;
+        let raw = inaccessible(0, total, false).ok_or(DRV_ERROR_OUT_OF_MEMORY)?;
+        let start = raw.next_multiple_of(align);
+        if start > raw {
+            unmap_raw(raw, start - raw);
+        }
+        if raw + total > start + size {
+            unmap_raw(start + size, raw + total - (start + size));
+        }
+        start
+    };
+    with(|v| v.reserved.insert(start, (size, 0)));
+    Ok(start)
+}
+
+/// `halMemAddressFree`: a whole reservation with nothing mapped in it.
+pub fn address_free(ptr: usize) -> Result<(), i32> {
+    with(|v| {
+        let &(size, _) = v.reserved.get(&ptr).ok_or(DRV_ERROR_INVALID_VALUE)?;
+        if v.maps.range(ptr..ptr + size).next().is_some() {
+            return Err(DRV_ERROR_INVALID_VALUE);
+        }
+        v.reserved.remove(&ptr);
+        unmap_raw(ptr, size);
+        Ok(())
+    })
+}
+
+/// `halMemCreate`: `size` bytes of physical memory; returns the handle token.
+pub fn create(size: usize, prop: &MemProp, flag: u64) -> Result<usize, i32> {
+    match prop.check() {
+        DRV_ERROR_NONE => {}
+        e => return Err(e),
+    }
+    if size == 0 || !size.is_multiple_of(GRANULARITY) || flag != 0 {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: a static NUL-terminated name (`MEMFD_NAME`).
+    let fd = unsafe { libc::memfd_create(c"xstream-hal-sim-phys".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(DRV_ERROR_OUT_OF_MEMORY);
+    }
+    let Some(len) = size
+        .checked_add(HEADER)
+        .and_then(|n| libc::off_t::try_from(n).ok())
+    else {
+        close_fd(fd);
+        return Err(DRV_ERROR_OUT_OF_MEMORY);
+    };
+    let mut hdr = [0u8; 24];
+    hdr[..8].copy_from_slice(MAGIC);
+    hdr[H_SIZE..H_SIZE + 8].copy_from_slice(&(size as u64).to_le_bytes());
+    // SAFETY: `fd` is ours.
+    if unsafe { libc::ftruncate(fd, len) } != 0 || !pwrite_at(fd, 0, &hdr) {
+        close_fd(fd);
+        return Err(DRV_ERROR_OUT_OF_MEMORY);
+    }
+    Ok(insert_handle(fd, size, false))
+}
+
+fn insert_handle(fd: i32, size: usize, imported: bool) -> usize {
+    with(|v| {
+        let h = HANDLE_BASE + v.issued * 64;
+        v.issued += 1;
+        v.handles.insert(
+            h,
+            Phys {
+                fd,
+                size,
+                maps: 0,
+                released: false,
+                imported,
+            },
+        );
+        h
+    })
+}
+
+/// `halMemRelease`: the memory goes with its last mapping.
+pub fn release(handle: usize) -> Result<(), i32> {
+    with(|v| {
+        let p = v
+            .handles
+            .get_mut(&handle)
+            .filter(|p| !p.released)
+            .ok_or(DRV_ERROR_INVALID_VALUE)?;
+        p.released = true;
+        if p.maps == 0 {
+            if let Some(p) = v.handles.remove(&handle) {
+                close_fd(p.fd);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `halMemMap`: `size` bytes of `handle` (from its start) at `ptr`, inside a reservation and
+/// over no other mapping.
+pub fn map(ptr: usize, size: usize, offset: usize, handle: usize, flag: u64) -> Result<(), i32> {
+    with(|v| {
+        let fd = v
+            .handles
+            .get(&handle)
+            .filter(|p| !p.released && size <= p.size)
+            .map(|p| p.fd)
+            .ok_or(DRV_ERROR_INVALID_VALUE)?;
+        let end = ptr.checked_add(size).ok_or(DRV_ERROR_INVALID_VALUE)?;
+        let inside = v
+            .reserved
+            .range(..=ptr)
+            .next_back()
+            .is_some_and(|(&s, &(n, _))| end <= s + n);
+        let overlaps = v
+            .maps
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&s, &(n, _))| s + n > ptr);
+        if size == 0
+            || offset != 0
+            || flag != 0
+            || !ptr.is_multiple_of(GRANULARITY)
+            || !size.is_multiple_of(GRANULARITY)
+            || !inside
+            || overlaps
+        {
+            return Err(DRV_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: `ptr..end` lies in a reservation of ours where nothing is mapped; the
+        // descriptor is live and holds at least `size` bytes after its header page.
+        let p = unsafe {
+            libc::mmap(
+                ptr as *mut c_void,
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                fd,
+                HEADER as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(DRV_ERROR_OUT_OF_MEMORY);
+        }
+        v.maps.insert(ptr, (size, handle));
+        if let Some(p) = v.handles.get_mut(&handle) {
+            p.maps += 1;
+        }
+        memory::map_insert(ptr, size);
+        Ok(())
+    })
+}
+
+/// `halMemUnmap`: the mapping starting at `ptr`; its range becomes inaccessible again.
+pub fn unmap(ptr: usize) -> Result<(), i32> {
+    with(|v| {
+        let &(size, handle) = v.maps.get(&ptr).ok_or(DRV_ERROR_INVALID_VALUE)?;
+        inaccessible(ptr, size, true).ok_or(DRV_ERROR_OUT_OF_MEMORY)?;
+        v.maps.remove(&ptr);
+        memory::map_remove(ptr);
+        let gone = v.handles.get_mut(&handle).is_some_and(|p| {
+            p.maps -= 1;
+            p.maps == 0 && p.released
+        });
+        if gone {
+            if let Some(p) = v.handles.remove(&handle) {
+                close_fd(p.fd);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `halMemSetAccess`: `ptr` and `size` name one mapping exactly; every location is valid.
+pub fn set_access(ptr: usize, size: usize, descs: &[AccessDesc]) -> Result<(), i32> {
+    let one_mapping = with(|v| v.maps.get(&ptr).is_some_and(|&(n, _)| n == size));
+    if !one_mapping || descs.is_empty() || !descs.iter().all(AccessDesc::valid) {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    Ok(())
+}
+
+/// `halMemExportToShareableHandle`: the shareable value is this process's id (high 32 bits)
+/// and its descriptor of the `memfd` (low 32 bits); only handle type `MEM_HANDLE_TYPE_NONE` (0)
+/// and flags 0 (what the runtime passes), of memory created here (not imported) and not
+/// released.
+pub fn export(handle: usize, handle_type: u32, flags: u64) -> Result<u64, i32> {
+    with(|v| {
+        let p = v
+            .handles
+            .get(&handle)
+            .filter(|p| !p.released && !p.imported)
+            .ok_or(DRV_ERROR_INVALID_VALUE)?;
+        if handle_type != 0 || flags != 0 {
+            return Err(DRV_ERROR_INVALID_VALUE);
+        }
+        if !pwrite_at(p.fd, H_EXPORTED, &1u32.to_le_bytes()) {
+            return Err(DRV_ERROR_INVALID_VALUE);
+        }
+        Ok((u64::from(std::process::id()) << 32) | p.fd as u32 as u64)
+    })
+}
+
+/// The descriptor of an export of this process, not released.
+fn own_export(shareable: u64) -> Result<i32, i32> {
+    let (pid, fd) = ((shareable >> 32) as u32, shareable as u32 as i32);
+    if pid != std::process::id() {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    with(|v| {
+        v.handles
+            .values()
+            .find(|p| p.fd == fd && !p.released && !p.imported)
+            .map(|p| p.fd)
+    })
+    .filter(|&fd| header_u32(fd, H_EXPORTED) == Some(1))
+    .ok_or(DRV_ERROR_INVALID_VALUE)
+}
+
+/// `halMemSetPidToShareableHandle`: adds `pids` to the export's whitelist.
+pub fn set_pids(shareable: u64, pids: &[i32]) -> Result<(), i32> {
+    let fd = own_export(shareable)?;
+    let n = header_u32(fd, H_NPIDS).ok_or(DRV_ERROR_INVALID_VALUE)? as usize;
+    if pids.is_empty() || pids.iter().any(|&p| p <= 0) || n + pids.len() > MAX_PIDS {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    let bytes: Vec<u8> = pids.iter().flat_map(|p| p.to_le_bytes()).collect();
+    let count = ((n + pids.len()) as u32).to_le_bytes();
+    if !pwrite_at(fd, H_PIDS + 4 * n, &bytes) || !pwrite_at(fd, H_NPIDS, &count) {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    Ok(())
+}
+
+/// `halMemShareHandleSetAttribute` with `SHR_HANDLE_ATTR_NO_WLIST_IN_SERVER` (0): `enable_flag`
+/// 1 (`SHRID_NO_WLIST_ENABLE`) lets any process import, 0 checks the whitelist again.
+pub fn set_no_whitelist(shareable: u64, attr_type: u32, enable_flag: u32) -> Result<(), i32> {
+    let fd = own_export(shareable)?;
+    if attr_type != 0 || enable_flag > 1 || !pwrite_at(fd, H_NO_WLIST, &enable_flag.to_le_bytes()) {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    Ok(())
+}
+
+/// `halMemImportFromShareableHandle`: opens the exporter's `memfd` through
+/// `/proc/<pid>/fd/<fd>` (only this emulation's `memfd` objects, exported, with this process on
+/// the whitelist or the whitelist off) and returns a new handle over the same bytes. Refused
+/// once the exporter released its memory or is gone (its descriptor is closed).
+pub fn import(shareable: u64, devid: u32) -> Result<usize, i32> {
+    if devid >= devinfo::device_count() {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    let path = format!("/proc/{}/fd/{}", shareable >> 32, shareable as u32);
+    let ours = std::fs::read_link(&path).is_ok_and(|t| {
+        t.to_string_lossy()
+            .starts_with(&format!("/memfd:{MEMFD_NAME}"))
+    });
+    if !ours {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    let cpath = std::ffi::CString::new(path).map_err(|_| DRV_ERROR_INVALID_VALUE)?;
+    // SAFETY: a NUL-terminated path; the descriptor is closed below or kept by the handle.
+    let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    let admitted = || -> Option<usize> {
+        let mut hdr = [0u8; H_PIDS];
+        if !pread_at(fd, 0, &mut hdr) || &hdr[..8] != MAGIC {
+            return None;
+        }
+        let word = |at: usize| u32::from_le_bytes(hdr[at..at + 4].try_into().unwrap_or_default());
+        let size = u64::from_le_bytes(hdr[H_SIZE..H_SIZE + 8].try_into().unwrap_or_default());
+        let n = (word(H_NPIDS) as usize).min(MAX_PIDS);
+        let mut pids = vec![0u8; 4 * n];
+        let me = std::process::id() as i32;
+        let listed = pread_at(fd, H_PIDS, &mut pids)
+            && pids
+                .chunks_exact(4)
+                .any(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) == me);
+        (word(H_EXPORTED) == 1 && (word(H_NO_WLIST) == 1 || listed))
+            .then(|| usize::try_from(size).ok())
+            .flatten()
+    };
+    match admitted() {
+        Some(size) => Ok(insert_handle(fd, size, true)),
+        None => {
+            close_fd(fd);
+            Err(DRV_ERROR_INVALID_VALUE)
+        }
+    }
+}
+
+/// Writes `v` through a non-null out-pointer; `DRV_ERROR_INVALID_VALUE` for null.
+fn put<T>(out: *mut T, r: Result<T, i32>) -> i32 {
+    if out.is_null() {
+        return DRV_ERROR_INVALID_VALUE;
+    }
+    match r {
+        Ok(v) => {
+            // SAFETY: a non-null output of the caller.
+            unsafe { out.write(v) };
+            DRV_ERROR_NONE
+        }
+        Err(e) => e,
+    }
+}
+
+fn code(r: Result<(), i32>) -> i32 {
+    r.err().unwrap_or(DRV_ERROR_NONE)
+}
+
+/// The exported C entry points (a private module: they check their pointers before reading
+/// through them).
+mod ffi {
+    use super::*;
+
+    /// `drvError_t halMemGetAllocationGranularity(const struct drv_mem_prop *prop,
+    /// drv_mem_granularity_options option, size_t *granularity)`.
+    #[no_mangle]
+    pub extern "C" fn halMemGetAllocationGranularity(
+        prop: *const c_void,
+        option: u32,
+        granularity_out: *mut usize,
+    ) -> i32 {
+        guard("halMemGetAllocationGranularity", || {
+            if prop.is_null() {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            // SAFETY: a non-null `struct drv_mem_prop` of the caller.
+            let p = unsafe { MemProp::load(prop) };
+            put(granularity_out, granularity(&p, option))
+        })
+    }
+
+    /// `drvError_t halMemAddressReserve(void **ptr, size_t size, size_t alignment, void *addr,
+    /// uint64_t flag)`.
+    #[no_mangle]
+    pub extern "C" fn halMemAddressReserve(
+        ptr: *mut *mut c_void,
+        size: usize,
+        alignment: usize,
+        addr: *mut c_void,
+        flag: u64,
+    ) -> i32 {
+        guard("halMemAddressReserve", || {
+            crate::trace!(
+                "halMemAddressReserve(size {size:#x}, align {alignment:#x}, flag {flag:#x})"
+            );
+            if ptr.is_null() {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            let r = reserve(size, alignment, addr as usize, flag);
+            put(ptr, r.map(|p| p as *mut c_void))
+        })
+    }
+
+    /// `drvError_t halMemAddressFree(void *ptr)`.
+    #[no_mangle]
+    pub extern "C" fn halMemAddressFree(ptr: *mut c_void) -> i32 {
+        guard("halMemAddressFree", || code(address_free(ptr as usize)))
+    }
+
+    /// `drvError_t halMemCreate(drv_mem_handle_t **handle, size_t size, const struct drv_mem_prop
+    /// *prop, uint64_t flag)`.
+    #[no_mangle]
+    pub extern "C" fn halMemCreate(
+        handle: *mut *mut c_void,
+        size: usize,
+        prop: *const c_void,
+        flag: u64,
+    ) -> i32 {
+        guard("halMemCreate", || {
+            if handle.is_null() || prop.is_null() {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            // SAFETY: a non-null `struct drv_mem_prop` of the caller.
+            let p = unsafe { MemProp::load(prop) };
+            crate::trace!("halMemCreate(size {size:#x}, {p:?}, flag {flag:#x})");
+            put(handle, create(size, &p, flag).map(|h| h as *mut c_void))
+        })
+    }
+
+    /// `drvError_t halMemRelease(drv_mem_handle_t *handle)`.
+    #[no_mangle]
+    pub extern "C" fn halMemRelease(handle: *mut c_void) -> i32 {
+        guard("halMemRelease", || code(release(handle as usize)))
+    }
+
+    /// `drvError_t halMemMap(void *ptr, size_t size, size_t offset, drv_mem_handle_t *handle,
+    /// uint64_t flag)`.
+    #[no_mangle]
+    pub extern "C" fn halMemMap(
+        ptr: *mut c_void,
+        size: usize,
+        offset: usize,
+        handle: *mut c_void,
+        flag: u64,
+    ) -> i32 {
+        guard("halMemMap", || {
+            crate::trace!("halMemMap({ptr:?}, size {size:#x}, offset {offset:#x}, flag {flag:#x})");
+            code(map(ptr as usize, size, offset, handle as usize, flag))
+        })
+    }
+
+    /// `drvError_t halMemUnmap(void *ptr)`.
+    #[no_mangle]
+    pub extern "C" fn halMemUnmap(ptr: *mut c_void) -> i32 {
+        guard("halMemUnmap", || code(unmap(ptr as usize)))
+    }
+
+    /// `drvError_t halMemSetAccess(void *ptr, size_t size, struct drv_mem_access_desc *desc,
+    /// size_t count)`.
+    #[no_mangle]
+    pub extern "C" fn halMemSetAccess(
+        ptr: *mut c_void,
+        size: usize,
+        desc: *mut c_void,
+        count: usize,
+    ) -> i32 {
+        guard("halMemSetAccess", || {
+            // More locations than devices and the host is a caller's mistake, not a list to read.
+            let max = devinfo::device_count() as usize + 1;
+            if desc.is_null() || count == 0 || count > max {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            let descs: Vec<AccessDesc> = (0..count)
+                .map(|i| {
+                    let d =
+                        (desc as *const u8).wrapping_add(i * ACCESS_DESC_BYTES) as *const c_void;
+                    // SAFETY: the caller's array holds `count` descriptors of 20 bytes.
+                    unsafe {
+                        AccessDesc {
+                            access: rd32(d, 0),
+                            id: rd32(d, 4),
+                            side: rd32(d, 8),
+                        }
+                    }
+                })
+                .collect();
+            crate::trace!("halMemSetAccess({ptr:?}, size {size:#x}, {descs:?})");
+            code(set_access(ptr as usize, size, &descs))
+        })
+    }
+    /// `struct ShareHandleAttr` (`common_pkg.h`): `enableFlag` and eight reserved words, passed
+    /// by value.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy)]
+    pub struct ShareHandleAttr {
+        /// `enableFlag`: 1 = no whitelist (`SHRID_NO_WLIST_ENABLE`).
+        pub enable_flag: u32,
+        /// `rsv`.
+        pub rsv: [u32; 8],
+    }
+
+    /// `drvError_t halMemExportToShareableHandle(drv_mem_handle_t *handle,
+    /// drv_mem_handle_type handle_type, uint64_t flags, uint64_t *shareable_handle)`.
+    #[no_mangle]
+    pub extern "C" fn halMemExportToShareableHandle(
+        handle: *mut c_void,
+        handle_type: u32,
+        flags: u64,
+        shareable: *mut u64,
+    ) -> i32 {
+        guard("halMemExportToShareableHandle", || {
+            if shareable.is_null() {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            put(shareable, export(handle as usize, handle_type, flags))
+        })
+    }
+
+    /// `drvError_t halMemImportFromShareableHandle(uint64_t shareable_handle, uint32_t devid,
+    /// drv_mem_handle_t **handle)`.
+    #[no_mangle]
+    pub extern "C" fn halMemImportFromShareableHandle(
+        shareable: u64,
+        devid: u32,
+        handle: *mut *mut c_void,
+    ) -> i32 {
+        guard("halMemImportFromShareableHandle", || {
+            if handle.is_null() {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            put(handle, import(shareable, devid).map(|h| h as *mut c_void))
+        })
+    }
+
+    /// `drvError_t halMemSetPidToShareableHandle(uint64_t shareable_handle, int pid[],
+    /// uint32_t pid_num)`.
+    #[no_mangle]
+    pub extern "C" fn halMemSetPidToShareableHandle(
+        shareable: u64,
+        pid: *const i32,
+        pid_num: u32,
+    ) -> i32 {
+        guard("halMemSetPidToShareableHandle", || {
+            if pid.is_null() || pid_num == 0 || pid_num as usize > MAX_PIDS {
+                return DRV_ERROR_INVALID_VALUE;
+            }
+            // SAFETY: the caller's array of `pid_num` ids (bounded above).
+            let pids = unsafe { std::slice::from_raw_parts(pid, pid_num as usize) };
+            code(set_pids(shareable, pids))
+        })
+    }
+
+    /// `drvError_t halMemShareHandleSetAttribute(uint64_t shareable_handle, enum
+    /// ShareHandleAttrType type, struct ShareHandleAttr attr)`.
+    #[no_mangle]
+    pub extern "C" fn halMemShareHandleSetAttribute(
+        shareable: u64,
+        attr_type: u32,
+        attr: ShareHandleAttr,
+    ) -> i32 {
+        guard("halMemShareHandleSetAttribute", || {
+            code(set_no_whitelist(shareable, attr_type, attr.enable_flag))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const G: usize = GRANULARITY;
+
+    fn dev_prop() -> MemProp {
+        MemProp {
+            side: MEM_DEV_SIDE,
+            devid: 0,
+            pg_type: 1,
+            mem_type: 0,
+        }
+    }
+
+    fn rw() -> [AccessDesc; 1] {
+        [AccessDesc {
+            access: 3,
+            id: 0,
+            side: MEM_DEV_SIDE,
+        }]
+    }
+
+    #[test]
+    fn granularity_and_properties() {
+        assert_eq!(granularity(&dev_prop(), 0), Ok(G));
+        assert_eq!(granularity(&dev_prop(), 1), Ok(G));
+        assert_eq!(granularity(&dev_prop(), 2), Err(DRV_ERROR_INVALID_VALUE));
+        let numa = MemProp {
+            side: MEM_HOST_NUMA_SIDE,
+            ..dev_prop()
+        };
+        assert_eq!(granularity(&numa, 0), Err(DRV_ERROR_NOT_SUPPORT));
+        let far = MemProp {
+            devid: 7,
+            ..dev_prop()
+        };
+        assert_eq!(create(G, &far, 0), Err(DRV_ERROR_INVALID_VALUE));
+        let odd_type = MemProp {
+            mem_type: MEM_MAX_TYPE,
+            ..dev_prop()
+        };
+        assert_eq!(create(G, &odd_type, 0), Err(DRV_ERROR_INVALID_VALUE));
+    }
+
+    #[test]
+    fn map_copy_unmap_remap_keeps_the_bytes() {
+        let r = reserve(4 * G, 0, 0, 0).expect("reserve");
+        assert_eq!(r % G, 0);
+        let p1 = create(G, &dev_prop(), 0).expect("create");
+        let p2 = create(2 * G, &dev_prop(), 0).expect("create");
+        map(r, G, 0, p1, 0).expect("map p1");
+        map(r + G, 2 * G, 0, p2, 0).expect("map p2");
+        map(r + 3 * G, G, 0, p1, 0).expect("map p1 again");
+        set_access(r, G, &rw()).expect("set access");
+        // A copy in across the two adjacent mappings, as the runtime's copies do.
+        let src: Vec<u8> = (0..3 * G).map(|i| (i % 251) as u8).collect();
+        assert!(memory::is_device_range(r, 3 * G));
+        assert!(!memory::is_device_range(r, 4 * G + 1));
+        assert!(memory::copy(r, src.as_ptr() as usize, 3 * G));
+        let mut back = vec![0u8; G];
+        assert!(memory::copy(back.as_mut_ptr() as usize, r + 3 * G, G));
+        assert_eq!(back, src[..G], "the second mapping of p1 shows its bytes");
+        // Unmapped: inaccessible to the copies, and the bytes stay in the physical memory.
+        unmap(r + 3 * G).expect("unmap");
+        assert_eq!(memory::find(r + 3 * G), None);
+        assert_eq!(unmap(r + 3 * G), Err(DRV_ERROR_INVALID_VALUE));
+        map(r + 3 * G, G, 0, p1, 0).expect("remap");
+        back.fill(0);
+        assert!(memory::copy(back.as_mut_ptr() as usize, r + 3 * G, G));
+        assert_eq!(back, src[..G], "bytes kept across unmap and remap");
+        // Released while mapped: the memory stays until its last mapping goes.
+        release(p1).expect("release p1");
+        assert_eq!(release(p1), Err(DRV_ERROR_INVALID_VALUE), "released twice");
+        assert_eq!(
+            map(r + 3 * G, G, 0, p1, 0),
+            Err(DRV_ERROR_INVALID_VALUE),
+            "a released handle"
+        );
+        assert_eq!(address_free(r), Err(DRV_ERROR_INVALID_VALUE), "mapped");
+        for at in [r, r + G, r + 3 * G] {
+            unmap(at).expect("unmap");
+        }
+        assert!(
+            with(|v| !v.handles.contains_key(&p1)),
+            "p1 went with its last mapping"
+        );
+        release(p2).expect("release p2");
+        address_free(r).expect("free");
+        assert_eq!(address_free(r), Err(DRV_ERROR_INVALID_VALUE), "freed twice");
+    }
+
+    #[test]
+    fn bad_input_is_refused() {
+        let inv = Some(DRV_ERROR_INVALID_VALUE);
+        assert_eq!(reserve(0, 0, 0, 0).err(), inv);
+        assert_eq!(reserve(G + 1, 0, 0, 0).err(), inv);
+        assert_eq!(
+            reserve(G, 3 * G, 0, 0).err(),
+            inv,
+            "alignment not a power of two"
+        );
+        assert_eq!(reserve(G, 0, 0, 3).err(), inv, "page type past the enum");
+        assert_eq!(
+            reserve(G, 0, 0, 1 << 8).err(),
+            inv,
+            "device share without an address"
+        );
+        assert_eq!(reserve(G, 0, 0, 1 << 4).err(), inv, "an unknown flag bit");
+        assert_eq!(
+            reserve(G, 0, G + 4096, 0).err(),
+            inv,
+            "an unaligned address"
+        );
+        assert_eq!(create(0, &dev_prop(), 0).err(), inv);
+        assert_eq!(create(G / 2, &dev_prop(), 0).err(), inv);
+        assert_eq!(create(G, &dev_prop(), 1).err(), inv);
+        let r = reserve(4 * G, 2 * G, 0, 0).expect("reserve");
+        assert_eq!(r % (2 * G), 0, "the alignment asked for");
+        let p = create(G, &dev_prop(), 0).unwrap();
+        let p2 = create(2 * G, &dev_prop(), 0).unwrap();
+        assert_eq!(map(r + G / 2, G, 0, p, 0).err(), inv, "unaligned address");
+        assert_eq!(
+            map(r + 4 * G, G, 0, p, 0).err(),
+            inv,
+            "past the reservation"
+        );
+        assert_eq!(
+            map(r + 3 * G, 2 * G, 0, p2, 0).err(),
+            inv,
+            "running past the end"
+        );
+        assert_eq!(map(r, 2 * G, 0, p, 0).err(), inv, "longer than the handle");
+        assert_eq!(map(r, G, G, p2, 0).err(), inv, "a non-zero offset");
+        assert_eq!(map(r, G, 0, p, 1).err(), inv, "a flag");
+        assert_eq!(map(r, G, 0, 12345, 0).err(), inv, "an unknown handle");
+        assert_eq!(unmap(r).err(), inv, "nothing mapped");
+        map(r + G, 2 * G, 0, p2, 0).expect("map");
+        assert_eq!(map(r + G, G, 0, p, 0).err(), inv, "over a mapping");
+        assert_eq!(
+            map(r + 2 * G, G, 0, p, 0).err(),
+            inv,
+            "over its second half"
+        );
+        assert_eq!(map(r, 2 * G, 0, p2, 0).err(), inv, "overlapping its start");
+        assert_eq!(unmap(r + 2 * G).err(), inv, "inside a mapping");
+        assert_eq!(
+            set_access(r + G, G, &rw()).err(),
+            inv,
+            "cutting the mapping"
+        );
+        assert_eq!(
+            set_access(r, 3 * G, &rw()).err(),
+            inv,
+            "over an unmapped byte"
+        );
+        assert_eq!(set_access(r + G, 2 * G, &[]).err(), inv, "no location");
+        let bad_dev = [AccessDesc { id: 7, ..rw()[0] }];
+        assert_eq!(
+            set_access(r + G, 2 * G, &bad_dev).err(),
+            inv,
+            "a device not here"
+        );
+        let bad_type = [AccessDesc {
+            access: 2,
+            ..rw()[0]
+        }];
+        assert_eq!(
+            set_access(r + G, 2 * G, &bad_type).err(),
+            inv,
+            "an access type"
+        );
+        set_access(r + G, 2 * G, &rw()).expect("set access");
+        assert_eq!(
+            address_free(r + G).err(),
+            inv,
+            "not the reservation's start"
+        );
+        unmap(r + G).expect("unmap");
+        release(p).unwrap();
+        release(p2).unwrap();
+        address_free(r).expect("free");
+    }
+
+    #[test]
+    fn a_specified_address_is_taken_or_refused() {
+        // Find a free aligned place, give it back, then ask for exactly it (another test's
+        // mapping may land there in between: a few tries).
+        let at = (0..8)
+            .find_map(|_| {
+                let r = reserve(2 * G, 0, 0, 0).unwrap();
+                address_free(r).unwrap();
+                reserve(G, 0, r, 0).ok().inspect(|&at| assert_eq!(at, r))
+            })
+            .expect("reserve at a free address");
+        assert_eq!(reserve(G, 0, at, 0), Err(DRV_ERROR_BUSY), "taken");
+        address_free(at).unwrap();
+    }
+
+    #[test]
+    fn an_import_shows_the_exporters_bytes_and_the_whitelist_holds() {
+        let inv = Some(DRV_ERROR_INVALID_VALUE);
+        let p = create(G, &dev_prop(), 0).unwrap();
+        assert_eq!(export(p, 1, 0).err(), inv, "handle type FABRIC");
+        assert_eq!(export(p, 0, 1).err(), inv, "flags");
+        let sh = export(p, 0, 0).expect("export");
+        assert_eq!(sh >> 32, u64::from(std::process::id()));
+        // Not on the whitelist (this process imports its own export: the same path as another
+        // process, through /proc/<pid>/fd).
+        assert_eq!(import(sh, 0).err(), inv, "not whitelisted");
+        assert_eq!(set_pids(sh, &[]).err(), inv, "no pids");
+        assert_eq!(
+            set_pids(sh ^ (1 << 40), &[1]).err(),
+            inv,
+            "another process's export"
+        );
+        set_pids(sh, &[std::process::id() as i32]).expect("set pid");
+        assert_eq!(import(sh, 9).err(), inv, "a device not emulated");
+        let q = import(sh, 0).expect("import");
+        assert_eq!(export(q, 0, 0).err(), inv, "an import exported again");
+        // Both handles mapped: bytes written through one are read through the other.
+        let r = reserve(2 * G, 0, 0, 0).unwrap();
+        map(r, G, 0, p, 0).unwrap();
+        map(r + G, G, 0, q, 0).unwrap();
+        let src = [0xC3u8; 128];
+        assert!(memory::copy(r + 64, src.as_ptr() as usize, 128));
+        let mut back = [0u8; 128];
+        assert!(memory::copy(back.as_mut_ptr() as usize, r + G + 64, 128));
+        assert_eq!(back, src, "the import shows the exporter's bytes");
+        // Released and unmapped, the export's descriptor is closed: no new import; the one
+        // made keeps its bytes.
+        unmap(r).unwrap();
+        release(p).unwrap();
+        assert_eq!(import(sh, 0).err(), inv, "the exporter's memory is gone");
+        back.fill(0);
+        assert!(memory::copy(back.as_mut_ptr() as usize, r + G + 64, 128));
+        assert_eq!(back, src);
+        unmap(r + G).unwrap();
+        release(q).unwrap();
+        address_free(r).unwrap();
+        // The whitelist off: any process imports.
+        let p2 = create(G, &dev_prop(), 0).unwrap();
+        let sh2 = export(p2, 0, 0).unwrap();
+        assert_eq!(set_no_whitelist(sh2, 1, 1).err(), inv, "an attribute type");
+        assert_eq!(set_no_whitelist(sh2, 0, 2).err(), inv, "an enable flag");
+        set_no_whitelist(sh2, 0, 1).expect("no whitelist");
+        let q2 = import(sh2, 0).expect("import without a whitelist");
+        release(q2).unwrap();
+        set_no_whitelist(sh2, 0, 0).unwrap();
+        assert_eq!(import(sh2, 0).err(), inv, "the whitelist on again");
+        release(p2).unwrap();
+        assert_eq!(
+            import(u64::from(std::process::id()) << 32, 0).err(),
+            inv,
+            "stdin"
+        );
+    }
+}
