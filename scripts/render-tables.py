@@ -154,6 +154,10 @@ TABLES = {
         doc="cann-runs/2026-11-27-round4/README.md", source="cann-runs/2026-11-27-round3/conform-1.log",
         kind="conform", label="real runtime, round three",
         more=[("real runtime, round four", "cann-runs/2026-11-27-round4/conform-1.log")]),
+    "conform-real-runtime-vmm": dict(
+        doc="cann-runs/2026-11-27-vmm/README.md", source="cann-runs/2026-11-27-round4/conform-1.log",
+        kind="conform", label="real runtime, round four",
+        more=[("real runtime, virtual memory answered (run 2)", "cann-runs/2026-11-27-vmm/run2/conform-1.log")]),
     "run17-allocations": dict(
         doc="gpu-runs/2026-11-25-h100-run17/results.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
         index=2),
