@@ -1,6 +1,6 @@
-//! Physical memory shared with another process: [`PhysicalMemory::export_shareable`] gives a
+//! Physical memory shared with another process: [`PhysicalMemory::export_shareable`](crate::PhysicalMemory::export_shareable) gives a
 //! [`ShareableHandle`], another process turns it into physical memory of its own with
-//! [`VirtualMemory::import_physical`] and maps it like memory it created, so both processes
+//! [`VirtualMemory::import_physical`](crate::VirtualMemory::import_physical) and maps it like memory it created, so both processes
 //! see the same bytes.
 //!
 //! # What a handle is made of
@@ -29,14 +29,14 @@
 //! | 40+n..128 | zero |
 //!
 //! # Rules, checked once for every backend
-//! - Export and import need [`Capabilities::SHAREABLE_PHYSICAL`] (and
-//!   [`Capabilities::VIRTUAL_MEMORY`]); without it they are [`Error::Unsupported`] naming the
+//! - Export and import need [`Capabilities::SHAREABLE_PHYSICAL`](crate::Capabilities::SHAREABLE_PHYSICAL) (and
+//!   [`Capabilities::VIRTUAL_MEMORY`](crate::Capabilities::VIRTUAL_MEMORY)); without it they are [`Error::Unsupported`] naming the
 //!   reason.
 //! - An import checks the backend ([`Error::WrongBackend`]), the device ordinal
 //!   ([`Error::WrongDevice`]), the size (a non-zero multiple of the importer's granularity) and
 //!   the descriptor (present exactly when the bytes say so) before the vendor sees it.
 //! - Importing in the exporting process is [`Error::InvalidArgument`]: that process clones
-//!   its [`PhysicalMemory`] instead (one rule for every backend; the host refuses it as its
+//!   its [`PhysicalMemory`](crate::PhysicalMemory) instead (one rule for every backend; the host refuses it as its
 //!   interprocess buffers do).
 //! - The memory lives while any process holds a handle or a mapping of it: the exporter
 //!   dropping its handle does not take the bytes from an importer, as with the vendors.
@@ -83,7 +83,7 @@ fn u32_at(b: &[u8], i: usize) -> u32 {
 impl ShareableHandle {
     /// A handle of `size` bytes of `backend`'s device `device`, exported by this process
     /// (backends call this; users get handles from
-    /// [`PhysicalMemory::export_shareable`](crate::PhysicalMemory::export_shareable)).
+    /// [`PhysicalMemory::export_shareable`](crate::PhysicalMemory::export_shareable)(crate::PhysicalMemory::export_shareable)).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a payload longer than [`SHAREABLE_PAYLOAD_MAX`] or an

@@ -6,7 +6,7 @@
 //! physical chunks of the device's granularity at its end. Blocks are carved out of the mapped
 //! part best-fit, split, and coalesced with their free neighbours when freed; freed memory is
 //! reused without unmapping. Every block is a buffer of the segment
-//! ([`VirtualRange::buffer`]) that the stream writes.
+//! ([`VirtualRange::buffer`](xstream::VirtualRange::buffer)) that the stream writes.
 //!
 //! **Per-block caching** (the baseline): every request rounded up (512 bytes; 2 MiB from
 //! 1 MiB on, as PyTorch's caching allocator rounds large blocks) is a device allocation of its
