@@ -309,9 +309,9 @@ fn paired() {
     );
     let spec = std::ffi::CString::new(spec).unwrap();
     ok(unsafe { (t.set_faults)(spec.as_ptr()) }, "xsimSetFaults");
-    s.launch(xstream_core::Kernel::Delay(Duration::ZERO))
+    s.launch_builtin(xstream_core::Kernel::Delay(Duration::ZERO))
         .unwrap();
-    w.launch(xstream_core::Kernel::Delay(Duration::ZERO))
+    w.launch_builtin(xstream_core::Kernel::Delay(Duration::ZERO))
         .unwrap();
     paired_one(
         "stream_wait_event",

@@ -122,9 +122,9 @@ pub(crate) fn callback_error_after_fault<B: Backend>(env: &Env<B>) -> CheckResul
     let dev = make().ctx("isolated device")?;
     let s = dev.create_stream(&nb()).ctx("create")?;
     let calls = Arc::new(Mutex::new(Vec::new()));
-    s.launch(Kernel::Delay(Duration::from_millis(20)))
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(20)))
         .ctx("delay")?;
-    s.launch(Kernel::Fault).ctx("fault")?;
+    s.launch_builtin(Kernel::Fault).ctx("fault")?;
     for _ in 0..3 {
         let c = calls.clone();
         s.host_callback(move |r| c.lock().unwrap().push(r))

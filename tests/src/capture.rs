@@ -39,13 +39,13 @@ pub(crate) fn capture_defers_and_replays<B: Backend>(env: &Env<B>) -> CheckResul
         read_all::<B>(&s, &to)?.iter().all(|&x| x == 0),
         "captured copy executed before replay"
     );
-    copy_graph.launch(&s).ctx("replay 1")?;
+    copy_graph.replay(&s).ctx("replay 1")?;
     ensure!(
         read_all::<B>(&s, &to)?.iter().all(|&x| x == 1),
         "the first replay did not copy"
     );
     s.memset(&from, 0, n, 2).ctx("memset from again")?;
-    copy_graph.launch(&s).ctx("replay 2")?;
+    copy_graph.replay(&s).ctx("replay 2")?;
     ensure!(
         read_all::<B>(&s, &to)?.iter().all(|&x| x == 2),
         "the second replay did not copy the source's new bytes"
@@ -61,7 +61,7 @@ pub(crate) fn capture_defers_and_replays<B: Backend>(env: &Env<B>) -> CheckResul
     s.write(&buf, 0, init.clone()).ctx("write")?;
     s.synchronize().ctx("sync")?;
     s.begin_capture(CaptureMode::Global).ctx("begin")?;
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Lcg {
         buf: &buf,
         rounds: 3,
     })
@@ -70,8 +70,8 @@ pub(crate) fn capture_defers_and_replays<B: Backend>(env: &Env<B>) -> CheckResul
     ensure!(g.node_count() >= 1, "graph has no nodes");
     let before = read_all::<B>(&s, &buf)?;
     ensure!(before == init, "captured work executed before replay");
-    g.launch(&s).ctx("replay 1")?;
-    g.launch(&s).ctx("replay 2")?;
+    g.replay(&s).ctx("replay 1")?;
+    g.replay(&s).ctx("replay 2")?;
     let after = read_all::<B>(&s, &buf)?;
     let mut want = init;
     crate::reference::lcg_jump(&mut want, 6);

@@ -609,7 +609,7 @@ fn coll_capture<B: CollectiveBackend>(env: &CollEnv<B>) -> CheckResult {
         .ctx("end_capture")?;
     for _ in 0..2 {
         for (g, s) in graphs.iter().zip(&ss) {
-            g.launch(s).ctx("graph launch")?;
+            g.replay(s).ctx("graph launch")?;
         }
     }
     let w = world as f64;

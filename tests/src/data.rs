@@ -13,7 +13,7 @@ pub(crate) fn lcg_kernel<B: Backend>(env: &Env<B>) -> CheckResult {
     let data: Vec<u8> = (0..n).map(|i| (i * 31 % 251) as u8).collect();
     let buf = dev.alloc(n).ctx("alloc")?;
     s.write(&buf, 0, data.clone()).ctx("write")?;
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Lcg {
         buf: &buf,
         rounds: 7,
     })

@@ -46,7 +46,7 @@ pub(crate) fn event_timing<B: Backend>(env: &Env<B>) -> CheckResult {
     if dev.info().capabilities.contains(Capabilities::KERNELS) {
         let wall = Instant::now();
         e0.record(&s).ctx("record")?;
-        s.launch(Kernel::Delay(Duration::from_millis(30)))
+        s.launch_builtin(Kernel::Delay(Duration::from_millis(30)))
             .ctx("delay")?;
         e1.record(&s).ctx("record")?;
         e1.synchronize().ctx("event sync")?;

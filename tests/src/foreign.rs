@@ -109,7 +109,7 @@ pub(crate) fn foreign_buffers<B: Backend>(env: &Env<B>) -> CheckResult {
     expect("reduce_view", s.reduce_view(&mine, &far, r))?;
     expect(
         "launch (built-in kernel)",
-        s.launch(Kernel::Lcg {
+        s.launch_builtin(Kernel::Lcg {
             buf: &far,
             rounds: 1,
         }),

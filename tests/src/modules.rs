@@ -143,8 +143,8 @@ pub(crate) fn module_launch_in_capture<B: Backend>(env: &Env<B>) -> CheckResult 
     drop(lcg);
     let before = read_all::<B>(&s, &buf)?;
     ensure!(before == data, "a captured launch ran before the replay");
-    g.launch(&s).ctx("replay 1")?;
-    g.launch(&s).ctx("replay 2")?;
+    g.replay(&s).ctx("replay 1")?;
+    g.replay(&s).ctx("replay 2")?;
     let got = read_all::<B>(&s, &buf)?;
     let mut want = data;
     crate::reference::lcg_jump(&mut want, 6);

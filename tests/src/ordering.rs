@@ -59,7 +59,7 @@ pub(crate) fn ordering_across_streams<B: Backend>(env: &Env<B>) -> CheckResult {
     a.memset(&src, 0, n, 0).ctx("clear src")?;
     a.synchronize().ctx("sync after clearing")?;
     b.memset(&dst, 0, n, 0).ctx("clear dst")?;
-    a.launch(Kernel::Delay(Duration::from_millis(50)))
+    a.launch_builtin(Kernel::Delay(Duration::from_millis(50)))
         .ctx("delay")?;
     a.memset(&src, 0, n, 7).ctx("memset")?;
     e.record(&a).ctx("record")?;
@@ -112,7 +112,7 @@ pub(crate) fn wait_takes_snapshot<B: Backend>(env: &Env<B>) -> CheckResult {
     let e = dev.create_event(&EventDesc::new()).ctx("event")?;
     a.memset(&buf, 0, 256, 0).ctx("clear")?;
     a.synchronize().ctx("sync after clearing")?;
-    a.launch(Kernel::Delay(Duration::from_millis(60)))
+    a.launch_builtin(Kernel::Delay(Duration::from_millis(60)))
         .ctx("delay")?;
     a.memset(&buf, 0, 256, 9).ctx("memset")?;
     e.record(&a).ctx("record on a")?;

@@ -15,7 +15,7 @@ pub(crate) fn futures_resolve<B: Backend>(env: &Env<B>) -> CheckResult {
     let s = dev.create_stream(&nb()).ctx("create")?;
     let kernels = dev.info().capabilities.contains(Capabilities::KERNELS);
     if kernels {
-        s.launch(Kernel::Delay(Duration::from_millis(30)))
+        s.launch_builtin(Kernel::Delay(Duration::from_millis(30)))
             .ctx("delay")?;
     }
     let before = dev.create_event(&EventDesc::new()).ctx("event")?;
@@ -29,7 +29,7 @@ pub(crate) fn futures_resolve<B: Backend>(env: &Env<B>) -> CheckResult {
     );
     let e = dev.create_event(&EventDesc::new()).ctx("event")?;
     if kernels {
-        s.launch(Kernel::Delay(Duration::from_millis(20)))
+        s.launch_builtin(Kernel::Delay(Duration::from_millis(20)))
             .ctx("delay")?;
     }
     e.record(&s).ctx("record")?;
@@ -42,7 +42,7 @@ pub(crate) fn futures_resolve<B: Backend>(env: &Env<B>) -> CheckResult {
         "event future resolved early"
     );
     if kernels {
-        s.launch(Kernel::Delay(Duration::from_millis(20)))
+        s.launch_builtin(Kernel::Delay(Duration::from_millis(20)))
             .ctx("delay")?;
     }
     drop(s.completed().ctx("future to drop")?);

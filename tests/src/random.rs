@@ -46,7 +46,7 @@ fn filled<B: Backend>(
 ) -> Result<Vec<u8>, String> {
     let buf = dev.alloc(len + 2 * PAD).ctx("alloc")?;
     s.memset(&buf, 0, len + 2 * PAD, SENTINEL).ctx("memset")?;
-    s.launch(Kernel::Random {
+    s.launch_builtin(Kernel::Random {
         buf: &buf,
         offset: PAD,
         len,
@@ -83,7 +83,7 @@ pub(crate) fn random_fill<B: Backend>(env: &Env<B>) -> CheckResult {
     );
     if !caps.contains(Capabilities::RANDOM) {
         let b = dev.alloc(16).ctx("alloc")?;
-        return match s.launch(Kernel::Random {
+        return match s.launch_builtin(Kernel::Random {
             buf: &b,
             offset: 0,
             len: 16,
@@ -235,7 +235,7 @@ pub(crate) fn random_fill<B: Backend>(env: &Env<B>) -> CheckResult {
         ("a zero length past the end", uniform, 68, 0),
     ];
     for (why, f, offset, len) in bad {
-        match s.launch(Kernel::Random {
+        match s.launch_builtin(Kernel::Random {
             buf: &buf,
             offset,
             len,
@@ -245,7 +245,7 @@ pub(crate) fn random_fill<B: Backend>(env: &Env<B>) -> CheckResult {
             other => return Err(format!("random fill with {why}: {other:?}")),
         }
     }
-    s.launch(Kernel::Random {
+    s.launch_builtin(Kernel::Random {
         buf: &buf,
         offset: 8,
         len: 0,
@@ -267,7 +267,7 @@ pub(crate) fn random_fill<B: Backend>(env: &Env<B>) -> CheckResult {
         s.synchronize().ctx("sync")?;
         s.begin_capture(CaptureMode::ThreadLocal)
             .ctx("begin_capture")?;
-        s.launch(Kernel::Random {
+        s.launch_builtin(Kernel::Random {
             buf: &c,
             offset: 0,
             len: 64,
@@ -279,7 +279,7 @@ pub(crate) fn random_fill<B: Backend>(env: &Env<B>) -> CheckResult {
             read_all::<B>(&s, &c)?.iter().all(|b| *b == SENTINEL),
             "a captured fill ran before replay"
         );
-        g.launch(&s).ctx("replay")?;
+        g.replay(&s).ctx("replay")?;
         ensure!(
             read_all::<B>(&s, &c)? == direct,
             "the replayed fill differs from the direct one"

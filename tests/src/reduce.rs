@@ -239,8 +239,8 @@ pub(crate) fn reduce_builtin<B: Backend>(env: &Env<B>) -> CheckResult {
             before == base.bytes(),
             "a captured reduce ran before replay"
         );
-        g.launch(&s).ctx("replay 1")?;
-        g.launch(&s).ctx("replay 2")?;
+        g.replay(&s).ctx("replay 1")?;
+        g.replay(&s).ctx("replay 2")?;
         let got = read_all::<B>(&s, &a)?;
         let want = Vals::F32((0..16).map(|i| i as f32 + 3.0).collect());
         ensure!(got == want.bytes(), "two replays are not two reduces");

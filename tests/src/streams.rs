@@ -69,7 +69,7 @@ pub(crate) fn bad_input<B: Backend>(env: &Env<B>) -> CheckResult {
         let odd = dev.alloc(6).ctx("alloc 6")?;
         ensure!(
             matches!(
-                s.launch(Kernel::Lcg {
+                s.launch_builtin(Kernel::Lcg {
                     buf: &odd,
                     rounds: 1
                 }),

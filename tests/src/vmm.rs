@@ -84,7 +84,7 @@ pub(crate) fn vmm_map_unmap<B: Backend>(env: &Env<B>) -> CheckResult {
     let mut kernel = "no kernels";
     if dev.info().capabilities.contains(Capabilities::KERNELS) {
         let k = range.buffer(g, 2 * g).ctx("buffer of p2")?;
-        s.launch(Kernel::Lcg { buf: &k, rounds: 3 })
+        s.launch_builtin(Kernel::Lcg { buf: &k, rounds: 3 })
             .ctx("launch on mapped memory")?;
         let mut w = want[g..3 * g].to_vec();
         crate::reference::lcg_jump(&mut w, 3);

@@ -398,7 +398,7 @@ fn generic_cases<B: Backend>(dev: B::Device, refused: Refused) {
         move || {
             let (release, held) = channel::<()>();
             if kernels {
-                s3.launch(Kernel::Delay(Duration::from_millis(200)))?;
+                s3.launch_builtin(Kernel::Delay(Duration::from_millis(200)))?;
             } else {
                 s3.host_callback(move |_| {
                     let _ = held.recv_timeout(Duration::from_secs(10));
@@ -465,7 +465,7 @@ fn generic_cases<B: Backend>(dev: B::Device, refused: Refused) {
         move || {
             let st = d.create_stream(&StreamDesc::new())?;
             let b = d.alloc(7)?;
-            let r = st.launch(Kernel::Lcg { buf: &b, rounds: 1 });
+            let r = st.launch_builtin(Kernel::Lcg { buf: &b, rounds: 1 });
             st.synchronize()?;
             r
         },

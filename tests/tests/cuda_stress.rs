@@ -181,7 +181,7 @@ fn worker(t: usize, dev: CudaDevice, shared: Arc<Vec<CudaEvent>>, totals: Arc<To
                     "launch",
                     streams[si]
                         .stream
-                        .launch(Kernel::Delay(Duration::from_micros(us))),
+                        .launch_builtin(Kernel::Delay(Duration::from_micros(us))),
                 );
             }
             // memset + copy + read on one stream, checked.
@@ -212,7 +212,7 @@ fn worker(t: usize, dev: CudaDevice, shared: Arc<Vec<CudaEvent>>, totals: Arc<To
                 let v = (rng.next() & 0xff) as u8;
                 ok(
                     "launch",
-                    s1.launch(Kernel::Delay(Duration::from_micros(20))),
+                    s1.launch_builtin(Kernel::Delay(Duration::from_micros(20))),
                 );
                 ok("memset", s1.memset(&a, off, len, v));
                 ok("record", local.record(s1));

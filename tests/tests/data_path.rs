@@ -30,10 +30,10 @@ fn host_page_locked_roundtrip_through_a_kernel() {
     }
     let mut dst = d.alloc_host(4096, &HostAllocDesc::new()).unwrap();
     let buf = d.alloc(4096).unwrap();
-    s.launch(Kernel::Delay(std::time::Duration::from_millis(5)))
+    s.launch_builtin(Kernel::Delay(std::time::Duration::from_millis(5)))
         .unwrap();
     s.copy_to_device(&src, 0, &buf, 0, 4096).unwrap();
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Lcg {
         buf: &buf,
         rounds: 3,
     })
@@ -57,7 +57,7 @@ fn host_fence_orders_uses_on_two_streams() {
     let mut h = d.alloc_host(64, &HostAllocDesc::new()).unwrap();
     h.as_mut_slice().unwrap().fill(9);
     let zeros = d.alloc(64).unwrap();
-    a.launch(Kernel::Delay(std::time::Duration::from_millis(30)))
+    a.launch_builtin(Kernel::Delay(std::time::Duration::from_millis(30)))
         .unwrap();
     a.copy_to_host(&zeros, 0, &mut h, 0, 64).unwrap();
     // b reads h after a's copy into it (b waits on h's fence), so it sees zeros.
@@ -139,7 +139,7 @@ fn host_stream_ordered_allocation_is_the_reference() {
         a.memset(&x, 0, 256, round).unwrap();
         // Used on b, freed on a: the memory stays alive until b's copy ran.
         let y = d.alloc(256).unwrap();
-        b.launch(Kernel::Delay(std::time::Duration::from_micros(200)))
+        b.launch_builtin(Kernel::Delay(std::time::Duration::from_micros(200)))
             .unwrap();
         a.synchronize().unwrap();
         b.copy(&x, 0, &y, 0, 256).unwrap();
@@ -198,7 +198,7 @@ fn ascend_sim_stages_captured_writes() {
     s.write(&buf, 0, vec![2u8; 256]).unwrap();
     let g = s.end_capture().unwrap();
     assert_eq!(sim.call_count("aclrtMallocHost"), before + 1, "staged");
-    xstream_core::Graph::launch(&g, &s).unwrap();
+    xstream_core::Graph::replay(&g, &s).unwrap();
     let rb = s.read(&buf, 0, 256).unwrap();
     s.synchronize().unwrap();
     assert_eq!(rb.take().unwrap(), vec![2u8; 256]);

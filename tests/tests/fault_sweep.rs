@@ -171,10 +171,10 @@ fn workload(dev: &AscendDevice) -> Seen {
         t!(e1.record(s));
         t!(s.write(buf, 0, vec![7; 64]));
         t!(s.memset(buf, 0, 32, 1));
-        t!(s.launch(Kernel::Lcg { buf, rounds: 2 }));
+        t!(s.launch_builtin(Kernel::Lcg { buf, rounds: 2 }));
         t!(s.reduce(buf, 0, buf, 32, 32, REDUCE));
         if let Some(r) = &rnd {
-            t!(s.launch(Kernel::Random {
+            t!(s.launch_builtin(Kernel::Random {
                 buf: r,
                 offset: 0,
                 len: 16,
@@ -238,7 +238,7 @@ fn workload(dev: &AscendDevice) -> Seen {
         if t!(s.begin_capture(CaptureMode::Global)).is_some() {
             t!(s.memset(buf, 0, 64, 3));
             if let Some(g) = t!(s.end_capture()) {
-                t!(g.launch(s2));
+                t!(g.replay(s2));
                 t!(s2.synchronize());
                 graph = Some(g);
             }

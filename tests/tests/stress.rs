@@ -105,7 +105,7 @@ fn worker<B: Backend>(dev: B::Device, seed: u64, ops: usize, tot: Arc<Totals>) {
                 if streams.len() > 1 {
                     let t = streams.swap_remove(si);
                     if rng.below(2) == 0 {
-                        t.s.launch(Kernel::Delay(Duration::from_micros(50)))
+                        t.s.launch_builtin(Kernel::Delay(Duration::from_micros(50)))
                             .expect("delay");
                     }
                     drop(t);
@@ -196,7 +196,7 @@ fn worker<B: Backend>(dev: B::Device, seed: u64, ops: usize, tot: Arc<Totals>) {
                 if kernels && rng.below(2) == 0 {
                     let mut data: Vec<u8> = (0..BUF).map(|_| rng.next() as u8).collect();
                     t.write(&buf2, 0, data.clone()).expect("write");
-                    t.launch(Kernel::Lcg {
+                    t.launch_builtin(Kernel::Lcg {
                         buf: &buf2,
                         rounds: 3,
                     })

@@ -104,7 +104,7 @@ impl xstream_core::GraphImpl for AscendGraph {
         self.nodes
     }
 
-    fn launch_impl(&self, stream: &AscendStream) -> Result<()> {
+    fn replay_impl(&self, stream: &AscendStream) -> Result<()> {
         if !stream.device().same(&self.device) {
             return Err(xstream_core::Error::WrongDevice(
                 "a graph replays only on streams of its own device".into(),

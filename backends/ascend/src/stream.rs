@@ -566,7 +566,7 @@ impl StreamImpl for AscendStream {
 
     // --- launch builder ---
 
-    fn enqueue_launch_impl(
+    fn launch_kernel_with_impl(
         &self,
         f: &AscendFunction,
         cfg: &LaunchConfig,
@@ -577,7 +577,7 @@ impl StreamImpl for AscendStream {
     }
 
     #[allow(unsafe_code)]
-    unsafe fn enqueue_launch_unchecked_impl(
+    unsafe fn launch_kernel_unchecked_impl(
         &self,
         f: &AscendFunction,
         cfg: &LaunchConfig,
@@ -672,7 +672,7 @@ impl StreamImpl for AscendStream {
         )
     }
 
-    fn launch_impl(&self, kernel: Kernel<'_, AscendBuffer>) -> Result<()> {
+    fn launch_builtin_impl(&self, kernel: Kernel<'_, AscendBuffer>) -> Result<()> {
         match kernel {
             Kernel::Delay(t) => {
                 let f = AscendFunction::builtin(&self.device, BUILTIN_DELAY)?;

@@ -17,7 +17,8 @@ fn exactly_once_in_order() {
     for i in 0..20 {
         let log = log.clone();
         if i % 5 == 0 {
-            s.launch(Kernel::Delay(Duration::from_millis(2))).unwrap();
+            s.launch_builtin(Kernel::Delay(Duration::from_millis(2)))
+                .unwrap();
         }
         s.host_callback(move |r| {
             r.unwrap();
@@ -82,7 +83,8 @@ fn notify_completed_and_host_func_mixing() {
         rx.recv_timeout(Duration::from_secs(5)).unwrap(),
         (true, true)
     );
-    s.launch(Kernel::Delay(Duration::from_millis(10))).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(10)))
+        .unwrap();
     s.completed().unwrap().wait().unwrap();
     assert!(matches!(
         s.launch_host_func(|_| {}),
@@ -108,7 +110,8 @@ fn dropped_stream_still_runs_callbacks() {
     let d = common::device(1);
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
-    s.launch(Kernel::Delay(Duration::from_millis(50))).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(50)))
+        .unwrap();
     s.host_callback(move |r| tx.send(r.is_ok()).unwrap())
         .unwrap();
     drop(s);

@@ -31,7 +31,7 @@ fn capture_and_replay() {
             ..
         })
     ));
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Lcg {
         buf: &buf,
         rounds: 1,
     })
@@ -40,7 +40,7 @@ fn capture_and_replay() {
     assert_eq!(g.node_count(), 1);
     assert_eq!(s.capture_status(), CaptureStatus::None);
     for _ in 0..3 {
-        g.launch(&s).unwrap();
+        g.replay(&s).unwrap();
     }
     let rb = s.read(&buf, 0, 16).unwrap();
     s.synchronize().unwrap();
@@ -121,12 +121,12 @@ fn persistent_stream_builds_a_graph() {
         vec![0; 8],
         "persistent work did not run by itself"
     );
-    g.launch(&s).unwrap();
+    g.replay(&s).unwrap();
     let rb = s.read(&buf, 0, 8).unwrap();
     s.synchronize().unwrap();
     assert_eq!(rb.take().unwrap(), vec![7; 8]);
     drop(p);
-    g.launch(&s).unwrap();
+    g.replay(&s).unwrap();
     s.synchronize().unwrap();
 }
 
@@ -157,7 +157,7 @@ fn page_locked_copies_are_refused_inside_a_capture() {
     s.write(&buf, 0, vec![9; 64]).unwrap();
     let g = s.end_capture().unwrap();
     assert_eq!(g.node_count(), 1);
-    g.launch(&s).unwrap();
+    g.replay(&s).unwrap();
     s.copy_to_host(&buf, 0, &mut h, 0, 64).unwrap();
     assert_eq!(h.as_slice().unwrap(), &[9u8; 64][..]);
 }

@@ -33,7 +33,8 @@ fn status_and_elapsed() {
     // race with the kernel's duration, however slow the machine).
     // SAFETY: a live stream of the simulator.
     assert_eq!(unsafe { sim.hang_stream(s.as_raw().0) }, 0);
-    s.launch(Kernel::Delay(Duration::from_millis(200))).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(200)))
+        .unwrap();
     b.record(&s).unwrap();
     assert_eq!(b.query().unwrap(), Status::Pending);
     assert!(matches!(a.elapsed_ms(&b), Err(Error::NotReady)));
@@ -63,7 +64,7 @@ fn timing_disabled_and_waits() {
     assert_eq!(e.native_flags(), 0x1);
     let never = d.create_event(&EventDesc::new()).unwrap();
     s2.wait_event(&never).unwrap();
-    s1.launch(Kernel::Delay(Duration::from_millis(100)))
+    s1.launch_builtin(Kernel::Delay(Duration::from_millis(100)))
         .unwrap();
     e.record(&s1).unwrap();
     s2.wait_event(&e).unwrap();

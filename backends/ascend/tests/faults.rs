@@ -81,8 +81,9 @@ fn device_fault_fails_callbacks_exactly_once() {
     // cannot run before every callback is enqueued.
     // SAFETY: a live stream of the simulator.
     assert_eq!(unsafe { sim.hang_stream(s.as_raw().0) }, 0);
-    s.launch(Kernel::Delay(Duration::from_micros(1))).unwrap();
-    s.launch(Kernel::Fault).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_micros(1)))
+        .unwrap();
+    s.launch_builtin(Kernel::Fault).unwrap();
     for i in 0..3 {
         s.host_callback(log_of(i)).unwrap();
     }

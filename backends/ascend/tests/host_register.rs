@@ -81,7 +81,7 @@ fn captured_copy_accepts_a_registered_range() {
     let before = s.read(&buf, 0, 64).unwrap();
     s.synchronize().unwrap();
     assert_eq!(before.take().unwrap(), vec![0; 64]);
-    g.launch(&s).unwrap();
+    g.replay(&s).unwrap();
     let rb = s.read(&buf, 0, 64).unwrap();
     s.synchronize().unwrap();
     assert_eq!(rb.take().unwrap(), vec![7; 64]);

@@ -45,8 +45,9 @@ fn raw_stream_orders_with_xstream_work() {
     // xstream work (a delay, then an LCG), the vendor call on the raw stream, xstream work
     // again. In order the result is lcg¹(0x01 bytes); a memset that ran at once (during the
     // delay) would give lcg²(0x01 bytes).
-    s.launch(Kernel::Delay(Duration::from_millis(20))).unwrap();
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(20)))
+        .unwrap();
+    s.launch_builtin(Kernel::Lcg {
         buf: &buf,
         rounds: 1,
     })
@@ -56,7 +57,7 @@ fn raw_stream_orders_with_xstream_work() {
     // SAFETY: a live device pointer of 16 bytes and a live stream of the current context.
     let rc = unsafe { memset(buf.as_raw().0, 16, 0x01, 16, raw.0) };
     assert_eq!(rc, 0);
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Lcg {
         buf: &buf,
         rounds: 1,
     })
@@ -102,14 +103,15 @@ fn borrowed_stream_and_event_are_never_destroyed_by_xstream() {
         // Delay and memset on the borrowed stream, a vendor record after them; an xstream
         // stream waits on the borrowed event, then runs an LCG: in order the result is
         // lcg(0x02 bytes), without the wait it would be plain 0x02 bytes.
-        vs.launch(Kernel::Delay(Duration::from_millis(20))).unwrap();
+        vs.launch_builtin(Kernel::Delay(Duration::from_millis(20)))
+            .unwrap();
         vs.memset(&buf, 0, 8, 0x02).unwrap();
         d.bind().unwrap();
         // SAFETY: live event and stream of the current context.
         assert_eq!(unsafe { record(re, rs) }, 0);
         let s = d.create_stream(&StreamDesc::new()).unwrap();
         s.wait_event(&ve).unwrap();
-        s.launch(Kernel::Lcg {
+        s.launch_builtin(Kernel::Lcg {
             buf: &buf,
             rounds: 1,
         })

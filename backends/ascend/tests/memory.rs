@@ -23,7 +23,8 @@ fn write_read_copy_memset_lcg() {
     s.write(&a, 0, vec![1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
     s.copy(&a, 0, &b, 0, 8).unwrap();
     s.memset(&b, 4, 4, 9).unwrap();
-    s.launch(Kernel::Lcg { buf: &a, rounds: 2 }).unwrap();
+    s.launch_builtin(Kernel::Lcg { buf: &a, rounds: 2 })
+        .unwrap();
     let ra = s.read(&a, 0, 8).unwrap();
     let rb = s.read(&b, 0, 8).unwrap();
     assert!(matches!(s.read(&a, 4, 8), Err(Error::InvalidArgument(_))));

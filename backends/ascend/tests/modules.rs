@@ -51,12 +51,12 @@ fn builtin_module_runs_through_the_binary_path() {
     )
     .unwrap();
     // The built-in kernels are launches of the builtin module too.
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Lcg {
         buf: &buf,
         rounds: 1,
     })
     .unwrap();
-    s.launch(Kernel::Delay(std::time::Duration::from_millis(1)))
+    s.launch_builtin(Kernel::Delay(std::time::Duration::from_millis(1)))
         .unwrap();
     let rb = s.read(&buf, 0, 64).unwrap();
     s.synchronize().unwrap();
@@ -236,8 +236,8 @@ fn captured_launch_keeps_its_module() {
     let g = s.end_capture().unwrap();
     assert_eq!(g.node_count(), 1);
     drop((m, f));
-    g.launch(&s).unwrap();
-    g.launch(&s).unwrap();
+    g.replay(&s).unwrap();
+    g.replay(&s).unwrap();
     let rb = s.read(&buf, 0, 8).unwrap();
     s.synchronize().unwrap();
     let mut want = words(2);
@@ -267,7 +267,7 @@ fn a_runtime_that_refuses_the_builtin_binary_still_loads_user_binaries() {
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     let buf = d.alloc(8).unwrap();
     assert!(matches!(
-        s.launch(Kernel::Lcg {
+        s.launch_builtin(Kernel::Lcg {
             buf: &buf,
             rounds: 1
         }),

@@ -438,7 +438,8 @@ fn a_held_reader_on_another_stream_sees_the_freed_bytes() {
         let y = d.alloc(256).unwrap();
         // Held after a short kernel: the copy waits behind the hold.
         hold(&t);
-        t.launch(Kernel::Delay(Duration::from_micros(1))).unwrap();
+        t.launch_builtin(Kernel::Delay(Duration::from_micros(1)))
+            .unwrap();
         t.copy(&x, 0, &y, 0, 256).unwrap();
         s.free_async(x).unwrap();
         let z = s.alloc_async(256).unwrap();
@@ -463,7 +464,8 @@ fn out_of_memory_with_running_blocks_synchronizes_and_retries() {
     }
     let Fx { _g, d, s, t, sim } = fixture();
     let base = sim.live_allocs();
-    s.launch(Kernel::Delay(Duration::from_millis(500))).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(500)))
+        .unwrap();
     let x = s.alloc_async(4096).unwrap();
     s.memset(&x, 0, 4096, 1).unwrap();
     s.free_async(x).unwrap();

@@ -36,7 +36,7 @@ fn fills_follow_the_counter_in_stream_order() {
     let f = uniform();
     // Three fills queued back to back: offsets 0, 0 and 4 (16 elements later).
     for (at, off) in [(0, 0), (256, 0), (512, 4)] {
-        s.launch(Kernel::Random {
+        s.launch_builtin(Kernel::Random {
             buf: &buf,
             offset: at,
             len: 256,
@@ -71,7 +71,7 @@ fn a_captured_fill_replays_with_its_counter() {
     let s = dev.create_stream(&StreamDesc::new()).unwrap();
     let buf = dev.alloc(64).unwrap();
     s.begin_capture(CaptureMode::Relaxed).unwrap();
-    s.launch(Kernel::Random {
+    s.launch_builtin(Kernel::Random {
         buf: &buf,
         offset: 0,
         len: 64,
@@ -85,7 +85,7 @@ fn a_captured_fill_replays_with_its_counter() {
         rb.take().unwrap().iter().all(|b| *b == 0),
         "captured, not run"
     );
-    g.launch(&s).unwrap();
+    g.replay(&s).unwrap();
     let rb = s.read(&buf, 0, 64).unwrap();
     s.synchronize().unwrap();
     let mut want = vec![0u8; 64];
@@ -108,7 +108,7 @@ fn chips_without_the_task_leave_the_capability_unset() {
         );
         let s = d.create_stream(&StreamDesc::new()).unwrap();
         let b = d.alloc(16).unwrap();
-        let r = s.launch(Kernel::Random {
+        let r = s.launch_builtin(Kernel::Random {
             buf: &b,
             offset: 0,
             len: 16,
@@ -132,7 +132,7 @@ fn the_default_stream_fills_with_a_block_of_its_own() {
     let d = dev.default_stream().unwrap();
     let buf = dev.alloc(128).unwrap();
     for off in [7, 9] {
-        d.launch(Kernel::Random {
+        d.launch_builtin(Kernel::Random {
             buf: &buf,
             offset: 0,
             len: 128,
@@ -166,7 +166,7 @@ fn fills_from_two_threads_on_one_stream_keep_their_counters() {
                     (0..200u64)
                         .map(|i| {
                             let buf = dev.alloc(16).unwrap();
-                            s.launch(Kernel::Random {
+                            s.launch_builtin(Kernel::Random {
                                 buf: &buf,
                                 offset: 0,
                                 len: 16,

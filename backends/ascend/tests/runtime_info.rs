@@ -203,7 +203,7 @@ fn sticky_errors_ask_for_the_fault_detail() {
     let d = common::device(1);
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     let before = sim.call_count("aclrtGetErrorVerbose");
-    s.launch(xstream_core::Kernel::Fault).unwrap();
+    s.launch_builtin(xstream_core::Kernel::Fault).unwrap();
     let e = s.synchronize().unwrap_err();
     assert!(e.is_sticky(), "{e:?}");
     assert!(sim.call_count("aclrtGetErrorVerbose") > before);

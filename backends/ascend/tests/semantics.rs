@@ -184,7 +184,8 @@ fn host_waits_are_real_on_cpu_schedule_and_device_use_only() {
     for f in [StreamFlags::CPU_SCHEDULE, StreamFlags::DEVICE_USE_ONLY] {
         let s = d.create_stream(&StreamDesc::new().flags(f)).unwrap();
         let done = Arc::new(AtomicUsize::new(0));
-        s.launch(Kernel::Delay(Duration::from_millis(200))).unwrap();
+        s.launch_builtin(Kernel::Delay(Duration::from_millis(200)))
+            .unwrap();
         let c = done.clone();
         s.host_callback(move |r| {
             assert!(r.is_ok());
@@ -221,7 +222,8 @@ fn host_wait_refused_by_the_runtime_names_the_flag() {
     let s = d
         .create_stream(&StreamDesc::new().flags(StreamFlags::DEVICE_USE_ONLY))
         .unwrap();
-    s.launch(Kernel::Delay(Duration::from_millis(50))).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(50)))
+        .unwrap();
     // A runtime that refuses the internal record: a clear error, never an early return.
     assert_eq!(sim.set_faults("aclrtRecordEvent:1:107000"), 0);
     let e = s.synchronize().unwrap_err();
@@ -245,10 +247,12 @@ fn destroy_force_cancels_only_its_own_callbacks() {
     let b = d.create_stream(&StreamDesc::new()).unwrap();
     let got_a = Arc::new(Mutex::new(Vec::new()));
     let got_b = Arc::new(Mutex::new(Vec::new()));
-    a.launch(Kernel::Delay(Duration::from_millis(100))).unwrap();
+    a.launch_builtin(Kernel::Delay(Duration::from_millis(100)))
+        .unwrap();
     let g = got_a.clone();
     a.host_callback(move |r| g.lock().unwrap().push(r)).unwrap();
-    b.launch(Kernel::Delay(Duration::from_millis(300))).unwrap();
+    b.launch_builtin(Kernel::Delay(Duration::from_millis(300)))
+        .unwrap();
     let g = got_b.clone();
     b.host_callback(move |r| g.lock().unwrap().push(r)).unwrap();
     b.destroy_force().unwrap();
@@ -297,7 +301,7 @@ fn captured_write_is_one_node() {
     s.write(&buf, 0, vec![7; 64]).unwrap();
     let g = s.end_capture().unwrap();
     assert_eq!(g.node_count(), 1);
-    g.launch(&s).unwrap();
+    g.replay(&s).unwrap();
     let rb = s.read(&buf, 0, 64).unwrap();
     s.synchronize().unwrap();
     assert_eq!(rb.take().unwrap(), vec![7; 64]);
@@ -313,7 +317,8 @@ fn creation_at_the_limit_waits_for_pending_destroys() {
     let sim = Sim::get();
     // Work queued on each, so its destroy waits on the reaper after the drop.
     let (v, err) = common::fill_to_limit(&d, |s| {
-        s.launch(Kernel::Delay(Duration::from_millis(100))).unwrap();
+        s.launch_builtin(Kernel::Delay(Duration::from_millis(100)))
+            .unwrap();
     });
     assert_eq!(err.kind(), ErrorKind::ResourceExhausted, "{err:?}");
     drop(v);

@@ -26,7 +26,7 @@ fn device_fault_error_names_stream_and_task() {
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     let buf = d.alloc(64).unwrap();
     s.memset(&buf, 0, 64, 1).unwrap(); // task 1
-    s.launch(Kernel::Fault).unwrap(); // task 2
+    s.launch_builtin(Kernel::Fault).unwrap(); // task 2
     let e = s.synchronize().unwrap_err();
     let msg = e
         .native()
@@ -183,7 +183,7 @@ fn callback_after_a_fault_gets_the_located_error() {
     // The value wait holds the stream, so the fault and the callback are both enqueued on a
     // healthy context before the fault runs.
     s.wait_value64(&gate, 0, 1, WaitCondition::Eq).unwrap(); // task 1
-    s.launch(Kernel::Fault).unwrap(); // task 2
+    s.launch_builtin(Kernel::Fault).unwrap(); // task 2
     let (tx, rx) = std::sync::mpsc::channel();
     s.host_callback(move |r| {
         let _ = tx.send(r);

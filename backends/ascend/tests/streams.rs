@@ -93,7 +93,8 @@ fn query_sync_timeout() {
     let d = common::device(0);
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     assert_eq!(s.query().unwrap(), Status::Ready);
-    s.launch(Kernel::Delay(Duration::from_millis(300))).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(300)))
+        .unwrap();
     assert_eq!(s.query().unwrap(), Status::Pending);
     let e = s
         .synchronize_timeout(Duration::from_millis(20))
@@ -111,7 +112,8 @@ fn query_sync_timeout() {
     let fs = d
         .create_stream(&StreamDesc::new().flags(StreamFlags::FAST_SYNC))
         .unwrap();
-    fs.launch(Kernel::Delay(Duration::from_millis(5))).unwrap();
+    fs.launch_builtin(Kernel::Delay(Duration::from_millis(5)))
+        .unwrap();
     fs.synchronize().unwrap();
 }
 
@@ -236,7 +238,8 @@ fn drop_does_not_block_and_reaps() {
     // would not return before the release below.
     // SAFETY: a live stream of the simulator.
     assert_eq!(unsafe { sim.hang_stream(s.as_raw().0) }, 0);
-    s.launch(Kernel::Delay(Duration::from_micros(1))).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_micros(1)))
+        .unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         drop(s);
@@ -249,6 +252,7 @@ fn drop_does_not_block_and_reaps() {
     // That the reaper then destroys it is checked where nothing else runs beside it: the
     // fault sweep's return to zero live streams after every workload.
     let f = d.create_stream(&StreamDesc::new()).unwrap();
-    f.launch(Kernel::Delay(Duration::from_millis(200))).unwrap();
+    f.launch_builtin(Kernel::Delay(Duration::from_millis(200)))
+        .unwrap();
     f.destroy_force().unwrap();
 }

@@ -82,7 +82,7 @@ impl xstream_core::GraphImpl for CudaGraph {
         self.nodes
     }
 
-    fn launch_impl(&self, stream: &CudaStream) -> Result<()> {
+    fn replay_impl(&self, stream: &CudaStream) -> Result<()> {
         self.dev.shared.enter()?;
         if stream.cuda_device().shared.raw_ctx != self.dev.shared.raw_ctx {
             return Err(Error::WrongDevice(

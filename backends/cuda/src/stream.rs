@@ -409,7 +409,7 @@ impl StreamImpl for CudaStream {
 
     // --- launch builder ---
 
-    fn enqueue_launch_impl(
+    fn launch_kernel_with_impl(
         &self,
         f: &CudaFunction,
         cfg: &LaunchConfig,
@@ -422,7 +422,7 @@ impl StreamImpl for CudaStream {
     }
 
     #[allow(unsafe_code)]
-    unsafe fn enqueue_launch_unchecked_impl(
+    unsafe fn launch_kernel_unchecked_impl(
         &self,
         f: &CudaFunction,
         cfg: &LaunchConfig,
@@ -539,7 +539,7 @@ impl StreamImpl for CudaStream {
         crate::memory::free_ordered(self, buf)
     }
 
-    fn launch_impl(&self, kernel: Kernel<'_, CudaBuffer>) -> Result<()> {
+    fn launch_builtin_impl(&self, kernel: Kernel<'_, CudaBuffer>) -> Result<()> {
         self.enter()?;
         self.gate_enqueue("launch")?;
         if matches!(kernel, Kernel::Random { .. }) {

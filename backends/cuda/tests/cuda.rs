@@ -199,7 +199,8 @@ fn capture_rules() {
     let info = s.capture_info().unwrap();
     assert_eq!(info.status, CaptureStatus::Active);
     assert!(info.id != 0);
-    s.launch(Kernel::Delay(Duration::from_micros(10))).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_micros(10)))
+        .unwrap();
     let deps = s.capture_info().unwrap().dependencies;
     assert_eq!(deps.len(), 1);
     s.update_capture_dependencies(&deps, xstream_cuda::DependencyUpdate::Set)
@@ -248,10 +249,11 @@ fn capture_rules() {
     e.record(&other).unwrap();
     s.begin_capture_to_new_graph(CaptureMode::Global).unwrap();
     s.wait_event_external(&e).unwrap();
-    s.launch(Kernel::Delay(Duration::from_micros(1))).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_micros(1)))
+        .unwrap();
     let g = s.end_capture().unwrap();
     assert!(g.node_count() >= 1);
-    g.launch(&s).unwrap();
+    g.replay(&s).unwrap();
     s.synchronize().unwrap();
     // Thread capture mode exchange.
     let old = xstream_cuda::exchange_thread_capture_mode(CaptureMode::Relaxed).unwrap();
@@ -270,7 +272,7 @@ fn replay_runs_lcg_n_times() {
     let buf = d.alloc(init.len()).unwrap();
     s.write(&buf, 0, init.clone()).unwrap();
     s.begin_capture(CaptureMode::Global).unwrap();
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Lcg {
         buf: &buf,
         rounds: 3,
     })
@@ -279,7 +281,7 @@ fn replay_runs_lcg_n_times() {
     assert_eq!(g.node_count(), 1);
     let n = 5;
     for _ in 0..n {
-        g.launch(&s).unwrap();
+        g.replay(&s).unwrap();
     }
     drop(g); // the queued replays keep what they use
     let rb = s.read(&buf, 0, init.len()).unwrap();
@@ -331,7 +333,8 @@ fn never_recorded_event_and_elapsed_time() {
         .unwrap();
     assert!(matches!(e.elapsed_ms(&nt), Err(Error::TimingDisabled)));
     e.record(&s).unwrap();
-    s.launch(Kernel::Delay(Duration::from_millis(20))).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(20)))
+        .unwrap();
     f.record(&s).unwrap();
     // CUDA_ERROR_NOT_READY (600), kept as the driver's code, classified as not ready.
     assert!(e.elapsed_ms(&f).is_err_and(|e| e.is_not_ready()));
@@ -342,7 +345,8 @@ fn never_recorded_event_and_elapsed_time() {
     let blocking = d
         .create_event(&EventDesc::new().flags(EventFlags::BLOCKING_SYNC))
         .unwrap();
-    s.launch(Kernel::Delay(Duration::from_millis(5))).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(5)))
+        .unwrap();
     blocking.record(&s).unwrap();
     assert!(matches!(
         blocking.synchronize_timeout(Duration::from_micros(100)),
@@ -395,9 +399,10 @@ fn fault_body(d: &CudaDevice, place_on_other: bool) {
     let (tx, rx) = mpsc::channel();
     let target = if place_on_other { &t } else { &s };
     if place_on_other {
-        t.launch(Kernel::Delay(Duration::from_millis(300))).unwrap();
+        t.launch_builtin(Kernel::Delay(Duration::from_millis(300)))
+            .unwrap();
     }
-    s.launch(Kernel::Fault).unwrap();
+    s.launch_builtin(Kernel::Fault).unwrap();
     for _ in 0..3 {
         let (fired, errs, tx) = (fired.clone(), errs.clone(), tx.clone());
         target
@@ -475,7 +480,7 @@ fn destroy_with_pending_work_completes_it() {
     let buf = d.alloc(1 << 20).unwrap();
     let s = d.create_stream(&nb()).unwrap();
     let (open, released) = gate(&s);
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Lcg {
         buf: &buf,
         rounds: 1,
     })
@@ -511,8 +516,9 @@ fn fast_sync_and_timeouts() {
     let buf = d.alloc(4096).unwrap();
     let init: Vec<u8> = (0..4096).map(|i| (i % 251) as u8).collect();
     s.write(&buf, 0, init.clone()).unwrap();
-    s.launch(Kernel::Delay(Duration::from_millis(5))).unwrap();
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(5)))
+        .unwrap();
+    s.launch_builtin(Kernel::Lcg {
         buf: &buf,
         rounds: 2,
     })
@@ -559,7 +565,7 @@ fn persistent_stream_records() {
     let init = vec![3u8; 4096];
     other.write(&buf, 0, init.clone()).unwrap();
     other.synchronize().unwrap();
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Lcg {
         buf: &buf,
         rounds: 1,
     })
@@ -573,7 +579,7 @@ fn persistent_stream_records() {
     let g = s.end_capture().unwrap();
     assert_eq!(g.node_count(), 1);
     assert!(s.is_capturing());
-    g.launch(&other).unwrap();
+    g.replay(&other).unwrap();
     let r = other.read(&buf, 0, 4096).unwrap();
     other.synchronize().unwrap();
     let mut want = init;
@@ -701,15 +707,16 @@ fn capture_dependencies_add_and_set_order_work() {
         s.begin_capture(CaptureMode::Global).unwrap();
         fork.record(&s).unwrap();
         t.wait_event(&fork).unwrap();
-        t.launch(Kernel::Delay(Duration::from_millis(20))).unwrap();
-        t.launch(Kernel::Lcg {
+        t.launch_builtin(Kernel::Delay(Duration::from_millis(20)))
+            .unwrap();
+        t.launch_builtin(Kernel::Lcg {
             buf: &src,
             rounds: 1,
         })
         .unwrap();
         let kernel = t.capture_info().unwrap().dependencies;
         assert_eq!(kernel.len(), 1, "{how:?}: the kernel branch has one tip");
-        s.launch(Kernel::Lcg {
+        s.launch_builtin(Kernel::Lcg {
             buf: &other,
             rounds: 1,
         })
@@ -731,7 +738,7 @@ fn capture_dependencies_add_and_set_order_work() {
         join.record(&t).unwrap();
         s.wait_event(&join).unwrap();
         let g = s.end_capture().unwrap();
-        g.launch(&s).unwrap();
+        g.replay(&s).unwrap();
         let r = s.read(&dst, 0, 4096).unwrap();
         s.synchronize().unwrap();
         let mut want = init;
@@ -753,7 +760,8 @@ fn interop_and_special_streams() {
     let x = xstream_cuda::CudaStream::from_cudarc(&d, cs.clone()).unwrap();
     assert_eq!(x.ownership(), Ownership::Borrowed);
     assert_eq!(x.as_raw().as_ptr(), cs.cu_stream());
-    x.launch(Kernel::Delay(Duration::from_micros(10))).unwrap();
+    x.launch_builtin(Kernel::Delay(Duration::from_micros(10)))
+        .unwrap();
     x.synchronize().unwrap();
     let own = d.create_stream(&nb()).unwrap();
     let back = own.cudarc_stream().clone();
@@ -766,17 +774,19 @@ fn interop_and_special_streams() {
     assert_eq!(b.ownership(), Ownership::Borrowed);
     drop(b);
     let pt = d.per_thread_stream().unwrap();
-    pt.launch(Kernel::Delay(Duration::from_micros(10))).unwrap();
+    pt.launch_builtin(Kernel::Delay(Duration::from_micros(10)))
+        .unwrap();
     pt.synchronize().unwrap();
     let def = d.default_stream().unwrap();
-    def.launch(Kernel::Delay(Duration::from_micros(10)))
+    def.launch_builtin(Kernel::Delay(Duration::from_micros(10)))
         .unwrap();
     def.synchronize().unwrap();
     // Work from another thread (context bound there by xstream).
     let d2 = d.clone();
     std::thread::spawn(move || {
         let s = d2.create_stream(&nb()).unwrap();
-        s.launch(Kernel::Delay(Duration::from_micros(10))).unwrap();
+        s.launch_builtin(Kernel::Delay(Duration::from_micros(10)))
+            .unwrap();
         s.synchronize().unwrap();
     })
     .join()
@@ -806,7 +816,8 @@ fn cross_device_wait_orders_work() {
     let e = d0
         .create_event(&EventDesc::new().flags(EventFlags::DISABLE_TIMING))
         .unwrap();
-    a.launch(Kernel::Delay(Duration::from_millis(300))).unwrap();
+    a.launch_builtin(Kernel::Delay(Duration::from_millis(300)))
+        .unwrap();
     e.record(&a).unwrap();
     b.wait_event(&e).unwrap();
     let marker = d1.create_event(&EventDesc::new()).unwrap();

@@ -46,7 +46,7 @@ fn page_locked_roundtrip_through_a_kernel() {
         let mut dst = d.alloc_host(LEN, &HostAllocDesc::new()).unwrap();
         let buf = d.alloc(LEN).unwrap();
         s.copy_to_device(&src, 0, &buf, 0, LEN).unwrap();
-        s.launch(Kernel::Lcg {
+        s.launch_builtin(Kernel::Lcg {
             buf: &buf,
             rounds: 5,
         })
@@ -115,7 +115,7 @@ fn copies_on_two_streams_are_ordered_by_the_fence() {
     h.as_mut_slice().unwrap().fill(9);
     let x = d.alloc(LEN).unwrap();
     // Stream a: a long kernel, then the copy into `h` (overwrites it with the LCG of zeros).
-    a.launch(Kernel::Delay(std::time::Duration::from_millis(20)))
+    a.launch_builtin(Kernel::Delay(std::time::Duration::from_millis(20)))
         .unwrap();
     a.copy_to_host(&x, 0, &mut h, 0, LEN).unwrap();
     // Stream b reads `h`: the fence makes it wait for a's copy, so it sees zeros, not nines.
@@ -187,7 +187,7 @@ fn stream_ordered_buffers_work_across_streams() {
         let ev = d.create_event(&xstream_core::EventDesc::new()).unwrap();
         xstream_core::Event::record(&ev, &a).unwrap();
         b.wait_event(&ev).unwrap();
-        b.launch(Kernel::Delay(std::time::Duration::from_millis(1)))
+        b.launch_builtin(Kernel::Delay(std::time::Duration::from_millis(1)))
             .unwrap();
         b.copy_to_host(&x, 0, &mut out, 0, LEN).unwrap();
         a.free_async(x).unwrap();

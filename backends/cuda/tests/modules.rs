@@ -69,7 +69,8 @@ fn builtin_module_equals_kernel_enum_and_reference() {
         ],
     )
     .unwrap();
-    s.launch(Kernel::Lcg { buf: &b, rounds: 3 }).unwrap();
+    s.launch_builtin(Kernel::Lcg { buf: &b, rounds: 3 })
+        .unwrap();
     let mut want = data;
     lcg_reference(&mut want, 3);
     assert!(
@@ -218,7 +219,7 @@ fn captured_launch_keeps_its_module_for_the_graph() {
         read(&s, &b).iter().all(|&x| x == 0),
         "captured launch ran early"
     );
-    g.launch(&s).unwrap();
+    g.replay(&s).unwrap();
     assert!(read(&s, &b).chunks(4).all(|w| w == 3u32.to_le_bytes()));
 }
 
@@ -232,7 +233,7 @@ fn modules_unload_after_their_launches_complete() {
     for round in 0..20u32 {
         let m = d.load_module(&ModuleSource::Ptx(FILL_PTX)).unwrap();
         let f = m.function("xs_fill").unwrap();
-        s.launch(Kernel::Delay(std::time::Duration::from_micros(200)))
+        s.launch_builtin(Kernel::Delay(std::time::Duration::from_micros(200)))
             .unwrap();
         s.launch_kernel(
             &f,
@@ -275,7 +276,10 @@ fn launches_allocate_nothing_after_the_first() {
         s.launch_kernel(&delay, &LaunchConfig::single(), &[KernelArg::U64(0)])
             .unwrap()
     });
-    let k = count(&|| s.launch(Kernel::Delay(std::time::Duration::ZERO)).unwrap());
+    let k = count(&|| {
+        s.launch_builtin(Kernel::Delay(std::time::Duration::ZERO))
+            .unwrap()
+    });
     // A user module (tracked per stream) with a scalar-only argument list.
     let u = count(&|| {
         s.launch_kernel(

@@ -153,7 +153,7 @@ fn reduce_in_a_capture_runs_once_per_replay() {
     .unwrap();
     let g = s.end_capture().unwrap();
     for _ in 0..3 {
-        g.launch(&s).unwrap();
+        g.replay(&s).unwrap();
     }
     let rb = s.read(&a, 0, 4096).unwrap();
     s.synchronize().unwrap();

@@ -35,7 +35,7 @@ impl xstream_core::GraphImpl for HostGraph {
         self.nodes.len()
     }
 
-    fn launch_impl(&self, stream: &HostStream) -> Result<()> {
+    fn replay_impl(&self, stream: &HostStream) -> Result<()> {
         if !stream.device().same_context(&self.device) {
             return Err(Error::WrongDevice(format!(
                 "a graph captured on {:?} cannot launch on a stream of {:?}",

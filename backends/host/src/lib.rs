@@ -60,7 +60,7 @@
 //!   the same here. The attribute is stored and reported.
 //! - **Little `unsafe` code.** The crate is `deny(unsafe_code)` rather than `forbid` because
 //!   the backend traits' `unsafe fn`s (`StreamImpl::borrow_raw_impl`,
-//!   `StreamImpl::enqueue_launch_unchecked_impl`, `DeviceImpl::alloc_uninit_impl`,
+//!   `StreamImpl::launch_kernel_unchecked_impl`, `DeviceImpl::alloc_uninit_impl`,
 //!   `DeviceImpl::register_host_range_impl`, `Buffer::from_raw`) must be implemented as
 //!   `unsafe fn`s, which the lint counts (and `forbid` cannot be allowed locally). Their host
 //!   bodies are safe (a raw stream handle is an id looked up in the device's registry, a host

@@ -431,7 +431,7 @@ impl StreamImpl for HostStream {
         Ok(())
     }
 
-    fn launch_impl(&self, kernel: Kernel<'_, HostDeviceBuffer>) -> Result<()> {
+    fn launch_builtin_impl(&self, kernel: Kernel<'_, HostDeviceBuffer>) -> Result<()> {
         let ordinal = xstream_core::Device::info(&self.device).ordinal;
         let builtin = |name: &str| crate::module::builtin_function(name, ordinal);
         match kernel {
@@ -480,7 +480,7 @@ impl StreamImpl for HostStream {
         self.submit("launch_kernel", Node::Kernel(Arc::new(launch)))
     }
 
-    fn enqueue_launch_impl(
+    fn launch_kernel_with_impl(
         &self,
         f: &HostFunction,
         cfg: &LaunchConfig,
@@ -493,7 +493,7 @@ impl StreamImpl for HostStream {
     // The trait declares this `unsafe` for vendor kernels; a host kernel checks its arguments
     // itself, so nothing here relies on the caller's promise.
     #[allow(unsafe_code)]
-    unsafe fn enqueue_launch_unchecked_impl(
+    unsafe fn launch_kernel_unchecked_impl(
         &self,
         f: &HostFunction,
         cfg: &LaunchConfig,

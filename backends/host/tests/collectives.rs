@@ -53,7 +53,7 @@ fn a_faulted_rank_fails_its_peers_without_a_timeout() {
         let _ = rx.recv_timeout(Duration::from_secs(30));
     })
     .unwrap();
-    s0.launch(Kernel::Fault).unwrap();
+    s0.launch_builtin(Kernel::Fault).unwrap();
     cs[0]
         .all_reduce(&b0, &b0, 16, DataType::F32, ReduceOp::Sum, &s0)
         .unwrap();

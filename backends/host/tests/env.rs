@@ -74,7 +74,7 @@ fn a_graph_belongs_to_its_context() {
     let g = s.end_capture().unwrap();
     assert_eq!(g.node_count(), 0);
     let t = b.create_stream(&StreamDesc::new()).unwrap();
-    assert!(matches!(g.launch(&t), Err(Error::WrongDevice(_))));
-    g.launch(&a.default_stream().unwrap()).unwrap();
+    assert!(matches!(g.replay(&t), Err(Error::WrongDevice(_))));
+    g.replay(&a.default_stream().unwrap()).unwrap();
     a.synchronize().unwrap();
 }

@@ -29,7 +29,8 @@ fn elapsed_time_and_its_errors() {
     );
     assert!(matches!(a.elapsed_ms(&b), Err(Error::EventNotRecorded)));
     a.record(&s).unwrap();
-    s.launch(Kernel::Delay(Duration::from_millis(20))).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(20)))
+        .unwrap();
     b.record(&s).unwrap();
     assert!(matches!(a.elapsed_ms(&b), Err(Error::NotReady)));
     assert_eq!(b.query().unwrap(), Status::Pending);
@@ -184,12 +185,13 @@ fn capture_records_and_replays() {
         CaptureErrorKind::AlreadyCapturing
     );
     assert_eq!(s.capture_status(), CaptureStatus::Active, "still valid");
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Lcg {
         buf: &buf,
         rounds: 5,
     })
     .unwrap();
-    s.launch(Kernel::Delay(Duration::from_millis(1))).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(1)))
+        .unwrap();
     std::thread::sleep(Duration::from_millis(10));
     assert_eq!(buf.snapshot(), init, "captured work does not execute");
     let g = s.end_capture().unwrap();
@@ -197,16 +199,16 @@ fn capture_records_and_replays() {
     assert_eq!(s.capture_status(), CaptureStatus::None);
     assert_eq!(buf.snapshot(), init);
 
-    g.launch(&other).unwrap();
-    g.launch(&other).unwrap();
+    g.replay(&other).unwrap();
+    g.replay(&other).unwrap();
     other.synchronize().unwrap();
     // Replaying twice equals running twice.
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Lcg {
         buf: &twice,
         rounds: 5,
     })
     .unwrap();
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Lcg {
         buf: &twice,
         rounds: 5,
     })
@@ -227,7 +229,8 @@ fn capture_events_and_graph_records() {
     let e = d.create_event(&EventDesc::new()).unwrap();
     let buf = d.alloc(4).unwrap();
     s.begin_capture(CaptureMode::ThreadLocal).unwrap();
-    s.launch(Kernel::Delay(Duration::from_millis(40))).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(40)))
+        .unwrap();
     e.record(&s).unwrap();
     s.wait_event(&e).unwrap(); // a local wait: recorded
     s.memset(&buf, 0, 4, 1).unwrap();
@@ -238,7 +241,7 @@ fn capture_events_and_graph_records() {
         Status::Ready,
         "a graph node is not a record"
     );
-    g.launch(&t).unwrap();
+    g.replay(&t).unwrap();
     assert_eq!(
         e.query().unwrap(),
         Status::Pending,
@@ -355,14 +358,15 @@ fn persistent_stream_records_from_creation() {
     assert_eq!(p.capture_status(), CaptureStatus::Active, "records again");
     // A recorded hour-long delay: query and synchronize still return (they would hang if
     // they ran or waited for it); the graph holding it is never launched.
-    p.launch(Kernel::Delay(Duration::from_secs(3600))).unwrap();
+    p.launch_builtin(Kernel::Delay(Duration::from_secs(3600)))
+        .unwrap();
     assert_eq!(p.query().unwrap(), Status::Ready);
     p.synchronize().unwrap();
     assert_eq!(p.end_capture().unwrap().node_count(), 1);
     let g2 = p.end_capture().unwrap();
     assert_eq!(g2.node_count(), 0);
     let s = nb(&d);
-    g.launch(&s).unwrap();
+    g.replay(&s).unwrap();
     s.synchronize().unwrap();
     assert_eq!(buf.snapshot(), vec![9; 8]);
 }
@@ -383,8 +387,9 @@ fn fault_poisons_the_device() {
     let buf = d.alloc(4).unwrap();
     let held = Gate::hold(&t);
     t.host_callback(cb("t-pending")).unwrap();
-    s.launch(Kernel::Delay(Duration::from_millis(20))).unwrap();
-    s.launch(Kernel::Fault).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(20)))
+        .unwrap();
+    s.launch_builtin(Kernel::Fault).unwrap();
     s.memset(&buf, 0, 4, 1).unwrap();
     let r = s.read(&buf, 0, 4).unwrap();
     s.host_callback(cb("s-after-fault")).unwrap();

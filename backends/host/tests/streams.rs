@@ -81,7 +81,7 @@ fn write_read_copy_round_trip_and_bounds() {
     ));
     let odd = d.alloc(6).unwrap();
     assert!(matches!(
-        s.launch(Kernel::Lcg {
+        s.launch_builtin(Kernel::Lcg {
             buf: &odd,
             rounds: 1
         }),
@@ -96,7 +96,7 @@ fn lcg_kernel_equals_reference() {
     let data: Vec<u8> = (0..=255).collect();
     let buf = d.alloc(256).unwrap();
     s.write(&buf, 0, data.clone()).unwrap();
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Lcg {
         buf: &buf,
         rounds: 9,
     })
@@ -141,7 +141,8 @@ fn fast_sync_and_spin_policy_wait_correctly() {
     assert!(s.flags().contains(F::FAST_SYNC));
     assert_ne!(s.native_flags() & xstream_host::conv::STREAM_SPIN_SYNC, 0);
     let buf = d.alloc(8).unwrap();
-    s.launch(Kernel::Delay(Duration::from_millis(20))).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(20)))
+        .unwrap();
     s.memset(&buf, 0, 8, 3).unwrap();
     s.synchronize().unwrap();
     assert_eq!(
@@ -160,7 +161,8 @@ fn fast_sync_and_spin_policy_wait_correctly() {
     let y = nb(&d);
     y.set_attribute(StreamAttrValue::SyncPolicy(SyncPolicy::Yield))
         .unwrap();
-    y.launch(Kernel::Delay(Duration::from_millis(10))).unwrap();
+    y.launch_builtin(Kernel::Delay(Duration::from_millis(10)))
+        .unwrap();
     y.memset(&buf, 0, 8, 4).unwrap();
     y.synchronize().unwrap();
     assert_eq!(buf.snapshot(), vec![4; 8]);
@@ -393,7 +395,8 @@ fn attributes() {
         t.attribute(StreamAttr::UserTag).unwrap(),
         StreamAttrValue::UserTag(42)
     );
-    s.launch(Kernel::Delay(Duration::from_millis(5))).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(5)))
+        .unwrap();
     s.synchronize().unwrap(); // spins
 }
 
@@ -407,7 +410,8 @@ fn raw_round_trip_and_borrowed_refusals() {
     let b = unsafe { HostStream::borrow_raw(&d, s.as_raw()) }.unwrap();
     assert_eq!(b.id(), s.id());
     assert_eq!(b.ownership(), Ownership::Borrowed);
-    b.launch(Kernel::Delay(Duration::from_millis(30))).unwrap();
+    b.launch_builtin(Kernel::Delay(Duration::from_millis(30)))
+        .unwrap();
     b.memset(&buf, 0, 4, 5).unwrap();
     assert_eq!(
         s.query().unwrap(),
@@ -487,7 +491,8 @@ fn pool_round_robin_and_exclusive_leases() {
     assert_ne!(l1.id(), l2.id());
     assert!(!ids.contains(&l1.id()) && !ids.contains(&l2.id()));
     let id1 = l1.id();
-    l1.launch(Kernel::Delay(Duration::from_millis(5))).unwrap();
+    l1.launch_builtin(Kernel::Delay(Duration::from_millis(5)))
+        .unwrap();
     drop(l1);
     let l3 = pool.lease(PriorityClass::Normal).unwrap();
     assert_eq!(l3.id(), id1, "a returned lease is reused");

@@ -37,7 +37,8 @@ fn thousand_streams_leave_no_threads() {
             s.memset(&buf, 0, 16, i as u8).unwrap();
         }
         if i % 10 == 0 {
-            s.launch(Kernel::Delay(Duration::from_millis(1))).unwrap();
+            s.launch_builtin(Kernel::Delay(Duration::from_millis(1)))
+                .unwrap();
             drop(s.completed().unwrap());
         }
         // Dropped with work possibly still queued.
@@ -57,7 +58,8 @@ fn thousand_streams_leave_no_threads() {
     let live: Vec<_> = (0..5)
         .map(|_| {
             let s = d.create_stream(&StreamDesc::new()).unwrap();
-            s.launch(Kernel::Delay(Duration::from_millis(100))).unwrap();
+            s.launch_builtin(Kernel::Delay(Duration::from_millis(100)))
+                .unwrap();
             s
         })
         .collect();

@@ -799,7 +799,8 @@ pub(crate) fn held_enqueue(dev: &CudaDevice, xa: &CudaStream) -> Result<String, 
     let (reg_t, reg_done) = dev
         .with_registered_host(&mut user, |reg| -> Result<(Duration, Duration), String> {
             let t0 = Instant::now();
-            xa.launch(xstream_core::Kernel::Delay(HOLD)).map_err(e)?;
+            xa.launch_builtin(xstream_core::Kernel::Delay(HOLD))
+                .map_err(e)?;
             let t = Instant::now();
             reg.upload(xa, 0, &db).map_err(e)?;
             let enq = t.elapsed();
@@ -808,7 +809,8 @@ pub(crate) fn held_enqueue(dev: &CudaDevice, xa: &CudaStream) -> Result<String, 
         })
         .map_err(e)??;
     let src = vec![0x5au8; LEN];
-    xa.launch(xstream_core::Kernel::Delay(HOLD)).map_err(e)?;
+    xa.launch_builtin(xstream_core::Kernel::Delay(HOLD))
+        .map_err(e)?;
     let t = Instant::now();
     xa.write_from_blocking(&db, &src[..]).map_err(e)?;
     let wf_t = t.elapsed();

@@ -171,7 +171,7 @@ fn run() -> BenchResult<()> {
     eprintln!("== idle-path costs in a context that has not run a kernel yet");
     rows.extend(state_rows("context never ran a kernel", &xa, &xe, ra, re));
     // Make sure xstream loaded its kernels (lazily or not) before timing.
-    xs(xa.launch(Kernel::Delay(Duration::ZERO)));
+    xs(xa.launch_builtin(Kernel::Delay(Duration::ZERO)));
     xs(xa.synchronize());
     eprintln!("== the same after a kernel ran");
     rows.extend(state_rows("after kernels", &xa, &xe, ra, re));
@@ -488,7 +488,7 @@ fn run() -> BenchResult<()> {
         2000,
         Target::OverheadPct(2.0),
         Some(Box::new(|n| {
-            let d = timed(n, || xs(xa.launch(Kernel::Delay(Duration::ZERO))));
+            let d = timed(n, || xs(xa.launch_builtin(Kernel::Delay(Duration::ZERO))));
             xs(xa.synchronize());
             d
         })),
@@ -517,7 +517,7 @@ fn run() -> BenchResult<()> {
         Target::OverheadPct(2.0),
         Some(Box::new(|n| {
             timed(n, || {
-                xs(xa.launch(Kernel::Delay(Duration::ZERO)));
+                xs(xa.launch_builtin(Kernel::Delay(Duration::ZERO)));
                 xs(xa.synchronize());
             })
         })),
@@ -558,7 +558,7 @@ fn run() -> BenchResult<()> {
             timed(n, || {
                 for _ in 0..CHAIN_ROUNDS {
                     for i in 0..4 {
-                        xs(xs4[i].launch(Kernel::Delay(Duration::ZERO)));
+                        xs(xs4[i].launch_builtin(Kernel::Delay(Duration::ZERO)));
                         xs(xe4[i].record(&xs4[i]));
                         xs(xs4[(i + 1) % 4].wait_event(&xe4[i]));
                     }
@@ -597,7 +597,7 @@ fn run() -> BenchResult<()> {
     let xg_stream = e(dev.create_stream(&nb))?;
     xs(xg_stream.begin_capture(CaptureMode::ThreadLocal));
     for _ in 0..GRAPH_NODES {
-        xs(xg_stream.launch(Kernel::Delay(Duration::ZERO)));
+        xs(xg_stream.launch_builtin(Kernel::Delay(Duration::ZERO)));
     }
     let xgraph = xg_stream.end_capture().map_err(|e| e.to_string())?;
     if xgraph.node_count() != GRAPH_NODES {
@@ -638,7 +638,7 @@ fn run() -> BenchResult<()> {
         Target::OverheadPct(2.0),
         Some(Box::new(|n| {
             timed(n, || {
-                xs(xgraph.launch(&xg_stream));
+                xs(xgraph.replay(&xg_stream));
                 xs(xg_stream.synchronize());
             })
         })),
@@ -661,7 +661,7 @@ fn run() -> BenchResult<()> {
         Some(Box::new(|n| {
             timed(n, || {
                 for _ in 0..GRAPH_NODES {
-                    xs(xg_stream.launch(Kernel::Delay(Duration::ZERO)));
+                    xs(xg_stream.launch_builtin(Kernel::Delay(Duration::ZERO)));
                 }
                 xs(xg_stream.synchronize());
             })
@@ -687,21 +687,21 @@ fn run() -> BenchResult<()> {
         (
             "xstream synchronize (plain stream: cuStreamSynchronize)",
             Box::new(|| {
-                xs(xa.launch(Kernel::Delay(SYNC_KERNEL)));
+                xs(xa.launch_builtin(Kernel::Delay(SYNC_KERNEL)));
                 xs(xa.synchronize());
             }),
         ),
         (
             "xstream synchronize (FAST_SYNC: spin on cuStreamQuery)",
             Box::new(|| {
-                xs(fast.launch(Kernel::Delay(SYNC_KERNEL)));
+                xs(fast.launch_builtin(Kernel::Delay(SYNC_KERNEL)));
                 xs(fast.synchronize());
             }),
         ),
         (
             "xstream synchronize_timeout(1 s) (sleep-poll emulation)",
             Box::new(|| {
-                xs(xa.launch(Kernel::Delay(SYNC_KERNEL)));
+                xs(xa.launch_builtin(Kernel::Delay(SYNC_KERNEL)));
                 xs(xa.synchronize_timeout(Duration::from_secs(1)));
             }),
         ),

@@ -264,7 +264,7 @@ pub(crate) fn module_rows(
     );
     count(
         "xstream launch(Kernel::Delay(0)) (builtin module)",
-        &mut || xs(xa.launch(Kernel::Delay(Duration::ZERO))),
+        &mut || xs(xa.launch_builtin(Kernel::Delay(Duration::ZERO))),
         &xsync,
     );
     count(

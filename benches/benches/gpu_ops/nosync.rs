@@ -91,7 +91,7 @@ pub(crate) fn rows(dev: &CudaDevice, delay_fn: sys::CUfunction) -> Result<Vec<No
     let s: CudaStream = mk()?;
     let users: Vec<CudaStream> = (0..USERS - 1).map(|_| mk()).collect::<Result<_, _>>()?;
     let busy_raw = busy.as_raw().as_ptr();
-    let xlaunch = || xs(busy.launch(Kernel::Delay(BUSY)));
+    let xlaunch = || xs(busy.launch_builtin(Kernel::Delay(BUSY)));
     let rbusy = raw_stream();
     let rs = raw_stream();
     let rusers: Vec<sys::CUstream> = (0..USERS - 1).map(|_| raw_stream()).collect();

@@ -335,7 +335,7 @@ impl<'a, B: Backend> LaunchBuilder<'a, B> {
         self.args.as_slice()
     }
 
-    /// Enqueues the launch after checking it ([`Stream::enqueue_launch`]).
+    /// Enqueues the launch after checking it ([`Stream::launch_kernel_with`]).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a wrong argument count or size, bad dimensions or
@@ -344,11 +344,11 @@ impl<'a, B: Backend> LaunchBuilder<'a, B> {
     pub fn launch(&self) -> Result<()> {
         refuse_empty_blocks(self.args.as_slice())?;
         self.stream
-            .enqueue_launch(self.func, &self.cfg, self.args.as_slice(), &self.attrs)
+            .launch_kernel_with(self.func, &self.cfg, self.args.as_slice(), &self.attrs)
     }
 
     /// Enqueues the launch, passing the arguments as given where the kernel's parameter
-    /// layout is unknown ([`Stream::enqueue_launch_unchecked`]).
+    /// layout is unknown ([`Stream::launch_kernel_unchecked`]).
     ///
     /// # Safety
     /// The arguments must match the kernel's parameters in count, size and meaning (a
@@ -363,7 +363,7 @@ impl<'a, B: Backend> LaunchBuilder<'a, B> {
         // SAFETY: the caller upholds the contract of `enqueue_launch_unchecked`, which is
         // this function's.
         unsafe {
-            self.stream.enqueue_launch_unchecked(
+            self.stream.launch_kernel_unchecked(
                 self.func,
                 &self.cfg,
                 self.args.as_slice(),

@@ -45,7 +45,7 @@
 //! - **Errors keep the vendor's code** ([`NativeError`]) and say whether they are sticky.
 // No unsafe code, except the declarations of `Stream::borrow_raw`, `Device::alloc_uninit`,
 // `Buffer::from_raw`, `Buffer::from_raw_borrowed`,
-// `Stream::enqueue_launch_unchecked` (and their backend sides in `StreamImpl`) and `LaunchBuilder::launch_unchecked`, whose contracts are
+// `Stream::launch_kernel_unchecked` (and their backend sides in `StreamImpl`) and `LaunchBuilder::launch_unchecked`, whose contracts are
 // unsafe (and the default `alloc_zeroed_on`, which calls `alloc_uninit`),
 // and the `hostmem` module (which allows it locally).
 #![deny(unsafe_code)]

@@ -2,7 +2,7 @@
 //! byte range of a buffer, in stream order, with no kernel binary. It is the portable form of
 //! ACL's `aclrtRandomNumAsync` (a task of the CANN runtime itself on Atlas A2/A3 products) and
 //! is enqueued as [`Kernel::Random`](crate::Kernel::Random) through
-//! [`Stream::launch`](crate::Stream::launch).
+//! [`Stream::launch_builtin`](crate::Stream::launch).
 //!
 //! Rules every backend follows:
 //! * The generator is counter based: the output depends only on the distribution, the element

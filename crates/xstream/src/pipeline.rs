@@ -392,7 +392,7 @@ impl<B: Backend> Pipeline<B> {
                         ],
                     )?;
                 }
-                (None, None) => s.launch(Kernel::Lcg {
+                (None, None) => s.launch_builtin(Kernel::Lcg {
                     buf,
                     rounds: cfg.rounds,
                 })?,

@@ -70,7 +70,7 @@ fn exercise(dev: &AnyDevice, kind: BackendKind) {
         let g = c.end_capture().expect("end");
         assert!(!c.is_capturing());
         assert!(g.node_count() >= 1);
-        g.launch(&s).expect("replay");
+        g.replay(&s).expect("replay");
         let r = s.read(&a, 0, 4).expect("read");
         s.synchronize().expect("sync");
         assert_eq!(r.take().expect("readback"), vec![7; 4]);
@@ -339,8 +339,8 @@ fn erased_launch_with_struct_and_narrow_scalars_on_host() {
         KernelArg::I64(-1),
         KernelArg::F32(1.5),
     ];
-    s.launch_checked(&f, &LaunchConfig::single(), &args, &LaunchAttrs::default())
-        .expect("launch_checked");
+    s.launch_kernel_with(&f, &LaunchConfig::single(), &args, &LaunchAttrs::default())
+        .expect("launch_kernel_with");
     let r = s.read(&b, 0, ECHO_RECORD_BYTES).unwrap();
     s.synchronize().unwrap();
     assert_eq!(
@@ -352,7 +352,7 @@ fn erased_launch_with_struct_and_narrow_scalars_on_host() {
         cluster: None,
     };
     assert!(matches!(
-        s.launch_checked(&f, &LaunchConfig::single(), &args, &coop),
+        s.launch_kernel_with(&f, &LaunchConfig::single(), &args, &coop),
         Err(Error::Unsupported { .. })
     ));
 }
@@ -519,7 +519,7 @@ fn erased_random_fill_matches_the_generic_path_on_host() {
         .contains(xstream::Capabilities::RANDOM));
     let s = dev.create_stream(&StreamDesc::new()).unwrap();
     let b = dev.alloc(64).unwrap();
-    s.launch(Kernel::Random {
+    s.launch_builtin(Kernel::Random {
         buf: &b,
         offset: 8,
         len: 48,
@@ -533,7 +533,7 @@ fn erased_random_fill_matches_the_generic_path_on_host() {
     assert_eq!(r.take().unwrap(), want);
     // The check of xstream-core, through the erased path: a misaligned bf16 range.
     assert!(matches!(
-        s.launch(Kernel::Random {
+        s.launch_builtin(Kernel::Random {
             buf: &b,
             offset: 1,
             len: 2,

@@ -33,17 +33,22 @@ const EXCLUDED: &[(&str, &str, &str)] = &[
         "Stream",
         "launch_builder",
         "the builder collects typed arguments; the erased path takes the same arguments as a slice \
-         (`AnyStream::launch_kernel`, `AnyStream::launch_checked`)",
+         (`AnyStream::launch_kernel`, `AnyStream::launch_kernel_with`)",
+    ),
+    (
+        "Stream",
+        "launch_kernel_unchecked",
+        "an unchecked launch needs the kernel's layout from its caller: use the typed stream",
     ),
     (
         "Stream",
         "enqueue_launch",
-        "the builder's checked launch is `AnyStream::launch_checked` on the erased path",
+        "the deprecated name of `launch_kernel_with` (the erased path has `AnyStream::launch_kernel_with`)",
     ),
     (
         "Stream",
         "enqueue_launch_unchecked",
-        "an unchecked launch needs the kernel's layout from its caller: use the typed stream",
+        "the deprecated name of `launch_kernel_unchecked` (excluded as it is)",
     ),
 ];
 

@@ -14,7 +14,7 @@ fn fault_kernel_is_served_exactly_where_the_capability_says() {
     let d = HostDevice::new_isolated(0);
     let caps = d.info().capabilities;
     let s = d.create_stream(&StreamDesc::new()).expect("stream");
-    match s.launch(Kernel::Fault) {
+    match s.launch_builtin(Kernel::Fault) {
         Ok(()) => {
             assert!(
                 caps.contains(Capabilities::FAULT_INJECTION),

@@ -86,7 +86,7 @@ fn xstream_to_cudarc(dev: &CudaDevice) -> Result<()> {
     let input: Vec<u8> = (0..WORDS as u32).flat_map(|i| i.to_le_bytes()).collect();
     let buf = dev.alloc(input.len())?;
     s.write(&buf, 0, input.clone())?; // xstream work ...
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Lcg {
         buf: &buf,
         rounds: ROUNDS,
     })?;
@@ -132,7 +132,7 @@ fn cudarc_to_xstream(dev: &CudaDevice) -> Result<()> {
     // xstream work on an xstream-owned stream, ordered after cudarc's upload by the event.
     let mine = dev.create_stream(&StreamDesc::new().flags(StreamFlags::NON_BLOCKING))?;
     mine.wait_event(&uploaded)?;
-    mine.launch(Kernel::Lcg {
+    mine.launch_builtin(Kernel::Lcg {
         buf: &buf,
         rounds: ROUNDS,
     })?;

@@ -102,7 +102,7 @@ impl Runtime {
         c.memset(&t.buf, HEADER, HEADER, 0x11)?;
         let g = c.end_capture()?;
         for _ in 0..times {
-            g.launch(s)?;
+            g.replay(s)?;
         }
         t.ready.record(s)?;
         Ok(true)

@@ -78,7 +78,7 @@ where
     let buf = dev.alloc(BYTES)?;
     let (ready, done) = (ipc_event::<B>(&dev)?, ipc_event::<B>(&dev)?);
     // Held back on the device, so the consumer's wait below really waits.
-    s.launch(Kernel::Delay(DELAY))?;
+    s.launch_builtin(Kernel::Delay(DELAY))?;
     s.write(&buf, 0, data())?;
     ready.record(&s)?;
 
@@ -188,7 +188,7 @@ where
     let s = nb::<B>(&dev)?;
     // A device-side wait: this thread goes on at once.
     s.wait_event(&ready)?;
-    s.launch(Kernel::Lcg {
+    s.launch_builtin(Kernel::Lcg {
         buf: &buf,
         rounds: ROUNDS,
     })?;

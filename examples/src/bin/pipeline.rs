@@ -124,7 +124,7 @@ fn run<B: Backend>() -> Result<()> {
         uploaded[c].record(&upload)?;
         s.wait_event(&uploaded[c])?; // compute on chunk c starts after its upload
         if compute {
-            s.launch(Kernel::Lcg {
+            s.launch_builtin(Kernel::Lcg {
                 buf: &slots[c],
                 rounds: ROUNDS,
             })?;

@@ -91,7 +91,7 @@ impl<B: Backend> Runtime<B> {
         }
         let s = self.stream()?;
         s.wait_event(&t.ready)?;
-        s.launch(Kernel::Lcg {
+        s.launch_builtin(Kernel::Lcg {
             buf: &t.buf,
             rounds,
         })?;

@@ -229,7 +229,7 @@ fn run<B: Backend>() -> Result<Option<String>> {
     }
     let graph = s.end_capture()?;
     for _ in 0..REPLAYS {
-        graph.launch(&s)?;
+        graph.replay(&s)?;
     }
     lcg_reference(&mut want, STEPS * REPLAYS);
     check::<B>(&s, &buf, &want, "the graph replays")?;

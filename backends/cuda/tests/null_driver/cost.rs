@@ -248,7 +248,9 @@ pub(crate) fn more_timing(
                 timed(n, || {
                     for _ in 0..ROUNDS {
                         for i in 0..4 {
-                            xs4[i].launch(Kernel::Delay(Duration::ZERO)).unwrap();
+                            xs4[i]
+                                .launch_builtin(Kernel::Delay(Duration::ZERO))
+                                .unwrap();
                             xe4[i].record(&xs4[i]).unwrap();
                             xs4[(i + 1) % 4].wait_event(&xe4[i]).unwrap();
                         }
@@ -460,7 +462,9 @@ pub(crate) fn timing_table(
             reps,
             n,
             |n| {
-                let d = timed(n, || s.launch(Kernel::Delay(Duration::ZERO)).unwrap());
+                let d = timed(n, || {
+                    s.launch_builtin(Kernel::Delay(Duration::ZERO)).unwrap()
+                });
                 xsync();
                 d
             },

@@ -306,7 +306,7 @@ fn child(lib: &Path) {
         .capabilities
         .contains(xstream_core::Capabilities::RANDOM));
     let launches = null.calls("cuLaunchKernel");
-    let r = s.launch(Kernel::Random {
+    let r = s.launch_builtin(Kernel::Random {
         buf: &buf,
         offset: 0,
         len: 16,
@@ -394,7 +394,7 @@ fn child(lib: &Path) {
         &names,
         &s,
         "launch(Kernel::Delay(0)) (builtin module)",
-        || s.launch(Kernel::Delay(Duration::ZERO)).unwrap(),
+        || s.launch_builtin(Kernel::Delay(Duration::ZERO)).unwrap(),
     ));
     rows.push(measure(
         &null,

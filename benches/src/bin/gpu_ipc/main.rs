@@ -428,7 +428,7 @@ impl Producer<'_> {
                 raw::record(s.ev_raw, s.s0_raw)?;
             }
             Variant::Xs => {
-                s.s0_xs.launch(Kernel::Delay(delay)).map_err(xe)?;
+                s.s0_xs.launch_builtin(Kernel::Delay(delay)).map_err(xe)?;
                 s.ev_xs.record(&s.s0_xs).map_err(xe)?;
             }
         }

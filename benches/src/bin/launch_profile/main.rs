@@ -14,7 +14,7 @@
 //! the empty kernel through `cuLaunchKernel` and through `Stream::launch_kernel`; a kernel of
 //! three arguments (a device pointer, a `u32`, an `f32`) through `cuLaunchKernel`,
 //! `launch_kernel` and the launch builder; `xstream_delay(0)` through `cuLaunchKernel` and
-//! `Stream::launch(Kernel::Delay)`.
+//! `Stream::launch_builtin(Kernel::Delay)`.
 //!
 //! The profiler (`sampler.rs`) is a `SIGPROF` timer of wall time (`CLOCK_MONOTONIC`, 20 kHz)
 //! sent to the launching thread alone. Its handler stores the interrupted instruction address
@@ -223,10 +223,10 @@ fn run() -> Result<(), String> {
             ns: Vec::new(),
         },
         Variant {
-            name: "xstream_delay(0): Stream::launch(Kernel::Delay)",
+            name: "xstream_delay(0): Stream::launch_builtin(Kernel::Delay)",
             launch: Box::new(|| {
                 xs_ref
-                    .launch(Kernel::Delay(Duration::ZERO))
+                    .launch_builtin(Kernel::Delay(Duration::ZERO))
                     .expect("launch")
             }),
             sync: Box::new(xsync),

@@ -102,9 +102,18 @@ pub trait Graph: GraphImpl {
     ///
     /// # Errors
     /// Vendor errors; capture errors.
-    fn launch(&self, stream: &StreamOf<Self::B>) -> Result<()> {
+    fn replay(&self, stream: &StreamOf<Self::B>) -> Result<()> {
         ensure_not_in_callback()?;
-        self.launch_impl(stream)
+        self.replay_impl(stream)
+    }
+
+    /// The former name of [`Graph::replay`].
+    ///
+    /// # Errors
+    /// As [`Graph::replay`].
+    #[deprecated(since = "0.2.0", note = "renamed `replay`")]
+    fn launch(&self, stream: &StreamOf<Self::B>) -> Result<()> {
+        self.replay(stream)
     }
 }
 

@@ -360,17 +360,17 @@ pub trait Stream: StreamImpl {
     /// # Errors
     /// [`Error::Unsupported`] without [`Capabilities::KERNELS`] ([`Kernel::Random`]: without
     /// [`Capabilities::RANDOM`]); bad arguments.
-    fn launch(&self, kernel: Kernel<'_, BufferOf<Self::B>>) -> Result<()> {
+    fn launch_builtin(&self, kernel: Kernel<'_, BufferOf<Self::B>>) -> Result<()> {
         ensure_not_in_callback()?;
         match &kernel {
-            Kernel::Lcg { buf, .. } => check_buffer_device::<Self::B>("launch", self, buf)?,
+            Kernel::Lcg { buf, .. } => check_buffer_device::<Self::B>("launch_builtin", self, buf)?,
             Kernel::Random {
                 buf,
                 offset,
                 len,
                 fill,
             } => {
-                check_buffer_device::<Self::B>("launch", self, buf)?;
+                check_buffer_device::<Self::B>("launch_builtin", self, buf)?;
                 crate::random::check(fill, buf.len(), *offset, *len)?;
                 if *len == 0 {
                     return Ok(());
@@ -378,7 +378,16 @@ pub trait Stream: StreamImpl {
             }
             _ => {}
         }
-        self.launch_impl(kernel)
+        self.launch_builtin_impl(kernel)
+    }
+
+    /// The former name of [`Stream::launch_builtin`].
+    ///
+    /// # Errors
+    /// As [`Stream::launch_builtin`].
+    #[deprecated(since = "0.2.0", note = "renamed `launch_builtin`")]
+    fn launch(&self, kernel: Kernel<'_, BufferOf<Self::B>>) -> Result<()> {
+        self.launch_builtin(kernel)
     }
 
     /// Enqueues a launch of kernel `f` with `cfg` and `args` (see [`crate::module`]); works
@@ -417,6 +426,22 @@ pub trait Stream: StreamImpl {
     /// # Errors
     /// As [`Stream::launch_kernel`]; [`Error::Unsupported`] for any attribute or an unknown
     /// layout.
+    fn launch_kernel_with(
+        &self,
+        f: &FunctionOf<Self::B>,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, BufferOf<Self::B>>],
+        attrs: &LaunchAttrs,
+    ) -> Result<()> {
+        check_args_device("launch_kernel_with", self, args)?;
+        self.launch_kernel_with_impl(f, cfg, args, attrs)
+    }
+
+    /// The former name of [`Stream::launch_kernel_with`].
+    ///
+    /// # Errors
+    /// As [`Stream::launch_kernel_with`].
+    #[deprecated(since = "0.2.0", note = "renamed `launch_kernel_with`")]
     fn enqueue_launch(
         &self,
         f: &FunctionOf<Self::B>,
@@ -424,19 +449,39 @@ pub trait Stream: StreamImpl {
         args: &[KernelArg<'_, BufferOf<Self::B>>],
         attrs: &LaunchAttrs,
     ) -> Result<()> {
-        check_args_device("enqueue_launch", self, args)?;
-        self.enqueue_launch_impl(f, cfg, args, attrs)
+        self.launch_kernel_with(f, cfg, args, attrs)
     }
 
-    /// The launch of [`LaunchBuilder::launch_unchecked`]: as [`Stream::enqueue_launch`],
+    /// The launch of [`LaunchBuilder::launch_unchecked`]: as [`Stream::launch_kernel_with`],
     /// passing the arguments as given where the layout is unknown.
     ///
     /// # Safety
     /// The arguments must match the kernel's parameters (count, sizes, meaning).
     ///
     /// # Errors
-    /// As [`Stream::enqueue_launch`], less the unknown layout.
+    /// As [`Stream::launch_kernel_with`], less the unknown layout.
     #[allow(unsafe_code)]
+    unsafe fn launch_kernel_unchecked(
+        &self,
+        f: &FunctionOf<Self::B>,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, BufferOf<Self::B>>],
+        attrs: &LaunchAttrs,
+    ) -> Result<()> {
+        check_args_device("launch_kernel_unchecked", self, args)?;
+        // SAFETY: the caller keeps this function's contract, which is the backend's.
+        unsafe { self.launch_kernel_unchecked_impl(f, cfg, args, attrs) }
+    }
+
+    /// The former name of [`Stream::launch_kernel_unchecked`].
+    ///
+    /// # Safety
+    /// As [`Stream::launch_kernel_unchecked`].
+    ///
+    /// # Errors
+    /// As [`Stream::launch_kernel_unchecked`].
+    #[allow(unsafe_code)]
+    #[deprecated(since = "0.2.0", note = "renamed `launch_kernel_unchecked`")]
     unsafe fn enqueue_launch_unchecked(
         &self,
         f: &FunctionOf<Self::B>,
@@ -444,9 +489,8 @@ pub trait Stream: StreamImpl {
         args: &[KernelArg<'_, BufferOf<Self::B>>],
         attrs: &LaunchAttrs,
     ) -> Result<()> {
-        check_args_device("enqueue_launch_unchecked", self, args)?;
-        // SAFETY: the caller keeps this function's contract, which is the backend's.
-        unsafe { self.enqueue_launch_unchecked_impl(f, cfg, args, attrs) }
+        // SAFETY: the caller keeps `launch_kernel_unchecked`'s contract.
+        unsafe { self.launch_kernel_unchecked(f, cfg, args, attrs) }
     }
 
     // --- end of launch builder ---

@@ -48,6 +48,6 @@ pub trait GraphImpl: Sized + Send + Sync + fmt::Debug + 'static {
     /// [`Graph::node_count`].
     fn node_count_impl(&self) -> usize;
 
-    /// [`Graph::launch`]: the backend checks that the stream may replay this graph.
-    fn launch_impl(&self, stream: &StreamOf<Self::B>) -> Result<()>;
+    /// [`Graph::replay`]: the backend checks that the stream may replay this graph.
+    fn replay_impl(&self, stream: &StreamOf<Self::B>) -> Result<()>;
 }

@@ -193,9 +193,9 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
 
     // --- launches: every buffer argument is of this stream's device ---
 
-    /// [`Stream::launch`]: the buffer of a kernel is of this device; a random fill's range,
+    /// [`Stream::launch_builtin`]: the buffer of a kernel is of this device; a random fill's range,
     /// alignment and parameters are checked, and it is not empty.
-    fn launch_impl(&self, kernel: Kernel<'_, BufferOf<Self::B>>) -> Result<()>;
+    fn launch_builtin_impl(&self, kernel: Kernel<'_, BufferOf<Self::B>>) -> Result<()>;
 
     /// [`Stream::launch_kernel`].
     fn launch_kernel_impl(
@@ -205,10 +205,10 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
         args: &[KernelArg<'_, BufferOf<Self::B>>],
     ) -> Result<()>;
 
-    /// [`Stream::enqueue_launch`] (the launch builder's checked launch): the backend checks
+    /// [`Stream::launch_kernel_with`] (the launch builder's checked launch): the backend checks
     /// the arguments against the parameter layout it knows, refusing a launch whose layout it
     /// cannot know, and the attributes.
-    fn enqueue_launch_impl(
+    fn launch_kernel_with_impl(
         &self,
         f: &FunctionOf<Self::B>,
         cfg: &LaunchConfig,
@@ -216,13 +216,13 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
         attrs: &LaunchAttrs,
     ) -> Result<()>;
 
-    /// [`Stream::enqueue_launch_unchecked`]: as [`StreamImpl::enqueue_launch_impl`], passing
+    /// [`Stream::launch_kernel_unchecked`]: as [`StreamImpl::launch_kernel_with_impl`], passing
     /// the arguments as given where the layout is unknown.
     ///
     /// # Safety
-    /// As [`Stream::enqueue_launch_unchecked`].
+    /// As [`Stream::launch_kernel_unchecked`].
     #[allow(unsafe_code)]
-    unsafe fn enqueue_launch_unchecked_impl(
+    unsafe fn launch_kernel_unchecked_impl(
         &self,
         f: &FunctionOf<Self::B>,
         cfg: &LaunchConfig,
@@ -236,7 +236,7 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
 /// attribute and an unknown layout, then launches.
 ///
 /// # Errors
-/// As [`Stream::enqueue_launch`].
+/// As [`Stream::launch_kernel_with`].
 pub fn launch_without_attrs<S: StreamImpl>(
     s: &S,
     f: &FunctionOf<S::B>,

@@ -34,7 +34,7 @@
 //! Objects of the generic path convert both ways: `AnyStream::from(host_stream)`, and
 //! [`AnyStream::downcast_ref`]`::<HostBackend>()` gives the typed stream back (for its raw
 //! handle, or for what the erased types leave out: the built-in test kernels of
-//! [`Stream::launch`]). Modules and launches have their erased types ([`AnyModule`],
+//! [`Stream::launch_builtin`]). Modules and launches have their erased types ([`AnyModule`],
 //! [`AnyFunction`], [`AnyStream::launch_kernel`]).
 //! Page-locked host memory has its erased type too, [`AnyHostBuffer`]
 //! ([`AnyDevice::alloc_host`], [`AnyStream::copy_to_device`], [`AnyStream::copy_to_host`]).
@@ -439,15 +439,34 @@ impl AnyStream {
 
     // --- launch builder ---
 
-    /// [`Stream::enqueue_launch`] (the checked launch of the launch builder, see
+    /// [`Stream::launch_kernel_with`] (the checked launch of the launch builder, see
     /// [`xstream_core::launch`]): arguments of every kind, with `attrs`. The arguments are
     /// converted to the backend's types first (one small vector per launch). The erased path
     /// has no unchecked launch (this crate has no `unsafe`): use the typed stream
     /// (`downcast_ref`) for one.
     ///
     /// # Errors
-    /// As [`Stream::enqueue_launch`]; [`Error::WrongBackend`] for a function or buffer
+    /// As [`Stream::launch_kernel_with`]; [`Error::WrongBackend`] for a function or buffer
     /// argument of another backend.
+    pub fn launch_kernel_with(
+        &self,
+        f: &AnyFunction,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, AnyBuffer>],
+        attrs: &xstream_core::LaunchAttrs,
+    ) -> Result<()> {
+        const OP: &str = "AnyStream::launch_kernel_with";
+        pair!(OP, AnyStream, self, AnyFunction, f, s, func => {
+            let typed = typed_args(OP, s, args)?;
+            s.launch_kernel_with(func, cfg, &typed, attrs)
+        })
+    }
+
+    /// The former name of [`AnyStream::launch_kernel_with`].
+    ///
+    /// # Errors
+    /// As [`AnyStream::launch_kernel_with`].
+    #[deprecated(since = "0.2.0", note = "renamed `launch_kernel_with`")]
     pub fn launch_checked(
         &self,
         f: &AnyFunction,
@@ -455,11 +474,7 @@ impl AnyStream {
         args: &[KernelArg<'_, AnyBuffer>],
         attrs: &xstream_core::LaunchAttrs,
     ) -> Result<()> {
-        const OP: &str = "AnyStream::launch_checked";
-        pair!(OP, AnyStream, self, AnyFunction, f, s, func => {
-            let typed = typed_args(OP, s, args)?;
-            s.enqueue_launch(func, cfg, &typed, attrs)
-        })
+        self.launch_kernel_with(f, cfg, args, attrs)
     }
 
     // --- end of launch builder ---
@@ -758,8 +773,19 @@ impl AnyEvent {
 forward! { AnyGraph: Graph;
     /// [`Graph::node_count`].
     fn node_count() -> usize;
-    /// [`Graph::launch`]: one replay on `stream`.
-    fn launch(@stream: &AnyStream) -> Result<()>;
+    /// [`Graph::replay`]: one replay on `stream`.
+    fn replay(@stream: &AnyStream) -> Result<()>;
+}
+
+impl AnyGraph {
+    /// The former name of [`AnyGraph::replay`].
+    ///
+    /// # Errors
+    /// As [`AnyGraph::replay`].
+    #[deprecated(since = "0.2.0", note = "renamed `replay`")]
+    pub fn launch(&self, stream: &AnyStream) -> Result<()> {
+        self.replay(stream)
+    }
 }
 
 mod raw;

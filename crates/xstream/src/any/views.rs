@@ -310,14 +310,23 @@ impl AnyStream {
         self.copy_to_host(v.buffer(), v.offset(), dst, dst_offset, v.len())
     }
 
-    /// [`Stream::launch`]: the built-in work ([`Kernel`]) over an erased buffer.
+    /// [`Stream::launch_builtin`]: the built-in work ([`Kernel`]) over an erased buffer.
     ///
     /// # Errors
-    /// As [`Stream::launch`].
+    /// As [`Stream::launch_builtin`].
     #[inline]
+    pub fn launch_builtin(&self, kernel: Kernel<'_, AnyBuffer>) -> Result<()> {
+        const OP: &str = "AnyStream::launch_builtin";
+        each!(AnyStream, self, s => s.launch_builtin(kernel.try_map_buffer(|b| b.downcast_same(OP, s))?))
+    }
+
+    /// The former name of [`AnyStream::launch_builtin`].
+    ///
+    /// # Errors
+    /// As [`AnyStream::launch_builtin`].
+    #[deprecated(since = "0.2.0", note = "renamed `launch_builtin`")]
     pub fn launch(&self, kernel: Kernel<'_, AnyBuffer>) -> Result<()> {
-        const OP: &str = "AnyStream::launch";
-        each!(AnyStream, self, s => s.launch(kernel.try_map_buffer(|b| b.downcast_same(OP, s))?))
+        self.launch_builtin(kernel)
     }
 }
 
