@@ -17,6 +17,11 @@
 //!
 //! Then it calls `StreamImpl::x_impl`. The backend keeps its capture state machine (begin,
 //! end, what a capture records, the refusals that differ per vendor) and its sticky errors.
+//!
+//! # Why one file of this size
+//! It is one trait: every user-facing stream operation with its documentation and its checks.
+//! A trait's methods live in one block, and splitting it into several traits would change the
+//! API users import; the check helpers it shares are in this file's head.
 
 #[allow(unused_imports)]
 use crate::backend::*;
