@@ -16,6 +16,7 @@ fn dev() -> HostDevice {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "starts child processes, which Miri cannot run")]
 fn an_importer_process_sees_and_writes_the_exporters_bytes() {
     if std::env::var(ROLE).as_deref() == Ok("importer") {
         return vmm_share::child(&dev(), &recv_hex());
