@@ -4,7 +4,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use xstream_core::{Backend, Capabilities, Device, Error, EventDesc, Kernel, Stream, StreamDesc};
+use xstream_core::module::BUILTIN_LCG;
+use xstream_core::{
+    Backend, Buffer, Capabilities, Device, Error, EventDesc, Kernel, Module, RawBuffer, Stream,
+    StreamDesc,
+};
 
 use crate::{nb, pass, read_all, CheckResult, Ctx, Env, Gate, Outcome};
 
@@ -60,6 +64,10 @@ pub(crate) fn callback_not_permitted<B: Backend>(env: &Env<B>) -> CheckResult {
     let dev = env.device.clone();
     let s = Arc::new(env.device.create_stream(&nb()).ctx("create")?);
     let other = Arc::new(env.device.create_stream(&nb()).ctx("create")?);
+    let buf = dev.alloc(64).ctx("alloc")?;
+    let raw = RawBuffer::new(B::KIND, dev.info().ordinal, buf.device_address(), 64);
+    let module = dev.builtin_module().ok();
+    let want = if module.is_some() { 6 } else { 5 };
     let results = Arc::new(Mutex::new(Vec::new()));
     let (r2, o2, d2) = (results.clone(), other.clone(), dev.clone());
     s.host_callback(move |_| {
@@ -68,11 +76,19 @@ pub(crate) fn callback_not_permitted<B: Backend>(env: &Env<B>) -> CheckResult {
         r.push(("synchronize", o2.synchronize().err()));
         r.push(("create_stream", d2.create_stream(&StreamDesc::new()).err()));
         r.push(("create_event", d2.create_event(&EventDesc::new()).err()));
+        // SAFETY: `raw` is 64 live bytes of `buf`, which outlives the callback; the call is
+        // refused before anything is wrapped anyway (asserted below).
+        let b = unsafe { B::Buffer::from_raw_borrowed(&d2, raw) };
+        r.push(("from_raw_borrowed", b.err()));
+        if let Some(m) = &module {
+            r.push(("Module::function", m.function(BUILTIN_LCG).err()));
+        }
     })
     .ctx("callback")?;
     s.synchronize().ctx("sync")?;
+    drop(buf);
     let r = results.lock().unwrap();
-    ensure!(r.len() == 4, "callback did not run");
+    ensure!(r.len() == want, "callback did not run");
     for (what, e) in r.iter() {
         ensure!(
             matches!(e, Some(Error::NotPermitted(_))),
@@ -82,7 +98,10 @@ pub(crate) fn callback_not_permitted<B: Backend>(env: &Env<B>) -> CheckResult {
     other
         .query()
         .ctx("outside the callback the same call works")?;
-    pass("query, synchronize, create_stream, create_event refused inside")
+    pass(format!(
+        "query, synchronize, create_stream, create_event, from_raw_borrowed{} refused inside",
+        if want == 6 { ", Module::function" } else { "" }
+    ))
 }
 
 pub(crate) fn notify_may_call_xstream<B: Backend>(env: &Env<B>) -> CheckResult {

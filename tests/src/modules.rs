@@ -236,6 +236,15 @@ pub(crate) fn module_bad_input<B: Backend>(env: &Env<B>) -> CheckResult {
         Err(Error::InvalidArgument(msg)) if msg.contains("xstream_no_such_kernel") => {}
         other => return Err(format!("missing function: {other:?}")),
     }
+    for (what, name, needle) in [
+        ("an empty name", "", "empty"),
+        ("a name with a NUL byte", "xstream_lcg\0", "NUL"),
+    ] {
+        match m.function(name) {
+            Err(Error::InvalidArgument(msg)) if msg.contains(needle) => {}
+            other => return Err(format!("{what}: {other:?}")),
+        }
+    }
     let lcg = m.function(BUILTIN_LCG).ctx("function")?;
     let s = dev.create_stream(&nb()).ctx("create")?;
     let buf = dev.alloc(64).ctx("alloc")?;
@@ -283,7 +292,10 @@ pub(crate) fn module_bad_input<B: Backend>(env: &Env<B>) -> CheckResult {
     let mut want = vec![0u8; 64];
     crate::reference::lcg_jump(&mut want, 1);
     ensure!(got == want, "refused launches changed the buffer");
-    pass("missing name, count, kind, zero dims and foreign source refused; stream still usable")
+    pass(
+        "missing, empty and NUL names, count, kind, zero dims and foreign source refused; stream \
+         still usable",
+    )
 }
 
 /// The struct [`xstream_core::module::BUILTIN_ECHO`] takes by value:

@@ -14,9 +14,11 @@ use std::sync::{Arc, Mutex, Weak};
 
 use xstream_core::callback::PendingCallbacks;
 use xstream_core::{
-    ensure_not_in_callback, BackendKind, Buffer, Capabilities, DeviceInfo, Error, EventDesc,
-    PriorityRange, RawAlloc, RawBuffer, Result, StreamDesc,
+    ensure_not_in_callback, BackendKind, BufferImpl, Capabilities, DeviceInfo, Error, EventDesc,
+    PriorityRange, RawBuffer, Result, StreamDesc,
 };
+#[allow(unused_imports)] // doc links
+use xstream_core::{Buffer, RawAlloc};
 
 use crate::callback::{reap, Reporter};
 use crate::event::AscendEvent;

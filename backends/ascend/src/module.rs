@@ -32,7 +32,7 @@ use xstream_core::module::{
     BUILTIN_LCG_PARAMS,
 };
 use xstream_core::{
-    ensure_not_in_callback, BackendKind, Capabilities, Error, Function, Module, ParamKind, Result,
+    BackendKind, Capabilities, Error, FunctionImpl, FunctionName, ModuleImpl, ParamKind, Result,
 };
 
 use crate::callback::reap;
@@ -131,7 +131,7 @@ pub(crate) fn load_builtin(t: &crate::sys::AclFns) -> Result<LoadedBuiltin> {
             ),
         )
     })?;
-    let f = |name| result::kernel::get_function(t, raw, name);
+    let f = |name| result::kernel::get_function(t, raw, &FunctionName::new(name)?);
     match (f(BUILTIN_DELAY), f(BUILTIN_LCG)) {
         (Ok(delay), Ok(lcg)) => Ok(LoadedBuiltin { raw, delay, lcg }),
         (Err(e), _) | (_, Err(e)) => {
@@ -185,7 +185,6 @@ pub struct AscendModule {
 impl AscendModule {
     /// Loads `data` with `aclrtBinaryLoadFromData` for `device`.
     pub(crate) fn load(device: &AscendDevice, data: &[u8]) -> Result<Self> {
-        ensure_not_in_callback()?;
         let d = &device.inner;
         if !d.info.capabilities.contains(Capabilities::MODULES) {
             return Err(Error::unsupported(
@@ -213,7 +212,6 @@ impl AscendModule {
 
     /// The device's builtin module (loaded when the device opened).
     pub(crate) fn builtin(device: &AscendDevice) -> Result<Self> {
-        ensure_not_in_callback()?;
         let b = device.inner.builtin()?;
         Ok(Self {
             inner: Arc::new(ModuleInner {
@@ -231,21 +229,20 @@ impl AscendModule {
     }
 }
 
-impl Module for AscendModule {
+impl ModuleImpl for AscendModule {
     type B = AscendBackend;
 
-    fn function(&self, name: &str) -> Result<AscendFunction> {
-        ensure_not_in_callback()?;
+    fn function_impl(&self, name: &FunctionName<'_>) -> Result<AscendFunction> {
         let d = &self.inner.device.inner;
         d.bind()?;
         let raw = result::kernel::get_function(d.t, self.inner.raw, name)?;
         let params = if self.inner.builtin {
-            builtin_params(name).map(Cow::Borrowed)
+            builtin_params(name.as_str()).map(Cow::Borrowed)
         } else {
             None
         };
         Ok(AscendFunction {
-            name: Cow::Owned(name.to_owned()),
+            name: Cow::Owned(name.as_str().to_owned()),
             raw,
             params,
             owner: Owner::Module(Arc::clone(&self.inner)),
@@ -325,14 +322,14 @@ impl AscendFunction {
     }
 }
 
-impl Function for AscendFunction {
+impl FunctionImpl for AscendFunction {
     type B = AscendBackend;
 
-    fn name(&self) -> &str {
+    fn name_impl(&self) -> &str {
         &self.name
     }
 
-    fn params(&self) -> Option<&[ParamKind]> {
+    fn params_impl(&self) -> Option<&[ParamKind]> {
         self.params.as_deref()
     }
 }

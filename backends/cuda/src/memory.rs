@@ -45,8 +45,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use xstream_core::callback::{dispatch, in_callback};
+#[allow(unused_imports)] // doc links
+use xstream_core::Buffer;
 use xstream_core::{
-    alloc_size, Allocator, BackendKind, Block, Buffer, Error, RawAlloc, RawBuffer, Result,
+    alloc_size, Allocator, BackendKind, Block, BufferImpl, Error, RawAlloc, RawBuffer, Result,
 };
 
 use crate::ffi::{self, CuStream};
@@ -350,19 +352,19 @@ impl CudaBuffer {
     }
 }
 
-impl Buffer for CudaBuffer {
+impl BufferImpl for CudaBuffer {
     type B = CudaBackend;
-    fn device_ordinal(&self) -> usize {
+    fn device_ordinal_impl(&self) -> usize {
         self.dev().shared.info.ordinal
     }
     /// The same CUDA context (a buffer of another context on the same GPU is foreign too).
-    fn belongs_to(&self, device: &CudaDevice) -> bool {
+    fn belongs_to_impl(&self, device: &CudaDevice) -> bool {
         self.dev().shared.raw_ctx == device.shared.raw_ctx
     }
-    fn len(&self) -> usize {
+    fn len_impl(&self) -> usize {
         self.len_bytes()
     }
-    fn device_address(&self) -> u64 {
+    fn device_address_impl(&self) -> u64 {
         self.ptr()
     }
 
@@ -371,7 +373,7 @@ impl Buffer for CudaBuffer {
     /// the streams tracked as users are forgotten). An adopted cudarc slice or an imported
     /// interprocess buffer is neither freed nor closed: its owner's release (cudarc's, or
     /// `cuIpcCloseMemHandle`) is the caller's, and the cudarc handles it held are leaked.
-    fn into_raw(self) -> RawBuffer {
+    fn into_raw_impl(self) -> RawBuffer {
         let ordinal = self.dev().shared.info.ordinal;
         match self.mem {
             Mem::Plain(a) => {
@@ -393,32 +395,26 @@ impl Buffer for CudaBuffer {
     /// memory really came from the allocator `raw.alloc` names is not checked.
     ///
     /// # Errors
-    /// As the trait; [`Error::InvalidArgument`] when the driver knows no allocation at
-    /// `raw.address`, when it is not the allocation's start, or when `raw.len` runs past
-    /// its end; [`Error::Unsupported`] for [`RawAlloc::StreamOrdered`] on a device without
-    /// memory pools.
+    /// As [`Buffer::from_raw`]; [`Error::InvalidArgument`] when the driver knows no
+    /// allocation at `raw.address`, when it is not the allocation's start, or when `raw.len`
+    /// runs past its end.
     #[allow(unsafe_code)]
-    unsafe fn from_raw(device: &CudaDevice, raw: RawBuffer) -> Result<Self> {
-        check_raw(device, &raw, true)?;
+    unsafe fn from_raw_impl(device: &CudaDevice, raw: RawBuffer) -> Result<Self> {
+        check_extent(device, &raw, true)?;
         let mem = match raw.alloc {
             RawAlloc::Plain => Mem::Plain(Arc::new(Alloc::new(device, raw.address, raw.len))),
-            RawAlloc::StreamOrdered => {
-                let sh = &device.shared;
-                if sh.default_pool.is_none() {
-                    return Err(Error::unsupported(
-                        BackendKind::Cuda,
-                        "from_raw of stream-ordered memory (CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 0)",
-                    ));
-                }
-                Mem::Ordered(Ordered {
-                    dev: device.clone(),
-                    ptr: raw.address,
-                    len: raw.len,
-                    owner: Arc::new(StreamHandle::new(sh.sentinel, false, device.clone())),
-                    users: Mutex::new(Vec::new()),
-                    freed: AtomicBool::new(false),
-                })
-            }
+            RawAlloc::StreamOrdered => Mem::Ordered(Ordered {
+                dev: device.clone(),
+                ptr: raw.address,
+                len: raw.len,
+                owner: Arc::new(StreamHandle::new(
+                    device.shared.sentinel,
+                    false,
+                    device.clone(),
+                )),
+                users: Mutex::new(Vec::new()),
+                freed: AtomicBool::new(false),
+            }),
         };
         Ok(CudaBuffer { mem })
     }
@@ -428,11 +424,11 @@ impl Buffer for CudaBuffer {
     /// freed.
     ///
     /// # Errors
-    /// As the trait; [`Error::InvalidArgument`] when the driver knows no allocation at
-    /// `raw.address` or `raw.len` runs past its end.
+    /// As [`Buffer::from_raw_borrowed`]; [`Error::InvalidArgument`] when the driver knows no
+    /// allocation at `raw.address` or `raw.len` runs past its end.
     #[allow(unsafe_code)]
-    unsafe fn from_raw_borrowed(device: &CudaDevice, raw: RawBuffer) -> Result<Self> {
-        check_raw(device, &raw, false)?;
+    unsafe fn from_raw_borrowed_impl(device: &CudaDevice, raw: RawBuffer) -> Result<Self> {
+        check_extent(device, &raw, false)?;
         let a = Alloc::new(device, raw.address, raw.len);
         a.leaked.store(true, Ordering::Release);
         Ok(CudaBuffer {
@@ -459,11 +455,10 @@ impl CudaBuffer {
     }
 }
 
-/// The checks of `from_raw` (`owned`) and `from_raw_borrowed`: the descriptor's fields, then
-/// the driver's allocation range.
-fn check_raw(device: &CudaDevice, raw: &RawBuffer, owned: bool) -> Result<()> {
+/// What only CUDA can check of `from_raw` (`owned`) and `from_raw_borrowed` (the checked
+/// layer has checked the descriptor's fields): the driver's allocation range.
+fn check_extent(device: &CudaDevice, raw: &RawBuffer, owned: bool) -> Result<()> {
     let sh = &device.shared;
-    raw.check_for(BackendKind::Cuda, sh.info.ordinal, owned)?;
     if raw.address == 0 {
         return Ok(());
     }

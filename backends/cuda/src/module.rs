@@ -45,7 +45,7 @@ use xstream_core::launch::LaunchAttrs;
 use xstream_core::module::{
     check_arg_sizes, check_args, ArgValue, KernelArg, LaunchConfig, LaunchLimits, ModuleSource,
 };
-use xstream_core::{BackendKind, Error, Function, Module, ParamKind, Result};
+use xstream_core::{BackendKind, Error, FunctionImpl, FunctionName, ModuleImpl, ParamKind, Result};
 
 use crate::ffi::{self, CheckedImage, CuContext, CuFunction, CuModule, KernelLayout};
 use crate::{error, CudaBackend, CudaBuffer, CudaDevice, CudaStream};
@@ -116,13 +116,12 @@ impl CudaModule {
     }
 }
 
-impl Module for CudaModule {
+impl ModuleImpl for CudaModule {
     type B = CudaBackend;
 
-    fn function(&self, name: &str) -> Result<CudaFunction> {
-        xstream_core::ensure_not_in_callback()?;
+    fn function_impl(&self, name: &FunctionName<'_>) -> Result<CudaFunction> {
         let kinds = if self.builtin {
-            match name {
+            match name.as_str() {
                 xstream_core::module::BUILTIN_DELAY => {
                     Some(xstream_core::module::BUILTIN_DELAY_PARAMS)
                 }
@@ -151,12 +150,15 @@ const REDUCE_PARAMS: &[ParamKind] = &[
     ParamKind::U32,
 ];
 
-fn function(m: &CudaModule, name: &str, kinds: Option<Box<[ParamKind]>>) -> Result<CudaFunction> {
+fn function(
+    m: &CudaModule,
+    fname: &FunctionName<'_>,
+    kinds: Option<Box<[ParamKind]>>,
+) -> Result<CudaFunction> {
     let api_err = |api, c| error::map(api, c);
     ffi::bind(m.inner.raw_ctx).map_err(|c| api_err("cuCtxSetCurrent", c))?;
-    let cname = CString::new(name)
-        .map_err(|_| Error::invalid(format!("function name {name:?} contains a NUL byte")))?;
-    let raw = match ffi::module_get_function(m.inner.raw, &cname) {
+    let name = fname.as_str();
+    let raw = match ffi::module_get_function(m.inner.raw, fname.as_c_str()) {
         Ok(f) => f,
         // CUDA_ERROR_NOT_FOUND
         Err(500) => return Err(xstream_core::module::missing_function(name)),
@@ -278,14 +280,14 @@ impl CudaFunction {
     }
 }
 
-impl Function for CudaFunction {
+impl FunctionImpl for CudaFunction {
     type B = CudaBackend;
 
-    fn name(&self) -> &str {
+    fn name_impl(&self) -> &str {
         &self.inner.name
     }
 
-    fn params(&self) -> Option<&[ParamKind]> {
+    fn params_impl(&self) -> Option<&[ParamKind]> {
         self.inner.kinds.as_deref()
     }
 }

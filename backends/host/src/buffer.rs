@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
-use xstream_core::{alloc_size, BackendKind, Buffer, Device, Error, RawAlloc, RawBuffer, Result};
+use xstream_core::{alloc_size, BackendKind, BufferImpl, Device, Error, RawBuffer, Result};
+#[allow(unused_imports)] // doc links
+use xstream_core::{Buffer, RawAlloc};
 
 use crate::ipc_mem::{Backing, BufGuard, SharedMem};
 use crate::HostBackend;
@@ -267,32 +269,32 @@ impl HostDeviceBuffer {
     }
 }
 
-impl Buffer for HostDeviceBuffer {
+impl BufferImpl for HostDeviceBuffer {
     type B = HostBackend;
 
-    fn len(&self) -> usize {
+    fn len_impl(&self) -> usize {
         self.inner.len
     }
 
     /// The heap block's address; for a buffer of a virtual range
     /// ([`xstream_core::VirtualRange::buffer`]), the virtual address.
-    fn device_address(&self) -> u64 {
+    fn device_address_impl(&self) -> u64 {
         self.inner.device_address()
     }
 
-    fn device_ordinal(&self) -> usize {
+    fn device_ordinal_impl(&self) -> usize {
         self.inner.ordinal()
     }
 
     /// Host memory of one ordinal is one device, whichever handle of it opened the buffer.
-    fn belongs_to(&self, device: &crate::HostDevice) -> bool {
+    fn belongs_to_impl(&self, device: &crate::HostDevice) -> bool {
         self.inner.ordinal() == xstream_core::Device::info(device).ordinal
     }
 
     /// Keeps the heap block in the backend's registry of handed-out blocks (never freed until
     /// [`Buffer::from_raw`] takes it back); queued work keeps using it. Always
     /// [`RawAlloc::Plain`].
-    fn into_raw(self) -> RawBuffer {
+    fn into_raw_impl(self) -> RawBuffer {
         let (addr, len, ordinal) = (self.inner.addr, self.inner.len, self.inner.ordinal);
         let old = registries().raw.insert(addr, self.inner);
         // Dropped outside the lock (a last reference would lock it again); the block is live,
@@ -307,16 +309,11 @@ impl Buffer for HostDeviceBuffer {
     /// work using it (queued before `into_raw` too) are gone.
     ///
     /// # Errors
-    /// As the trait; [`Error::InvalidArgument`] for [`RawAlloc::StreamOrdered`], for an
-    /// address that no handed-out block starts at, and for a length other than the block's.
+    /// As [`Buffer::from_raw`] ([`RawAlloc::StreamOrdered`] is refused there: the host
+    /// backend has no stream-ordered allocations); [`Error::InvalidArgument`] for an address
+    /// that no handed-out block starts at, and for a length other than the block's.
     #[allow(unsafe_code)]
-    unsafe fn from_raw(device: &crate::HostDevice, raw: RawBuffer) -> Result<Self> {
-        raw.check_for(BackendKind::Host, device.info().ordinal, true)?;
-        if raw.alloc != RawAlloc::Plain {
-            return Err(Error::invalid(
-                "from_raw: the host backend has no stream-ordered allocations",
-            ));
-        }
+    unsafe fn from_raw_impl(device: &crate::HostDevice, raw: RawBuffer) -> Result<Self> {
         let mut r = registries();
         let inner = Self::raw_block("from_raw", r.raw.get(&raw.address).cloned(), device, &raw)?;
         r.raw.remove(&raw.address);
@@ -329,11 +326,10 @@ impl Buffer for HostDeviceBuffer {
     /// refused, and the call is safe whatever `raw` holds.
     ///
     /// # Errors
-    /// As the trait; [`Error::InvalidArgument`] for an address that no live block starts at
-    /// (a zero address included) and a length other than the block's.
+    /// As [`Buffer::from_raw_borrowed`]; [`Error::InvalidArgument`] for an address that no
+    /// live block starts at (a zero address included) and a length other than the block's.
     #[allow(unsafe_code)]
-    unsafe fn from_raw_borrowed(device: &crate::HostDevice, raw: RawBuffer) -> Result<Self> {
-        raw.check_for(BackendKind::Host, device.info().ordinal, false)?;
+    unsafe fn from_raw_borrowed_impl(device: &crate::HostDevice, raw: RawBuffer) -> Result<Self> {
         let found = registries().live.get(&raw.address).and_then(Weak::upgrade);
         let inner = Self::raw_block("from_raw_borrowed", found, device, &raw)?;
         Ok(Self { inner })

@@ -22,8 +22,8 @@ use xstream_core::module::{
     BUILTIN_ECHO_PARAMS, BUILTIN_LCG, BUILTIN_LCG_PARAMS, ECHO_RECORD_BYTES,
 };
 use xstream_core::{
-    lcg_reference, Error, Function, HostArg, HostKernel, HostModule, LaunchConfig, Module,
-    ParamKind, Result,
+    lcg_reference, Error, FunctionImpl, FunctionName, HostArg, HostKernel, HostModule,
+    LaunchConfig, ModuleImpl, ParamKind, Result,
 };
 
 use crate::HostBackend;
@@ -124,10 +124,11 @@ impl HostLoadedModule {
     }
 }
 
-impl Module for HostLoadedModule {
+impl ModuleImpl for HostLoadedModule {
     type B = HostBackend;
 
-    fn function(&self, name: &str) -> Result<HostFunction> {
+    fn function_impl(&self, name: &FunctionName<'_>) -> Result<HostFunction> {
+        let name = name.as_str();
         let k = self
             .module
             .kernel(name)
@@ -148,14 +149,14 @@ pub struct HostFunction {
     pub(crate) ordinal: usize,
 }
 
-impl Function for HostFunction {
+impl FunctionImpl for HostFunction {
     type B = HostBackend;
 
-    fn name(&self) -> &str {
+    fn name_impl(&self) -> &str {
         &self.name
     }
 
-    fn params(&self) -> Option<&[ParamKind]> {
+    fn params_impl(&self) -> Option<&[ParamKind]> {
         Some(self.kernel.params())
     }
 }

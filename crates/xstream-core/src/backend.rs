@@ -1,7 +1,7 @@
 //! The backend traits (static dispatch, in the style of wgpu-hal's `Api`).
 //!
-//! A [`Backend`] names its [`DeviceImpl`], [`StreamImpl`], [`EventImpl`], [`GraphImpl`], [`Buffer`],
-//! [`Module`] and [`Function`] types;
+//! A [`Backend`] names its [`DeviceImpl`], [`StreamImpl`], [`EventImpl`], [`GraphImpl`],
+//! [`BufferImpl`], [`ModuleImpl`] and [`FunctionImpl`] types;
 //! each of those names its backend back, so a CUDA event on an Ascend stream does not compile.
 //! Generic code is written once over `B: Backend` (the conformance suite in `tests/`, the CLI's
 //! demo); run-time choice goes through the facade's `dispatch!` macro.
@@ -17,7 +17,8 @@
 //! `device` ([`DeviceImpl`], under the checked [`Device`]), `stream` ([`StreamImpl`]: what a backend implements for its stream,
 //! with no checks; users call [`Stream`], the checked layer in `crate::api` implemented over
 //! it), `event` ([`EventImpl`], [`GraphImpl`]: likewise under the checked [`Event`] and [`Graph`]), `buffer`
-//! ([`Buffer`], [`ALLOC_GRANULE`]), `module` ([`Module`], [`Function`]). Their value types and
+//! ([`BufferImpl`] under [`Buffer`], [`ALLOC_GRANULE`]), `module` ([`ModuleImpl`] under
+//! [`Module`], [`FunctionImpl`] under [`Function`]). Their value types and
 //! helpers live in private submodules too: `types` ([`BackendKind`], [`Capabilities`],
 //! [`DeviceInfo`], the descriptions, [`Status`]), `kernel` ([`Kernel`], [`lcg_reference`]),
 //! `readback` ([`Readback`]), `borrowed` ([`Borrowed`]) and `checks` ([`check_range`],
@@ -35,7 +36,7 @@ use crate::hostmem::{HostAllocDesc, HostAllocation, HostBuffer};
 use crate::launch::LaunchAttrs;
 use crate::module::{KernelArg, LaunchConfig, ModuleSource, ParamKind};
 use crate::raw::RawBuffer;
-use crate::view::{BufferView, DeviceSlice, MemsetPattern};
+use crate::view::{BufferView, MemsetPattern};
 use crate::{
     Allocator, CaptureCell, CaptureMode, Error, EventFlags, FlagReport, FlagTable, Result,
     StreamAttr, StreamAttrValue, StreamFlags,
@@ -53,15 +54,15 @@ mod stream;
 mod types;
 
 #[allow(unused_imports)]
-use crate::api::{Device, Event, Graph, Stream};
+use crate::api::{Buffer, Device, Event, Function, FunctionName, Graph, Module, Stream};
 pub use borrowed::Borrowed;
-pub use buffer::{alloc_size, Buffer, ALLOC_GRANULE};
+pub use buffer::{alloc_size, BufferImpl, ALLOC_GRANULE};
 pub(crate) use checks::check_buffer_device;
 pub use checks::{check_range, check_timeout};
 pub use device::DeviceImpl;
 pub use event::{EventImpl, GraphImpl};
 pub use kernel::{lcg_reference, Kernel};
-pub use module::{Function, Module};
+pub use module::{FunctionImpl, ModuleImpl};
 pub use readback::{Readback, ReadbackFill};
 pub use stream::{launch_without_attrs, StreamImpl};
 pub use types::{
@@ -96,12 +97,12 @@ pub trait Backend: Sized + Send + Sync + 'static {
     type Event: EventImpl<B = Self>;
     /// Its replayable graph.
     type Graph: GraphImpl<B = Self>;
-    /// Its device buffer.
-    type Buffer: Buffer<B = Self>;
-    /// Its loaded module of kernels.
-    type Module: Module<B = Self>;
-    /// Its kernel function.
-    type Function: Function<B = Self>;
+    /// Its device buffer (users call the checked [`Buffer`]).
+    type Buffer: BufferImpl<B = Self>;
+    /// Its loaded module of kernels (users call the checked [`Module`]).
+    type Module: ModuleImpl<B = Self>;
+    /// Its kernel function (users call the checked [`Function`]).
+    type Function: FunctionImpl<B = Self>;
 
     /// Whether the backend can be used here; never panics.
     ///

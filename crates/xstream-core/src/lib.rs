@@ -80,15 +80,16 @@ pub mod vmm;
 pub mod vmm_share;
 
 pub use allocator::{Allocator, AllocatorSlot, Block, HostAllocator};
-pub use api::{Device, Event, Graph, Stream};
+pub use api::{Buffer, Device, Event, Function, FunctionName, Graph, Module, Stream};
 pub use attr::{
     AccessPolicyWindow, AccessProperty, FailureMode, StreamAttr, StreamAttrValue, SyncPolicy,
 };
 pub use backend::{
-    alloc_size, check_range, check_timeout, lcg_reference, Backend, BackendKind, Borrowed, Buffer,
-    BufferOf, Capabilities, CreationReport, DeviceImpl, DeviceInfo, DeviceOf, EventDesc, EventImpl,
-    EventOf, Function, FunctionOf, GraphImpl, GraphOf, Kernel, Module, ModuleOf, Ownership,
-    Readback, ReadbackFill, Status, StreamDesc, StreamImpl, StreamOf, ALLOC_GRANULE,
+    alloc_size, check_range, check_timeout, lcg_reference, Backend, BackendKind, Borrowed,
+    BufferImpl, BufferOf, Capabilities, CreationReport, DeviceImpl, DeviceInfo, DeviceOf,
+    EventDesc, EventImpl, EventOf, FunctionImpl, FunctionOf, GraphImpl, GraphOf, Kernel,
+    ModuleImpl, ModuleOf, Ownership, Readback, ReadbackFill, Status, StreamDesc, StreamImpl,
+    StreamOf, ALLOC_GRANULE,
 };
 pub use callback::{ensure_not_in_callback, HostCallback};
 pub use capture::{CaptureCell, CaptureMode, CaptureStatus};

@@ -76,8 +76,9 @@ impl RawBuffer {
         Self { alloc, ..self }
     }
 
-    /// The checks every backend makes before taking a descriptor (`owned`: for
-    /// [`Buffer::from_raw`](crate::Buffer::from_raw), which also refuses a zero address).
+    /// The checks of a descriptor that core makes before a backend sees it (`owned`: for
+    /// [`Buffer::from_raw`](crate::Buffer::from_raw), which also refuses a zero address; else
+    /// for [`Buffer::from_raw_borrowed`](crate::Buffer::from_raw_borrowed)).
     ///
     /// # Errors
     /// [`Error::WrongBackend`] for another backend's descriptor; [`Error::WrongDevice`] for

@@ -1,12 +1,13 @@
-//! Every check of a device, stream, event or graph operation lives once, in the checked
-//! layer (`crates/xstream-core/src/api/`), and the backend traits `DeviceImpl`, `StreamImpl`,
-//! `EventImpl` and `GraphImpl` have only required methods, so no backend can skip or override
-//! a check. Read from the sources: a check helper called again in a backend's device, stream,
-//! event or graph code, or a provided method added to one of those traits, fails this test.
+//! Every check of a device, stream, event, graph, buffer, module or function operation lives
+//! once, in the checked layer (`crates/xstream-core/src/api/`), and the backend traits
+//! `DeviceImpl`, `StreamImpl`, `EventImpl`, `GraphImpl`, `BufferImpl`, `ModuleImpl` and
+//! `FunctionImpl` have only required methods, so no backend can skip or override a check. Read
+//! from the sources: a check helper called again in a backend's code for those handles, or a
+//! provided method added to one of those traits, fails this test.
 
 use std::path::{Path, PathBuf};
 
-/// The helpers that enforce the portable rules of stream, event and graph operations.
+/// The helpers that enforce the portable rules of the handles' operations.
 const CHECKS: &[&str] = &[
     "check_range(",
     "ensure_not_in_callback(",
@@ -17,11 +18,13 @@ const CHECKS: &[&str] = &[
     "random::check(",
     "check_overlap(",
     "value.check(",
+    ".check_for(",
+    "FunctionName::new(",
 ];
 
-/// Functions of the backends' stream, event and graph files that keep a check, and why: none
-/// of them is an operation of `Stream`, `Event` or `Graph`, so no checked layer sits above it. (`backend`, `file` under `src/`,
-/// the enclosing function, the reason.)
+/// Functions of the backends' files of those handles that keep a check, and why: none of them
+/// is an operation of a checked trait, so no checked layer sits above it. (`backend`, `file`
+/// under `src/`, the enclosing function, the reason.)
 const OWN_CHECKS: &[(&str, &str, &str, &str)] = &[
     (
         "cuda",
@@ -146,6 +149,24 @@ const OWN_CHECKS: &[(&str, &str, &str, &str)] = &[
         "an ACL-only extension",
     ),
     ("ascend", "device.rs", "trim_pool", "an ACL-only extension"),
+    (
+        "cuda",
+        "event/ipc.rs",
+        "open_ipc",
+        "`IpcEvent::open_ipc`, not an operation of `Event`",
+    ),
+    (
+        "cuda",
+        "memory/ipc.rs",
+        "open_ipc",
+        "`IpcBuffer::open_ipc`, not an operation of `Buffer`",
+    ),
+    (
+        "ascend",
+        "module.rs",
+        "load_builtin",
+        "the builtin binary's own function names, looked up when a device opens",
+    ),
 ];
 
 /// The backends whose code the rule covers (the ACL simulator and the null CUDA driver are
@@ -156,13 +177,18 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// `backends/<b>/src/{stream,event,graph,device}.rs` and every file under
-/// `backends/<b>/src/{stream,event,device}/`.
+/// `backends/<b>/src/{stream,event,graph,device,buffer,memory,module}.rs` where they exist
+/// and every file under `backends/<b>/src/{stream,event,device,memory}/`.
 fn sources(backend: &str) -> Vec<PathBuf> {
     let src = root().join("backends").join(backend).join("src");
     let mut files = Vec::new();
-    for m in ["stream", "event", "graph", "device"] {
-        files.push(src.join(format!("{m}.rs")));
+    for m in [
+        "stream", "event", "graph", "device", "buffer", "memory", "module",
+    ] {
+        let file = src.join(format!("{m}.rs"));
+        if file.exists() {
+            files.push(file);
+        }
         let Ok(dir) = std::fs::read_dir(src.join(m)) else {
             continue;
         };
@@ -208,17 +234,31 @@ fn check_calls(files: &[PathBuf]) -> Vec<String> {
 }
 
 #[test]
-fn backends_device_stream_event_and_graph_code_calls_no_check() {
+fn backends_handle_code_calls_no_check() {
     let mut files = Vec::new();
     for b in BACKENDS {
         files.extend(sources(b));
     }
-    assert!(files.len() > 30, "the backends' sources: {files:?}");
+    assert!(files.len() > 35, "the backends' sources: {files:?}");
+    for (b, f) in [
+        ("host", "buffer.rs"),
+        ("host", "module.rs"),
+        ("cuda", "memory.rs"),
+        ("cuda", "module.rs"),
+        ("ascend", "device/buffer.rs"),
+        ("ascend", "module.rs"),
+    ] {
+        let want = format!("backends/{b}/src/{f}");
+        assert!(
+            files.iter().any(|p| p.to_string_lossy().ends_with(&want)),
+            "{want} is not read"
+        );
+    }
     let found = check_calls(&files);
     assert!(
         found.is_empty(),
-        "checks of device, stream, event and graph operations belong to xstream-core's checked \
-         layer (src/api/), not to a backend:\n{}",
+        "checks of the handles' operations belong to xstream-core's checked layer (src/api/), \
+         not to a backend:\n{}",
         found.join("\n")
     );
 }
@@ -238,6 +278,11 @@ fn the_checked_layer_holds_the_checks() {
         (
             "event.rs",
             &["ensure_not_in_callback(", "check_timeout("][..],
+        ),
+        ("buffer.rs", &["ensure_not_in_callback(", ".check_for("][..]),
+        (
+            "module.rs",
+            &["ensure_not_in_callback(", "FunctionName::new("][..],
         ),
     ] {
         let api = root().join("crates/xstream-core/src/api").join(file);
@@ -300,6 +345,9 @@ fn backend_traits_have_only_required_methods() {
         ("backend/event.rs", "EventImpl"),
         ("backend/event.rs", "GraphImpl"),
         ("backend/device.rs", "DeviceImpl"),
+        ("backend/buffer.rs", "BufferImpl"),
+        ("backend/module.rs", "ModuleImpl"),
+        ("backend/module.rs", "FunctionImpl"),
     ] {
         let provided = provided_methods(file, name);
         assert!(

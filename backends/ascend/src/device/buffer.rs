@@ -144,19 +144,19 @@ impl AscendBuffer {
     }
 }
 
-impl Buffer for AscendBuffer {
+impl BufferImpl for AscendBuffer {
     type B = AscendBackend;
-    fn len(&self) -> usize {
+    fn len_impl(&self) -> usize {
         self.inner.len
     }
-    fn device_address(&self) -> u64 {
+    fn device_address_impl(&self) -> u64 {
         self.inner.ptr.0 as u64
     }
-    fn device_ordinal(&self) -> usize {
+    fn device_ordinal_impl(&self) -> usize {
         self.inner.device.inner.info.ordinal
     }
     /// The same opened device (one ACL context per device handle).
-    fn belongs_to(&self, device: &AscendDevice) -> bool {
+    fn belongs_to_impl(&self, device: &AscendDevice) -> bool {
         self.inner.device.same(device)
     }
 
@@ -166,7 +166,7 @@ impl Buffer for AscendBuffer {
     /// the cache (ACL has no stream-ordered allocation), freed with `aclrtFree`; the streams
     /// tracked as its users are forgotten. An imported interprocess buffer is handed over as
     /// an import: its release is `aclrtIpcMemClose`, not `aclrtFree`.
-    fn into_raw(self) -> RawBuffer {
+    fn into_raw_impl(self) -> RawBuffer {
         let i = &self.inner;
         i.leaked.store(true, std::sync::atomic::Ordering::Release);
         RawBuffer::new(
@@ -183,15 +183,10 @@ impl Buffer for AscendBuffer {
     /// checked (the address and length are the caller's promise).
     ///
     /// # Errors
-    /// As the trait; [`Error::InvalidArgument`] for [`RawAlloc::StreamOrdered`].
+    /// As [`Buffer::from_raw`] (which refuses [`RawAlloc::StreamOrdered`]: ACL has no
+    /// stream-ordered allocation).
     #[allow(unsafe_code)]
-    unsafe fn from_raw(device: &AscendDevice, raw: RawBuffer) -> Result<Self> {
-        raw.check_for(BackendKind::Ascend, device.inner.info.ordinal, true)?;
-        if raw.alloc != RawAlloc::Plain {
-            return Err(Error::invalid(
-                "from_raw: ACL has no stream-ordered allocation (aclrtMalloc memory is Plain)",
-            ));
-        }
+    unsafe fn from_raw_impl(device: &AscendDevice, raw: RawBuffer) -> Result<Self> {
         Ok(raw_buffer(device, &raw, false))
     }
 
@@ -199,10 +194,9 @@ impl Buffer for AscendBuffer {
     /// fields, nothing is checked.
     ///
     /// # Errors
-    /// As the trait.
+    /// As [`Buffer::from_raw_borrowed`].
     #[allow(unsafe_code)]
-    unsafe fn from_raw_borrowed(device: &AscendDevice, raw: RawBuffer) -> Result<Self> {
-        raw.check_for(BackendKind::Ascend, device.inner.info.ordinal, false)?;
+    unsafe fn from_raw_borrowed_impl(device: &AscendDevice, raw: RawBuffer) -> Result<Self> {
         Ok(raw_buffer(device, &raw, true))
     }
 }

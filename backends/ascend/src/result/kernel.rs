@@ -3,11 +3,11 @@
 //! (`aclrtKernelArgsInit` / `aclrtKernelArgsAppend` / `aclrtKernelArgsFinalize`) and
 //! `aclrtLaunchKernelWithConfig`.
 
-use std::ffi::{c_void, CString};
+use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 
 use xstream_core::module::ArgValue;
-use xstream_core::{Error, Result};
+use xstream_core::{Error, FunctionName, Result};
 
 use super::{check, opt};
 use crate::sys::{
@@ -45,16 +45,18 @@ pub(crate) fn load(t: &AclFns, data: &[u8]) -> Result<RawBinary> {
 }
 
 /// The function `name` of binary `b`.
-pub(crate) fn get_function(t: &AclFns, b: RawBinary, name: &str) -> Result<RawFunction> {
+pub(crate) fn get_function(
+    t: &AclFns,
+    b: RawBinary,
+    name: &FunctionName<'_>,
+) -> Result<RawFunction> {
     let f = opt(t.aclrtBinaryGetFunction, "aclrtBinaryGetFunction")?;
-    let c = CString::new(name)
-        .map_err(|_| Error::invalid(format!("kernel name `{name:?}` contains a NUL byte")))?;
     let mut h: *mut c_void = null_mut();
-    // SAFETY: `b` is a live binary handle; `c` is NUL-terminated; `h` is a live local.
-    let code = unsafe { f(b.0, c.as_ptr(), &mut h) };
+    // SAFETY: `b` is a live binary handle; the name is NUL-terminated; `h` is a live local.
+    let code = unsafe { f(b.0, name.as_c_str().as_ptr(), &mut h) };
     check(t, "aclrtBinaryGetFunction", code).map_err(|e| {
         invalid_as_argument(e, || {
-            xstream_core::module::missing_function(name).to_string()
+            xstream_core::module::missing_function(name.as_str()).to_string()
         })
     })?;
     Ok(RawFunction(h))

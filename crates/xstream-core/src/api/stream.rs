@@ -36,7 +36,7 @@ use crate::{
     Allocator, CaptureMode, CaptureStatus, Error, EventFlags, HostCallback, Result, StreamAttr,
     StreamAttrValue, StreamFlags,
 };
-use crate::{Device, Event};
+use crate::{Buffer, Device, Event};
 use std::sync::Arc;
 use std::time::Duration;
 

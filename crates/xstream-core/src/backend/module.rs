@@ -1,30 +1,29 @@
-//! The `Module` and `Function` traits: loaded kernel modules and their functions.
+//! The `ModuleImpl` and `FunctionImpl` traits: what a backend implements for its loaded
+//! modules of kernels and their functions.
 
 #[allow(unused_imports)]
 use super::*;
 
-/// A loaded module of kernels. Its functions keep it loaded (see [`crate::module`]).
-pub trait Module: Send + Sync + fmt::Debug + 'static {
+/// The backend's loaded module. Its one method is required and checks nothing: users call
+/// [`Module`] (`crate::api::module`), implemented for every `ModuleImpl` by core, which has
+/// refused calls from inside a stream-blocking host callback and checked the name.
+pub trait ModuleImpl: Send + Sync + fmt::Debug + 'static {
     /// The backend.
     type B: Backend<Module = Self>;
 
-    /// The function called `name`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] naming it when the module has no such function; vendor
-    /// errors.
-    fn function(&self, name: &str) -> Result<FunctionOf<Self::B>>;
+    /// [`Module::function`]: `name` is not empty and holds no NUL byte.
+    fn function_impl(&self, name: &FunctionName<'_>) -> Result<FunctionOf<Self::B>>;
 }
 
-/// A kernel of a loaded module; cheap to clone, keeps its module loaded.
-pub trait Function: Clone + Send + Sync + fmt::Debug + 'static {
+/// The backend's kernel function; cheap to clone, keeps its module loaded. As
+/// [`ModuleImpl`], the checked layer is [`Function`].
+pub trait FunctionImpl: Clone + Send + Sync + fmt::Debug + 'static {
     /// The backend.
     type B: Backend<Function = Self>;
 
-    /// Its name in the module.
-    fn name(&self) -> &str;
+    /// [`Function::name`].
+    fn name_impl(&self) -> &str;
 
-    /// Its parameters, when the backend can know them (`None` otherwise: arguments are then
-    /// passed unchecked, as the vendor API does).
-    fn params(&self) -> Option<&[ParamKind]>;
+    /// [`Function::params`].
+    fn params_impl(&self) -> Option<&[ParamKind]>;
 }
