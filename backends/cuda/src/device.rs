@@ -73,10 +73,19 @@ impl fmt::Debug for Shared {
 }
 
 impl Shared {
-    /// Every entry point: refuses inside callbacks, then binds the context (cached per thread).
+    /// Binds the context to the calling thread (cached per thread), for the paths that only
+    /// the checked layer (`xstream_core::api`) reaches: it has refused calls inside a
+    /// stream-blocking callback already.
+    pub fn bind(&self) -> Result<()> {
+        ffi::bind(self.raw_ctx).map_err(|c| self.fail("cuCtxSetCurrent", c))
+    }
+
+    /// Refuses calls inside a stream-blocking callback, then binds: the gate stays here for
+    /// the entry points the checked layer does not reach (CUDA-only extensions, collectives,
+    /// virtual memory, interprocess handles, allocators, drops, `Backend::open`).
     pub fn enter(&self) -> Result<()> {
         ensure_not_in_callback()?;
-        ffi::bind(self.raw_ctx).map_err(|c| self.fail("cuCtxSetCurrent", c))
+        self.bind()
     }
 
     /// Maps a failed call; a sticky error poisons the device and fails pending callbacks.
@@ -706,7 +715,7 @@ impl xstream_core::DeviceImpl for CudaDevice {
     // --- device info ---
 
     fn memory_info_impl(&self) -> Result<xstream_core::MemoryInfo> {
-        self.shared.enter()?;
+        self.shared.bind()?;
         let (free, total) = ffi::mem_get_info().map_err(|c| error::map("cuMemGetInfo", c))?;
         Ok(xstream_core::MemoryInfo { free, total })
     }
@@ -722,7 +731,7 @@ impl xstream_core::DeviceImpl for CudaDevice {
     }
 
     fn default_stream_impl(&self) -> Result<CudaStream> {
-        self.shared.enter()?;
+        self.shared.bind()?;
         CudaStream::special(self, CuStream::LEGACY)
     }
 
@@ -762,7 +771,7 @@ impl xstream_core::DeviceImpl for CudaDevice {
     }
 
     fn synchronize_impl(&self) -> Result<()> {
-        self.shared.enter()?;
+        self.shared.bind()?;
         self.shared
             .check("cuCtxSynchronize", ffi::ctx_synchronize())
     }

@@ -110,7 +110,7 @@ impl fmt::Debug for CudaEvent {
 impl CudaEvent {
     pub(crate) fn create(dev: &CudaDevice, desc: &EventDesc) -> Result<Self> {
         let sh = &dev.shared;
-        sh.enter()?;
+        sh.bind()?;
         // The native bits and the event's flags (native bits read back, plus hints such as
         // EXTERNAL; INTERPROCESS implies DISABLE_TIMING), remembered per request.
         let (native, flags) = flag_memo::event_bits(desc.flags, desc.policy)?;
@@ -197,7 +197,7 @@ impl CudaEvent {
 impl CudaEvent {
     /// `Event::synchronize`: `cuEventSynchronize`.
     fn synchronize_blocking(&self) -> Result<()> {
-        self.handle.dev.shared.enter()?;
+        self.handle.dev.shared.bind()?;
         if !self.gate("event synchronize")? {
             return Ok(());
         }
@@ -206,7 +206,7 @@ impl CudaEvent {
 
     /// `Event::synchronize_timeout`: polls `cuEventQuery` with back-off until `timeout`.
     fn synchronize_within(&self, timeout: Duration) -> Result<()> {
-        self.handle.dev.shared.enter()?;
+        self.handle.dev.shared.bind()?;
         if !self.gate("event synchronize")? {
             return Ok(());
         }
@@ -242,7 +242,7 @@ impl xstream_core::EventImpl for CudaEvent {
     }
 
     fn record_impl(&self, stream: &CudaStream) -> Result<()> {
-        self.handle.dev.shared.enter()?;
+        self.handle.dev.shared.bind()?;
         if stream.cuda_device().shared.raw_ctx != self.handle.dev.shared.raw_ctx {
             // Reference row 11: a record must use the stream's own context.
             return Err(Error::WrongDevice(
@@ -268,7 +268,7 @@ impl xstream_core::EventImpl for CudaEvent {
     }
 
     fn query_impl(&self) -> Result<Status> {
-        self.handle.dev.shared.enter()?;
+        self.handle.dev.shared.bind()?;
         if !self.gate("event query")? {
             return Ok(Status::Ready);
         }
@@ -287,7 +287,7 @@ impl xstream_core::EventImpl for CudaEvent {
     }
 
     fn elapsed_ms_impl(&self, end: &Self) -> Result<f32> {
-        self.handle.dev.shared.enter()?;
+        self.handle.dev.shared.bind()?;
         if self.flags.contains(EventFlags::DISABLE_TIMING)
             || end.flags.contains(EventFlags::DISABLE_TIMING)
         {
@@ -304,7 +304,7 @@ impl xstream_core::EventImpl for CudaEvent {
     }
 
     fn completed_impl(&self) -> Result<Completion> {
-        self.handle.dev.shared.enter()?;
+        self.handle.dev.shared.bind()?;
         if !self.gate("event completed")? {
             return Ok(Completion::ready(Ok(())));
         }

@@ -83,7 +83,7 @@ impl xstream_core::GraphImpl for CudaGraph {
     }
 
     fn replay_impl(&self, stream: &CudaStream) -> Result<()> {
-        self.dev.shared.enter()?;
+        self.dev.shared.bind()?;
         if stream.cuda_device().shared.raw_ctx != self.dev.shared.raw_ctx {
             return Err(Error::WrongDevice(
                 "a graph can only be launched on a stream of its own device".into(),

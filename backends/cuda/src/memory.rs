@@ -467,7 +467,7 @@ fn check_extent(device: &CudaDevice, raw: &RawBuffer, owned: bool) -> Result<()>
     } else {
         "from_raw_borrowed"
     };
-    sh.enter()?;
+    sh.bind()?;
     let (base, size) = ffi::mem_get_address_range(raw.address).map_err(|code| {
         Error::invalid(format!(
             "{op}: {:#x} is in no live allocation of CUDA device {} (cuMemGetAddressRange: \
@@ -497,7 +497,7 @@ fn check_extent(device: &CudaDevice, raw: &RawBuffer, owned: bool) -> Result<()>
 pub(crate) fn alloc_ordered(stream: &CudaStream, len: usize) -> Result<CudaBuffer> {
     let dev = stream.cuda_device();
     let sh = &dev.shared;
-    sh.enter()?;
+    sh.bind()?;
     if sh.default_pool.is_none() {
         return Err(Error::unsupported(
             BackendKind::Cuda,
@@ -531,7 +531,7 @@ pub(crate) fn free_ordered(stream: &CudaStream, buf: CudaBuffer) -> Result<()> {
                 return Ok(());
             }
             let sh = &a.dev.shared;
-            sh.enter()?;
+            sh.bind()?;
             sh.events
                 .order_after(sh, stream.handle.raw(), marked.iter().map(|h| h.raw()))
         }
@@ -582,7 +582,7 @@ fn rounded(len: usize) -> Result<usize> {
 fn plain(dev: &CudaDevice, len: usize) -> Result<(CudaBuffer, usize)> {
     let size = rounded(len)?;
     let sh = &dev.shared;
-    sh.enter()?;
+    sh.bind()?;
     let ptr = sh.check("cuMemAlloc", ffi::mem_alloc(size))?;
     let buf = CudaBuffer {
         mem: Mem::Plain(Arc::new(Alloc::new(dev, ptr, len))),

@@ -368,7 +368,7 @@ pub(crate) fn load(
 impl CudaDevice {
     pub(crate) fn load_module_impl(&self, src: &ModuleSource<'_>) -> Result<CudaModule> {
         let sh = &self.shared;
-        sh.enter()?;
+        sh.bind()?;
         let r = load(&sh.ctx, sh.raw_ctx, sh.info.ordinal, sh.limits, src, false);
         if let Err(e) = &r {
             if e.is_sticky() {

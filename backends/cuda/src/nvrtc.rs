@@ -53,7 +53,8 @@ impl CudaDevice {
             }
             other => Error::invalid(format!("NVRTC failed: {other:?}")),
         })?;
-        self.load_module_impl(&ModuleSource::Ptx(&ptx.to_src()))
+        // Through the checked layer: this CUDA-only entry point gets its callback gate there.
+        xstream_core::Device::load_module(self, &ModuleSource::Ptx(&ptx.to_src()))
     }
 }
 

@@ -47,7 +47,7 @@ pub(crate) fn can_access_peer(dev: &CudaDevice, peer: &CudaDevice) -> Result<boo
     if dev.shared.raw_ctx == peer.shared.raw_ctx {
         return Ok(false);
     }
-    dev.shared.enter()?;
+    dev.shared.bind()?;
     ffi::device_can_access_peer(dev.shared.cu_device, peer.shared.cu_device)
         .map_err(|c| dev.shared.fail("cuDeviceCanAccessPeer", c))
 }
@@ -62,7 +62,7 @@ pub(crate) fn enable(dev: &CudaDevice, peer: &CudaDevice) -> Result<()> {
         ));
     }
     let mut set = peers(dev);
-    dev.shared.enter()?;
+    dev.shared.bind()?;
     match ffi::ctx_enable_peer_access(peer.shared.raw_ctx) {
         Ok(()) | Err(ffi::PEER_ACCESS_ALREADY_ENABLED) => {}
         Err(c) => return Err(dev.shared.fail("cuCtxEnablePeerAccess", c)),
@@ -81,7 +81,7 @@ pub(crate) fn disable(dev: &CudaDevice, peer: &CudaDevice) -> Result<()> {
             dev.shared.info.ordinal
         )));
     }
-    dev.shared.enter()?;
+    dev.shared.bind()?;
     match ffi::ctx_disable_peer_access(peer.shared.raw_ctx) {
         Ok(()) | Err(ffi::PEER_ACCESS_NOT_ENABLED) => {}
         Err(c) => return Err(dev.shared.fail("cuCtxDisablePeerAccess", c)),

@@ -173,8 +173,14 @@ impl CudaStream {
         self.handle.raw()
     }
 
+    /// `Shared::enter` (with the callback gate): for a CUDA-only entry point.
     fn enter(&self) -> Result<()> {
         self.handle.dev.shared.enter()
+    }
+
+    /// `Shared::bind` (no gate): for an operation of the checked `Stream`.
+    fn bind(&self) -> Result<()> {
+        self.handle.dev.shared.bind()
     }
 
     /// Maps a failed enqueue; capture errors invalidate the xstream capture state too.
@@ -227,7 +233,7 @@ impl CudaStream {
         if self.state.fast_sync {
             return self.synchronize_spin();
         }
-        self.enter()?;
+        self.bind()?;
         if self.state.persistent {
             return self.state.panics.take();
         }
@@ -242,7 +248,7 @@ impl CudaStream {
 
     /// `Stream::synchronize_timeout`: polls `cuStreamQuery` with back-off until `timeout`.
     fn synchronize_within(&self, timeout: Duration) -> Result<()> {
-        self.enter()?;
+        self.bind()?;
         if self.state.persistent {
             return self.state.panics.take();
         }
@@ -308,7 +314,7 @@ impl StreamImpl for CudaStream {
     }
 
     fn query_impl(&self) -> Result<Status> {
-        self.enter()?;
+        self.bind()?;
         if self.state.persistent {
             return Ok(Status::Ready);
         }
@@ -334,7 +340,7 @@ impl StreamImpl for CudaStream {
     }
 
     fn wait_event_impl(&self, event: &CudaEvent) -> Result<()> {
-        self.enter()?;
+        self.bind()?;
         self.gate_enqueue("wait_event")?;
         if crate::event::needs_bridge(event, self.handle.dev.shared.raw_ctx) {
             // The driver crashes on this wait made directly (`crate::event` ipc module docs).
@@ -347,12 +353,12 @@ impl StreamImpl for CudaStream {
     }
 
     fn enqueue_callback_impl(&self, f: HostCallback) -> Result<()> {
-        self.enter()?;
+        self.bind()?;
         self.enqueue_slot(f)
     }
 
     fn begin_capture_impl(&self, mode: CaptureMode) -> Result<()> {
-        self.enter()?;
+        self.bind()?;
         self.capture_allowed()?;
         if self.state.persistent {
             return Err(Error::Capture {
@@ -364,7 +370,7 @@ impl StreamImpl for CudaStream {
     }
 
     fn end_capture_impl(&self) -> Result<CudaGraph> {
-        self.enter()?;
+        self.bind()?;
         let g = self.end_capture_inner();
         if self.state.persistent {
             // A persistent stream keeps recording (docs/semantics.md).
@@ -402,7 +408,6 @@ impl StreamImpl for CudaStream {
     }
 
     fn alloc_async_impl(&self, len: usize) -> Result<CudaBuffer> {
-        // `alloc_ordered` enters the context (which refuses inside callbacks).
         self.gate_enqueue("alloc_async")?;
         crate::memory::alloc_ordered(self, len)
     }
@@ -416,7 +421,7 @@ impl StreamImpl for CudaStream {
         args: &[KernelArg<'_, CudaBuffer>],
         attrs: &xstream_core::LaunchAttrs,
     ) -> Result<()> {
-        self.enter()?;
+        self.bind()?;
         self.gate_enqueue("launch_kernel")?;
         crate::module::launch_ex(self, f, cfg, args, attrs, crate::module::Layout::Required)
     }
@@ -429,7 +434,7 @@ impl StreamImpl for CudaStream {
         args: &[KernelArg<'_, CudaBuffer>],
         attrs: &xstream_core::LaunchAttrs,
     ) -> Result<()> {
-        self.enter()?;
+        self.bind()?;
         self.gate_enqueue("launch_kernel")?;
         // SAFETY: this function's caller promised that the arguments match the kernel's
         // parameters (the contract of `enqueue_launch_unchecked`).
@@ -456,7 +461,7 @@ impl StreamImpl for CudaStream {
         raw: CuStream,
     ) -> Result<Borrowed<'a, Self>> {
         let sh = &device.shared;
-        sh.enter()?;
+        sh.bind()?;
         if raw != CuStream::LEGACY && raw != CuStream::PER_THREAD && !raw.0.is_null() {
             let ctx = sh.check("cuStreamGetCtx", ffi::stream_get_ctx(raw))?;
             if ctx != sh.raw_ctx {
@@ -481,7 +486,7 @@ impl StreamImpl for CudaStream {
     /// One pooled event (the context's pool, `crate::event_pool`): `cuEventRecord` on `other`,
     /// `cuStreamWaitEvent` here; no event is created once the pool is warm.
     fn wait_stream_impl(&self, other: &Self) -> Result<()> {
-        self.enter()?;
+        self.bind()?;
         if other.handle.dev.shared.raw_ctx != self.handle.dev.shared.raw_ctx {
             return Err(Error::WrongDevice(
                 "wait_stream: the streams belong to different CUDA contexts".into(),
@@ -540,7 +545,7 @@ impl StreamImpl for CudaStream {
     }
 
     fn launch_builtin_impl(&self, kernel: Kernel<'_, CudaBuffer>) -> Result<()> {
-        self.enter()?;
+        self.bind()?;
         self.gate_enqueue("launch")?;
         if matches!(kernel, Kernel::Random { .. }) {
             // Answered before the builtin module is needed.
@@ -581,7 +586,7 @@ impl StreamImpl for CudaStream {
     }
 
     fn reduce_impl(&self, dst: Span<'_>, src: Span<'_>, r: xstream_core::Reduction) -> Result<()> {
-        self.enter()?;
+        self.bind()?;
         self.gate_enqueue("reduce")?;
         let k = self.handle.dev.shared.kernels().map_err(|e| {
             xstream_core::reduce::unsupported(
@@ -623,7 +628,7 @@ impl StreamImpl for CudaStream {
         cfg: &LaunchConfig,
         args: &[KernelArg<'_, CudaBuffer>],
     ) -> Result<()> {
-        self.enter()?;
+        self.bind()?;
         self.gate_enqueue("launch_kernel")?;
         crate::module::launch(self, f, cfg, args)
     }
@@ -657,7 +662,7 @@ impl StreamImpl for CudaStream {
     /// Stream-ordered buffers add this stream to their users; plain ones are kept by this
     /// stream's keep-alive list and remembered for `free_async` (see `crate::memory`).
     fn record_use_impl(&self, buf: &CudaBuffer) -> Result<()> {
-        self.enter()?;
+        self.bind()?;
         crate::memory::record_use(self, buf)
     }
 }

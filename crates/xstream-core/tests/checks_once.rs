@@ -90,9 +90,9 @@ const OWN_CHECKS: &[(&str, &str, &str, &str)] = &[
         "cuda",
         "device.rs",
         "enter",
-        "binds the CUDA context to the calling thread for every CUDA call, the CUDA-only \
-         extensions and `Backend::open` included; the portable operations reach it after the \
-         checked layer's gate (one gate left to fold: a bind without it for those)",
+        "the gated bind of the entry points the checked layer does not reach (CUDA-only \
+         extensions, collectives, virtual memory, `Backend::open`); the portable operations \
+         use `Shared::bind`, without the gate",
     ),
     (
         "host",

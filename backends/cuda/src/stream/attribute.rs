@@ -16,7 +16,7 @@ use crate::ffi;
 
 pub(super) fn attribute(s: &CudaStream, attr: StreamAttr) -> Result<StreamAttrValue> {
     use sys::CUstreamAttrID as Id;
-    s.enter()?;
+    s.bind()?;
     let get = |id| {
         s.check(
             "cuStreamGetAttribute",
@@ -50,7 +50,7 @@ pub(super) fn attribute(s: &CudaStream, attr: StreamAttr) -> Result<StreamAttrVa
 pub(super) fn set_attribute(s: &CudaStream, value: StreamAttrValue) -> Result<()> {
     use sys::CUstreamAttrID as Id;
     value.validate()?;
-    s.enter()?;
+    s.bind()?;
     match s.ownership {
         Ownership::Owned => {}
         Ownership::Borrowed => {
@@ -106,7 +106,7 @@ pub(super) fn set_attribute(s: &CudaStream, value: StreamAttrValue) -> Result<()
 }
 
 pub(super) fn copy_attributes_from(s: &CudaStream, src: &CudaStream) -> Result<()> {
-    s.enter()?;
+    s.bind()?;
     if s.ownership != Ownership::Owned {
         return Err(Error::NotOwned {
             kind: if s.ownership == Ownership::Borrowed {

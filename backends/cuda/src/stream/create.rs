@@ -47,7 +47,7 @@ impl CudaStream {
 
     pub(crate) fn create(dev: &CudaDevice, desc: &StreamDesc) -> Result<Self> {
         let sh = &dev.shared;
-        sh.enter()?;
+        sh.bind()?;
         // The native bits and flags, remembered per request; the flag report is made when
         // first read (`flag_memo`).
         let t = flag_memo::stream_bits(desc.flags, desc.policy)?;

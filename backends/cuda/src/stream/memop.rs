@@ -82,7 +82,7 @@ pub(crate) fn op(s: &CudaStream, op: Op, word: super::Span<'_>) -> Result<()> {
             format!("{what} with NOR: CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR is 0"),
         ));
     }
-    s.enter()?;
+    s.bind()?;
     s.gate_enqueue(what)?;
     let addr = word.device_address();
     let r = match op {

@@ -96,7 +96,7 @@ impl CudaStream {
     /// Zeroes the whole allocation under a new plain buffer (`size` bytes: its length rounded up
     /// to the granule) on this stream, for `Device::alloc_zeroed_on`; no host wait.
     pub(crate) fn memset_whole(&self, buf: &CudaBuffer, size: usize) -> Result<()> {
-        self.enter()?;
+        self.bind()?;
         self.gate_enqueue("alloc_zeroed_on")?;
         self.check(
             "cuMemsetD8Async",
@@ -111,7 +111,7 @@ impl CudaStream {
 /// element alignment was checked by `Stream::memset_pattern`; the driver checks it again).
 pub(super) fn memset(s: &CudaStream, dst: Span<'_>, value: MemsetPattern) -> Result<()> {
     let (buf, offset, len) = (dst.buffer(), dst.offset(), dst.len());
-    s.enter()?;
+    s.bind()?;
     s.gate_enqueue("memset")?;
     let p = buf.ptr() + offset as u64;
     let r = match value {
@@ -151,7 +151,7 @@ pub(super) fn memset(s: &CudaStream, dst: Span<'_>, value: MemsetPattern) -> Res
 /// `cuStreamSynchronize`, so the slice is free again when this returns. No heap allocation.
 pub(super) fn write_from_blocking(s: &CudaStream, span: Span<'_>, src: &[u8]) -> Result<()> {
     let (dst, offset) = (span.buffer(), span.offset());
-    s.enter()?;
+    s.bind()?;
     sync_copy_allowed(s, "write_from_blocking")?;
     // SAFETY: the range is a `Span`, checked against `dst` (as long as `src`), whose
     // allocation lives while it is borrowed; `src` is not captured (`sync_copy_allowed`) and the synchronize below
@@ -166,7 +166,7 @@ pub(super) fn write_from_blocking(s: &CudaStream, span: Span<'_>, src: &[u8]) ->
 /// `cuStreamSynchronize`. No heap allocation.
 pub(super) fn read_into_blocking(s: &CudaStream, span: Span<'_>, dst: &mut [u8]) -> Result<()> {
     let (src, offset) = (span.buffer(), span.offset());
-    s.enter()?;
+    s.bind()?;
     sync_copy_allowed(s, "read_into_blocking")?;
     // SAFETY: the range is a `Span`, checked against `src` (as long as `dst`), whose
     // allocation lives while it is borrowed. `dst` stays mutably borrowed until the synchronize below has completed the
@@ -192,7 +192,7 @@ fn sync_copy_allowed(s: &CudaStream, op: &'static str) -> Result<()> {
 
 pub(super) fn write(s: &CudaStream, span: Span<'_>, data: Vec<u8>) -> Result<()> {
     let (dst, offset) = (span.buffer(), span.offset());
-    s.enter()?;
+    s.bind()?;
     s.gate_enqueue("write")?;
     // `data` is pageable: CUDA stages it before cuMemcpyHtoDAsync returns, so it may be
     // dropped afterwards; a captured copy reads it at every replay, so the graph keeps it.
@@ -211,7 +211,7 @@ pub(super) fn write(s: &CudaStream, span: Span<'_>, data: Vec<u8>) -> Result<()>
 
 pub(super) fn read(s: &CudaStream, span: Span<'_>) -> Result<Readback> {
     let (src, offset, len) = (span.buffer(), span.offset(), span.len());
-    s.enter()?;
+    s.bind()?;
     let mut host = vec![0u8; len].into_boxed_slice();
     // SAFETY: the range is a `Span`, checked against `src`, which the stream keeps until the
     // copy completed (`keep_buf`). `host` is a boxed slice: its heap bytes do not move when
@@ -240,7 +240,7 @@ pub(super) fn read(s: &CudaStream, span: Span<'_>) -> Result<Readback> {
 }
 
 pub(super) fn copy(s: &CudaStream, src: Span<'_>, dst: Span<'_>) -> Result<()> {
-    s.enter()?;
+    s.bind()?;
     s.gate_enqueue("copy")?;
     s.check(
         "cuMemcpyDtoDAsync",
@@ -285,7 +285,7 @@ pub(super) fn copy_peer(s: &CudaStream, src_span: Span<'_>, dst_span: Span<'_>) 
              buffer's device (Device::enable_peer_access)",
         ));
     }
-    s.enter()?;
+    s.bind()?;
     s.gate_enqueue("copy_peer")?;
     s.check(
         "cuMemcpyPeerAsync",
@@ -309,7 +309,7 @@ pub(super) fn copy_to_device(
     span: Span<'_>,
 ) -> Result<()> {
     let (dst, dst_offset) = (span.buffer(), span.offset());
-    s.enter()?;
+    s.bind()?;
     s.gate_enqueue("copy_to_device")?;
     // SAFETY: the range is a `Span`, checked against `dst` (as long as `src`), which the
     // stream keeps
@@ -328,7 +328,7 @@ pub(super) fn copy_to_host(
     dst: xstream_core::HostSpan,
 ) -> Result<()> {
     let (src, src_offset) = (span.buffer(), span.offset());
-    s.enter()?;
+    s.bind()?;
     s.gate_enqueue("copy_to_host")?;
     // SAFETY: as in `copy_to_device`: the range is a checked `Span`, `src` kept, the span kept and
     // fenced from host code until the copy completed.
