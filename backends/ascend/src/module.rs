@@ -15,9 +15,9 @@
 //! [`Capabilities::KERNELS`]; user binaries still load there through
 //! [`ModuleSource::AscendBinary`](xstream_core::ModuleSource::AscendBinary).
 //!
-//! **Parameters.** ACL cannot tell a function's parameters, so [`Function::params`] is `None`
-//! for user binaries (arguments go unchecked by xstream, as with the vendor API) and known for
-//! the builtin functions. **Lifetime.** A function keeps its module loaded; dropping the last
+//! **Parameters.** ACL cannot tell a function's parameters, so
+//! [`Function::params`](xstream_core::Function::params) is `None` for user binaries (arguments
+//! go unchecked by xstream, as with the vendor API) and known for the builtin functions. **Lifetime.** A function keeps its module loaded; dropping the last
 //! handle unloads the binary on the reaper thread after the device's queued work finished, and
 //! a graph that captured a launch keeps the module until the graph drops.
 //!

@@ -76,12 +76,22 @@ fn block(src: &str, at: usize) -> &str {
     panic!("unbalanced block")
 }
 
-/// Names of the methods declared at the block's own level (four spaces in) with `prefix`.
+/// Names of the methods declared at the block's own level (four spaces in) with `prefix`, and
+/// of those a macro invoked at that level writes (`fn name(...)` lines one level further in,
+/// as `memset_widths! { ... }` in the stream trait).
 fn methods(body: &str, prefix: &str) -> BTreeSet<String> {
+    let mut in_macro = false;
     body.lines()
         .filter_map(|l| {
-            let rest = l.strip_prefix("    ")?;
-            if rest.starts_with(' ') {
+            let mut rest = l.strip_prefix("    ")?;
+            if !rest.starts_with(' ') {
+                in_macro = rest.ends_with("! {");
+            } else if let Some(inner) = rest
+                .strip_prefix("    ")
+                .filter(|r| in_macro && !r.starts_with(' '))
+            {
+                rest = inner;
+            } else {
                 return None;
             }
             let rest = rest.strip_prefix(prefix)?;

@@ -33,12 +33,38 @@ use crate::module::{KernelArg, LaunchConfig};
 use crate::view::{BufferView, MemsetPattern};
 #[allow(unused_imports)]
 use crate::{
-    Allocator, CaptureMode, CaptureStatus, Error, EventFlags, HostCallback, Result, StreamAttr,
-    StreamAttrValue, StreamFlags,
+    Allocator, CaptureMode, CaptureStatus, Error, EventFlags, Function, HostCallback, Result,
+    StreamAttr, StreamAttrValue, StreamFlags,
 };
 use crate::{Buffer, Device, Event};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The fixed-width fills of [`Stream`] (`memset16`, `memset32`, `memset64`), written once:
+/// each is [`Stream::memset_pattern`] of its width's [`MemsetPattern`] over the view, and
+/// refuses a view that is not a whole number of its `$bytes`-byte elements.
+macro_rules! memset_widths {
+    ($($(#[$doc:meta])* fn $name:ident(value: $t:ty) = $width:ident, $bytes:literal;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Errors
+        #[doc = concat!(
+            "[`Error::InvalidArgument`] when the view's offset or length is not a multiple of ",
+            $bytes,
+            "; as [`Stream::memset`]."
+        )]
+        fn $name<'v>(
+            &self,
+            dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
+            value: $t,
+        ) -> Result<()>
+        where
+            Self: Sized,
+        {
+            self.memset_pattern(dst.into(), MemsetPattern::$width(value))
+        }
+    )*};
+}
 
 /// A byte range of `buf` checked against it, for the operation `op`, after the buffer was
 /// checked to be of `stream`'s device.
@@ -692,55 +718,18 @@ pub trait Stream: StreamImpl {
         self.memset(v.buffer(), v.offset(), v.len(), value)
     }
 
-    /// Enqueues: set every 16-bit element of the view to `value` (CUDA `cuMemsetD16Async`).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when the view's offset or length is not a multiple of 2; as
-    /// [`Stream::memset`].
-    fn memset16<'v>(
-        &self,
-        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        value: u16,
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        self.memset_pattern(dst.into(), MemsetPattern::U16(value))
-    }
+    memset_widths! {
+        /// Enqueues: set every 16-bit element of the view to `value` (CUDA `cuMemsetD16Async`).
+        fn memset16(value: u16) = U16, 2;
 
-    /// Enqueues: set every 32-bit element of the view to `value` (CUDA `cuMemsetD32Async`).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when the view's offset or length is not a multiple of 4; as
-    /// [`Stream::memset`].
-    fn memset32<'v>(
-        &self,
-        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        value: u32,
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        self.memset_pattern(dst.into(), MemsetPattern::U32(value))
-    }
+        /// Enqueues: set every 32-bit element of the view to `value` (CUDA `cuMemsetD32Async`).
+        fn memset32(value: u32) = U32, 4;
 
-    /// Enqueues: set every 64-bit element of the view to `value` (the fill of `i64`, `u64`
-    /// and `f64` tensors: `memset64(view, x.to_bits())`). CUDA: one `cuMemsetD32Async` when
-    /// both halves are equal, else two strided `cuMemsetD2D32Async`; Ascend: emulated as
-    /// [`Stream::memset32`] is; host: native.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when the view's offset or length is not a multiple of 8; as
-    /// [`Stream::memset`].
-    fn memset64<'v>(
-        &self,
-        dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        value: u64,
-    ) -> Result<()>
-    where
-        Self: Sized,
-    {
-        self.memset_pattern(dst.into(), MemsetPattern::U64(value))
+        /// Enqueues: set every 64-bit element of the view to `value` (the fill of `i64`, `u64`
+        /// and `f64` tensors: `memset64(view, x.to_bits())`). CUDA: one `cuMemsetD32Async` when
+        /// both halves are equal, else two strided `cuMemsetD2D32Async`; Ascend: emulated as
+        /// [`Stream::memset32`] is; host: native.
+        fn memset64(value: u64) = U64, 8;
     }
 
     /// Enqueues a memset of 8-, 16-, 32- or 64-bit elements over `dst` (the range must be a
