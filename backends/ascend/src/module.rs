@@ -27,10 +27,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use xstream_core::module::{
-    BUILTIN_DELAY, BUILTIN_DELAY_PARAMS, BUILTIN_ECHO, BUILTIN_ECHO_PARAMS, BUILTIN_LCG,
-    BUILTIN_LCG_PARAMS,
-};
+use xstream_core::module::{builtin_params, BUILTIN_DELAY, BUILTIN_ECHO, BUILTIN_LCG};
 use xstream_core::{
     BackendKind, Capabilities, Error, FunctionImpl, FunctionName, ModuleImpl, ParamKind, Result,
 };
@@ -250,15 +247,6 @@ impl ModuleImpl for AscendModule {
     }
 }
 
-fn builtin_params(name: &str) -> Option<&'static [ParamKind]> {
-    match name {
-        BUILTIN_DELAY => Some(BUILTIN_DELAY_PARAMS),
-        BUILTIN_LCG => Some(BUILTIN_LCG_PARAMS),
-        BUILTIN_ECHO => Some(BUILTIN_ECHO_PARAMS),
-        _ => None,
-    }
-}
-
 /// What keeps a function's binary loaded.
 #[derive(Debug, Clone)]
 pub(crate) enum Owner {
@@ -348,7 +336,5 @@ mod tests {
         let n = usize::from(u16::from_le_bytes([b[16], b[17]]));
         assert_eq!(&b[18..18 + n], BUILTIN_DELAY.as_bytes());
         assert_eq!(&b[18 + n..18 + n + 6], &[1, 0, 0, 0, 1, 3]);
-        assert_eq!(builtin_params(BUILTIN_LCG), Some(BUILTIN_LCG_PARAMS));
-        assert_eq!(builtin_params("other"), None);
     }
 }

@@ -120,22 +120,15 @@ impl ModuleImpl for CudaModule {
     type B = CudaBackend;
 
     fn function_impl(&self, name: &FunctionName<'_>) -> Result<CudaFunction> {
-        let kinds = if self.builtin {
-            match name.as_str() {
-                xstream_core::module::BUILTIN_DELAY => {
-                    Some(xstream_core::module::BUILTIN_DELAY_PARAMS)
-                }
-                xstream_core::module::BUILTIN_LCG => Some(xstream_core::module::BUILTIN_LCG_PARAMS),
-                xstream_core::module::BUILTIN_ECHO => {
-                    Some(xstream_core::module::BUILTIN_ECHO_PARAMS)
-                }
-                n if crate::device::REDUCE_KERNELS.contains(&n) => Some(REDUCE_PARAMS),
-                _ => None,
-            }
-        } else {
-            None
-        };
-        function(self, name, kinds.map(Into::into))
+        let n = name.as_str();
+        let kinds = self.builtin.then(|| {
+            xstream_core::module::builtin_params(n).or_else(|| {
+                crate::device::REDUCE_KERNELS
+                    .contains(&n)
+                    .then_some(REDUCE_PARAMS)
+            })
+        });
+        function(self, name, kinds.flatten().map(Into::into))
     }
 }
 

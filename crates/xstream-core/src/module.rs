@@ -82,6 +82,17 @@ pub const BUILTIN_DELAY_PARAMS: &[ParamKind] = &[ParamKind::U64];
 /// The parameters of [`BUILTIN_LCG`].
 pub const BUILTIN_LCG_PARAMS: &[ParamKind] = &[ParamKind::Buffer, ParamKind::U32, ParamKind::U32];
 
+/// The parameters of the builtin function `name` of every backend's builtin module
+/// ([`BUILTIN_DELAY`], [`BUILTIN_LCG`], [`BUILTIN_ECHO`]); `None` for another name.
+pub fn builtin_params(name: &str) -> Option<&'static [ParamKind]> {
+    match name {
+        BUILTIN_DELAY => Some(BUILTIN_DELAY_PARAMS),
+        BUILTIN_LCG => Some(BUILTIN_LCG_PARAMS),
+        BUILTIN_ECHO => Some(BUILTIN_ECHO_PARAMS),
+        _ => None,
+    }
+}
+
 /// Where a module's code comes from.
 #[derive(Clone)]
 pub enum ModuleSource<'a> {
@@ -616,6 +627,14 @@ pub fn missing_function(name: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn builtin_params_name_the_builtin_functions_only() {
+        assert_eq!(builtin_params(BUILTIN_LCG), Some(BUILTIN_LCG_PARAMS));
+        assert_eq!(builtin_params(BUILTIN_DELAY), Some(BUILTIN_DELAY_PARAMS));
+        assert_eq!(builtin_params(BUILTIN_ECHO), Some(BUILTIN_ECHO_PARAMS));
+        assert_eq!(builtin_params("other"), None);
+    }
 
     #[test]
     fn host_buffer_arguments_read_as_typed_slices() {
