@@ -125,7 +125,11 @@ fn producer(dir: &std::ffi::OsStr) {
         ready.export_ipc().unwrap().to_hex(),
         done.export_ipc().unwrap().to_hex()
     );
-    c.stdin.as_mut().unwrap().write_all(line.as_bytes()).unwrap();
+    c.stdin
+        .as_mut()
+        .unwrap()
+        .write_all(line.as_bytes())
+        .unwrap();
     let mut out = BufReader::new(c.stdout.take().unwrap());
     let seen = wait_line(&mut out, "ENQUEUED");
     assert!(
@@ -136,13 +140,29 @@ fn producer(dir: &std::ffi::OsStr) {
     // holds back.
     s.wait_event(&done).unwrap();
     after.record(&s).unwrap();
-    assert_eq!(ready.query().unwrap(), Status::Pending, "ready before the gate");
-    assert_eq!(done.query().unwrap(), Status::Pending, "done before the gate");
-    assert_eq!(after.query().unwrap(), Status::Pending, "after before the gate");
+    assert_eq!(
+        ready.query().unwrap(),
+        Status::Pending,
+        "ready before the gate"
+    );
+    assert_eq!(
+        done.query().unwrap(),
+        Status::Pending,
+        "done before the gate"
+    );
+    assert_eq!(
+        after.query().unwrap(),
+        Status::Pending,
+        "after before the gate"
+    );
     open.send(()).unwrap();
     after.synchronize_timeout(BOUND).unwrap();
     assert_eq!(done.query().unwrap(), Status::Ready, "done after our wait");
-    assert_eq!(ready.query().unwrap(), Status::Ready, "ready after our wait");
+    assert_eq!(
+        ready.query().unwrap(),
+        Status::Ready,
+        "ready after our wait"
+    );
     c.stdout = Some(out.into_inner());
     let (ok, text) = finish(c, BOUND);
     assert!(ok && text.contains("CONSUMER_DONE"), "{text}");
@@ -168,7 +188,11 @@ fn consumer() {
     done.record(&s).unwrap();
     say("ENQUEUED");
     s.synchronize_timeout(BOUND).unwrap();
-    assert_eq!(ready.query().unwrap(), Status::Ready, "ready after the wait");
+    assert_eq!(
+        ready.query().unwrap(),
+        Status::Ready,
+        "ready after the wait"
+    );
     say("CONSUMER_DONE");
 }
 
