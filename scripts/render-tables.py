@@ -158,6 +158,11 @@ TABLES = {
         doc="cann-runs/2026-11-27-vmm/README.md", source="cann-runs/2026-11-27-round4/conform-1.log",
         kind="conform", label="real runtime, round four",
         more=[("real runtime, virtual memory answered (run 2)", "cann-runs/2026-11-27-vmm/run2/conform-1.log")]),
+    "conform-real-runtime-ipc-events": dict(
+        doc="cann-runs/2026-11-27-ipc-events/README.md",
+        source="cann-runs/2026-11-27-ipc-events/conform-before.log",
+        kind="conform", label="real runtime, emulation before (c352ce1)",
+        more=[("real runtime, IPC events answered", "cann-runs/2026-11-27-ipc-events/conform-1.log")]),
     "run17-allocations": dict(
         doc="gpu-runs/2026-11-25-h100-run17/results.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
         index=2),
