@@ -1,4 +1,6 @@
-//! Page-locked host memory bound to a device, and the host side of asynchronous copies.
+//! Page-locked ("pinned") host memory bound to a device, and the host side of asynchronous
+//! copies. "Pinned" names this memory on every backend; `Host` in a type name is the host
+//! backend (`docs/design.md`, "Names").
 //!
 //! A [`PinnedBuffer`] is host memory that a device's copy engines can read and write directly:
 //! CUDA `cuMemHostAlloc` / `cuMemHostRegister`, ACL `aclrtMallocHost`, and on the host backend
@@ -486,7 +488,7 @@ struct Fence<B: Backend> {
     stream: u64,
 }
 
-/// Page-locked host memory bound to a device of backend `B`. See the module docs.
+/// Page-locked ("pinned") host memory bound to a device of backend `B`. See the module docs.
 pub struct PinnedBuffer<B: Backend> {
     mem: Arc<dyn PinnedAllocation>,
     /// The length users see: the allocation's, or 0 for [`PinnedBuffer::empty`].
