@@ -79,7 +79,9 @@ pub mod view;
 pub mod vmm;
 pub mod vmm_share;
 
-pub use allocator::{Allocator, AllocatorSlot, Block, HostAllocator};
+#[allow(deprecated)]
+pub use allocator::HostAllocator;
+pub use allocator::{Allocator, AllocatorSlot, Block, HeapAllocator};
 pub use api::{Device, Event, Graph, Stream};
 pub use attr::{
     AccessPolicyWindow, AccessProperty, FailureMode, StreamAttr, StreamAttrValue, SyncPolicy,
@@ -90,7 +92,9 @@ pub use backend::{
     EventOf, Function, FunctionOf, GraphImpl, GraphOf, Kernel, Module, ModuleOf, Ownership,
     Readback, ReadbackFill, Status, StreamDesc, StreamImpl, StreamOf, ALLOC_GRANULE,
 };
-pub use callback::{ensure_not_in_callback, HostCallback};
+#[allow(deprecated)]
+pub use callback::HostCallback;
+pub use callback::{ensure_not_in_callback, BoxedCallback};
 pub use capture::{CaptureCell, CaptureMode, CaptureStatus};
 pub use collective::{
     CollectiveBackend, CollectiveErrorKind, CollectiveKind, CollectiveSupport, CommOf,
@@ -101,9 +105,14 @@ pub use devinfo::{DeviceUuid, MemoryInfo};
 pub use error::{CaptureErrorKind, Error, ErrorKind, NativeError, NotOwnedKind, Result};
 pub use event_pool::EventPool;
 pub use flags::{EventFlags, StreamFlags};
+#[allow(deprecated)]
 pub use hostmem::{
-    translate_host_flags, AlignedAlloc, BorrowedHostRange, HostAllocDesc, HostAllocation,
-    HostBuffer, HostFlagRow, HostMemFlags, HostSpan, RegisteredHost,
+    translate_host_flags, BorrowedHostRange, HostAllocDesc, HostAllocation, HostBuffer,
+    HostFlagRow, HostMemFlags, HostSpan, RegisteredHost,
+};
+pub use hostmem::{
+    translate_pinned_flags, AlignedAlloc, BorrowedPinnedRange, PinnedAllocDesc, PinnedAllocation,
+    PinnedBuffer, PinnedFlagRow, PinnedFlags, PinnedRegistration, PinnedSpan,
 };
 pub use ipc::{IpcBuffer, IpcEvent, IpcEventHandle, IpcMemHandle};
 pub use launch::{ByValue, KernelParam, LaunchAttrs, LaunchBuilder, RawBytes};
