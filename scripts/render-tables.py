@@ -55,6 +55,23 @@ ISSUE29_ROWS = [
 ]
 
 TABLES = {
+    "run23-steps": dict(
+        doc="gpu-runs/2026-11-27-2xh100-run23/README.md",
+        source="gpu-runs/2026-11-27-2xh100-run23/run23-summary.tsv", kind="tsv"),
+    "run23-issue29-rows": dict(
+        doc="hot-paths.md", source="gpu-runs/2026-11-27-2xh100-run23/gpu_bench.md",
+        kind="md", index=0, rows=ISSUE29_ROWS + ["idle stream query (context", "idle stream synchronize (context",
+                                                "idle stream query (after", "idle stream synchronize (after",
+                                                "vmm: map", "event record (idle",
+                                                "record on A", "synchronize (idle",
+                                                "host callback round trip", "future completion"]),
+    "run23-launch-profile": dict(
+        doc="hot-paths.md", source="gpu-runs/2026-11-27-2xh100-run23/launch_profile.md",
+        kind="md", index=0),
+    "run23-launch-functions": dict(
+        doc="hot-paths.md",
+        source="gpu-runs/2026-11-27-2xh100-run23/launch_profile_functions.md", kind="md",
+        index=0),
     "run22-steps": dict(
         doc="gpu-runs/2026-11-27-h100-run22/README.md",
         source="gpu-runs/2026-11-27-h100-run22/run22-summary.tsv", kind="tsv"),
@@ -158,6 +175,11 @@ TABLES = {
         doc="cann-runs/2026-11-27-vmm/README.md", source="cann-runs/2026-11-27-round4/conform-1.log",
         kind="conform", label="real runtime, round four",
         more=[("real runtime, virtual memory answered (run 2)", "cann-runs/2026-11-27-vmm/run2/conform-1.log")]),
+    "conform-real-runtime-ipc-events": dict(
+        doc="cann-runs/2026-11-27-ipc-events/README.md",
+        source="cann-runs/2026-11-27-ipc-events/conform-before.log",
+        kind="conform", label="real runtime, emulation before (c352ce1)",
+        more=[("real runtime, IPC events answered", "cann-runs/2026-11-27-ipc-events/conform-1.log")]),
     "run17-allocations": dict(
         doc="gpu-runs/2026-11-25-h100-run17/results.md", source="gpu-runs/2026-11-25-h100-run17/gpu_bench.md", kind="md",
         index=2),

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use xstream_ascend::AscendBackend;
 use xstream_core::{
-    Backend, Device, ErrorKind, EventDesc, EventFlags, HostAllocDesc, Stream, StreamDesc,
+    Backend, Device, ErrorKind, EventDesc, EventFlags, PinnedAllocDesc, Stream, StreamDesc,
     StreamFlags,
 };
 use xstream_host::HostBackend;
@@ -155,7 +155,7 @@ fn main() {
         false,
         sync(&hs),
         || {
-            let h = host.alloc_host(4096, &HostAllocDesc::new()).unwrap();
+            let h = host.alloc_pinned(4096, &PinnedAllocDesc::new()).unwrap();
             hs.copy_to_device(&h, 0, &hb, 0, 4096).unwrap();
             let x = hs.alloc_async(4096).unwrap();
             hs.free_async(x).unwrap();
@@ -177,7 +177,7 @@ fn main() {
         true,
         sync(&s),
         || {
-            let h = dev.alloc_host(4096, &HostAllocDesc::new()).unwrap();
+            let h = dev.alloc_pinned(4096, &PinnedAllocDesc::new()).unwrap();
             s.copy_to_device(&h, 0, &db, 0, 4096).unwrap();
             let x = s.alloc_async(4096).unwrap();
             s.free_async(x).unwrap();

@@ -183,11 +183,11 @@ fn count_grouped(groups: u64, mut op: impl FnMut(), mut between: impl FnMut()) -
 
 #[test]
 fn data_path_allocations() {
-    use xstream_core::{Device as _, HostAllocDesc};
+    use xstream_core::{Device as _, PinnedAllocDesc};
     // Host backend: the reference (an emulation whose enqueues may allocate): reported.
     let dev = HostBackend::open(0).unwrap();
     let s = dev.create_stream(&StreamDesc::new()).unwrap();
-    let h = dev.alloc_host(4096, &HostAllocDesc::new()).unwrap();
+    let h = dev.alloc_pinned(4096, &PinnedAllocDesc::new()).unwrap();
     let b = dev.alloc(4096).unwrap();
     let h2d = count_grouped(
         10,
@@ -206,7 +206,7 @@ fn data_path_allocations() {
     let s = dev
         .create_stream(&StreamDesc::new().flags(StreamFlags::NON_BLOCKING))
         .unwrap();
-    let mut h = dev.alloc_host(4096, &HostAllocDesc::new()).unwrap();
+    let mut h = dev.alloc_pinned(4096, &PinnedAllocDesc::new()).unwrap();
     let b = dev.alloc(4096).unwrap();
     let sync = || s.synchronize().unwrap();
     let h2d = count_grouped(10, || s.copy_to_device(&h, 0, &b, 0, 4096).unwrap(), sync);

@@ -24,59 +24,17 @@
 # line "run22<TAB>PASSED|FAILED<TAB><seconds><TAB>P pass, F fail, S skip"), run22-logs.tar.gz,
 # gpu_bench.md, any_dispatch.txt. Exit status 1 when a step failed.
 set -uo pipefail
-OUT="${OUT:-$PWD/out}"
-mkdir -p "$OUT"
-W=$(mktemp -d /tmp/run22.XXXX)
-TSV="$OUT/run22-summary.tsv"
-: >"$TSV"
-BUDGET="${BUDGET:-420}"
-G=gpu-bundle
-export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/usr/local/nvidia/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export RUST_BACKTRACE=1 NCCL_NVLS_ENABLE=0
-np=0; nf=0; ns=0
-step() { # name verdict seconds detail
-    case "$2" in PASS) np=$((np + 1)) ;; FAIL) nf=$((nf + 1)) ;; *) ns=$((ns + 1)) ;; esac
-    printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$(tr '\t\n' '  ' <<<"$4" | head -c 400)" | tee -a "$TSV"
-}
-left() { echo $((BUDGET - SECONDS)); }
-# cap WANT: WANT seconds, cut to the time left less 10 (at least 1).
-cap() { local l=$(( $(left) - 10 )); [ "$l" -ge 1 ] || l=1; [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
-pack() {
-    tar czf "$OUT/run22-logs.tar.gz" -C "$W" . 2>/dev/null
-}
-finish() {
-    local word=PASSED
-    [ "$nf" -eq 0 ] || word=FAILED
-    printf 'run22\t%s\t%s\t%s pass, %s fail, %s skip\n' "$word" "$SECONDS" "$np" "$nf" "$ns" | tee -a "$TSV"
-    pack
-}
-trap 'finish; exit 1' TERM INT
+# The helpers (step, cap, finish, bundle_tests, memcheck, conf_repeats...) are in lib.sh.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+gpu_run_init run22 420
 
-{ date -u; nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  command -v compute-sanitizer && compute-sanitizer --version | tail -1; } >"$W/machine.txt" 2>&1
-cat "$W/machine.txt"
+machine_info
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 [ "${ngpu:-0}" -ge 1 ] || step gpus FAIL 0 "no GPU visible"
-if [ ! -f "$G/manifest.tsv" ]; then
-    step bundle FAIL 0 "$G/manifest.tsv missing: unpack gpu-bundle.tar.xz first"
-    finish; exit 1
-fi
+need_bundle
 
 # tests: every bundled test binary (gpu-run.sh's verdicts, one row each).
-t=$SECONDS
-OUT="$W/tests" NO_CLI=1 NO_EXAMPLES=1 BUDGET=170 timeout 190 bash $G/gpu-run.sh >"$W/tests-run.txt" 2>&1
-rc=$?
-while IFS= read -r line; do
-    v=${line%% *}; rest=${line#* }
-    case "$v" in PASS|FAIL|SKIP) step "test $(awk '{print $1}' <<<"$rest")" "$v" "$((SECONDS - t))" "$rest" ;; esac
-done < <(grep -E '^(PASS|FAIL|SKIP) ' "$W/tests/summary.txt" 2>/dev/null)
-[ -s "$W/tests/summary.txt" ] || step tests FAIL "$((SECONDS - t))" "gpu-run.sh wrote no summary (rc=$rc)"
-conf_runs=0; conf_pass=0
-if [ -f "$W/tests/tests.log" ] && grep -q '^===== xstream-conformance--cuda--test' "$W/tests/tests.log"; then
-    conf_runs=1
-    sed -n '/^===== xstream-conformance--cuda--test/,/^===== /p' "$W/tests/tests.log" >"$W/conf-cuda-1.log"
-    grep -q '^PASS xstream-conformance--cuda--test' "$W/tests/summary.txt" && conf_pass=1
-fi
+bundle_tests
 
 # examples: the CLI and every example (no test binary selected: ONLY matches none).
 t=$SECONDS
@@ -119,41 +77,10 @@ else
     fi
 fi
 
-# memcheck on the binaries this round touched (gpu-run.sh's sanitizer verdicts); the
-# conformance suite's memcheck runs last, after the repeats, in the time left.
-memcheck() { # binary cap
-    local b="$1" c="$2" t line v
-    if [ "$c" -lt 40 ]; then step "memcheck $b" SKIP 0 "time budget spent (the repeats come first)"; return; fi
-    t=$SECONDS
-    OUT="$W/san-$b" SANITIZE="$b" BUDGET="$c" timeout $((c + 10)) bash $G/gpu-run.sh >"$W/san-$b.txt" 2>&1
-    line=$(grep -m1 -E '^(PASS|FAIL|SKIP) ' "$W/san-$b/summary.txt" 2>/dev/null)
-    v=${line%% *}
-    case "$v" in PASS|FAIL|SKIP) step "memcheck $b" "$v" "$((SECONDS - t))" "${line#* }" ;;
-        *) step "memcheck $b" FAIL "$((SECONDS - t))" "no verdict (san-$b.txt)" ;; esac
-}
-
 # conf-N: whole conformance runs until CONF_RUNS (default 5) in all or the budget is spent
 # (~25 s each).
-bin=$G/bin/xstream-conformance--cuda--test
-while [ -x "$bin" ] && [ "$conf_runs" -lt "${CONF_RUNS:-5}" ] && [ "$(left)" -gt 35 ]; do
-    conf_runs=$((conf_runs + 1))
-    t=$SECONDS
-    timeout 60 "$bin" --test-threads=1 --nocapture >"$W/conf-cuda-$conf_runs.log" 2>&1
-    rc=$?
-    ep=$(grep -m1 -E '^(PASS|FAIL) event_pool_bounded' "$W/conf-cuda-$conf_runs.log" | awk '{print $1, $3, $4}')
-    if [ $rc -eq 0 ] && grep -q '^test result: ok' "$W/conf-cuda-$conf_runs.log"; then
-        conf_pass=$((conf_pass + 1))
-        step "conf-$conf_runs" PASS "$((SECONDS - t))" "whole suite on CUDA; event_pool_bounded: $ep"
-    else
-        step "conf-$conf_runs" FAIL "$((SECONDS - t))" "rc=$rc; $(grep -E '^FAIL ' "$W/conf-cuda-$conf_runs.log" | head -3 | tr '\n' ';')"
-    fi
-done
-want=${CONF_RUNS:-5}
-if [ "$conf_runs" -eq "$want" ] && [ "$conf_pass" -eq "$want" ]; then
-    step conformance-repeats PASS 0 "$want of $want whole runs passed"
-else
-    step conformance-repeats FAIL 0 "$conf_pass of $conf_runs whole runs passed (target $want of $want)"
-fi
+conf_repeats "${CONF_RUNS:-5}"
+# memcheck on the conformance suite (gpu-run.sh's sanitizer verdict), last, in the time left.
 memcheck xstream-conformance--cuda--test "$(( $(left) - 15 ))"
 
 finish

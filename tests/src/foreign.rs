@@ -5,7 +5,7 @@
 
 use xstream_core::module::{lcg_launch, KernelArg, BUILTIN_LCG};
 use xstream_core::{
-    Backend, Buffer, Capabilities, Device, Error, HostAllocDesc, Kernel, Module, ReduceKind,
+    Backend, Buffer, Capabilities, Device, Error, Kernel, Module, PinnedAllocDesc, ReduceKind,
     ReduceType, Reduction, Stream, WaitCondition,
 };
 
@@ -61,8 +61,8 @@ pub(crate) fn foreign_buffers<B: Backend>(env: &Env<B>) -> CheckResult {
     let mine = env.device.alloc(LEN).ctx("alloc")?;
     let mut host = env
         .device
-        .alloc_host(LEN, &HostAllocDesc::new())
-        .ctx("alloc_host")?;
+        .alloc_pinned(LEN, &PinnedAllocDesc::new())
+        .ctx("alloc_pinned")?;
 
     let mut refused = Vec::new();
     let mut expect = |op: &'static str, r: xstream_core::Result<()>| -> Result<(), String> {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use xstream_core::{
-    block_on, Backend, Capabilities, Device, Event, EventDesc, HostAllocator, Kernel, PoolConfig,
+    block_on, Backend, Capabilities, Device, Event, EventDesc, HeapAllocator, Kernel, PoolConfig,
     PriorityClass, Status, Stream, StreamFlags, StreamPool,
 };
 
@@ -109,7 +109,7 @@ pub(crate) fn allocator_lookup<B: Backend>(env: &Env<B>) -> CheckResult {
         s.allocator().ctx("lookup")?.is_none(),
         "fresh stream has an allocator"
     );
-    let a = HostAllocator::new();
+    let a = HeapAllocator::new();
     let dynamic: Arc<dyn xstream_core::Allocator> = a.clone();
     s.set_allocator(Some(dynamic.clone())).ctx("register")?;
     let found = s

@@ -3,7 +3,7 @@
 use xstream_core::module::{lcg_launch, BUILTIN_LCG};
 use xstream_core::{
     lcg_reference, Backend, BackendKind, Buffer, BufferView, Capabilities, Device, DeviceSlice,
-    Error, HostAllocDesc, HostModule, KernelArg, LaunchConfig, Module, ModuleSource, ParamKind,
+    Error, HostModule, KernelArg, LaunchConfig, Module, ModuleSource, ParamKind, PinnedAllocDesc,
     Stream,
 };
 
@@ -159,8 +159,8 @@ pub(crate) fn views_and_typed_copies<B: Backend>(env: &Env<B>) -> CheckResult {
 
     // Asynchronous typed copies over page-locked memory.
     let mut h = dev
-        .alloc_host(16, &HostAllocDesc::new())
-        .ctx("alloc_host")?;
+        .alloc_pinned(16, &PinnedAllocDesc::new())
+        .ctx("alloc_pinned")?;
     h.typed_mut::<u32>()
         .ctx("typed_mut")?
         .copy_from_slice(&[7, 8, 9, 10]);
@@ -168,8 +168,8 @@ pub(crate) fn views_and_typed_copies<B: Backend>(env: &Env<B>) -> CheckResult {
         .ctx("write_from_host")?;
     model[..4].copy_from_slice(&[7, 8, 9, 10]);
     let mut h2 = dev
-        .alloc_host(16, &HostAllocDesc::new())
-        .ctx("alloc_host")?;
+        .alloc_pinned(16, &PinnedAllocDesc::new())
+        .ctx("alloc_pinned")?;
     s.read_into_host(all.slice(2..6).ctx("slice")?, &mut h2, 0)
         .ctx("read_into_host")?;
     ensure!(
@@ -246,7 +246,9 @@ pub(crate) fn zero_length<B: Backend>(env: &Env<B>) -> CheckResult {
     s.memset_view(v, 0xff).ctx("memset of an empty view")?;
     s.memset32(b.view().slice(16..).ctx("tail view")?, 5)
         .ctx("memset32 of the empty tail")?;
-    let h = dev.alloc_host(8, &HostAllocDesc::new()).ctx("alloc_host")?;
+    let h = dev
+        .alloc_pinned(8, &PinnedAllocDesc::new())
+        .ctx("alloc_pinned")?;
     s.copy_to_device(&h, 0, &b, 4, 0)
         .ctx("copy_to_device of 0 bytes")?;
     ensure!(

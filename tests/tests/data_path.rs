@@ -3,7 +3,7 @@
 //! demo's pipeline: `crates/xstream/tests/pipeline.rs`). (The CUDA versions are in `backends/cuda/tests/data_path.rs`.)
 
 use xstream_core::{
-    lcg_reference, Backend, Buffer, Device, Error, HostAllocDesc, HostMemFlags, Kernel, Stream,
+    lcg_reference, Backend, Buffer, Device, Error, Kernel, PinnedAllocDesc, PinnedFlags, Stream,
     StreamDesc, TranslationPolicy,
 };
 use xstream_host::HostDevice;
@@ -17,18 +17,21 @@ fn host_page_locked_roundtrip_through_a_kernel() {
     let d = host();
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     let mut src = d
-        .alloc_host(
+        .alloc_pinned(
             4096,
-            &HostAllocDesc::new().flags(HostMemFlags::PORTABLE | HostMemFlags::WRITE_COMBINED),
+            &PinnedAllocDesc::new().flags(PinnedFlags::PORTABLE | PinnedFlags::WRITE_COMBINED),
         )
         .unwrap();
     assert!(src.is_page_locked());
-    assert_eq!(src.as_ptr() as usize % xstream_core::hostmem::HOST_ALIGN, 0);
+    assert_eq!(
+        src.as_ptr() as usize % xstream_core::hostmem::PINNED_ALIGN,
+        0
+    );
     assert!(src.as_slice().unwrap().iter().all(|&b| b == 0), "zeroed");
     for (i, b) in src.as_mut_slice().unwrap().iter_mut().enumerate() {
         *b = (i % 253) as u8;
     }
-    let mut dst = d.alloc_host(4096, &HostAllocDesc::new()).unwrap();
+    let mut dst = d.alloc_pinned(4096, &PinnedAllocDesc::new()).unwrap();
     let buf = d.alloc(4096).unwrap();
     s.launch_builtin(Kernel::Delay(std::time::Duration::from_millis(5)))
         .unwrap();
@@ -54,7 +57,7 @@ fn host_fence_orders_uses_on_two_streams() {
         d.create_stream(&StreamDesc::new()).unwrap(),
         d.create_stream(&StreamDesc::new()).unwrap(),
     );
-    let mut h = d.alloc_host(64, &HostAllocDesc::new()).unwrap();
+    let mut h = d.alloc_pinned(64, &PinnedAllocDesc::new()).unwrap();
     h.as_mut_slice().unwrap().fill(9);
     let zeros = d.alloc(64).unwrap();
     a.launch_builtin(Kernel::Delay(std::time::Duration::from_millis(30)))
@@ -71,7 +74,7 @@ fn host_fence_orders_uses_on_two_streams() {
 fn host_bad_copies_are_clear_errors() {
     let d = host();
     let s = d.create_stream(&StreamDesc::new()).unwrap();
-    let mut h = d.alloc_host(1024, &HostAllocDesc::new()).unwrap();
+    let mut h = d.alloc_pinned(1024, &PinnedAllocDesc::new()).unwrap();
     let buf = d.alloc(512).unwrap();
     let inv = |r: xstream_core::Result<()>| matches!(r, Err(Error::InvalidArgument(_)));
     assert!(inv(s.copy_to_device(&h, 0, &buf, 0, 1024)), "device side");
@@ -85,7 +88,7 @@ fn host_bad_copies_are_clear_errors() {
     s.copy_to_device(&h, 0, &buf, 0, 0)
         .expect("empty copy is a no-op");
     // A zero-length host buffer: empty, and copies of it are no-ops.
-    let mut empty = d.alloc_host(0, &HostAllocDesc::new()).unwrap();
+    let mut empty = d.alloc_pinned(0, &PinnedAllocDesc::new()).unwrap();
     assert_eq!(empty.len(), 0);
     assert!(empty.is_empty() && empty.as_slice().unwrap().is_empty());
     s.copy_to_device(&empty, 0, &buf, 0, 0).unwrap();
@@ -107,13 +110,13 @@ fn host_bad_copies_are_clear_errors() {
     ));
     assert!(matches!(s.free_async(far), Err(Error::WrongDevice(_))));
     // A host buffer of another device, not PORTABLE: refused; PORTABLE: allowed.
-    let h1 = other.alloc_host(64, &HostAllocDesc::new()).unwrap();
+    let h1 = other.alloc_pinned(64, &PinnedAllocDesc::new()).unwrap();
     assert!(matches!(
         s.copy_to_device(&h1, 0, &buf, 0, 16),
         Err(Error::WrongDevice(_))
     ));
     let p1 = other
-        .alloc_host(64, &HostAllocDesc::new().flags(HostMemFlags::PORTABLE))
+        .alloc_pinned(64, &PinnedAllocDesc::new().flags(PinnedFlags::PORTABLE))
         .unwrap();
     s.copy_to_device(&p1, 0, &buf, 0, 16).unwrap();
     // Inside a capture: refused, and the capture stays usable.
@@ -159,11 +162,11 @@ fn host_flag_policy_is_applied() {
     // The host table accepts every flag; a strict table that lacks one refuses it, best
     // effort drops and reports it.
     let d = host();
-    let all = HostMemFlags::all();
+    let all = PinnedFlags::all();
     let h = d
-        .alloc_host(
+        .alloc_pinned(
             16,
-            &HostAllocDesc::new()
+            &PinnedAllocDesc::new()
                 .flags(all)
                 .policy(TranslationPolicy::Strict),
         )
@@ -203,13 +206,13 @@ fn ascend_sim_stages_captured_writes() {
     s.synchronize().unwrap();
     assert_eq!(rb.take().unwrap(), vec![2u8; 256]);
     // Page-locked buffers take the native path.
-    let mut h = d.alloc_host(256, &HostAllocDesc::new()).unwrap();
+    let mut h = d.alloc_pinned(256, &PinnedAllocDesc::new()).unwrap();
     s.copy_to_host(&buf, 0, &mut h, 0, 256).unwrap();
     assert_eq!(h.as_slice().unwrap(), &[2u8; 256]);
     assert!(matches!(
-        d.alloc_host(
+        d.alloc_pinned(
             16,
-            &HostAllocDesc::new().flags(HostMemFlags::WRITE_COMBINED)
+            &PinnedAllocDesc::new().flags(PinnedFlags::WRITE_COMBINED)
         ),
         Err(Error::UnsupportedFlag { .. })
     ));

@@ -235,7 +235,6 @@ not_supported!(
     halMemRegUbSegment,
     halMemRetainAllocationHandle,
     halMemShareHandleGetAttribute,
-    halMemShareHandleInfoGet,
     halMemTransShareableHandle,
     halMemUnRegUbSegment,
     halMemcpy,
@@ -343,12 +342,6 @@ not_supported!(
     prof_drv_start,
     prof_stop,
 );
-
-/// `bool halSupportFeature(...)`: no optional driver feature is claimed.
-#[no_mangle]
-pub extern "C" fn halSupportFeature() -> bool {
-    false
-}
 
 /// `unsigned int halGetMaxResMapType(void)`: no resource map types.
 #[no_mangle]

@@ -32,8 +32,16 @@
 //! header page ([`HEADER`]: exported, whitelist off, size, whitelisted process ids) before its
 //! bytes; the shareable value is the exporter's process id and its descriptor of the `memfd`;
 //! an import opens that descriptor through `/proc/<pid>/fd/<fd>` and maps the same bytes.
-//! `halMemShareHandleInfoGet` stays unemulated (`DRV_ERROR_NOT_SUPPORT`): the runtime then
-//! imports without asking the exporter's physical device.
+//! `halMemShareHandleInfoGet` answers the physical device of exported device memory (from the
+//! header page); for host memory it answers `DRV_ERROR_NOT_SUPPORT`, and the runtime then
+//! imports without asking.
+//!
+//! IPC events (`aclrtIpcGetEventHandle` / `aclrtIpcOpenEventHandle`, the runtime's
+//! `core/src/event/ipc_event.cc`) are built from these same calls. What they ask beyond
+//! xstream's own sharing is admitted here: `halSupportFeature(FEATURE_SVM_VMM_NORMAL_GRANULARITY)`
+//! (the feature the runtime checks first) is claimed for every emulated device; an export may
+//! carry flag bit 0 (the runtime's `IPC_EVENT_P2P_NO_CHECK_FLAG`); an import may name device 65
+//! (the runtime's `IMPORT_DEVICE_ID`, the host side of the opening process).
 
 #![allow(non_snake_case)]
 
@@ -66,6 +74,17 @@ const MEM_MAX_TYPE: u32 = 5;
 /// (bit 8) and `MEM_RSV_TYPE_REMOTE_MAP` (bit 9) need a specified address.
 const RSV_PG_TYPE_MASK: u64 = 0x3;
 const RSV_SPECIFIED_ONLY: u64 = (1 << 8) | (1 << 9);
+
+/// `FEATURE_SVM_VMM_NORMAL_GRANULARITY` (`enum drvFeature`, `ascend_hal_define.h`).
+pub const FEATURE_SVM_VMM_NORMAL_GRANULARITY: u32 = 6;
+
+/// Export flag bit 0: the runtime's `IPC_EVENT_P2P_NO_CHECK_FLAG` (`core/inc/event/ipc_event.hpp`),
+/// passed by IPC events; the only flag an export takes.
+pub const EXPORT_P2P_NO_CHECK: u64 = 1;
+
+/// The device id the runtime's IPC events import their host-side mappings with
+/// (`IMPORT_DEVICE_ID`, `core/inc/event/ipc_event.hpp`).
+pub const IMPORT_HOST_DEVID: u32 = 65;
 
 /// Base of the handle tokens (`drv_mem_handle_t *`); each handle is 64 bytes further on.
 const HANDLE_BASE: usize = 0x4A11_0000_0000;
@@ -161,6 +180,8 @@ const H_EXPORTED: usize = 8;
 const H_NO_WLIST: usize = 12;
 const H_SIZE: usize = 16;
 const H_NPIDS: usize = 24;
+/// The device that created the memory, plus one (0: host memory).
+const H_DEVICE: usize = 28;
 const H_PIDS: usize = 32;
 const MAGIC: &[u8; 8] = b"XHALVMMP";
 /// Whitelisted process ids one header holds.
@@ -325,9 +346,15 @@ pub fn create(size: usize, prop: &MemProp, flag: u64) -> Result<usize, i32> {
         close_fd(fd);
         return Err(DRV_ERROR_OUT_OF_MEMORY);
     };
-    let mut hdr = [0u8; 24];
+    let mut hdr = [0u8; H_PIDS];
     hdr[..8].copy_from_slice(MAGIC);
     hdr[H_SIZE..H_SIZE + 8].copy_from_slice(&(size as u64).to_le_bytes());
+    let device = if prop.side == MEM_DEV_SIDE {
+        prop.devid + 1
+    } else {
+        0
+    };
+    hdr[H_DEVICE..H_DEVICE + 4].copy_from_slice(&device.to_le_bytes());
     // SAFETY: `fd` is ours.
     if unsafe { libc::ftruncate(fd, len) } != 0 || !pwrite_at(fd, 0, &hdr) {
         close_fd(fd);
@@ -458,8 +485,9 @@ pub fn set_access(ptr: usize, size: usize, descs: &[AccessDesc]) -> Result<(), i
 
 /// `halMemExportToShareableHandle`: the shareable value is this process's id (high 32 bits)
 /// and its descriptor of the `memfd` (low 32 bits); only handle type `MEM_HANDLE_TYPE_NONE` (0)
-/// and flags 0 (what the runtime passes), of memory created here (not imported) and not
-/// released.
+/// and flags 0 (what the runtime passes for `aclrtMemExportToShareableHandle`) or
+/// [`EXPORT_P2P_NO_CHECK`] (what it passes for IPC events), of memory created here (not
+/// imported) and not released.
 pub fn export(handle: usize, handle_type: u32, flags: u64) -> Result<u64, i32> {
     with(|v| {
         let p = v
@@ -467,7 +495,7 @@ pub fn export(handle: usize, handle_type: u32, flags: u64) -> Result<u64, i32> {
             .get(&handle)
             .filter(|p| !p.released && !p.imported)
             .ok_or(DRV_ERROR_INVALID_VALUE)?;
-        if handle_type != 0 || flags != 0 {
+        if handle_type != 0 || flags & !EXPORT_P2P_NO_CHECK != 0 {
             return Err(DRV_ERROR_INVALID_VALUE);
         }
         if !pwrite_at(p.fd, H_EXPORTED, &1u32.to_le_bytes()) {
@@ -518,14 +546,10 @@ pub fn set_no_whitelist(shareable: u64, attr_type: u32, enable_flag: u32) -> Res
     Ok(())
 }
 
-/// `halMemImportFromShareableHandle`: opens the exporter's `memfd` through
-/// `/proc/<pid>/fd/<fd>` (only this emulation's `memfd` objects, exported, with this process on
-/// the whitelist or the whitelist off) and returns a new handle over the same bytes. Refused
-/// once the exporter released its memory or is gone (its descriptor is closed).
-pub fn import(shareable: u64, devid: u32) -> Result<usize, i32> {
-    if devid >= devinfo::device_count() {
-        return Err(DRV_ERROR_INVALID_VALUE);
-    }
+/// Opens the `memfd` behind `shareable` through `/proc/<pid>/fd/<fd>`: only this emulation's
+/// `memfd` objects whose header says exported. Returns the descriptor (the caller closes it or
+/// keeps it) and the header.
+fn open_export(shareable: u64) -> Result<(i32, [u8; H_PIDS]), i32> {
     let path = format!("/proc/{}/fd/{}", shareable >> 32, shareable as u32);
     let ours = std::fs::read_link(&path).is_ok_and(|t| {
         t.to_string_lossy()
@@ -535,26 +559,42 @@ pub fn import(shareable: u64, devid: u32) -> Result<usize, i32> {
         return Err(DRV_ERROR_INVALID_VALUE);
     }
     let cpath = std::ffi::CString::new(path).map_err(|_| DRV_ERROR_INVALID_VALUE)?;
-    // SAFETY: a NUL-terminated path; the descriptor is closed below or kept by the handle.
+    // SAFETY: a NUL-terminated path; the descriptor is closed below or handed to the caller.
     let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
     if fd < 0 {
         return Err(DRV_ERROR_INVALID_VALUE);
     }
+    let mut hdr = [0u8; H_PIDS];
+    if !pread_at(fd, 0, &mut hdr) || &hdr[..8] != MAGIC || hdr_word(&hdr, H_EXPORTED) != 1 {
+        close_fd(fd);
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    Ok((fd, hdr))
+}
+
+fn hdr_word(hdr: &[u8; H_PIDS], at: usize) -> u32 {
+    u32::from_le_bytes([hdr[at], hdr[at + 1], hdr[at + 2], hdr[at + 3]])
+}
+
+/// `halMemImportFromShareableHandle`: opens the exporter's `memfd` (see [`open_export`]; with
+/// this process on the whitelist or the whitelist off) and returns a new handle over the same
+/// bytes. `devid` is an emulated device or [`IMPORT_HOST_DEVID`]. Refused once the exporter
+/// released its memory or is gone (its descriptor is closed).
+pub fn import(shareable: u64, devid: u32) -> Result<usize, i32> {
+    if devid >= devinfo::device_count() && devid != IMPORT_HOST_DEVID {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
+    let (fd, hdr) = open_export(shareable)?;
     let admitted = || -> Option<usize> {
-        let mut hdr = [0u8; H_PIDS];
-        if !pread_at(fd, 0, &mut hdr) || &hdr[..8] != MAGIC {
-            return None;
-        }
-        let word = |at: usize| u32::from_le_bytes(hdr[at..at + 4].try_into().unwrap_or_default());
         let size = u64::from_le_bytes(hdr[H_SIZE..H_SIZE + 8].try_into().unwrap_or_default());
-        let n = (word(H_NPIDS) as usize).min(MAX_PIDS);
+        let n = (hdr_word(&hdr, H_NPIDS) as usize).min(MAX_PIDS);
         let mut pids = vec![0u8; 4 * n];
         let me = std::process::id() as i32;
         let listed = pread_at(fd, H_PIDS, &mut pids)
             && pids
                 .chunks_exact(4)
                 .any(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) == me);
-        (word(H_EXPORTED) == 1 && (word(H_NO_WLIST) == 1 || listed))
+        (hdr_word(&hdr, H_NO_WLIST) == 1 || listed)
             .then(|| usize::try_from(size).ok())
             .flatten()
     };
@@ -565,6 +605,25 @@ pub fn import(shareable: u64, devid: u32) -> Result<usize, i32> {
             Err(DRV_ERROR_INVALID_VALUE)
         }
     }
+}
+
+/// `halMemShareHandleInfoGet`: the physical device (the emulation's physical ids are its
+/// indices) of the exported device memory behind `shareable`; `DRV_ERROR_NOT_SUPPORT` for host
+/// memory (no device to name: the runtime then imports without asking).
+pub fn share_info(shareable: u64) -> Result<u32, i32> {
+    let (fd, hdr) = open_export(shareable)?;
+    close_fd(fd);
+    match hdr_word(&hdr, H_DEVICE) {
+        0 => Err(DRV_ERROR_NOT_SUPPORT),
+        d => Ok(d - 1),
+    }
+}
+
+/// `halSupportFeature`: [`FEATURE_SVM_VMM_NORMAL_GRANULARITY`] on an emulated device, which the
+/// runtime asks before IPC events and host NUMA physical memory (the latter still refused by
+/// `halMemCreate`); no other feature.
+pub fn supports_feature(dev: u32, feature: u32) -> bool {
+    feature == FEATURE_SVM_VMM_NORMAL_GRANULARITY && dev < devinfo::device_count()
 }
 
 /// Writes `v` through a non-null out-pointer; `DRV_ERROR_INVALID_VALUE` for null.
@@ -744,6 +803,44 @@ mod ffi {
             }
             put(shareable, export(handle as usize, handle_type, flags))
         })
+    }
+
+    /// `struct ShareHandleGetInfo` (`common_pkg.h`): `phyDevid` and eight reserved words.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct ShareHandleGetInfo {
+        /// `phyDevid`: the physical device of the shared memory.
+        pub phy_devid: u32,
+        /// `reserve`.
+        pub reserve: [u32; 8],
+    }
+
+    /// `drvError_t halMemShareHandleInfoGet(uint64_t shareable_handle, struct
+    /// ShareHandleGetInfo *info)`.
+    #[no_mangle]
+    pub extern "C" fn halMemShareHandleInfoGet(
+        shareable: u64,
+        info: *mut ShareHandleGetInfo,
+    ) -> i32 {
+        guard("halMemShareHandleInfoGet", || {
+            let r = share_info(shareable);
+            crate::trace!("halMemShareHandleInfoGet({shareable:#x}) -> {r:?}");
+            put(
+                info,
+                r.map(|d| ShareHandleGetInfo {
+                    phy_devid: d,
+                    ..Default::default()
+                }),
+            )
+        })
+    }
+
+    /// `bool halSupportFeature(uint32_t devId, drvFeature_t type)`.
+    #[no_mangle]
+    pub extern "C" fn halSupportFeature(dev: u32, feature: u32) -> bool {
+        let r = std::panic::catch_unwind(|| supports_feature(dev, feature)).unwrap_or(false);
+        crate::trace!("halSupportFeature(dev {dev}, feature {feature}) -> {r}");
+        r
     }
 
     /// `drvError_t halMemImportFromShareableHandle(uint64_t shareable_handle, uint32_t devid,

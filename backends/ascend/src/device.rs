@@ -409,7 +409,7 @@ impl AscendDevice {
     }
 
     /// Page-locks host memory the caller already has (`aclrtHostRegister`, type
-    /// `ACL_HOST_REGISTER_MAPPED`) and wraps it as a [`xstream_core::HostBuffer`]; it is
+    /// `ACL_HOST_REGISTER_MAPPED`) and wraps it as a [`xstream_core::PinnedBuffer`]; it is
     /// unregistered (`aclrtHostUnregister`) and freed when the buffer, and every copy that
     /// uses it, is gone. ACL registers only page-aligned addresses: a vector whose buffer is
     /// aligned to a 4 KiB page is registered in place; any other is moved once into a
@@ -417,26 +417,26 @@ impl AscendDevice {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an empty vector; flag errors per the desc's policy (as
-    /// [`Device::alloc_host`](xstream_core::Device::alloc_host)); [`Error::Unsupported`] when the runtime does not export
+    /// [`Device::alloc_pinned`](xstream_core::Device::alloc_pinned)); [`Error::Unsupported`] when the runtime does not export
     /// `aclrtHostRegister` / `aclrtHostUnregister`; vendor errors.
     pub fn register_host(
         &self,
         data: Vec<u8>,
-        desc: &xstream_core::HostAllocDesc,
-    ) -> Result<xstream_core::HostBuffer<AscendBackend>> {
+        desc: &xstream_core::PinnedAllocDesc,
+    ) -> Result<xstream_core::PinnedBuffer<AscendBackend>> {
         ensure_not_in_callback()?;
         if data.is_empty() {
             return Err(Error::invalid("cannot register an empty host range"));
         }
-        let (_, flags, report) = xstream_core::translate_host_flags(
+        let (_, flags, report) = xstream_core::translate_pinned_flags(
             BackendKind::Ascend,
-            ACL_HOST_MEM_FLAGS,
+            ACL_PINNED_FLAGS,
             desc.flags,
             desc.policy,
         )?;
         self.inner.bind()?;
-        let mem = result::memory::HostRegistered::new(self.inner.t, self.inner.ordinal, data)?;
-        Ok(xstream_core::HostBuffer::from_allocation(
+        let mem = result::memory::PinnedRegistered::new(self.inner.t, self.inner.ordinal, data)?;
+        Ok(xstream_core::PinnedBuffer::from_allocation(
             self,
             Arc::new(mem),
             flags,
@@ -685,23 +685,23 @@ impl xstream_core::DeviceImpl for AscendDevice {
         Ok(buf)
     }
 
-    fn alloc_host_impl(
+    fn alloc_pinned_impl(
         &self,
         len: usize,
-        desc: &xstream_core::HostAllocDesc,
-    ) -> Result<xstream_core::HostBuffer<AscendBackend>> {
-        let (_, flags, report) = xstream_core::translate_host_flags(
+        desc: &xstream_core::PinnedAllocDesc,
+    ) -> Result<xstream_core::PinnedBuffer<AscendBackend>> {
+        let (_, flags, report) = xstream_core::translate_pinned_flags(
             xstream_core::BackendKind::Ascend,
-            ACL_HOST_MEM_FLAGS,
+            ACL_PINNED_FLAGS,
             desc.flags,
             desc.policy,
         )?;
         if len == 0 {
-            return xstream_core::HostBuffer::empty(self, flags, report);
+            return xstream_core::PinnedBuffer::empty(self, flags, report);
         }
         self.inner.bind()?;
-        let mem = result::memory::HostAlloc::new(self.inner.t, self.inner.ordinal, len)?;
-        Ok(xstream_core::HostBuffer::from_allocation(
+        let mem = result::memory::PinnedAlloc::new(self.inner.t, self.inner.ordinal, len)?;
+        Ok(xstream_core::PinnedBuffer::from_allocation(
             self,
             Arc::new(mem),
             flags,
@@ -716,7 +716,7 @@ impl xstream_core::DeviceImpl for AscendDevice {
         &self,
         ptr: *mut u8,
         len: usize,
-    ) -> Result<Arc<dyn xstream_core::HostAllocation>> {
+    ) -> Result<Arc<dyn xstream_core::PinnedAllocation>> {
         self.inner.bind()?;
         // SAFETY: forwarded from the caller (the contract of `DeviceImpl::register_host_range_impl`).
         let r = unsafe {
@@ -763,7 +763,9 @@ impl xstream_core::DeviceImpl for AscendDevice {
 
 mod buffer;
 pub(crate) use buffer::BufInner;
-pub use buffer::{AscendBuffer, ACL_HOST_MEM_FLAGS};
+#[allow(deprecated)]
+pub use buffer::ACL_PINNED_FLAGS;
+pub use buffer::{AscendBuffer, ACL_PINNED_FLAGS};
 
 /// Number of devices (used by the backend).
 pub(crate) fn device_count() -> Result<usize> {

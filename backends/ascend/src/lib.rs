@@ -78,8 +78,10 @@ pub mod vmm;
 use xstream_core::{Backend, BackendKind, Error, FlagTable, Result};
 
 pub use conv::ACL_FLAGS;
+#[allow(deprecated)]
+pub use device::ACL_HOST_MEM_FLAGS;
 pub use device::{
-    AscendBuffer, AscendDevice, CannAttribute, DeviceFeature, SaturationMode, ACL_HOST_MEM_FLAGS,
+    AscendBuffer, AscendDevice, CannAttribute, DeviceFeature, SaturationMode, ACL_PINNED_FLAGS,
 };
 pub use error::{map_error, AclError};
 pub use event::AscendEvent;

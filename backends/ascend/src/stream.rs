@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use xstream_core::callback::{HostCallback, PanicSlot, PendingCallbacks};
+use xstream_core::callback::{BoxedCallback, PanicSlot, PendingCallbacks};
 use xstream_core::module::{KernelArg, LaunchConfig, BUILTIN_DELAY, BUILTIN_LCG};
 use xstream_core::{
     Allocator, BackendKind, Borrowed, BufferView, CaptureCell, CaptureMode, CreationReport, Error,
@@ -512,7 +512,7 @@ impl StreamImpl for AscendStream {
         Ok(())
     }
 
-    fn enqueue_callback_impl(&self, f: HostCallback) -> Result<()> {
+    fn enqueue_callback_impl(&self, f: BoxedCallback) -> Result<()> {
         self.device.inner.bind()?;
         self.launch_cb(f)
     }
@@ -629,11 +629,11 @@ impl StreamImpl for AscendStream {
         self.wait_event_impl(&e)
     }
 
-    fn copy_to_device_impl(&self, src: xstream_core::HostSpan, dst: Span<'_>) -> Result<()> {
+    fn copy_to_device_impl(&self, src: xstream_core::PinnedSpan, dst: Span<'_>) -> Result<()> {
         memory::copy_to_device(self, src, dst.buffer(), dst.offset())
     }
 
-    fn copy_to_host_impl(&self, src: Span<'_>, dst: xstream_core::HostSpan) -> Result<()> {
+    fn copy_to_host_impl(&self, src: Span<'_>, dst: xstream_core::PinnedSpan) -> Result<()> {
         memory::copy_to_host(self, src.buffer(), src.offset(), dst)
     }
 

@@ -14,12 +14,12 @@ use xstream_ascend::sys::{
     aclrtAllocatorAllocAdviseFunc, aclrtAllocatorAllocFunc, aclrtAllocatorFreeFunc,
     aclrtAllocatorGetAddrFromBlockFunc,
 };
-use xstream_core::{Allocator, Block, Device, HostAllocator, Stream, StreamDesc};
+use xstream_core::{Allocator, Block, Device, HeapAllocator, Stream, StreamDesc};
 
 /// A host allocator that records every call it receives, and panics on demand.
 #[derive(Default)]
 struct Recording {
-    inner: HostAllocator,
+    inner: HeapAllocator,
     calls: Mutex<Vec<String>>,
     panic: AtomicBool,
 }

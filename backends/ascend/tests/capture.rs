@@ -142,7 +142,7 @@ fn page_locked_copies_are_refused_inside_a_capture() {
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     let buf = d.alloc(64).unwrap();
     let mut h = d
-        .alloc_host(64, &xstream_core::HostAllocDesc::new())
+        .alloc_pinned(64, &xstream_core::PinnedAllocDesc::new())
         .unwrap();
     s.begin_capture(CaptureMode::Global).unwrap();
     assert!(matches!(

@@ -5,7 +5,7 @@
 mod common;
 
 use xstream_core::{
-    CaptureMode, Device, Error, Graph as _, HostAllocDesc, HostMemFlags, Stream, StreamDesc,
+    CaptureMode, Device, Error, Graph as _, PinnedAllocDesc, PinnedFlags, Stream, StreamDesc,
     TranslationPolicy,
 };
 
@@ -21,7 +21,7 @@ fn registered_memory_round_trips_and_is_unregistered_on_drop() {
     let before = sim.call_count("aclrtHostUnregister");
     let data: Vec<u8> = (0..5000u32).map(|i| (i % 253) as u8).collect();
     let h = d
-        .register_host(data.clone(), &HostAllocDesc::new())
+        .register_host(data.clone(), &PinnedAllocDesc::new())
         .unwrap();
     assert!(h.is_page_locked());
     assert_eq!(
@@ -32,7 +32,7 @@ fn registered_memory_round_trips_and_is_unregistered_on_drop() {
     let buf = d.alloc(5000).unwrap();
     s.copy_to_device(&h, 0, &buf, 0, 5000).unwrap();
     let mut back = d
-        .register_host(vec![0; 5000], &HostAllocDesc::new())
+        .register_host(vec![0; 5000], &PinnedAllocDesc::new())
         .unwrap();
     s.copy_to_host(&buf, 0, &mut back, 0, 5000).unwrap();
     assert_eq!(back.as_slice().unwrap(), &data[..]);
@@ -56,7 +56,9 @@ fn captured_copy_accepts_a_registered_range() {
     let t = d.fns();
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     let buf = d.alloc(64).unwrap();
-    let h = d.register_host(vec![7; 64], &HostAllocDesc::new()).unwrap();
+    let h = d
+        .register_host(vec![7; 64], &PinnedAllocDesc::new())
+        .unwrap();
     let pageable = [1u8; 64];
     let raw_h2d = |src: *const u8| {
         // SAFETY: `buf` and the source hold 64 live bytes until the graph below has run; the
@@ -96,18 +98,18 @@ fn bad_registrations_are_clear_errors() {
     let sim = common::Sim::get();
     let d = common::device(0);
     assert!(matches!(
-        d.register_host(Vec::new(), &HostAllocDesc::new()),
+        d.register_host(Vec::new(), &PinnedAllocDesc::new()),
         Err(Error::InvalidArgument(_))
     ));
-    let strict = HostAllocDesc::new()
-        .flags(HostMemFlags::WRITE_COMBINED)
+    let strict = PinnedAllocDesc::new()
+        .flags(PinnedFlags::WRITE_COMBINED)
         .policy(TranslationPolicy::Strict);
     assert!(d.register_host(vec![1; 16], &strict).is_err());
     // The runtime's own checks, through the raw symbols.
     let t = d.fns();
     let (reg, unreg) = (t.aclrtHostRegister.unwrap(), t.aclrtHostUnregister.unwrap());
     let h = d
-        .register_host(vec![0; 8192], &HostAllocDesc::new())
+        .register_host(vec![0; 8192], &PinnedAllocDesc::new())
         .unwrap();
     let mut dev = std::ptr::null_mut();
     let p = h.as_ptr() as *mut std::ffi::c_void;
@@ -131,12 +133,12 @@ fn bad_registrations_are_clear_errors() {
     // An injected failure: the error names the call, nothing is left registered.
     assert_eq!(sim.set_faults("aclrtHostRegister:1:507000"), 0);
     let e = d
-        .register_host(vec![3; 4096], &HostAllocDesc::new())
+        .register_host(vec![3; 4096], &PinnedAllocDesc::new())
         .unwrap_err();
     assert!(e.to_string().contains("aclrtHostRegister"), "{e}");
     sim.set_faults("");
     let h = d
-        .register_host(vec![3; 4096], &HostAllocDesc::new())
+        .register_host(vec![3; 4096], &PinnedAllocDesc::new())
         .unwrap();
     assert_eq!(h.as_slice().unwrap(), &[3u8; 4096][..]);
 }

@@ -3,7 +3,7 @@ mod common;
 
 use std::sync::Arc;
 
-use xstream_core::{Allocator, Buffer, Device, Error, HostAllocator, Kernel, Stream, StreamDesc};
+use xstream_core::{Allocator, Buffer, Device, Error, HeapAllocator, Kernel, Stream, StreamDesc};
 
 #[test]
 fn write_read_copy_memset_lcg() {
@@ -81,7 +81,7 @@ fn allocator_register_get_unregister() {
     let d = common::device(0);
     let s = d.create_stream(&StreamDesc::new()).unwrap();
     assert!(s.allocator().unwrap().is_none());
-    let h = HostAllocator::new();
+    let h = HeapAllocator::new();
     let a: Arc<dyn Allocator> = h.clone();
     s.set_allocator(Some(a.clone())).unwrap();
     let got = s.allocator().unwrap().expect("registered");
@@ -89,7 +89,7 @@ fn allocator_register_get_unregister() {
     let blk = got.alloc(32).unwrap();
     assert_eq!(h.live_blocks(), 1);
     got.free(blk);
-    s.set_allocator(Some(HostAllocator::new())).unwrap();
+    s.set_allocator(Some(HeapAllocator::new())).unwrap();
     assert!(!Arc::ptr_eq(&s.allocator().unwrap().unwrap(), &a));
     s.set_allocator(None).unwrap();
     assert!(s.allocator().unwrap().is_none());

@@ -743,12 +743,12 @@ impl xstream_core::DeviceImpl for CudaDevice {
         crate::memory::alloc(self, len)
     }
 
-    fn alloc_host_impl(
+    fn alloc_pinned_impl(
         &self,
         len: usize,
-        desc: &xstream_core::HostAllocDesc,
-    ) -> Result<xstream_core::HostBuffer<CudaBackend>> {
-        crate::hostmem::alloc_host(self, len, desc)
+        desc: &xstream_core::PinnedAllocDesc,
+    ) -> Result<xstream_core::PinnedBuffer<CudaBackend>> {
+        crate::hostmem::alloc_pinned(self, len, desc)
     }
 
     /// `cuMemHostRegister` of the caller's range, unregistered at the end of the scope.
@@ -757,7 +757,7 @@ impl xstream_core::DeviceImpl for CudaDevice {
         &self,
         ptr: *mut u8,
         len: usize,
-    ) -> Result<std::sync::Arc<dyn xstream_core::HostAllocation>> {
+    ) -> Result<std::sync::Arc<dyn xstream_core::PinnedAllocation>> {
         // SAFETY: forwarded from the caller (the contract of `DeviceImpl::register_host_range_impl`).
         unsafe { self.register_range(ptr, len) }
     }

@@ -1,54 +1,61 @@
 //! Page-locked host memory on CUDA: `cuMemHostAlloc` with the portable flags translated
-//! through [`CUDA_HOST_MEM_FLAGS`], and `cuMemHostRegister` of memory the caller already has
+//! through [`CUDA_PINNED_FLAGS`], and `cuMemHostRegister` of memory the caller already has
 //! ([`CudaDevice::register_host`]).
 
 use std::sync::Arc;
 
 use xstream_core::{
-    translate_host_flags, BackendKind, Error, HostAllocDesc, HostBuffer, HostFlagRow, HostMemFlags,
-    Result,
+    translate_pinned_flags, BackendKind, Error, PinnedAllocDesc, PinnedBuffer, PinnedFlagRow,
+    PinnedFlags, Result,
 };
 
 use crate::ffi::PinnedAlloc;
 use crate::{CudaBackend, CudaDevice};
 
 /// `cuMemHostAlloc` flags: every portable flag is native.
-pub const CUDA_HOST_MEM_FLAGS: &[HostFlagRow] = &[
-    HostFlagRow {
-        flag: HostMemFlags::PORTABLE,
+pub const CUDA_PINNED_FLAGS: &[PinnedFlagRow] = &[
+    PinnedFlagRow {
+        flag: PinnedFlags::PORTABLE,
         native: Some(0x1), // CU_MEMHOSTALLOC_PORTABLE
         reason: "",
     },
-    HostFlagRow {
-        flag: HostMemFlags::DEVICE_MAPPED,
+    PinnedFlagRow {
+        flag: PinnedFlags::DEVICE_MAPPED,
         native: Some(0x2), // CU_MEMHOSTALLOC_DEVICEMAP
         reason: "",
     },
-    HostFlagRow {
-        flag: HostMemFlags::WRITE_COMBINED,
+    PinnedFlagRow {
+        flag: PinnedFlags::WRITE_COMBINED,
         native: Some(0x4), // CU_MEMHOSTALLOC_WRITECOMBINED
         reason: "",
     },
 ];
 
 /// `cuMemHostRegister` flags: write-combining cannot be applied to existing memory.
-pub const CUDA_HOST_REGISTER_FLAGS: &[HostFlagRow] = &[
-    HostFlagRow {
-        flag: HostMemFlags::PORTABLE,
+pub const CUDA_PINNED_REGISTER_FLAGS: &[PinnedFlagRow] = &[
+    PinnedFlagRow {
+        flag: PinnedFlags::PORTABLE,
         native: Some(0x1), // CU_MEMHOSTREGISTER_PORTABLE
         reason: "",
     },
-    HostFlagRow {
-        flag: HostMemFlags::DEVICE_MAPPED,
+    PinnedFlagRow {
+        flag: PinnedFlags::DEVICE_MAPPED,
         native: Some(0x2), // CU_MEMHOSTREGISTER_DEVICEMAP
         reason: "",
     },
-    HostFlagRow {
-        flag: HostMemFlags::WRITE_COMBINED,
+    PinnedFlagRow {
+        flag: PinnedFlags::WRITE_COMBINED,
         native: None,
         reason: "cuMemHostRegister cannot make existing memory write-combined",
     },
 ];
+
+/// The former name of [`CUDA_PINNED_FLAGS`].
+#[deprecated(since = "0.2.0", note = "renamed `CUDA_PINNED_FLAGS`")]
+pub const CUDA_HOST_MEM_FLAGS: &[PinnedFlagRow] = CUDA_PINNED_FLAGS;
+/// The former name of [`CUDA_PINNED_REGISTER_FLAGS`].
+#[deprecated(since = "0.2.0", note = "renamed `CUDA_PINNED_REGISTER_FLAGS`")]
+pub const CUDA_HOST_REGISTER_FLAGS: &[PinnedFlagRow] = CUDA_PINNED_REGISTER_FLAGS;
 
 /// Names the size of a failed page-locked allocation in the vendor error's message (the code
 /// stays as the driver returned it).
@@ -61,19 +68,19 @@ fn oom(mut e: Error, len: usize) -> Error {
     e
 }
 
-pub(crate) fn alloc_host(
+pub(crate) fn alloc_pinned(
     dev: &CudaDevice,
     len: usize,
-    desc: &HostAllocDesc,
-) -> Result<HostBuffer<CudaBackend>> {
-    let (bits, flags, report) = translate_host_flags(
+    desc: &PinnedAllocDesc,
+) -> Result<PinnedBuffer<CudaBackend>> {
+    let (bits, flags, report) = translate_pinned_flags(
         BackendKind::Cuda,
-        CUDA_HOST_MEM_FLAGS,
+        CUDA_PINNED_FLAGS,
         desc.flags,
         desc.policy,
     )?;
     if len == 0 {
-        return HostBuffer::empty(dev, flags, report);
+        return PinnedBuffer::empty(dev, flags, report);
     }
     let sh = &dev.shared;
     sh.enter()?;
@@ -83,7 +90,7 @@ pub(crate) fn alloc_host(
             PinnedAlloc::alloc(sh.raw_ctx, sh.info.ordinal, len, bits),
         )
         .map_err(|e| oom(e, len))?;
-    Ok(HostBuffer::from_allocation(
+    Ok(PinnedBuffer::from_allocation(
         dev,
         Arc::new(mem),
         flags,
@@ -93,7 +100,7 @@ pub(crate) fn alloc_host(
 
 impl CudaDevice {
     /// Page-locks memory the caller already has (`cuMemHostRegister`) and wraps it as a
-    /// [`HostBuffer`]; the memory is unregistered and freed when the buffer (and every copy
+    /// [`PinnedBuffer`]; the memory is unregistered and freed when the buffer (and every copy
     /// that uses it) is gone.
     ///
     /// # Errors
@@ -102,14 +109,14 @@ impl CudaDevice {
     pub fn register_host(
         &self,
         data: Vec<u8>,
-        desc: &HostAllocDesc,
-    ) -> Result<HostBuffer<CudaBackend>> {
+        desc: &PinnedAllocDesc,
+    ) -> Result<PinnedBuffer<CudaBackend>> {
         if data.is_empty() {
             return Err(Error::invalid("cannot register an empty host range"));
         }
-        let (bits, flags, report) = translate_host_flags(
+        let (bits, flags, report) = translate_pinned_flags(
             BackendKind::Cuda,
-            CUDA_HOST_REGISTER_FLAGS,
+            CUDA_PINNED_REGISTER_FLAGS,
             desc.flags,
             desc.policy,
         )?;
@@ -119,7 +126,7 @@ impl CudaDevice {
             "cuMemHostRegister",
             PinnedAlloc::register(sh.raw_ctx, sh.info.ordinal, data, bits),
         )?;
-        Ok(HostBuffer::from_allocation(
+        Ok(PinnedBuffer::from_allocation(
             self,
             Arc::new(mem),
             flags,
@@ -137,7 +144,7 @@ impl CudaDevice {
         &self,
         p: *mut u8,
         len: usize,
-    ) -> Result<Arc<dyn xstream_core::HostAllocation>> {
+    ) -> Result<Arc<dyn xstream_core::PinnedAllocation>> {
         if p.is_null() || len == 0 {
             return Err(Error::invalid(
                 "cannot register an empty or null host range",

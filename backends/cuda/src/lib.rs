@@ -124,7 +124,9 @@ pub use ffi::{
     CuStream,
 };
 pub use graph::CudaGraph;
+#[allow(deprecated)]
 pub use hostmem::{CUDA_HOST_MEM_FLAGS, CUDA_HOST_REGISTER_FLAGS};
+pub use hostmem::{CUDA_PINNED_FLAGS, CUDA_PINNED_REGISTER_FLAGS};
 pub use memory::{CudaAsyncAllocator, CudaBuffer, CudaManagedBuffer};
 pub use module::{CudaFunction, CudaModule};
 pub use stream::{

@@ -138,7 +138,7 @@ pub(crate) enum Keep {
     /// Host bytes a captured copy reads at every replay.
     Bytes(#[allow(dead_code)] Vec<u8>),
     /// Page-locked host memory an asynchronous copy uses.
-    Host(#[allow(dead_code)] xstream_core::HostSpan),
+    Host(#[allow(dead_code)] xstream_core::PinnedSpan),
     /// A graph's list, kept by a launch of it.
     Shared(#[allow(dead_code)] Arc<Vec<Keep>>),
     /// A module whose kernels queued or captured work launches.

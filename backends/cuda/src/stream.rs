@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use xstream_core::callback::{HostCallback, PanicSlot};
+use xstream_core::callback::{BoxedCallback, PanicSlot};
 use xstream_core::sync::{lock, wait_with_backoff};
 use xstream_core::{
     Allocator, AllocatorSlot, Borrowed, BufferView, CaptureCell, CaptureErrorKind, CaptureMode,
@@ -352,7 +352,7 @@ impl StreamImpl for CudaStream {
         )
     }
 
-    fn enqueue_callback_impl(&self, f: HostCallback) -> Result<()> {
+    fn enqueue_callback_impl(&self, f: BoxedCallback) -> Result<()> {
         self.bind()?;
         self.enqueue_slot(f)
     }
@@ -507,11 +507,11 @@ impl StreamImpl for CudaStream {
             })
     }
 
-    fn copy_to_device_impl(&self, src: xstream_core::HostSpan, dst: Span<'_>) -> Result<()> {
+    fn copy_to_device_impl(&self, src: xstream_core::PinnedSpan, dst: Span<'_>) -> Result<()> {
         memory::copy_to_device(self, src, dst)
     }
 
-    fn copy_to_host_impl(&self, src: Span<'_>, dst: xstream_core::HostSpan) -> Result<()> {
+    fn copy_to_host_impl(&self, src: Span<'_>, dst: xstream_core::PinnedSpan) -> Result<()> {
         memory::copy_to_host(self, src, dst)
     }
 

@@ -4,8 +4,8 @@
 //! without a CUDA device. Run with `--test-threads=1` on the GPU machine.
 
 use xstream_core::{
-    lcg_reference, Backend, Buffer, CaptureErrorKind, CaptureMode, Device, Error, HostAllocDesc,
-    HostMemFlags, Kernel, Stream, StreamDesc, StreamFlags, TranslationPolicy,
+    lcg_reference, Backend, Buffer, CaptureErrorKind, CaptureMode, Device, Error, Kernel,
+    PinnedAllocDesc, PinnedFlags, Stream, StreamDesc, StreamFlags, TranslationPolicy,
 };
 use xstream_cuda::{CudaBackend, CudaDevice};
 
@@ -29,13 +29,13 @@ fn page_locked_roundtrip_through_a_kernel() {
     let s = d.create_stream(&nb()).unwrap();
     const LEN: usize = 1 << 20;
     for flags in [
-        HostMemFlags::empty(),
-        HostMemFlags::PORTABLE,
-        HostMemFlags::DEVICE_MAPPED,
-        HostMemFlags::WRITE_COMBINED,
+        PinnedFlags::empty(),
+        PinnedFlags::PORTABLE,
+        PinnedFlags::DEVICE_MAPPED,
+        PinnedFlags::WRITE_COMBINED,
     ] {
         let mut src = d
-            .alloc_host(LEN, &HostAllocDesc::new().flags(flags))
+            .alloc_pinned(LEN, &PinnedAllocDesc::new().flags(flags))
             .unwrap();
         assert!(src.is_page_locked());
         assert_eq!(src.flags(), flags);
@@ -43,7 +43,7 @@ fn page_locked_roundtrip_through_a_kernel() {
         for (i, b) in src.as_mut_slice().unwrap().iter_mut().enumerate() {
             *b = (i * 7 + 3) as u8;
         }
-        let mut dst = d.alloc_host(LEN, &HostAllocDesc::new()).unwrap();
+        let mut dst = d.alloc_pinned(LEN, &PinnedAllocDesc::new()).unwrap();
         let buf = d.alloc(LEN).unwrap();
         s.copy_to_device(&src, 0, &buf, 0, LEN).unwrap();
         s.launch_builtin(Kernel::Lcg {
@@ -70,7 +70,7 @@ fn registered_memory_is_copied_without_staging() {
     let s = d.create_stream(&nb()).unwrap();
     let data: Vec<u8> = (0..65_536u32).map(|i| (i % 251) as u8).collect();
     let want = data.clone();
-    let reg = d.register_host(data, &HostAllocDesc::new()).unwrap();
+    let reg = d.register_host(data, &PinnedAllocDesc::new()).unwrap();
     let buf = d.alloc(65_536).unwrap();
     s.copy_to_device(&reg, 0, &buf, 0, 65_536).unwrap();
     let rb = s.read(&buf, 0, 65_536).unwrap();
@@ -80,7 +80,7 @@ fn registered_memory_is_copied_without_staging() {
     let e = d
         .register_host(
             vec![0u8; 4096],
-            &HostAllocDesc::new().flags(HostMemFlags::WRITE_COMBINED),
+            &PinnedAllocDesc::new().flags(PinnedFlags::WRITE_COMBINED),
         )
         .unwrap_err();
     assert!(matches!(
@@ -93,8 +93,8 @@ fn registered_memory_is_copied_without_staging() {
     let r = d
         .register_host(
             vec![0u8; 4096],
-            &HostAllocDesc::new()
-                .flags(HostMemFlags::WRITE_COMBINED)
+            &PinnedAllocDesc::new()
+                .flags(PinnedFlags::WRITE_COMBINED)
                 .policy(TranslationPolicy::BestEffort),
         )
         .unwrap();
@@ -111,7 +111,7 @@ fn copies_on_two_streams_are_ordered_by_the_fence() {
         d.create_stream(&nb()).unwrap(),
     );
     const LEN: usize = 4 << 20;
-    let mut h = d.alloc_host(LEN, &HostAllocDesc::new()).unwrap();
+    let mut h = d.alloc_pinned(LEN, &PinnedAllocDesc::new()).unwrap();
     h.as_mut_slice().unwrap().fill(9);
     let x = d.alloc(LEN).unwrap();
     // Stream a: a long kernel, then the copy into `h` (overwrites it with the LCG of zeros).
@@ -132,7 +132,7 @@ fn bad_copies_are_clear_errors() {
         return;
     };
     let s = d.create_stream(&nb()).unwrap();
-    let mut h = d.alloc_host(1024, &HostAllocDesc::new()).unwrap();
+    let mut h = d.alloc_pinned(1024, &PinnedAllocDesc::new()).unwrap();
     let buf = d.alloc(512).unwrap();
     let inv = |r: xstream_core::Result<()>| matches!(r, Err(Error::InvalidArgument(_)));
     assert!(inv(s.copy_to_device(&h, 0, &buf, 0, 1024)), "device side");
@@ -146,7 +146,7 @@ fn bad_copies_are_clear_errors() {
     s.copy_to_device(&h, 0, &buf, 0, 0)
         .expect("empty copy is a no-op");
     // A zero-length host buffer: empty, and copies of it are no-ops.
-    let mut empty = d.alloc_host(0, &HostAllocDesc::new()).unwrap();
+    let mut empty = d.alloc_pinned(0, &PinnedAllocDesc::new()).unwrap();
     assert_eq!(empty.len(), 0);
     assert!(empty.is_empty() && empty.as_slice().unwrap().is_empty());
     s.copy_to_device(&empty, 0, &buf, 0, 0).unwrap();
@@ -176,7 +176,7 @@ fn stream_ordered_buffers_work_across_streams() {
     );
     d.set_pool_release_threshold(64 << 20).unwrap();
     const LEN: usize = 1 << 20;
-    let mut out = d.alloc_host(LEN, &HostAllocDesc::new()).unwrap();
+    let mut out = d.alloc_pinned(LEN, &PinnedAllocDesc::new()).unwrap();
     for round in 0..50u8 {
         let x = a.alloc_async(LEN).unwrap();
         assert!(x.is_stream_ordered());
@@ -249,7 +249,7 @@ fn many_host_buffer_and_async_allocation_cycles_run_clean() {
     // 2,000 cycles here (the 100,000-cycle figure is in the memory bench): every cycle
     // allocates, copies and frees; nothing may stay behind.
     for _ in 0..2000 {
-        let h = d.alloc_host(4096, &HostAllocDesc::new()).unwrap();
+        let h = d.alloc_pinned(4096, &PinnedAllocDesc::new()).unwrap();
         s.copy_to_device(&h, 0, &buf, 0, 4096).unwrap();
         let x = s.alloc_async(4096).unwrap();
         s.copy(&buf, 0, &x, 0, 4096).unwrap();
@@ -277,7 +277,7 @@ fn memory_is_flat_after_100k_host_buffer_and_async_allocation_cycles() {
     let s = d.create_stream(&nb()).unwrap();
     let buf = d.alloc(4096).unwrap();
     let cycle = |i: usize| {
-        let h = d.alloc_host(4096, &HostAllocDesc::new()).unwrap();
+        let h = d.alloc_pinned(4096, &PinnedAllocDesc::new()).unwrap();
         s.copy_to_device(&h, 0, &buf, 0, 4096).unwrap();
         let x = s.alloc_async(4096).unwrap();
         s.copy(&buf, 0, &x, 0, 4096).unwrap();
@@ -298,7 +298,7 @@ fn memory_is_flat_after_100k_host_buffer_and_async_allocation_cycles() {
     let after = rss_bytes();
     let delta = after as f64 - before as f64;
     println!(
-        "memory cuda 100k (alloc_host + copy + drop, alloc_async + free_async): rss {:.2} -> {:.2} MiB ({:+.1} KiB)",
+        "memory cuda 100k (alloc_pinned + copy + drop, alloc_async + free_async): rss {:.2} -> {:.2} MiB ({:+.1} KiB)",
         before as f64 / 1048576.0,
         after as f64 / 1048576.0,
         delta / 1024.0

@@ -179,8 +179,8 @@ impl BufInner {
 /// [`HostBackend`]): `len` zero-initialised bytes on the heap (in a block rounded up to
 /// [`xstream_core::ALLOC_GRANULE`], see [`HostDeviceBuffer::allocated_len`]).
 ///
-/// Not to be confused with [`xstream_core::HostBuffer`], page-locked host memory of any
-/// backend ([`Device::alloc_host`](xstream_core::Device::alloc_host)).
+/// Not to be confused with [`xstream_core::PinnedBuffer`], page-locked host memory of any
+/// backend ([`Device::alloc_pinned`](xstream_core::Device::alloc_pinned)).
 ///
 /// Its [`device_address`](Buffer::device_address) is the address of its heap block: stable
 /// for the buffer's life (the block never moves) and unique among live buffers.

@@ -335,13 +335,13 @@ impl xstream_core::DeviceImpl for HostDevice {
         HostDeviceBuffer::alloc(len, self.inner.info.ordinal)
     }
 
-    fn alloc_host_impl(
+    fn alloc_pinned_impl(
         &self,
         len: usize,
-        desc: &xstream_core::HostAllocDesc,
-    ) -> Result<xstream_core::HostBuffer<crate::HostBackend>> {
+        desc: &xstream_core::PinnedAllocDesc,
+    ) -> Result<xstream_core::PinnedBuffer<crate::HostBackend>> {
         self.inner.shared.check()?;
-        crate::hostmem::alloc_host(self, len, desc)
+        crate::hostmem::alloc_pinned(self, len, desc)
     }
 
     /// Nothing to page-lock on the host: the caller's bytes, as they are.
@@ -350,11 +350,12 @@ impl xstream_core::DeviceImpl for HostDevice {
         &self,
         ptr: *mut u8,
         len: usize,
-    ) -> Result<std::sync::Arc<dyn xstream_core::HostAllocation>> {
+    ) -> Result<std::sync::Arc<dyn xstream_core::PinnedAllocation>> {
         self.inner.shared.check()?;
         // SAFETY: the caller keeps the contract of `DeviceImpl::register_host_range_impl`, which is
-        // `BorrowedHostRange::new`'s.
-        let r = unsafe { xstream_core::BorrowedHostRange::new(ptr, len, self.inner.info.ordinal) }?;
+        // `BorrowedPinnedRange::new`'s.
+        let r =
+            unsafe { xstream_core::BorrowedPinnedRange::new(ptr, len, self.inner.info.ordinal) }?;
         Ok(std::sync::Arc::new(r))
     }
 

@@ -5,48 +5,56 @@
 use std::sync::Arc;
 
 use xstream_core::{
-    translate_host_flags, AlignedAlloc, BackendKind, HostAllocDesc, HostBuffer, HostFlagRow,
-    HostMemFlags, Result,
+    translate_pinned_flags, AlignedAlloc, BackendKind, PinnedAllocDesc, PinnedBuffer,
+    PinnedFlagRow, PinnedFlags, Result,
 };
 
 use crate::{HostBackend, HostDevice};
 
 /// The host backend's host-memory flag table: every flag is accepted (there is one address
 /// space, so memory is portable, mapped and uncached-write-friendly by construction).
-pub const HOST_MEM_FLAGS: &[HostFlagRow] = &[
-    HostFlagRow {
-        flag: HostMemFlags::PORTABLE,
+pub const HOST_PINNED_FLAGS: &[PinnedFlagRow] = &[
+    PinnedFlagRow {
+        flag: PinnedFlags::PORTABLE,
         native: Some(1),
         reason: "",
     },
-    HostFlagRow {
-        flag: HostMemFlags::DEVICE_MAPPED,
+    PinnedFlagRow {
+        flag: PinnedFlags::DEVICE_MAPPED,
         native: Some(2),
         reason: "",
     },
-    HostFlagRow {
-        flag: HostMemFlags::WRITE_COMBINED,
+    PinnedFlagRow {
+        flag: PinnedFlags::WRITE_COMBINED,
         native: Some(4),
         reason: "",
     },
 ];
 
-pub(crate) fn alloc_host(
+/// The former name of [`HOST_PINNED_FLAGS`].
+#[deprecated(since = "0.2.0", note = "renamed `HOST_PINNED_FLAGS`")]
+pub const HOST_MEM_FLAGS: &[PinnedFlagRow] = HOST_PINNED_FLAGS;
+
+pub(crate) fn alloc_pinned(
     dev: &HostDevice,
     len: usize,
-    desc: &HostAllocDesc,
-) -> Result<HostBuffer<HostBackend>> {
-    let (_, flags, report) =
-        translate_host_flags(BackendKind::Host, HOST_MEM_FLAGS, desc.flags, desc.policy)?;
+    desc: &PinnedAllocDesc,
+) -> Result<PinnedBuffer<HostBackend>> {
+    let (_, flags, report) = translate_pinned_flags(
+        BackendKind::Host,
+        HOST_PINNED_FLAGS,
+        desc.flags,
+        desc.policy,
+    )?;
     if len == 0 {
-        return HostBuffer::empty(dev, flags, report);
+        return PinnedBuffer::empty(dev, flags, report);
     }
     let mem = AlignedAlloc::new(
         BackendKind::Host,
         xstream_core::Device::info(dev).ordinal,
         len,
     )?;
-    Ok(HostBuffer::from_allocation(
+    Ok(PinnedBuffer::from_allocation(
         dev,
         Arc::new(mem),
         flags,

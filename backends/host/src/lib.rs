@@ -16,7 +16,7 @@
 //! | event | `event.rs` | [`HostEvent`]: one record slot per record, snapshot waits, timing |
 //! | graph | `graph.rs` | [`HostGraph`]: captured work replayed any number of times |
 //! | memory | `buffer.rs` | [`HostDeviceBuffer`]: zero-initialised heap bytes |
-//! | host memory | `hostmem.rs` | page-locked host memory (the reference), [`HOST_MEM_FLAGS`] |
+//! | host memory | `hostmem.rs` | page-locked host memory (the reference), [`HOST_PINNED_FLAGS`] |
 //! | collectives | `collective.rs`, `collective/` | [`HostComm`]: the reference communicator (rendezvous by sequence number, send/recv mailboxes, reductions) |
 //!
 //! # Design choices
@@ -91,12 +91,14 @@ pub use conv::{HOST_FLAGS, HOST_PRIORITY_RANGE};
 pub use device::{HostDevice, DEVICES_ENV, HOST_CAPABILITIES, MAX_DEVICES};
 pub use event::HostEvent;
 pub use graph::HostGraph;
+#[allow(deprecated)]
 pub use hostmem::HOST_MEM_FLAGS;
+pub use hostmem::HOST_PINNED_FLAGS;
 pub use module::{builtin_host_module, HostFunction, HostLoadedModule};
 pub use stream::HostStream;
 
 /// The former name of [`HostDeviceBuffer`], renamed so that it no longer shares its name with
-/// the page-locked [`xstream_core::HostBuffer`].
+/// the page-locked buffer of every backend (now [`xstream_core::PinnedBuffer`]).
 #[doc(hidden)]
 #[deprecated(since = "0.1.0", note = "renamed to `HostDeviceBuffer`")]
 pub type HostBuffer = HostDeviceBuffer;

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use xstream_core::callback::{CallbackSlot, HostCallback};
+use xstream_core::callback::{BoxedCallback, CallbackSlot};
 use xstream_core::{
     Allocator, Borrowed, BufferView, CaptureCell, CaptureErrorKind, CaptureMode, CreationReport,
     Error, Kernel, LaunchAttrs, MemsetPattern, Ownership, Readback, Result, Status, Stream,
@@ -314,7 +314,7 @@ impl StreamImpl for HostStream {
         }
     }
 
-    fn enqueue_callback_impl(&self, f: HostCallback) -> Result<()> {
+    fn enqueue_callback_impl(&self, f: BoxedCallback) -> Result<()> {
         self.device.shared().check()?;
         tracing::trace!(stream = self.queue.id, name = ?self.queue.name, "enqueue host callback");
         let slot = CallbackSlot::new(f, Arc::clone(&self.queue.panics));
@@ -387,11 +387,11 @@ impl StreamImpl for HostStream {
         self.wait_event_impl(&e)
     }
 
-    fn copy_to_device_impl(&self, src: xstream_core::HostSpan, dst: Span<'_>) -> Result<()> {
+    fn copy_to_device_impl(&self, src: xstream_core::PinnedSpan, dst: Span<'_>) -> Result<()> {
         memory::copy_to_device(self, src, dst)
     }
 
-    fn copy_to_host_impl(&self, src: Span<'_>, dst: xstream_core::HostSpan) -> Result<()> {
+    fn copy_to_host_impl(&self, src: Span<'_>, dst: xstream_core::PinnedSpan) -> Result<()> {
         memory::copy_to_host(self, src, dst)
     }
 

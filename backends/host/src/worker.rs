@@ -32,7 +32,7 @@ use crate::buffer::BufInner;
 use crate::conv::WaitMode;
 use crate::device::DeviceShared;
 use crate::event::{EventInner, RecordSlot};
-use xstream_core::HostSpan;
+use xstream_core::PinnedSpan;
 
 /// How long an idle worker waits for more work before its thread exits.
 pub(crate) const LINGER: Duration = Duration::from_millis(20);
@@ -67,16 +67,16 @@ pub(crate) enum Node {
     #[cfg_attr(not(feature = "testing"), allow(dead_code))] // used by `Kernel::Fault` only
     Fault,
     /// A copy from page-locked host memory into a buffer.
-    FromHost {
-        src: HostSpan,
+    FromPinned {
+        src: PinnedSpan,
         dst: Arc<BufInner>,
         offset: usize,
     },
     /// A copy from a buffer into page-locked host memory.
-    ToHost {
+    ToPinned {
         src: Arc<BufInner>,
         offset: usize,
-        dst: HostSpan,
+        dst: PinnedSpan,
     },
     /// An event record: bound to a fresh record slot each time the graph is launched.
     Record(Arc<EventInner>),
@@ -498,12 +498,12 @@ fn run_node(q: &Queue, n: Node) {
             dst_offset,
             len,
         } => copy(&src, src_offset, &dst, dst_offset, len),
-        Node::FromHost { src, dst, offset } => {
+        Node::FromPinned { src, dst, offset } => {
             if let Some(d) = dst.lock().get_mut(offset..offset + src.len()) {
                 let _ = src.read_into_blocking(d);
             }
         }
-        Node::ToHost { src, offset, dst } => {
+        Node::ToPinned { src, offset, dst } => {
             if let Some(s) = src.lock().get(offset..offset + dst.len()) {
                 let _ = dst.write_from_blocking(s);
             }

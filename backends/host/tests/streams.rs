@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{dev, nb, Gate};
 use xstream_core::{
-    Backend, Buffer, CaptureErrorKind, Device, Error, EventDesc, FailureMode, HostAllocator,
+    Backend, Buffer, CaptureErrorKind, Device, Error, EventDesc, FailureMode, HeapAllocator,
     Kernel, Ownership, PoolConfig, Priority, PriorityClass, Status, Stream, StreamAttr,
     StreamAttrValue, StreamDesc, StreamFlags, StreamPool, SyncPolicy, TranslationPolicy,
 };
@@ -455,7 +455,7 @@ fn allocator_slot() {
     let d = dev();
     let s = nb(&d);
     assert!(s.allocator().unwrap().is_none());
-    let a = HostAllocator::new();
+    let a = HeapAllocator::new();
     s.set_allocator(Some(a.clone())).unwrap();
     let got = s.allocator().unwrap().unwrap();
     let blk = got.alloc(32).unwrap();

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use cudarc::driver::sys;
 use xstream::pipeline::{Pipeline, PipelineConfig};
-use xstream_core::{Buffer, Device, HostAllocDesc, Stream, StreamDesc, StreamFlags};
+use xstream_core::{Buffer, Device, PinnedAllocDesc, Stream, StreamDesc, StreamFlags};
 use xstream_cuda::{CudaBackend, CudaDevice, CudaStream};
 
 use super::measure::Batch;
@@ -266,7 +266,7 @@ pub fn bandwidth(dev: &CudaDevice) -> Result<Vec<BwRow>, String> {
     for mib in [1usize, 64, 256] {
         let len = mib << 20;
         let k = (1024 / mib).clamp(4, 256);
-        let mut hb = dev.alloc_host(len, &HostAllocDesc::new()).map_err(e)?;
+        let mut hb = dev.alloc_pinned(len, &PinnedAllocDesc::new()).map_err(e)?;
         let db = dev.alloc(len).map_err(e)?;
         let rh = host_alloc(len);
         let rd = dev_alloc(len);
@@ -463,7 +463,7 @@ pub(crate) fn typed_copy_rows(
         let size = size_label(len);
         let words = len / 4;
         let db = dev.alloc(len).map_err(e)?;
-        let mut hb = dev.alloc_host(len, &HostAllocDesc::new()).map_err(e)?;
+        let mut hb = dev.alloc_pinned(len, &PinnedAllocDesc::new()).map_err(e)?;
         let rd = dev_alloc(len);
         let rh = host_alloc(len);
         // Pageable memory, every page written (resident) before any copy.

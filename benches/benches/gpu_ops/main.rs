@@ -33,6 +33,8 @@
 //!   against the raw driver.
 //! - `vmm.rs`: mapping a chunk of physical memory (map + set access + unmap) against the raw
 //!   driver.
+//! - `expandable.rs`: the expandable caching allocator's hot path (`xstream_examples::expandable`,
+//!   a cached block allocated and freed), beside the driver's stream-ordered pool.
 //! - `modules.rs`: the module launch path and the launch builder against raw `cuLaunchKernel`,
 //!   and heap allocations per launch and per typed copy (this binary's counting
 //!   `#[global_allocator]`).
@@ -79,6 +81,7 @@ const EMPTY_PTX: &str = ".version 8.0\n.target sm_90\n.address_size 64\n\n\
 
 type BenchResult<T> = std::result::Result<T, String>;
 
+mod expandable;
 mod gpu_data;
 mod json;
 mod measure;
@@ -217,6 +220,7 @@ fn run() -> BenchResult<()> {
     ));
 
     rows.extend(vmm::map_row(&dev)?);
+    rows.extend(expandable::rows(&dev, &xa, ra)?);
 
     let pool = StreamPool::<CudaBackend>::new(dev.clone(), PoolConfig::default())
         .map_err(|e| e.to_string())?;

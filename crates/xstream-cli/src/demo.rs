@@ -17,7 +17,7 @@
 
 use std::fmt::Write as _;
 
-use xstream::pipeline::{ChunkTimes, ComputeChoice, HostPath, Pipeline, PipelineConfig};
+use xstream::pipeline::{ChunkTimes, ComputeChoice, CopyPath, Pipeline, PipelineConfig};
 use xstream::{Backend, BackendKind, Device, Error, Result};
 
 /// Options of `xstream demo`.
@@ -119,10 +119,10 @@ fn pipeline<B: Backend>(a: &DemoArgs, kind: BackendKind) -> Result<()> {
         }
     }
     match &r.host_path {
-        HostPath::PageLocked => println!(
+        CopyPath::PageLocked => println!(
             "host buffers: page-locked (aligned heap on the host backend); one native asynchronous copy per chunk each way"
         ),
-        HostPath::Pageable(why) => println!(
+        CopyPath::Pageable(why) => println!(
             "host buffers: pageable, copies staged by the runtime (page-locked memory: {why})"
         ),
     }

@@ -31,12 +31,19 @@ pub trait Allocator: Send + Sync + 'static {
 /// A simple allocator over host memory: blocks are heap buffers, addresses their pointers.
 /// Useful as a default and in tests.
 #[derive(Debug, Default)]
-pub struct HostAllocator {
+pub struct HeapAllocator {
     live: Mutex<HashMap<u64, Box<[u8]>>>,
     next: std::sync::atomic::AtomicU64,
 }
 
-impl HostAllocator {
+/// The former name of [`HeapAllocator`] (issue 33: `Host` names the host backend).
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed `HeapAllocator` (`Host` names the host backend)"
+)]
+pub type HostAllocator = HeapAllocator;
+
+impl HeapAllocator {
     /// An empty allocator.
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
@@ -48,7 +55,7 @@ impl HostAllocator {
     }
 }
 
-impl Allocator for HostAllocator {
+impl Allocator for HeapAllocator {
     fn alloc(&self, size: usize) -> Option<Block> {
         let mem = vec![0u8; size.max(1)].into_boxed_slice();
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
@@ -106,7 +113,7 @@ mod tests {
 
     #[test]
     fn host_allocator_round_trip() {
-        let a = HostAllocator::new();
+        let a = HeapAllocator::new();
         let b = a.alloc(64).unwrap();
         assert_ne!(a.address(b), 0);
         assert_eq!(a.live_blocks(), 1);

@@ -28,11 +28,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::callback::HostCallback;
+use crate::callback::BoxedCallback;
 
 use crate::completion::Completion;
 use crate::devinfo::MemoryInfo;
-use crate::hostmem::{HostAllocDesc, HostAllocation, HostBuffer};
+use crate::hostmem::{PinnedAllocDesc, PinnedAllocation, PinnedBuffer};
 use crate::launch::LaunchAttrs;
 use crate::module::{KernelArg, LaunchConfig, ModuleSource, ParamKind};
 use crate::raw::RawBuffer;

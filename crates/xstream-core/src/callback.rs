@@ -22,7 +22,14 @@ use crate::sync::{Arc, AtomicBool, Mutex};
 use crate::{Error, Result};
 
 /// A boxed stream-blocking host callback.
-pub type HostCallback = Box<dyn FnOnce(Result<()>) + Send + 'static>;
+pub type BoxedCallback = Box<dyn FnOnce(Result<()>) + Send + 'static>;
+
+/// The former name of [`BoxedCallback`] (issue 33: `Host` names the host backend).
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed `BoxedCallback` (`Host` names the host backend)"
+)]
+pub type HostCallback = BoxedCallback;
 
 thread_local! {
     static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
@@ -130,7 +137,7 @@ impl PanicSlot {
 
 /// One pending callback, shared by the vendor trampoline and xstream's failure path.
 pub struct CallbackSlot {
-    f: Mutex<Option<HostCallback>>,
+    f: Mutex<Option<BoxedCallback>>,
     panics: Arc<PanicSlot>,
 }
 
@@ -144,7 +151,7 @@ impl std::fmt::Debug for CallbackSlot {
 
 impl CallbackSlot {
     /// A pending callback whose panic is reported through `panics`.
-    pub fn new(f: HostCallback, panics: Arc<PanicSlot>) -> Arc<Self> {
+    pub fn new(f: BoxedCallback, panics: Arc<PanicSlot>) -> Arc<Self> {
         Arc::new(Self {
             f: Mutex::new(Some(f)),
             panics,

@@ -1,17 +1,19 @@
-//! Page-locked host memory bound to a device, and the host side of asynchronous copies.
+//! Page-locked ("pinned") host memory bound to a device, and the host side of asynchronous
+//! copies. "Pinned" names this memory on every backend; `Host` in a type name is the host
+//! backend (`docs/design.md`, "Names").
 //!
-//! A [`HostBuffer`] is host memory that a device's copy engines can read and write directly:
+//! A [`PinnedBuffer`] is host memory that a device's copy engines can read and write directly:
 //! CUDA `cuMemHostAlloc` / `cuMemHostRegister`, ACL `aclrtMallocHost`, and on the host backend
 //! an aligned heap block. Copies between it and device buffers are single native asynchronous
 //! copies ([`Stream::copy_to_device`], [`Stream::copy_to_host`]), with no staging and no heap
 //! allocation per copy.
 //!
 //! # Safety model
-//! - **Lifetime.** The allocation lives in an `Arc`; every copy hands a clone (a [`HostSpan`])
+//! - **Lifetime.** The allocation lives in an `Arc`; every copy hands a clone (a [`PinnedSpan`])
 //!   to the backend, which keeps it until the copy has completed (the same keep-alive rule as
-//!   device buffers). Dropping a `HostBuffer` never frees memory a queued copy still uses.
+//!   device buffers). Dropping a `PinnedBuffer` never frees memory a queued copy still uses.
 //! - **Host access.** Each buffer carries a *fence*: an event recorded behind the last copy
-//!   that used it. [`HostBuffer::as_slice`] and [`HostBuffer::as_mut_slice`] wait for that
+//!   that used it. [`PinnedBuffer::as_slice`] and [`PinnedBuffer::as_mut_slice`] wait for that
 //!   event first, so the host never reads bytes a copy is still writing, nor writes bytes a
 //!   copy is still reading. A copy into the buffer ([`Stream::copy_to_host`]) takes it by
 //!   `&mut`, so no slice of it can be alive while the copy is enqueued.
@@ -34,7 +36,7 @@ use crate::{
 bitflags::bitflags! {
     /// Portable flags of page-locked host allocations (CUDA `CU_MEMHOSTALLOC_*`).
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub struct HostMemFlags: u32 {
+    pub struct PinnedFlags: u32 {
         /// Page-locked for every context/device of the backend, not only the one it was
         /// allocated for (CUDA `CU_MEMHOSTALLOC_PORTABLE`).
         const PORTABLE = 1 << 0;
@@ -46,7 +48,7 @@ bitflags::bitflags! {
     }
 }
 
-impl HostMemFlags {
+impl PinnedFlags {
     /// The name of a single flag, as in `docs/coverage.md`.
     pub fn name(self) -> &'static str {
         match self {
@@ -60,9 +62,9 @@ impl HostMemFlags {
 
 /// One row of a backend's host-memory flag table.
 #[derive(Debug, Clone, Copy)]
-pub struct HostFlagRow {
+pub struct PinnedFlagRow {
     /// The portable flag.
-    pub flag: HostMemFlags,
+    pub flag: PinnedFlags,
     /// The native bit, or `None` when the backend cannot honour the flag.
     pub native: Option<u32>,
     /// Why the flag has no native bit (shown in errors and reports).
@@ -76,14 +78,14 @@ pub struct HostFlagRow {
 /// # Errors
 /// [`Error::UnsupportedFlag`] under [`TranslationPolicy::Strict`] for a flag without a
 /// native bit.
-pub fn translate_host_flags(
+pub fn translate_pinned_flags(
     backend: BackendKind,
-    table: &[HostFlagRow],
-    flags: HostMemFlags,
+    table: &[PinnedFlagRow],
+    flags: PinnedFlags,
     policy: TranslationPolicy,
-) -> Result<(u32, HostMemFlags, FlagReport)> {
+) -> Result<(u32, PinnedFlags, FlagReport)> {
     let mut native = 0u32;
-    let mut effective = HostMemFlags::empty();
+    let mut effective = PinnedFlags::empty();
     let mut report = FlagReport::default();
     for f in flags.iter() {
         let row = table.iter().find(|r| r.flag == f);
@@ -109,22 +111,22 @@ pub fn translate_host_flags(
     Ok((native, effective, report))
 }
 
-/// How to allocate a [`HostBuffer`].
+/// How to allocate a [`PinnedBuffer`].
 #[derive(Debug, Clone, Copy, Default)]
-pub struct HostAllocDesc {
+pub struct PinnedAllocDesc {
     /// Portable flags.
-    pub flags: HostMemFlags,
+    pub flags: PinnedFlags,
     /// What to do with flags the backend cannot honour.
     pub policy: TranslationPolicy,
 }
 
-impl HostAllocDesc {
+impl PinnedAllocDesc {
     /// No flags, strict policy.
     pub fn new() -> Self {
         Self::default()
     }
     /// Sets the flags.
-    pub fn flags(mut self, flags: HostMemFlags) -> Self {
+    pub fn flags(mut self, flags: PinnedFlags) -> Self {
         self.flags = flags;
         self
     }
@@ -139,10 +141,10 @@ impl HostAllocDesc {
 /// releases the memory.
 ///
 /// # Safety
-/// [`as_ptr`](HostAllocation::as_ptr) must return the same non-null pointer for the whole
-/// life of the value, valid for reads and writes of [`len`](HostAllocation::len) bytes, and
+/// [`as_ptr`](PinnedAllocation::as_ptr) must return the same non-null pointer for the whole
+/// life of the value, valid for reads and writes of [`len`](PinnedAllocation::len) bytes, and
 /// not used by anything else than xstream while the value lives.
-pub unsafe trait HostAllocation: Send + Sync + fmt::Debug + 'static {
+pub unsafe trait PinnedAllocation: Send + Sync + fmt::Debug + 'static {
     /// The first byte.
     fn as_ptr(&self) -> *mut u8;
     /// Its length in bytes (at least one).
@@ -172,16 +174,16 @@ pub struct AlignedAlloc {
 }
 
 // SAFETY: the block is plain bytes owned by this value; access is synchronised by the
-// HostBuffer fence.
+// PinnedBuffer fence.
 unsafe impl Send for AlignedAlloc {}
 // SAFETY: as above.
 unsafe impl Sync for AlignedAlloc {}
 
 /// The alignment of [`AlignedAlloc`] blocks (one page).
-pub const HOST_ALIGN: usize = 4096;
+pub const PINNED_ALIGN: usize = 4096;
 
 impl AlignedAlloc {
-    /// Allocates `len` zeroed bytes aligned to [`HOST_ALIGN`].
+    /// Allocates `len` zeroed bytes aligned to [`PINNED_ALIGN`].
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for `len == 0` or a size that overflows;
@@ -190,7 +192,7 @@ impl AlignedAlloc {
         if len == 0 {
             return Err(Error::invalid("a host buffer needs at least one byte"));
         }
-        let layout = std::alloc::Layout::from_size_align(len, HOST_ALIGN)
+        let layout = std::alloc::Layout::from_size_align(len, PINNED_ALIGN)
             .map_err(|e| Error::invalid(format!("host buffer of {len} bytes: {e}")))?;
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { std::alloc::alloc_zeroed(layout) };
@@ -214,7 +216,7 @@ impl Drop for AlignedAlloc {
 }
 
 // SAFETY: the pointer is fixed for the value's life and valid for `layout.size()` bytes.
-unsafe impl HostAllocation for AlignedAlloc {
+unsafe impl PinnedAllocation for AlignedAlloc {
     fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
@@ -232,19 +234,19 @@ unsafe impl HostAllocation for AlignedAlloc {
 /// The host backend's registration of borrowed memory, and the model of one where there is no
 /// vendor: the caller's bytes as they are; nothing to page-lock or unregister.
 #[derive(Debug)]
-pub struct BorrowedHostRange {
+pub struct BorrowedPinnedRange {
     ptr: std::ptr::NonNull<u8>,
     len: usize,
     ordinal: usize,
 }
 
 // SAFETY: plain bytes the registration scope borrows exclusively; access is synchronised by
-// the HostBuffer fence.
-unsafe impl Send for BorrowedHostRange {}
+// the PinnedBuffer fence.
+unsafe impl Send for BorrowedPinnedRange {}
 // SAFETY: as above.
-unsafe impl Sync for BorrowedHostRange {}
+unsafe impl Sync for BorrowedPinnedRange {}
 
-impl BorrowedHostRange {
+impl BorrowedPinnedRange {
     /// Wraps `len > 0` bytes at `ptr`.
     ///
     /// # Safety
@@ -262,7 +264,7 @@ impl BorrowedHostRange {
 
 // SAFETY: the pointer is fixed for the value's life and valid for `len` bytes while the
 // registration scope lasts (the contract of `new`).
-unsafe impl HostAllocation for BorrowedHostRange {
+unsafe impl PinnedAllocation for BorrowedPinnedRange {
     fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
@@ -279,26 +281,26 @@ unsafe impl HostAllocation for BorrowedHostRange {
 
 /// The caller's memory, page-locked in place for the scope of
 /// [`Device::with_registered_host`]: asynchronous copies to and from device buffers with no
-/// staging and no host wait ([`RegisteredHost::upload`], [`RegisteredHost::download`]). It
+/// staging and no host wait ([`PinnedRegistration::upload`], [`PinnedRegistration::download`]). It
 /// borrows the caller's slice exclusively for the scope (`'s`), and the scope does not end
 /// before every copy that used it has completed and the memory is unregistered, so no copy
 /// can outlive the borrow.
-pub struct RegisteredHost<'s, B: Backend> {
-    buf: Mutex<HostBuffer<B>>,
+pub struct PinnedRegistration<'s, B: Backend> {
+    buf: Mutex<PinnedBuffer<B>>,
     _borrow: std::marker::PhantomData<&'s mut [u8]>,
 }
 
-impl<B: Backend> fmt::Debug for RegisteredHost<'_, B> {
+impl<B: Backend> fmt::Debug for PinnedRegistration<'_, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RegisteredHost")
+        f.debug_struct("PinnedRegistration")
             .field("backend", &B::KIND)
             .field("len", &self.len())
             .finish()
     }
 }
 
-impl<B: Backend> RegisteredHost<'_, B> {
-    fn lock_buf(&self) -> MutexGuard<'_, HostBuffer<B>> {
+impl<B: Backend> PinnedRegistration<'_, B> {
+    fn lock_buf(&self) -> MutexGuard<'_, PinnedBuffer<B>> {
         self.buf.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -361,8 +363,8 @@ impl<B: Backend> RegisteredHost<'_, B> {
 /// Ends a registration scope: waits for every copy that used the memory, then unregisters it.
 /// Runs on the way out of the scope, also when the caller's closure panics.
 struct ScopeEnd<'a, B: Backend> {
-    reg: &'a RegisteredHost<'a, B>,
-    mem: Option<Arc<dyn HostAllocation>>,
+    reg: &'a PinnedRegistration<'a, B>,
+    mem: Option<Arc<dyn PinnedAllocation>>,
 }
 
 impl<B: Backend> ScopeEnd<'_, B> {
@@ -394,11 +396,11 @@ impl<B: Backend> Drop for ScopeEnd<'_, B> {
 pub(crate) fn with_registered<B: Backend, T: bytemuck::Pod, R>(
     device: &DeviceOf<B>,
     data: &mut [T],
-    f: impl FnOnce(&RegisteredHost<'_, B>) -> R,
+    f: impl FnOnce(&PinnedRegistration<'_, B>) -> R,
 ) -> Result<R> {
     let bytes: &mut [u8] = bytemuck::cast_slice_mut(data);
     let (mem, buf) = if bytes.is_empty() {
-        let b = HostBuffer::empty(device, HostMemFlags::empty(), FlagReport::default())?;
+        let b = PinnedBuffer::empty(device, PinnedFlags::empty(), FlagReport::default())?;
         (None, b)
     } else {
         // SAFETY: `bytes` is borrowed exclusively for this call, and the scope below does not
@@ -406,15 +408,15 @@ pub(crate) fn with_registered<B: Backend, T: bytemuck::Pod, R>(
         let mem = unsafe {
             crate::DeviceImpl::register_host_range_impl(device, bytes.as_mut_ptr(), bytes.len())
         }?;
-        let b = HostBuffer::from_allocation(
+        let b = PinnedBuffer::from_allocation(
             device,
             Arc::clone(&mem),
-            HostMemFlags::empty(),
+            PinnedFlags::empty(),
             FlagReport::default(),
         );
         (Some(mem), b)
     };
-    let reg = RegisteredHost {
+    let reg = PinnedRegistration {
         buf: Mutex::new(buf),
         _borrow: std::marker::PhantomData,
     };
@@ -424,17 +426,17 @@ pub(crate) fn with_registered<B: Backend, T: bytemuck::Pod, R>(
     Ok(r)
 }
 
-/// A range of a [`HostBuffer`] handed to a backend for one copy. It keeps the allocation
+/// A range of a [`PinnedBuffer`] handed to a backend for one copy. It keeps the allocation
 /// alive; backends hold it (or its clone) until the copy completed. Only this module makes
-/// them, from a live `HostBuffer` whose fence covers the copy.
+/// them, from a live `PinnedBuffer` whose fence covers the copy.
 #[derive(Debug, Clone)]
-pub struct HostSpan {
-    mem: Arc<dyn HostAllocation>,
+pub struct PinnedSpan {
+    mem: Arc<dyn PinnedAllocation>,
     offset: usize,
     len: usize,
 }
 
-impl HostSpan {
+impl PinnedSpan {
     /// The first byte of the range (for the vendor's copy call).
     pub fn as_ptr(&self) -> *mut u8 {
         self.mem.as_ptr().wrapping_add(self.offset)
@@ -486,20 +488,20 @@ struct Fence<B: Backend> {
     stream: u64,
 }
 
-/// Page-locked host memory bound to a device of backend `B`. See the module docs.
-pub struct HostBuffer<B: Backend> {
-    mem: Arc<dyn HostAllocation>,
-    /// The length users see: the allocation's, or 0 for [`HostBuffer::empty`].
+/// Page-locked ("pinned") host memory bound to a device of backend `B`. See the module docs.
+pub struct PinnedBuffer<B: Backend> {
+    mem: Arc<dyn PinnedAllocation>,
+    /// The length users see: the allocation's, or 0 for [`PinnedBuffer::empty`].
     len: usize,
     device: DeviceOf<B>,
-    flags: HostMemFlags,
+    flags: PinnedFlags,
     report: FlagReport,
     fence: Mutex<Fence<B>>,
 }
 
-impl<B: Backend> fmt::Debug for HostBuffer<B> {
+impl<B: Backend> fmt::Debug for PinnedBuffer<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HostBuffer")
+        f.debug_struct("PinnedBuffer")
             .field("backend", &B::KIND)
             .field("ptr", &self.mem.as_ptr())
             .field("len", &self.len)
@@ -509,12 +511,12 @@ impl<B: Backend> fmt::Debug for HostBuffer<B> {
     }
 }
 
-impl<B: Backend> HostBuffer<B> {
-    /// Wraps a backend allocation (backend side of [`Device::alloc_host`]).
+impl<B: Backend> PinnedBuffer<B> {
+    /// Wraps a backend allocation (backend side of [`Device::alloc_pinned`]).
     pub fn from_allocation(
         device: &DeviceOf<B>,
-        mem: Arc<dyn HostAllocation>,
-        flags: HostMemFlags,
+        mem: Arc<dyn PinnedAllocation>,
+        flags: PinnedFlags,
         report: FlagReport,
     ) -> Self {
         Self {
@@ -530,14 +532,14 @@ impl<B: Backend> HostBuffer<B> {
         }
     }
 
-    /// A zero-length buffer bound to `device`: what [`Device::alloc_host`] gives for
+    /// A zero-length buffer bound to `device`: what [`Device::alloc_pinned`] gives for
     /// `len == 0` on every backend (a zero-length request is a no-op, as everywhere else). It
     /// holds no vendor memory (one heap byte keeps its address unique and non-null); every
     /// copy of it is a zero-length no-op.
     ///
     /// # Errors
     /// [`Error::OutOfMemory`] when the heap refuses the one byte.
-    pub fn empty(device: &DeviceOf<B>, flags: HostMemFlags, report: FlagReport) -> Result<Self> {
+    pub fn empty(device: &DeviceOf<B>, flags: PinnedFlags, report: FlagReport) -> Result<Self> {
         let mem = AlignedAlloc::new(B::KIND, device.info().ordinal, 1)?;
         let mut b = Self::from_allocation(device, Arc::new(mem), flags, report);
         b.len = 0;
@@ -548,8 +550,8 @@ impl<B: Backend> HostBuffer<B> {
     pub fn len(&self) -> usize {
         self.len
     }
-    /// Whether it is empty (only a buffer of [`HostBuffer::empty`], what every backend's
-    /// `alloc_host(0)` gives).
+    /// Whether it is empty (only a buffer of [`PinnedBuffer::empty`], what every backend's
+    /// `alloc_pinned(0)` gives).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -558,7 +560,7 @@ impl<B: Backend> HostBuffer<B> {
         &self.device
     }
     /// The effective flags.
-    pub fn flags(&self) -> HostMemFlags {
+    pub fn flags(&self) -> PinnedFlags {
         self.flags
     }
     /// What allocation did with the requested flags.
@@ -593,10 +595,10 @@ impl<B: Backend> HostBuffer<B> {
     /// The bytes, once every copy that used the buffer has completed.
     ///
     /// # Errors
-    /// As [`HostBuffer::wait_idle`].
+    /// As [`PinnedBuffer::wait_idle`].
     pub fn as_slice(&self) -> Result<&[u8]> {
         self.wait_idle()?;
-        // SAFETY: the allocation is valid for len bytes while `self.mem` lives (HostAllocation
+        // SAFETY: the allocation is valid for len bytes while `self.mem` lives (PinnedAllocation
         // contract); no copy is in flight (fence waited) and none can start that writes it
         // while this shared borrow lives (copies into the buffer need `&mut self`).
         Ok(unsafe { std::slice::from_raw_parts(self.mem.as_ptr(), self.len) })
@@ -605,7 +607,7 @@ impl<B: Backend> HostBuffer<B> {
     /// The bytes, writable, once every copy that used the buffer has completed.
     ///
     /// # Errors
-    /// As [`HostBuffer::wait_idle`].
+    /// As [`PinnedBuffer::wait_idle`].
     pub fn as_mut_slice(&mut self) -> Result<&mut [u8]> {
         self.wait_idle()?;
         // SAFETY: as in `as_slice`; `&mut self` excludes every other borrow and every new
@@ -617,16 +619,16 @@ impl<B: Backend> HostBuffer<B> {
     /// buffer is page-aligned, so any `T` fits when the length is a multiple of its size).
     ///
     /// # Errors
-    /// As [`HostBuffer::wait_idle`]; [`Error::InvalidArgument`] when the length is not a
+    /// As [`PinnedBuffer::wait_idle`]; [`Error::InvalidArgument`] when the length is not a
     /// whole number of elements.
     pub fn typed<T: bytemuck::Pod>(&self) -> Result<&[T]> {
         bytemuck::try_cast_slice(self.as_slice()?).map_err(|e| cast_error::<T>(self.len(), e))
     }
 
-    /// As [`HostBuffer::typed`], writable.
+    /// As [`PinnedBuffer::typed`], writable.
     ///
     /// # Errors
-    /// As [`HostBuffer::typed`].
+    /// As [`PinnedBuffer::typed`].
     pub fn typed_mut<T: bytemuck::Pod>(&mut self) -> Result<&mut [T]> {
         let len = self.len();
         bytemuck::try_cast_slice_mut(self.as_mut_slice()?).map_err(|e| cast_error::<T>(len, e))
@@ -640,11 +642,11 @@ impl<B: Backend> HostBuffer<B> {
         what: &str,
         offset: usize,
         len: usize,
-        enqueue: impl FnOnce(HostSpan) -> Result<()>,
+        enqueue: impl FnOnce(PinnedSpan) -> Result<()>,
     ) -> Result<()> {
         crate::check_range(what, self.len(), offset, len)?;
         let sdev = stream.device().info().ordinal;
-        if sdev != self.mem.ordinal() && !self.flags.contains(HostMemFlags::PORTABLE) {
+        if sdev != self.mem.ordinal() && !self.flags.contains(PinnedFlags::PORTABLE) {
             return Err(Error::WrongDevice(format!(
                 "{what}: the host buffer is bound to device {} and is not PORTABLE, the stream \
                  is on device {sdev}",
@@ -674,7 +676,7 @@ impl<B: Backend> HostBuffer<B> {
         if g.stream != 0 && g.stream != sid {
             stream.wait_event(ev)?;
         }
-        enqueue(HostSpan {
+        enqueue(PinnedSpan {
             mem: Arc::clone(&self.mem),
             offset,
             len,
@@ -692,18 +694,79 @@ fn cast_error<T>(len: usize, e: bytemuck::PodCastError) -> Error {
     ))
 }
 
+// ---- The former names (issue 33: `Host` names the host backend; page-locked memory is
+// "pinned"). Kept one release, deprecated. ----
+
+/// The former name of [`PinnedBuffer`].
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed `PinnedBuffer` (`Host` names the host backend)"
+)]
+pub type HostBuffer<B> = PinnedBuffer<B>;
+/// The former name of [`PinnedFlags`].
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed `PinnedFlags` (`Host` names the host backend)"
+)]
+pub type HostMemFlags = PinnedFlags;
+/// The former name of [`PinnedAllocDesc`].
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed `PinnedAllocDesc` (`Host` names the host backend)"
+)]
+pub type HostAllocDesc = PinnedAllocDesc;
+/// The former name of [`PinnedFlagRow`].
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed `PinnedFlagRow` (`Host` names the host backend)"
+)]
+pub type HostFlagRow = PinnedFlagRow;
+/// The former name of [`PinnedSpan`].
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed `PinnedSpan` (`Host` names the host backend)"
+)]
+pub type HostSpan = PinnedSpan;
+/// The former name of [`PinnedRegistration`].
+#[deprecated(since = "0.2.0", note = "renamed `PinnedRegistration`")]
+pub type RegisteredHost<'s, B> = PinnedRegistration<'s, B>;
+/// The former name of [`BorrowedPinnedRange`].
+#[deprecated(since = "0.2.0", note = "renamed `BorrowedPinnedRange`")]
+pub type BorrowedHostRange = BorrowedPinnedRange;
+/// The former name of [`PINNED_ALIGN`].
+#[deprecated(since = "0.2.0", note = "renamed `PINNED_ALIGN`")]
+pub const HOST_ALIGN: usize = PINNED_ALIGN;
+/// The former name of [`PinnedAllocation`]. A trait cannot be aliased with a warning (rustc
+/// ignores `#[deprecated]` on a re-export), so this one compiles silently; it goes with the
+/// other former names.
+pub use self::PinnedAllocation as HostAllocation;
+
+/// The former name of [`translate_pinned_flags`].
+///
+/// # Errors
+/// As [`translate_pinned_flags`].
+#[deprecated(since = "0.2.0", note = "renamed `translate_pinned_flags`")]
+pub fn translate_host_flags(
+    backend: BackendKind,
+    table: &[PinnedFlagRow],
+    flags: PinnedFlags,
+    policy: TranslationPolicy,
+) -> Result<(u32, PinnedFlags, FlagReport)> {
+    translate_pinned_flags(backend, table, flags, policy)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const TABLE: &[HostFlagRow] = &[
-        HostFlagRow {
-            flag: HostMemFlags::PORTABLE,
+    const TABLE: &[PinnedFlagRow] = &[
+        PinnedFlagRow {
+            flag: PinnedFlags::PORTABLE,
             native: Some(1),
             reason: "",
         },
-        HostFlagRow {
-            flag: HostMemFlags::WRITE_COMBINED,
+        PinnedFlagRow {
+            flag: PinnedFlags::WRITE_COMBINED,
             native: None,
             reason: "no such memory",
         },
@@ -711,8 +774,8 @@ mod tests {
 
     #[test]
     fn strict_refuses_and_best_effort_drops() {
-        let f = HostMemFlags::PORTABLE | HostMemFlags::WRITE_COMBINED;
-        let e = translate_host_flags(BackendKind::Host, TABLE, f, TranslationPolicy::Strict)
+        let f = PinnedFlags::PORTABLE | PinnedFlags::WRITE_COMBINED;
+        let e = translate_pinned_flags(BackendKind::Host, TABLE, f, TranslationPolicy::Strict)
             .unwrap_err();
         assert!(matches!(
             e,
@@ -722,16 +785,16 @@ mod tests {
             }
         ));
         let (bits, eff, rep) =
-            translate_host_flags(BackendKind::Host, TABLE, f, TranslationPolicy::BestEffort)
+            translate_pinned_flags(BackendKind::Host, TABLE, f, TranslationPolicy::BestEffort)
                 .unwrap();
         assert_eq!(bits, 1);
-        assert_eq!(eff, HostMemFlags::PORTABLE);
+        assert_eq!(eff, PinnedFlags::PORTABLE);
         assert_eq!(rep.dropped, vec![("WRITE_COMBINED", "no such memory")]);
         // A flag missing from the table is refused too.
-        assert!(translate_host_flags(
+        assert!(translate_pinned_flags(
             BackendKind::Host,
             TABLE,
-            HostMemFlags::DEVICE_MAPPED,
+            PinnedFlags::DEVICE_MAPPED,
             TranslationPolicy::Strict
         )
         .is_err());
@@ -740,9 +803,9 @@ mod tests {
     #[test]
     fn aligned_alloc_is_zeroed_page_aligned_and_refuses_zero() {
         let a = AlignedAlloc::new(BackendKind::Host, 0, 10_000).unwrap();
-        assert_eq!(a.as_ptr() as usize % HOST_ALIGN, 0);
+        assert_eq!(a.as_ptr() as usize % PINNED_ALIGN, 0);
         assert_eq!(a.len(), 10_000);
-        let span = HostSpan {
+        let span = PinnedSpan {
             mem: Arc::new(a),
             offset: 9_990,
             len: 10,

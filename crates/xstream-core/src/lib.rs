@@ -79,7 +79,9 @@ pub mod view;
 pub mod vmm;
 pub mod vmm_share;
 
-pub use allocator::{Allocator, AllocatorSlot, Block, HostAllocator};
+#[allow(deprecated)]
+pub use allocator::HostAllocator;
+pub use allocator::{Allocator, AllocatorSlot, Block, HeapAllocator};
 pub use api::{Buffer, Device, Event, Function, FunctionName, Graph, Module, Stream};
 pub use attr::{
     AccessPolicyWindow, AccessProperty, FailureMode, StreamAttr, StreamAttrValue, SyncPolicy,
@@ -91,7 +93,9 @@ pub use backend::{
     ModuleImpl, ModuleOf, Ownership, Readback, ReadbackFill, Status, StreamDesc, StreamImpl,
     StreamOf, ALLOC_GRANULE,
 };
-pub use callback::{ensure_not_in_callback, HostCallback};
+#[allow(deprecated)]
+pub use callback::HostCallback;
+pub use callback::{ensure_not_in_callback, BoxedCallback};
 pub use capture::{CaptureCell, CaptureMode, CaptureStatus};
 pub use collective::{
     CollectiveBackend, CollectiveErrorKind, CollectiveKind, CollectiveSupport, CommOf,
@@ -102,9 +106,14 @@ pub use devinfo::{DeviceUuid, MemoryInfo};
 pub use error::{CaptureErrorKind, Error, ErrorKind, NativeError, NotOwnedKind, Result};
 pub use event_pool::EventPool;
 pub use flags::{EventFlags, StreamFlags};
+#[allow(deprecated)]
 pub use hostmem::{
-    translate_host_flags, AlignedAlloc, BorrowedHostRange, HostAllocDesc, HostAllocation,
-    HostBuffer, HostFlagRow, HostMemFlags, HostSpan, RegisteredHost,
+    translate_host_flags, BorrowedHostRange, HostAllocDesc, HostAllocation, HostBuffer,
+    HostFlagRow, HostMemFlags, HostSpan, RegisteredHost,
+};
+pub use hostmem::{
+    translate_pinned_flags, AlignedAlloc, BorrowedPinnedRange, PinnedAllocDesc, PinnedAllocation,
+    PinnedBuffer, PinnedFlagRow, PinnedFlags, PinnedRegistration, PinnedSpan,
 };
 pub use ipc::{IpcBuffer, IpcEvent, IpcEventHandle, IpcMemHandle};
 pub use launch::{ByValue, KernelParam, LaunchAttrs, LaunchBuilder, RawBytes};

@@ -36,16 +36,16 @@
 //! ```
 //!
 //! # The data path
-//! Page-locked host buffers ([`Device::alloc_host`]) move data with one native asynchronous
+//! Page-locked host buffers ([`Device::alloc_pinned`]) move data with one native asynchronous
 //! copy each way ([`Stream::copy_to_device`], [`Stream::copy_to_host`]); stream-ordered
 //! buffers come from [`Stream::alloc_async`] and go back with [`Stream::free_async`]:
 //!
 //! ```
 //! # #[cfg(feature = "host")] {
-//! use xstream::{Backend, Device, HostAllocDesc, Stream, StreamDesc};
+//! use xstream::{Backend, Device, PinnedAllocDesc, Stream, StreamDesc};
 //! let d = xstream::HostBackend::open(0).unwrap();
 //! let s = d.create_stream(&StreamDesc::new()).unwrap();
-//! let mut h = d.alloc_host(16, &HostAllocDesc::new()).unwrap();
+//! let mut h = d.alloc_pinned(16, &PinnedAllocDesc::new()).unwrap();
 //! h.as_mut_slice().unwrap().fill(7);
 //! let b = s.alloc_async(16).unwrap();
 //! s.copy_to_device(&h, 0, &b, 0, 16).unwrap();

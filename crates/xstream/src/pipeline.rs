@@ -26,9 +26,9 @@ use std::time::Instant;
 
 use xstream_core::module::{lcg_launch, BUILTIN_LCG};
 use xstream_core::{
-    lcg_reference, Backend, Capabilities, Device, Error, Event, EventDesc, FunctionOf,
-    HostAllocDesc, HostBuffer, Kernel, KernelArg, Module, Readback, ReduceKind, ReduceType,
-    Reduction, Result, Stream, StreamDesc, StreamFlags,
+    lcg_reference, Backend, Capabilities, Device, Error, Event, EventDesc, FunctionOf, Kernel,
+    KernelArg, Module, PinnedAllocDesc, PinnedBuffer, Readback, ReduceKind, ReduceType, Reduction,
+    Result, Stream, StreamDesc, StreamFlags,
 };
 
 /// The shape of one pipeline run.
@@ -84,9 +84,16 @@ fn fill_input(reduce: bool, c: usize, out: &mut [u8]) {
     }
 }
 
+/// The former name of [`CopyPath`] (issue 33: `Host` names the host backend).
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed `CopyPath` (`Host` names the host backend)"
+)]
+pub type HostPath = CopyPath;
+
 /// How the host side of the copies was done.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HostPath {
+pub enum CopyPath {
     /// Page-locked buffers, one native asynchronous copy each way.
     PageLocked,
     /// Pageable memory, staged by the vendor (the reason page-locked memory was not used).
@@ -114,7 +121,7 @@ pub struct PipelineReport {
     /// The configuration.
     pub config: PipelineConfig,
     /// Host path used.
-    pub host_path: HostPath,
+    pub host_path: CopyPath,
     /// Why the compute stage did not run, if it did not.
     pub compute_skipped: Option<String>,
     /// Device timeline, origin to end (ms).
@@ -169,8 +176,8 @@ pub struct Pipeline<B: Backend> {
     config: PipelineConfig,
     streams: Vec<B::Stream>,
     slots: Vec<[B::Buffer; 2]>,
-    inputs: Vec<HostBuffer<B>>,
-    outputs: Vec<HostBuffer<B>>,
+    inputs: Vec<PinnedBuffer<B>>,
+    outputs: Vec<PinnedBuffer<B>>,
     pageable_reason: Option<String>,
     pageable_out: Vec<Vec<u8>>,
     compute_skipped: Option<String>,
@@ -265,11 +272,11 @@ impl<B: Backend> Pipeline<B> {
         let mut pageable_reason = None;
         for c in 0..config.chunks {
             let made = dev
-                .alloc_host(config.chunk_bytes, &HostAllocDesc::new())
+                .alloc_pinned(config.chunk_bytes, &PinnedAllocDesc::new())
                 .and_then(|i| {
                     Ok((
                         i,
-                        dev.alloc_host(config.chunk_bytes, &HostAllocDesc::new())?,
+                        dev.alloc_pinned(config.chunk_bytes, &PinnedAllocDesc::new())?,
                     ))
                 });
             match made {
@@ -441,7 +448,7 @@ impl<B: Backend> Pipeline<B> {
             host_path: self
                 .pageable_reason
                 .clone()
-                .map_or(HostPath::PageLocked, HostPath::Pageable),
+                .map_or(CopyPath::PageLocked, CopyPath::Pageable),
             compute_skipped: self.compute_skipped.clone(),
             device_ms: origin.elapsed_ms(&end)?,
             host_ms,
@@ -461,7 +468,7 @@ impl<B: Backend> Pipeline<B> {
         } else {
             self.outputs
                 .iter()
-                .map(HostBuffer::as_slice)
+                .map(PinnedBuffer::as_slice)
                 .collect::<Result<_>>()?
         };
         if outs.len() != cfg.chunks {

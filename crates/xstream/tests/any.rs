@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use xstream::any::{AnyDevice, AnyEvent, AnyStream};
 use xstream::{
-    Backend, BackendKind, CaptureMode, Device, Error, Event, EventDesc, EventFlags, HostAllocDesc,
-    Status, Stream, StreamDesc,
+    Backend, BackendKind, CaptureMode, Device, Error, Event, EventDesc, EventFlags,
+    PinnedAllocDesc, Status, Stream, StreamDesc,
 };
 
 /// Every erased operation on `dev`, checked by its result.
@@ -93,8 +93,8 @@ fn exercise(dev: &AnyDevice, kind: BackendKind) {
 
     // The data path: page-locked host memory, one native copy each way.
     let mut h = dev
-        .alloc_host(32, &HostAllocDesc::new())
-        .expect("alloc_host");
+        .alloc_pinned(32, &PinnedAllocDesc::new())
+        .expect("alloc_pinned");
     assert_eq!((h.kind(), h.len()), (kind, 32));
     h.as_mut_slice().expect("host slice").fill(5);
     let d = dev.alloc(32).expect("alloc");
@@ -213,8 +213,8 @@ fn exercise_views(dev: &AnyDevice, s: &AnyStream) {
     assert_eq!(user2, &[7u16; 100][..]);
     // Zero-length page-locked memory: an empty buffer.
     let h = dev
-        .alloc_host(0, &HostAllocDesc::new())
-        .expect("alloc_host(0)");
+        .alloc_pinned(0, &PinnedAllocDesc::new())
+        .expect("alloc_pinned(0)");
     assert!(h.is_empty());
     assert!(
         dev.memory_info().is_ok() || matches!(dev.memory_info(), Err(Error::Unsupported { .. }))
@@ -448,8 +448,8 @@ mod simulator {
         mixed(hs.copy(&hb, 0, &nb, 0, 16), "copy (dst)");
         mixed(hs.copy(&nb, 0, &hb, 0, 16), "copy (src)");
         mixed(hs.read(&nb, 0, 4).map(drop), "read");
-        let hh = host.alloc_host(16, &HostAllocDesc::new()).unwrap();
-        let mut nh = npu.alloc_host(16, &HostAllocDesc::new()).unwrap();
+        let hh = host.alloc_pinned(16, &PinnedAllocDesc::new()).unwrap();
+        let mut nh = npu.alloc_pinned(16, &PinnedAllocDesc::new()).unwrap();
         mixed(
             ns.copy_to_device(&hh, 0, &nb, 0, 16),
             "copy_to_device (host side)",

@@ -4,7 +4,7 @@
 //! which stage it could not run.
 #![cfg(all(feature = "host", feature = "ascend"))]
 
-use xstream::pipeline::{HostPath, Pipeline, PipelineConfig};
+use xstream::pipeline::{CopyPath, Pipeline, PipelineConfig};
 use xstream::{Backend, Device, Error, HostBackend};
 
 #[test]
@@ -21,7 +21,7 @@ fn host_pipeline_runs_verifies_and_reports_all_stages() {
     for _ in 0..2 {
         let r = p.run().unwrap();
         p.verify().unwrap();
-        assert_eq!(r.host_path, HostPath::PageLocked);
+        assert_eq!(r.host_path, CopyPath::PageLocked);
         assert!(r.compute_skipped.is_none());
         assert_eq!(r.chunks.len(), 7);
         assert!(r

@@ -22,8 +22,8 @@
 use std::process::ExitCode;
 
 use xstream::{
-    lcg_reference, Backend, Capabilities, Device, Event, EventDesc, HostAllocDesc, HostBuffer,
-    Kernel, ReduceKind, ReduceType, Reduction, Result, Stream, StreamDesc, StreamFlags,
+    lcg_reference, Backend, Capabilities, Device, Event, EventDesc, Kernel, PinnedAllocDesc,
+    PinnedBuffer, ReduceKind, ReduceType, Reduction, Result, Stream, StreamDesc, StreamFlags,
 };
 
 /// Compute streams (the upload stream comes on top).
@@ -77,10 +77,10 @@ fn run<B: Backend>() -> Result<()> {
 
     // Page-locked host buffers: the device copies from and to them directly (no staging
     // copy), which is what makes the copies truly asynchronous. Filled before the timed run.
-    let mut inputs: Vec<HostBuffer<B>> = Vec::with_capacity(CHUNKS);
-    let mut outputs: Vec<HostBuffer<B>> = Vec::with_capacity(CHUNKS);
+    let mut inputs: Vec<PinnedBuffer<B>> = Vec::with_capacity(CHUNKS);
+    let mut outputs: Vec<PinnedBuffer<B>> = Vec::with_capacity(CHUNKS);
     for c in 0..CHUNKS {
-        let mut h = dev.alloc_host(CHUNK_BYTES, &HostAllocDesc::new())?;
+        let mut h = dev.alloc_pinned(CHUNK_BYTES, &PinnedAllocDesc::new())?;
         if reduce {
             h.as_mut_slice()?.copy_from_slice(&input_words(c));
         } else {
@@ -89,7 +89,7 @@ fn run<B: Backend>() -> Result<()> {
             }
         }
         inputs.push(h);
-        outputs.push(dev.alloc_host(CHUNK_BYTES, &HostAllocDesc::new())?);
+        outputs.push(dev.alloc_pinned(CHUNK_BYTES, &PinnedAllocDesc::new())?);
     }
     // One device buffer per chunk keeps the example simple; a real pipeline reuses a few
     // slots per stream once the work that used them completed (see `xstream::pipeline`).

@@ -200,7 +200,7 @@ fn an_import_shows_the_exporters_bytes_and_the_whitelist_holds() {
     let inv = Some(DRV_ERROR_INVALID_VALUE);
     let p = create(G, &dev_prop(), 0).unwrap();
     assert_eq!(export(p, 1, 0).err(), inv, "handle type FABRIC");
-    assert_eq!(export(p, 0, 1).err(), inv, "flags");
+    assert_eq!(export(p, 0, 2).err(), inv, "flags other than bit 0");
     let sh = export(p, 0, 0).expect("export");
     assert_eq!(sh >> 32, u64::from(std::process::id()));
     // Not on the whitelist (this process imports its own export: the same path as another
@@ -252,4 +252,74 @@ fn an_import_shows_the_exporters_bytes_and_the_whitelist_holds() {
         inv,
         "stdin"
     );
+}
+
+fn host_prop() -> MemProp {
+    MemProp {
+        side: MEM_HOST_SIDE,
+        ..dev_prop()
+    }
+}
+
+/// What the runtime's IPC events ask beyond plain sharing (`core/src/event/ipc_event.cc`):
+/// the feature, an export with `IPC_EVENT_P2P_NO_CHECK_FLAG`, the exporter's physical device,
+/// an import as device 65 (the host side), and both processes' mappings of one page.
+#[test]
+fn what_ipc_events_ask_is_answered() {
+    let inv = Some(DRV_ERROR_INVALID_VALUE);
+    assert!(supports_feature(0, FEATURE_SVM_VMM_NORMAL_GRANULARITY));
+    assert!(!supports_feature(0, FEATURE_SVM_VMM_NORMAL_GRANULARITY - 1));
+    assert!(!supports_feature(
+        devinfo::device_count(),
+        FEATURE_SVM_VMM_NORMAL_GRANULARITY
+    ));
+    // The event's device page and its host-side handle page, both exported with the flag.
+    let dev = create(G, &dev_prop(), 0).unwrap();
+    let host = create(G, &host_prop(), 0).unwrap();
+    let sh_dev = export(dev, 0, EXPORT_P2P_NO_CHECK).expect("export with the flag");
+    let sh_host = export(host, 0, EXPORT_P2P_NO_CHECK).unwrap();
+    assert_eq!(share_info(sh_dev), Ok(0), "the exporter's device");
+    assert_eq!(
+        share_info(sh_host),
+        Err(DRV_ERROR_NOT_SUPPORT),
+        "host memory names no device"
+    );
+    assert_eq!(share_info(sh_dev ^ 0xffff).err(), inv, "not an export");
+    let unexported = create(G, &dev_prop(), 0).unwrap();
+    let raw = with(|v| v.handles[&unexported].fd);
+    assert_eq!(
+        share_info((u64::from(std::process::id()) << 32) | raw as u64).err(),
+        inv,
+        "a memfd of ours never exported"
+    );
+    release(unexported).unwrap();
+    for sh in [sh_dev, sh_host] {
+        set_no_whitelist(sh, 0, 1).unwrap();
+    }
+    // The opening side: the handle page and the device page as the host (65), the device page
+    // as the device; 64 is neither.
+    assert_eq!(import(sh_host, IMPORT_HOST_DEVID - 1).err(), inv);
+    let q_host = import(sh_host, IMPORT_HOST_DEVID).expect("import as the host");
+    let q_dev_host = import(sh_dev, IMPORT_HOST_DEVID).unwrap();
+    let q_dev = import(sh_dev, 0).unwrap();
+    let r = reserve(4 * G, 0, 0, 0).unwrap();
+    for (i, h) in [dev, q_dev_host, q_dev, host].into_iter().enumerate() {
+        map(r + i * G, G, 0, h, 0).unwrap();
+    }
+    // A byte written through the exporter's device mapping (the record's write-value) is seen
+    // through both of the opener's mappings.
+    let one = [1u8];
+    assert!(memory::copy(r + 17, one.as_ptr() as usize, 1));
+    for at in [r + G + 17, r + 2 * G + 17] {
+        let mut b = [0u8];
+        assert!(memory::copy(b.as_mut_ptr() as usize, at, 1));
+        assert_eq!(b, one);
+    }
+    for i in 0..4 {
+        unmap(r + i * G).unwrap();
+    }
+    address_free(r).unwrap();
+    for h in [q_host, q_dev_host, q_dev, dev, host] {
+        release(h).unwrap();
+    }
 }

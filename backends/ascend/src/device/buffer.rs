@@ -95,23 +95,27 @@ impl Drop for BufInner {
 /// `aclrtMallocHost` has no flags: its memory is usable by every device of the process
 /// (PORTABLE is inherent); mapping into the device address space and write-combining are not
 /// offered.
-pub const ACL_HOST_MEM_FLAGS: &[xstream_core::HostFlagRow] = &[
-    xstream_core::HostFlagRow {
-        flag: xstream_core::HostMemFlags::PORTABLE,
+pub const ACL_PINNED_FLAGS: &[xstream_core::PinnedFlagRow] = &[
+    xstream_core::PinnedFlagRow {
+        flag: xstream_core::PinnedFlags::PORTABLE,
         native: Some(0),
         reason: "",
     },
-    xstream_core::HostFlagRow {
-        flag: xstream_core::HostMemFlags::DEVICE_MAPPED,
+    xstream_core::PinnedFlagRow {
+        flag: xstream_core::PinnedFlags::DEVICE_MAPPED,
         native: None,
         reason: "aclrtMallocHost has no mapping flag",
     },
-    xstream_core::HostFlagRow {
-        flag: xstream_core::HostMemFlags::WRITE_COMBINED,
+    xstream_core::PinnedFlagRow {
+        flag: xstream_core::PinnedFlags::WRITE_COMBINED,
         native: None,
         reason: "aclrtMallocHost has no write-combining flag",
     },
 ];
+
+/// The former name of [`ACL_PINNED_FLAGS`].
+#[deprecated(since = "0.2.0", note = "renamed `ACL_PINNED_FLAGS`")]
+pub const ACL_PINNED_FLAGS: &[xstream_core::PinnedFlagRow] = ACL_PINNED_FLAGS;
 
 /// Device memory from `aclrtMalloc` (`ACL_MEM_MALLOC_HUGE_FIRST`), asked for its length rounded
 /// up to [`xstream_core::ALLOC_GRANULE`] (stream-ordered buffers: to their size class, also a

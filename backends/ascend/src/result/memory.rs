@@ -38,20 +38,20 @@ pub(crate) fn memset_async(
 /// Page-locked host memory from `aclrtMallocHost` (zeroed), released with
 /// `aclrtFreeHost` on drop (by the caller's keep-alive rules, after every copy using it).
 #[derive(Debug)]
-pub(crate) struct HostAlloc {
+pub(crate) struct PinnedAlloc {
     t: &'static AclFns,
     ptr: *mut u8,
     len: usize,
     ordinal: usize,
 }
 
-// SAFETY: plain host bytes owned by this value; access synchronised by the HostBuffer
+// SAFETY: plain host bytes owned by this value; access synchronised by the PinnedBuffer
 // fence.
-unsafe impl Send for HostAlloc {}
+unsafe impl Send for PinnedAlloc {}
 // SAFETY: as above.
-unsafe impl Sync for HostAlloc {}
+unsafe impl Sync for PinnedAlloc {}
 
-impl HostAlloc {
+impl PinnedAlloc {
     pub(crate) fn new(t: &'static AclFns, ordinal: usize, len: usize) -> Result<Self> {
         let p = out!(*mut c_void, |p| call!(opt t, aclrtMallocHost(p, len)));
         if p.is_null() {
@@ -79,7 +79,7 @@ impl HostAlloc {
     }
 }
 
-impl Drop for HostAlloc {
+impl Drop for PinnedAlloc {
     fn drop(&mut self) {
         let (t, p) = (self.t, self.ptr as usize);
         let free = move || {
@@ -98,7 +98,7 @@ impl Drop for HostAlloc {
 }
 
 // SAFETY: `ptr` is fixed for the value's life and valid for `len` bytes.
-unsafe impl xstream_core::HostAllocation for HostAlloc {
+unsafe impl xstream_core::PinnedAllocation for PinnedAlloc {
     fn as_ptr(&self) -> *mut u8 {
         self.ptr
     }
@@ -129,7 +129,7 @@ pub(crate) struct BorrowedRegistration {
 }
 
 // SAFETY: plain host bytes the registration scope borrows exclusively; access is
-// synchronised by the HostBuffer fence.
+// synchronised by the PinnedBuffer fence.
 unsafe impl Send for BorrowedRegistration {}
 // SAFETY: as above.
 unsafe impl Sync for BorrowedRegistration {}
@@ -213,7 +213,7 @@ impl Drop for BorrowedRegistration {
 
 // SAFETY: `ptr` is fixed for the value's life and valid for `len` bytes while the
 // registration scope lasts.
-unsafe impl xstream_core::HostAllocation for BorrowedRegistration {
+unsafe impl xstream_core::PinnedAllocation for BorrowedRegistration {
     fn as_ptr(&self) -> *mut u8 {
         self.ptr
     }
@@ -248,7 +248,7 @@ enum Backing {
 /// Host memory registered with `aclrtHostRegister` (page-locked for the runtime),
 /// unregistered with `aclrtHostUnregister` and released on drop.
 #[derive(Debug)]
-pub(crate) struct HostRegistered {
+pub(crate) struct PinnedRegistered {
     t: &'static AclFns,
     ptr: *mut u8,
     len: usize,
@@ -256,13 +256,13 @@ pub(crate) struct HostRegistered {
     backing: Option<Backing>,
 }
 
-// SAFETY: plain host bytes owned by this value; access synchronised by the HostBuffer
+// SAFETY: plain host bytes owned by this value; access synchronised by the PinnedBuffer
 // fence.
-unsafe impl Send for HostRegistered {}
+unsafe impl Send for PinnedRegistered {}
 // SAFETY: as above.
-unsafe impl Sync for HostRegistered {}
+unsafe impl Sync for PinnedRegistered {}
 
-impl HostRegistered {
+impl PinnedRegistered {
     /// Registers `data` (not empty): in place when its buffer is page-aligned, otherwise
     /// after moving the bytes once into a page-aligned block.
     pub(crate) fn new(t: &'static AclFns, ordinal: usize, mut data: Vec<u8>) -> Result<Self> {
@@ -315,7 +315,7 @@ impl HostRegistered {
     }
 }
 
-impl Drop for HostRegistered {
+impl Drop for PinnedRegistered {
     fn drop(&mut self) {
         let Some(backing) = self.backing.take() else {
             return;
@@ -344,7 +344,7 @@ impl Drop for HostRegistered {
 }
 
 // SAFETY: `ptr` is fixed for the value's life and valid for `len` bytes.
-unsafe impl xstream_core::HostAllocation for HostRegistered {
+unsafe impl xstream_core::PinnedAllocation for PinnedRegistered {
     fn as_ptr(&self) -> *mut u8 {
         self.ptr
     }

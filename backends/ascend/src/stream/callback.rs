@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use xstream_core::callback::{CallbackSlot, HostCallback};
+use xstream_core::callback::{BoxedCallback, CallbackSlot};
 use xstream_core::{ensure_not_in_callback, Error, Result};
 
 use super::AscendStream;
@@ -69,14 +69,14 @@ impl AscendStream {
     }
 
     /// Launches an exactly-once callback (report style), subscribing the stream first.
-    pub(super) fn launch_cb(&self, f: HostCallback) -> Result<()> {
+    pub(super) fn launch_cb(&self, f: BoxedCallback) -> Result<()> {
         self.launch_report(f, true)
     }
 
     /// As [`Self::launch_cb`]; `track: false` keeps the callback away from xstream's failure
     /// path, so only the runtime runs it: for callbacks that free memory a queued copy may
     /// still use (failing them early was a use-after-free found by the fault sweep).
-    pub(super) fn launch_report(&self, f: HostCallback, track: bool) -> Result<()> {
+    pub(super) fn launch_report(&self, f: BoxedCallback, track: bool) -> Result<()> {
         self.claim_style(STYLE_REPORT)?;
         let d = &self.device.inner;
         {

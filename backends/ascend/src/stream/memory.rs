@@ -84,12 +84,12 @@ pub(super) fn write(
     if s.state.capture.is_capturing() {
         // ACL: host memory in a captured asynchronous copy must be page-locked. Stage the
         // bytes in `aclrtMallocHost` memory, which the graph keeps for its replays.
-        let stage = result::memory::HostAlloc::new(d.t, d.ordinal, data.len())?;
+        let stage = result::memory::PinnedAlloc::new(d.t, d.ordinal, data.len())?;
         stage.fill(&data);
         result::memory::memcpy(
             d.t,
             result::memory::at(dst.inner.ptr, offset),
-            xstream_core::HostAllocation::as_ptr(&stage)
+            xstream_core::PinnedAllocation::as_ptr(&stage)
                 .cast_const()
                 .cast(),
             data.len(),
@@ -114,7 +114,7 @@ pub(super) fn write(
 
 pub(super) fn copy_to_device(
     s: &AscendStream,
-    src: xstream_core::HostSpan,
+    src: xstream_core::PinnedSpan,
     dst: &AscendBuffer,
     dst_offset: usize,
 ) -> Result<()> {
@@ -136,7 +136,7 @@ pub(super) fn copy_to_host(
     s: &AscendStream,
     src: &AscendBuffer,
     src_offset: usize,
-    dst: xstream_core::HostSpan,
+    dst: xstream_core::PinnedSpan,
 ) -> Result<()> {
     s.enter("copy_to_host")?;
     s.note_use(src)?;

@@ -174,10 +174,10 @@ pub(crate) fn memcpy_dtod_async(dst: u64, src: u64, len: usize, s: CuStream) -> 
 /// `dst..dst + src.len()` lies inside a live device allocation of the stream's context, and
 /// the span's page-locked memory stays allocated and is not written by host code until the
 /// stream has completed the copy (the caller puts the span on the stream's keep list, and
-/// the `HostBuffer` fence keeps host code out).
+/// the `PinnedBuffer` fence keeps host code out).
 pub(crate) unsafe fn memcpy_htod_async_span(
     dst: u64,
-    src: &xstream_core::HostSpan,
+    src: &xstream_core::PinnedSpan,
     s: CuStream,
 ) -> CuResult<()> {
     // SAFETY: the caller's contract above.
@@ -189,10 +189,10 @@ pub(crate) unsafe fn memcpy_htod_async_span(
 /// # Safety
 /// `src..src + dst.len()` lies inside a live device allocation of the stream's context, and
 /// the span's memory stays allocated and is neither read nor written by host code until the
-/// stream has completed the copy (keep list and `HostBuffer` fence, as for
+/// stream has completed the copy (keep list and `PinnedBuffer` fence, as for
 /// [`memcpy_htod_async_span`]).
 pub(crate) unsafe fn memcpy_dtoh_async_span(
-    dst: &xstream_core::HostSpan,
+    dst: &xstream_core::PinnedSpan,
     src: u64,
     s: CuStream,
 ) -> CuResult<()> {
@@ -231,7 +231,7 @@ pub(crate) struct PinnedAlloc {
 }
 
 // SAFETY: the pointer is plain host memory owned by this value; access is synchronised by the
-// HostBuffer fence.
+// PinnedBuffer fence.
 unsafe impl Send for PinnedAlloc {}
 // SAFETY: as above.
 unsafe impl Sync for PinnedAlloc {}
@@ -362,7 +362,7 @@ impl Drop for PinnedAlloc {
 
 // SAFETY: `ptr` is fixed for the value's life and valid for `len` bytes (driver allocation or
 // the kept Vec's block).
-unsafe impl xstream_core::HostAllocation for PinnedAlloc {
+unsafe impl xstream_core::PinnedAllocation for PinnedAlloc {
     fn as_ptr(&self) -> *mut u8 {
         self.ptr
     }

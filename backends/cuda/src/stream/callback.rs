@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use xstream_core::callback::{CallbackSlot, HostCallback};
+use xstream_core::callback::{BoxedCallback, CallbackSlot};
 use xstream_core::Result;
 
 use super::CudaStream;
@@ -13,7 +13,7 @@ use crate::ffi;
 
 impl CudaStream {
     /// Enqueues a host function firing `slot` (no capture gate: callers gate).
-    pub(crate) fn enqueue_slot(&self, f: HostCallback) -> Result<()> {
+    pub(crate) fn enqueue_slot(&self, f: BoxedCallback) -> Result<()> {
         if let Some(e) = self.handle.dev.shared.sticky_error() {
             return Err(e);
         }

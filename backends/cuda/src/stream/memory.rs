@@ -22,7 +22,7 @@ impl CudaStream {
 
     /// Keeps a device buffer (when it needs keeping, [`CudaBuffer::keep_for`]) and the
     /// page-locked host span of the same copy: both entries under one lock.
-    pub(crate) fn keep_copy(&self, b: &CudaBuffer, span: xstream_core::HostSpan) {
+    pub(crate) fn keep_copy(&self, b: &CudaBuffer, span: xstream_core::PinnedSpan) {
         self.check_ordered_in_capture(b);
         self.keep_all([b.keep_for(&self.handle), Some(Keep::Host(span))]);
     }
@@ -305,7 +305,7 @@ pub(super) fn copy_peer(s: &CudaStream, src_span: Span<'_>, dst_span: Span<'_>) 
 
 pub(super) fn copy_to_device(
     s: &CudaStream,
-    src: xstream_core::HostSpan,
+    src: xstream_core::PinnedSpan,
     span: Span<'_>,
 ) -> Result<()> {
     let (dst, dst_offset) = (span.buffer(), span.offset());
@@ -314,7 +314,7 @@ pub(super) fn copy_to_device(
     // SAFETY: the range is a `Span`, checked against `dst` (as long as `src`), which the
     // stream keeps
     // (`keep_copy`); the span's page-locked memory goes on the stream's keep list with it, and
-    // its `HostBuffer` fence keeps host code out until the copy completed.
+    // its `PinnedBuffer` fence keeps host code out until the copy completed.
     #[allow(unsafe_code)]
     let r = unsafe { ffi::memcpy_htod_async_span(dst.ptr() + dst_offset as u64, &src, s.raw()) };
     s.check("cuMemcpyHtoDAsync", r)?;
@@ -325,7 +325,7 @@ pub(super) fn copy_to_device(
 pub(super) fn copy_to_host(
     s: &CudaStream,
     span: Span<'_>,
-    dst: xstream_core::HostSpan,
+    dst: xstream_core::PinnedSpan,
 ) -> Result<()> {
     let (src, src_offset) = (span.buffer(), span.offset());
     s.bind()?;

@@ -314,7 +314,7 @@ pub(crate) fn timing_table(
     args3: &xstream_cuda::CudaFunction,
     delay: &xstream_cuda::CudaFunction,
     buf: &xstream_cuda::CudaBuffer,
-    hb: &mut xstream_core::HostBuffer<CudaBackend>,
+    hb: &mut xstream_core::PinnedBuffer<CudaBackend>,
 ) {
     let optimised = !cfg!(debug_assertions);
     let (reps, n) = if optimised {

@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use xstream_core::{
-    Backend, Buffer, Device, HostAllocDesc, Kernel, KernelArg, LaunchConfig, Module, ModuleSource,
-    Stream, StreamDesc, StreamFlags,
+    Backend, Buffer, Device, Kernel, KernelArg, LaunchConfig, Module, ModuleSource,
+    PinnedAllocDesc, Stream, StreamDesc, StreamFlags,
 };
 use xstream_cuda::cudarc::driver::sys;
 use xstream_cuda::{CudaBackend, CudaStream};
@@ -274,8 +274,8 @@ fn child(lib: &Path) {
         .expect("xstream_delay");
     let buf = dev.alloc(LEN).expect("alloc");
     let mut hb = dev
-        .alloc_host(LEN, &HostAllocDesc::new())
-        .expect("alloc_host");
+        .alloc_pinned(LEN, &PinnedAllocDesc::new())
+        .expect("alloc_pinned");
     let single = LaunchConfig::single();
     let addr = buf.device_address();
 

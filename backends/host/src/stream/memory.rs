@@ -74,12 +74,12 @@ pub(super) fn copy_peer(s: &HostStream, src: Span<'_>, dst: Span<'_>) -> Result<
 
 pub(super) fn copy_to_device(
     s: &HostStream,
-    src: xstream_core::HostSpan,
+    src: xstream_core::PinnedSpan,
     dst: Span<'_>,
 ) -> Result<()> {
     s.submit(
         "copy_to_device",
-        Node::FromHost {
+        Node::FromPinned {
             src,
             dst: Arc::clone(&dst.buffer().inner),
             offset: dst.offset(),
@@ -90,11 +90,11 @@ pub(super) fn copy_to_device(
 pub(super) fn copy_to_host(
     s: &HostStream,
     src: Span<'_>,
-    dst: xstream_core::HostSpan,
+    dst: xstream_core::PinnedSpan,
 ) -> Result<()> {
     s.submit(
         "copy_to_host",
-        Node::ToHost {
+        Node::ToPinned {
             src: Arc::clone(&src.buffer().inner),
             offset: src.offset(),
             dst,

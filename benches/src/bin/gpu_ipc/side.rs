@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use cudarc::driver::sys;
 use xstream_core::{
-    Backend, Device, EventDesc, EventFlags, HostAllocDesc, HostBuffer, IpcBuffer, IpcEvent,
-    IpcEventHandle, IpcMemHandle, Stream, StreamDesc, StreamFlags,
+    Backend, Device, EventDesc, EventFlags, IpcBuffer, IpcEvent, IpcEventHandle, IpcMemHandle,
+    PinnedAllocDesc, PinnedBuffer, Stream, StreamDesc, StreamFlags,
 };
 use xstream_cuda::{CudaBackend, CudaBuffer, CudaDevice, CudaEvent, CudaStream};
 
@@ -76,7 +76,7 @@ pub(crate) struct Side {
     pub(crate) s0_raw: sys::CUstream,
     pub(crate) s0_xs: CudaStream,
     pin_raw: *mut u8,
-    pin_xs: HostBuffer<CudaBackend>,
+    pin_xs: PinnedBuffer<CudaBackend>,
     pub(crate) ev_raw: sys::CUevent,
     pub(crate) ev_xs: CudaEvent,
     /// With two GPUs: a stream and an ordinary event of device 0 through which the raw side's
@@ -115,7 +115,9 @@ impl Side {
         // context it bound; `rebind_thread` after raw calls that switched contexts).
         dev0.rebind_thread().map_err(xe)?;
         let s0_xs = dev0.create_stream(&nb).map_err(xe)?;
-        let pin_xs = dev0.alloc_host(len, &HostAllocDesc::new()).map_err(xe)?;
+        let pin_xs = dev0
+            .alloc_pinned(len, &PinnedAllocDesc::new())
+            .map_err(xe)?;
         let (src_xs, ev_xs) = match from {
             None => {
                 let b = dev0.alloc(len).map_err(xe)?;

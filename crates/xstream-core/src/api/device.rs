@@ -7,7 +7,7 @@
 use crate::backend::*;
 use crate::callback::ensure_not_in_callback;
 use crate::devinfo::MemoryInfo;
-use crate::hostmem::{HostAllocDesc, HostBuffer, RegisteredHost};
+use crate::hostmem::{PinnedAllocDesc, PinnedBuffer, PinnedRegistration};
 use crate::module::ModuleSource;
 use crate::Result;
 #[allow(unused_imports)]
@@ -71,21 +71,31 @@ pub trait Device: DeviceImpl {
     // ---- Data path: page-locked host memory (see `crate::hostmem`) ----
 
     /// Allocates `len` bytes of page-locked host memory bound to this device (zeroed).
-    /// `len == 0` gives an empty buffer ([`HostBuffer::empty`]), as a zero-length request is
+    /// `len == 0` gives an empty buffer ([`PinnedBuffer::empty`]), as a zero-length request is
     /// a no-op everywhere.
     ///
     /// # Errors
     /// Flag errors per the desc's policy;
     /// [`Error::OutOfMemory`]; [`Error::Unsupported`] where the backend has no such memory.
-    fn alloc_host(&self, len: usize, desc: &HostAllocDesc) -> Result<HostBuffer<Self::B>> {
+    fn alloc_pinned(&self, len: usize, desc: &PinnedAllocDesc) -> Result<PinnedBuffer<Self::B>> {
         ensure_not_in_callback()?;
-        self.alloc_host_impl(len, desc)
+        self.alloc_pinned_impl(len, desc)
+    }
+
+    /// Renamed [`Device::alloc_pinned`] (page-locked memory is "pinned"; `Host` names the host
+    /// backend).
+    ///
+    /// # Errors
+    /// As [`Device::alloc_pinned`].
+    #[deprecated(since = "0.2.0", note = "renamed `alloc_pinned`")]
+    fn alloc_host(&self, len: usize, desc: &PinnedAllocDesc) -> Result<PinnedBuffer<Self::B>> {
+        self.alloc_pinned(len, desc)
     }
 
     /// Page-locks the caller's `data` in place for the scope of `f` (CUDA
     /// `cuMemHostRegister`, ACL `aclrtHostRegister` of the pages holding it, the host backend:
-    /// nothing to do) and hands `f` a [`RegisteredHost`] whose
-    /// [`upload`](RegisteredHost::upload) and [`download`](RegisteredHost::download) are
+    /// nothing to do) and hands `f` a [`PinnedRegistration`] whose
+    /// [`upload`](PinnedRegistration::upload) and [`download`](PinnedRegistration::download) are
     /// single native asynchronous copies: they return without waiting for the stream's
     /// earlier work, and nothing is staged or copied on the host. `data` stays borrowed until
     /// the scope ends, and the scope ends only after every copy that used it has completed
@@ -115,7 +125,7 @@ pub trait Device: DeviceImpl {
     fn with_registered_host<T: bytemuck::Pod, R>(
         &self,
         data: &mut [T],
-        f: impl FnOnce(&RegisteredHost<'_, Self::B>) -> R,
+        f: impl FnOnce(&PinnedRegistration<'_, Self::B>) -> R,
     ) -> Result<R>
     where
         Self: Sized,

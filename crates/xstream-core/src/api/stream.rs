@@ -27,13 +27,13 @@
 use crate::backend::*;
 use crate::callback::ensure_not_in_callback;
 use crate::completion::{completion, Completion};
-use crate::hostmem::HostBuffer;
+use crate::hostmem::PinnedBuffer;
 use crate::launch::{LaunchAttrs, LaunchBuilder};
 use crate::module::{KernelArg, LaunchConfig};
 use crate::view::{BufferView, MemsetPattern};
 #[allow(unused_imports)]
 use crate::{
-    Allocator, CaptureMode, CaptureStatus, Error, EventFlags, Function, HostCallback, Result,
+    Allocator, BoxedCallback, CaptureMode, CaptureStatus, Error, EventFlags, Function, Result,
     StreamAttr, StreamAttrValue, StreamFlags,
 };
 use crate::{Buffer, Device, Event};
@@ -160,7 +160,7 @@ pub trait Stream: StreamImpl {
     /// # Errors
     /// Refused during capture ([`Error::Capture`], capture invalidated); vendor errors. When
     /// enqueueing fails the callback is dropped without being called.
-    fn enqueue_callback(&self, f: HostCallback) -> Result<()> {
+    fn enqueue_callback(&self, f: BoxedCallback) -> Result<()> {
         ensure_not_in_callback()?;
         // An exactly-once callback cannot be replayed.
         self.capture_cell_impl().gate("host_callback")?;
@@ -539,7 +539,7 @@ pub trait Stream: StreamImpl {
     /// backend has no page-locked copies; vendor errors.
     fn copy_to_device(
         &self,
-        src: &HostBuffer<Self::B>,
+        src: &PinnedBuffer<Self::B>,
         src_offset: usize,
         dst: &BufferOf<Self::B>,
         dst_offset: usize,
@@ -556,7 +556,7 @@ pub trait Stream: StreamImpl {
     }
 
     /// Enqueues one native asynchronous device-to-host copy into a page-locked host buffer;
-    /// the bytes are readable through [`HostBuffer::as_slice`] (which waits for the copy).
+    /// the bytes are readable through [`PinnedBuffer::as_slice`] (which waits for the copy).
     ///
     /// # Errors
     /// As [`Stream::copy_to_device`].
@@ -564,7 +564,7 @@ pub trait Stream: StreamImpl {
         &self,
         src: &BufferOf<Self::B>,
         src_offset: usize,
-        dst: &mut HostBuffer<Self::B>,
+        dst: &mut PinnedBuffer<Self::B>,
         dst_offset: usize,
         len: usize,
     ) -> Result<()>
@@ -934,7 +934,7 @@ pub trait Stream: StreamImpl {
     /// As [`Stream::copy_to_device`].
     fn write_from_host<'v>(
         &self,
-        src: &HostBuffer<Self::B>,
+        src: &PinnedBuffer<Self::B>,
         src_offset: usize,
         dst: impl Into<BufferView<'v, BufferOf<Self::B>>>,
     ) -> Result<()>
@@ -946,15 +946,15 @@ pub trait Stream: StreamImpl {
     }
 
     /// [`Stream::copy_to_host`] of a whole view to `dst_offset` of a page-locked host buffer:
-    /// asynchronous; the bytes are readable through [`HostBuffer::as_slice`] or
-    /// [`HostBuffer::typed`] (which wait for the copy).
+    /// asynchronous; the bytes are readable through [`PinnedBuffer::as_slice`] or
+    /// [`PinnedBuffer::typed`] (which wait for the copy).
     ///
     /// # Errors
     /// As [`Stream::copy_to_host`].
     fn read_into_host<'v>(
         &self,
         src: impl Into<BufferView<'v, BufferOf<Self::B>>>,
-        dst: &mut HostBuffer<Self::B>,
+        dst: &mut PinnedBuffer<Self::B>,
         dst_offset: usize,
     ) -> Result<()>
     where

@@ -46,13 +46,17 @@ pub trait DeviceImpl: Clone + Send + Sync + fmt::Debug + 'static {
     /// [`Device::synchronize`].
     fn synchronize_impl(&self) -> Result<()>;
 
-    /// [`Device::alloc_host`] (its flags are the backend's to translate, also for
+    /// [`Device::alloc_pinned`] (its flags are the backend's to translate, also for
     /// `len == 0`).
-    fn alloc_host_impl(&self, len: usize, desc: &HostAllocDesc) -> Result<HostBuffer<Self::B>>;
+    fn alloc_pinned_impl(
+        &self,
+        len: usize,
+        desc: &PinnedAllocDesc,
+    ) -> Result<PinnedBuffer<Self::B>>;
 
     /// The backend side of [`Device::with_registered_host`]: page-locks `len > 0` bytes at
-    /// `ptr` in place and describes them as a [`HostAllocation`] whose
-    /// [`release`](HostAllocation::release) (or drop) unregisters them.
+    /// `ptr` in place and describes them as a [`PinnedAllocation`] whose
+    /// [`release`](PinnedAllocation::release) (or drop) unregisters them.
     ///
     /// # Safety
     /// `ptr` must be valid for reads and writes of `len` bytes and used by nothing else until
@@ -63,7 +67,7 @@ pub trait DeviceImpl: Clone + Send + Sync + fmt::Debug + 'static {
         &self,
         ptr: *mut u8,
         len: usize,
-    ) -> Result<std::sync::Arc<dyn HostAllocation>>;
+    ) -> Result<std::sync::Arc<dyn PinnedAllocation>>;
 
     /// [`Device::can_access_peer`].
     fn can_access_peer_impl(&self, peer: &Self) -> Result<bool>;

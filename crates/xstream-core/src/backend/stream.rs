@@ -3,7 +3,7 @@
 #[allow(unused_imports)]
 use super::*;
 
-use crate::hostmem::HostSpan;
+use crate::hostmem::PinnedSpan;
 use crate::memop::WaitCondition;
 
 /// A byte range of a buffer of backend `B`, checked against the buffer.
@@ -82,7 +82,7 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
         Self: Sized;
 
     /// [`Stream::enqueue_callback`]; not capturing.
-    fn enqueue_callback_impl(&self, f: HostCallback) -> Result<()>;
+    fn enqueue_callback_impl(&self, f: BoxedCallback) -> Result<()>;
 
     // --- capture ---
 
@@ -134,10 +134,10 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
 
     /// [`Stream::copy_to_device`]: the host range is fenced; `dst` is as long as `src`. The
     /// backend keeps both alive until the copy completed.
-    fn copy_to_device_impl(&self, src: HostSpan, dst: Span<'_, Self::B>) -> Result<()>;
+    fn copy_to_device_impl(&self, src: PinnedSpan, dst: Span<'_, Self::B>) -> Result<()>;
 
     /// [`Stream::copy_to_host`]; as [`StreamImpl::copy_to_device_impl`].
-    fn copy_to_host_impl(&self, src: Span<'_, Self::B>, dst: HostSpan) -> Result<()>;
+    fn copy_to_host_impl(&self, src: Span<'_, Self::B>, dst: PinnedSpan) -> Result<()>;
 
     /// [`Stream::write_from_blocking`]: copy `src` into `dst` (of its length) in stream
     /// order and return once `src` may be reused; not capturing.

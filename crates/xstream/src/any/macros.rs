@@ -230,22 +230,22 @@ macro_rules! erasable {
                     _ => None,
                 }
             }
-            fn host_buffer_of(h: &AnyHostBuffer) -> Option<&HostBuffer<Self>> {
+            fn pinned_buffer_of(h: &AnyPinnedBuffer) -> Option<&PinnedBuffer<Self>> {
                 #[allow(unreachable_patterns)]
                 match h {
-                    AnyHostBuffer::$v(x) => Some(x),
+                    AnyPinnedBuffer::$v(x) => Some(x),
                     _ => None,
                 }
             }
-            fn host_buffer_of_mut(h: &mut AnyHostBuffer) -> Option<&mut HostBuffer<Self>> {
+            fn pinned_buffer_of_mut(h: &mut AnyPinnedBuffer) -> Option<&mut PinnedBuffer<Self>> {
                 #[allow(unreachable_patterns)]
                 match h {
-                    AnyHostBuffer::$v(x) => Some(x),
+                    AnyPinnedBuffer::$v(x) => Some(x),
                     _ => None,
                 }
             }
-            fn wrap_host_buffer(h: HostBuffer<Self>) -> AnyHostBuffer {
-                AnyHostBuffer::$v(h)
+            fn wrap_pinned_buffer(h: PinnedBuffer<Self>) -> AnyPinnedBuffer {
+                AnyPinnedBuffer::$v(h)
             }
         }
     };

@@ -36,18 +36,18 @@
 //! handle, or for what the erased types leave out: the built-in test kernels of
 //! [`Stream::launch_builtin`]). Modules and launches have their erased types ([`AnyModule`],
 //! [`AnyFunction`], [`AnyStream::launch_kernel`]).
-//! Page-locked host memory has its erased type too, [`AnyHostBuffer`]
-//! ([`AnyDevice::alloc_host`], [`AnyStream::copy_to_device`], [`AnyStream::copy_to_host`]).
+//! Page-locked host memory has its erased type too, [`AnyPinnedBuffer`]
+//! ([`AnyDevice::alloc_pinned`], [`AnyStream::copy_to_device`], [`AnyStream::copy_to_host`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{
-    Allocator, Backend, BackendKind, Buffer, CaptureMode, CaptureStatus, Completion,
+    Allocator, Backend, BackendKind, BoxedCallback, Buffer, CaptureMode, CaptureStatus, Completion,
     CreationReport, Device, DeviceInfo, Error, Event, EventDesc, EventFlags, FlagReport, Function,
-    Graph, HostAllocDesc, HostBuffer, HostCallback, HostMemFlags, KernelArg, LaunchConfig, Module,
-    ModuleSource, ParamKind, Readback, Result, Status, Stream, StreamAttr, StreamAttrValue,
-    StreamDesc, StreamFlags, WaitCondition,
+    Graph, KernelArg, LaunchConfig, Module, ModuleSource, ParamKind, PinnedAllocDesc, PinnedBuffer,
+    PinnedFlags, Readback, Result, Status, Stream, StreamAttr, StreamAttrValue, StreamDesc,
+    StreamFlags, WaitCondition,
 };
 
 #[macro_use]
@@ -102,24 +102,31 @@ impl Clone for AnyFunction {
 }
 
 /// Page-locked host memory bound to a device of any compiled backend
-/// ([`AnyDevice::alloc_host`]; the erased [`HostBuffer`]).
+/// ([`AnyDevice::alloc_pinned`]; the erased [`PinnedBuffer`]).
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum AnyHostBuffer {
+pub enum AnyPinnedBuffer {
     /// The host (CPU) backend's.
     #[cfg(feature = "host")]
-    Host(HostBuffer<crate::host::HostBackend>),
+    Host(PinnedBuffer<crate::host::HostBackend>),
     /// The CUDA backend's.
     #[cfg(feature = "cuda-backend")]
-    Cuda(HostBuffer<crate::cuda::CudaBackend>),
+    Cuda(PinnedBuffer<crate::cuda::CudaBackend>),
     /// The Ascend backend's.
     #[cfg(feature = "ascend")]
-    Ascend(HostBuffer<crate::ascend::AscendBackend>),
+    Ascend(PinnedBuffer<crate::ascend::AscendBackend>),
 }
 
-impl<B: Erasable> From<HostBuffer<B>> for AnyHostBuffer {
-    fn from(h: HostBuffer<B>) -> Self {
-        B::wrap_host_buffer(h)
+/// The former name of [`AnyPinnedBuffer`] (issue 33: `Host` names the host backend).
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed `AnyPinnedBuffer` (`Host` names the host backend)"
+)]
+pub type AnyHostBuffer = AnyPinnedBuffer;
+
+impl<B: Erasable> From<PinnedBuffer<B>> for AnyPinnedBuffer {
+    fn from(h: PinnedBuffer<B>) -> Self {
+        B::wrap_pinned_buffer(h)
     }
 }
 
@@ -161,11 +168,11 @@ pub trait Erasable:
     #[doc(hidden)]
     fn function_of(f: &AnyFunction) -> Option<&Self::Function>;
     #[doc(hidden)]
-    fn host_buffer_of(h: &AnyHostBuffer) -> Option<&HostBuffer<Self>>;
+    fn pinned_buffer_of(h: &AnyPinnedBuffer) -> Option<&PinnedBuffer<Self>>;
     #[doc(hidden)]
-    fn host_buffer_of_mut(h: &mut AnyHostBuffer) -> Option<&mut HostBuffer<Self>>;
+    fn pinned_buffer_of_mut(h: &mut AnyPinnedBuffer) -> Option<&mut PinnedBuffer<Self>>;
     #[doc(hidden)]
-    fn wrap_host_buffer(h: HostBuffer<Self>) -> AnyHostBuffer;
+    fn wrap_pinned_buffer(h: PinnedBuffer<Self>) -> AnyPinnedBuffer;
 }
 
 mod sealed {
@@ -188,8 +195,8 @@ forward! { AnyDevice: Device;
     fn create_event(desc: &EventDesc) -> Result<AnyEvent>;
     /// Allocates a zeroed device buffer ([`Device::alloc`]).
     fn alloc(len: usize) -> Result<AnyBuffer>;
-    /// Allocates page-locked host memory bound to this device ([`Device::alloc_host`]).
-    fn alloc_host(len: usize, desc: &HostAllocDesc) -> Result<AnyHostBuffer>;
+    /// Allocates page-locked host memory bound to this device ([`Device::alloc_pinned`]).
+    fn alloc_pinned(len: usize, desc: &PinnedAllocDesc) -> Result<AnyPinnedBuffer>;
     /// Loads a module of kernels ([`Device::load_module`]).
     fn load_module(src: &ModuleSource<'_>) -> Result<AnyModule>;
     /// The module shipped with the crate ([`Device::builtin_module`]).
@@ -205,6 +212,17 @@ forward! { AnyDevice: Device;
 }
 
 impl AnyDevice {
+    /// Renamed [`AnyDevice::alloc_pinned`] (page-locked memory is "pinned"; `Host` names the
+    /// host backend).
+    ///
+    /// # Errors
+    /// As [`AnyDevice::alloc_pinned`].
+    #[deprecated(since = "0.2.0", note = "renamed `alloc_pinned`")]
+    #[inline]
+    pub fn alloc_host(&self, len: usize, desc: &PinnedAllocDesc) -> Result<AnyPinnedBuffer> {
+        self.alloc_pinned(len, desc)
+    }
+
     /// Opens device `ordinal` of backend `kind` ([`Backend::open`]).
     ///
     /// # Errors
@@ -251,7 +269,7 @@ forward! { AnyStream: Stream;
     /// [`Stream::wait_event`].
     fn wait_event(@event: &AnyEvent) -> Result<()>;
     /// [`Stream::enqueue_callback`].
-    fn enqueue_callback(f: HostCallback) -> Result<()>;
+    fn enqueue_callback(f: BoxedCallback) -> Result<()>;
     /// [`Stream::begin_capture`].
     fn begin_capture(mode: CaptureMode) -> Result<()>;
     /// [`Stream::end_capture`].
@@ -380,7 +398,7 @@ impl AnyStream {
     #[inline]
     pub fn copy_to_device(
         &self,
-        src: &AnyHostBuffer,
+        src: &AnyPinnedBuffer,
         src_offset: usize,
         dst: &AnyBuffer,
         dst_offset: usize,
@@ -391,7 +409,7 @@ impl AnyStream {
             return Err(mixed(OP, self.kind(), src.kind()));
         }
         pair!(OP, AnyStream, self, AnyBuffer, dst, s, b => {
-            s.copy_to_device(host_of(OP, s, src)?, src_offset, b, dst_offset, len)
+            s.copy_to_device(pinned_of(OP, s, src)?, src_offset, b, dst_offset, len)
         })
     }
 
@@ -404,7 +422,7 @@ impl AnyStream {
         &self,
         src: &AnyBuffer,
         src_offset: usize,
-        dst: &mut AnyHostBuffer,
+        dst: &mut AnyPinnedBuffer,
         dst_offset: usize,
         len: usize,
     ) -> Result<()> {
@@ -413,7 +431,7 @@ impl AnyStream {
             return Err(mixed(OP, self.kind(), dst.kind()));
         }
         pair!(OP, AnyStream, self, AnyBuffer, src, s, b => {
-            s.copy_to_host(b, src_offset, host_of_mut(OP, s, dst)?, dst_offset, len)
+            s.copy_to_host(b, src_offset, pinned_of_mut(OP, s, dst)?, dst_offset, len)
         })
     }
 
@@ -625,119 +643,119 @@ forward! { AnyFunction: Function;
 }
 
 /// The typed host buffer of the backend of stream `_s`.
-fn host_of<'a, S: Stream>(
+fn pinned_of<'a, S: Stream>(
     op: &'static str,
     _s: &S,
-    h: &'a AnyHostBuffer,
-) -> Result<&'a HostBuffer<S::B>>
+    h: &'a AnyPinnedBuffer,
+) -> Result<&'a PinnedBuffer<S::B>>
 where
     S::B: Erasable,
 {
-    <S::B as Erasable>::host_buffer_of(h)
+    <S::B as Erasable>::pinned_buffer_of(h)
         .ok_or_else(|| mixed(op, <S::B as Backend>::KIND, h.kind()))
 }
 
 /// The typed host buffer of the backend of stream `_s`, mutably.
-fn host_of_mut<'a, S: Stream>(
+fn pinned_of_mut<'a, S: Stream>(
     op: &'static str,
     _s: &S,
-    h: &'a mut AnyHostBuffer,
-) -> Result<&'a mut HostBuffer<S::B>>
+    h: &'a mut AnyPinnedBuffer,
+) -> Result<&'a mut PinnedBuffer<S::B>>
 where
     S::B: Erasable,
 {
     let kind = h.kind();
-    <S::B as Erasable>::host_buffer_of_mut(h)
+    <S::B as Erasable>::pinned_buffer_of_mut(h)
         .ok_or_else(|| mixed(op, <S::B as Backend>::KIND, kind))
 }
 
-impl AnyHostBuffer {
+impl AnyPinnedBuffer {
     /// Which backend it belongs to.
     #[inline]
     pub fn kind(&self) -> BackendKind {
-        each!(AnyHostBuffer, self, h => <_ as HostBufferKind>::kind_of(h))
+        each!(AnyPinnedBuffer, self, h => <_ as PinnedBufferKind>::kind_of(h))
     }
 
     /// The typed buffer of the generic path, when it is of backend `B`.
-    pub fn downcast_ref<B: Erasable>(&self) -> Option<&HostBuffer<B>> {
-        B::host_buffer_of(self)
+    pub fn downcast_ref<B: Erasable>(&self) -> Option<&PinnedBuffer<B>> {
+        B::pinned_buffer_of(self)
     }
 
     /// The typed buffer of the generic path, mutably, when it is of backend `B`.
-    pub fn downcast_mut<B: Erasable>(&mut self) -> Option<&mut HostBuffer<B>> {
-        B::host_buffer_of_mut(self)
+    pub fn downcast_mut<B: Erasable>(&mut self) -> Option<&mut PinnedBuffer<B>> {
+        B::pinned_buffer_of_mut(self)
     }
 
     /// Its device (a clone, which shares the device).
     #[inline]
     pub fn device(&self) -> AnyDevice {
-        each!(AnyHostBuffer, self, h => h.device().clone().into())
+        each!(AnyPinnedBuffer, self, h => h.device().clone().into())
     }
 
-    /// [`HostBuffer::len`].
+    /// [`PinnedBuffer::len`].
     #[inline]
     pub fn len(&self) -> usize {
-        each!(AnyHostBuffer, self, h => h.len())
+        each!(AnyPinnedBuffer, self, h => h.len())
     }
 
-    /// [`HostBuffer::is_empty`].
+    /// [`PinnedBuffer::is_empty`].
     #[inline]
     pub fn is_empty(&self) -> bool {
-        each!(AnyHostBuffer, self, h => h.is_empty())
+        each!(AnyPinnedBuffer, self, h => h.is_empty())
     }
 
-    /// [`HostBuffer::flags`].
+    /// [`PinnedBuffer::flags`].
     #[inline]
-    pub fn flags(&self) -> HostMemFlags {
-        each!(AnyHostBuffer, self, h => h.flags())
+    pub fn flags(&self) -> PinnedFlags {
+        each!(AnyPinnedBuffer, self, h => h.flags())
     }
 
-    /// [`HostBuffer::report`].
+    /// [`PinnedBuffer::report`].
     #[inline]
     pub fn report(&self) -> &FlagReport {
-        each!(AnyHostBuffer, self, h => h.report())
+        each!(AnyPinnedBuffer, self, h => h.report())
     }
 
-    /// [`HostBuffer::is_page_locked`].
+    /// [`PinnedBuffer::is_page_locked`].
     #[inline]
     pub fn is_page_locked(&self) -> bool {
-        each!(AnyHostBuffer, self, h => h.is_page_locked())
+        each!(AnyPinnedBuffer, self, h => h.is_page_locked())
     }
 
-    /// [`HostBuffer::wait_idle`].
+    /// [`PinnedBuffer::wait_idle`].
     ///
     /// # Errors
-    /// As [`HostBuffer::wait_idle`].
+    /// As [`PinnedBuffer::wait_idle`].
     #[inline]
     pub fn wait_idle(&self) -> Result<()> {
-        each!(AnyHostBuffer, self, h => h.wait_idle())
+        each!(AnyPinnedBuffer, self, h => h.wait_idle())
     }
 
-    /// [`HostBuffer::as_slice`] (waits for the copies that use the buffer).
+    /// [`PinnedBuffer::as_slice`] (waits for the copies that use the buffer).
     ///
     /// # Errors
-    /// As [`HostBuffer::as_slice`].
+    /// As [`PinnedBuffer::as_slice`].
     #[inline]
     pub fn as_slice(&self) -> Result<&[u8]> {
-        each!(AnyHostBuffer, self, h => h.as_slice())
+        each!(AnyPinnedBuffer, self, h => h.as_slice())
     }
 
-    /// [`HostBuffer::as_mut_slice`] (waits for the copies that use the buffer).
+    /// [`PinnedBuffer::as_mut_slice`] (waits for the copies that use the buffer).
     ///
     /// # Errors
-    /// As [`HostBuffer::as_mut_slice`].
+    /// As [`PinnedBuffer::as_mut_slice`].
     #[inline]
     pub fn as_mut_slice(&mut self) -> Result<&mut [u8]> {
-        each!(AnyHostBuffer, self, h => h.as_mut_slice())
+        each!(AnyPinnedBuffer, self, h => h.as_mut_slice())
     }
 }
 
 /// The backend kind of a typed host buffer.
-trait HostBufferKind {
+trait PinnedBufferKind {
     fn kind_of(&self) -> BackendKind;
 }
 
-impl<B: Backend> HostBufferKind for HostBuffer<B> {
+impl<B: Backend> PinnedBufferKind for PinnedBuffer<B> {
     fn kind_of(&self) -> BackendKind {
         B::KIND
     }
@@ -791,4 +809,6 @@ impl AnyGraph {
 mod raw;
 mod views;
 
+pub use views::AnyPinnedRegistration;
+#[allow(deprecated)]
 pub use views::AnyRegisteredHost;

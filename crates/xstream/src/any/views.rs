@@ -8,7 +8,7 @@
 
 use xstream_core::{MemoryInfo, MemsetPattern, Reduction, Viewable};
 
-use super::{mixed, AnyBuffer, AnyDevice, AnyHostBuffer, AnyStream, Erasable};
+use super::{mixed, AnyBuffer, AnyDevice, AnyPinnedBuffer, AnyStream, Erasable};
 use crate::{Backend, Buffer, BufferView, Device, DeviceSlice, Kernel, Readback, Result, Stream};
 
 impl Viewable for AnyBuffer {
@@ -287,7 +287,7 @@ impl AnyStream {
     #[inline]
     pub fn write_from_host<'v>(
         &self,
-        src: &AnyHostBuffer,
+        src: &AnyPinnedBuffer,
         src_offset: usize,
         dst: impl Into<BufferView<'v, AnyBuffer>>,
     ) -> Result<()> {
@@ -303,7 +303,7 @@ impl AnyStream {
     pub fn read_into_host<'v>(
         &self,
         src: impl Into<BufferView<'v, AnyBuffer>>,
-        dst: &mut AnyHostBuffer,
+        dst: &mut AnyPinnedBuffer,
         dst_offset: usize,
     ) -> Result<()> {
         let v = src.into();
@@ -330,23 +330,27 @@ impl AnyStream {
     }
 }
 
+/// The former name of [`AnyPinnedRegistration`].
+#[deprecated(since = "0.2.0", note = "renamed `AnyPinnedRegistration`")]
+pub type AnyRegisteredHost<'r, 's> = AnyPinnedRegistration<'r, 's>;
+
 /// The caller's memory registered for a scope on a device of any compiled backend
-/// ([`AnyDevice::with_registered_host`]; the erased [`xstream_core::RegisteredHost`]).
+/// ([`AnyDevice::with_registered_host`]; the erased [`xstream_core::PinnedRegistration`]).
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
-pub enum AnyRegisteredHost<'r, 's> {
+pub enum AnyPinnedRegistration<'r, 's> {
     /// The host (CPU) backend's.
     #[cfg(feature = "host")]
-    Host(&'r xstream_core::RegisteredHost<'s, crate::host::HostBackend>),
+    Host(&'r xstream_core::PinnedRegistration<'s, crate::host::HostBackend>),
     /// The CUDA backend's.
     #[cfg(feature = "cuda-backend")]
-    Cuda(&'r xstream_core::RegisteredHost<'s, crate::cuda::CudaBackend>),
+    Cuda(&'r xstream_core::PinnedRegistration<'s, crate::cuda::CudaBackend>),
     /// The Ascend backend's.
     #[cfg(feature = "ascend")]
-    Ascend(&'r xstream_core::RegisteredHost<'s, crate::ascend::AscendBackend>),
+    Ascend(&'r xstream_core::PinnedRegistration<'s, crate::ascend::AscendBackend>),
 }
 
-impl AnyRegisteredHost<'_, '_> {
+impl AnyPinnedRegistration<'_, '_> {
     /// Which backend it belongs to.
     pub fn kind(&self) -> crate::BackendKind {
         match self {
@@ -359,20 +363,20 @@ impl AnyRegisteredHost<'_, '_> {
         }
     }
 
-    /// [`xstream_core::RegisteredHost::len`].
+    /// [`xstream_core::PinnedRegistration::len`].
     pub fn len(&self) -> usize {
-        each!(AnyRegisteredHost, self, r => r.len())
+        each!(AnyPinnedRegistration, self, r => r.len())
     }
 
-    /// [`xstream_core::RegisteredHost::is_empty`].
+    /// [`xstream_core::PinnedRegistration::is_empty`].
     pub fn is_empty(&self) -> bool {
-        each!(AnyRegisteredHost, self, r => r.is_empty())
+        each!(AnyPinnedRegistration, self, r => r.is_empty())
     }
 
-    /// [`xstream_core::RegisteredHost::upload`]: an asynchronous copy into `dst` on `stream`.
+    /// [`xstream_core::PinnedRegistration::upload`]: an asynchronous copy into `dst` on `stream`.
     ///
     /// # Errors
-    /// As [`xstream_core::RegisteredHost::upload`]; [`crate::Error::WrongBackend`] for a stream
+    /// As [`xstream_core::PinnedRegistration::upload`]; [`crate::Error::WrongBackend`] for a stream
     /// or buffer of another backend.
     pub fn upload<'v>(
         &self,
@@ -380,15 +384,15 @@ impl AnyRegisteredHost<'_, '_> {
         offset: usize,
         dst: impl Into<BufferView<'v, AnyBuffer>>,
     ) -> Result<()> {
-        const OP: &str = "AnyRegisteredHost::upload";
+        const OP: &str = "AnyPinnedRegistration::upload";
         let v = dst.into();
-        pair!(OP, AnyRegisteredHost, self, AnyStream, stream, r, s => r.upload(s, offset, typed_view(OP, s, v)?))
+        pair!(OP, AnyPinnedRegistration, self, AnyStream, stream, r, s => r.upload(s, offset, typed_view(OP, s, v)?))
     }
 
-    /// [`xstream_core::RegisteredHost::download`]: an asynchronous copy of `src` on `stream`.
+    /// [`xstream_core::PinnedRegistration::download`]: an asynchronous copy of `src` on `stream`.
     ///
     /// # Errors
-    /// As [`xstream_core::RegisteredHost::download`]; [`crate::Error::WrongBackend`] for a
+    /// As [`xstream_core::PinnedRegistration::download`]; [`crate::Error::WrongBackend`] for a
     /// stream or buffer of another backend.
     pub fn download<'v>(
         &self,
@@ -396,9 +400,9 @@ impl AnyRegisteredHost<'_, '_> {
         src: impl Into<BufferView<'v, AnyBuffer>>,
         offset: usize,
     ) -> Result<()> {
-        const OP: &str = "AnyRegisteredHost::download";
+        const OP: &str = "AnyPinnedRegistration::download";
         let v = src.into();
-        pair!(OP, AnyRegisteredHost, self, AnyStream, stream, r, s => r.download(s, typed_view(OP, s, v)?, offset))
+        pair!(OP, AnyPinnedRegistration, self, AnyStream, stream, r, s => r.download(s, typed_view(OP, s, v)?, offset))
     }
 }
 
@@ -411,16 +415,20 @@ impl AnyDevice {
     pub fn with_registered_host<T: xstream_core::bytemuck::Pod, R>(
         &self,
         data: &mut [T],
-        f: impl FnOnce(&AnyRegisteredHost<'_, '_>) -> R,
+        f: impl FnOnce(&AnyPinnedRegistration<'_, '_>) -> R,
     ) -> Result<R> {
         match self {
             #[cfg(feature = "host")]
-            AnyDevice::Host(d) => d.with_registered_host(data, |r| f(&AnyRegisteredHost::Host(r))),
+            AnyDevice::Host(d) => {
+                d.with_registered_host(data, |r| f(&AnyPinnedRegistration::Host(r)))
+            }
             #[cfg(feature = "cuda-backend")]
-            AnyDevice::Cuda(d) => d.with_registered_host(data, |r| f(&AnyRegisteredHost::Cuda(r))),
+            AnyDevice::Cuda(d) => {
+                d.with_registered_host(data, |r| f(&AnyPinnedRegistration::Cuda(r)))
+            }
             #[cfg(feature = "ascend")]
             AnyDevice::Ascend(d) => {
-                d.with_registered_host(data, |r| f(&AnyRegisteredHost::Ascend(r)))
+                d.with_registered_host(data, |r| f(&AnyPinnedRegistration::Ascend(r)))
             }
         }
     }
