@@ -764,7 +764,7 @@ impl xstream_core::DeviceImpl for AscendDevice {
 mod buffer;
 pub(crate) use buffer::BufInner;
 #[allow(deprecated)]
-pub use buffer::ACL_PINNED_FLAGS;
+pub use buffer::ACL_HOST_MEM_FLAGS;
 pub use buffer::{AscendBuffer, ACL_PINNED_FLAGS};
 
 /// Number of devices (used by the backend).

@@ -115,7 +115,7 @@ pub const ACL_PINNED_FLAGS: &[xstream_core::PinnedFlagRow] = &[
 
 /// The former name of [`ACL_PINNED_FLAGS`].
 #[deprecated(since = "0.2.0", note = "renamed `ACL_PINNED_FLAGS`")]
-pub const ACL_PINNED_FLAGS: &[xstream_core::PinnedFlagRow] = ACL_PINNED_FLAGS;
+pub const ACL_HOST_MEM_FLAGS: &[xstream_core::PinnedFlagRow] = ACL_PINNED_FLAGS;
 
 /// Device memory from `aclrtMalloc` (`ACL_MEM_MALLOC_HUGE_FIRST`), asked for its length rounded
 /// up to [`xstream_core::ALLOC_GRANULE`] (stream-ordered buffers: to their size class, also a
