@@ -63,7 +63,7 @@ pub use event::{EventImpl, GraphImpl};
 pub use kernel::{lcg_reference, Kernel};
 pub use module::{Function, Module};
 pub use readback::{Readback, ReadbackFill};
-pub use stream::{launch_without_attrs, StreamImpl};
+pub use stream::{launch_without_attrs, FenceAnchor, StreamImpl};
 pub use types::{
     BackendKind, Capabilities, CreationReport, DeviceInfo, EventDesc, Ownership, Status, StreamDesc,
 };
