@@ -107,6 +107,8 @@ pub(crate) struct StreamState {
     capture_keep: Mutex<Vec<Keep>>,
     /// Modules of launches enqueued since the last observed completion (see `crate::module`).
     modules: module_use::ModuleUses,
+    /// The mark before a capture, for page-locked buffers' fence anchors (`fence` module).
+    fence_mark: fence::FenceMark,
     persistent: bool,
     fast_sync: bool,
     priority: AtomicI32,

@@ -247,11 +247,14 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
 /// Core calls [`FenceAnchor::record`] only outside host callbacks.
 pub trait FenceAnchor<B: Backend>: Send + Sync + 'static {
     /// Records `event` (the one the anchor was made for) behind all work enqueued so far on the
-    /// anchor's stream, as [`Event::record`] on that stream would.
+    /// anchor's stream, as [`Event::record`] on that stream would. Where the stream has begun a
+    /// capture since (a record there would be a graph node, not a mark behind the work), it
+    /// instead waits on the host until the work enqueued before the capture completed, or
+    /// refuses.
     ///
     /// # Errors
-    /// The backend's record errors; a refusal while the stream captures (a record there would
-    /// go into the graph instead of marking the work before it).
+    /// The backend's record or wait errors; [`Error::Unsupported`] for a capture it cannot
+    /// see past.
     fn record(&self, event: &EventOf<B>) -> Result<()>;
 }
 
