@@ -593,6 +593,14 @@ impl StreamImpl for AscendStream {
         self.state.raw
     }
 
+    fn fence_anchor_impl(
+        &self,
+        _event: &crate::AscendEvent,
+    ) -> Option<std::sync::Arc<dyn xstream_core::FenceAnchor<Self::B>>> {
+        // No anchor: a page-locked buffer records its fence behind each copy.
+        None
+    }
+
     #[allow(unsafe_code)]
     unsafe fn borrow_raw_impl<'a>(
         device: &AscendDevice,

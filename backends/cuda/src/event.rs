@@ -13,7 +13,7 @@ use xstream_core::sync::wait_with_backoff;
 
 use crate::ffi::{self, CuEvent};
 use crate::flag_memo::{self, LazyReport};
-use crate::stream::StreamState;
+use crate::stream::{StreamHandle, StreamState};
 use crate::{error, CudaBackend, CudaDevice, CudaStream, TIMED_WAIT_BACKOFF};
 
 mod ipc;
@@ -108,6 +108,45 @@ impl fmt::Debug for CudaEvent {
 }
 
 impl CudaEvent {
+    /// `Event::record` on the stream of `handle` (of device `dev`, with xstream state
+    /// `state`): also what a page-locked buffer's fence anchor calls after the stream's owner
+    /// may have been dropped (`stream::fence`).
+    pub(crate) fn record_on(
+        &self,
+        dev: &CudaDevice,
+        handle: &StreamHandle,
+        state: &Arc<StreamState>,
+    ) -> Result<()> {
+        // The checked layer (`Event::record`, a pinned buffer's host access) gated callbacks.
+        self.handle.dev.shared.bind()?;
+        if dev.shared.raw_ctx != self.handle.dev.shared.raw_ctx {
+            // Reference row 11: a record must use the stream's own context.
+            return Err(Error::WrongDevice(
+                "an event can only be recorded on a stream of its own device/context".into(),
+            ));
+        }
+        state.capture.gate_enqueue("event record")?;
+        if let Err(c) = ffi::event_record(self.raw(), handle.raw()) {
+            let e = self.handle.dev.shared.fail("cuEventRecord", c);
+            if matches!(e, Error::Capture { .. }) {
+                state.capture.invalidate();
+            }
+            return Err(e);
+        }
+        let capturing = state.capture.is_capturing();
+        if capturing || self.captured.load(Ordering::Acquire) {
+            self.lock().captured_by = capturing.then(|| Arc::clone(state));
+            self.captured.store(capturing, Ordering::Release);
+        }
+        self.recorded.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Whether the event is of the context `ctx` (a fence anchor is made only for such).
+    pub(crate) fn same_context(&self, dev: &CudaDevice) -> bool {
+        dev.shared.raw_ctx == self.handle.dev.shared.raw_ctx
+    }
+
     pub(crate) fn create(dev: &CudaDevice, desc: &EventDesc) -> Result<Self> {
         let sh = &dev.shared;
         sh.bind()?;
@@ -242,29 +281,7 @@ impl xstream_core::EventImpl for CudaEvent {
     }
 
     fn record_impl(&self, stream: &CudaStream) -> Result<()> {
-        self.handle.dev.shared.bind()?;
-        if stream.cuda_device().shared.raw_ctx != self.handle.dev.shared.raw_ctx {
-            // Reference row 11: a record must use the stream's own context.
-            return Err(Error::WrongDevice(
-                "an event can only be recorded on a stream of its own device/context".into(),
-            ));
-        }
-        stream.state.capture.gate_enqueue("event record")?;
-        let raw_stream = xstream_core::Stream::as_raw(stream);
-        if let Err(c) = ffi::event_record(self.raw(), raw_stream) {
-            let e = self.handle.dev.shared.fail("cuEventRecord", c);
-            if matches!(e, Error::Capture { .. }) {
-                stream.state.capture.invalidate();
-            }
-            return Err(e);
-        }
-        let capturing = stream.state.capture.is_capturing();
-        if capturing || self.captured.load(Ordering::Acquire) {
-            self.lock().captured_by = capturing.then(|| Arc::clone(&stream.state));
-            self.captured.store(capturing, Ordering::Release);
-        }
-        self.recorded.store(true, Ordering::Release);
-        Ok(())
+        self.record_on(stream.cuda_device(), &stream.handle, &stream.state)
     }
 
     fn query_impl(&self) -> Result<Status> {

@@ -10,7 +10,8 @@
 //! - `memop`: `cuStreamWaitValue*` / `cuStreamWriteValue*`;
 //! - `attribute`: stream attributes and the allocator slot;
 //! - `native`: CUDA-only extras (cudarc interop, getters, external waits, managed attach);
-//! - `drop`: `cuStreamDestroy` on the reaper thread and deferred release behind queued work.
+//! - `drop`: `cuStreamDestroy` on the reaper thread and deferred release behind queued work;
+//! - `fence`: the anchor a page-locked buffer records its fence through.
 
 use std::fmt;
 use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
@@ -40,6 +41,7 @@ mod callback;
 mod capture;
 mod create;
 mod drop;
+mod fence;
 pub(crate) mod memop;
 mod memory;
 mod module_use;
@@ -105,6 +107,8 @@ pub(crate) struct StreamState {
     capture_keep: Mutex<Vec<Keep>>,
     /// Modules of launches enqueued since the last observed completion (see `crate::module`).
     modules: module_use::ModuleUses,
+    /// The mark before a capture, for page-locked buffers' fence anchors (`fence` module).
+    fence_mark: fence::FenceMark,
     persistent: bool,
     fast_sync: bool,
     priority: AtomicI32,
@@ -453,6 +457,14 @@ impl StreamImpl for CudaStream {
 
     fn as_raw_impl(&self) -> CuStream {
         self.raw()
+    }
+
+    fn fence_anchor_impl(
+        &self,
+        event: &CudaEvent,
+    ) -> Option<Arc<dyn xstream_core::FenceAnchor<CudaBackend>>> {
+        fence::CudaFenceAnchor::new(self, event)
+            .map(|a| Arc::new(a) as Arc<dyn xstream_core::FenceAnchor<CudaBackend>>)
     }
 
     #[allow(unsafe_code)] // the trait's contract is unsafe; the body has no unsafe code.

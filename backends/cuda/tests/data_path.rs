@@ -165,6 +165,36 @@ fn bad_copies_are_clear_errors() {
     s.synchronize().unwrap();
 }
 
+/// Copies whose fence was not yet recorded (the stream's `FenceAnchor`, xstream-core
+/// `hostmem`), then a capture begun on their stream: host access cannot record behind them
+/// there (it would be a graph node), so it waits for the mark the stream recorded before the
+/// capture (backends/cuda/src/stream/fence.rs), sees the copied bytes, and leaves the capture
+/// usable.
+#[test]
+fn host_access_waits_for_copies_made_before_a_capture() {
+    let Some(d) = device("host_access_waits_for_copies_made_before_a_capture") else {
+        return;
+    };
+    let s = d.create_stream(&nb()).unwrap();
+    const LEN: usize = 1 << 20;
+    let buf = d.alloc(LEN).unwrap();
+    let mut h = d.alloc_pinned(LEN, &PinnedAllocDesc::new()).unwrap();
+    s.write_from_blocking(&buf, &vec![0x5au8; LEN][..]).unwrap();
+    // The copy stays queued behind a 50 ms kernel while the capture begins.
+    s.launch_builtin(Kernel::Delay(std::time::Duration::from_millis(50)))
+        .unwrap();
+    s.read_into_host(&buf, &mut h, 0).unwrap();
+    s.begin_capture(CaptureMode::Relaxed).unwrap();
+    let bytes = h.as_slice().expect("host access during the capture");
+    assert!(
+        bytes.iter().all(|&b| b == 0x5a),
+        "host access did not wait for the copy"
+    );
+    assert_eq!(s.capture_status(), xstream_core::CaptureStatus::Active);
+    s.end_capture().expect("the capture stays usable");
+    s.synchronize().unwrap();
+}
+
 #[test]
 fn stream_ordered_buffers_work_across_streams() {
     let Some(d) = device("stream_ordered_buffers_work_across_streams") else {

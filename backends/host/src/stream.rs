@@ -365,6 +365,14 @@ impl StreamImpl for HostStream {
         self.queue.id
     }
 
+    fn fence_anchor_impl(
+        &self,
+        _event: &crate::HostEvent,
+    ) -> Option<std::sync::Arc<dyn xstream_core::FenceAnchor<Self::B>>> {
+        // No anchor: a page-locked buffer records its fence behind each copy.
+        None
+    }
+
     // The trait declares this `unsafe` for vendor handles; on the host a raw handle is only an
     // id looked up in the device's registry, so nothing here relies on the caller's promise.
     #[allow(unsafe_code)]

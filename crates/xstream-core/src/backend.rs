@@ -64,7 +64,7 @@ pub use event::{EventImpl, GraphImpl};
 pub use kernel::{lcg_reference, Kernel};
 pub use module::{FunctionImpl, ModuleImpl};
 pub use readback::{Readback, ReadbackFill};
-pub use stream::{launch_without_attrs, StreamImpl};
+pub use stream::{launch_without_attrs, FenceAnchor, StreamImpl};
 pub use types::{
     BackendKind, Capabilities, CreationReport, DeviceInfo, EventDesc, Ownership, Status, StreamDesc,
 };

@@ -12,13 +12,21 @@
 //! - **Lifetime.** The allocation lives in an `Arc`; every copy hands a clone (a [`PinnedSpan`])
 //!   to the backend, which keeps it until the copy has completed (the same keep-alive rule as
 //!   device buffers). Dropping a `PinnedBuffer` never frees memory a queued copy still uses.
-//! - **Host access.** Each buffer carries a *fence*: an event recorded behind the last copy
-//!   that used it. [`PinnedBuffer::as_slice`] and [`PinnedBuffer::as_mut_slice`] wait for that
+//! - **Host access.** Each buffer carries a *fence*: an event that covers every copy that
+//!   used it. [`PinnedBuffer::as_slice`] and [`PinnedBuffer::as_mut_slice`] wait for that
 //!   event first, so the host never reads bytes a copy is still writing, nor writes bytes a
 //!   copy is still reading. A copy into the buffer ([`Stream::copy_to_host`]) takes it by
 //!   `&mut`, so no slice of it can be alive while the copy is enqueued.
+//! - **When the fence is recorded.** Where the stream's backend gives a [`FenceAnchor`]
+//!   ([`StreamImpl::fence_anchor_impl`]; CUDA), copies on the stream of the buffer's last use
+//!   make no record: the event is recorded behind them through the anchor by the first host
+//!   access ([`PinnedBuffer::wait_idle`] and the slices and views that call it) or the first
+//!   copy on another stream, so N copies on one stream cost one record, not N. Elsewhere it is
+//!   recorded behind every copy. A buffer dropped with an unrecorded fence records nothing
+//!   and does not wait: its memory stays alive through the copies' spans (`Lifetime`).
 //! - **Several streams.** A copy on another stream than the buffer's last one first makes its
-//!   stream wait on the fence, so uses of one buffer are ordered.
+//!   stream wait on the fence (recorded first if copies are pending), so uses of one buffer
+//!   are ordered.
 //!
 //! Page-locked copies are refused during capture on every backend for now (the fence would be
 //! recorded into the graph instead of executed); the pageable path
@@ -30,7 +38,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::{
     Backend, BackendKind, Device, DeviceOf, Error, Event, EventDesc, EventFlags, EventOf,
-    FlagReport, Result, Stream, TranslationPolicy,
+    FenceAnchor, FlagReport, Result, Stream, StreamImpl, TranslationPolicy,
 };
 
 bitflags::bitflags! {
@@ -482,10 +490,30 @@ impl PinnedSpan {
     }
 }
 
+/// A buffer's fence: the event, the stream of its last use and, where that stream's backend
+/// gives a [`FenceAnchor`], whether copies were enqueued there since the event was last
+/// recorded (the record then waits for the first host access or use on another stream).
 struct Fence<B: Backend> {
     event: Option<EventOf<B>>,
     /// The stream of the last use (its id), 0 when none.
     stream: u64,
+    /// The last use's stream, to record `event` on later; `None`: recorded behind every copy.
+    anchor: Option<Arc<dyn FenceAnchor<B>>>,
+    /// Copies were enqueued through `anchor`'s stream after the last record of `event`.
+    pending: bool,
+}
+
+impl<B: Backend> Fence<B> {
+    /// Records the event behind the copies enqueued since its last record, if any.
+    fn settle(&mut self) -> Result<()> {
+        if self.pending {
+            if let (Some(anchor), Some(ev)) = (&self.anchor, &self.event) {
+                anchor.record(ev)?;
+            }
+            self.pending = false;
+        }
+        Ok(())
+    }
 }
 
 /// Page-locked ("pinned") host memory bound to a device of backend `B`. See the module docs.
@@ -528,6 +556,8 @@ impl<B: Backend> PinnedBuffer<B> {
             fence: Mutex::new(Fence {
                 event: None,
                 stream: 0,
+                anchor: None,
+                pending: false,
             }),
         }
     }
@@ -585,7 +615,11 @@ impl<B: Backend> PinnedBuffer<B> {
     /// # Errors
     /// The copies' errors (a device fault).
     pub fn wait_idle(&self) -> Result<()> {
-        let g = self.lock();
+        // The fence's record and wait are driver calls: refused inside a host callback, as
+        // `Event::synchronize` refuses them.
+        crate::callback::ensure_not_in_callback()?;
+        let mut g = self.lock();
+        g.settle()?;
         if let Some(ev) = &g.event {
             ev.synchronize()?;
         }
@@ -635,7 +669,9 @@ impl<B: Backend> PinnedBuffer<B> {
     }
 
     /// Checks a copy's arguments, orders it after the buffer's last use, enqueues it with
-    /// `enqueue` and moves the fence behind it.
+    /// `enqueue` and moves the fence behind it: at once where the stream's backend gives no
+    /// [`FenceAnchor`], else on the first host access or use on another stream (a copy on the
+    /// same stream as the last one makes no record).
     pub(crate) fn fenced_copy(
         &self,
         stream: &B::Stream,
@@ -663,7 +699,8 @@ impl<B: Backend> PinnedBuffer<B> {
                 format!("{what} with a page-locked host buffer inside a capture (not yet)"),
             ));
         }
-        let mut g = self.lock();
+        let mut guard = self.lock();
+        let g = &mut *guard;
         if g.event.is_none() {
             g.event = Some(
                 stream
@@ -672,16 +709,38 @@ impl<B: Backend> PinnedBuffer<B> {
             );
         }
         let sid = stream.id();
-        let ev = g.event.as_ref().ok_or(Error::NotReady)?;
-        if g.stream != 0 && g.stream != sid {
-            stream.wait_event(ev)?;
-        }
-        enqueue(PinnedSpan {
+        let span = PinnedSpan {
             mem: Arc::clone(&self.mem),
             offset,
             len,
-        })?;
-        ev.record(stream)?;
+        };
+        if g.stream == sid && g.anchor.is_some() {
+            // The hot path: the stream's order covers the earlier copies, and the record waits
+            // for the next host access or use on another stream.
+            enqueue(span)?;
+            g.pending = true;
+            return Ok(());
+        }
+        if g.stream != 0 && g.stream != sid {
+            // The event must cover the old stream's copies before this stream waits on it.
+            g.settle()?;
+            let ev = g.event.as_ref().ok_or(Error::NotReady)?;
+            stream.wait_event(ev)?;
+        }
+        let ev = g.event.as_ref().ok_or(Error::NotReady)?;
+        let anchor = stream.fence_anchor_impl(ev);
+        enqueue(span)?;
+        match anchor {
+            Some(a) => {
+                g.anchor = Some(a);
+                g.pending = true;
+            }
+            None => {
+                g.anchor = None;
+                g.pending = false;
+                ev.record(stream)?;
+            }
+        }
         g.stream = sid;
         Ok(())
     }

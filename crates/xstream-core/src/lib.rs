@@ -86,6 +86,7 @@ pub use api::{Buffer, Device, Event, Function, FunctionName, Graph, Module, Stre
 pub use attr::{
     AccessPolicyWindow, AccessProperty, FailureMode, StreamAttr, StreamAttrValue, SyncPolicy,
 };
+pub use backend::FenceAnchor;
 pub use backend::{
     alloc_size, check_range, check_timeout, lcg_reference, Backend, BackendKind, Borrowed,
     BufferImpl, BufferOf, Capabilities, CreationReport, DeviceImpl, DeviceInfo, DeviceOf,

@@ -34,6 +34,7 @@ pub enum DependencyUpdate {
 
 impl CudaStream {
     pub(super) fn begin_capture_inner(&self, mode: CaptureMode) -> Result<()> {
+        self.mark_before_capture()?;
         self.state.capture.begin()?;
         if let Err(c) = ffi::stream_begin_capture(self.raw(), conv::map_capture_mode(mode)) {
             let _ = self.state.capture.end();
@@ -150,6 +151,7 @@ impl CudaStream {
     pub fn begin_capture_to_new_graph(&self, mode: CaptureMode) -> Result<()> {
         self.enter()?;
         self.capture_allowed()?;
+        self.mark_before_capture()?;
         let g = self.check("cuGraphCreate", ffi::graph_create())?;
         self.state.capture.begin()?;
         if let Err(c) =

@@ -36,12 +36,14 @@ use xstream_conformance::alloc_count::allocs;
 
 mod checks;
 mod cost;
+mod fence;
 mod null;
 mod releases;
 mod vmm;
 
 use checks::*;
 use cost::*;
+use fence::*;
 use null::*;
 use releases::*;
 use vmm::*;
@@ -432,6 +434,7 @@ fn child(lib: &Path) {
     }));
     print_rows(&rows);
     check_rows(&rows);
+    pinned_fence_on_demand(&null, &dev, &s, &other, &buf);
     raw_buffers(&null, &dev, &s);
     virtual_memory(&null, &dev, &s);
     sharing(&null, &dev);

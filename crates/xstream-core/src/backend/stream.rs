@@ -52,6 +52,14 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
     /// [`Stream::as_raw`].
     fn as_raw_impl(&self) -> Self::Raw;
 
+    /// A [`FenceAnchor`] on this stream for `event` (a page-locked buffer's fence, of this
+    /// stream's device), or `None` when the backend has none or cannot record `event` on this
+    /// stream. With an anchor, a page-locked buffer records its fence only when
+    /// it is needed (host access, a copy on another stream) instead of behind every copy
+    /// (`crate::hostmem`); with `None` the fence is recorded behind every copy. Called once per
+    /// change of stream of a buffer, never per copy; the stream is not capturing.
+    fn fence_anchor_impl(&self, event: &EventOf<Self::B>) -> Option<Arc<dyn FenceAnchor<Self::B>>>;
+
     /// [`Stream::borrow_raw`].
     ///
     /// # Safety
@@ -229,6 +237,25 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
         args: &[KernelArg<'_, BufferOf<Self::B>>],
         attrs: &LaunchAttrs,
     ) -> Result<()>;
+}
+
+/// What a page-locked buffer keeps of the stream of its last copies so that it can record its
+/// fence event behind them later ([`StreamImpl::fence_anchor_impl`], `crate::hostmem`).
+///
+/// An anchor keeps the native stream alive while it is held (also after the stream's owner
+/// was dropped, whose work the native stream still runs), and may be used from any thread.
+/// Core calls [`FenceAnchor::record`] only outside host callbacks.
+pub trait FenceAnchor<B: Backend>: Send + Sync + 'static {
+    /// Records `event` (the one the anchor was made for) behind all work enqueued so far on the
+    /// anchor's stream, as [`Event::record`] on that stream would. Where the stream has begun a
+    /// capture since (a record there would be a graph node, not a mark behind the work), it
+    /// instead waits on the host until the work enqueued before the capture completed, or
+    /// refuses.
+    ///
+    /// # Errors
+    /// The backend's record or wait errors; [`Error::Unsupported`] for a capture it cannot
+    /// see past.
+    fn record(&self, event: &EventOf<B>) -> Result<()>;
 }
 
 /// The launch builder's checked launch for a backend that takes no launch attribute and
