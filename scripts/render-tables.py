@@ -55,6 +55,14 @@ ISSUE29_ROWS = [
 ]
 
 TABLES = {
+    "run24-steps": dict(
+        doc="gpu-runs/2026-11-28-2xh100-run24/README.md",
+        source="gpu-runs/2026-11-28-2xh100-run24/run24-summary.tsv", kind="tsv"),
+    "run24-vmm-rows": dict(
+        doc="gpu-runs/2026-11-28-2xh100-run24/README.md",
+        source="gpu-runs/2026-11-28-2xh100-run24/gpu_bench.md", kind="md", index=0,
+        rows=["vmm: map", "expandable alloc + free, cached block (512",
+              "expandable alloc + free, cached block (64", "expandable alloc + free, cached block (1 MiB"]),
     "run23-steps": dict(
         doc="gpu-runs/2026-11-27-2xh100-run23/README.md",
         source="gpu-runs/2026-11-27-2xh100-run23/run23-summary.tsv", kind="tsv"),
