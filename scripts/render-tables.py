@@ -55,6 +55,15 @@ ISSUE29_ROWS = [
 ]
 
 TABLES = {
+    "run25-steps": dict(
+        doc="gpu-runs/2026-11-28-2xh100-run25/README.md",
+        source="gpu-runs/2026-11-28-2xh100-run25/run23-summary.tsv", kind="tsv"),
+    "run25-issue29-rows": dict(
+        doc="hot-paths.md", source="gpu-runs/2026-11-28-2xh100-run25/gpu_bench.md",
+        kind="md", index=0, rows=ISSUE29_ROWS),
+    "run25-launch-profile": dict(
+        doc="hot-paths.md", source="gpu-runs/2026-11-28-2xh100-run25/launch_profile.md",
+        kind="md", index=0),
     "run24-steps": dict(
         doc="gpu-runs/2026-11-28-2xh100-run24/README.md",
         source="gpu-runs/2026-11-28-2xh100-run24/run24-summary.tsv", kind="tsv"),
