@@ -576,7 +576,7 @@ fn hdr_word(hdr: &[u8; H_PIDS], at: usize) -> u32 {
     u32::from_le_bytes([hdr[at], hdr[at + 1], hdr[at + 2], hdr[at + 3]])
 }
 
-/// `halMemImportFromShareableHandle`: opens the exporter's `memfd` (see [`open_export`]; with
+/// `halMemImportFromShareableHandle`: opens the exporter's `memfd` (see `open_export`; with
 /// this process on the whitelist or the whitelist off) and returns a new handle over the same
 /// bytes. `devid` is an emulated device or [`IMPORT_HOST_DEVID`]. Refused once the exporter
 /// released its memory or is gone (its descriptor is closed).
