@@ -15,9 +15,7 @@ use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use xstream_core::{
-    ensure_not_in_callback, BackendKind, Buffer, Error, IpcBuffer, IpcMemHandle, Result,
-};
+use xstream_core::{BackendKind, Buffer, Error, IpcBufferImpl, IpcMemHandle, Result};
 
 use crate::device::{AscendBuffer, AscendDevice, BufInner};
 use crate::result::ipc_mem as ipc;
@@ -64,14 +62,6 @@ fn export(
     len: usize,
     pids: Option<&[u32]>,
 ) -> Result<IpcMemHandle> {
-    ensure_not_in_callback()?;
-    let end = offset.checked_add(len);
-    if len == 0 || end.is_none_or(|e| e > buf.len()) {
-        return Err(Error::invalid(format!(
-            "IPC export of {len} bytes from {offset} of a {}-byte buffer",
-            buf.len()
-        )));
-    }
     let inner = &buf.inner;
     if inner.ordered.is_some() {
         return Err(Error::invalid(
@@ -111,24 +101,18 @@ fn export(
     Ok(h)
 }
 
-impl IpcBuffer for AscendBuffer {
-    fn export_ipc_range(&self, offset: usize, len: usize) -> Result<IpcMemHandle> {
-        export(self, offset, len, None)
-    }
-
-    fn export_ipc_range_for(
+impl IpcBufferImpl for AscendBuffer {
+    fn export_ipc_range_impl(
         &self,
         offset: usize,
         len: usize,
-        pids: &[u32],
+        pids: Option<&[u32]>,
     ) -> Result<IpcMemHandle> {
-        export(self, offset, len, Some(pids))
+        export(self, offset, len, pids)
     }
 
-    fn open_ipc(device: &AscendDevice, handle: &IpcMemHandle) -> Result<Self> {
-        ensure_not_in_callback()?;
+    fn open_ipc_impl(device: &AscendDevice, handle: &IpcMemHandle) -> Result<Self> {
         let d = &device.inner;
-        handle.check_for(BackendKind::Ascend, d.info.ordinal)?;
         if lock(exported()).contains(handle.payload()) {
             return Err(Error::invalid(
                 "an IPC memory handle exported by this very process (use the buffer itself)",

@@ -82,7 +82,7 @@ impl Shared {
 
     /// Refuses calls inside a stream-blocking callback, then binds: the gate stays here for
     /// the entry points the checked layer does not reach (CUDA-only extensions, collectives,
-    /// virtual memory, interprocess handles, allocators, drops, `Backend::open`).
+    /// virtual memory, allocators, drops, `Backend::open`).
     pub fn enter(&self) -> Result<()> {
         ensure_not_in_callback()?;
         self.bind()

@@ -10,11 +10,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use xstream_core::callback::ensure_not_in_callback;
 use xstream_core::completion::{completion, CompletionSignal};
 use xstream_core::{
     BackendKind, CaptureErrorKind, Completion, Device, Error, EventDesc, EventFlags, FlagReport,
-    IpcEvent, IpcEventHandle, Result, Status, TranslationPolicy,
+    IpcEventHandle, IpcEventImpl, Result, Status, TranslationPolicy,
 };
 
 use crate::conv::{map_event_wait, WaitMode, HOST_FLAGS};
@@ -335,8 +334,8 @@ impl xstream_core::EventImpl for HostEvent {
 
 /// Host interprocess events: the shared state lives in a file of `/dev/shm` (see
 /// [`crate::ipc`]); the handle's payload is that file's name.
-impl IpcEvent for HostEvent {
-    fn export_ipc(&self) -> Result<IpcEventHandle> {
+impl IpcEventImpl for HostEvent {
+    fn export_ipc_impl(&self) -> Result<IpcEventHandle> {
         let Some(state) = &self.inner.ipc else {
             return Err(Error::invalid(format!(
                 "host event {} was not created with EventFlags::INTERPROCESS: it cannot be exported",
@@ -350,9 +349,7 @@ impl IpcEvent for HostEvent {
         )
     }
 
-    fn open_ipc(device: &HostDevice, handle: &IpcEventHandle) -> Result<Self> {
-        ensure_not_in_callback()?;
-        handle.check_for(BackendKind::Host, device.info().ordinal)?;
+    fn open_ipc_impl(device: &HostDevice, handle: &IpcEventHandle) -> Result<Self> {
         device.shared().check()?;
         let state = IpcState::open(handle.payload())?;
         let t = HOST_FLAGS.event_to_native(EventFlags::INTERPROCESS, TranslationPolicy::Strict)?;

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::MutexGuard;
 
 use xstream_core::{
-    BackendKind, Buffer, Device as _, DeviceOf, Error, IpcBuffer, IpcMemHandle, Result,
+    BackendKind, Device as _, DeviceOf, Error, IpcBufferImpl, IpcMemHandle, Result,
 };
 
 use crate::buffer::BufInner;
@@ -339,14 +339,13 @@ impl Drop for BufGuard<'_> {
     }
 }
 
-impl IpcBuffer for HostDeviceBuffer {
-    fn export_ipc_range(&self, offset: usize, len: usize) -> Result<IpcMemHandle> {
-        if len == 0 || offset.checked_add(len).is_none_or(|end| end > self.len()) {
-            return Err(Error::invalid(format!(
-                "export of bytes {offset}..+{len} of a {}-byte buffer",
-                self.len()
-            )));
-        }
+impl IpcBufferImpl for HostDeviceBuffer {
+    fn export_ipc_range_impl(
+        &self,
+        offset: usize,
+        len: usize,
+        _pids: Option<&[u32]>,
+    ) -> Result<IpcMemHandle> {
         let shared = self.inner.share_with(SharedMem::create)?;
         if !shared.owner {
             return Err(Error::invalid(
@@ -362,9 +361,7 @@ impl IpcBuffer for HostDeviceBuffer {
         )
     }
 
-    fn open_ipc(device: &DeviceOf<HostBackend>, handle: &IpcMemHandle) -> Result<Self> {
-        xstream_core::ensure_not_in_callback()?;
-        handle.check_for(BackendKind::Host, device.info().ordinal)?;
+    fn open_ipc_impl(device: &DeviceOf<HostBackend>, handle: &IpcMemHandle) -> Result<Self> {
         let shared = SharedMem::open(handle)?;
         Ok(Self {
             inner: crate::buffer::register(BufInner::imported(

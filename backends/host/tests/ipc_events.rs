@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use xstream_conformance::child::{finish, gate, spawn_test, wait_line};
 use xstream_core::{
-    Backend, BackendKind, CaptureMode, Device, Error, Event, EventDesc, EventFlags, IpcEvent,
-    IpcEventHandle, Status, Stream, StreamDesc,
+    Backend, BackendKind, CaptureMode, Device, Error, Event, EventDesc, EventFlags, IpcBuffer,
+    IpcEvent, IpcEventHandle, Status, Stream, StreamDesc,
 };
-use xstream_host::{HostBackend, HostDevice, HostEvent};
+use xstream_host::{HostBackend, HostDevice, HostDeviceBuffer, HostEvent};
 
 /// Set by the parent in a child: which test body the child runs.
 const CHILD: &str = "XSTREAM_IPC_EVENT_CHILD";
@@ -68,6 +68,47 @@ fn interprocess_flag_implies_disable_timing_and_exports() {
     let plain = d.create_event(&EventDesc::new()).unwrap();
     let err = plain.export_ipc().unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+}
+
+/// The checked layer's callback gate holds for the interprocess operations too: inside a
+/// stream-blocking callback, exports and opens of events and buffers are refused before the
+/// backend is reached (outside it the same calls succeed, or for the buffer opened in its own
+/// process fail otherwise).
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "locks a shared-memory state file (flock), which Miri does not support"
+)]
+fn ipc_calls_inside_a_callback_are_not_permitted() {
+    let d = dev();
+    let s = d.create_stream(&StreamDesc::new()).unwrap();
+    let e = Arc::new(ipc_event(&d));
+    let eh = e.export_ipc().unwrap();
+    let b = Arc::new(d.alloc(64).unwrap());
+    let bh = b.export_ipc().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (d2, e2, b2) = (d.clone(), e.clone(), b.clone());
+    s.host_callback(move |_| {
+        let r = [
+            e2.export_ipc().err(),
+            HostEvent::open_ipc(&d2, &eh).err(),
+            b2.export_ipc_range(0, 8).err(),
+            b2.export_ipc_range_for(0, 8, &[1]).err(),
+            HostDeviceBuffer::open_ipc(&d2, &bh).err(),
+        ];
+        tx.send(r.map(|e| format!("{e:?}"))).unwrap();
+    })
+    .unwrap();
+    s.synchronize().unwrap();
+    for (i, r) in rx.recv().unwrap().iter().enumerate() {
+        assert!(
+            r.starts_with("Some(NotPermitted("),
+            "call {i} inside a callback: {r:?}"
+        );
+    }
+    assert!(e.export_ipc().is_ok());
+    assert!(HostEvent::open_ipc(&d, &eh).is_ok());
+    assert!(b.export_ipc_range_for(0, 8, &[1]).is_ok());
 }
 
 #[test]

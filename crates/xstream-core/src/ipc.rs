@@ -40,7 +40,9 @@
 
 use std::fmt;
 
-use crate::{BackendKind, Buffer, DeviceOf, Error, Event, Result};
+use crate::backend::check_range;
+use crate::callback::ensure_not_in_callback;
+use crate::{Backend, BackendKind, Buffer, Device, DeviceOf, Error, Event, EventFlags, Result};
 
 /// The length of an [`IpcEventHandle`].
 pub const IPC_EVENT_HANDLE_LEN: usize = 128;
@@ -204,24 +206,61 @@ impl fmt::Debug for IpcEventHandle {
     }
 }
 
-/// Events that cross processes (see the module documentation).
-pub trait IpcEvent: Event + Sized {
+/// What a backend implements for interprocess events, with no checks: users call
+/// [`IpcEvent`], which core implements over it and which holds every check of the operations
+/// (the callback gate, the `INTERPROCESS` flag, the handle's backend and device ordinal).
+pub trait IpcEventImpl: Event + Sized {
+    /// The backend's side of [`IpcEvent::export_ipc`]: the event's flags hold
+    /// [`EventFlags::INTERPROCESS`](crate::EventFlags::INTERPROCESS).
+    ///
+    /// # Errors
+    /// As [`IpcEvent::export_ipc`].
+    fn export_ipc_impl(&self) -> Result<IpcEventHandle>;
+
+    /// The backend's side of [`IpcEvent::open_ipc`]: the handle is of this backend and of
+    /// `device`'s ordinal.
+    ///
+    /// # Errors
+    /// As [`IpcEvent::open_ipc`].
+    fn open_ipc_impl(device: &DeviceOf<Self::B>, handle: &IpcEventHandle) -> Result<Self>;
+}
+
+/// Events that cross processes (see the module documentation), implemented for every
+/// backend's [`IpcEventImpl`] by the blanket impl below and by nothing else.
+pub trait IpcEvent: IpcEventImpl {
     /// The handle another process opens with [`IpcEvent::open_ipc`].
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when the event was not created with
     /// [`EventFlags::INTERPROCESS`](crate::EventFlags::INTERPROCESS); [`Error::Unsupported`]
-    /// where the backend or device has no interprocess events; vendor errors.
-    fn export_ipc(&self) -> Result<IpcEventHandle>;
+    /// where the backend or device has no interprocess events; [`Error::NotPermitted`] inside
+    /// a stream-blocking host callback; vendor errors.
+    fn export_ipc(&self) -> Result<IpcEventHandle> {
+        ensure_not_in_callback()?;
+        if !self.flags().contains(EventFlags::INTERPROCESS) {
+            return Err(Error::invalid(format!(
+                "export_ipc: a {} event created without EventFlags::INTERPROCESS cannot be \
+                 exported",
+                <Self::B as Backend>::KIND
+            )));
+        }
+        self.export_ipc_impl()
+    }
 
     /// Opens an event exported by another process (or this one) on `device`.
     ///
     /// # Errors
     /// As [`IpcEventHandle::check_for`]; [`Error::InvalidArgument`] for a payload this backend
-    /// does not recognise or whose exporter is gone (where the backend can tell); vendor
-    /// errors.
-    fn open_ipc(device: &DeviceOf<Self::B>, handle: &IpcEventHandle) -> Result<Self>;
+    /// does not recognise or whose exporter is gone (where the backend can tell);
+    /// [`Error::NotPermitted`] inside a stream-blocking host callback; vendor errors.
+    fn open_ipc(device: &DeviceOf<Self::B>, handle: &IpcEventHandle) -> Result<Self> {
+        ensure_not_in_callback()?;
+        handle.check_for(<Self::B as Backend>::KIND, device.info().ordinal)?;
+        Self::open_ipc_impl(device, handle)
+    }
 }
+
+impl<E: IpcEventImpl> IpcEvent for E {}
 
 /// The first four bytes of an [`IpcMemHandle`].
 pub const IPC_MEM_MAGIC: [u8; 4] = *b"XSIM";
@@ -408,17 +447,48 @@ impl fmt::Debug for IpcMemHandle {
     }
 }
 
+/// What a backend implements for interprocess buffers, with no checks: users call
+/// [`IpcBuffer`], which core implements over it and which holds every check of the operations
+/// (the callback gate, the exported range, the handle's backend and device ordinal).
+pub trait IpcBufferImpl: Buffer + Sized {
+    /// The backend's side of [`IpcBuffer::export_ipc_range`] (`pids` `None`) and
+    /// [`IpcBuffer::export_ipc_range_for`] (`Some`): `len` bytes from `offset`, a range that
+    /// is not empty and lies in the buffer. Backends whose vendor does not check who imports
+    /// ignore `pids`.
+    ///
+    /// # Errors
+    /// As [`IpcBuffer::export_ipc_range_for`].
+    fn export_ipc_range_impl(
+        &self,
+        offset: usize,
+        len: usize,
+        pids: Option<&[u32]>,
+    ) -> Result<IpcMemHandle>;
+
+    /// The backend's side of [`IpcBuffer::open_ipc`]: the handle is of this backend and of
+    /// `device`'s ordinal.
+    ///
+    /// # Errors
+    /// As [`IpcBuffer::open_ipc`].
+    fn open_ipc_impl(device: &DeviceOf<Self::B>, handle: &IpcMemHandle) -> Result<Self>;
+}
+
 /// Buffers that cross processes: the exporter keeps ownership (its drop frees the memory),
 /// an import is a buffer of the range's length usable in every stream operation, closed when
 /// dropped. Opening in the exporting process itself is refused (CUDA's rule, kept on every
-/// backend).
-pub trait IpcBuffer: Buffer + Sized {
+/// backend). Implemented for every backend's [`IpcBufferImpl`] by the blanket impl below and
+/// by nothing else.
+pub trait IpcBuffer: IpcBufferImpl {
     /// Exports `len` bytes from `offset`.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an empty or out-of-range range, or a buffer the backend
-    /// cannot export (an import, a buffer of a pool); [`Error::Unsupported`]; vendor errors.
-    fn export_ipc_range(&self, offset: usize, len: usize) -> Result<IpcMemHandle>;
+    /// cannot export (an import, a buffer of a pool); [`Error::Unsupported`];
+    /// [`Error::NotPermitted`] inside a stream-blocking host callback; vendor errors.
+    fn export_ipc_range(&self, offset: usize, len: usize) -> Result<IpcMemHandle> {
+        check_export(self, offset, len)?;
+        self.export_ipc_range_impl(offset, len, None)
+    }
 
     /// Exports `len` bytes from `offset` for the processes `pids` only, where the vendor
     /// checks who imports (Ascend: `aclrtIpcMemSetImportPid`'s whitelist, and
@@ -435,8 +505,8 @@ pub trait IpcBuffer: Buffer + Sized {
         len: usize,
         pids: &[u32],
     ) -> Result<IpcMemHandle> {
-        let _ = pids;
-        self.export_ipc_range(offset, len)
+        check_export(self, offset, len)?;
+        self.export_ipc_range_impl(offset, len, Some(pids))
     }
 
     /// Exports the whole buffer.
@@ -452,8 +522,28 @@ pub trait IpcBuffer: Buffer + Sized {
     /// # Errors
     /// As [`IpcMemHandle::check_for`]; [`Error::InvalidArgument`] for a payload the backend
     /// does not recognise, an export that is gone (freed, its process exited) where the
-    /// backend can tell, or an export of this very process; vendor errors.
-    fn open_ipc(device: &DeviceOf<Self::B>, handle: &IpcMemHandle) -> Result<Self>;
+    /// backend can tell, or an export of this very process; [`Error::NotPermitted`] inside a
+    /// stream-blocking host callback; vendor errors.
+    fn open_ipc(device: &DeviceOf<Self::B>, handle: &IpcMemHandle) -> Result<Self> {
+        ensure_not_in_callback()?;
+        handle.check_for(<Self::B as Backend>::KIND, device.info().ordinal)?;
+        Self::open_ipc_impl(device, handle)
+    }
+}
+
+impl<T: IpcBufferImpl> IpcBuffer for T {}
+
+/// The checks of an export: the callback gate, then a range that is not empty and lies in the
+/// buffer.
+fn check_export<T: IpcBufferImpl>(buf: &T, offset: usize, len: usize) -> Result<()> {
+    ensure_not_in_callback()?;
+    if len == 0 {
+        return Err(Error::invalid(format!(
+            "export_ipc_range: an empty range (from {offset}) of a {}-byte buffer",
+            buf.len()
+        )));
+    }
+    check_range("export_ipc_range", buf.len(), offset, len)
 }
 
 /// The bytes of a handle as lower-case hex (shared by both handle kinds).

@@ -116,7 +116,7 @@ pub use hostmem::{
     translate_pinned_flags, AlignedAlloc, BorrowedPinnedRange, PinnedAllocDesc, PinnedAllocation,
     PinnedBuffer, PinnedFlagRow, PinnedFlags, PinnedRegistration, PinnedSpan,
 };
-pub use ipc::{IpcBuffer, IpcEvent, IpcEventHandle, IpcMemHandle};
+pub use ipc::{IpcBuffer, IpcBufferImpl, IpcEvent, IpcEventHandle, IpcEventImpl, IpcMemHandle};
 pub use launch::{ByValue, KernelParam, LaunchAttrs, LaunchBuilder, RawBytes};
 pub use memop::WaitCondition;
 pub use module::{

@@ -11,8 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use xstream_core::{
-    ensure_not_in_callback, BackendKind, Error, EventFlags, IpcEvent, IpcEventHandle, Result,
-    TranslationPolicy,
+    BackendKind, Error, EventFlags, IpcEventHandle, IpcEventImpl, Result, TranslationPolicy,
 };
 
 use super::{AscendEvent, EventInner};
@@ -21,15 +20,8 @@ use crate::device::AscendDevice;
 use crate::result;
 use crate::sys::ACL_IPC_EVENT_HANDLE_SIZE;
 
-impl IpcEvent for AscendEvent {
-    fn export_ipc(&self) -> Result<IpcEventHandle> {
-        ensure_not_in_callback()?;
-        if !self.flags.contains(EventFlags::INTERPROCESS) {
-            return Err(Error::invalid(
-                "an Ascend event created without EventFlags::INTERPROCESS (ACL_EVENT_IPC) \
-                 cannot be exported",
-            ));
-        }
+impl IpcEventImpl for AscendEvent {
+    fn export_ipc_impl(&self) -> Result<IpcEventHandle> {
         let d = &self.inner.device.inner;
         d.bind()?;
         let bytes = result::event::ipc_get_handle(d.t, self.inner.raw)?;
@@ -37,10 +29,8 @@ impl IpcEvent for AscendEvent {
         IpcEventHandle::new(BackendKind::Ascend, d.info.ordinal, &bytes)
     }
 
-    fn open_ipc(device: &AscendDevice, handle: &IpcEventHandle) -> Result<Self> {
-        ensure_not_in_callback()?;
+    fn open_ipc_impl(device: &AscendDevice, handle: &IpcEventHandle) -> Result<Self> {
         let d = &device.inner;
-        handle.check_for(BackendKind::Ascend, d.info.ordinal)?;
         let bytes: &[u8; ACL_IPC_EVENT_HANDLE_SIZE] =
             handle.payload().try_into().map_err(|_| {
                 Error::invalid(format!(

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use xstream_core::{
-    BackendKind, Error, EventFlags, IpcEvent, IpcEventHandle, Result, TranslationPolicy,
+    BackendKind, Error, EventFlags, IpcEventHandle, IpcEventImpl, Result, TranslationPolicy,
 };
 
 use super::{EventHandle, RecordState};
@@ -89,15 +89,9 @@ pub(crate) fn wait_across(stream: &CudaStream, event: &CudaEvent) -> Result<()> 
     waited
 }
 
-impl IpcEvent for CudaEvent {
-    fn export_ipc(&self) -> Result<IpcEventHandle> {
-        if !self.flags.contains(EventFlags::INTERPROCESS) {
-            return Err(Error::invalid(
-                "a CUDA event created without EventFlags::INTERPROCESS cannot be exported \
-                 (cuIpcGetEventHandle needs CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING)",
-            ));
-        }
-        self.handle.dev.shared.enter()?;
+impl IpcEventImpl for CudaEvent {
+    fn export_ipc_impl(&self) -> Result<IpcEventHandle> {
+        self.handle.dev.shared.bind()?;
         let bytes = self
             .handle
             .dev
@@ -112,15 +106,14 @@ impl IpcEvent for CudaEvent {
         )
     }
 
-    fn open_ipc(dev: &CudaDevice, handle: &IpcEventHandle) -> Result<Self> {
-        handle.check_for(BackendKind::Cuda, dev.shared.info.ordinal)?;
+    fn open_ipc_impl(dev: &CudaDevice, handle: &IpcEventHandle) -> Result<Self> {
         let bytes: &[u8; IPC_EVENT_HANDLE_SIZE] = handle.payload().try_into().map_err(|_| {
             Error::invalid(format!(
                 "a CUDA IPC event handle carries {IPC_EVENT_HANDLE_SIZE} bytes, this one {}",
                 handle.payload().len()
             ))
         })?;
-        dev.shared.enter()?;
+        dev.shared.bind()?;
         let raw = dev
             .shared
             .check("cuIpcOpenEventHandle", ffi::ipc_open_event_handle(bytes))?;

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use xstream_core::{BackendKind, Error, IpcBuffer, IpcMemHandle, Result};
+use xstream_core::{BackendKind, Error, IpcBufferImpl, IpcMemHandle, Result};
 
 use super::{Alloc, CudaBuffer, Mem};
 use crate::ffi::{self, IPC_EVENT_HANDLE_SIZE};
@@ -34,8 +34,13 @@ impl Drop for Imported {
     }
 }
 
-impl IpcBuffer for CudaBuffer {
-    fn export_ipc_range(&self, offset: usize, len: usize) -> Result<IpcMemHandle> {
+impl IpcBufferImpl for CudaBuffer {
+    fn export_ipc_range_impl(
+        &self,
+        offset: usize,
+        len: usize,
+        _pids: Option<&[u32]>,
+    ) -> Result<IpcMemHandle> {
         let a =
             match &self.mem {
                 Mem::Plain(a) if a.foreign.is_none() => a,
@@ -50,13 +55,7 @@ impl IpcBuffer for CudaBuffer {
                      export a buffer of Device::alloc",
                 )),
             };
-        if len == 0 || offset.checked_add(len).is_none_or(|end| end > a.len) {
-            return Err(Error::invalid(format!(
-                "export of bytes {offset}..+{len} of a {}-byte buffer",
-                a.len
-            )));
-        }
-        a.dev.shared.enter()?;
+        a.dev.shared.bind()?;
         let bytes = a
             .dev
             .shared
@@ -70,15 +69,14 @@ impl IpcBuffer for CudaBuffer {
         )
     }
 
-    fn open_ipc(device: &CudaDevice, handle: &IpcMemHandle) -> Result<Self> {
-        handle.check_for(BackendKind::Cuda, device.shared.info.ordinal)?;
+    fn open_ipc_impl(device: &CudaDevice, handle: &IpcMemHandle) -> Result<Self> {
         let bytes: &[u8; IPC_EVENT_HANDLE_SIZE] = handle.payload().try_into().map_err(|_| {
             Error::invalid(format!(
                 "a CUDA IPC memory handle carries {IPC_EVENT_HANDLE_SIZE} bytes, this one {}",
                 handle.payload().len()
             ))
         })?;
-        device.shared.enter()?;
+        device.shared.bind()?;
         let base = device
             .shared
             .check("cuIpcOpenMemHandle", ffi::ipc_open_mem_handle(bytes))?;
