@@ -10,6 +10,10 @@
 //! given process ids on the whitelist (`aclrtIpcMemSetImportPid`). An import is closed with
 //! `aclrtIpcMemClose(key)` when its last clone drops (after the device's queued work); the
 //! exporter's buffer frees the memory as usual (`aclrtFree`).
+//!
+//! [`IpcBuffer`]: xstream_core::IpcBuffer
+//! [`IpcBuffer::export_ipc_range`]: xstream_core::IpcBuffer::export_ipc_range
+//! [`IpcBuffer::export_ipc_range_for`]: xstream_core::IpcBuffer::export_ipc_range_for
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};

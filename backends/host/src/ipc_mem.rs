@@ -17,6 +17,8 @@
 //! Ownership: the exporter frees. Its buffer's drop marks the file closed and removes it; an
 //! open after that fails. An import opened before keeps the bytes it sees (the file stays
 //! until its last user closes it); the host does not report an import outliving its export.
+//!
+//! [`IpcBuffer`]: xstream_core::IpcBuffer
 
 use std::fs::{File, OpenOptions};
 use std::io;

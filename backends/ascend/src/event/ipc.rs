@@ -6,6 +6,8 @@
 //! `INTERPROCESS_EVENTS` capability) exports; an opened event is destroyed with
 //! `aclrtDestroyEvent` like any other. Exported and opened events count as recorded (another
 //! process may record them), so queries always ask the runtime.
+//!
+//! [`IpcEvent`]: xstream_core::IpcEvent
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -16,6 +16,8 @@
 //! interprocess event and a cross-device wait on an ordinary event, two waits the driver runs
 //! (the one-GPU `gpu_ipc` configuration and the `cross_device_wait_orders_work` test). Each
 //! event has its own bridge, so waits on different events never queue behind each other.
+//!
+//! [`IpcEvent`]: xstream_core::IpcEvent
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

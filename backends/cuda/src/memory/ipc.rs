@@ -9,6 +9,8 @@
 //! it); the exporter's `cuMemFree` frees the memory. The driver refuses opening a handle in
 //! the exporting process. The import's length is the handle's: the driver does not say how
 //! long the exporter's allocation is, so the range is the exporter's word.
+//!
+//! [`IpcBuffer`]: xstream_core::IpcBuffer
 
 use std::sync::Arc;
 
