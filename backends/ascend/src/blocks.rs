@@ -29,6 +29,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+use xstream_core::sync::UseSet;
 use xstream_core::Result;
 
 use crate::result;
@@ -245,7 +246,7 @@ pub(crate) struct Ordered {
     pub(crate) owner: u64,
     owner_state: Weak<StreamState>,
     /// Every other stream that used it (or was marked), by key, once each.
-    users: Mutex<Vec<(u64, Weak<StreamState>)>>,
+    users: UseSet<u64, Weak<StreamState>>,
     /// `free_async` was called (through this handle or a clone).
     pub(crate) freed: AtomicBool,
     /// Set by `free_async` when the stream-ordered release applies.
@@ -261,7 +262,7 @@ impl Ordered {
             size,
             owner: owner.key,
             owner_state: Arc::downgrade(owner),
-            users: Mutex::default(),
+            users: UseSet::new(owner.key),
             freed: AtomicBool::new(false),
             release: Mutex::new(None),
         }
@@ -269,13 +270,7 @@ impl Ordered {
 
     /// Notes that stream `s` enqueued work using the buffer.
     pub(crate) fn note_use(&self, s: &Arc<StreamState>) {
-        if s.key == self.owner {
-            return;
-        }
-        let mut u = self.users.lock().unwrap_or_else(|e| e.into_inner());
-        if !u.iter().any(|(k, _)| *k == s.key) {
-            u.push((s.key, Arc::downgrade(s)));
-        }
+        self.users.note(s.key, || Arc::downgrade(s));
     }
 
     /// For a buffer dropped without `free_async`: the release events of a free on its
@@ -306,7 +301,7 @@ impl Ordered {
         cache: &BlockCache,
         on: &StreamState,
     ) -> std::result::Result<Release, Conservative> {
-        let users = std::mem::take(&mut *self.users.lock().unwrap_or_else(|e| e.into_inner()));
+        let users = self.users.take();
         let owner = (self.owner != on.key).then(|| self.owner_state.clone());
         let mut others = Vec::new();
         let fail = |others: Vec<RawEvent>| {

@@ -45,6 +45,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use xstream_core::callback::{dispatch, in_callback};
+use xstream_core::sync::UseSet;
 #[allow(unused_imports)] // doc links
 use xstream_core::Buffer;
 use xstream_core::{
@@ -65,8 +66,9 @@ pub(crate) struct Alloc {
     len: usize,
     /// An adopted cudarc slice ([`CudaBuffer::from_cudarc`]): dropping it frees the memory.
     foreign: Option<Box<dyn std::any::Any + Send + Sync>>,
-    /// Streams marked with `record_use`: a `free_async` waits for them.
-    marked: Mutex<Vec<Arc<StreamHandle>>>,
+    /// Streams marked with `record_use`: a `free_async` waits for them (no owner: key 0 is
+    /// no handle's address).
+    marked: UseSet<usize, Arc<StreamHandle>>,
     /// Not xstream's to free: handed out by `into_raw`, or borrowed (`from_raw_borrowed`).
     leaked: AtomicBool,
 }
@@ -78,18 +80,15 @@ impl Alloc {
             ptr,
             len,
             foreign: None,
-            marked: Mutex::new(Vec::new()),
+            marked: UseSet::new(0),
             leaked: AtomicBool::new(false),
         }
     }
 }
 
-/// Adds `s` to `list` unless it is there already.
-fn add_stream(list: &Mutex<Vec<Arc<StreamHandle>>>, s: &Arc<StreamHandle>) {
-    let mut g = list.lock().unwrap_or_else(|e| e.into_inner());
-    if !g.iter().any(|x| Arc::ptr_eq(x, s)) {
-        g.push(Arc::clone(s));
-    }
+/// A stream's key in a [`UseSet`]: the address of its shared handle (never 0).
+fn handle_key(s: &Arc<StreamHandle>) -> usize {
+    Arc::as_ptr(s) as usize
 }
 
 impl Drop for Alloc {
@@ -166,18 +165,23 @@ pub(crate) struct Ordered {
     ptr: u64,
     len: usize,
     owner: Arc<StreamHandle>,
-    /// Every other stream that used it (or was marked with `record_use`), once each.
-    users: Mutex<Vec<Arc<StreamHandle>>>,
+    /// Every other stream that used it (or was marked with `record_use`), once each, keyed by
+    /// the address of its handle.
+    users: UseSet<usize, Arc<StreamHandle>>,
     /// Freed (by `free_async` or drop).
     freed: std::sync::atomic::AtomicBool,
 }
 
 impl Ordered {
+    /// Keys its use set by its owner (made with a placeholder key where the owner was built
+    /// in place).
+    fn keyed(mut self) -> Self {
+        self.users = UseSet::new(handle_key(&self.owner));
+        self
+    }
+
     fn note_use(&self, s: &Arc<StreamHandle>) {
-        if Arc::ptr_eq(s, &self.owner) {
-            return;
-        }
-        add_stream(&self.users, s);
+        self.users.note(handle_key(s), || Arc::clone(s));
     }
 
     /// `cuMemFreeAsync` on `on`, after every tracked user's work.
@@ -187,7 +191,7 @@ impl Ordered {
             return Err(Error::invalid("stream-ordered buffer freed twice"));
         }
         sh.enter()?;
-        let users = std::mem::take(&mut *self.users.lock().unwrap_or_else(|e| e.into_inner()));
+        let users = self.users.take();
         // One pooled event serves every user (a wait snapshots the record at call time); the
         // host never waits and the context is never synchronized, however many streams.
         sh.events.order_after(
@@ -195,7 +199,7 @@ impl Ordered {
             on,
             users
                 .iter()
-                .map(|h| h.raw())
+                .map(|(_, h)| h.raw())
                 .chain(std::iter::once(self.owner.raw())),
         )?;
         // SAFETY: `self.ptr` is this stream-ordered allocation's base, freed once (the
@@ -219,9 +223,7 @@ impl Drop for Ordered {
                 ptr: self.ptr,
                 len: self.len,
                 owner: Arc::clone(&self.owner),
-                users: Mutex::new(std::mem::take(
-                    &mut *self.users.lock().unwrap_or_else(|e| e.into_inner()),
-                )),
+                users: self.users.take_set(),
                 freed: AtomicBool::new(false),
             };
             self.freed.store(true, Ordering::Release);
@@ -412,9 +414,10 @@ impl BufferImpl for CudaBuffer {
                     false,
                     device.clone(),
                 )),
-                users: Mutex::new(Vec::new()),
+                users: UseSet::new(0),
                 freed: AtomicBool::new(false),
-            }),
+            }
+            .keyed()),
         };
         Ok(CudaBuffer { mem })
     }
@@ -514,7 +517,7 @@ pub(crate) fn alloc_ordered(stream: &CudaStream, len: usize) -> Result<CudaBuffe
             ptr,
             len,
             owner: Arc::clone(&stream.handle),
-            users: Mutex::new(Vec::new()),
+            users: UseSet::new(handle_key(&stream.handle)),
             freed: AtomicBool::new(false),
         }),
     })
@@ -526,14 +529,14 @@ pub(crate) fn alloc_ordered(stream: &CudaStream, len: usize) -> Result<CudaBuffe
 pub(crate) fn free_ordered(stream: &CudaStream, buf: CudaBuffer) -> Result<()> {
     match &buf.mem {
         Mem::Plain(a) => {
-            let marked = std::mem::take(&mut *a.marked.lock().unwrap_or_else(|e| e.into_inner()));
+            let marked = a.marked.take();
             if marked.is_empty() {
                 return Ok(());
             }
             let sh = &a.dev.shared;
             sh.bind()?;
             sh.events
-                .order_after(sh, stream.handle.raw(), marked.iter().map(|h| h.raw()))
+                .order_after(sh, stream.handle.raw(), marked.iter().map(|(_, h)| h.raw()))
         }
         Mem::Ordered(o) => o.free_on(stream.handle.raw()),
     }
@@ -543,7 +546,8 @@ pub(crate) fn free_ordered(stream: &CudaStream, buf: CudaBuffer) -> Result<()> {
 pub(crate) fn record_use(stream: &CudaStream, buf: &CudaBuffer) -> Result<()> {
     match &buf.mem {
         Mem::Plain(a) => {
-            add_stream(&a.marked, &stream.handle);
+            a.marked
+                .note(handle_key(&stream.handle), || Arc::clone(&stream.handle));
             // The keep-alive list holds the memory until the marked work is known complete.
             stream.keep(Keep::Buffer(Arc::clone(a)));
         }

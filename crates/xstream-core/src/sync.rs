@@ -3,6 +3,8 @@
 //! - [`lock`]: a poison-tolerant `Mutex::lock`.
 //! - [`wait_with_backoff`] and [`Backoff`]: a bounded polling wait whose sleeps double up to a
 //!   cap (the emulated timed synchronize of a backend whose vendor has none).
+//! - [`UseSet`]: the streams other than its owner that used a stream-ordered buffer, each once
+//!   (what its free must be ordered after), for the CUDA and Ascend backends alike.
 //!
 //! The crate-private re-exports are the primitives of the callback slot and the completion
 //! future: `std`'s, or loom's when built with `--cfg loom` so `tests/loom.rs` can model-check
@@ -23,6 +25,61 @@ pub(crate) use std::sync::{atomic::AtomicBool, Arc, Mutex};
 /// drops, which must never panic.
 pub fn lock<T: ?Sized>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The streams, other than the owner, that used a stream-ordered buffer, each kept once under
+/// its key: what the buffer's free must be ordered after (PyTorch's `record_stream` set).
+///
+/// `K` identifies a stream (a backend's stream key, or the address of its shared handle), `T`
+/// is what the backend keeps of it (a strong or weak reference). The set is taken whole by the
+/// free ([`UseSet::take`]); noting a use is a lock and a scan, and the owner is never noted.
+#[derive(Debug)]
+pub struct UseSet<K, T> {
+    owner: K,
+    users: std::sync::Mutex<Vec<(K, T)>>,
+}
+
+impl<K: PartialEq + Copy, T> UseSet<K, T> {
+    /// An empty set for a buffer allocated on the stream `owner`.
+    pub fn new(owner: K) -> Self {
+        Self {
+            owner,
+            users: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The owner's key.
+    pub fn owner(&self) -> K {
+        self.owner
+    }
+
+    /// Notes that the stream `key` used the buffer: `keep` makes what is kept of it, called
+    /// only the first time (never for the owner). Returns whether it was new.
+    pub fn note(&self, key: K, keep: impl FnOnce() -> T) -> bool {
+        if key == self.owner {
+            return false;
+        }
+        let mut g = lock(&self.users);
+        if g.iter().any(|(k, _)| *k == key) {
+            return false;
+        }
+        g.push((key, keep()));
+        true
+    }
+
+    /// Takes every noted stream, leaving the set empty.
+    pub fn take(&self) -> Vec<(K, T)> {
+        std::mem::take(&mut *lock(&self.users))
+    }
+
+    /// A new set with the same owner and the noted streams moved into it (this one is left
+    /// empty): a free handed to another thread takes its users along.
+    pub fn take_set(&self) -> Self {
+        Self {
+            owner: self.owner,
+            users: std::sync::Mutex::new(self.take()),
+        }
+    }
 }
 
 /// The sleeps of [`wait_with_backoff`]: the first is `first`, each next one twice the last, up
@@ -97,6 +154,25 @@ pub fn wait_with_backoff<E>(
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_use_set_keeps_each_other_stream_once_and_is_taken_whole() {
+        let set = UseSet::new(1u64);
+        let mut made = 0;
+        assert!(!set.note(1, || unreachable!("the owner is never kept")));
+        assert!(set.note(2, || {
+            made += 1;
+            "two"
+        }));
+        assert!(!set.note(2, || unreachable!("a second use of stream 2 keeps nothing")));
+        assert!(set.note(3, || "three"));
+        assert_eq!(made, 1);
+        let moved = set.take_set();
+        assert_eq!(moved.owner(), 1);
+        assert!(set.take().is_empty(), "take_set leaves the set empty");
+        assert_eq!(moved.take(), vec![(2, "two"), (3, "three")]);
+        assert!(moved.take().is_empty(), "take leaves the set empty");
+    }
 
     #[test]
     fn lock_takes_a_poisoned_mutex() {
