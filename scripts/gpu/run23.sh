@@ -17,8 +17,9 @@
 #   examples   the CLI and every bundled example with --backend cuda;
 #   gpu_ipc    bench/gpu_ipc with both configurations (consumer on device 1 included);
 #   any        bench/any_dispatch's paired part;
-#   launch_profile  bench/launch_profile: the launch variants timed and sampled (where the time
-#              goes: xstream's code, libcuda, the rest), launch_profile.md and its offsets;
+#   launch_profile  bench/launch_profile: the launch, 4 KiB page-locked copy, event create +
+#              destroy and host-callback variants timed and sampled (where the time goes:
+#              xstream's code, libcuda, the rest), launch_profile.md and its offsets (15 rows);
 #   gpu_ops    bench/gpu_ops: FAIL when any target row missed (how many said);
 #   conf-N     whole conformance runs on CUDA until CONF_RUNS (default 5) in all;
 #   memcheck   compute-sanitizer memcheck on the conformance suite (last, in the time left).
@@ -94,7 +95,8 @@ case "$v" in PASS|FAIL|SKIP) step any_dispatch "$v" "$((SECONDS - t))" "${line#*
     *) step any_dispatch FAIL "$((SECONDS - t))" "no verdict (any-run.txt)" ;; esac
 cp "$W/any/any_dispatch.txt" "$OUT/" 2>/dev/null
 
-# launch_profile: where a launch's time goes (xstream's code, the driver, the rest).
+# launch_profile: where a launch's (a copy's, an event's, a host callback's) time goes
+# (xstream's code, the driver, the rest); 15 variants.
 if [ ! -x "$G/bench/launch_profile" ]; then
     step launch_profile FAIL 0 "bench/launch_profile not in the bundle"
 elif [ "$(left)" -lt 60 ]; then
@@ -104,7 +106,7 @@ else
     OUT="$OUT" timeout "$(cap 90)" "$G/bench/launch_profile" >"$W/launch_profile.log" 2>&1
     rc=$?
     rows=$(grep -c '^| .*: ' "$OUT/launch_profile.md" 2>/dev/null)
-    if [ $rc -eq 0 ] && [ "${rows:-0}" -ge 7 ]; then
+    if [ $rc -eq 0 ] && [ "${rows:-0}" -ge 15 ]; then
         step launch_profile PASS "$((SECONDS - t))" "${rows} variants timed and sampled (launch_profile.md)"
     else
         step launch_profile FAIL "$((SECONDS - t))" "rc=$rc, ${rows:-0} rows: $(tail -2 "$W/launch_profile.log" | tr '\n' ' ')"
