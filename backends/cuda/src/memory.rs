@@ -405,19 +405,21 @@ impl BufferImpl for CudaBuffer {
         check_extent(device, &raw, true)?;
         let mem = match raw.alloc {
             RawAlloc::Plain => Mem::Plain(Arc::new(Alloc::new(device, raw.address, raw.len))),
-            RawAlloc::StreamOrdered => Mem::Ordered(Ordered {
-                dev: device.clone(),
-                ptr: raw.address,
-                len: raw.len,
-                owner: Arc::new(StreamHandle::new(
-                    device.shared.sentinel,
-                    false,
-                    device.clone(),
-                )),
-                users: UseSet::new(0),
-                freed: AtomicBool::new(false),
-            }
-            .keyed()),
+            RawAlloc::StreamOrdered => Mem::Ordered(
+                Ordered {
+                    dev: device.clone(),
+                    ptr: raw.address,
+                    len: raw.len,
+                    owner: Arc::new(StreamHandle::new(
+                        device.shared.sentinel,
+                        false,
+                        device.clone(),
+                    )),
+                    users: UseSet::new(0),
+                    freed: AtomicBool::new(false),
+                }
+                .keyed(),
+            ),
         };
         Ok(CudaBuffer { mem })
     }

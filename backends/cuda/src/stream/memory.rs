@@ -12,8 +12,22 @@ use crate::ffi;
 use crate::memory::Keep;
 use crate::CudaBuffer;
 
-/// Keep-alive entries above which a stream hands its list to a host function.
+/// Keep-alive entries above which a stream hands its list to a host function, by default.
 const KEEP_FLUSH: usize = 256;
+
+/// The hand-over threshold in use: [`KEEP_FLUSH`], or `XSTREAM_CUDA_KEEP_FLUSH` (entries, read
+/// once per process, kept within 16 ..= 1 << 20). A larger value makes fewer host functions
+/// and holds the buffers of completed work longer (until the stream's next synchronize or
+/// hand-over); a diagnostic and tuning setting, see docs/hot-paths.md.
+fn keep_flush() -> usize {
+    static FLUSH: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *FLUSH.get_or_init(|| {
+        std::env::var("XSTREAM_CUDA_KEEP_FLUSH")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .map_or(KEEP_FLUSH, |n| n.clamp(16, 1 << 20))
+    })
+}
 
 impl CudaStream {
     pub(crate) fn keep(&self, k: Keep) {
@@ -28,7 +42,7 @@ impl CudaStream {
     }
 
     /// Pushes the entries given under one lock; hands the list to a host function once it
-    /// holds `KEEP_FLUSH` entries or more.
+    /// holds [`keep_flush`] entries or more.
     fn keep_all<const N: usize>(&self, ks: [Option<Keep>; N]) {
         if self.state.capture.is_capturing() {
             lock(&self.state.capture_keep).extend(ks.into_iter().flatten());
@@ -40,8 +54,9 @@ impl CudaStream {
             // The list that stays is allocated at its full size once per flush: one allocation
             // per `KEEP_FLUSH` entries instead of the regrowth from empty (about seven), which
             // the bench counted as 0.043 allocations per launch with a buffer argument.
-            let v = (g.len() >= KEEP_FLUSH)
-                .then(|| std::mem::replace(&mut *g, Vec::with_capacity(KEEP_FLUSH + 1)));
+            let flush = keep_flush();
+            let v = (g.len() >= flush)
+                .then(|| std::mem::replace(&mut *g, Vec::with_capacity(flush + 1)));
             self.state.keep_len.store(g.len(), Ordering::Release);
             v
         };
