@@ -8,8 +8,9 @@
 //!
 //! # Method
 //! Every operation runs a warm-up batch per variant, then [`REPS`] repeats of a batch of `N`
-//! iterations; the variants are interleaved within each repeat (the order rotates), so clock
-//! and thermal drift hit all of them alike. A cell is the host-side ns per operation: the
+//! iterations (a row whose target needs more, the virtual-memory row, says its own count under
+//! the table and in its JSON `reps`); the variants are interleaved within each repeat (the
+//! order rotates), so clock and thermal drift hit all of them alike. A cell is the host-side ns per operation: the
 //! median over the repeats, with p10 and p90 (nearest rank). Work that an operation enqueues
 //! is drained after each batch, outside the timed region, unless the row says "+ sync".
 //!
@@ -93,7 +94,7 @@ mod sync;
 mod vmm;
 
 use json::{json_stat, json_str};
-use measure::{alloc_async_row, compare, state_rows, timed};
+use measure::{alloc_async_row, compare, compare_reps, state_rows, timed};
 use raw::{
     bump_host_fn, ck, device_free_bytes, empty_host_fn, raw_event, raw_function, raw_launch_delay,
     raw_launch_empty, raw_stream, raw_sync, rss_bytes, thread_cpu_ns, unpark_host_fn, xs, Parker,
@@ -801,6 +802,13 @@ fn run() -> BenchResult<()> {
             r.verdict()
         );
     }
+    for r in rows.iter().filter(|r| r.reps != REPS) {
+        let _ = writeln!(
+            md,
+            "\nRow `{}`: median (p10–p90) of {} interleaved reps of {} iterations, not {REPS}.",
+            r.op, r.reps, r.iters
+        );
+    }
     let _ = writeln!(
         md,
         "\n**Synchronize after a {} kernel** (median of {REPS} reps; latency = wall − kernel length; CPU = waiting thread's CPU time / wall)\n",
@@ -869,10 +877,11 @@ fn run() -> BenchResult<()> {
             });
         let _ = write!(
             js,
-            "{}{{\"op\":{},\"iters\":{},\"xstream\":{},\"raw\":{},\"safe\":{},\"overhead_ns\":{od},\"overhead_pct\":{op},\"target\":{},\"verdict\":{}}}",
+            "{}{{\"op\":{},\"iters\":{},\"reps\":{},\"xstream\":{},\"raw\":{},\"safe\":{},\"overhead_ns\":{od},\"overhead_pct\":{op},\"target\":{},\"verdict\":{}}}",
             if i > 0 { "," } else { "" },
             json_str(&r.op),
             r.iters,
+            r.reps,
             json_stat(r.x),
             json_stat(r.raw),
             json_stat(r.safe),

@@ -55,6 +55,8 @@ impl Target {
 pub(crate) struct Row {
     pub(crate) op: String,
     pub(crate) iters: u64,
+    /// Interleaved repeats the cells are the median of (`REPS` unless the row asked for more).
+    pub(crate) reps: usize,
     pub(crate) x: Option<Stat>,
     pub(crate) raw: Option<Stat>,
     pub(crate) safe: Option<Stat>,

@@ -54,8 +54,10 @@
 //! with [`Capabilities::SHAREABLE_PHYSICAL`]: see [`crate::vmm_share`].
 
 use std::any::Any;
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::vmm_share::{ShareableHandle, ShareablePayload};
@@ -385,7 +387,36 @@ struct MapCore<D: VirtualMemory> {
     _res: Arc<D::Reservation>,
     size: usize,
     /// Device ordinals granted access.
-    access: Mutex<Vec<usize>>,
+    access: Access,
+}
+
+/// The device ordinals granted access to one mapping: a bit per ordinal below 64 (no lock, no
+/// allocation on the map / set-access path), a list for the others.
+#[derive(Default)]
+struct Access {
+    low: AtomicU64,
+    high: Mutex<Vec<usize>>,
+}
+
+impl Access {
+    fn grant(&self, ordinal: usize) {
+        if ordinal < 64 {
+            self.low.fetch_or(1 << ordinal, Ordering::Relaxed);
+        } else {
+            let mut h = crate::sync::lock(&self.high);
+            if !h.contains(&ordinal) {
+                h.push(ordinal);
+            }
+        }
+    }
+
+    fn has(&self, ordinal: usize) -> bool {
+        if ordinal < 64 {
+            self.low.load(Ordering::Relaxed) & (1 << ordinal) != 0
+        } else {
+            crate::sync::lock(&self.high).contains(&ordinal)
+        }
+    }
 }
 
 struct RangeCore<D: VirtualMemory> {
@@ -416,7 +447,7 @@ impl<D: VirtualMemory> fmt::Debug for VirtualRange<D> {
 
 impl<D: VirtualMemory> VirtualRange<D> {
     fn lock(&self) -> MutexGuard<'_, BTreeMap<usize, Arc<MapCore<D>>>> {
-        self.core.maps.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.core.maps)
     }
 
     /// Its first address.
@@ -499,7 +530,7 @@ impl<D: VirtualMemory> VirtualRange<D> {
                 _phys: phys.clone(),
                 _res: Arc::clone(&self.core.res),
                 size,
-                access: Mutex::new(Vec::new()),
+                access: Access::default(),
             }),
         );
         Ok(())
@@ -513,33 +544,36 @@ impl<D: VirtualMemory> VirtualRange<D> {
     /// the mapping (or work using one) is alive.
     pub fn unmap(&self, offset: usize) -> Result<()> {
         let mut maps = self.lock();
-        let Some(m) = maps.get(&offset) else {
+        let Entry::Occupied(m) = maps.entry(offset) else {
             return Err(Error::invalid(format!(
                 "unmap: no mapping starts at offset {offset} (mappings: {:?})",
                 maps.iter().map(|(o, m)| (*o, m.size)).collect::<Vec<_>>()
             )));
         };
-        let users = Arc::strong_count(m) - 1;
+        let users = Arc::strong_count(m.get()) - 1;
         if users > 0 {
             return Err(Error::invalid(format!(
                 "unmap: the mapping at {offset} is used by {users} buffer(s) or their queued \
                  work (drop them and synchronize first)"
             )));
         }
-        maps.remove(&offset);
+        // Dropped under the lock: the backend's unmap is done before another map can start
+        // here.
+        m.remove();
         Ok(())
     }
 
-    /// The mappings covering `offset..offset + len` exactly and without holes.
+    /// Checks that the mappings cover `offset..offset + len` (`len` > 0) without holes (and,
+    /// with `whole`, without cutting one) and returns the offset of the first: the cover is
+    /// then `maps.range(first..offset + len)`, with no list built.
     fn covering(
         maps: &BTreeMap<usize, Arc<MapCore<D>>>,
         op: &str,
         offset: usize,
         len: usize,
         whole: bool,
-    ) -> Result<Vec<(usize, Arc<MapCore<D>>)>> {
+    ) -> Result<usize> {
         let end = offset + len;
-        let mut out = Vec::new();
         let mut at = offset;
         // The mapping containing `offset` may start before it.
         let first = maps
@@ -565,7 +599,6 @@ impl<D: VirtualMemory> VirtualRange<D> {
                 )));
             }
             at = o + m.size;
-            out.push((*o, Arc::clone(m)));
         }
         if at < end {
             return Err(Error::invalid(format!(
@@ -577,7 +610,7 @@ impl<D: VirtualMemory> VirtualRange<D> {
                 "{op}: end {end} cuts a mapping ending at {at} (whole mappings only)"
             )));
         }
-        Ok(out)
+        Ok(first)
     }
 
     /// Grants `device` (the range's own, or another device of the backend) read and write
@@ -592,19 +625,16 @@ impl<D: VirtualMemory> VirtualRange<D> {
             return Err(Error::invalid("set_access: an empty range"));
         }
         let maps = self.lock();
-        let cover = Self::covering(&maps, "set_access", offset, len, true)?;
+        let first = Self::covering(&maps, "set_access", offset, len, true)?;
         let peer = device.info().ordinal;
-        for (o, m) in cover {
+        for (o, m) in maps.range(first..offset + len) {
             self.core.dev.raw_set_access(
                 &m.mapping,
-                self.core.address + o as u64,
+                self.core.address + *o as u64,
                 m.size,
                 device,
             )?;
-            let mut a = m.access.lock().unwrap_or_else(|e| e.into_inner());
-            if !a.contains(&peer) {
-                a.push(peer);
-            }
+            m.access.grant(peer);
         }
         Ok(())
     }
@@ -620,25 +650,21 @@ impl<D: VirtualMemory> VirtualRange<D> {
         crate::check_range("buffer", self.core.size, offset, len)?;
         let maps = self.lock();
         let cover = if len == 0 {
-            Vec::new()
+            maps.range(0..0)
         } else {
-            Self::covering(&maps, "buffer", offset, len, false)?
+            let first = Self::covering(&maps, "buffer", offset, len, false)?;
+            maps.range(first..offset + len)
         };
         let own = self.core.dev.info().ordinal;
-        for (o, m) in &cover {
-            if !m
-                .access
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains(&own)
-            {
+        for (o, m) in cover.clone() {
+            if !m.access.has(own) {
                 return Err(Error::invalid(format!(
                     "buffer: the mapping at {o} is not accessible to device {own} (set_access \
                      first)"
                 )));
             }
         }
-        let keep: Vec<Arc<MapCore<D>>> = cover.into_iter().map(|(_, m)| m).collect();
+        let keep: Vec<Arc<MapCore<D>>> = cover.map(|(_, m)| Arc::clone(m)).collect();
         self.core
             .dev
             .raw_buffer(self.core.address + offset as u64, len, Arc::new(keep))
@@ -668,4 +694,21 @@ fn _assert_send_sync<D: VirtualMemory>() {
     is::<MapCore<D>>();
     is::<VirtualRange<D>>();
     is::<PhysicalMemory<D>>();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Access;
+
+    #[test]
+    fn access_records_each_ordinal_once_below_and_above_64() {
+        let a = Access::default();
+        assert!(!a.has(0) && !a.has(63) && !a.has(64));
+        for o in [0, 63, 64, 200, 200, 63] {
+            a.grant(o);
+        }
+        assert!(a.has(0) && a.has(63) && a.has(64) && a.has(200));
+        assert!(!a.has(1) && !a.has(62) && !a.has(65));
+        assert_eq!(*crate::sync::lock(&a.high), vec![64, 200]);
+    }
 }

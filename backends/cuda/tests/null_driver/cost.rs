@@ -81,8 +81,9 @@ fn print_cpu(title: &str, rows: &[(String, [f64; 3])]) {
 unsafe extern "C" fn empty_host_fn(_user: *mut c_void) {}
 
 /// The other `gpu_ops` rows of issue 29 (event create + destroy, stream create + destroy,
-/// host-callback enqueue, the 4-stream chain), against raw calls into the double, and
-/// cudarc's safe event API against the same raw calls (the event row's target is cudarc).
+/// host-callback enqueue, the 4-stream chain) and issue 28's virtual-memory cycle, against raw
+/// calls into the double, and cudarc's safe event API against the same raw calls (the event
+/// row's target is cudarc).
 pub(crate) fn more_timing(
     null: &Null,
     dev: &xstream_cuda::CudaDevice,
@@ -225,6 +226,7 @@ pub(crate) fn more_timing(
             },
         ),
     ));
+    rows.push(map_cycle_timing(null, dev, reps, n));
     // The chain of gpu_ops: per round and stream, a launch of xstream_delay(0), a record and a
     // wait of the next stream; then every stream synchronized. One call = one whole chain.
     const ROUNDS: usize = 16;

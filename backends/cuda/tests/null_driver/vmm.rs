@@ -118,3 +118,74 @@ pub(crate) fn sharing(null: &Null, dev: &xstream_cuda::CudaDevice) {
     assert_eq!(null.calls("cuMemRelease"), 2, "the import and the original");
     println!("sharing: one driver call to export, one to import; refusals reach no driver");
 }
+
+/// The CPU-cost row of `gpu_ops`' virtual-memory row: `VirtualRange::map` + `set_access` +
+/// `unmap` of one granule against `cuMemMap` + `cuMemSetAccess` + `cuMemUnmap` into the same
+/// double (its own reservation and handle).
+pub(crate) fn map_cycle_timing(
+    null: &Null,
+    dev: &xstream_cuda::CudaDevice,
+    reps: usize,
+    n: usize,
+) -> (String, [f64; 3]) {
+    use xstream_core::VirtualMemory;
+    let g = dev.granularity().expect("granularity").minimum;
+    let range = dev.reserve(g).expect("reserve");
+    let phys = dev.create_physical(g).expect("create_physical");
+    // SAFETY: a plain C struct: all zeros is a valid value, the fields below are set.
+    let mut prop: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+    prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    let (mut h, mut va) = (0u64, 0u64);
+    // SAFETY: valid out-pointers and property; the context is current on this thread.
+    ck(
+        unsafe { sys::cuMemCreate(&mut h, g, &prop, 0) },
+        "cuMemCreate",
+    );
+    // SAFETY: as above.
+    ck(
+        unsafe { sys::cuMemAddressReserve(&mut va, g, g, 0, 0) },
+        "cuMemAddressReserve",
+    );
+    let desc = sys::CUmemAccessDesc {
+        location: sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: 0,
+        },
+        flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+    };
+    let row = compare(
+        null,
+        reps,
+        n,
+        |n| {
+            timed(n, || {
+                range.map(0, &phys).unwrap();
+                range.set_access(0, g, dev).unwrap();
+                range.unmap(0).unwrap();
+            })
+        },
+        |n| {
+            timed(n, || {
+                // SAFETY: `va..va + g` is this row's reservation, unmapped between calls;
+                // `h` is a live handle of `g` bytes; one valid descriptor.
+                unsafe {
+                    ck(sys::cuMemMap(va, g, 0, h, 0), "cuMemMap");
+                    ck(sys::cuMemSetAccess(va, g, &desc, 1), "cuMemSetAccess");
+                    ck(sys::cuMemUnmap(va, g), "cuMemUnmap");
+                }
+            })
+        },
+    );
+    // SAFETY: nothing is mapped in the reservation; the handle is released once.
+    unsafe {
+        ck(sys::cuMemAddressFree(va, g), "cuMemAddressFree");
+        ck(sys::cuMemRelease(h), "cuMemRelease");
+    }
+    (
+        "vmm: map + set_access + unmap of one granule vs cuMemMap + cuMemSetAccess + cuMemUnmap"
+            .to_string(),
+        row,
+    )
+}
