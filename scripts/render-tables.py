@@ -54,15 +54,40 @@ ISSUE29_ROWS = [
     "chain: 4 streams", "100 direct kernel launches",
 ]
 
+# The page-locked copy rows and the host-callback row (run 26: with and without the keep
+# list's hand-over inside a batch).
+COPY_ROWS = ["write_from_host 4 KiB", "read_into_host 4 KiB", "registered upload 4 KiB",
+             "host callback enqueue"]
+
 TABLES = {
+    "run26-steps": dict(
+        doc="gpu-runs/2026-11-28-2xh100-run26/README.md",
+        source="gpu-runs/2026-11-28-2xh100-run26/run23-summary.tsv", kind="tsv"),
+    "run26-vmm-default": dict(
+        doc="gpu-runs/2026-11-28-2xh100-run26/README.md",
+        source="gpu-runs/2026-11-28-2xh100-run26/gpu_bench.md", kind="md", index=0,
+        rows=["vmm: map"]),
+    "run26-vmm-flush": dict(
+        doc="gpu-runs/2026-11-28-2xh100-run26/README.md",
+        source="gpu-runs/2026-11-28-2xh100-run26/flush64k/gpu_bench.md", kind="md", index=0,
+        rows=["vmm: map"]),
+    "run26-copies-default": dict(
+        doc="hot-paths-gpu.md", source="gpu-runs/2026-11-28-2xh100-run26/gpu_bench.md",
+        kind="md", index=0, rows=COPY_ROWS),
+    "run26-copies-flush": dict(
+        doc="hot-paths-gpu.md", source="gpu-runs/2026-11-28-2xh100-run26/flush64k/gpu_bench.md",
+        kind="md", index=0, rows=COPY_ROWS),
+    "run26-launch-profile": dict(
+        doc="hot-paths-gpu.md", source="gpu-runs/2026-11-28-2xh100-run26/launch_profile.md",
+        kind="md", index=0),
     "run25-steps": dict(
         doc="gpu-runs/2026-11-28-2xh100-run25/README.md",
         source="gpu-runs/2026-11-28-2xh100-run25/run23-summary.tsv", kind="tsv"),
     "run25-issue29-rows": dict(
-        doc="hot-paths.md", source="gpu-runs/2026-11-28-2xh100-run25/gpu_bench.md",
+        doc="hot-paths-gpu.md", source="gpu-runs/2026-11-28-2xh100-run25/gpu_bench.md",
         kind="md", index=0, rows=ISSUE29_ROWS),
     "run25-launch-profile": dict(
-        doc="hot-paths.md", source="gpu-runs/2026-11-28-2xh100-run25/launch_profile.md",
+        doc="hot-paths-gpu.md", source="gpu-runs/2026-11-28-2xh100-run25/launch_profile.md",
         kind="md", index=0),
     "run24-steps": dict(
         doc="gpu-runs/2026-11-28-2xh100-run24/README.md",
@@ -76,17 +101,17 @@ TABLES = {
         doc="gpu-runs/2026-11-27-2xh100-run23/README.md",
         source="gpu-runs/2026-11-27-2xh100-run23/run23-summary.tsv", kind="tsv"),
     "run23-issue29-rows": dict(
-        doc="hot-paths.md", source="gpu-runs/2026-11-27-2xh100-run23/gpu_bench.md",
+        doc="hot-paths-gpu.md", source="gpu-runs/2026-11-27-2xh100-run23/gpu_bench.md",
         kind="md", index=0, rows=ISSUE29_ROWS + ["idle stream query (context", "idle stream synchronize (context",
                                                 "idle stream query (after", "idle stream synchronize (after",
                                                 "vmm: map", "event record (idle",
                                                 "record on A", "synchronize (idle",
                                                 "host callback round trip", "future completion"]),
     "run23-launch-profile": dict(
-        doc="hot-paths.md", source="gpu-runs/2026-11-27-2xh100-run23/launch_profile.md",
+        doc="hot-paths-gpu.md", source="gpu-runs/2026-11-27-2xh100-run23/launch_profile.md",
         kind="md", index=0),
     "run23-launch-functions": dict(
-        doc="hot-paths.md",
+        doc="hot-paths-gpu.md",
         source="gpu-runs/2026-11-27-2xh100-run23/launch_profile_functions.md", kind="md",
         index=0),
     "run22-steps": dict(
