@@ -39,6 +39,20 @@ FAILS=0
 pass() { echo "PASS: $*"; }
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 skip() { echo "SKIP: $*"; }
+# runtime_test LOGNAME TESTFILE TEST WHAT: one test of xstream-ascend's TESTFILE on the real
+# runtime ($RUN/lib64), log $WORK/LOGNAME.log. PASS only when it ran (1 passed) and printed no
+# SKIP; a failure, or a run that passed nothing or skipped, is a FAIL.
+runtime_test() {
+  local log=$WORK/$1.log
+  if ! (cd "$ROOT" && XSTREAM_CANN_RUNTIME_DIR="$RUN/lib64" timeout "${CONFORM_TIMEOUT:-300}" nice cargo test \
+    -p xstream-ascend --test "$2" "$3" -- --exact --nocapture) >"$log" 2>&1; then
+    fail "$4 (log: $log)"
+  elif grep -q 'test result: ok. 1 passed' "$log" && ! grep -q '^SKIP' "$log"; then
+    pass "$4: $3 (log: $log)"
+  else
+    fail "$4 did not run (log: $log)"
+  fi
+}
 
 PREBUILT=${PREBUILT:-}
 # The checks that fail on the real runtime over the emulation, each explained in
@@ -189,28 +203,13 @@ if [ "${CANN_CONFORM:-0}" = "1" ]; then
   fi
   # Physical memory of the virtual memory API shared between two processes (exporter and
   # importer, each a process of the runtime over the emulation).
-  LOG=$WORK/vmm-share.log
-  T=an_importer_process_sees_and_writes_the_exporters_bytes_on_the_real_runtime
-  if ! (cd "$ROOT" && XSTREAM_CANN_RUNTIME_DIR="$RUN/lib64" timeout "${CONFORM_TIMEOUT:-300}" nice cargo test \
-    -p xstream-ascend --test vmm_share "$T" -- --exact --nocapture) >"$LOG" 2>&1; then
-    fail "physical memory shared between processes on the real runtime (log: $LOG)"
-  elif grep -q 'test result: ok. 1 passed' "$LOG" && ! grep -q '^SKIP' "$LOG"; then
-    pass "physical memory shared between processes on the real runtime: $T (log: $LOG)"
-  else
-    fail "physical memory sharing on the real runtime did not run (log: $LOG)"
-  fi
+  runtime_test vmm-share vmm_share \
+    an_importer_process_sees_and_writes_the_exporters_bytes_on_the_real_runtime \
+    "physical memory shared between processes on the real runtime"
   # Interprocess events: a producer and a consumer process, each the runtime over the
   # emulation, wait on each other's records (backends/ascend/tests/ipc_events.rs).
-  LOG=$WORK/ipc-events.log
-  T=a_process_waits_on_anothers_record_on_the_real_runtime
-  if ! (cd "$ROOT" && XSTREAM_CANN_RUNTIME_DIR="$RUN/lib64" timeout "${CONFORM_TIMEOUT:-300}" nice cargo test \
-    -p xstream-ascend --test ipc_events "$T" -- --exact --nocapture) >"$LOG" 2>&1; then
-    fail "IPC events between processes on the real runtime (log: $LOG)"
-  elif grep -q 'test result: ok. 1 passed' "$LOG" && ! grep -q '^SKIP' "$LOG"; then
-    pass "IPC events between processes on the real runtime: $T (log: $LOG)"
-  else
-    fail "IPC events on the real runtime did not run (log: $LOG)"
-  fi
+  runtime_test ipc-events ipc_events a_process_waits_on_anothers_record_on_the_real_runtime \
+    "IPC events between processes on the real runtime"
   if ! (cd "$ROOT" && nice cargo build -p xstream-examples --bins >"$WORK/cargo-examples.log" 2>&1); then
     fail "examples build (see $WORK/cargo-examples.log)"
   else
