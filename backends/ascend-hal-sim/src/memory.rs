@@ -99,11 +99,6 @@ pub fn is_device_range(addr: usize, len: usize) -> bool {
     false
 }
 
-/// Bytes of device memory currently allocated.
-pub fn used_bytes() -> u64 {
-    table().values().map(|&l| l as u64).sum()
-}
-
 /// Copies `len` bytes from `src` to `dst` (either may be host or emulated device memory).
 ///
 /// Refuses (returns `false`) when a side that lies in a device allocation overruns it, or when a

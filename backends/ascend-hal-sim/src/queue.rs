@@ -939,11 +939,6 @@ pub fn free_callback_cq(cq: u32) -> bool {
     })
 }
 
-/// Whether `cq` is a callback CQ.
-pub fn is_callback_cq(cq: u32) -> bool {
-    with(|s| s.cb_cqs.contains_key(&cq))
-}
-
 /// Takes up to `max` completion entries from logic CQ `cq`, waiting up to `timeout_ms`
 /// (negative: forever). `None` when the CQ is unknown.
 pub fn receive(cq: u32, max: usize, timeout_ms: i32) -> Option<Vec<[u8; CQE_SIZE]>> {
