@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
+use xstream_core::sync::lock;
 
 use crate::codes::*;
 use crate::{devinfo, limits, memory, queue};
@@ -791,7 +792,7 @@ pub extern "C" fn halMemCtl(
             if !check_dev(rd32(param, 4)) {
                 return DRV_ERROR_INVALID_VALUE;
             }
-            let mut m = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
+            let mut m = lock(&MAPPED);
             let page = match m.get(&addr_type) {
                 Some(&p) => p,
                 None => {

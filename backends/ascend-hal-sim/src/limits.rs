@@ -22,6 +22,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
+use xstream_core::sync::lock;
 
 use crate::codes::*;
 
@@ -70,7 +71,7 @@ static IDS: Mutex<BTreeMap<u32, (BTreeSet<u32>, u32)>> = Mutex::new(BTreeMap::ne
 /// Hands out a free id of type `ty` (searching on from the last one handed out, so a full space
 /// costs one pass), or the driver's exhaustion code.
 pub fn alloc(ty: u32) -> Result<u32, i32> {
-    let mut ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut ids = lock(&IDS);
     let (used, next) = ids.entry(ty).or_default();
     let cap = capacity(ty);
     let start = (*next).min(cap);
@@ -85,13 +86,13 @@ pub fn alloc(ty: u32) -> Result<u32, i32> {
 
 /// Takes back id `id` of type `ty`; `false` when it was not handed out.
 pub fn free(ty: u32, id: u32) -> bool {
-    let mut ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut ids = lock(&IDS);
     ids.entry(ty).or_default().0.remove(&id)
 }
 
 /// Ids of type `ty` in use now.
 pub fn in_use(ty: u32) -> u32 {
-    let ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
+    let ids = lock(&IDS);
     ids.get(&ty).map_or(0, |s| s.0.len() as u32)
 }
 

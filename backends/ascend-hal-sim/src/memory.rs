@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
+use xstream_core::sync::lock;
 
 /// Alignment of device allocations (the driver hands out at least page-aligned blocks).
 pub const DEVICE_ALIGN: usize = 4096;
@@ -21,7 +22,7 @@ pub const DEVICE_MEMORY_BYTES: u64 = 32 << 30;
 static TABLE: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
 
 fn table() -> MutexGuard<'static, BTreeMap<usize, usize>> {
-    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+    lock(&TABLE)
 }
 
 /// Allocates `size` bytes of emulated device memory (zeroed); `None` when the host refuses.
@@ -54,7 +55,7 @@ pub fn free(addr: usize) -> bool {
 static MAPPED: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
 
 fn mapped() -> MutexGuard<'static, BTreeMap<usize, usize>> {
-    MAPPED.lock().unwrap_or_else(|e| e.into_inner())
+    lock(&MAPPED)
 }
 
 fn containing(t: &BTreeMap<usize, usize>, addr: usize) -> Option<(usize, usize)> {
@@ -96,11 +97,6 @@ pub fn is_device_range(addr: usize, len: usize) -> bool {
         at = s + l;
     }
     false
-}
-
-/// Bytes of device memory currently allocated.
-pub fn used_bytes() -> u64 {
-    table().values().map(|&l| l as u64).sum()
 }
 
 /// Copies `len` bytes from `src` to `dst` (either may be host or emulated device memory).
@@ -147,7 +143,7 @@ const DMA_HANDLE_BASE: u64 = 0xD3A0_0000_0000;
 
 /// Records a DMA descriptor; returns its handle.
 pub fn dma_create(src: usize, dst: usize, len: usize) -> u64 {
-    let mut t = DMA.lock().unwrap_or_else(|e| e.into_inner());
+    let mut t = lock(&DMA);
     let h = t.keys().next_back().map_or(DMA_HANDLE_BASE, |k| k + 64);
     t.insert(h, (src, dst, len));
     h
@@ -191,7 +187,7 @@ pub fn host_register(addr: usize, len: usize) -> Result<usize, RegisterError> {
     if addr == 0 || len == 0 || find(addr).is_some() || find(end - 1).is_some() {
         return Err(RegisterError::Invalid);
     }
-    let mut t = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut t = lock(&REGISTERED);
     let before = t.range(..end).next_back();
     if before.is_some_and(|(&s, &l)| s + l > addr) {
         return Err(RegisterError::Busy);
@@ -202,11 +198,7 @@ pub fn host_register(addr: usize, len: usize) -> Result<usize, RegisterError> {
 
 /// Takes back a registration made at `addr`; `false` when none starts there.
 pub fn host_unregister(addr: usize) -> bool {
-    REGISTERED
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&addr)
-        .is_some()
+    lock(&REGISTERED).remove(&addr).is_some()
 }
 
 #[cfg(test)]

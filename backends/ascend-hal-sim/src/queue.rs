@@ -36,6 +36,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use xstream_core::sync::lock;
 
 use crate::{cond, memory};
 
@@ -182,7 +183,7 @@ fn wake_event_waiters(s: &State) {
 }
 
 fn state() -> MutexGuard<'static, Option<State>> {
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
+    lock(&STATE)
 }
 
 fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
@@ -938,11 +939,6 @@ pub fn free_callback_cq(cq: u32) -> bool {
     })
 }
 
-/// Whether `cq` is a callback CQ.
-pub fn is_callback_cq(cq: u32) -> bool {
-    with(|s| s.cb_cqs.contains_key(&cq))
-}
-
 /// Takes up to `max` completion entries from logic CQ `cq`, waiting up to `timeout_ms`
 /// (negative: forever). `None` when the CQ is unknown.
 pub fn receive(cq: u32, max: usize, timeout_ms: i32) -> Option<Vec<[u8; CQE_SIZE]>> {
@@ -1151,7 +1147,7 @@ mod tests {
 
     #[test]
     fn callback_cq_ids_stay_inside_the_runtimes_bitmap() {
-        let _one = MANY_SQS.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = lock(&MANY_SQS);
         // Many SQs first (no workers needed): the callback CQ's id must not follow theirs.
         let sqs: Vec<u32> = (0..CALLBACK_CQ_LIMIT + 100)
             .map(|_| alloc_sq_only(None, 16).0)
@@ -1177,7 +1173,7 @@ mod tests {
 
     #[test]
     fn sq_ids_are_reused_lowest_first() {
-        let _one = MANY_SQS.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = lock(&MANY_SQS);
         // Open, close and open again as many SQs as a device at its stream limit holds: the
         // ids stay inside the live count, as a driver's do (ids that only grew crashed the
         // runtime's device reset).

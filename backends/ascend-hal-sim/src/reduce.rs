@@ -20,7 +20,11 @@
 //! arithmetic is the simulator's: integer sums wrap; fp16 / bf16 go through `f32` and round to
 //! nearest even; a trailing partial element is left untouched.
 
+#[path = "../../ascend-sim/src/elementwise.rs"]
+mod elementwise;
+
 use crate::memory;
+use elementwise::{apply, Kind, Ty};
 
 /// `sdma_reduce_support` reported by `halGetChipCapability`: bits `CAP_SDMA_REDUCE_FP32` (0),
 /// `FP16` (1), `INT16` (2), `INT8` (4), `INT32` (5), `BFP16` (6).
@@ -28,28 +32,6 @@ pub const REDUCE_TYPES: u32 = 0x77;
 /// `sdma_reduce_kind` reported by `halGetChipCapability`: `CAP_SDMA_REDUCE_KIND_ADD` (0), `MAX`
 /// (1), `MIN` (2).
 pub const REDUCE_KINDS: u32 = 0x7;
-
-/// The element types the opcode's high nibble names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ty {
-    I8,
-    I16,
-    I32,
-    U8,
-    U16,
-    U32,
-    F16,
-    F32,
-    Bf16,
-}
-
-/// The kinds the opcode's low nibble names (EQUAL is not executed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Add,
-    Max,
-    Min,
-}
 
 fn decode(opcode: u32) -> Option<(Ty, Kind)> {
     let ty = match opcode & 0xf0 {
@@ -73,116 +55,6 @@ fn decode(opcode: u32) -> Option<(Ty, Kind)> {
     Some((ty, kind))
 }
 
-fn size(t: Ty) -> usize {
-    match t {
-        Ty::I8 | Ty::U8 => 1,
-        Ty::I16 | Ty::U16 | Ty::F16 | Ty::Bf16 => 2,
-        Ty::I32 | Ty::U32 | Ty::F32 => 4,
-    }
-}
-
-fn pick<T: PartialOrd>(k: Kind, a: T, b: T, sum: impl FnOnce(T, T) -> T) -> T {
-    match k {
-        Kind::Add => sum(a, b),
-        Kind::Max => {
-            if b > a {
-                b
-            } else {
-                a
-            }
-        }
-        Kind::Min => {
-            if b < a {
-                b
-            } else {
-                a
-            }
-        }
-    }
-}
-
-fn arr<const N: usize>(b: &[u8]) -> [u8; N] {
-    b.try_into().unwrap_or([0; N])
-}
-
-/// Combines `src` into `dst` (whole elements).
-fn apply(dst: &mut [u8], src: &[u8], ty: Ty, k: Kind) {
-    macro_rules! each {
-        ($n:literal, $t:ty, $from:expr, $to:expr, $sum:expr) => {
-            for (d, s) in dst.chunks_exact_mut($n).zip(src.chunks_exact($n)) {
-                let a: $t = $from(&*d);
-                let b: $t = $from(s);
-                d.copy_from_slice(&$to(pick(k, a, b, $sum)));
-            }
-        };
-    }
-    match ty {
-        Ty::I8 => each!(
-            1,
-            i8,
-            |b| i8::from_le_bytes(arr(b)),
-            i8::to_le_bytes,
-            i8::wrapping_add
-        ),
-        Ty::U8 => each!(
-            1,
-            u8,
-            |b| u8::from_le_bytes(arr(b)),
-            u8::to_le_bytes,
-            u8::wrapping_add
-        ),
-        Ty::I16 => each!(
-            2,
-            i16,
-            |b| i16::from_le_bytes(arr(b)),
-            i16::to_le_bytes,
-            i16::wrapping_add
-        ),
-        Ty::U16 => each!(
-            2,
-            u16,
-            |b| u16::from_le_bytes(arr(b)),
-            u16::to_le_bytes,
-            u16::wrapping_add
-        ),
-        Ty::I32 => each!(
-            4,
-            i32,
-            |b| i32::from_le_bytes(arr(b)),
-            i32::to_le_bytes,
-            i32::wrapping_add
-        ),
-        Ty::U32 => each!(
-            4,
-            u32,
-            |b| u32::from_le_bytes(arr(b)),
-            u32::to_le_bytes,
-            u32::wrapping_add
-        ),
-        Ty::F32 => each!(
-            4,
-            f32,
-            |b| f32::from_le_bytes(arr(b)),
-            f32::to_le_bytes,
-            |a, b| a + b
-        ),
-        Ty::F16 => each!(
-            2,
-            f32,
-            |b| half::f16::from_le_bytes(arr(b)).to_f32(),
-            |x| half::f16::from_f32(x).to_le_bytes(),
-            |a, b| a + b
-        ),
-        Ty::Bf16 => each!(
-            2,
-            f32,
-            |b| half::bf16::from_le_bytes(arr(b)).to_f32(),
-            |x| half::bf16::from_f32(x).to_le_bytes(),
-            |a, b| a + b
-        ),
-    }
-}
-
 /// Executes an SDMA reduce entry: `len` bytes at `src` combined into `dst` by `opcode`.
 /// Returns `false` (the entry fails) for an opcode the emulation does not execute or a range
 /// that overruns a device allocation.
@@ -191,7 +63,7 @@ pub fn execute(opcode: u32, dst: usize, src: usize, len: usize) -> bool {
         crate::trace!("SDMA reduce opcode {opcode:#x}: not executed");
         return false;
     };
-    let n = len - len % size(ty);
+    let n = len - len % ty.size();
     if n == 0 {
         return true;
     }
@@ -249,7 +121,7 @@ mod tests {
         ));
         let got: Vec<f32> = dst[..12]
             .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(arr(c)))
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
             .collect();
         assert_eq!(got, [2.0, 3.0, 2.0]);
         assert_eq!(dst[12], 0xaa);

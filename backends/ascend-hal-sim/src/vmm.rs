@@ -48,6 +48,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard};
+use xstream_core::sync::lock;
 
 use crate::codes::*;
 use crate::exports::{guard, rd32};
@@ -220,7 +221,7 @@ struct Vmm {
 static VMM: Mutex<Option<Vmm>> = Mutex::new(None);
 
 fn with<T>(f: impl FnOnce(&mut Vmm) -> T) -> T {
-    let mut g: MutexGuard<'_, Option<Vmm>> = VMM.lock().unwrap_or_else(|e| e.into_inner());
+    let mut g: MutexGuard<'_, Option<Vmm>> = lock(&VMM);
     f(g.get_or_insert_with(Vmm::default))
 }
 

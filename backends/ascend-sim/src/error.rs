@@ -16,7 +16,6 @@ use std::panic::catch_unwind;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Condvar;
-use std::sync::Mutex;
 use std::sync::MutexGuard;
 use std::time::Duration;
 use std::time::Instant;
@@ -38,10 +37,7 @@ pub(crate) fn err<T>(code: i32, msg: impl Into<String>) -> R<T> {
     })
 }
 
-/// Locks a mutex, ignoring poisoning (user callbacks never run under our locks, but be robust).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+pub(crate) use xstream_core::sync::lock;
 
 pub(crate) fn wait_for<'a, T>(
     cv: &Condvar,

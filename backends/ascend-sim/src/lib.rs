@@ -72,6 +72,7 @@ pub mod codes;
 pub mod config;
 pub mod device;
 pub mod dtype;
+mod elementwise;
 pub mod error;
 pub mod event;
 pub mod exception;

@@ -31,6 +31,7 @@
 
 use crate::codes::*;
 use crate::config::{product, Product};
+use crate::elementwise::{self, apply, Kind};
 use crate::error::*;
 use crate::stream::*;
 use crate::task::*;
@@ -81,11 +82,20 @@ fn ty_of(acl: i32) -> Option<Ty> {
     })
 }
 
-fn elem_size(t: Ty) -> usize {
+/// The arithmetic's element type of an ACL type (int4 pairs are combined as bytes: it is
+/// refused by every product before any arithmetic).
+fn elem(t: Ty) -> elementwise::Ty {
+    use elementwise::Ty as E;
     match t {
-        Ty::F32 | Ty::I32 | Ty::U32 => 4,
-        Ty::F16 | Ty::I16 | Ty::U16 | Ty::Bf16 => 2,
-        Ty::I8 | Ty::U8 | Ty::I4 => 1,
+        Ty::F32 => E::F32,
+        Ty::F16 => E::F16,
+        Ty::I8 => E::I8,
+        Ty::I32 => E::I32,
+        Ty::U8 | Ty::I4 => E::U8,
+        Ty::I16 => E::I16,
+        Ty::U16 => E::U16,
+        Ty::U32 => E::U32,
+        Ty::Bf16 => E::Bf16,
     }
 }
 
@@ -119,113 +129,9 @@ struct ReduceTask {
     ty: Ty,
 }
 
-macro_rules! combine {
-    ($d:expr, $s:expr, $kind:expr, $t:ty, $sum:expr) => {{
-        let (a, b): ($t, $t) = ($d, $s);
-        match $kind {
-            ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM => $sum(a, b),
-            ACL_RT_MEMCPY_SDMA_AUTOMATIC_MAX => {
-                if b > a {
-                    b
-                } else {
-                    a
-                }
-            }
-            _ => {
-                if b < a {
-                    b
-                } else {
-                    a
-                }
-            }
-        }
-    }};
-}
-
-/// Combines `src` into `dst` (whole elements), by type and kind.
-fn apply(dst: &mut [u8], src: &[u8], kind: u32, ty: Ty) {
-    macro_rules! each {
-        ($n:literal, $t:ty, $from:expr, $to:expr, $sum:expr) => {
-            for (d, s) in dst.chunks_exact_mut($n).zip(src.chunks_exact($n)) {
-                let a: $t = $from(d);
-                let b: $t = $from(s);
-                d.copy_from_slice(&$to(combine!(a, b, kind, $t, $sum)));
-            }
-        };
-    }
-    fn arr<const N: usize>(b: &[u8]) -> [u8; N] {
-        b.try_into().unwrap_or([0; N])
-    }
-    match ty {
-        Ty::F32 => each!(
-            4,
-            f32,
-            |b| f32::from_le_bytes(arr(b)),
-            f32::to_le_bytes,
-            |a, b| a + b
-        ),
-        Ty::I32 => each!(
-            4,
-            i32,
-            |b| i32::from_le_bytes(arr(b)),
-            i32::to_le_bytes,
-            i32::wrapping_add
-        ),
-        Ty::U32 => each!(
-            4,
-            u32,
-            |b| u32::from_le_bytes(arr(b)),
-            u32::to_le_bytes,
-            u32::wrapping_add
-        ),
-        Ty::I16 => each!(
-            2,
-            i16,
-            |b| i16::from_le_bytes(arr(b)),
-            i16::to_le_bytes,
-            i16::wrapping_add
-        ),
-        Ty::U16 => each!(
-            2,
-            u16,
-            |b| u16::from_le_bytes(arr(b)),
-            u16::to_le_bytes,
-            u16::wrapping_add
-        ),
-        Ty::I8 => each!(
-            1,
-            i8,
-            |b| i8::from_le_bytes(arr(b)),
-            i8::to_le_bytes,
-            i8::wrapping_add
-        ),
-        Ty::U8 | Ty::I4 => each!(
-            1,
-            u8,
-            |b| u8::from_le_bytes(arr(b)),
-            u8::to_le_bytes,
-            u8::wrapping_add
-        ),
-        Ty::F16 => each!(
-            2,
-            f32,
-            |b| half::f16::from_le_bytes(arr(b)).to_f32(),
-            |x| half::f16::from_f32(x).to_le_bytes(),
-            |a, b| a + b
-        ),
-        Ty::Bf16 => each!(
-            2,
-            f32,
-            |b| half::bf16::from_le_bytes(arr(b)).to_f32(),
-            |x| half::bf16::from_f32(x).to_le_bytes(),
-            |a, b| a + b
-        ),
-    }
-}
-
 impl ExtTask for ReduceTask {
     fn run(&self, _stream: &Stream, _epoch: u64) {
-        let n = self.count - self.count % elem_size(self.ty);
+        let n = self.count - self.count % elem(self.ty).size();
         // The source is read into a copy first, so identical or overlapping ranges never alias
         // the destination slice.
         // SAFETY: the caller of aclrtReduceAsync promised both ranges stay valid until the task
@@ -233,7 +139,12 @@ impl ExtTask for ReduceTask {
         let src = unsafe { std::slice::from_raw_parts(self.src as *const u8, n) }.to_vec();
         // SAFETY: as above; no other slice of this range lives while this one does.
         let dst = unsafe { std::slice::from_raw_parts_mut(self.dst as *mut u8, n) };
-        apply(dst, &src, self.kind, self.ty);
+        let kind = match self.kind {
+            ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM => Kind::Add,
+            ACL_RT_MEMCPY_SDMA_AUTOMATIC_MAX => Kind::Max,
+            _ => Kind::Min,
+        };
+        apply(dst, &src, elem(self.ty), kind);
     }
 }
 
@@ -312,7 +223,7 @@ fn reduce(
         );
     }
     // 5. Alignment, source first.
-    let align = match elem_size(ty) {
+    let align = match elem(ty).size() {
         4 => 4,
         2 => 2,
         _ => 1,
@@ -356,35 +267,4 @@ pub unsafe extern "C" fn aclrtReduceAsync(
     ffi("aclrtReduceAsync", true, || {
         reduce(dst, src, count, kind, type_, stream, reserve)
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn halves_round_through_f32() {
-        let one = half::f16::from_f32(1.0).to_le_bytes();
-        let third = half::f16::from_f32(0.333).to_le_bytes();
-        let mut d = one.to_vec();
-        apply(&mut d, &third, ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM, Ty::F16);
-        let got = half::f16::from_le_bytes([d[0], d[1]]).to_f32();
-        assert!((got - 1.333).abs() < 1e-3, "{got}");
-        let mut d = vec![0xFFu8, 0x01];
-        apply(
-            &mut d,
-            &[0x01, 0xFF],
-            ACL_RT_MEMCPY_SDMA_AUTOMATIC_MAX,
-            Ty::I8,
-        );
-        assert_eq!(d, [0x01, 0x01], "signed max");
-        let mut d = vec![0xFFu8, 0x01];
-        apply(
-            &mut d,
-            &[0x01, 0xFF],
-            ACL_RT_MEMCPY_SDMA_AUTOMATIC_MAX,
-            Ty::U8,
-        );
-        assert_eq!(d, [0xFF, 0xFF], "unsigned max");
-    }
 }

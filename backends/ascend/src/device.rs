@@ -11,6 +11,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use xstream_core::sync::lock;
 
 use xstream_core::callback::PendingCallbacks;
 use xstream_core::{
@@ -130,7 +131,7 @@ impl DeviceInner {
 
     /// The report thread's id, spawning it on first use.
     pub(crate) fn reporter_tid(&self) -> Result<u64> {
-        let mut g = self.reporter.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = lock(&self.reporter);
         if let Some(r) = g.as_ref() {
             return Ok(r.tid);
         }

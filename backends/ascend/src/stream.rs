@@ -23,6 +23,7 @@ use std::any::Any;
 use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use xstream_core::sync::lock;
 
 use xstream_core::callback::{BoxedCallback, PanicSlot, PendingCallbacks};
 use xstream_core::module::{KernelArg, LaunchConfig, BUILTIN_DELAY, BUILTIN_LCG};
@@ -146,10 +147,7 @@ impl StreamState {
     }
 
     pub(crate) fn take_subscription(&self) -> Option<u64> {
-        self.subscribed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
+        lock(&self.subscribed).take()
     }
 
     /// Counts an enqueue; during capture keeps `k` alive for the graph.
@@ -180,7 +178,7 @@ impl StreamState {
             return;
         }
         let passed: Vec<_> = {
-            let mut w = self.waits.lock().unwrap_or_else(|e| e.into_inner());
+            let mut w = lock(&self.waits);
             let (done, left): (Vec<_>, Vec<_>) = w.drain(..).partition(|e| e.0 <= pos);
             *w = left;
             self.waits_len.store(w.len(), Ordering::Release);
@@ -196,7 +194,7 @@ impl StreamState {
 
     /// Notes an event wait enqueued at `pos` on this stream for the record `rec`.
     pub(crate) fn note_wait(&self, pos: u64, rec: (std::sync::Weak<StreamState>, u64)) {
-        let mut w = self.waits.lock().unwrap_or_else(|e| e.into_inner());
+        let mut w = lock(&self.waits);
         w.retain(|e| e.1.strong_count() > 0);
         if w.len() >= MAX_WAIT_EVIDENCE {
             w.remove(0);
@@ -217,13 +215,13 @@ impl StreamState {
 
     /// Keeps `k` alive for the graph being captured, without counting a node.
     fn kept(&self, k: Keep) {
-        self.keep.lock().unwrap_or_else(|e| e.into_inner()).push(k);
+        lock(&self.keep).push(k);
     }
 
     pub(crate) fn take_capture(&self) -> (usize, Vec<Keep>) {
         (
             self.nodes.swap(0, Ordering::Relaxed),
-            std::mem::take(&mut *self.keep.lock().unwrap_or_else(|e| e.into_inner())),
+            std::mem::take(&mut *lock(&self.keep)),
         )
     }
 }

@@ -43,6 +43,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use xstream_core::sync::lock;
 
 use xstream_core::callback::{dispatch, in_callback};
 use xstream_core::sync::UseSet;
@@ -623,7 +624,7 @@ pub(crate) fn alloc(dev: &CudaDevice, len: usize) -> Result<CudaBuffer> {
     // Zero on the internal stream and wait: `cuMemsetD8` (sync) would run on the legacy stream
     // and could race with work on NON_BLOCKING streams. The whole block, slack included, so
     // a library's word-wise read past `len` sees defined bytes.
-    let _g = sh.sentinel_lock.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = lock(&sh.sentinel_lock);
     sh.check(
         "cuMemsetD8Async",
         ffi::memset_d8_async(ptr, 0, size, sh.sentinel),
@@ -727,7 +728,7 @@ impl CudaAsyncAllocator {
 
     /// Blocks allocated and not yet freed.
     pub fn live_blocks(&self) -> usize {
-        self.live.lock().unwrap_or_else(|e| e.into_inner()).len()
+        lock(&self.live).len()
     }
 }
 
@@ -738,10 +739,7 @@ impl Allocator for CudaAsyncAllocator {
         let size = alloc_size(size.max(1))?;
         match ffi::mem_alloc_from_pool_async(size, self.pool, self.raw_stream()) {
             Ok(p) => {
-                self.live
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(p);
+                lock(&self.live).insert(p);
                 Some(Block(p))
             }
             Err(c) => {
@@ -785,7 +783,7 @@ impl Allocator for CudaAsyncAllocator {
 
 impl Drop for CudaAsyncAllocator {
     fn drop(&mut self) {
-        let live = std::mem::take(&mut *self.live.lock().unwrap_or_else(|e| e.into_inner()));
+        let live = std::mem::take(&mut *lock(&self.live));
         if live.is_empty() || in_callback() {
             return;
         }

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use xstream_core::sync::lock;
 
 use xstream_core::{alloc_size, BackendKind, BufferImpl, Device, Error, RawBuffer, Result};
 #[allow(unused_imports)] // doc links
@@ -113,7 +114,7 @@ impl BufInner {
         &self,
         make: impl FnOnce(&[u8]) -> Result<SharedMem>,
     ) -> Result<&SharedMem> {
-        let g = self.data.lock().unwrap_or_else(|e| e.into_inner());
+        let g = lock(&self.data);
         if let Some(s) = self.shared.get() {
             return Ok(s);
         }

@@ -9,6 +9,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
+use xstream_core::sync::lock;
 
 use xstream_core::completion::{completion, CompletionSignal};
 use xstream_core::{
@@ -162,14 +163,11 @@ impl std::fmt::Debug for EventInner {
 
 impl EventInner {
     pub(crate) fn latest(&self) -> Latest {
-        self.latest
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        lock(&self.latest).clone()
     }
 
     pub(crate) fn set_latest(&self, l: Latest) {
-        *self.latest.lock().unwrap_or_else(|e| e.into_inner()) = l;
+        *lock(&self.latest) = l;
     }
 
     pub(crate) fn timing(&self) -> bool {

@@ -30,6 +30,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
+use xstream_core::sync::lock;
 
 use xstream_core::{BackendKind, Error, Result};
 
@@ -233,7 +234,7 @@ impl IpcState {
     }
 
     fn guard(&self) -> MutexGuard<'_, ()> {
-        self.local.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.local)
     }
 
     fn read_locked(&self) -> Result<Words> {
@@ -369,7 +370,7 @@ fn poller() -> &'static Poller {
 fn run_poller(p: &'static Poller) {
     let mut round: u64 = 0;
     loop {
-        let mut list = p.list.lock().unwrap_or_else(|e| e.into_inner());
+        let mut list = lock(&p.list);
         while list.is_empty() {
             list = p.cv.wait(list).unwrap_or_else(|e| e.into_inner());
         }
@@ -413,14 +414,11 @@ pub(crate) fn wait_slot(state: &Arc<IpcState>) -> Result<Option<Arc<RecordSlot>>
         Poll::Pending => {
             let slot = RecordSlot::new(false);
             let p = poller();
-            p.list
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(Pending {
-                    state: Arc::clone(state),
-                    target,
-                    slot: Arc::clone(&slot),
-                });
+            lock(&p.list).push(Pending {
+                state: Arc::clone(state),
+                target,
+                slot: Arc::clone(&slot),
+            });
             p.cv.notify_one();
             Ok(Some(slot))
         }

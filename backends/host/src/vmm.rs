@@ -26,6 +26,7 @@
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use xstream_core::sync::lock;
 
 use xstream_core::{
     BackendKind, Device as _, Error, Granularity, Result, ShareableHandle, ShareablePayload,
@@ -93,10 +94,6 @@ impl Store {
 }
 
 type Bytes = Arc<Mutex<Store>>;
-
-fn lock(b: &Bytes) -> MutexGuard<'_, Store> {
-    b.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// A reserved range: untouched heap capacity.
 pub struct HostReservation {

@@ -5,6 +5,7 @@
 //! On ACL the allocator is really registered with the runtime through `extern "C"`
 //! trampolines; elsewhere xstream keeps the registry.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -51,7 +52,7 @@ impl HeapAllocator {
 
     /// Blocks currently allocated.
     pub fn live_blocks(&self) -> usize {
-        self.live.lock().unwrap_or_else(|e| e.into_inner()).len()
+        lock(&self.live).len()
     }
 }
 
@@ -59,24 +60,16 @@ impl Allocator for HeapAllocator {
     fn alloc(&self, size: usize) -> Option<Block> {
         let mem = vec![0u8; size.max(1)].into_boxed_slice();
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        self.live
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, mem);
+        lock(&self.live).insert(id, mem);
         Some(Block(id))
     }
 
     fn free(&self, block: Block) {
-        self.live
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&block.0);
+        lock(&self.live).remove(&block.0);
     }
 
     fn address(&self, block: Block) -> u64 {
-        self.live
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        lock(&self.live)
             .get(&block.0)
             .map(|m| m.as_ptr() as u64)
             .unwrap_or(0)
@@ -98,12 +91,12 @@ impl std::fmt::Debug for AllocatorSlot {
 impl AllocatorSlot {
     /// Registers (or replaces) the allocator.
     pub fn set(&self, a: Option<Arc<dyn Allocator>>) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = a;
+        *lock(&self.0) = a;
     }
 
     /// The registered allocator.
     pub fn get(&self) -> Option<Arc<dyn Allocator>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        lock(&self.0).clone()
     }
 }
 

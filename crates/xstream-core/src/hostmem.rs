@@ -33,6 +33,7 @@
 //! ([`Stream::write`]) keeps its own rules.
 #![allow(unsafe_code)]
 
+use crate::sync::lock;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -309,7 +310,7 @@ impl<B: Backend> fmt::Debug for PinnedRegistration<'_, B> {
 
 impl<B: Backend> PinnedRegistration<'_, B> {
     fn lock_buf(&self) -> MutexGuard<'_, PinnedBuffer<B>> {
-        self.buf.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.buf)
     }
 
     /// Its length in bytes (the registered slice's).

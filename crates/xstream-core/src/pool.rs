@@ -2,6 +2,7 @@
 //! round-robin, so hot paths never pay stream creation; plus exclusive leases for callers that
 //! must not share a stream (a fixed shared pool serialises unrelated work behind each other).
 
+use crate::sync::lock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -131,7 +132,7 @@ impl<B: Backend> StreamPool<B> {
     /// Stream creation errors when no free stream is left.
     pub fn lease(&self, class: PriorityClass) -> Result<Lease<B>> {
         let c = &self.classes[class as usize];
-        let reused = c.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let reused = lock(&c.free).pop();
         let stream = match reused {
             Some(s) => s,
             None => self.create(class)?,
@@ -181,7 +182,7 @@ impl<B: Backend> std::ops::Deref for Lease<B> {
 impl<B: Backend> Drop for Lease<B> {
     fn drop(&mut self) {
         if let Some(s) = self.stream.take() {
-            self.home.lock().unwrap_or_else(|e| e.into_inner()).push(s);
+            lock(&self.home).push(s);
         }
     }
 }

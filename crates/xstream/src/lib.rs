@@ -215,34 +215,9 @@ macro_rules! dispatch {
             break $else;
         }
     }};
-    ($kind:expr, $B:ident => $body:expr) => {{
-        let __xstream_kind: $crate::BackendKind = $kind;
-        #[allow(unreachable_code, clippy::never_loop)]
-        loop {
-            $crate::__if_host! {
-                if __xstream_kind == $crate::BackendKind::Host {
-                    #[allow(dead_code)]
-                    type $B = $crate::host::HostBackend;
-                    break $body;
-                }
-            }
-            $crate::__if_cuda! {
-                if __xstream_kind == $crate::BackendKind::Cuda {
-                    #[allow(dead_code)]
-                    type $B = $crate::cuda::CudaBackend;
-                    break $body;
-                }
-            }
-            $crate::__if_ascend! {
-                if __xstream_kind == $crate::BackendKind::Ascend {
-                    #[allow(dead_code)]
-                    type $B = $crate::ascend::AscendBackend;
-                    break $body;
-                }
-            }
-            break Err($crate::Error::NotCompiled(__xstream_kind));
-        }
-    }};
+    ($kind:expr, $B:ident => $body:expr) => {
+        $crate::dispatch!($kind, $B => $body, else k => Err($crate::Error::NotCompiled(k)))
+    };
 }
 
 /// The backends compiled into this build.

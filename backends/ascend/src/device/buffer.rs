@@ -41,7 +41,7 @@ impl Drop for BufInner {
         let device = self.device.clone();
         let ptr = self.ptr;
         if let Some(o) = self.ordered.take() {
-            let rel = o.release.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let rel = lock(&o.release).take();
             if let Some(rel) = rel {
                 // Freed with free_async: the events order every reuse (no runtime call here).
                 cache.put(ptr, o.size, rel);

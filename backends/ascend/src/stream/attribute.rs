@@ -3,6 +3,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use xstream_core::sync::lock;
 
 use xstream_core::{
     Allocator, BackendKind, Error, FailureMode, Ownership, Result, Stream, StreamAttr,
@@ -176,7 +177,7 @@ pub(super) fn set_allocator(s: &AscendStream, allocator: Option<Arc<dyn Allocato
     }
     let d = &s.device.inner;
     d.bind()?;
-    let mut g = s.state.alloc.lock().unwrap_or_else(|e| e.into_inner());
+    let mut g = lock(&s.state.alloc);
     match allocator {
         Some(a) => {
             let obj = callback::alloc_obj_into_raw(Arc::clone(&a));
@@ -202,7 +203,7 @@ pub(super) fn set_allocator(s: &AscendStream, allocator: Option<Arc<dyn Allocato
 
 pub(super) fn allocator(s: &AscendStream) -> Result<Option<Arc<dyn Allocator>>> {
     let d = &s.device.inner;
-    let g = s.state.alloc.lock().unwrap_or_else(|e| e.into_inner());
+    let g = lock(&s.state.alloc);
     if s.state.raw.0.is_null() || d.t.aclrtAllocatorGetByStream.is_none() {
         return Ok(g.as_ref().map(|(_, a)| Arc::clone(a)));
     }

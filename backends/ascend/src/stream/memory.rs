@@ -3,6 +3,7 @@
 //! released by a callback behind the copy).
 
 use std::sync::Arc;
+use xstream_core::sync::lock;
 
 use xstream_core::{Readback, Result};
 
@@ -318,7 +319,7 @@ pub(super) fn free_async(s: &AscendStream, buf: AscendBuffer) -> Result<()> {
     s.state.touch();
     let cache = &d.blocks;
     if let Ok(rel) = o.record_release(d.t, cache, &s.state) {
-        *o.release.lock().unwrap_or_else(|e| e.into_inner()) = Some(rel);
+        *lock(&o.release) = Some(rel);
     }
     drop(buf);
     cache.enforce_threshold(d.t);

@@ -1,5 +1,6 @@
 //! The result slot of an asynchronous device-to-host copy.
 
+use crate::sync::lock;
 use std::sync::{Arc, Mutex};
 
 use crate::{Error, Result};
@@ -33,17 +34,13 @@ impl Readback {
     /// # Errors
     /// [`Error::NotReady`] before completion; the copy's error if it failed.
     pub fn take(&self) -> Result<Vec<u8>> {
-        self.slot
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .unwrap_or(Err(Error::NotReady))
+        lock(&self.slot).take().unwrap_or(Err(Error::NotReady))
     }
 }
 
 impl ReadbackFill {
     /// Delivers the result.
     pub fn fill(self, r: Result<Vec<u8>>) {
-        *self.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        *lock(&self.slot) = Some(r);
     }
 }

@@ -181,62 +181,14 @@ macro_rules! erasable {
         impl sealed::Sealed for $B {}
         #[cfg(feature = $feat)]
         impl Erasable for $B {
-            fn device_of(d: &AnyDevice) -> Option<&Self::Device> {
-                #[allow(unreachable_patterns)]
-                match d {
-                    AnyDevice::$v(x) => Some(x),
-                    _ => None,
-                }
-            }
-            fn stream_of(s: &AnyStream) -> Option<&Self::Stream> {
-                #[allow(unreachable_patterns)]
-                match s {
-                    AnyStream::$v(x) => Some(x),
-                    _ => None,
-                }
-            }
-            fn event_of(e: &AnyEvent) -> Option<&Self::Event> {
-                #[allow(unreachable_patterns)]
-                match e {
-                    AnyEvent::$v(x) => Some(x),
-                    _ => None,
-                }
-            }
-            fn buffer_of(b: &AnyBuffer) -> Option<&Self::Buffer> {
-                #[allow(unreachable_patterns)]
-                match b {
-                    AnyBuffer::$v(x) => Some(x),
-                    _ => None,
-                }
-            }
-            fn graph_of(g: &AnyGraph) -> Option<&Self::Graph> {
-                #[allow(unreachable_patterns)]
-                match g {
-                    AnyGraph::$v(x) => Some(x),
-                    _ => None,
-                }
-            }
-            fn module_of(m: &AnyModule) -> Option<&Self::Module> {
-                #[allow(unreachable_patterns)]
-                match m {
-                    AnyModule::$v(x) => Some(x),
-                    _ => None,
-                }
-            }
-            fn function_of(f: &AnyFunction) -> Option<&Self::Function> {
-                #[allow(unreachable_patterns)]
-                match f {
-                    AnyFunction::$v(x) => Some(x),
-                    _ => None,
-                }
-            }
-            fn pinned_buffer_of(h: &AnyPinnedBuffer) -> Option<&PinnedBuffer<Self>> {
-                #[allow(unreachable_patterns)]
-                match h {
-                    AnyPinnedBuffer::$v(x) => Some(x),
-                    _ => None,
-                }
-            }
+            erasable!(@of device_of, AnyDevice, Self::Device, $v);
+            erasable!(@of stream_of, AnyStream, Self::Stream, $v);
+            erasable!(@of event_of, AnyEvent, Self::Event, $v);
+            erasable!(@of buffer_of, AnyBuffer, Self::Buffer, $v);
+            erasable!(@of graph_of, AnyGraph, Self::Graph, $v);
+            erasable!(@of module_of, AnyModule, Self::Module, $v);
+            erasable!(@of function_of, AnyFunction, Self::Function, $v);
+            erasable!(@of pinned_buffer_of, AnyPinnedBuffer, PinnedBuffer<Self>, $v);
             fn pinned_buffer_of_mut(h: &mut AnyPinnedBuffer) -> Option<&mut PinnedBuffer<Self>> {
                 #[allow(unreachable_patterns)]
                 match h {
@@ -246,6 +198,16 @@ macro_rules! erasable {
             }
             fn wrap_pinned_buffer(h: PinnedBuffer<Self>) -> AnyPinnedBuffer {
                 AnyPinnedBuffer::$v(h)
+            }
+        }
+    };
+    // One `Erasable` accessor: the backend's value inside an erased handle, if it is this one.
+    (@of $fn:ident, $Any:ident, $T:ty, $v:ident) => {
+        fn $fn(x: &$Any) -> Option<&$T> {
+            #[allow(unreachable_patterns)]
+            match x {
+                $Any::$v(x) => Some(x),
+                _ => None,
             }
         }
     };
