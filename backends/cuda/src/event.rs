@@ -20,58 +20,61 @@ mod ipc;
 
 pub(crate) use ipc::{needs_bridge, wait_across};
 
-/// Owns the native event; destroyed when the event and every poller check using it are gone.
+/// Keeps a native event alive past its [`CudaEvent`]: made only when something else must hold
+/// it (a `completed` poller) or when it came from cudarc; it then owns the destroy, which runs
+/// when the event and every holder are gone. A plain event has none (no allocation per event).
 struct EventHandle {
     raw: CuEvent,
     dev: CudaDevice,
     /// An adopted cudarc event ([`CudaEvent::from_cudarc`]): dropping it destroys the handle.
     foreign: Option<cudarc::driver::CudaEvent>,
-    /// An interprocess event's bridge stream in its own context, made by the first wait from
-    /// a stream of another device (`ipc::wait_across`); destroyed with the event.
-    bridge: OnceLock<ffi::CuStream>,
-}
-
-impl EventHandle {
-    fn new(raw: CuEvent, dev: &CudaDevice, foreign: Option<cudarc::driver::CudaEvent>) -> Self {
-        Self {
-            raw,
-            dev: dev.clone(),
-            foreign,
-            bridge: OnceLock::new(),
-        }
-    }
 }
 
 impl Drop for EventHandle {
     fn drop(&mut self) {
-        let (raw, ctx) = (self.raw, self.dev.shared.raw_ctx);
-        let foreign = self.foreign.take();
-        let bridge = self.bridge.take();
-        let destroy = move || {
-            match foreign {
-                // cudarc binds its context and destroys its event.
-                Some(ev) => drop(ev),
-                None => {
+        destroy(
+            self.dev.shared.raw_ctx,
+            Some(self.raw),
+            self.foreign.take(),
+            None,
+        );
+    }
+}
+
+/// Destroys `raw` (through `foreign`'s drop when cudarc owns it) and the bridge stream, in
+/// context `ctx`; from inside a host callback on the dispatcher thread (drops never block).
+fn destroy(
+    ctx: ffi::CuContext,
+    raw: Option<CuEvent>,
+    foreign: Option<cudarc::driver::CudaEvent>,
+    bridge: Option<ffi::CuStream>,
+) {
+    let destroy = move || {
+        match foreign {
+            // cudarc binds its context and destroys its event.
+            Some(ev) => drop(ev),
+            None => {
+                if let Some(raw) = raw {
                     if ffi::bind(ctx).is_ok() {
                         let _ = ffi::event_destroy(raw);
                     }
                 }
             }
-            // The bridge holds only waits and records; the driver releases it after them.
-            if let Some(s) = bridge {
-                if ffi::bind(ctx).is_ok() {
-                    let _ = ffi::stream_destroy(s);
-                }
-            }
-        };
-        if in_callback() {
-            xstream_core::callback::dispatch(Box::new(move || {
-                ffi::ensure_relaxed_capture_mode();
-                destroy();
-            }));
-        } else {
-            destroy();
         }
+        // The bridge holds only waits and records; the driver releases it after them.
+        if let Some(s) = bridge {
+            if ffi::bind(ctx).is_ok() {
+                let _ = ffi::stream_destroy(s);
+            }
+        }
+    };
+    if in_callback() {
+        xstream_core::callback::dispatch(Box::new(move || {
+            ffi::ensure_relaxed_capture_mode();
+            destroy();
+        }));
+    } else {
+        destroy();
     }
 }
 
@@ -86,10 +89,17 @@ struct RecordState {
 /// xstream, because CUDA reports `CUDA_ERROR_INVALID_HANDLE` both for a never-recorded event
 /// and for a timing-disabled one in `cuEventElapsedTime` (driver behaviour in docs/semantics.md).
 pub struct CudaEvent {
-    /// The native handle and the device (one `Arc`, one device reference per event).
-    handle: Arc<EventHandle>,
+    raw: CuEvent,
+    /// The event's device (keeps its context alive).
+    dev: CudaDevice,
+    /// Set when the native event must outlive this value (`completed`) or is cudarc's: it
+    /// then destroys the event; unset, this value's drop does (no allocation per event).
+    keeper: OnceLock<Arc<EventHandle>>,
+    /// An interprocess event's bridge stream in its own context, made by the first wait from
+    /// a stream of another device (`ipc::wait_across`); destroyed with the event.
+    bridge: OnceLock<ffi::CuStream>,
     flags: EventFlags,
-    /// Made on first read (`flag_memo`): creation allocates only the handle's `Arc`.
+    /// Made on first read (`flag_memo`): creation allocates nothing.
     report: LazyReport,
     /// Recorded at least once (record / query never take a lock for this).
     recorded: AtomicBool,
@@ -98,10 +108,21 @@ pub struct CudaEvent {
     state: Mutex<RecordState>,
 }
 
+impl Drop for CudaEvent {
+    fn drop(&mut self) {
+        // With a keeper, the keeper destroys the event when its last holder goes.
+        let raw = self.keeper.get().is_none().then_some(self.raw);
+        let bridge = self.bridge.take();
+        if raw.is_some() || bridge.is_some() {
+            destroy(self.dev.shared.raw_ctx, raw, None, bridge);
+        }
+    }
+}
+
 impl fmt::Debug for CudaEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CudaEvent")
-            .field("raw", &self.handle.raw)
+            .field("raw", &self.raw)
             .field("flags", &self.flags)
             .finish()
     }
@@ -118,8 +139,8 @@ impl CudaEvent {
         state: &Arc<StreamState>,
     ) -> Result<()> {
         // The checked layer (`Event::record`, a pinned buffer's host access) gated callbacks.
-        self.handle.dev.shared.bind()?;
-        if dev.shared.raw_ctx != self.handle.dev.shared.raw_ctx {
+        self.dev.shared.bind()?;
+        if dev.shared.raw_ctx != self.dev.shared.raw_ctx {
             // Reference row 11: a record must use the stream's own context.
             return Err(Error::WrongDevice(
                 "an event can only be recorded on a stream of its own device/context".into(),
@@ -127,7 +148,7 @@ impl CudaEvent {
         }
         state.capture.gate_enqueue("event record")?;
         if let Err(c) = ffi::event_record(self.raw(), handle.raw()) {
-            let e = self.handle.dev.shared.fail("cuEventRecord", c);
+            let e = self.dev.shared.fail("cuEventRecord", c);
             if matches!(e, Error::Capture { .. }) {
                 state.capture.invalidate();
             }
@@ -144,7 +165,7 @@ impl CudaEvent {
 
     /// Whether the event is of the context `ctx` (a fence anchor is made only for such).
     pub(crate) fn same_context(&self, dev: &CudaDevice) -> bool {
-        dev.shared.raw_ctx == self.handle.dev.shared.raw_ctx
+        dev.shared.raw_ctx == self.dev.shared.raw_ctx
     }
 
     pub(crate) fn create(dev: &CudaDevice, desc: &EventDesc) -> Result<Self> {
@@ -154,18 +175,42 @@ impl CudaEvent {
         // EXTERNAL; INTERPROCESS implies DISABLE_TIMING), remembered per request.
         let (native, flags) = flag_memo::event_bits(desc.flags, desc.policy)?;
         let raw = sh.check("cuEventCreate", ffi::event_create(native))?;
-        Ok(Self {
-            handle: Arc::new(EventHandle::new(raw, dev, None)),
+        Ok(Self::plain(
+            raw,
+            dev,
             flags,
-            report: LazyReport::event(desc.flags, desc.policy),
-            recorded: AtomicBool::new(false),
-            captured: AtomicBool::new(false),
-            state: Mutex::new(RecordState::default()),
-        })
+            LazyReport::event(desc.flags, desc.policy),
+        ))
     }
 
     pub(crate) fn raw(&self) -> CuEvent {
-        self.handle.raw
+        self.raw
+    }
+
+    /// A plain event of `raw` (the caller made it in `dev`'s context; this value destroys it).
+    fn plain(raw: CuEvent, dev: &CudaDevice, flags: EventFlags, report: LazyReport) -> Self {
+        Self {
+            raw,
+            dev: dev.clone(),
+            keeper: OnceLock::new(),
+            bridge: OnceLock::new(),
+            flags,
+            report,
+            recorded: AtomicBool::new(false),
+            captured: AtomicBool::new(false),
+            state: Mutex::new(RecordState::default()),
+        }
+    }
+
+    /// The keeper of the native event, made on first use (see [`EventHandle`]).
+    fn keeper(&self) -> &Arc<EventHandle> {
+        self.keeper.get_or_init(|| {
+            Arc::new(EventHandle {
+                raw: self.raw,
+                dev: self.dev.clone(),
+                foreign: None,
+            })
+        })
     }
 
     /// Adopts a cudarc event without copying (see `crate::interop`): xstream owns it from now
@@ -187,14 +232,16 @@ impl CudaEvent {
             ));
         }
         let raw = CuEvent(event.cu_event());
-        Ok(Self {
-            handle: Arc::new(EventHandle::new(raw, dev, Some(event))),
-            flags,
-            report: LazyReport::ready(FlagReport::default()),
-            recorded: AtomicBool::new(true),
-            captured: AtomicBool::new(false),
-            state: Mutex::new(RecordState::default()),
-        })
+        let ev = Self::plain(raw, dev, flags, LazyReport::ready(FlagReport::default()));
+        // cudarc's drop destroys the handle: the keeper holds it from now on.
+        let keeper = Arc::new(EventHandle {
+            raw,
+            dev: dev.clone(),
+            foreign: Some(event),
+        });
+        let _ = ev.keeper.set(keeper);
+        ev.recorded.store(true, Ordering::Release);
+        Ok(ev)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, RecordState> {
@@ -218,7 +265,7 @@ impl CudaEvent {
     }
 
     fn fail(&self, api: &'static str, c: ffi::Code) -> Error {
-        let e = self.handle.dev.shared.fail(api, c);
+        let e = self.dev.shared.fail(api, c);
         if matches!(e, Error::Capture { .. }) {
             if let Some(st) = &self.lock().captured_by {
                 st.capture.invalidate();
@@ -236,7 +283,7 @@ impl CudaEvent {
 impl CudaEvent {
     /// `Event::synchronize`: `cuEventSynchronize`.
     fn synchronize_blocking(&self) -> Result<()> {
-        self.handle.dev.shared.bind()?;
+        self.dev.shared.bind()?;
         if !self.gate("event synchronize")? {
             return Ok(());
         }
@@ -245,7 +292,7 @@ impl CudaEvent {
 
     /// `Event::synchronize_timeout`: polls `cuEventQuery` with back-off until `timeout`.
     fn synchronize_within(&self, timeout: Duration) -> Result<()> {
-        self.handle.dev.shared.bind()?;
+        self.dev.shared.bind()?;
         if !self.gate("event synchronize")? {
             return Ok(());
         }
@@ -269,7 +316,7 @@ impl xstream_core::EventImpl for CudaEvent {
     type Raw = CuEvent;
 
     fn device_impl(&self) -> &CudaDevice {
-        &self.handle.dev
+        &self.dev
     }
 
     fn flags_impl(&self) -> EventFlags {
@@ -285,7 +332,7 @@ impl xstream_core::EventImpl for CudaEvent {
     }
 
     fn query_impl(&self) -> Result<Status> {
-        self.handle.dev.shared.bind()?;
+        self.dev.shared.bind()?;
         if !self.gate("event query")? {
             return Ok(Status::Ready);
         }
@@ -304,7 +351,7 @@ impl xstream_core::EventImpl for CudaEvent {
     }
 
     fn elapsed_ms_impl(&self, end: &Self) -> Result<f32> {
-        self.handle.dev.shared.bind()?;
+        self.dev.shared.bind()?;
         if self.flags.contains(EventFlags::DISABLE_TIMING)
             || end.flags.contains(EventFlags::DISABLE_TIMING)
         {
@@ -321,11 +368,11 @@ impl xstream_core::EventImpl for CudaEvent {
     }
 
     fn completed_impl(&self) -> Result<Completion> {
-        self.handle.dev.shared.bind()?;
+        self.dev.shared.bind()?;
         if !self.gate("event completed")? {
             return Ok(Completion::ready(Ok(())));
         }
-        let handle = Arc::clone(&self.handle);
+        let handle = Arc::clone(self.keeper());
         Ok(poll_until(Box::new(move || {
             // The shared poller thread: RELAXED so it never breaks a user's capture.
             ffi::ensure_relaxed_capture_mode();

@@ -10,8 +10,8 @@
 //!
 //! Why not core's [`EventPool`](xstream_core::EventPool) of `CudaEvent`s: this pool lives in
 //! the context's `Shared`, and every `CudaEvent` holds a `CudaDevice` (an `Arc` of that
-//! `Shared`) in its own `Arc`'d handle, so pooled `CudaEvent`s would keep `Shared` alive for
-//! ever (a cycle) and add an `Arc`, a device reference and a record-state lock per event. Its
+//! `Shared`), so pooled `CudaEvent`s would keep `Shared` alive for ever (a cycle) and add a
+//! device reference and a record-state lock per event. Its
 //! users are internal (joins, stream-ordered frees, also from drops and the dispatcher thread,
 //! interprocess relays) with the context already bound, and `order_after` records one event on
 //! several streams in a row: a bare `CUevent` under the context's lifetime is all they need,

@@ -138,6 +138,10 @@ impl PanicSlot {
 /// One pending callback, shared by the vendor trampoline and xstream's failure path.
 pub struct CallbackSlot {
     f: Mutex<Option<BoxedCallback>>,
+    /// Set under `f`'s lock when the callback is taken: [`is_fired`](Self::is_fired) and the
+    /// pending list's scans read it without the lock (no contention with the vendor's
+    /// callback thread).
+    fired: AtomicBool,
     panics: Arc<PanicSlot>,
 }
 
@@ -154,6 +158,7 @@ impl CallbackSlot {
     pub fn new(f: BoxedCallback, panics: Arc<PanicSlot>) -> Arc<Self> {
         Arc::new(Self {
             f: Mutex::new(Some(f)),
+            fired: AtomicBool::new(false),
             panics,
         })
     }
@@ -161,7 +166,14 @@ impl CallbackSlot {
     /// Runs the callback with `status` unless it already ran. Returns whether it ran now.
     /// Never unwinds.
     pub fn fire(&self, status: Result<()>) -> bool {
-        let f = self.f.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let f = {
+            let mut g = self.f.lock().unwrap_or_else(|e| e.into_inner());
+            let f = g.take();
+            if f.is_some() {
+                self.fired.store(true, Ordering::Release);
+            }
+            f
+        };
         match f {
             Some(f) => {
                 if let Err(msg) = run_guarded(move || f(status)) {
@@ -175,7 +187,7 @@ impl CallbackSlot {
 
     /// Whether the callback already ran.
     pub fn is_fired(&self) -> bool {
-        self.f.lock().unwrap_or_else(|e| e.into_inner()).is_none()
+        self.fired.load(Ordering::Acquire)
     }
 }
 
@@ -216,14 +228,12 @@ impl PendingCallbacks {
         slots.iter().filter(|s| s.fire(Err(err.clone()))).count()
     }
 
-    /// How many tracked slots have not run yet.
+    /// How many tracked slots have not run yet. Forgets the ones that ran, so a watcher that
+    /// asks often scans each slot past its run once, not on every call.
     pub fn pending(&self) -> usize {
-        self.slots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter(|s| !s.is_fired())
-            .count()
+        let mut g = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        g.retain(|s| !s.is_fired());
+        g.len()
     }
 }
 

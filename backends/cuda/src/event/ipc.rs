@@ -19,14 +19,12 @@
 //!
 //! [`IpcEvent`]: xstream_core::IpcEvent
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 
 use xstream_core::{
     BackendKind, Error, EventFlags, IpcEventHandle, IpcEventImpl, Result, TranslationPolicy,
 };
 
-use super::{EventHandle, RecordState};
 use crate::conv::CUDA_FLAGS;
 use crate::ffi::{self, IPC_EVENT_HANDLE_SIZE};
 use crate::flag_memo::LazyReport;
@@ -35,13 +33,13 @@ use crate::{CudaDevice, CudaEvent, CudaStream};
 /// Whether a wait of a stream of context `waiter` on `event` must go through [`wait_across`]:
 /// an interprocess event (exported or opened) of another context.
 pub(crate) fn needs_bridge(event: &CudaEvent, waiter: ffi::CuContext) -> bool {
-    event.flags.contains(EventFlags::INTERPROCESS) && event.handle.dev.shared.raw_ctx != waiter
+    event.flags.contains(EventFlags::INTERPROCESS) && event.dev.shared.raw_ctx != waiter
 }
 
 /// Makes `stream` wait for the record of `event` current now, through the event's bridge
 /// stream in the event's context (module docs). On success the stream's context is bound.
 pub(crate) fn wait_across(stream: &CudaStream, event: &CudaEvent) -> Result<()> {
-    let esh = &event.handle.dev.shared;
+    let esh = &event.dev.shared;
     let ssh = &stream.cuda_device().shared;
     if stream.state.capture.is_capturing() {
         return Err(Error::unsupported(
@@ -51,19 +49,19 @@ pub(crate) fn wait_across(stream: &CudaStream, event: &CudaEvent) -> Result<()> 
         ));
     }
     esh.check("cuCtxSetCurrent", ffi::bind(esh.raw_ctx))?;
-    let bridge = match event.handle.bridge.get() {
+    let bridge = match event.bridge.get() {
         Some(&s) => s,
         None => {
             let s = esh.check(
                 "cuStreamCreate",
                 ffi::stream_create(crate::conv::CU_STREAM_NON_BLOCKING),
             )?;
-            match event.handle.bridge.set(s) {
+            match event.bridge.set(s) {
                 Ok(()) => s,
                 Err(s) => {
                     // Another thread made one first: keep that one.
                     let _ = ffi::stream_destroy(s);
-                    *event.handle.bridge.get().unwrap_or(&s)
+                    *event.bridge.get().unwrap_or(&s)
                 }
             }
         }
@@ -93,19 +91,14 @@ pub(crate) fn wait_across(stream: &CudaStream, event: &CudaEvent) -> Result<()> 
 
 impl IpcEventImpl for CudaEvent {
     fn export_ipc_impl(&self) -> Result<IpcEventHandle> {
-        self.handle.dev.shared.bind()?;
+        self.dev.shared.bind()?;
         let bytes = self
-            .handle
             .dev
             .shared
             .check("cuIpcGetEventHandle", ffi::ipc_get_event_handle(self.raw()))?;
         // Another process may record it from now on: never answer from xstream's bookkeeping.
         self.recorded.store(true, Ordering::Release);
-        IpcEventHandle::new(
-            BackendKind::Cuda,
-            self.handle.dev.shared.info.ordinal,
-            &bytes,
-        )
+        IpcEventHandle::new(BackendKind::Cuda, self.dev.shared.info.ordinal, &bytes)
     }
 
     fn open_ipc_impl(dev: &CudaDevice, handle: &IpcEventHandle) -> Result<Self> {
@@ -121,13 +114,8 @@ impl IpcEventImpl for CudaEvent {
             .check("cuIpcOpenEventHandle", ffi::ipc_open_event_handle(bytes))?;
         let t = CUDA_FLAGS.event_to_native(EventFlags::INTERPROCESS, TranslationPolicy::Strict)?;
         let (flags, _) = CUDA_FLAGS.event_from_native(t.native);
-        Ok(Self {
-            handle: Arc::new(EventHandle::new(raw, dev, None)),
-            flags,
-            report: LazyReport::ready(t.report),
-            recorded: AtomicBool::new(true),
-            captured: AtomicBool::new(false),
-            state: Mutex::new(RecordState::default()),
-        })
+        let ev = Self::plain(raw, dev, flags, LazyReport::ready(t.report));
+        ev.recorded.store(true, Ordering::Release);
+        Ok(ev)
     }
 }

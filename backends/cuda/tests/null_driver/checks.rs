@@ -71,7 +71,8 @@ pub(crate) fn check_rows(rows: &[Row]) {
         expect_flush_allocs(r, keep_flushes(2));
     }
     // `record_event` (the trait's default): a new timing-disabled event, recorded, then
-    // destroyed inline when dropped; one allocation per event (the `Arc` of its handle: the
+    // destroyed inline when dropped; no allocation per event (the handle is inline, an `Arc`
+    // keeper only made by `completed` or for a cudarc event, backends/cuda/src/event.rs; the
     // flag translation is remembered per request and the flag report made only when read,
     // backends/cuda/src/flag_memo.rs).
     let r = by("record_event");
@@ -83,7 +84,7 @@ pub(crate) fn check_rows(rows: &[Row]) {
             ("cuEventDestroy_v2", N),
         ],
     );
-    assert_eq!(r.allocs, N, "record_event: heap allocations");
+    assert_eq!(r.allocs, 0, "record_event: heap allocations");
     // `wait_stream`: one pooled event (event_pool.rs `order_after`), recorded on the other stream
     // and waited for here; the pool is warm, so nothing is created or allocated.
     let r = by("join (another stream)");

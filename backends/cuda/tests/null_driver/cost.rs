@@ -81,7 +81,7 @@ fn print_cpu(title: &str, rows: &[(String, [f64; 3])]) {
 unsafe extern "C" fn empty_host_fn(_user: *mut c_void) {}
 
 /// The other `gpu_ops` rows of issue 29 (event create + destroy, stream create + destroy,
-/// host-callback enqueue, the 4-stream chain) and issue 28's virtual-memory cycle, against raw
+/// host-callback enqueue, idle stream query and synchronize, the 4-stream chain) and issue 28's virtual-memory cycle, against raw
 /// calls into the double, and cudarc's safe event API against the same raw calls (the event
 /// row's target is cudarc).
 pub(crate) fn more_timing(
@@ -226,6 +226,45 @@ pub(crate) fn more_timing(
             },
         ),
     ));
+    // The idle rows of gpu_ops (target raw + 20 ns): both streams have run work and are
+    // synchronized, so each call is the entry checks plus one driver call.
+    s.synchronize().unwrap();
+    rsync(rs);
+    for (label, query) in [
+        ("idle stream query vs cuStreamQuery", true),
+        ("idle stream synchronize vs cuStreamSynchronize", false),
+    ] {
+        rows.push((
+            label.to_string(),
+            compare(
+                null,
+                reps,
+                n,
+                |n| {
+                    timed(n, || {
+                        if query {
+                            assert_eq!(s.query().unwrap(), xstream_core::Status::Ready);
+                        } else {
+                            s.synchronize().unwrap();
+                        }
+                    })
+                },
+                |n| {
+                    timed(n, || {
+                        // SAFETY: `rs` is live until the end of this function.
+                        let r = unsafe {
+                            if query {
+                                sys::cuStreamQuery(rs)
+                            } else {
+                                sys::cuStreamSynchronize(rs)
+                            }
+                        };
+                        ck(r, "cuStreamQuery / cuStreamSynchronize");
+                    })
+                },
+            ),
+        ));
+    }
     rows.push(map_cycle_timing(null, dev, reps, n));
     // The chain of gpu_ops: per round and stream, a launch of xstream_delay(0), a record and a
     // wait of the next stream; then every stream synchronized. One call = one whole chain.

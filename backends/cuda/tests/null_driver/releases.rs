@@ -93,6 +93,53 @@ pub(crate) fn dropped_stream_releases(
     println!("dropped streams: completed work released inline, held work released after it ran");
 }
 
+/// An event's native handle (`backends/cuda/src/event.rs`): a plain event is destroyed by its
+/// drop, on the dropping thread; one whose `completed` future is still polling outlives the
+/// drop (the future's keeper holds it), so the future still resolves `Ok`, and it is destroyed
+/// exactly once, after the future let go. Behaviour of this crate's code only.
+pub(crate) fn event_outlives_its_future(null: &Null, dev: &xstream_cuda::CudaDevice) {
+    use xstream_core::{Event, EventDesc, EventFlags};
+    let desc = EventDesc::new().flags(EventFlags::DISABLE_TIMING);
+    let s = dev.create_stream(&nb()).expect("create_stream");
+    let e = dev.create_event(&desc).expect("create_event");
+    e.record(&s).expect("record");
+    null.reset();
+    drop(e);
+    assert_eq!(
+        null.count(b"xnull_thread_calls\0", "cuEventDestroy_v2"),
+        1,
+        "a plain event was not destroyed by its drop on the dropping thread"
+    );
+
+    let (open, held) = std::sync::mpsc::channel::<()>();
+    s.host_callback(move |_| {
+        // A guard, not a timing bound: the test opens it below.
+        let _ = held.recv_timeout(Duration::from_secs(30));
+    })
+    .expect("host_callback");
+    let e = dev.create_event(&desc).expect("create_event");
+    e.record(&s).expect("record behind the held callback");
+    let fut = e.completed().expect("completed");
+    null.reset();
+    drop(e);
+    assert_eq!(
+        null.calls("cuEventDestroy_v2"),
+        0,
+        "an event was destroyed while its completed() future still polls it"
+    );
+    open.send(()).expect("open the held callback");
+    fut.wait()
+        .expect("the future of a dropped event resolves Ok (its native event is alive)");
+    assert_eq!(
+        wait_calls(null, "cuEventDestroy_v2", 1, Duration::from_secs(10)),
+        1,
+        "the event was not destroyed once its future let go"
+    );
+    s.synchronize().expect("synchronize");
+    assert_eq!(null.calls("cuEventDestroy_v2"), 1, "destroyed twice");
+    println!("events: a plain event destroyed by its drop; one with a pending future after it");
+}
+
 /// `Buffer::into_raw` / `from_raw` / `from_raw_borrowed` through the CUDA backend's own code
 /// (`backends/cuda/src/memory.rs`), against the double's allocation table: the bytes survive
 /// the round trip, `into_raw` frees nothing, a borrowed buffer never frees, the owner frees
