@@ -418,22 +418,16 @@ pub(crate) fn launch_ex(
         check_attrs_supported(dev, attrs)?;
     }
     if let Some(kinds) = &fi.kinds {
-        check_args(&fi.name, kinds, args)?;
-    }
-    match (&fi.layout, unknown) {
-        (Some(layout), _) => {
-            if !sizes_match(layout.sizes(), args) {
-                check_arg_sizes(&fi.name, layout.sizes(), args)?;
-            }
-        }
-        (None, Layout::Required) => return Err(no_layout(&fi.name)),
-        (None, Layout::Trusted(_)) => {}
-    }
-    for a in args {
-        if let Some(b) = a.buffer() {
-            b.check_device("launch_kernel", dev)?;
+        if !kinds_match(kinds, args) {
+            check_args(&fi.name, kinds, args)?;
         }
     }
+    if let (None, Layout::Required) = (&fi.layout, unknown) {
+        return Err(no_layout(&fi.name));
+    }
+    // Each buffer's device was checked by the checked layer (`Stream::launch_kernel` and the
+    // others: `check_args_device`, the contract of `StreamImpl`), the same context comparison
+    // as `CudaBuffer::check_device`; it is not repeated here.
     let l = ffi::Launch {
         f: fi.raw,
         stream: s.raw_stream(),
@@ -445,16 +439,28 @@ pub(crate) fn launch_ex(
             cluster: attrs.cluster,
         },
     };
-    // The values and their byte views live on the stack in arrays of the smallest tier that
-    // holds them: filling a 32-slot array on every launch cost more than the rest of the
-    // launch path (null-driver profile, docs/performance.md).
+    // The values and the driver's pointer array live on the stack in arrays of the smallest
+    // tier that holds them: filling a 32-slot array on every launch cost more than the rest of
+    // the launch path (null-driver profile, docs/performance.md).
     let r = match args.len() {
-        0..=4 => enqueue::<4>(fi, &l, args, unknown),
+        0 => enqueue::<0>(fi, &l, args, unknown),
+        1..=4 => enqueue::<4>(fi, &l, args, unknown),
         5..=8 => enqueue::<8>(fi, &l, args, unknown),
         9..=16 => enqueue::<16>(fi, &l, args, unknown),
         _ => enqueue::<{ ffi::INLINE_PARAMS }>(fi, &l, args, unknown),
-    }?;
-    s.check_launch(r)?;
+    };
+    match r {
+        Ok(r) => s.check_launch(r)?,
+        // The layout's size check failed: the shared check names the position and sizes.
+        Err(ffi::Mismatch) => {
+            let sizes = fi.layout.as_ref().map_or(&[][..], KernelLayout::sizes);
+            check_arg_sizes(&fi.name, sizes, args)?;
+            return Err(Error::invalid(format!(
+                "launch_kernel: the arguments of `{}` do not match its layout",
+                fi.name
+            )));
+        }
+    }
     for a in args {
         if let Some(b) = a.buffer() {
             s.keep_buf(b);
@@ -478,26 +484,24 @@ fn within_limits(l: &LaunchLimits, cfg: &LaunchConfig) -> bool {
         && cfg.shared_mem_bytes <= l.max_shared_mem_bytes
 }
 
-/// Whether `args` match the driver's layout `sizes` (count and each size): what
-/// [`check_arg_sizes`] accepts.
+/// Whether `args` match the declared `kinds` (count and each kind): what [`check_args`]
+/// accepts.
 #[inline]
-fn sizes_match(sizes: &[usize], args: &[KernelArg<'_, CudaBuffer>]) -> bool {
-    sizes.len() == args.len() && sizes.iter().zip(args).all(|(&n, a)| a.size() == n)
+fn kinds_match(kinds: &[ParamKind], args: &[KernelArg<'_, CudaBuffer>]) -> bool {
+    kinds.len() == args.len() && kinds.iter().zip(args).all(|(k, a)| *k == a.kind())
 }
 
-/// Converts `args` to their bytes in stack arrays of `N` slots (a heap array past `N`) and
-/// makes the driver call: `Err` when the launch is refused before it (no layout), else the
-/// driver's result.
+/// Converts `args` to their values in a stack array of `N` slots (a heap array past `N`) and
+/// makes the driver call (the layout's size check first, [`ffi::launch_kernel`]).
+#[inline]
 fn enqueue<const N: usize>(
     fi: &FunctionInner,
     l: &ffi::Launch,
     args: &[KernelArg<'_, CudaBuffer>],
     unknown: Layout,
-) -> Result<ffi::CuResult<()>> {
+) -> std::result::Result<ffi::CuResult<()>, ffi::Mismatch> {
     let mut inline_vals = [ArgValue::Borrowed(&[]); N];
-    let mut inline_refs: [&[u8]; N] = [&[]; N];
     let mut heap_vals = Vec::new();
-    let mut heap_refs = Vec::new();
     let vals: &mut [ArgValue<'_>] = if args.len() <= N {
         &mut inline_vals[..args.len()]
     } else {
@@ -507,20 +511,12 @@ fn enqueue<const N: usize>(
     for (v, a) in vals.iter_mut().zip(args) {
         *v = a.value(CudaBuffer::ptr);
     }
-    let refs: &mut [&[u8]] = if args.len() <= N {
-        &mut inline_refs[..args.len()]
-    } else {
-        heap_refs.resize(args.len(), &[][..]);
-        &mut heap_refs
-    };
-    for (r, v) in refs.iter_mut().zip(vals.iter()) {
-        *r = v.as_bytes();
+    match (&fi.layout, unknown) {
+        (Some(layout), _) => ffi::launch_kernel::<N>(layout, l, vals),
+        (None, Layout::Trusted(promise)) => Ok(ffi::launch_trusted::<N>(l, vals, promise)),
+        // Refused by `launch_ex` before the values are made.
+        (None, Layout::Required) => Err(ffi::Mismatch),
     }
-    Ok(match (&fi.layout, unknown) {
-        (Some(layout), _) => ffi::launch_kernel(layout, l, refs),
-        (None, Layout::Trusted(promise)) => ffi::launch_trusted(l, refs, promise),
-        (None, Layout::Required) => return Err(no_layout(&fi.name)),
-    })
 }
 
 /// The error of a safe launch of a function whose layout the driver cannot report.
@@ -594,20 +590,72 @@ mod tests {
         assert!(!within_limits(&l, &c) && l.check(&c).is_err());
         assert_eq!(n, 375);
 
-        let sizes = [8usize, 4, 4];
-        let cases: [&[KernelArg<'_, CudaBuffer>]; 5] = [
+        let kinds = [ParamKind::U64, ParamKind::U32, ParamKind::F32];
+        let cases: [&[KernelArg<'_, CudaBuffer>]; 6] = [
             &[KernelArg::U64(1), KernelArg::U32(2), KernelArg::F32(0.5)],
             &[KernelArg::U64(1), KernelArg::U32(2)],
             &[KernelArg::U32(1), KernelArg::U32(2), KernelArg::F32(0.5)],
             &[KernelArg::U64(1), KernelArg::U32(2), KernelArg::F64(0.5)],
+            &[KernelArg::U64(1), KernelArg::I32(2), KernelArg::F32(0.5)],
             &[],
         ];
+        let mut matched = 0;
         for args in cases {
+            let ok = kinds_match(&kinds, args);
+            assert_eq!(ok, check_args("k", &kinds, args).is_ok(), "{args:?}");
+            matched += usize::from(ok);
+        }
+        assert_eq!(matched, 1);
+    }
+
+    /// The layout's size check, the only one on the launch path, refuses a wrong count or a
+    /// wrong size at any position before the driver is called.
+    #[test]
+    fn layout_check_refuses_every_mismatch() {
+        let f = ffi::CuFunction(std::ptr::null_mut());
+        let layout = KernelLayout::builtin(f, &[8, 4, 4]);
+        let l = ffi::Launch {
+            f,
+            stream: ffi::CuStream(std::ptr::null_mut()),
+            grid: [1; 3],
+            block: [1; 3],
+            shared_mem: 0,
+            attrs: ffi::LaunchAttrs::default(),
+        };
+        let bad: [&[KernelArg<'_, CudaBuffer>]; 5] = [
+            &[KernelArg::U64(1), KernelArg::U32(2)],
+            &[KernelArg::U32(1), KernelArg::U32(2), KernelArg::F32(0.5)],
+            &[KernelArg::U64(1), KernelArg::U32(2), KernelArg::F64(0.5)],
+            &[
+                KernelArg::U64(1),
+                KernelArg::U32(2),
+                KernelArg::Bytes(&[0; 3]),
+            ],
+            &[],
+        ];
+        for args in bad {
+            let vals: Vec<ArgValue<'_>> = args.iter().map(|a| a.value(|_| 0)).collect();
             assert_eq!(
-                sizes_match(&sizes, args),
-                check_arg_sizes("k", &sizes, args).is_ok(),
+                ffi::launch_kernel::<4>(&layout, &l, &vals),
+                Err(ffi::Mismatch),
                 "{args:?}"
             );
+            assert!(check_arg_sizes("k", layout.sizes(), args).is_err());
         }
+        // Another function than the layout's is refused too.
+        let other = ffi::Launch {
+            f: ffi::CuFunction(std::ptr::NonNull::<u8>::dangling().as_ptr().cast()),
+            ..l
+        };
+        let vals = [
+            KernelArg::<CudaBuffer>::U64(1),
+            KernelArg::U32(2),
+            KernelArg::F32(0.5),
+        ]
+        .map(|a| a.value(|_| 0));
+        assert_eq!(
+            ffi::launch_kernel::<4>(&layout, &other, &vals),
+            Err(ffi::Mismatch)
+        );
     }
 }

@@ -200,9 +200,20 @@ impl CudaStream {
         r.map_err(|c| self.fail(api, c))
     }
 
-    /// Maps the result of a `cuLaunchKernel`.
+    /// Maps the result of a `cuLaunchKernel` (the success path inline: it is every launch's).
+    #[inline]
     pub(crate) fn check_launch(&self, r: ffi::CuResult<()>) -> Result<()> {
-        self.check("cuLaunchKernel", r)
+        match r {
+            Ok(()) => Ok(()),
+            Err(c) => Err(self.fail_launch(c)),
+        }
+    }
+
+    /// The error path of [`CudaStream::check_launch`], out of line.
+    #[cold]
+    #[inline(never)]
+    fn fail_launch(&self, code: ffi::Code) -> Error {
+        self.fail("cuLaunchKernel", code)
     }
 
     /// The raw handle, for the launch path.

@@ -231,21 +231,25 @@ impl<'a, Buf> ArgList<'a, Buf> {
     }
 
     /// Appends `a`.
+    #[inline]
     pub fn push(&mut self, a: KernelArg<'a, Buf>) {
-        if self.spill.is_empty() && self.len < INLINE_ARGS {
-            self.inline[self.len] = a;
-            self.len += 1;
+        // `len` counts every argument: up to `INLINE_ARGS` they are inline, past it all of
+        // them are in `spill`.
+        if let Some(slot) = self.inline.get_mut(self.len) {
+            *slot = a;
         } else {
-            if self.spill.is_empty() {
-                self.spill.extend_from_slice(&self.inline[..self.len]);
+            if self.len == INLINE_ARGS {
+                self.spill.extend_from_slice(&self.inline);
             }
             self.spill.push(a);
         }
+        self.len += 1;
     }
 
     /// The arguments, in order.
+    #[inline]
     pub fn as_slice(&self) -> &[KernelArg<'a, Buf>] {
-        if self.spill.is_empty() {
+        if self.len <= INLINE_ARGS {
             &self.inline[..self.len]
         } else {
             &self.spill
@@ -440,6 +444,13 @@ mod tests {
         assert_eq!(got, want);
         l.clear();
         assert!(l.as_slice().is_empty());
+        // Refilled after a clear, past the capacity again: the same order, nothing left over.
+        for i in 0..INLINE_ARGS as u32 + 2 {
+            l.push(KernelArg::U32(100 + i));
+        }
+        let got: Vec<u64> = l.as_slice().iter().map(|a| a.to_bits(|_| 0)).collect();
+        let want: Vec<u64> = (100..100 + INLINE_ARGS as u64 + 2).collect();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -303,34 +303,29 @@ impl<'a, Buf> KernelArg<'a, Buf> {
 
     /// The argument's bytes as the kernel receives them (little-endian scalars, a buffer's
     /// 8-byte device address from `address`, a by-value block as it is), without allocating.
+    #[inline]
     pub fn value(&self, address: impl FnOnce(&Buf) -> u64) -> ArgValue<'a> {
-        let inline = |b: &[u8]| {
-            let mut bytes = [0u8; 8];
-            bytes[..b.len()].copy_from_slice(b);
-            ArgValue::Inline {
-                bytes,
-                len: b.len() as u8,
-            }
+        // Each scalar widened to a `u64` whose little-endian bytes start with the value's own
+        // (zero-padded): no copy of a variable length per argument.
+        let inline = |bits: u64, len: u8| ArgValue::Inline {
+            bytes: bits.to_le_bytes(),
+            len,
         };
         match *self {
-            Self::Buffer(b) => inline(&address(b).to_le_bytes()),
-            Self::View(v) => inline(
-                &address(v.buffer())
-                    .wrapping_add(v.offset() as u64)
-                    .to_le_bytes(),
-            ),
-            Self::U32(v) => inline(&v.to_le_bytes()),
-            Self::I32(v) => inline(&v.to_le_bytes()),
-            Self::U64(v) => inline(&v.to_le_bytes()),
-            Self::I64(v) => inline(&v.to_le_bytes()),
-            Self::F32(v) => inline(&v.to_le_bytes()),
-            Self::F64(v) => inline(&v.to_le_bytes()),
-            Self::I8(v) => inline(&v.to_le_bytes()),
-            Self::U8(v) => inline(&[v]),
-            Self::I16(v) => inline(&v.to_le_bytes()),
-            Self::U16(v) => inline(&v.to_le_bytes()),
-            Self::F16(v) => inline(&v.to_le_bytes()),
-            Self::BF16(v) => inline(&v.to_le_bytes()),
+            Self::Buffer(b) => inline(address(b), 8),
+            Self::View(v) => inline(address(v.buffer()).wrapping_add(v.offset() as u64), 8),
+            Self::U32(v) => inline(u64::from(v), 4),
+            Self::I32(v) => inline(u64::from(v as u32), 4),
+            Self::U64(v) => inline(v, 8),
+            Self::I64(v) => inline(v as u64, 8),
+            Self::F32(v) => inline(u64::from(v.to_bits()), 4),
+            Self::F64(v) => inline(v.to_bits(), 8),
+            Self::I8(v) => inline(u64::from(v as u8), 1),
+            Self::U8(v) => inline(u64::from(v), 1),
+            Self::I16(v) => inline(u64::from(v as u16), 2),
+            Self::U16(v) => inline(u64::from(v), 2),
+            Self::F16(v) => inline(u64::from(v.to_bits()), 2),
+            Self::BF16(v) => inline(u64::from(v.to_bits()), 2),
             Self::Bytes(b) => ArgValue::Borrowed(b),
         }
     }
@@ -383,6 +378,7 @@ pub enum ArgValue<'a> {
 
 impl ArgValue<'_> {
     /// The bytes.
+    #[inline]
     pub fn as_bytes(&self) -> &[u8] {
         match self {
             Self::Inline { bytes, len } => &bytes[..usize::from(*len)],
@@ -731,6 +727,46 @@ mod tests {
         assert_eq!(h.u32().unwrap(), 3);
         assert!(h.u64().is_err());
         assert!(h.buffer().is_err());
+    }
+
+    /// Every kind's value is its own little-endian bytes, of its parameter's size.
+    #[test]
+    fn arg_values_are_each_kinds_own_bytes() {
+        let buf = ();
+        let h = half::f16::from_f32(-2.5);
+        let b = half::bf16::from_f32(3.25);
+        let block = [9u8, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11];
+        let cases: [(KernelArg<'_, ()>, Vec<u8>); 15] = [
+            (
+                KernelArg::Buffer(&buf),
+                0x1122_3344_5566_7788u64.to_le_bytes().into(),
+            ),
+            (
+                KernelArg::U32(0x8000_0001),
+                0x8000_0001u32.to_le_bytes().into(),
+            ),
+            (KernelArg::I32(-7), (-7i32).to_le_bytes().into()),
+            (
+                KernelArg::U64(u64::MAX - 1),
+                (u64::MAX - 1).to_le_bytes().into(),
+            ),
+            (KernelArg::I64(-9), (-9i64).to_le_bytes().into()),
+            (KernelArg::F32(-0.75), (-0.75f32).to_le_bytes().into()),
+            (KernelArg::F64(1e300), 1e300f64.to_le_bytes().into()),
+            (KernelArg::I8(-128), vec![0x80]),
+            (KernelArg::U8(0xfe), vec![0xfe]),
+            (KernelArg::I16(-2), (-2i16).to_le_bytes().into()),
+            (KernelArg::U16(0xbeef), 0xbeefu16.to_le_bytes().into()),
+            (KernelArg::F16(h), h.to_le_bytes().into()),
+            (KernelArg::BF16(b), b.to_le_bytes().into()),
+            (KernelArg::Bytes(&block), block.into()),
+            (KernelArg::Bytes(&block[..1]), vec![9]),
+        ];
+        for (a, want) in cases {
+            let v = a.value(|_| 0x1122_3344_5566_7788);
+            assert_eq!(v.as_bytes(), &want[..], "{a:?}");
+            assert_eq!(v.as_bytes().len(), a.size(), "{a:?}");
+        }
     }
 
     #[test]

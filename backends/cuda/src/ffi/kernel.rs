@@ -5,6 +5,7 @@ use std::ffi::{c_void, CStr};
 use std::ptr;
 
 use cudarc::driver::sys;
+use xstream_core::module::ArgValue;
 
 use super::{ok, CheckedImage, CuFunction, CuModule, CuResult, CuStream};
 
@@ -117,7 +118,8 @@ pub(crate) fn func_attribute(f: CuFunction, attr: sys::CUfunction_attribute) -> 
     Ok(v)
 }
 
-/// Parameters kept inline (on the stack) by [`launch_kernel`]; more take one allocation.
+/// The largest stack tier of [`launch_kernel`]'s pointer array; more parameters take one
+/// allocation.
 pub(crate) const INLINE_PARAMS: usize = 32;
 
 /// A function with its parameter sizes as the driver reports them (`cuFuncGetParamInfo`):
@@ -191,20 +193,32 @@ pub(crate) struct Launch {
 }
 
 /// `cuLaunchKernel` of `k` (or `cuLaunchKernelEx` when `l.attrs` asks for attributes);
-/// `values[i]` is parameter `i`'s bytes. `CUDA_ERROR_INVALID_VALUE` when the values do not
-/// match the layout (count or any size), so the driver reads exactly the bytes given; no
-/// allocation for up to [`INLINE_PARAMS`] parameters.
-pub(crate) fn launch_kernel(k: &KernelLayout, l: &Launch, values: &[&[u8]]) -> CuResult<()> {
-    if values.len() != k.sizes.len() || values.iter().zip(&*k.sizes).any(|(v, &n)| v.len() != n) {
-        return Err(1);
-    }
-    if l.f != k.f {
-        return Err(1);
+/// `values[i]` is parameter `i`'s value. `Err(Mismatch)` before any driver call when the
+/// values do not match the layout (count or any size), so the driver reads exactly the bytes
+/// given; else the driver's result. The pointer array lives on the stack in `N` slots (a heap
+/// array past `N`): the caller picks the smallest tier that holds its arguments.
+pub(crate) fn launch_kernel<const N: usize>(
+    k: &KernelLayout,
+    l: &Launch,
+    values: &[ArgValue<'_>],
+) -> Result<CuResult<()>, Mismatch> {
+    if values.len() != k.sizes.len()
+        || values
+            .iter()
+            .zip(&*k.sizes)
+            .any(|(v, &n)| v.as_bytes().len() != n)
+        || l.f != k.f
+    {
+        return Err(Mismatch);
     }
     // SAFETY: one value per parameter of `k.f`, each exactly the parameter's size (checked
     // against the driver's layout just above).
-    unsafe { launch_values(l, values) }
+    Ok(unsafe { launch_values::<N>(l, values) })
 }
+
+/// The answer of [`launch_kernel`] to values that do not match the layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mismatch;
 
 /// The caller's promise, made once in an `unsafe` block, that a launch's arguments match its
 /// kernel's parameters (the unchecked launch); [`launch_trusted`] takes it instead of a
@@ -225,36 +239,24 @@ impl Trusted {
 
 /// As [`launch_kernel`] for a function whose layout the driver cannot report, under the
 /// caller's [`Trusted`] promise.
-pub(crate) fn launch_trusted(l: &Launch, values: &[&[u8]], _promise: Trusted) -> CuResult<()> {
+pub(crate) fn launch_trusted<const N: usize>(
+    l: &Launch,
+    values: &[ArgValue<'_>],
+    _promise: Trusted,
+) -> CuResult<()> {
     // SAFETY: the values match the kernel's parameters (the promise `Trusted::new`'s caller
     // made); the stream is live and bound (the crate's invariant, see the module docs).
-    unsafe { launch_values(l, values) }
+    unsafe { launch_values::<N>(l, values) }
 }
 
-/// As [`launch_kernel`] without a layout.
+/// As [`launch_kernel`] without a layout, with a stack array of `N` pointers (a heap array
+/// past `N`).
 ///
 /// # Safety
 /// `values` must hold one entry per parameter of `l.f`, each at least the parameter's size.
 /// The stream must be a live stream of the function's context, which the caller bound.
-pub(crate) unsafe fn launch_values(l: &Launch, values: &[&[u8]]) -> CuResult<()> {
-    // The pointer array in the smallest stack tier that holds it (filling 32 slots on every
-    // launch showed in the null-driver profile).
-    // SAFETY: the caller's promise, passed on unchanged.
-    unsafe {
-        match values.len() {
-            0..=4 => launch_values_n::<4>(l, values),
-            5..=8 => launch_values_n::<8>(l, values),
-            9..=16 => launch_values_n::<16>(l, values),
-            _ => launch_values_n::<INLINE_PARAMS>(l, values),
-        }
-    }
-}
-
-/// [`launch_values`] with a stack array of `N` pointers (a heap array past `N`).
-///
-/// # Safety
-/// As [`launch_values`].
-unsafe fn launch_values_n<const N: usize>(l: &Launch, values: &[&[u8]]) -> CuResult<()> {
+#[inline]
+unsafe fn launch_values<const N: usize>(l: &Launch, values: &[ArgValue<'_>]) -> CuResult<()> {
     let mut inline = [ptr::null_mut::<c_void>(); N];
     let mut heap = Vec::new();
     let ptrs: &mut [*mut c_void] = if values.len() <= N {
@@ -265,7 +267,7 @@ unsafe fn launch_values_n<const N: usize>(l: &Launch, values: &[&[u8]]) -> CuRes
     };
     for (p, v) in ptrs.iter_mut().zip(values) {
         // The driver only reads through these pointers (the API's `void**` is not const).
-        *p = v.as_ptr().cast_mut().cast();
+        *p = v.as_bytes().as_ptr().cast_mut().cast();
     }
     let params = if ptrs.is_empty() {
         ptr::null_mut()

@@ -10,7 +10,7 @@ pub(crate) fn check_rows(rows: &[Row]) {
             .find(|r| r.label == label)
             .unwrap_or_else(|| panic!("no row {label}"))
     };
-    // A launch is one `cuLaunchKernel` (module.rs `launch_ex` → ffi `launch_values`); the
+    // A launch is one `cuLaunchKernel` (module.rs `launch_ex` → ffi `launch_kernel`); the
     // context binding is cached per thread (no `cuCtxSetCurrent`), the layout was read at
     // `function()`, and up to 32 values and pointers live on the stack: no allocation.
     for label in [
@@ -117,4 +117,83 @@ pub(crate) fn expect_flush_allocs(r: &Row, flushes: u64) {
         r.allocs,
         r.allocs - fixed
     );
+}
+
+/// Every wrong argument list is refused with `InvalidArgument` before the driver is called,
+/// through `launch_kernel` and the builder, against the driver's layout (`args3`: `.u64`,
+/// `.u32`, `.f32`) and against declared kinds (a `u64` where a buffer is declared has the
+/// right size and is still refused); a right list launches afterwards.
+pub(crate) fn wrong_arguments_are_refused(
+    null: &Null,
+    s: &CudaStream,
+    args3: &xstream_cuda::CudaFunction,
+    buf: &xstream_cuda::CudaBuffer,
+) {
+    use xstream_core::{Error, ParamKind};
+    let single = LaunchConfig::single();
+    let before = null.calls("cuLaunchKernel");
+    let refused = |r: xstream_core::Result<()>, what: &str| {
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{what}: {r:?}");
+    };
+    let bad: [(&str, Vec<KernelArg<'_, xstream_cuda::CudaBuffer>>); 5] = [
+        ("none", vec![]),
+        ("too few", vec![KernelArg::U64(1), KernelArg::U32(2)]),
+        (
+            "too many",
+            vec![
+                KernelArg::Buffer(buf),
+                KernelArg::U32(2),
+                KernelArg::F32(0.5),
+                KernelArg::U32(3),
+            ],
+        ),
+        (
+            "a wrong size first",
+            vec![KernelArg::U32(1), KernelArg::U32(2), KernelArg::F32(0.5)],
+        ),
+        (
+            "a wrong size last",
+            vec![
+                KernelArg::Buffer(buf),
+                KernelArg::U32(2),
+                KernelArg::F64(0.5),
+            ],
+        ),
+    ];
+    for (what, args) in &bad {
+        refused(s.launch_kernel(args3, &single, args), what);
+        let mut b = s.launch_builder(args3);
+        for a in args {
+            b.arg(*a);
+        }
+        refused(b.launch(), what);
+    }
+    let declared = args3
+        .with_params(&[ParamKind::Buffer, ParamKind::U32, ParamKind::F32])
+        .expect("with_params");
+    let same_size = [
+        KernelArg::U64(xstream_core::Buffer::device_address(buf)),
+        KernelArg::U32(2),
+        KernelArg::F32(0.5),
+    ];
+    refused(
+        s.launch_kernel(&declared, &single, &same_size),
+        "a u64 for a declared buffer",
+    );
+    assert_eq!(
+        null.calls("cuLaunchKernel"),
+        before,
+        "a refused launch reached the driver"
+    );
+    let right = [
+        KernelArg::Buffer(buf),
+        KernelArg::U32(2),
+        KernelArg::F32(0.5),
+    ];
+    s.launch_kernel(&declared, &single, &right)
+        .expect("the declared kinds");
+    s.launch_kernel(args3, &single, &same_size)
+        .expect("the driver's layout");
+    assert_eq!(null.calls("cuLaunchKernel"), before + 2);
+    s.synchronize().expect("synchronize");
 }

@@ -332,6 +332,7 @@ fn child(lib: &Path) {
     assert!(s
         .launch_kernel(&args3, &single, &[KernelArg::U32(1)])
         .is_err());
+    wrong_arguments_are_refused(&null, &s, &args3, &buf);
 
     let scalars = [KernelArg::U64(addr), KernelArg::U32(7), KernelArg::F32(0.5)];
     let with_buf = [
