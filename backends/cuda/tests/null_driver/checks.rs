@@ -89,6 +89,16 @@ pub(crate) fn check_rows(rows: &[Row]) {
     let r = by("join (another stream)");
     expect_calls(r, &[("cuEventRecord", N), ("cuStreamWaitEvent", N)]);
     assert_eq!(r.allocs, 0, "join: heap allocations");
+    // A stream never used is destroyed inline at its drop (stream/drop.rs): the create and the
+    // destroy, no other driver call (no id, flag or priority read-back: stream/create.rs).
+    let r = by("create_stream (NON_BLOCKING) + drop");
+    expect_calls(r, &[("cuStreamCreate", N), ("cuStreamDestroy_v2", N)]);
+    println!("{}: {} heap allocations", r.label, r.allocs);
+    // A stream-ordered buffer freed on its own stream: the allocation and the free, nothing
+    // to order (no other user: memory.rs `free_on`, event_pool.rs `order_after`).
+    let r = by("alloc_async 4 KiB + free_async (default pool)");
+    expect_calls(r, &[("cuMemAllocAsync", N), ("cuMemFreeAsync", N)]);
+    println!("{}: {} heap allocations", r.label, r.allocs);
 }
 
 /// Allocations of `flushes` keep-list hand-offs (stream/memory.rs `keep`, stream/drop.rs

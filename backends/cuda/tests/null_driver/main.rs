@@ -432,6 +432,20 @@ fn child(lib: &Path) {
     rows.push(measure(&null, &names, &s, "join (another stream)", || {
         s.wait_stream(&other).unwrap()
     }));
+    rows.push(measure(
+        &null,
+        &names,
+        &s,
+        "create_stream (NON_BLOCKING) + drop",
+        || drop(dev.create_stream(&nb()).unwrap()),
+    ));
+    rows.push(measure(
+        &null,
+        &names,
+        &s,
+        "alloc_async 4 KiB + free_async (default pool)",
+        || s.free_async(s.alloc_async(LEN).unwrap()).unwrap(),
+    ));
     print_rows(&rows);
     check_rows(&rows);
     pinned_fence_on_demand(&null, &dev, &s, &other, &buf);
