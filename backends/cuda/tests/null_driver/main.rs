@@ -453,6 +453,7 @@ fn child(lib: &Path) {
     virtual_memory(&null, &dev, &s);
     sharing(&null, &dev);
     dropped_stream_releases(&null, &dev, &args3);
+    lazy_stream_state(&null, &dev);
 
     timing_table(&null, &s, &empty, &args3, &delay, &buf, &mut hb);
     more_timing(&null, &dev, &s, &delay);
