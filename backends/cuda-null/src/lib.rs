@@ -25,8 +25,12 @@
 //!   `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED` is 1: an exported handle
 //!   is a descriptor of an unlinked file holding only the size, which another process imports
 //!   as a handle of that size (no bytes are shared);
-//! - one device, one (primary) context, no capture, no memory pools, no managed memory, no
-//!   peers, fixed device attributes (an H100-like sm_90 with 132 multiprocessors).
+//! - stream-ordered allocation from the default pool only (`cuDeviceGetDefaultMemPool`,
+//!   `cuMemAllocAsync`, `cuMemFreeAsync`, `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED` 1): each
+//!   allocates or frees at once, like `cuMemAlloc_v2` / `cuMemFree_v2`, after the host functions
+//!   the stream waits for; the pool handle is only a handle (no pool attributes);
+//! - one device, one (primary) context, no capture, no managed memory, no peers, fixed device
+//!   attributes (an H100-like sm_90 with 132 multiprocessors).
 //!
 //! Counters: `xnull_calls(name)` (all threads), `xnull_thread_calls(name)` (the calling
 //! thread), `xnull_wait_ns()` (time callers spent blocked waiting for host functions),

@@ -161,16 +161,20 @@ enum Mem {
 /// A stream-ordered allocation: freed with `cuMemFreeAsync` on a stream, ordered after the
 /// work of its owner stream (stream order) and of every other stream that used it (tracked
 /// here, like PyTorch's `record_stream`).
+///
+/// Its device is its owner's (the handle holds the stream's one device reference), and every
+/// change of its state is made through a unique reference (`free_async` takes the buffer by
+/// value, the drop has it), so making and freeing one costs no atomic operation beyond the
+/// owner handle's count.
 pub(crate) struct Ordered {
-    dev: CudaDevice,
     ptr: u64,
     len: usize,
     owner: Arc<StreamHandle>,
     /// Every other stream that used it (or was marked with `record_use`), once each, keyed by
     /// the address of its handle.
     users: UseSet<usize, Arc<StreamHandle>>,
-    /// Freed (by `free_async` or drop).
-    freed: std::sync::atomic::AtomicBool,
+    /// Freed (by `free_async` or drop), or handed out by `into_raw`.
+    freed: bool,
 }
 
 impl Ordered {
@@ -185,14 +189,21 @@ impl Ordered {
         self.users.note(handle_key(s), || Arc::clone(s));
     }
 
-    /// `cuMemFreeAsync` on `on`, after every tracked user's work.
-    fn free_on(&self, on: CuStream) -> Result<()> {
-        let sh = &self.dev.shared;
-        if self.freed.swap(true, Ordering::AcqRel) {
+    /// The device (its owner's).
+    fn dev(&self) -> &CudaDevice {
+        self.owner.device()
+    }
+
+    /// `cuMemFreeAsync` on `on`, after every tracked user's work. Its callers refused host
+    /// callbacks already (the checked `free_async`; the drop hands the free to the dispatcher
+    /// inside one), so it only binds.
+    fn free_on(&mut self, on: CuStream) -> Result<()> {
+        if std::mem::replace(&mut self.freed, true) {
             return Err(Error::invalid("stream-ordered buffer freed twice"));
         }
-        sh.enter()?;
-        let users = self.users.take();
+        let sh = &self.owner.device().shared;
+        sh.bind()?;
+        let users = self.users.take_mut();
         // One pooled event serves every user (a wait snapshots the record at call time); the
         // host never waits and the context is never synchronized, however many streams.
         sh.events.order_after(
@@ -214,20 +225,19 @@ impl Ordered {
 
 impl Drop for Ordered {
     fn drop(&mut self) {
-        if self.freed.load(Ordering::Acquire) || self.dev.shared.sticky_error().is_some() {
+        if self.freed || self.dev().shared.sticky_error().is_some() {
             return;
         }
         if in_callback() {
             // No driver calls here: hand the free to the dispatcher thread.
             let o = Ordered {
-                dev: self.dev.clone(),
                 ptr: self.ptr,
                 len: self.len,
                 owner: Arc::clone(&self.owner),
                 users: self.users.take_set(),
-                freed: AtomicBool::new(false),
+                freed: false,
             };
-            self.freed.store(true, Ordering::Release);
+            self.freed = true;
             dispatch(Box::new(move || {
                 ffi::ensure_relaxed_capture_mode();
                 drop(o);
@@ -266,7 +276,7 @@ impl CudaBuffer {
     pub(crate) fn dev(&self) -> &CudaDevice {
         match &self.mem {
             Mem::Plain(a) => &a.dev,
-            Mem::Ordered(o) => &o.dev,
+            Mem::Ordered(o) => o.dev(),
         }
     }
     /// Adopts a cudarc slice without copying (see `crate::interop`): xstream owns it from now
@@ -383,8 +393,8 @@ impl BufferImpl for CudaBuffer {
                 a.leaked.store(true, Ordering::Release);
                 RawBuffer::new(BackendKind::Cuda, ordinal, a.ptr, a.len)
             }
-            Mem::Ordered(o) => {
-                o.freed.store(true, Ordering::Release);
+            Mem::Ordered(mut o) => {
+                o.freed = true;
                 RawBuffer::new(BackendKind::Cuda, ordinal, o.ptr, o.len)
                     .with_alloc(RawAlloc::StreamOrdered)
             }
@@ -408,7 +418,6 @@ impl BufferImpl for CudaBuffer {
             RawAlloc::Plain => Mem::Plain(Arc::new(Alloc::new(device, raw.address, raw.len))),
             RawAlloc::StreamOrdered => Mem::Ordered(
                 Ordered {
-                    dev: device.clone(),
                     ptr: raw.address,
                     len: raw.len,
                     owner: Arc::new(StreamHandle::new(
@@ -417,7 +426,7 @@ impl BufferImpl for CudaBuffer {
                         device.clone(),
                     )),
                     users: UseSet::new(0),
-                    freed: AtomicBool::new(false),
+                    freed: false,
                 }
                 .keyed(),
             ),
@@ -516,12 +525,11 @@ pub(crate) fn alloc_ordered(stream: &CudaStream, len: usize) -> Result<CudaBuffe
     )?;
     Ok(CudaBuffer {
         mem: Mem::Ordered(Ordered {
-            dev: dev.clone(),
             ptr,
             len,
             owner: Arc::clone(&stream.handle),
             users: UseSet::new(handle_key(&stream.handle)),
-            freed: AtomicBool::new(false),
+            freed: false,
         }),
     })
 }
@@ -529,8 +537,8 @@ pub(crate) fn alloc_ordered(stream: &CudaStream, len: usize) -> Result<CudaBuffe
 /// `cuMemFreeAsync` of a stream-ordered buffer on `stream` (after its other users); a plain
 /// buffer is dropped under its keep-alive rule, after `stream` was made to wait for the
 /// streams marked with `record_use`.
-pub(crate) fn free_ordered(stream: &CudaStream, buf: CudaBuffer) -> Result<()> {
-    match &buf.mem {
+pub(crate) fn free_ordered(stream: &CudaStream, mut buf: CudaBuffer) -> Result<()> {
+    match &mut buf.mem {
         Mem::Plain(a) => {
             let marked = a.marked.take();
             if marked.is_empty() {

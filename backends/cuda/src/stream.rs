@@ -86,6 +86,11 @@ impl StreamHandle {
         self.native
     }
 
+    /// The stream's device.
+    pub(crate) fn device(&self) -> &CudaDevice {
+        &self.dev
+    }
+
     /// Whether [`StreamHandle::raw`] was ever called: `false` means no work was ever enqueued
     /// on the stream through xstream, nor could be through a handle it gave out.
     pub(crate) fn was_used(&self) -> bool {
@@ -109,9 +114,68 @@ pub(crate) struct StreamState {
     modules: module_use::ModuleUses,
     /// The mark before a capture, for page-locked buffers' fence anchors (`fence` module).
     fence_mark: fence::FenceMark,
-    persistent: bool,
-    fast_sync: bool,
     priority: AtomicI32,
+}
+
+/// A stream's [`StreamState`], allocated by the first operation that reads it: a stream
+/// created and dropped unused allocates none (one allocation per create, the handle's), and
+/// its drop, which checks [`LazyState::untouched`] first, does not make one either. It derefs
+/// to the state's `Arc`, so users read `s.state.keep` and clone `&s.state` as before.
+pub(crate) struct LazyState {
+    cell: OnceLock<Arc<StreamState>>,
+    /// A persistent stream (`StreamFlags::PERSISTENT`): read as `s.state.persistent`, without
+    /// making the state.
+    persistent: bool,
+    /// A fast-sync stream (`StreamFlags::FAST_SYNC`), read the same way.
+    fast_sync: bool,
+    /// The priority the state starts with (`StreamState::priority` once made, which
+    /// `set_attribute` changes).
+    initial_priority: i32,
+}
+
+impl LazyState {
+    fn new(persistent: bool, fast_sync: bool, priority: i32) -> Self {
+        Self {
+            cell: OnceLock::new(),
+            persistent,
+            fast_sync,
+            initial_priority: priority,
+        }
+    }
+
+    /// The state, made now if no operation made it yet.
+    #[inline]
+    fn get(&self) -> &Arc<StreamState> {
+        self.cell.get_or_init(|| {
+            Arc::new(StreamState {
+                priority: AtomicI32::new(self.initial_priority),
+                ..StreamState::default()
+            })
+        })
+    }
+
+    /// Whether no operation has read the state yet (then it holds nothing: no kept buffer,
+    /// module use, capture, callback or allocator).
+    pub(crate) fn untouched(&self) -> bool {
+        self.cell.get().is_none()
+    }
+
+    /// The stream's priority, without making the state.
+    fn priority(&self) -> i32 {
+        match self.cell.get() {
+            Some(st) => st.priority.load(Ordering::Relaxed),
+            None => self.initial_priority,
+        }
+    }
+}
+
+impl std::ops::Deref for LazyState {
+    type Target = Arc<StreamState>;
+
+    #[inline]
+    fn deref(&self) -> &Arc<StreamState> {
+        self.get()
+    }
 }
 
 /// A stream's panic slot, made by its first host callback (creating a stream allocates none).
@@ -146,7 +210,8 @@ impl LazyPanics {
 pub struct CudaStream {
     /// The native handle and the device (the stream's one device reference).
     pub(crate) handle: Arc<StreamHandle>,
-    pub(crate) state: Arc<StreamState>,
+    /// Made by the first operation that needs it ([`LazyState`]).
+    pub(crate) state: LazyState,
     /// `cuStreamGetId`, read on first use (creation makes no extra driver call).
     id: OnceLock<u64>,
     name: Option<String>,
@@ -317,7 +382,7 @@ impl StreamImpl for CudaStream {
     }
 
     fn priority_impl(&self) -> i32 {
-        self.state.priority.load(Ordering::Relaxed)
+        self.state.priority()
     }
 
     fn report_impl(&self) -> &CreationReport {

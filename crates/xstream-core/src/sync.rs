@@ -72,6 +72,13 @@ impl<K: PartialEq + Copy, T> UseSet<K, T> {
         std::mem::take(&mut *lock(&self.users))
     }
 
+    /// [`UseSet::take`] through a unique reference: no lock is taken (the free of a buffer it
+    /// owns).
+    pub fn take_mut(&mut self) -> Vec<(K, T)> {
+        let users = self.users.get_mut().unwrap_or_else(|e| e.into_inner());
+        std::mem::take(users)
+    }
+
     /// A new set with the same owner and the noted streams moved into it (this one is left
     /// empty): a free handed to another thread takes its users along.
     pub fn take_set(&self) -> Self {
@@ -172,6 +179,11 @@ mod tests {
         assert!(set.take().is_empty(), "take_set leaves the set empty");
         assert_eq!(moved.take(), vec![(2, "two"), (3, "three")]);
         assert!(moved.take().is_empty(), "take leaves the set empty");
+        let mut set = UseSet::new(1u64);
+        assert!(set.note(4, || "four"));
+        assert_eq!(set.take_mut(), vec![(4, "four")]);
+        assert!(set.take_mut().is_empty(), "take_mut leaves the set empty");
+        assert!(set.note(4, || "again"), "a taken user is new again");
     }
 
     #[test]

@@ -101,7 +101,8 @@ pub(super) fn attribute(a: u32) -> i32 {
         97 => 232448,   // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
         102 => 1,       // VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
         103 => 1,       // HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
-        _ => 0,         // among them MANAGED_MEMORY, MEMORY_POOLS_SUPPORTED, stream memory ops
+        115 => 1,       // MEMORY_POOLS_SUPPORTED (the default pool only)
+        _ => 0,         // among them MANAGED_MEMORY, stream memory ops
     }
 }
 

@@ -8,31 +8,70 @@ use super::*;
 pub extern "C" fn cuMemAlloc_v2(out: *mut CUdeviceptr, len: usize) -> CUresult {
     run(F::cuMemAlloc_v2, || {
         current()?;
-        if out.is_null() || len == 0 {
-            return Err(INVALID_VALUE);
-        }
-        let layout = Layout::from_size_align(len, DEVICE_ALIGN).map_err(|_| OUT_OF_MEMORY)?;
-        // SAFETY: `layout` has a non-zero size.
-        let p = unsafe { std::alloc::alloc_zeroed(layout) };
-        if p.is_null() {
-            return Err(OUT_OF_MEMORY);
-        }
-        state::device_mem().insert(p as u64, len);
-        // SAFETY: checked not null; the caller's out-pointer.
-        unsafe { put(out, p as u64) }
+        device_alloc(out, len)
     })
+}
+
+/// A zeroed device allocation of `len` bytes (host heap memory, 256-byte aligned) written to
+/// `out`.
+fn device_alloc(out: *mut CUdeviceptr, len: usize) -> R {
+    if out.is_null() || len == 0 {
+        return Err(INVALID_VALUE);
+    }
+    let layout = Layout::from_size_align(len, DEVICE_ALIGN).map_err(|_| OUT_OF_MEMORY)?;
+    // SAFETY: `layout` has a non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        return Err(OUT_OF_MEMORY);
+    }
+    state::device_mem().insert(p as u64, len);
+    // SAFETY: checked not null; the caller's out-pointer.
+    unsafe { put(out, p as u64) }
 }
 
 /// `cuMemFree_v2`.
 #[no_mangle]
 pub extern "C" fn cuMemFree_v2(p: CUdeviceptr) -> CUresult {
-    run(F::cuMemFree_v2, || {
-        let len = state::device_mem().remove(p).ok_or(INVALID_VALUE)?;
-        let layout = Layout::from_size_align(len, DEVICE_ALIGN).map_err(|_| UNKNOWN)?;
-        // SAFETY: `p` was allocated by `cuMemAlloc_v2` with this layout and was in the table
-        // (removed now, so it is freed once).
-        unsafe { std::alloc::dealloc(p as *mut u8, layout) };
-        Ok(())
+    run(F::cuMemFree_v2, || device_free(p))
+}
+
+/// Frees a device allocation made by [`device_alloc`].
+fn device_free(p: CUdeviceptr) -> R {
+    let len = state::device_mem().remove(p).ok_or(INVALID_VALUE)?;
+    let layout = Layout::from_size_align(len, DEVICE_ALIGN).map_err(|_| UNKNOWN)?;
+    // SAFETY: `p` was allocated by `device_alloc` with this layout and was in the table
+    // (removed now, so it is freed once).
+    unsafe { std::alloc::dealloc(p as *mut u8, layout) };
+    Ok(())
+}
+
+/// `cuMemAllocAsync` (the default pool): zeroed host heap memory at once, like
+/// `cuMemAlloc_v2`, after the host functions the stream waits for.
+#[no_mangle]
+pub extern "C" fn cuMemAllocAsync(out: *mut CUdeviceptr, len: usize, h: CUstream) -> CUresult {
+    run(F::cuMemAllocAsync, || {
+        in_order(h)?;
+        device_alloc(out, len)
+    })
+}
+
+/// `cuMemFreeAsync`: frees at once, after the host functions the stream waits for.
+#[no_mangle]
+pub extern "C" fn cuMemFreeAsync(p: CUdeviceptr, h: CUstream) -> CUresult {
+    run(F::cuMemFreeAsync, || {
+        in_order(h)?;
+        device_free(p)
+    })
+}
+
+/// `cuDeviceGetDefaultMemPool`: one pool handle per device (only ever compared, never used).
+#[no_mangle]
+pub extern "C" fn cuDeviceGetDefaultMemPool(out: *mut *mut c_void, d: CUdevice) -> CUresult {
+    run(F::cuDeviceGetDefaultMemPool, || {
+        super::device::device(d)?;
+        static POOL: u8 = 0;
+        // SAFETY: the caller's out-pointer.
+        unsafe { put(out, std::ptr::addr_of!(POOL).cast_mut().cast::<c_void>()) }
     })
 }
 

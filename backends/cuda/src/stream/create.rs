@@ -2,7 +2,6 @@
 //! `cuStreamCreateWithPriority`), the special default handles (`CU_STREAM_LEGACY`,
 //! `CU_STREAM_PER_THREAD`) and the constructor every path shares.
 
-use std::sync::atomic::AtomicI32;
 use std::sync::{Arc, OnceLock};
 
 use xstream_core::{
@@ -10,7 +9,7 @@ use xstream_core::{
     StreamDesc, StreamFlags,
 };
 
-use super::{CudaStream, StreamHandle, StreamState};
+use super::{CudaStream, LazyState, StreamHandle};
 use crate::conv::CUDA_FLAGS;
 use crate::ffi::{self, CuStream};
 use crate::flag_memo::{self, LazyCreationReport};
@@ -28,15 +27,10 @@ impl CudaStream {
         fast_sync: bool,
     ) -> Result<Self> {
         let handle = Arc::new(handle);
-        let state = StreamState {
-            persistent,
-            fast_sync,
-            priority: AtomicI32::new(report.priority().native),
-            ..StreamState::default()
-        };
+        let state = LazyState::new(persistent, fast_sync, report.priority().native);
         Ok(Self {
             handle,
-            state: Arc::new(state),
+            state,
             id: OnceLock::new(),
             name,
             flags,

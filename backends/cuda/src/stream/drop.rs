@@ -252,9 +252,10 @@ impl Drop for CudaStream {
     fn drop(&mut self) {
         tracing::debug!(stream = ?self.handle.native, name = self.name.as_deref(), ownership = ?self.ownership, "cuda stream dropped");
         if destroy_inline(self.handle.was_used(), in_callback())
-            && self.keep_len() == 0
-            && self.state.modules.seq() == 0
-            && !self.state.capture.is_capturing()
+            && (self.state.untouched()
+                || (self.keep_len() == 0
+                    && self.state.modules.seq() == 0
+                    && !self.state.capture.is_capturing()))
         {
             // Never used (module docs): no capture to end, nothing to hand off; the handle
             // goes with `self`, and `StreamHandle::drop` destroys it inline.

@@ -90,6 +90,19 @@ pub(crate) fn check_rows(rows: &[Row]) {
     let r = by("join (another stream)");
     expect_calls(r, &[("cuEventRecord", N), ("cuStreamWaitEvent", N)]);
     assert_eq!(r.allocs, 0, "join: heap allocations");
+    // A stream never used is destroyed inline at its drop (stream/drop.rs): the create and the
+    // destroy, no other driver call (no id, flag or priority read-back: stream/create.rs), and
+    // one allocation, the handle's `Arc` (the state is made by the first operation that needs
+    // it, `LazyState` in stream.rs; the flag report when first read, flag_memo.rs).
+    let r = by("create_stream (NON_BLOCKING) + drop");
+    expect_calls(r, &[("cuStreamCreate", N), ("cuStreamDestroy_v2", N)]);
+    assert_eq!(r.allocs, N, "create_stream + drop: heap allocations");
+    // A stream-ordered buffer freed on its own stream: the allocation and the free, nothing
+    // to order (no other user: memory.rs `free_on`, event_pool.rs `order_after`), and no
+    // allocation (the buffer is inline, its use set empty).
+    let r = by("alloc_async 4 KiB + free_async (default pool)");
+    expect_calls(r, &[("cuMemAllocAsync", N), ("cuMemFreeAsync", N)]);
+    assert_eq!(r.allocs, 0, "alloc_async + free_async: heap allocations");
 }
 
 /// Allocations of `flushes` keep-list hand-offs (stream/memory.rs `keep`, stream/drop.rs
@@ -196,4 +209,48 @@ pub(crate) fn wrong_arguments_are_refused(
         .expect("the driver's layout");
     assert_eq!(null.calls("cuLaunchKernel"), before + 2);
     s.synchronize().expect("synchronize");
+}
+
+/// A stream's state is made by its first operation (`LazyState` in backends/cuda/src/stream.rs):
+/// what a stream answers does not depend on whether it was made yet. The priority of a new
+/// stream (no state yet) and of the same stream after a synchronize (state made); a stream
+/// whose state was made (by formatting it) but that never had work is still destroyed on the
+/// dropping thread (one `cuStreamDestroy_v2` here, the reaper not involved), and one with a kept buffer
+/// is not (its keep list goes to the reaper).
+pub(crate) fn lazy_stream_state(null: &Null, dev: &xstream_cuda::CudaDevice) {
+    use xstream_core::Priority;
+    let hi = dev
+        .create_stream(&nb().priority(Priority::Highest))
+        .expect("create_stream(Highest)");
+    let before = hi.priority();
+    assert_eq!(before, -5, "Highest on the null driver's range 0..=-5");
+    hi.synchronize().expect("synchronize");
+    assert_eq!(
+        hi.priority(),
+        before,
+        "the priority moved when the state was made"
+    );
+    assert_eq!(hi.report().priority.native, before);
+    drop(hi);
+    let s = dev.create_stream(&nb()).expect("create_stream");
+    // Formatting reads the capture state (the state is made), not the handle.
+    assert!(format!("{s:?}").contains("capture"));
+    null.reset();
+    drop(s);
+    assert_eq!(
+        null.count(b"xnull_thread_calls\0", "cuStreamDestroy_v2"),
+        1,
+        "a stream without work was not destroyed on the dropping thread"
+    );
+    let s = dev.create_stream(&nb()).expect("create_stream");
+    let buf = dev.alloc(LEN).expect("alloc");
+    s.memset(&buf, 0, LEN, 0).expect("memset");
+    null.reset();
+    drop(s);
+    assert_eq!(
+        null.count(b"xnull_thread_calls\0", "cuStreamDestroy_v2"),
+        0,
+        "a stream with work was destroyed on the dropping thread"
+    );
+    println!("lazy stream state: priority and inline destroy as before");
 }

@@ -81,7 +81,7 @@ fn print_cpu(title: &str, rows: &[(String, [f64; 3])]) {
 unsafe extern "C" fn empty_host_fn(_user: *mut c_void) {}
 
 /// The other `gpu_ops` rows of issue 29 (event create + destroy, stream create + destroy,
-/// host-callback enqueue, idle stream query and synchronize, the 4-stream chain) and issue 28's virtual-memory cycle, against raw
+/// stream-ordered alloc + free, host-callback enqueue, idle stream query and synchronize, the 4-stream chain) and issue 28's virtual-memory cycle, against raw
 /// calls into the double, and cudarc's safe event API against the same raw calls (the event
 /// row's target is cudarc).
 pub(crate) fn more_timing(
@@ -193,6 +193,26 @@ pub(crate) fn more_timing(
         ),
     ));
     let rs = raw_stream();
+    rows.push((
+        "alloc_async + free_async (4 KiB, default pool) vs cuMemAllocAsync + cuMemFreeAsync"
+            .to_string(),
+        compare(
+            null,
+            reps,
+            n,
+            |n| timed(n, || s.free_async(s.alloc_async(LEN).unwrap()).unwrap()),
+            |n| {
+                timed(n, || {
+                    let mut p: sys::CUdeviceptr = 0;
+                    // SAFETY: valid out-pointer; `rs` is live; `p` is freed once, right after.
+                    unsafe {
+                        ck(sys::cuMemAllocAsync(&mut p, LEN, rs), "cuMemAllocAsync");
+                        ck(sys::cuMemFreeAsync(p, rs), "cuMemFreeAsync");
+                    }
+                })
+            },
+        ),
+    ));
     let rsync = |st: sys::CUstream| {
         // SAFETY: `st` is live until the end of this function.
         ck(

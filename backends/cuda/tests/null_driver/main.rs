@@ -433,6 +433,20 @@ fn child(lib: &Path) {
     rows.push(measure(&null, &names, &s, "join (another stream)", || {
         s.wait_stream(&other).unwrap()
     }));
+    rows.push(measure(
+        &null,
+        &names,
+        &s,
+        "create_stream (NON_BLOCKING) + drop",
+        || drop(dev.create_stream(&nb()).unwrap()),
+    ));
+    rows.push(measure(
+        &null,
+        &names,
+        &s,
+        "alloc_async 4 KiB + free_async (default pool)",
+        || s.free_async(s.alloc_async(LEN).unwrap()).unwrap(),
+    ));
     print_rows(&rows);
     check_rows(&rows);
     pinned_fence_on_demand(&null, &dev, &s, &other, &buf);
@@ -441,6 +455,7 @@ fn child(lib: &Path) {
     sharing(&null, &dev);
     dropped_stream_releases(&null, &dev, &args3);
     event_outlives_its_future(&null, &dev);
+    lazy_stream_state(&null, &dev);
 
     timing_table(&null, &s, &empty, &args3, &delay, &buf, &mut hb);
     more_timing(&null, &dev, &s, &delay);
