@@ -27,7 +27,15 @@
 //! user was this stream happens in the caller's program order, like the drop of the buffer
 //! itself, and never later on the dispatcher thread, where it would wait for the whole device
 //! at a moment nobody chose (see `CudaStream::release_completed`). Only work still pending is
-//! handed to a host function behind it.
+//! handed to a host function behind it: the keep-alive list together with the batches still
+//! pending behind their events (the `keep` module; their events go back to the context's
+//! pool), so nothing is released before the work that used it completed and the drop waits
+//! for none of it.
+//!
+//! **Host functions are the fallback while a stream lives.** A live stream hands its full
+//! keep-alive list over behind an event, never a host function, which would stall the stream
+//! until a host thread ran it (`keep` module); [`release_after`] serves that hand-over only
+//! when too many batches are pending or no event can be recorded, and the teardown above.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -232,14 +240,14 @@ impl CudaStream {
         if in_callback()
             || self.state.persistent
             || self.state.capture.is_capturing()
-            || (self.keep_len() == 0 && self.state.modules.seq() == 0)
+            || (!self.state.keep.held() && self.state.modules.seq() == 0)
         {
             return;
         }
         if ffi::bind(self.handle.dev.shared.raw_ctx).is_err() {
             return;
         }
-        let n = self.keep_len();
+        let n = self.keep_mark();
         let m = self.state.modules.seq();
         if ffi::stream_query(self.handle.raw()).is_ok() {
             self.completed_up_to(n);
@@ -252,7 +260,7 @@ impl Drop for CudaStream {
     fn drop(&mut self) {
         tracing::debug!(stream = ?self.handle.native, name = self.name.as_deref(), ownership = ?self.ownership, "cuda stream dropped");
         if destroy_inline(self.handle.was_used(), in_callback())
-            && self.keep_len() == 0
+            && !self.state.keep.held()
             && self.state.modules.seq() == 0
             && !self.state.capture.is_capturing()
         {
@@ -284,7 +292,8 @@ impl Drop for CudaStream {
             if ffi::bind(dev.shared.raw_ctx).is_err() {
                 return;
             }
-            let mut v = std::mem::take(&mut *lock(&state.keep));
+            // The list and the batches pending behind events together (`keep` module).
+            let mut v = state.keep.take_all(&dev.shared.events);
             v.extend(state.modules.take());
             if !v.is_empty() {
                 if let Err((v, code)) = release_after(&dev, handle.raw(), v) {
