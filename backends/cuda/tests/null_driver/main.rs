@@ -37,6 +37,7 @@ use xstream_conformance::alloc_count::allocs;
 mod checks;
 mod cost;
 mod fence;
+mod keep;
 mod null;
 mod releases;
 mod vmm;
@@ -44,6 +45,7 @@ mod vmm;
 use checks::*;
 use cost::*;
 use fence::*;
+use keep::*;
 use null::*;
 use releases::*;
 use vmm::*;
@@ -441,6 +443,7 @@ fn child(lib: &Path) {
     virtual_memory(&null, &dev, &s);
     sharing(&null, &dev);
     dropped_stream_releases(&null, &dev, &args3);
+    keep_hand_overs(&null, &dev, &args3);
 
     timing_table(&null, &s, &empty, &args3, &delay, &buf, &mut hb);
     more_timing(&null, &dev, &s, &delay);
