@@ -148,39 +148,6 @@ pub(crate) fn ensure_relaxed_capture_mode() {
     }
 }
 
-/// The calling thread in RELAXED capture mode while it lives, back in its earlier mode when
-/// dropped: for xstream's own queries and releases on a caller's thread, so that they never
-/// invalidate another thread's GLOBAL capture. A thread that is RELAXED for good
-/// ([`ensure_relaxed_capture_mode`]) makes no call.
-pub(crate) struct RelaxedCapture(Option<sys::CUstreamCaptureMode>);
-
-impl RelaxedCapture {
-    /// Switches the thread to RELAXED; `None` when the driver refused (the caller then skips
-    /// what needed it).
-    pub(crate) fn enter() -> Option<Self> {
-        if RELAXED.with(|r| r.get()) {
-            return Some(Self(None));
-        }
-        match exchange_capture_mode(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED) {
-            Ok(old) => Some(Self(Some(old))),
-            Err(code) => {
-                tracing::warn!(code, "cuThreadExchangeStreamCaptureMode(RELAXED) failed");
-                None
-            }
-        }
-    }
-}
-
-impl Drop for RelaxedCapture {
-    fn drop(&mut self) {
-        if let Some(old) = self.0 {
-            if let Err(code) = exchange_capture_mode(old) {
-                tracing::warn!(code, "cuThreadExchangeStreamCaptureMode (restore) failed");
-            }
-        }
-    }
-}
-
 /// `cuThreadExchangeStreamCaptureMode`: sets the calling thread's mode, returns the old one.
 pub(crate) fn exchange_capture_mode(
     mode: sys::CUstreamCaptureMode,
