@@ -6,7 +6,7 @@
 //! - `capture`: begin/end under the capture cell, CUDA-only capture extensions;
 //! - `callback`: `cuLaunchHostFunc` slots, `cuStreamAddCallback`;
 //! - `memory`: memset, write, read, copies;
-//! - `keep`: the keep-alive list and its release behind events;
+//! - `keep`: the keep-alive list and its hand-over on a side stream;
 //! - `module_use`: the modules of launches not yet known complete;
 //! - `memop`: `cuStreamWaitValue*` / `cuStreamWriteValue*`;
 //! - `attribute`: stream attributes and the allocator slot;

@@ -27,15 +27,22 @@
 //! user was this stream happens in the caller's program order, like the drop of the buffer
 //! itself, and never later on the dispatcher thread, where it would wait for the whole device
 //! at a moment nobody chose (see `CudaStream::release_completed`). Only work still pending is
-//! handed to a host function behind it: the keep-alive list together with the batches still
-//! pending behind their events (the `keep` module; their events go back to the context's
-//! pool), so nothing is released before the work that used it completed and the drop waits
-//! for none of it.
+//! handed to a host function behind it, so nothing is released before the work that used it
+//! completed and the drop waits for none of it. Lists handed over earlier (the `keep`
+//! module) are the side stream's: their host functions run once the device passed their
+//! events and need nothing from the drop.
 //!
-//! **Host functions are the fallback while a stream lives.** A live stream hands its full
-//! keep-alive list over behind an event, never a host function, which would stall the stream
-//! until a host thread ran it (`keep` module); [`release_after`] serves that hand-over only
-//! when too many batches are pending or no event can be recorded, and the teardown above.
+//! **The side stream goes with the stream.** A stream that handed its keep-alive list over
+//! has a private side stream (`keep` module); the reaper destroys it in the same job as the
+//! stream's own teardown, after handing off the list. `cuStreamDestroy` returns at once and
+//! the driver still runs the side stream's queued waits and host functions (row 8), so the
+//! lists handed over are released after their work, as if the side stream lived on.
+//!
+//! **Host functions on the stream are the fallback while it lives.** A live stream hands its
+//! full keep-alive list over on the side stream; [`release_after`] on the stream itself, which
+//! would stall it until a host thread ran the function, serves that hand-over only when the
+//! side stream, its event or its calls fail, and the teardown above. [`release_after`] is
+//! also the host function the side stream runs.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -292,12 +299,17 @@ impl Drop for CudaStream {
             if ffi::bind(dev.shared.raw_ctx).is_err() {
                 return;
             }
-            // The list and the batches pending behind events together (`keep` module).
-            let mut v = state.keep.take_all(&dev.shared.events);
+            let mut v = state.keep.take_all();
             v.extend(state.modules.take());
             if !v.is_empty() {
                 if let Err((v, code)) = release_after(&dev, handle.raw(), v) {
                     release_after_sync(handle.raw(), v, code);
+                }
+            }
+            // The keep-alive list's side stream (module docs): its queued work still runs.
+            if let Some(side) = state.keep.take_side() {
+                if let Err(c) = ffi::stream_destroy(side) {
+                    tracing::debug!(code = c, "cuStreamDestroy (keep-alive side stream) failed");
                 }
             }
             drop(handle);

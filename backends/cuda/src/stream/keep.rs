@@ -10,64 +10,70 @@
 //! lengths: an entry pushed after the mark by another thread (after a hand-over emptied the
 //! list) is never taken for one the wait covered.
 //!
-//! **Hand-over behind an event.** Once the list holds [`keep_flush`] entries, the enqueuing
-//! thread records a pooled event (`CU_EVENT_DISABLE_TIMING`, the context's
-//! [`RawEventPool`](crate::event_pool::RawEventPool)) on the stream right after the work that
-//! used them and parks the list with it as a pending batch. At each hand-over it first
-//! queries the oldest pending batches' events (`cuEventQuery`, which never waits) and drops
-//! those that completed, in order, stopping at the first that has not; their events go back
-//! to the pool. Nothing runs on the stream for this: a host function (`cuLaunchHostFunc`,
-//! the hand-over before this one) stalls the stream until a host thread ran it, which held
-//! page-locked 4 KiB copies at 76–81% of raw's rate on an H100 and at 94–98% once the
-//! hand-over was moved out of the batch (GPU run 26, docs/hot-paths-gpu.md). The queries and
-//! the drops run with the thread's capture mode exchanged to RELAXED and back: from a thread
-//! in GLOBAL mode a `cuEventQuery` (or the `cuMemFree` of a released buffer) would invalidate
-//! another thread's GLOBAL capture (driver behaviour; xstream's own threads are RELAXED for
-//! the same reason, `ffi::ensure_relaxed_capture_mode`). Should the switch fail, no query is
-//! made (the batches wait for the next hand-over or a wait). Dropping a released batch runs the `cuMemFree` of a buffer whose last holder
-//! it was on the enqueuing thread, as a synchronize would.
+//! **Hand-over on a side stream.** Once the list holds [`keep_flush`] entries, the enqueuing
+//! thread hands it over: it records a pooled event E (`CU_EVENT_DISABLE_TIMING`, the
+//! context's [`RawEventPool`](crate::event_pool::RawEventPool)) on the stream right after the
+//! work that used the entries, and on the stream's private **side stream** enqueues a wait
+//! for E (`cuStreamWaitEvent`) and then the host function of [`release_after`], which moves
+//! the list to xstream's dispatcher thread, where it is dropped. E goes back to the pool right
+//! after the wait is enqueued: a wait takes the record current at call time, so re-recording
+//! E for its next user moves no wait already enqueued (`event_pool` module docs). So:
+//! - the stream itself runs nothing for the hand-over and never waits for the side stream. A
+//!   host function on the stream itself (the hand-over before this one, now the fallback)
+//!   stalls it until a host thread ran the function, which held page-locked 4 KiB copies at
+//!   76–81% of raw's rate on an H100 and at 94–98% once the hand-over was moved out of the
+//!   batch (GPU run 26, docs/hot-paths-gpu.md);
+//! - the entries are released as soon as the device passed E, whether or not the stream is
+//!   used again (nothing waits for a later call to look at them);
+//! - the `cuMemFree` of a buffer whose last holder was the list runs on the dispatcher thread,
+//!   never on the enqueuing thread: `cuMemFree` waits for the whole device (docs/semantics.md,
+//!   "a blocked wait can stall calls that synchronize the whole device"), so a launch that
+//!   triggers a hand-over never waits for other streams' work, nor for a stream held by a
+//!   host callback or a value wait that the same thread would release later;
+//! - the enqueuing thread makes no query, so its capture mode needs no exchange: another
+//!   thread's GLOBAL capture is invalidated by queries, synchronizes and `cuMemAlloc` from
+//!   any thread (the facts sheet /work/shared/reference/cuda-driver-semantics.md, row 9,
+//!   "Other threads"), and `cuEventRecord`, `cuStreamWaitEvent` and `cuLaunchHostFunc` on
+//!   streams that are not capturing are not among those calls (the hand-over never runs on a
+//!   capturing stream: its entries then go to the capture's own list). The side stream's
+//!   `cuStreamCreate` (once per stream) is not measured there either way;
+//! - a stream that never hands over has no side stream: it is created at its first hand-over
+//!   (`CU_STREAM_NON_BLOCKING`, so it never waits for the legacy default stream) and
+//!   destroyed when the stream is dropped, on the reaper with the stream's own teardown
+//!   (`drop` module); `cuStreamDestroy` returns at once and the driver still runs the side
+//!   stream's queued waits and host functions.
 //!
-//! **Fallback.** With [`PENDING_MAX`] batches still pending, when no event can be had or
-//! recorded, or on a poisoned context, the batch goes to a host function behind the work
-//! (`release_after` in `drop`, the earlier hand-over), which never loses an entry; if even
-//! that cannot be enqueued the entries go back to the front of the list (numbered no lower
-//! than they were, so no wait releases them early) and the next push tries again. A
-//! `cuEventQuery` error other than not-ready counts as not complete: the batch stays until
-//! a wait covers it or the stream drops (logged).
+//! **Fallback.** When the side stream cannot be created, no event can be had, or a record,
+//! wait or host-function launch there fails, the list goes to a host function on the stream
+//! itself, behind the work ([`release_after`], the earlier hand-over), which never loses an
+//! entry nor frees under pending work; if even that cannot be enqueued the entries go back to
+//! the front of the list (numbered no lower than they were, so no wait releases them early)
+//! and the next push tries again. A later hand-over tries the side stream again.
 //!
-//! **Waits and drop.** A wait's release also drops the pending batches its mark covers (after
-//! a synchronize, all). A stream's drop takes the list and every pending batch together
-//! ([`Keeps::take_all`]) and hands them to the reaper as it did the list alone (`drop`
-//! module); their events go back to the pool there. Capture is untouched: during a capture
-//! entries go to the capture's own list, which moves into the graph.
+//! **Waits and drop.** A wait's release drops the listed entries its mark covers; batches
+//! already handed over are the side stream's. A stream's drop takes the list
+//! ([`Keeps::take_all`]) and hands it to the reaper (`drop` module), which also destroys the
+//! side stream ([`Keeps::take_side`]). Capture is untouched: during a capture entries go to
+//! the capture's own list, which moves into the graph.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::drop::release_after;
 use super::{lock, CudaStream};
-use crate::event_pool::RawEventPool;
-use crate::ffi::{self, CuEvent};
+use crate::conv::CU_STREAM_NON_BLOCKING;
+use crate::ffi::{self, CuStream};
 use crate::memory::Keep;
 use crate::CudaBuffer;
 
 /// Keep-alive entries at which a stream hands its list over, by default.
 const KEEP_FLUSH: usize = 256;
 
-/// Pending batches at most; a hand-over beyond them takes the host-function fallback. With
-/// the default [`KEEP_FLUSH`] that is 2048 entries the host may run ahead of the device with
-/// events alone, one pooled event per batch (8 streams this far ahead fill the context's
-/// pool of 64). A queue this long means the device is far behind the host, where a host
-/// function behind the work costs the stream nothing it is not already waiting for, and it
-/// bounds how long completed work's memory waits for the next hand-over to be released.
-pub(crate) const PENDING_MAX: usize = 8;
-
 /// The hand-over threshold in use: [`KEEP_FLUSH`], or `XSTREAM_CUDA_KEEP_FLUSH` (entries, read
 /// once per process, kept within 16 ..= 1 << 20; an unparsable value leaves the default). A
-/// larger value makes fewer hand-overs (event records and queries) and holds the buffers of
-/// completed work longer (until the stream's next synchronize or a later hand-over); a
-/// diagnostic and tuning setting, see docs/hot-paths.md.
+/// larger value makes fewer hand-overs (three driver calls each) and holds the buffers of
+/// completed work longer (until the stream's next synchronize or hand-over); a diagnostic and
+/// tuning setting, see docs/hot-paths.md.
 fn keep_flush() -> usize {
     static FLUSH: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *FLUSH.get_or_init(|| {
@@ -78,8 +84,8 @@ fn keep_flush() -> usize {
     })
 }
 
-/// A stream's keep-alive entries: the list being filled and the batches handed over behind
-/// an event (module docs).
+/// A stream's keep-alive entries: the list being filled, and the side stream its hand-overs
+/// go to (module docs).
 #[derive(Default)]
 pub(crate) struct Keeps {
     list: Mutex<List>,
@@ -87,10 +93,8 @@ pub(crate) struct Keeps {
     end: AtomicU64,
     /// `List::first`, readable without the lock.
     first: AtomicU64,
-    /// Batches handed over behind an event, oldest first.
-    pending: Mutex<VecDeque<Batch>>,
-    /// `pending.len()`, readable without the lock.
-    pending_len: AtomicUsize,
+    /// The side stream, once a hand-over created it.
+    side: Mutex<Option<CuStream>>,
 }
 
 /// The entries not yet handed over.
@@ -101,57 +105,24 @@ struct List {
     first: u64,
 }
 
-/// Entries handed over behind `event`.
-struct Batch {
-    event: CuEvent,
-    /// The number past its newest entry.
-    end: u64,
-    keeps: Vec<Keep>,
-}
-
 impl Keeps {
-    /// Whether any entry is held (listed or pending).
+    /// Whether any entry is listed (entries handed over are the side stream's).
     pub(crate) fn held(&self) -> bool {
         self.end.load(Ordering::Acquire) != self.first.load(Ordering::Acquire)
-            || self.pending_len.load(Ordering::Acquire) != 0
     }
 
-    /// Batches pending behind an event.
-    pub(crate) fn pending(&self) -> usize {
-        self.pending_len.load(Ordering::Acquire)
+    /// Takes every listed entry, for release behind the stream's work (its drop).
+    pub(crate) fn take_all(&self) -> Vec<Keep> {
+        let mut g = lock(&self.list);
+        g.first += g.v.len() as u64;
+        self.first.store(g.first, Ordering::Release);
+        std::mem::take(&mut g.v)
     }
 
-    /// Takes every entry, listed and pending, for release behind the stream's work (its
-    /// drop); the pending batches' events go back to `events` (the context must be bound).
-    pub(crate) fn take_all(&self, events: &RawEventPool) -> Vec<Keep> {
-        let mut v = {
-            let mut g = lock(&self.list);
-            g.first += g.v.len() as u64;
-            self.first.store(g.first, Ordering::Release);
-            std::mem::take(&mut g.v)
-        };
-        let batches = std::mem::take(&mut *lock(&self.pending));
-        self.pending_len.store(0, Ordering::Release);
-        for b in batches {
-            // The record may still be pending: a pooled event is recorded afresh before use.
-            events.put(b.event);
-            v.extend(b.keeps);
-        }
-        v
-    }
-
-    /// Pops the oldest pending batch if `done` says it may be released.
-    fn pop_if(&self, done: impl FnOnce(&Batch) -> bool) -> Option<Batch> {
-        if self.pending_len.load(Ordering::Acquire) == 0 {
-            return None;
-        }
-        let mut q = lock(&self.pending);
-        if !done(q.front()?) {
-            return None;
-        }
-        let b = q.pop_front();
-        self.pending_len.store(q.len(), Ordering::Release);
-        b
+    /// Takes the side stream for its destruction (the stream's drop); `None` when no
+    /// hand-over made one.
+    pub(crate) fn take_side(&self) -> Option<CuStream> {
+        lock(&self.side).take()
     }
 }
 
@@ -204,27 +175,25 @@ impl CudaStream {
                 let v = std::mem::replace(&mut g.v, Vec::with_capacity(flush + 1));
                 g.first += v.len() as u64;
                 self.state.keep.first.store(g.first, Ordering::Release);
-                (v, g.first)
+                v
             });
             k.end.store(g.first + g.v.len() as u64, Ordering::Release);
             batch
         };
-        if let Some((v, end)) = batch {
-            self.hand_over(v, end);
+        if let Some(v) = batch {
+            self.hand_over(v);
         }
     }
 
-    /// Releases the completed pending batches, then parks `v` (numbered below `end`) behind a
-    /// new event, or takes the fallback (module docs).
-    fn hand_over(&self, v: Vec<Keep>, end: u64) {
-        self.release_finished();
-        let Err(v) = self.park(v, end) else {
+    /// Hands `v` over on the side stream, or takes the fallback (module docs).
+    fn hand_over(&self, v: Vec<Keep>) {
+        let Err(v) = self.release_on_side(v) else {
             return;
         };
         if let Err((v, _)) = release_after(&self.handle.dev, self.raw(), v) {
             // Back to the front, renumbered just below the list's first entry: at or above
-            // their own numbers (the list's first only grows past `end`), so no wait
-            // releases them before it covered them; the next push hands them over again.
+            // their own numbers (the list's first only grows past them), so no wait releases
+            // them before it covered them; the next push hands them over again.
             let k = &self.state.keep;
             let mut g = lock(&k.list);
             g.first -= v.len() as u64;
@@ -233,83 +202,54 @@ impl CudaStream {
         }
     }
 
-    /// Drops the oldest pending batches whose event completed, in order, up to the first that
-    /// has not; never waits. Under RELAXED capture mode (module docs).
-    fn release_finished(&self) {
-        if self.state.keep.pending() == 0 {
-            return;
-        }
-        let Some(relaxed) = ffi::RelaxedCapture::enter() else {
-            return;
-        };
-        let events = &self.handle.dev.shared.events;
-        while let Some(b) = self.state.keep.pop_if(|b| self.event_done(b.event)) {
-            events.put(b.event);
-            drop(b.keeps);
-        }
-        drop(relaxed);
-    }
-
-    /// One `cuEventQuery` of a pending batch's event: complete or not (an error other than
-    /// not-ready counts as not complete: the batch waits for a wait or the drop).
-    fn event_done(&self, e: CuEvent) -> bool {
-        match ffi::event_query(e) {
-            Ok(()) => true,
-            Err(ffi::NOT_READY) => false,
-            Err(code) => {
-                let err = self.handle.dev.shared.fail("cuEventQuery", code);
-                tracing::warn!(error = %err, "a keep-alive batch's event could not be queried; its entries stay until the stream's next synchronize or drop");
-                false
-            }
-        }
-    }
-
-    /// Parks `v` behind a pooled event recorded now, unless the fallback applies (module
-    /// docs): then `v` comes back.
-    fn park(&self, v: Vec<Keep>, end: u64) -> Result<(), Vec<Keep>> {
-        let sh = &self.handle.dev.shared;
+    /// Releases `v` behind the work enqueued so far through the side stream: a pooled event
+    /// recorded here and waited for there, then the host function of [`release_after`] there
+    /// (module docs). `v` comes back when the fallback applies.
+    fn release_on_side(&self, v: Vec<Keep>) -> Result<(), Vec<Keep>> {
+        let dev = &self.handle.dev;
+        let sh = &dev.shared;
         if sh.sticky_error().is_some() {
             // `release_after` drops at once: nothing runs any more on a poisoned context.
             return Err(v);
         }
-        let k = &self.state.keep;
-        let mut q = lock(&k.pending);
-        if q.len() >= PENDING_MAX {
-            tracing::trace!(
-                pending = q.len(),
-                "keep-alive batches all pending: host-function hand-over"
-            );
+        let Some(side) = self.side_stream() else {
             return Err(v);
-        }
-        let ev = match sh.events.get(sh) {
-            Ok(ev) => ev,
-            Err(e) => {
-                tracing::debug!(error = %e, "no event for the keep-alive hand-over: host function instead");
-                return Err(v);
-            }
         };
-        if let Err(e) = sh.check("cuEventRecord", ffi::event_record(ev, self.raw())) {
-            sh.events.put(ev);
-            tracing::debug!(error = %e, "keep-alive event not recorded: host function instead");
+        if let Err(e) = sh.events.order_after(sh, side, [self.raw()]) {
+            tracing::debug!(error = %e, "keep-alive hand-over: no event ordering the side stream; host function on the stream instead");
             return Err(v);
         }
-        if q.capacity() == 0 {
-            q.reserve_exact(PENDING_MAX);
-        }
-        q.push_back(Batch {
-            event: ev,
-            end,
-            keeps: v,
-        });
-        k.pending_len.store(q.len(), Ordering::Release);
-        Ok(())
+        release_after(dev, side, v).map_err(|(v, code)| {
+            tracing::debug!(code, "keep-alive hand-over: cuLaunchHostFunc on the side stream failed; host function on the stream instead");
+            v
+        })
     }
 
-    /// Releases every entry numbered below `mark` (its work completed): listed ones and
-    /// pending batches, oldest first.
+    /// The side stream, created at the first hand-over (`CU_STREAM_NON_BLOCKING`; the context
+    /// is bound by the enqueue); `None` when the driver refused (the hand-over falls back, and
+    /// the next one tries again).
+    fn side_stream(&self) -> Option<CuStream> {
+        let mut g = lock(&self.state.keep.side);
+        if let Some(s) = *g {
+            return Some(s);
+        }
+        match ffi::stream_create(CU_STREAM_NON_BLOCKING) {
+            Ok(s) => {
+                *g = Some(s);
+                Some(s)
+            }
+            Err(code) => {
+                let e = self.handle.dev.shared.fail("cuStreamCreate", code);
+                tracing::debug!(error = %e, "keep-alive hand-over: no side stream; host function on the stream instead");
+                None
+            }
+        }
+    }
+
+    /// Releases every listed entry numbered below `mark` (its work completed).
     pub(super) fn completed_up_to(&self, mark: u64) {
         let k = &self.state.keep;
-        if mark <= k.first.load(Ordering::Acquire) && k.pending() == 0 {
+        if mark <= k.first.load(Ordering::Acquire) {
             return;
         }
         let done: Vec<Keep> = {
@@ -320,11 +260,6 @@ impl CudaStream {
             g.v.drain(..n).collect()
         };
         drop(done);
-        let events = &self.handle.dev.shared.events;
-        while let Some(b) = k.pop_if(|b| b.end <= mark) {
-            events.put(b.event);
-            drop(b.keeps);
-        }
     }
 
     /// The mark a wait takes before waiting (module docs; no lock).

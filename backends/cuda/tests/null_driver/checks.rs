@@ -24,8 +24,8 @@ pub(crate) fn check_rows(rows: &[Row]) {
         assert_eq!(r.allocs, 0, "{label}: heap allocations over {N} launches");
     }
     // A buffer argument adds one entry to the stream's keep-alive list (stream/keep.rs
-    // `keep_all`): every KEEP_FLUSH entries the list is handed over (`hand_over`), no host
-    // function: see `expect_hand_overs`.
+    // `keep_all`): every KEEP_FLUSH entries the list is handed over on the side stream
+    // (`hand_over`): see `expect_hand_overs`.
     let keep_flushes = |entries_per_op: u64| N * entries_per_op / KEEP_FLUSH;
     for label in [
         "launch_kernel: buffer, u32, f32",
@@ -87,25 +87,41 @@ pub(crate) fn check_rows(rows: &[Row]) {
 }
 
 /// The calls and allocations of an operation whose window made `flushes` keep-list
-/// hand-overs (stream/keep.rs `hand_over`), besides its own calls `own`. Each hand-over records
-/// one pooled event on the stream (`cuEventRecord`; the pool is warm, so none is created) and
-/// allocates the list that stays, at full size (one allocation). Each but the window's first
-/// (the synchronize before the window released the batches of the warm-up) finds a pending
-/// batch: it queries its event (`cuEventQuery`, complete at once in the double, so one query
-/// releases it and the queue is empty again) with the thread's capture mode exchanged to
-/// RELAXED and back (two `cuThreadExchangeStreamCaptureMode`). No host function.
+/// hand-overs (stream/keep.rs `hand_over`), besides its own calls `own`. Each hand-over
+/// records one pooled event on the stream (`cuEventRecord`; the pool is warm, so none is
+/// created), makes the stream's side stream wait for it (`cuStreamWaitEvent`; the side stream
+/// exists since the warm-up, so no `cuStreamCreate`) and launches the release's host function
+/// there (`cuLaunchHostFunc`, stream/drop.rs `release_after`). No query, no capture-mode
+/// exchange. Allocations: five per hand-over are fixed by the code and asserted as the floor:
+/// the new list, the holder `Arc`, the boxed callback, the panic slot `Arc`, the callback
+/// slot `Arc`. Above that, up to four more per hand-over are allowed, and they are not pinned
+/// because they depend on when other threads run, which this test does not control (it uses
+/// no timed waits): the device's pending-callback list grows (1) when the driver's callback
+/// thread has not yet retired the earlier slots, and the fault watcher registers again (its
+/// boxed check, its completion state, the poller queue's growth: 3) when it went idle between
+/// two hand-overs.
 pub(crate) fn expect_hand_overs(r: &Row, own: &[(&str, u64)], flushes: u64) {
     let mut want = own.to_vec();
     want.extend([
         ("cuEventRecord", flushes),
-        ("cuEventQuery", flushes - 1),
-        ("cuThreadExchangeStreamCaptureMode", 2 * (flushes - 1)),
+        ("cuStreamWaitEvent", flushes),
+        ("cuLaunchHostFunc", flushes),
     ]);
     expect_calls(r, &want);
-    assert_eq!(
-        r.allocs, flushes,
-        "{}: heap allocations over {N} operations ({flushes} keep-list hand-overs, one list \
-         each)",
-        r.label
+    let fixed = 5 * flushes;
+    assert!(
+        (fixed..=fixed + 4 * flushes).contains(&r.allocs),
+        "{}: {} heap allocations over {N} operations ({flushes} keep-list hand-overs): \
+         expected the {fixed} fixed ones (5 per hand-over) plus at most 4 per hand-over from \
+         the pending-callback list and the fault watcher",
+        r.label,
+        r.allocs
+    );
+    println!(
+        "{}: {} allocations = {fixed} fixed (5 per hand-over) + {} from the callback list / \
+         watcher",
+        r.label,
+        r.allocs,
+        r.allocs - fixed
     );
 }

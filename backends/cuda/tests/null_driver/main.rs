@@ -54,13 +54,13 @@ use vmm::*;
 const CHILD: &str = "XSTREAM_NULL_DRIVER";
 /// Operations per counted window (a multiple of 256, the keep-list hand-off).
 const N: u64 = 1024;
-/// Calls before each counted window: more than two keep-list hand-offs for one entry per
-/// call, so that the second one's event query (and the driver symbols it resolves, cudarc
-/// loads each on first call) is warm too.
+/// Calls before each counted window: more than two keep-list hand-overs for one entry per
+/// call, so that the stream's side stream exists and the driver symbols a hand-over calls
+/// (cudarc resolves each on first call) are resolved before the window.
 const WARM: u64 = 600;
 /// Bytes of the buffers and copies.
 const LEN: usize = 4096;
-/// The keep-alive entries after which a stream hands its list over behind an event
+/// The keep-alive entries after which a stream hands its list over on its side stream
 /// (`KEEP_FLUSH` in backends/cuda/src/stream/keep.rs).
 const KEEP_FLUSH: u64 = 256;
 /// Timing: repeats (the median is reported) and calls per repeat, optimised build.
