@@ -30,13 +30,14 @@
 //!   "a blocked wait can stall calls that synchronize the whole device"), so a launch that
 //!   triggers a hand-over never waits for other streams' work, nor for a stream held by a
 //!   host callback or a value wait that the same thread would release later;
-//! - the enqueuing thread makes no query, so its capture mode needs no exchange: another
-//!   thread's GLOBAL capture is invalidated by queries, synchronizes and `cuMemAlloc` from
-//!   any thread (the facts sheet /work/shared/reference/cuda-driver-semantics.md, row 9,
-//!   "Other threads"), and `cuEventRecord`, `cuStreamWaitEvent` and `cuLaunchHostFunc` on
-//!   streams that are not capturing are not among those calls (the hand-over never runs on a
-//!   capturing stream: its entries then go to the capture's own list). The side stream's
-//!   `cuStreamCreate` (once per stream) is not measured there either way;
+//! - the enqueuing thread makes no query, so its capture mode needs no exchange: what
+//!   invalidates another thread's GLOBAL capture from any thread is queries, synchronizes and
+//!   `cuMemAlloc` (checked against the project's CUDA driver facts sheet,
+//!   `cuda-driver-semantics.md` row 9, "Other threads", measured on a GPU), and
+//!   `cuEventRecord`, `cuStreamWaitEvent` and `cuLaunchHostFunc` on streams that are not
+//!   capturing are not among those calls (the hand-over never runs on a capturing stream: its
+//!   entries then go to the capture's own list). The side stream's `cuStreamCreate` (once per
+//!   stream) was not measured there either way;
 //! - a stream that never hands over has no side stream: it is created at its first hand-over
 //!   (`CU_STREAM_NON_BLOCKING`, so it never waits for the legacy default stream) and
 //!   destroyed when the stream is dropped, on the reaper with the stream's own teardown
