@@ -15,7 +15,9 @@
 //!   result is right), and a range outside every allocation is `CUDA_ERROR_INVALID_VALUE`;
 //! - `cuModuleLoadDataEx` reads only the `.entry` and `.param` lines of PTX text (never a
 //!   cubin), so that `cuModuleGetFunction` and `cuFuncGetParamInfo` answer from them;
-//! - `cuLaunchHostFunc` queues to one background thread that runs host functions in order;
+//! - `cuLaunchHostFunc` queues to one background thread that runs host functions in order, so
+//!   a host function on any stream runs after every one queued before it on any stream (one
+//!   queued behind a `cuStreamWaitEvent` never runs before the event's host functions);
 //!   synchronize waits for the host functions a stream or event is ordered after, queries say
 //!   `CUDA_ERROR_NOT_READY` until they ran, and copies and memsets wait for them before
 //!   copying (so a host function that waits for work enqueued after it blocks that work);
@@ -34,7 +36,10 @@
 //!
 //! Counters: `xnull_calls(name)` (all threads), `xnull_thread_calls(name)` (the calling
 //! thread), `xnull_wait_ns()` (time callers spent blocked waiting for host functions),
-//! `xnull_reset()`, `xnull_functions(names, cap)` (the exported driver functions).
+//! `xnull_reset()`, `xnull_functions(names, cap)` (the exported driver functions),
+//! `xnull_stream_host_fns(stream)` (host functions launched on one stream). Failure
+//! injection: `xnull_fail_next(name, n, code)` makes the next `n` calls of a driver function
+//! return `code`.
 //! Every exported function counts its call, then runs inside `catch_unwind`.
 
 mod driver;

@@ -3,7 +3,7 @@
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 
@@ -118,9 +118,40 @@ pub(crate) fn thread_calls(name: &str) -> Option<u64> {
     MINE.try_with(|m| m[i].get()).ok()
 }
 
-/// Zeroes the process-wide counters and the calling thread's.
+/// Calls of each function still to fail (`xnull_fail_next`), and the code they return.
+static FAIL_LEFT: [AtomicU64; N] = [const { AtomicU64::new(0) }; N];
+static FAIL_CODE: [AtomicU32; N] = [const { AtomicU32::new(0) }; N];
+
+/// Makes the next `n` calls of `name` (any thread) return `code` without running; `n` = 0
+/// clears. `false` for a name not exported.
+pub(crate) fn fail_next(name: &str, n: u64, code: u32) -> bool {
+    let Some(i) = index(name) else {
+        return false;
+    };
+    FAIL_CODE[i].store(code, Ordering::Relaxed);
+    FAIL_LEFT[i].store(n, Ordering::Release);
+    true
+}
+
+/// The code a call of `f` must fail with, if one is still to fail (one load otherwise).
+#[inline]
+pub(crate) fn injected(f: F) -> Option<u32> {
+    let i = f as usize;
+    if FAIL_LEFT[i].load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    FAIL_LEFT[i]
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+        .ok()
+        .map(|_| FAIL_CODE[i].load(Ordering::Relaxed))
+}
+
+/// Zeroes the process-wide counters and the calling thread's, and clears injected failures.
 pub(crate) fn reset() {
     for c in &CALLS {
+        c.store(0, Ordering::Relaxed);
+    }
+    for c in &FAIL_LEFT {
         c.store(0, Ordering::Relaxed);
     }
     WAITED_NS.store(0, Ordering::Relaxed);
@@ -293,8 +324,26 @@ mod tests {
         assert_eq!(*lock(&seen), vec![0, 1, 2, 3, 4]);
     }
 
+    /// Serialises the tests that reset the counters (a reset clears injected failures).
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    #[test]
+    fn injected_failures_count_down() {
+        let _g = lock(&SERIAL);
+        assert!(!fail_next("cuNothing", 1, 2));
+        assert!(fail_next("cuStreamCreate", 2, 2));
+        assert_eq!(injected(F::cuStreamCreate), Some(2));
+        assert_eq!(injected(F::cuEventCreate), None, "another function failed");
+        assert_eq!(injected(F::cuStreamCreate), Some(2));
+        assert_eq!(injected(F::cuStreamCreate), None, "a third call failed");
+        assert!(fail_next("cuStreamCreate", 5, 2));
+        assert!(fail_next("cuStreamCreate", 0, 2));
+        assert_eq!(injected(F::cuStreamCreate), None, "n = 0 did not clear");
+    }
+
     #[test]
     fn counters_count_per_name() {
+        let _g = lock(&SERIAL);
         reset();
         hit(F::cuInit);
         hit(F::cuInit);

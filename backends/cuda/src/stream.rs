@@ -5,7 +5,8 @@
 //! - `create`: owned, special default and shared construction;
 //! - `capture`: begin/end under the capture cell, CUDA-only capture extensions;
 //! - `callback`: `cuLaunchHostFunc` slots, `cuStreamAddCallback`;
-//! - `memory`: memset, write, read, copies, the keep-alive list;
+//! - `memory`: memset, write, read, copies;
+//! - `keep`: the keep-alive list and its hand-over on a side stream;
 //! - `module_use`: the modules of launches not yet known complete;
 //! - `memop`: `cuStreamWaitValue*` / `cuStreamWriteValue*`;
 //! - `attribute`: stream attributes and the allocator slot;
@@ -14,7 +15,7 @@
 //! - `fence`: the anchor a page-locked buffer records its fence through.
 
 use std::fmt;
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -42,6 +43,7 @@ mod capture;
 mod create;
 mod drop;
 mod fence;
+mod keep;
 pub(crate) mod memop;
 mod memory;
 mod module_use;
@@ -104,10 +106,8 @@ pub(crate) struct StreamState {
     pub capture: CaptureCell,
     pub panics: LazyPanics,
     allocator: AllocatorSlot,
-    /// Buffers (and bytes) used by work enqueued since the last observed completion.
-    keep: Mutex<Vec<Keep>>,
-    /// `keep.len()`, readable without the lock (query and synchronize skip the lock when 0).
-    keep_len: AtomicUsize,
+    /// Buffers (and bytes) used by work not yet known complete (`keep` module).
+    keep: keep::Keeps,
     /// What the capture in progress references (moves into the graph).
     capture_keep: Mutex<Vec<Keep>>,
     /// Modules of launches enqueued since the last observed completion (see `crate::module`).
@@ -318,7 +318,7 @@ impl CudaStream {
             return self.state.panics.take();
         }
         self.gate("synchronize")?;
-        let n = self.keep_len();
+        let n = self.keep_mark();
         let m = self.state.modules.seq();
         self.check("cuStreamSynchronize", ffi::stream_synchronize(self.raw()))?;
         self.completed_up_to(n);
@@ -333,7 +333,7 @@ impl CudaStream {
             return self.state.panics.take();
         }
         self.gate("synchronize_timeout")?;
-        let n = self.keep_len();
+        let n = self.keep_mark();
         let m = self.state.modules.seq();
         let backoff = TIMED_WAIT_BACKOFF.spinning(self.state.fast_sync);
         let ready = wait_with_backoff(timeout, backoff, || match ffi::stream_query(self.raw()) {
@@ -399,7 +399,7 @@ impl StreamImpl for CudaStream {
             return Ok(Status::Ready);
         }
         self.gate("query")?;
-        let n = self.keep_len();
+        let n = self.keep_mark();
         let m = self.state.modules.seq();
         match ffi::stream_query(self.raw()) {
             Ok(()) => {

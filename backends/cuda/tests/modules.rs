@@ -452,13 +452,13 @@ fn launch_builder_attributes_and_allocations() {
         .arg(-77i64)
         .arg(0.5f32);
     // The buffer argument puts one entry per launch on the stream's keep-alive list, which is
-    // handed to a host function every `KEEP_FLUSH` entries (stream/memory.rs; a synchronize
-    // trims it). Warm up through two hand-offs, so the list in place is the one allocated at
-    // full size, and synchronize once (the list is empty, its capacity kept). Then, with no
-    // synchronize: `KEEP_FLUSH - 1` launches fill the list to one short of a hand-off and must
-    // allocate nothing; the next `4 * KEEP_FLUSH` launches cross exactly four hand-offs, each
-    // 5 fixed allocations plus at most 4 that depend on other threads (see
-    // `expect_flush_allocs` in null_driver.rs).
+    // handed over on the stream's side stream every `KEEP_FLUSH` entries (stream/keep.rs; a
+    // synchronize trims it). Warm up through two hand-offs, so the list in place is the one
+    // allocated at full size and the side stream exists, and synchronize once (the list is
+    // empty, its capacity kept). Then, with no synchronize: `KEEP_FLUSH - 1` launches fill the
+    // list to one short of a hand-off and must allocate nothing; the next `4 * KEEP_FLUSH`
+    // launches cross exactly four hand-offs, each 5 fixed allocations plus at most 4 that
+    // depend on other threads (see `expect_hand_overs` in null_driver/checks.rs).
     const KEEP_FLUSH: usize = 256;
     for _ in 0..2 * KEEP_FLUSH {
         l.launch().unwrap();

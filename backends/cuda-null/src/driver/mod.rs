@@ -58,10 +58,14 @@ const PRIORITY_GREATEST: i32 = -5;
 
 type R = Result<(), u32>;
 
-/// Counts a call of `f`, then runs `body` with panics caught.
+/// Counts a call of `f`, then runs `body` with panics caught (or fails with an injected
+/// code, `xnull_fail_next`).
 #[inline]
 fn run(f: F, body: impl FnOnce() -> R) -> CUresult {
     hit(f);
+    if let Some(code) = state::injected(f) {
+        return code;
+    }
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => SUCCESS,
         Ok(Err(c)) => c,
@@ -164,8 +168,31 @@ pub extern "C" fn xnull_wait_ns() -> u64 {
     catch_unwind(state::waited_ns).unwrap_or(0)
 }
 
+/// `uint32_t xnull_fail_next(const char *name, uint64_t n, uint32_t code)`: the next `n` calls
+/// of the driver function `name` (by any thread) are counted and return `code` without doing
+/// anything; `n` = 0 clears. Returns 0, or 1 for a name the null driver does not export.
+/// `xnull_reset` clears every injected failure.
+#[no_mangle]
+pub extern "C" fn xnull_fail_next(name: *const c_char, n: u64, code: u32) -> u32 {
+    catch_unwind(|| {
+        // SAFETY: the caller passes a NUL-terminated name.
+        let name = unsafe { name_arg(name) };
+        u32::from(!name.is_some_and(|name| state::fail_next(name, n, code)))
+    })
+    .unwrap_or(1)
+}
+
+/// `uint64_t xnull_stream_host_fns(CUstream h)`: host functions launched on the stream `h`
+/// (live or destroyed; the special handles share one count) since it was created;
+/// `UINT64_MAX` for a handle that is not a stream of the null driver.
+#[no_mangle]
+pub extern "C" fn xnull_stream_host_fns(h: CUstream) -> u64 {
+    catch_unwind(|| any_stream(h).map_or(u64::MAX, |s| s.host_fns.load(Ordering::Relaxed)))
+        .unwrap_or(u64::MAX)
+}
+
 /// `void xnull_reset(void)`: zeroes the totals of every thread (and `xnull_wait_ns`) and the
-/// calling thread's own counts.
+/// calling thread's own counts, and clears injected failures.
 #[no_mangle]
 pub extern "C" fn xnull_reset() {
     let _ = catch_unwind(state::reset);

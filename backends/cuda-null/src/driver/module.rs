@@ -327,6 +327,7 @@ pub extern "C" fn cuLaunchHostFunc(h: CUstream, f: CUhostFn, user: *mut c_void) 
         let call = HostCall(f, user);
         let t = state::enqueue(Box::new(move || call.call())).map_err(|()| UNKNOWN)?;
         s.ticket.fetch_max(t, Ordering::AcqRel);
+        s.host_fns.fetch_add(1, Ordering::Relaxed);
         Ok(())
     })
 }

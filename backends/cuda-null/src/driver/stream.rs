@@ -14,6 +14,8 @@ pub(super) struct StreamObj {
     priority: i32,
     id: u64,
     pub(super) ticket: AtomicU64,
+    /// Host functions launched on it (`xnull_stream_host_fns`).
+    pub(super) host_fns: AtomicU64,
 }
 
 /// The special handles (0, `CU_STREAM_LEGACY` = 1, `CU_STREAM_PER_THREAD` = 2): ordered after
@@ -25,18 +27,29 @@ pub(super) static DEFAULT_STREAM: StreamObj = StreamObj {
     priority: 0,
     id: 0,
     ticket: AtomicU64::new(0),
+    host_fns: AtomicU64::new(0),
 };
 
 pub(super) static NEXT_STREAM_ID: AtomicU64 = AtomicU64::new(16);
 
 pub(super) fn stream(h: CUstream) -> Result<&'static StreamObj, u32> {
+    let s = any_stream(h)?;
+    if !s.alive.load(Ordering::Acquire) {
+        return Err(INVALID_HANDLE);
+    }
+    Ok(s)
+}
+
+/// A stream handle the null driver returned, live or destroyed (the controls read destroyed
+/// streams' counters too).
+pub(super) fn any_stream(h: CUstream) -> Result<&'static StreamObj, u32> {
     if (h as usize) <= 2 {
         return Ok(&DEFAULT_STREAM);
     }
     // SAFETY: a stream handle is the address of a leaked `StreamObj` (never freed, see the
     // module docs), so it is readable for the life of the process.
     let s = unsafe { &*(h as *const StreamObj) };
-    if s.magic != STREAM_MAGIC || !s.alive.load(Ordering::Acquire) {
+    if s.magic != STREAM_MAGIC {
         return Err(INVALID_HANDLE);
     }
     Ok(s)
@@ -63,6 +76,7 @@ pub(super) fn new_stream(out: *mut CUstream, flags: u32, priority: i32) -> R {
         priority: priority.clamp(PRIORITY_GREATEST, 0),
         id: NEXT_STREAM_ID.fetch_add(1, Ordering::Relaxed),
         ticket: AtomicU64::new(0),
+        host_fns: AtomicU64::new(0),
     }));
     // SAFETY: checked not null; the caller's out-pointer.
     unsafe { put(out, s as *const StreamObj as CUstream) }

@@ -27,7 +27,22 @@
 //! user was this stream happens in the caller's program order, like the drop of the buffer
 //! itself, and never later on the dispatcher thread, where it would wait for the whole device
 //! at a moment nobody chose (see `CudaStream::release_completed`). Only work still pending is
-//! handed to a host function behind it.
+//! handed to a host function behind it, so nothing is released before the work that used it
+//! completed and the drop waits for none of it. Lists handed over earlier (the `keep`
+//! module) are the side stream's: their host functions run once the device passed their
+//! events and need nothing from the drop.
+//!
+//! **The side stream goes with the stream.** A stream that handed its keep-alive list over
+//! has a private side stream (`keep` module); the reaper destroys it in the same job as the
+//! stream's own teardown, after handing off the list. `cuStreamDestroy` returns at once and
+//! the driver still runs the side stream's queued waits and host functions (row 8), so the
+//! lists handed over are released after their work, as if the side stream lived on.
+//!
+//! **Host functions on the stream are the fallback while it lives.** A live stream hands its
+//! full keep-alive list over on the side stream; [`release_after`] on the stream itself, which
+//! would stall it until a host thread ran the function, serves that hand-over only when the
+//! side stream, its event or its calls fail, and the teardown above. [`release_after`] is
+//! also the host function the side stream runs.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -232,14 +247,14 @@ impl CudaStream {
         if in_callback()
             || self.state.persistent
             || self.state.capture.is_capturing()
-            || (self.keep_len() == 0 && self.state.modules.seq() == 0)
+            || (!self.state.keep.held() && self.state.modules.seq() == 0)
         {
             return;
         }
         if ffi::bind(self.handle.dev.shared.raw_ctx).is_err() {
             return;
         }
-        let n = self.keep_len();
+        let n = self.keep_mark();
         let m = self.state.modules.seq();
         if ffi::stream_query(self.handle.raw()).is_ok() {
             self.completed_up_to(n);
@@ -253,7 +268,7 @@ impl Drop for CudaStream {
         tracing::debug!(stream = ?self.handle.native, name = self.name.as_deref(), ownership = ?self.ownership, "cuda stream dropped");
         if destroy_inline(self.handle.was_used(), in_callback())
             && (self.state.untouched()
-                || (self.keep_len() == 0
+                || (!self.state.keep.held()
                     && self.state.modules.seq() == 0
                     && !self.state.capture.is_capturing()))
         {
@@ -285,11 +300,17 @@ impl Drop for CudaStream {
             if ffi::bind(dev.shared.raw_ctx).is_err() {
                 return;
             }
-            let mut v = std::mem::take(&mut *lock(&state.keep));
+            let mut v = state.keep.take_all();
             v.extend(state.modules.take());
             if !v.is_empty() {
                 if let Err((v, code)) = release_after(&dev, handle.raw(), v) {
                     release_after_sync(handle.raw(), v, code);
+                }
+            }
+            // The keep-alive list's side stream (module docs): its queued work still runs.
+            if let Some(side) = state.keep.take_side() {
+                if let Err(c) = ffi::stream_destroy(side) {
+                    tracing::debug!(code = c, "cuStreamDestroy (keep-alive side stream) failed");
                 }
             }
             drop(handle);

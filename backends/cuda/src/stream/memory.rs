@@ -1,111 +1,14 @@
 //! Data movement on a [`CudaStream`] (memset, write, read, device copies, copies to and from
-//! page-locked host memory) and the keep-alive list holding what queued work uses.
+//! page-locked host memory); what the work uses goes on the keep-alive list (`keep`).
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use xstream_core::{MemsetPattern, Readback, Result};
 
-use super::drop::release_after;
 use super::{lock, CudaStream, Span};
 use crate::ffi;
 use crate::memory::Keep;
 use crate::CudaBuffer;
-
-/// Keep-alive entries above which a stream hands its list to a host function, by default.
-const KEEP_FLUSH: usize = 256;
-
-/// The hand-over threshold in use: [`KEEP_FLUSH`], or `XSTREAM_CUDA_KEEP_FLUSH` (entries, read
-/// once per process, kept within 16 ..= 1 << 20). A larger value makes fewer host functions
-/// and holds the buffers of completed work longer (until the stream's next synchronize or
-/// hand-over); a diagnostic and tuning setting, see docs/hot-paths.md.
-fn keep_flush() -> usize {
-    static FLUSH: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *FLUSH.get_or_init(|| {
-        std::env::var("XSTREAM_CUDA_KEEP_FLUSH")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .map_or(KEEP_FLUSH, |n| n.clamp(16, 1 << 20))
-    })
-}
-
-impl CudaStream {
-    pub(crate) fn keep(&self, k: Keep) {
-        self.keep_all([Some(k)]);
-    }
-
-    /// Keeps a device buffer (when it needs keeping, [`CudaBuffer::keep_for`]) and the
-    /// page-locked host span of the same copy: both entries under one lock.
-    pub(crate) fn keep_copy(&self, b: &CudaBuffer, span: xstream_core::PinnedSpan) {
-        self.check_ordered_in_capture(b);
-        self.keep_all([b.keep_for(&self.handle), Some(Keep::Host(span))]);
-    }
-
-    /// Pushes the entries given under one lock; hands the list to a host function once it
-    /// holds [`keep_flush`] entries or more.
-    fn keep_all<const N: usize>(&self, ks: [Option<Keep>; N]) {
-        if self.state.capture.is_capturing() {
-            lock(&self.state.capture_keep).extend(ks.into_iter().flatten());
-            return;
-        }
-        let flush = {
-            let mut g = lock(&self.state.keep);
-            g.extend(ks.into_iter().flatten());
-            // The list that stays is allocated at its full size once per flush: one allocation
-            // per `KEEP_FLUSH` entries instead of the regrowth from empty (about seven), which
-            // the bench counted as 0.043 allocations per launch with a buffer argument.
-            let flush = keep_flush();
-            let v = (g.len() >= flush)
-                .then(|| std::mem::replace(&mut *g, Vec::with_capacity(flush + 1)));
-            self.state.keep_len.store(g.len(), Ordering::Release);
-            v
-        };
-        if let Some(v) = flush {
-            if let Err((v, _)) = release_after(&self.handle.dev, self.raw(), v) {
-                let mut g = lock(&self.state.keep);
-                g.extend(v);
-                self.state.keep_len.store(g.len(), Ordering::Release);
-            }
-        }
-    }
-
-    /// Keeps a buffer used by work just enqueued (see [`CudaBuffer::keep_for`]).
-    pub(crate) fn keep_buf(&self, b: &CudaBuffer) {
-        self.check_ordered_in_capture(b);
-        if let Some(k) = b.keep_for(&self.handle) {
-            self.keep(k);
-        }
-    }
-
-    /// A stream-ordered buffer used in a capture invalidates it: a graph could replay after
-    /// the stream-ordered free.
-    fn check_ordered_in_capture(&self, b: &CudaBuffer) {
-        if b.is_stream_ordered() && self.state.capture.is_capturing() {
-            tracing::warn!("stream-ordered buffer used in a capture: capture invalidated");
-            self.state.capture.invalidate();
-        }
-    }
-
-    /// Drops keep-alive entries older than `n` (their work completed).
-    pub(super) fn completed_up_to(&self, n: usize) {
-        if n == 0 {
-            return;
-        }
-        let done: Vec<Keep> = {
-            let mut g = lock(&self.state.keep);
-            let n = n.min(g.len());
-            let done = g.drain(..n).collect();
-            self.state.keep_len.store(g.len(), Ordering::Release);
-            done
-        };
-        drop(done);
-    }
-
-    /// Entries in the keep list now (no lock).
-    pub(super) fn keep_len(&self) -> usize {
-        self.state.keep_len.load(Ordering::Acquire)
-    }
-}
 
 impl CudaStream {
     /// Zeroes the whole allocation under a new plain buffer (`size` bytes: its length rounded up

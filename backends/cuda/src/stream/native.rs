@@ -177,7 +177,7 @@ impl CudaStream {
             return self.state.panics.take();
         }
         self.gate("synchronize")?;
-        let n = self.keep_len();
+        let n = self.keep_mark();
         let m = self.state.modules.seq();
         self.spin_until_idle()?;
         self.completed_up_to(n);

@@ -37,6 +37,7 @@ use xstream_conformance::alloc_count::allocs;
 mod checks;
 mod cost;
 mod fence;
+mod keep;
 mod null;
 mod releases;
 mod vmm;
@@ -44,6 +45,7 @@ mod vmm;
 use checks::*;
 use cost::*;
 use fence::*;
+use keep::*;
 use null::*;
 use releases::*;
 use vmm::*;
@@ -52,12 +54,14 @@ use vmm::*;
 const CHILD: &str = "XSTREAM_NULL_DRIVER";
 /// Operations per counted window (a multiple of 256, the keep-list hand-off).
 const N: u64 = 1024;
-/// Calls before each counted window.
-const WARM: u64 = 300;
+/// Calls before each counted window: more than two keep-list hand-overs for one entry per
+/// call, so that the stream's side stream exists and the driver symbols a hand-over calls
+/// (cudarc resolves each on first call) are resolved before the window.
+const WARM: u64 = 600;
 /// Bytes of the buffers and copies.
 const LEN: usize = 4096;
-/// The keep-alive entries after which a stream hands its list to a host function
-/// (`KEEP_FLUSH` in backends/cuda/src/stream/memory.rs).
+/// The keep-alive entries after which a stream hands its list over on its side stream
+/// (`KEEP_FLUSH` in backends/cuda/src/stream/keep.rs).
 const KEEP_FLUSH: u64 = 256;
 /// Timing: repeats (the median is reported) and calls per repeat, optimised build.
 const REPEATS: usize = 7;
@@ -456,6 +460,7 @@ fn child(lib: &Path) {
     dropped_stream_releases(&null, &dev, &args3);
     event_outlives_its_future(&null, &dev);
     lazy_stream_state(&null, &dev);
+    keep_hand_overs(&null, &dev, &args3);
 
     timing_table(&null, &s, &empty, &args3, &delay, &buf, &mut hb);
     more_timing(&null, &dev, &s, &delay);

@@ -80,6 +80,37 @@ impl Null {
         unsafe { f() }
     }
 
+    /// `xnull_fail_next`: the next `n` calls of `name` (any thread) return `code`.
+    pub(crate) fn fail_next(&self, name: &str, n: u64, code: u32) {
+        // SAFETY: `uint32_t xnull_fail_next(const char*, uint64_t, uint32_t)` (cuda-null docs).
+        let f = unsafe {
+            *self
+                .lib
+                .get::<unsafe extern "C" fn(*const c_char, u64, u32) -> u32>(b"xnull_fail_next\0")
+                .expect("xnull_fail_next")
+        };
+        let c = CString::new(name).expect("no NUL in a name");
+        // SAFETY: a valid C string for the call.
+        let r = unsafe { f(c.as_ptr(), n, code) };
+        assert_eq!(r, 0, "the null driver does not export {name}");
+    }
+
+    /// `xnull_stream_host_fns`: host functions launched on the stream `h`.
+    pub(crate) fn stream_host_fns(&self, h: sys::CUstream) -> u64 {
+        // SAFETY: `uint64_t xnull_stream_host_fns(CUstream)` (cuda-null docs).
+        let f = unsafe {
+            *self
+                .lib
+                .get::<unsafe extern "C" fn(sys::CUstream) -> u64>(b"xnull_stream_host_fns\0")
+                .expect("xnull_stream_host_fns")
+        };
+        // SAFETY: `h` is a stream handle the double returned (the callers pass a live
+        // stream's handle).
+        let v = unsafe { f(h) };
+        assert_ne!(v, u64::MAX, "not a stream of the null driver");
+        v
+    }
+
     pub(crate) fn reset(&self) {
         // SAFETY: `void xnull_reset(void)`.
         let f = unsafe {
