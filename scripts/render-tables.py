@@ -60,6 +60,21 @@ COPY_ROWS = ["write_from_host 4 KiB", "read_into_host 4 KiB", "registered upload
              "host callback enqueue"]
 
 TABLES = {
+    "run27-steps": dict(
+        doc="gpu-runs/2026-11-28-2xh200-run27/README.md",
+        source="gpu-runs/2026-11-28-2xh200-run27/run23-summary.tsv", kind="tsv"),
+    "run27-issue29-rows": dict(
+        doc="hot-paths-gpu.md", source="gpu-runs/2026-11-28-2xh200-run27/gpu_bench.md",
+        kind="md", index=0, rows=ISSUE29_ROWS + ["alloc_async + free_async",
+                                                "idle stream query (context", "idle stream synchronize (context",
+                                                "idle stream query (after", "idle stream synchronize (after",
+                                                "kernel launch + synchronize"]),
+    "run27-demo": dict(
+        doc="hot-paths-gpu.md", source="gpu-runs/2026-11-28-2xh200-run27/gpu_bench.md",
+        kind="md", index=4),
+    "run27-launch-profile": dict(
+        doc="hot-paths-gpu.md", source="gpu-runs/2026-11-28-2xh200-run27/launch_profile.md",
+        kind="md", index=0),
     "run26-steps": dict(
         doc="gpu-runs/2026-11-28-2xh100-run26/README.md",
         source="gpu-runs/2026-11-28-2xh100-run26/run23-summary.tsv", kind="tsv"),
