@@ -25,6 +25,21 @@
 //! `cuEventDestroy` against `Device::create_event` + drop, 20 000 per batch); the enqueue of an
 //! empty host callback (`cuLaunchHostFunc` against `Stream::host_callback`, 2000 per batch).
 //!
+//! The host-callback enqueue is split further (`cbexp.rs`), each variant on raw
+//! `cuLaunchHostFunc`: with xstream's fault watcher running (one xstream callback just before
+//! the batch starts it; it lingers 50 ms), with a host function that spins 500 ns or 1500 ns on
+//! the driver's callback thread, with one that frees a block the enqueuing thread allocated,
+//! and with the core's `CallbackSlot` fired by a trampoline shaped as the CUDA backend's,
+//! untracked and tracked in a `PendingCallbacks` list. Every callback variant's batch starts
+//! 60 ms after the last one (outside its time), so xstream's watcher is stopped unless the
+//! variant starts it. `LP_ONLY=<text>` keeps only the variants whose name contains the text
+//! (`LP_ONLY="host callback"`: the callback variants alone, about 10 s).
+//!
+//! Each variant's last column (`threads.rs`) is every thread's CPU time and voluntary context
+//! switches ("sleeps") per operation over its sampled batches, synchronize included, read from
+//! `/proc/self/task` outside the timed part: the enqueuing thread, the driver's threads
+//! (`cuda-EvtHandlr` and the host-function thread, named as the executable) and xstream's.
+//!
 //! The profiler (`sampler.rs`) is a `SIGPROF` timer of wall time (`CLOCK_MONOTONIC`, 20 kHz)
 //! sent to the launching thread alone. Its handler stores the interrupted instruction address
 //! under the variant that is running, only while a batch is timed. After the
@@ -49,8 +64,10 @@ use xstream_core::{
 };
 use xstream_cuda::{ptx_source, CudaBackend};
 
+mod cbexp;
 mod raw;
 mod sampler;
+mod threads;
 
 use raw::{ck, raw_function, raw_launch, ARGS3_PTX, EMPTY_PTX};
 
@@ -148,6 +165,10 @@ struct Variant<'a> {
     name: &'static str,
     launch: Box<dyn FnMut() + 'a>,
     sync: Box<dyn Fn() + 'a>,
+    /// Run before each batch, outside its time.
+    prep: Option<Box<dyn FnMut() + 'a>>,
+    /// Every thread's CPU time and sleeps over the sampled batches (synchronize included).
+    threads: threads::Totals,
     ns: Vec<f64>,
     /// Operations per batch.
     ops: u64,
@@ -168,6 +189,8 @@ impl<'a> Variant<'a> {
             name,
             launch: Box::new(launch),
             sync: Box::new(sync),
+            prep: None,
+            threads: threads::Totals::default(),
             ns: Vec::new(),
             ops,
             sync_timed: false,
@@ -180,8 +203,18 @@ impl<'a> Variant<'a> {
         self
     }
 
+    /// The same with `prep` run before each batch, outside its time.
+    fn prep(mut self, prep: impl FnMut() + 'a) -> Variant<'a> {
+        self.prep = Some(Box::new(prep));
+        self
+    }
+
     /// One batch; returns its time when `timed` (the synchronize inside it where `sync_timed`).
     fn batch(&mut self, prof: Option<(&sampler::Sampler, usize)>) -> Duration {
+        if let Some(p) = self.prep.as_mut() {
+            p();
+        }
+        let before = prof.is_some().then(threads::Snapshot::now);
         if let Some((p, i)) = prof {
             p.set_variant(Some(i));
         }
@@ -198,6 +231,10 @@ impl<'a> Variant<'a> {
         }
         if !self.sync_timed {
             (self.sync)();
+        }
+        if let Some(a) = before {
+            self.threads
+                .add(&a, &threads::Snapshot::now(), sampler::gettid());
         }
         d
     }
@@ -254,6 +291,16 @@ fn run() -> Result<(), String> {
     let xsync = || xs.synchronize().expect("synchronize");
     let rsync = || raw_sync(rs);
     let xs_ref = &xs;
+    // The callback variants start with xstream's fault watcher stopped (it lingers 50 ms after
+    // the last callback) unless the variant starts it on purpose.
+    // SIGPROF is blocked meanwhile: a sleep interrupted every 50 µs never ends.
+    let settle = || {
+        let _blocked = threads::BlockProf::new();
+        std::thread::sleep(Duration::from_millis(60));
+    };
+    let panics = std::sync::Arc::new(xstream_core::callback::PanicSlot::default());
+    let pending = xstream_core::callback::PendingCallbacks::default();
+    let (panics, pending) = (&panics, &pending);
     let mut vs = vec![
         Variant::new(
             "empty kernel: cuLaunchKernel",
@@ -382,14 +429,68 @@ fn run() -> Result<(), String> {
             CALLBACK_BATCH,
             move || raw_host_func(rs),
             rsync,
-        ),
+        )
+        .prep(settle),
         Variant::new(
             "host callback enqueue, empty (2000): Stream::host_callback",
             CALLBACK_BATCH,
             || xs_ref.host_callback(|_| {}).expect("host_callback"),
             xsync,
-        ),
+        )
+        .prep(settle),
+        Variant::new(
+            "host callback enqueue, empty (2000): cuLaunchHostFunc, xstream's watcher running",
+            CALLBACK_BATCH,
+            move || raw_host_func(rs),
+            rsync,
+        )
+        .prep(|| {
+            settle();
+            xs_ref.host_callback(|_| {}).expect("host_callback");
+            xs_ref.synchronize().expect("synchronize");
+        }),
+        Variant::new(
+            "host callback enqueue, 500 ns on the callback thread (2000): cuLaunchHostFunc",
+            CALLBACK_BATCH,
+            move || cbexp::raw_spin(rs, 500),
+            rsync,
+        )
+        .prep(settle),
+        Variant::new(
+            "host callback enqueue, 1500 ns on the callback thread (2000): cuLaunchHostFunc",
+            CALLBACK_BATCH,
+            move || cbexp::raw_spin(rs, 1500),
+            rsync,
+        )
+        .prep(settle),
+        Variant::new(
+            "host callback enqueue, a block freed on the callback thread (2000): cuLaunchHostFunc",
+            CALLBACK_BATCH,
+            move || cbexp::raw_box(rs),
+            rsync,
+        )
+        .prep(settle),
+        Variant::new(
+            "host callback enqueue, CallbackSlot untracked (2000): cuLaunchHostFunc",
+            CALLBACK_BATCH,
+            move || cbexp::raw_slot(rs, panics, None),
+            rsync,
+        )
+        .prep(settle),
+        Variant::new(
+            "host callback enqueue, CallbackSlot + PendingCallbacks (2000): cuLaunchHostFunc",
+            CALLBACK_BATCH,
+            move || cbexp::raw_slot(rs, panics, Some(pending)),
+            move || {
+                rsync();
+                pending.pending();
+            },
+        )
+        .prep(settle),
     ];
+    if let Ok(only) = std::env::var("LP_ONLY") {
+        vs.retain(|v| v.name.contains(only.as_str()));
+    }
     // Warm-up: every variant twice, unsampled.
     for v in vs.iter_mut() {
         for _ in 0..2 {
@@ -426,9 +527,9 @@ fn run() -> Result<(), String> {
     );
     let _ = writeln!(
         md,
-        "| variant | ns per operation (p10–p90) | samples | xstream binary ns | libcuda ns | other ns | other threads' samples |"
+        "| variant | ns per operation (p10–p90) | samples | xstream binary ns | libcuda ns | other ns | other threads' samples | every thread's CPU ns and sleeps per operation (synchronize included) |"
     );
-    let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---|");
     let mut offsets = String::from("variant\toffset\tsamples\toperations\n");
     for (i, v) in vs.iter().enumerate() {
         let (med, p10, p90) = stat(&v.ns);
@@ -438,13 +539,14 @@ fn run() -> Result<(), String> {
         let per = |n: usize| n as f64 * period_ns / ops as f64;
         let _ = writeln!(
             md,
-            "| {} | {med:.0} ({p10:.0}–{p90:.0}) | {} | {:.0} | {:.0} | {:.0} | {} |",
+            "| {} | {med:.0} ({p10:.0}–{p90:.0}) | {} | {:.0} | {:.0} | {:.0} | {} | {} |",
             v.name,
             s.len(),
             per(split.exe),
             per(split.cuda),
             per(split.other),
             samples.other_threads[i],
+            v.threads.describe(ops),
         );
         for (off, n) in places.exe_offsets(s).into_iter().take(40) {
             let _ = writeln!(offsets, "{}\t{off:#x}\t{n}\t{ops}", v.name);

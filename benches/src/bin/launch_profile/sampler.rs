@@ -12,7 +12,7 @@ use std::time::Duration;
 /// The sampling period (wall time of the sampled thread).
 pub const PERIOD: Duration = Duration::from_micros(50);
 /// Variants at most.
-const VARIANTS: usize = 16;
+const VARIANTS: usize = 32;
 /// Samples kept per variant (more are counted as lost).
 const CAP: usize = 1 << 15;
 
@@ -23,7 +23,7 @@ static COUNT: [AtomicUsize; VARIANTS] = [const { AtomicUsize::new(0) }; VARIANTS
 static OTHER: [AtomicUsize; VARIANTS] = [const { AtomicUsize::new(0) }; VARIANTS];
 static PCS: [AtomicUsize; VARIANTS * CAP] = [const { AtomicUsize::new(0) }; VARIANTS * CAP];
 
-fn gettid() -> i32 {
+pub(crate) fn gettid() -> i32 {
     // SAFETY: the gettid system call takes no arguments and cannot fail.
     unsafe { libc::syscall(libc::SYS_gettid) as i32 }
 }
