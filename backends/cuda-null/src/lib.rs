@@ -34,6 +34,8 @@
 //! - one device, one (primary) context, no capture, no managed memory, no peers, fixed device
 //!   attributes (an H100-like sm_90 with 132 multiprocessors).
 //!
+//! Cold caches: `XNULL_EVICT_KB=<n>` makes every driver call read an `n` KiB buffer of its
+//! own first (`xnull_thread_evict_ns()` is the time the calling thread spent so).
 //! Counters: `xnull_calls(name)` (all threads), `xnull_thread_calls(name)` (the calling
 //! thread), `xnull_wait_ns()` (time callers spent blocked waiting for host functions),
 //! `xnull_reset()`, `xnull_functions(names, cap)` (the exported driver functions),

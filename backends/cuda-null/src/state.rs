@@ -96,11 +96,57 @@ thread_local! {
     static HOST_THREAD: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Counts one call of `f` (process-wide and for the calling thread).
+/// Counts one call of `f` (process-wide and for the calling thread), then, in the eviction
+/// mode ([`evict`]), streams through the eviction buffer.
 #[inline]
 pub(crate) fn hit(f: F) {
     CALLS[f as usize].fetch_add(1, Ordering::Relaxed);
     let _ = MINE.try_with(|m| m[f as usize].set(m[f as usize].get() + 1));
+    if let Some(b) = evict_buffer() {
+        evict(b);
+    }
+}
+
+/// The eviction mode's buffer: `XNULL_EVICT_KB` KiB (read once per process; unset, 0 or
+/// unparsable: off, `None`), at most 1 GiB.
+fn evict_buffer() -> Option<&'static [u64]> {
+    static BUF: OnceLock<Option<Box<[u64]>>> = OnceLock::new();
+    BUF.get_or_init(|| {
+        let kb = std::env::var("XNULL_EVICT_KB")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&kb| kb > 0)?
+            .min(1 << 20);
+        // Non-zero contents, so that no page is the shared zero page.
+        Some((0..kb * 1024 / 8).map(|i| i as u64 | 1).collect())
+    })
+    .as_deref()
+}
+
+thread_local! {
+    /// Nanoseconds the calling thread spent in [`evict`] since its last reset.
+    static EVICT_NS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Reads one word of every cache line of `b`, as a real driver's call pushes the caller's
+/// lines out of the core's L1 and L2 caches with its own; the time it took is added to the
+/// calling thread's [`evicted_ns`], which a timing subtracts.
+#[inline(never)]
+fn evict(b: &[u64]) {
+    let t = std::time::Instant::now();
+    let mut acc = 0u64;
+    for line in b.chunks(8) {
+        acc ^= line[0];
+    }
+    std::hint::black_box(acc);
+    let ns = t.elapsed().as_nanos() as u64;
+    let _ = EVICT_NS.try_with(|c| c.set(c.get() + ns));
+}
+
+/// Nanoseconds the calling thread spent evicting (`XNULL_EVICT_KB`) since its last reset; 0
+/// when the mode is off.
+pub(crate) fn evicted_ns() -> u64 {
+    EVICT_NS.try_with(Cell::get).unwrap_or(0)
 }
 
 fn index(name: &str) -> Option<usize> {
@@ -156,6 +202,7 @@ pub(crate) fn reset() {
     }
     WAITED_NS.store(0, Ordering::Relaxed);
     let _ = MINE.try_with(|m| m.iter().for_each(|c| c.set(0)));
+    let _ = EVICT_NS.try_with(|c| c.set(0));
 }
 
 // ---- The host-function thread ----------------------------------------------------------

@@ -186,6 +186,7 @@ fn function(
             layout,
             kinds: None,
             limits,
+            raw_ctx: m.inner.raw_ctx,
             module: Arc::clone(&m.inner),
             tracked: !m.builtin,
         }),
@@ -196,16 +197,22 @@ fn function(
     }
 }
 
+///
+/// `repr(C)`, what a launch reads first (cold caches, docs/hot-paths.md): the module's context
+/// is copied here so that a launch reads the module only to track it.
+#[repr(C)]
 struct FunctionInner {
-    name: Box<str>,
     raw: CuFunction,
+    /// `module.raw_ctx`.
+    raw_ctx: CuContext,
+    /// Whether launches record the module in the stream (not for the builtin module).
+    tracked: bool,
+    limits: LaunchLimits,
     /// `None` when the driver cannot report the layout: safe launches are then refused.
     layout: Option<KernelLayout>,
     kinds: Option<Box<[ParamKind]>>,
-    limits: LaunchLimits,
     module: Arc<ModuleInner>,
-    /// Whether launches record the module in the stream (not for the builtin module).
-    tracked: bool,
+    name: Box<str>,
 }
 
 /// A kernel of a loaded CUDA module; cheap to clone; keeps its module loaded.
@@ -263,6 +270,7 @@ impl CudaFunction {
             inner: Arc::new(FunctionInner {
                 name: i.name.clone(),
                 raw: i.raw,
+                raw_ctx: i.raw_ctx,
                 layout: i.layout.clone(),
                 kinds: Some(kinds.into()),
                 limits: i.limits,
@@ -401,8 +409,8 @@ pub(crate) fn launch_ex(
     unknown: Layout,
 ) -> Result<()> {
     let fi = &*f.inner;
-    let dev = s.cuda_device();
-    if fi.module.raw_ctx != dev.shared.raw_ctx {
+    if fi.raw_ctx != s.raw_ctx() {
+        let dev = s.cuda_device();
         return Err(Error::WrongDevice(format!(
             "launch_kernel: `{}` was loaded on CUDA device {}, the stream is on device {}",
             fi.name, fi.module.ordinal, dev.shared.info.ordinal
@@ -415,7 +423,7 @@ pub(crate) fn launch_ex(
     }
     if !attrs.is_empty() {
         attrs.check(cfg)?;
-        check_attrs_supported(dev, attrs)?;
+        check_attrs_supported(s.cuda_device(), attrs)?;
     }
     if let Some(kinds) = &fi.kinds {
         if !kinds_match(kinds, args) {

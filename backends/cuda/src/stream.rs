@@ -101,17 +101,25 @@ impl StreamHandle {
 }
 
 /// Per-stream xstream state.
+///
+/// Laid out for cold caches (a real driver's call evicts the caller's lines, docs/hot-paths.md):
+/// what every enqueue and wait reads comes first and shares the struct's first cache line
+/// (the capture cell, the panic slot's presence, the module-use marks `seq` / `scanned` /
+/// `len`, the keep list's `end` / `first`; `Keeps` starts with those).
 #[derive(Default)]
+#[repr(C, align(64))]
 pub(crate) struct StreamState {
     pub capture: CaptureCell,
     pub panics: LazyPanics,
-    allocator: AllocatorSlot,
+    /// Modules of launches enqueued since the last observed completion (see `crate::module`):
+    /// the marks here, the list in `module_list`.
+    modules: module_use::ModuleUses,
     /// Buffers (and bytes) used by work not yet known complete (`keep` module).
     keep: keep::Keeps,
+    module_list: module_use::ModuleList,
+    allocator: AllocatorSlot,
     /// What the capture in progress references (moves into the graph).
     capture_keep: Mutex<Vec<Keep>>,
-    /// Modules of launches enqueued since the last observed completion (see `crate::module`).
-    modules: module_use::ModuleUses,
     /// The mark before a capture, for page-locked buffers' fence anchors (`fence` module).
     fence_mark: fence::FenceMark,
     priority: AtomicI32,
@@ -207,11 +215,22 @@ impl LazyPanics {
 /// are released by a host function behind that work. Work already complete at the drop (one
 /// `cuStreamQuery`) releases what it used on the dropping thread instead, as dropping those
 /// buffers directly would (`cuMemFree` waits for the device's work, see docs/semantics.md).
+///
+/// Laid out for cold caches (docs/hot-paths.md): the fields every call reads (the state's
+/// pointer, the native handle and the context, copied from the handle and the device so that
+/// the hot paths read neither) are first, in one cache line.
+#[repr(C, align(64))]
 pub struct CudaStream {
-    /// The native handle and the device (the stream's one device reference).
-    pub(crate) handle: Arc<StreamHandle>,
     /// Made by the first operation that needs it ([`LazyState`]).
     pub(crate) state: LazyState,
+    /// `handle.native`, read here ([`CudaStream::raw`]).
+    native: CuStream,
+    /// The device's context (`Shared::raw_ctx`), bound by [`CudaStream::bind`].
+    ctx: ffi::CuContext,
+    /// Whether [`CudaStream::raw`] recorded the use in the handle already.
+    marked: std::sync::atomic::AtomicBool,
+    /// The native handle and the device (the stream's one device reference).
+    pub(crate) handle: Arc<StreamHandle>,
     /// `cuStreamGetId`, read on first use (creation makes no extra driver call).
     id: OnceLock<u64>,
     name: Option<String>,
@@ -238,18 +257,32 @@ impl fmt::Debug for CudaStream {
 impl CudaStream {
     // -- internal helpers ---------------------------------------------------------------
 
+    /// `handle.raw()` from this stream's own line: the handle's use mark is written once.
+    #[inline]
     fn raw(&self) -> CuStream {
-        self.handle.raw()
+        if !self.marked.load(Ordering::Relaxed) {
+            self.handle.raw();
+            self.marked.store(true, Ordering::Relaxed);
+        }
+        self.native
     }
 
     /// `Shared::enter` (with the callback gate): for a CUDA-only entry point.
     fn enter(&self) -> Result<()> {
-        self.handle.dev.shared.enter()
+        xstream_core::callback::ensure_not_in_callback()?;
+        self.bind()
     }
 
-    /// `Shared::bind` (no gate): for an operation of the checked `Stream`.
+    /// `Shared::bind` (no gate): for an operation of the checked `Stream`, with the context
+    /// copied into the stream (the device's shared state is read only on failure).
+    #[inline]
     fn bind(&self) -> Result<()> {
-        self.handle.dev.shared.bind()
+        ffi::bind(self.ctx).map_err(|c| self.handle.dev.shared.fail("cuCtxSetCurrent", c))
+    }
+
+    /// The device's context (`Shared::raw_ctx`), from the stream's own line.
+    pub(crate) fn raw_ctx(&self) -> ffi::CuContext {
+        self.ctx
     }
 
     /// Maps a failed enqueue; capture errors invalidate the xstream capture state too.
@@ -322,7 +355,7 @@ impl CudaStream {
         let m = self.state.modules.seq();
         self.check("cuStreamSynchronize", ffi::stream_synchronize(self.raw()))?;
         self.completed_up_to(n);
-        self.state.modules.completed_up_to(m);
+        self.state.modules.completed_up_to(&self.state.module_list, m);
         self.state.panics.take()
     }
 
@@ -345,7 +378,7 @@ impl CudaStream {
             return Err(Error::Timeout(timeout));
         }
         self.completed_up_to(n);
-        self.state.modules.completed_up_to(m);
+        self.state.modules.completed_up_to(&self.state.module_list, m);
         self.state.panics.take()
     }
 }
@@ -404,7 +437,7 @@ impl StreamImpl for CudaStream {
         match ffi::stream_query(self.raw()) {
             Ok(()) => {
                 self.completed_up_to(n);
-                self.state.modules.completed_up_to(m);
+                self.state.modules.completed_up_to(&self.state.module_list, m);
                 Ok(Status::Ready)
             }
             Err(ffi::NOT_READY) => Ok(Status::Pending),

@@ -168,6 +168,14 @@ pub extern "C" fn xnull_wait_ns() -> u64 {
     catch_unwind(state::waited_ns).unwrap_or(0)
 }
 
+/// `uint64_t xnull_thread_evict_ns(void)`: nanoseconds the calling thread's driver calls
+/// spent streaming through the eviction buffer (`XNULL_EVICT_KB`) since its last
+/// `xnull_reset`; 0 when that mode is off.
+#[no_mangle]
+pub extern "C" fn xnull_thread_evict_ns() -> u64 {
+    catch_unwind(state::evicted_ns).unwrap_or(0)
+}
+
 /// `uint32_t xnull_fail_next(const char *name, uint64_t n, uint32_t code)`: the next `n` calls
 /// of the driver function `name` (by any thread) are counted and return `code` without doing
 /// anything; `n` = 0 clears. Returns 0, or 1 for a name the null driver does not export.

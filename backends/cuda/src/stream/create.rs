@@ -29,6 +29,9 @@ impl CudaStream {
         let handle = Arc::new(handle);
         let state = LazyState::new(persistent, fast_sync, report.priority().native);
         Ok(Self {
+            native: handle.native,
+            ctx: handle.dev.shared.raw_ctx,
+            marked: std::sync::atomic::AtomicBool::new(false),
             handle,
             state,
             id: OnceLock::new(),

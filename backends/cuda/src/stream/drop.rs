@@ -258,7 +258,7 @@ impl CudaStream {
         let m = self.state.modules.seq();
         if ffi::stream_query(self.handle.raw()).is_ok() {
             self.completed_up_to(n);
-            self.state.modules.completed_up_to(m);
+            self.state.modules.completed_up_to(&self.state.module_list, m);
         }
     }
 }
@@ -301,7 +301,7 @@ impl Drop for CudaStream {
                 return;
             }
             let mut v = state.keep.take_all();
-            v.extend(state.modules.take());
+            v.extend(state.modules.take(&state.module_list));
             if !v.is_empty() {
                 if let Err((v, code)) = release_after(&dev, handle.raw(), v) {
                     release_after_sync(handle.raw(), v, code);

@@ -87,13 +87,15 @@ fn keep_flush() -> usize {
 
 /// A stream's keep-alive entries: the list being filled, and the side stream its hand-overs
 /// go to (module docs).
+/// `repr(C)`: the two marks every wait reads first (`StreamState`'s first cache line).
 #[derive(Default)]
+#[repr(C)]
 pub(crate) struct Keeps {
-    list: Mutex<List>,
     /// The number past the newest entry (the mark a wait takes), readable without the lock.
     end: AtomicU64,
     /// `List::first`, readable without the lock.
     first: AtomicU64,
+    list: Mutex<List>,
     /// The side stream, once a hand-over created it.
     side: Mutex<Option<CuStream>>,
 }

@@ -9,7 +9,12 @@ use super::{lock, CudaStream};
 use crate::memory::Keep;
 use crate::module::ModuleInner;
 
-/// Modules used by a stream's launches, with the sequence number of each one's latest launch.
+/// The modules listed ([`ModuleUses`]' list, a field of its own in `StreamState` so that the
+/// marks share the state's first cache line with the keep list's).
+pub(crate) type ModuleList = Mutex<Vec<(Arc<ModuleInner>, u64)>>;
+
+/// The marks of the modules used by a stream's launches; the list ([`ModuleList`]) holds each
+/// module with the sequence number of its latest launch.
 #[derive(Default)]
 pub(crate) struct ModuleUses {
     seq: AtomicU64,
@@ -18,7 +23,6 @@ pub(crate) struct ModuleUses {
     /// such as the builtin one, stays listed).
     scanned: AtomicU64,
     len: AtomicUsize,
-    list: Mutex<Vec<(Arc<ModuleInner>, u64)>>,
 }
 
 impl ModuleUses {
@@ -28,8 +32,8 @@ impl ModuleUses {
     }
 
     /// Records a launch of `m`.
-    fn used(&self, m: &Arc<ModuleInner>) {
-        let mut g = lock(&self.list);
+    fn used(&self, list: &ModuleList, m: &Arc<ModuleInner>) {
+        let mut g = lock(list);
         // Every writer holds the lock: a load and a store, no read-modify-write.
         let n = self.seq.load(Ordering::Relaxed) + 1;
         self.seq.store(n, Ordering::Release);
@@ -47,13 +51,13 @@ impl ModuleUses {
     /// the next launch of it allocates nothing). Scans once per new `upto`: an entry still
     /// held elsewhere at that scan is looked at again after the stream's next launch, or
     /// released when the stream drops.
-    pub(crate) fn completed_up_to(&self, upto: u64) {
+    pub(crate) fn completed_up_to(&self, list: &ModuleList, upto: u64) {
         if self.len.load(Ordering::Acquire) == 0 || upto <= self.scanned.load(Ordering::Acquire) {
             return;
         }
         let mut done = Vec::new();
         {
-            let mut g = lock(&self.list);
+            let mut g = lock(list);
             let mut i = 0;
             while i < g.len() {
                 if g[i].1 <= upto && Arc::strong_count(&g[i].0) == 1 {
@@ -70,8 +74,8 @@ impl ModuleUses {
     }
 
     /// Takes every entry, for release behind the stream's work.
-    pub(crate) fn take(&self) -> Vec<Keep> {
-        let mut g = lock(&self.list);
+    pub(crate) fn take(&self, list: &ModuleList) -> Vec<Keep> {
+        let mut g = lock(list);
         self.len.store(0, Ordering::Release);
         g.drain(..).map(|(m, _)| Keep::Module(m)).collect()
     }
@@ -84,7 +88,7 @@ impl CudaStream {
         if self.state.capture.is_capturing() {
             lock(&self.state.capture_keep).push(Keep::Module(Arc::clone(m)));
         } else {
-            self.state.modules.used(m);
+            self.state.modules.used(&self.state.module_list, m);
         }
     }
 }

@@ -80,6 +80,20 @@ impl Null {
         unsafe { f() }
     }
 
+    /// `xnull_thread_evict_ns`: ns this thread's driver calls spent evicting the caches
+    /// (`XNULL_EVICT_KB`) since its last reset; 0 when that mode is off.
+    pub(crate) fn evict_ns(&self) -> u64 {
+        // SAFETY: `uint64_t xnull_thread_evict_ns(void)` (cuda-null docs).
+        let f = unsafe {
+            *self
+                .lib
+                .get::<unsafe extern "C" fn() -> u64>(b"xnull_thread_evict_ns\0")
+                .expect("xnull_thread_evict_ns")
+        };
+        // SAFETY: no arguments.
+        unsafe { f() }
+    }
+
     /// `xnull_fail_next`: the next `n` calls of `name` (any thread) return `code`.
     pub(crate) fn fail_next(&self, name: &str, n: u64, code: u32) {
         // SAFETY: `uint32_t xnull_fail_next(const char*, uint64_t, uint32_t)` (cuda-null docs).
