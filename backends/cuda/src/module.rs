@@ -197,9 +197,9 @@ fn function(
     }
 }
 
-///
-/// `repr(C)`, what a launch reads first (cold caches, docs/hot-paths.md): the module's context
-/// is copied here so that a launch reads the module only to track it.
+/// A kernel's handle and what a launch checks. `repr(C)` with what a launch reads first (cold
+/// caches, docs/hot-paths.md): the module's context is copied here so that a launch reads the
+/// module only to track it.
 #[repr(C)]
 struct FunctionInner {
     raw: CuFunction,
