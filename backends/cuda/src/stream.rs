@@ -355,7 +355,9 @@ impl CudaStream {
         let m = self.state.modules.seq();
         self.check("cuStreamSynchronize", ffi::stream_synchronize(self.raw()))?;
         self.completed_up_to(n);
-        self.state.modules.completed_up_to(&self.state.module_list, m);
+        self.state
+            .modules
+            .completed_up_to(&self.state.module_list, m);
         self.state.panics.take()
     }
 
@@ -378,7 +380,9 @@ impl CudaStream {
             return Err(Error::Timeout(timeout));
         }
         self.completed_up_to(n);
-        self.state.modules.completed_up_to(&self.state.module_list, m);
+        self.state
+            .modules
+            .completed_up_to(&self.state.module_list, m);
         self.state.panics.take()
     }
 }
@@ -437,7 +441,9 @@ impl StreamImpl for CudaStream {
         match ffi::stream_query(self.raw()) {
             Ok(()) => {
                 self.completed_up_to(n);
-                self.state.modules.completed_up_to(&self.state.module_list, m);
+                self.state
+                    .modules
+                    .completed_up_to(&self.state.module_list, m);
                 Ok(Status::Ready)
             }
             Err(ffi::NOT_READY) => Ok(Status::Pending),

@@ -258,7 +258,9 @@ impl CudaStream {
         let m = self.state.modules.seq();
         if ffi::stream_query(self.handle.raw()).is_ok() {
             self.completed_up_to(n);
-            self.state.modules.completed_up_to(&self.state.module_list, m);
+            self.state
+                .modules
+                .completed_up_to(&self.state.module_list, m);
         }
     }
 }

@@ -181,7 +181,9 @@ impl CudaStream {
         let m = self.state.modules.seq();
         self.spin_until_idle()?;
         self.completed_up_to(n);
-        self.state.modules.completed_up_to(&self.state.module_list, m);
+        self.state
+            .modules
+            .completed_up_to(&self.state.module_list, m);
         self.state.panics.take()
     }
 }
