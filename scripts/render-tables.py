@@ -60,6 +60,12 @@ COPY_ROWS = ["write_from_host 4 KiB", "read_into_host 4 KiB", "registered upload
              "host callback enqueue"]
 
 TABLES = {
+    "callback-split-r1": dict(
+        doc="gpu-runs/2026-11-28-h200-callback-split/README.md",
+        source="gpu-runs/2026-11-28-h200-callback-split/r1/launch_profile.md", kind="md", index=0),
+    "callback-split-r2": dict(
+        doc="gpu-runs/2026-11-28-h200-callback-split/README.md",
+        source="gpu-runs/2026-11-28-h200-callback-split/r2/launch_profile.md", kind="md", index=0),
     "run27-steps": dict(
         doc="gpu-runs/2026-11-28-2xh200-run27/README.md",
         source="gpu-runs/2026-11-28-2xh200-run27/run23-summary.tsv", kind="tsv"),
@@ -784,7 +790,7 @@ def run_facts(src):
             device = line[5:].strip()
             break
         # nvidia-smi --query-gpu=name,driver_version,... --format=csv,noheader
-        m = re.match(r"^([^,]+), (\d+\.\d+(?:\.\d+)?), \d+ MiB$", line)
+        m = re.match(r"^([^,]+), (\d+\.\d+(?:\.\d+)?)(?:, \d+ MiB)?$", line)
         if m:
             n = sum(1 for x in mlines if re.match(r"^GPU \d+: ", x))
             device = f"{n} × {m.group(1).strip()}" if n > 1 else m.group(1).strip()
