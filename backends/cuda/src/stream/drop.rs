@@ -193,9 +193,10 @@ fn release_after_sync(raw: CuStream, v: Vec<Keep>, code: ffi::Code) {
 }
 
 /// Hands `v` to a host function behind the stream's current work; the host function moves it
-/// to the dispatcher thread, which drops it (freeing device memory needs a driver call, which
-/// is not permitted inside a host function). Returns `v` back, with the driver's code, when
-/// enqueueing failed.
+/// to the reaper thread, which drops it (freeing device memory needs a driver call, which is
+/// not permitted inside a host function; at process exit the reaper's exit handler waits for
+/// the releases queued before it and parks later ones). Returns `v` back, with the driver's
+/// code, when enqueueing failed.
 pub(super) fn release_after(
     dev: &CudaDevice,
     raw: CuStream,
@@ -211,8 +212,12 @@ pub(super) fn release_after(
     let slot = CallbackSlot::new(
         Box::new(move |_r| {
             if let Some(v) = lock(&h2).take() {
-                dispatch(Box::new(move || {
-                    ffi::ensure_relaxed_capture_mode();
+                // The reaper, not the dispatcher: its exit handler waits for the releases
+                // queued before the process exits and parks later ones, so a host function
+                // that runs during the driver's exit teardown (a side stream's, which no
+                // synchronize of the stream waits for) frees nothing then.
+                reap(Box::new(move || {
+                    driver_prelude();
                     drop(v);
                 }));
             }

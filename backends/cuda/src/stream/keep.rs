@@ -15,7 +15,7 @@
 //! context's [`RawEventPool`](crate::event_pool::RawEventPool)) on the stream right after the
 //! work that used the entries, and on the stream's private **side stream** enqueues a wait
 //! for E (`cuStreamWaitEvent`) and then the host function of [`release_after`], which moves
-//! the list to xstream's dispatcher thread, where it is dropped. E goes back to the pool right
+//! the list to the backend's reaper thread, where it is dropped. E goes back to the pool right
 //! after the wait is enqueued: a wait takes the record current at call time, so re-recording
 //! E for its next user moves no wait already enqueued (`event_pool` module docs). So:
 //! - the stream itself runs nothing for the hand-over and never waits for the side stream. A
@@ -25,7 +25,7 @@
 //!   batch (GPU run 26, docs/hot-paths-gpu.md);
 //! - the entries are released as soon as the device passed E, whether or not the stream is
 //!   used again (nothing waits for a later call to look at them);
-//! - the `cuMemFree` of a buffer whose last holder was the list runs on the dispatcher thread,
+//! - the `cuMemFree` of a buffer whose last holder was the list runs on the reaper thread,
 //!   never on the enqueuing thread: `cuMemFree` waits for the whole device (docs/semantics.md,
 //!   "a blocked wait can stall calls that synchronize the whole device"), so a launch that
 //!   triggers a hand-over never waits for other streams' work, nor for a stream held by a
