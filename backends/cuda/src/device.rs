@@ -171,6 +171,12 @@ pub(crate) fn track_pending(shared: &Arc<Shared>, slot: &Arc<CallbackSlot>) {
             s.pending.fail_all(&e);
         } else if last.elapsed() >= WATCH_PERIOD {
             last = Instant::now();
+            // No driver call once the process exit began (the driver tears itself down next):
+            // the watcher ends; callbacks still pending then are the exit's.
+            let Some(_call) = crate::stream::BackgroundCall::begin() else {
+                s.watching.store(false, Ordering::SeqCst);
+                return Some(Ok(()));
+            };
             match ffi::stream_query(s.sentinel) {
                 Ok(()) | Err(ffi::NOT_READY) => {}
                 Err(code) => {

@@ -52,6 +52,7 @@ mod native;
 pub use capture::{exchange_thread_capture_mode, CaptureInfo, DependencyUpdate};
 pub use native::MemAttach;
 
+pub(crate) use drop::BackgroundCall;
 use drop::UseMark;
 
 /// Owns (or borrows) the native handle; destroys an owned one when the last reference goes.

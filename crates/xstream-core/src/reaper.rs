@@ -141,6 +141,20 @@ impl Reaper {
         });
     }
 
+    /// Whether the process exit began (the backend's exit handler ran [`Reaper::at_exit`]).
+    /// A backend's background threads make no vendor call from then on: the vendor's own exit
+    /// handlers run next and tear the runtime down.
+    pub fn exiting(&'static self) -> bool {
+        self.exiting.load(Ordering::SeqCst)
+    }
+
+    /// Starts the reaper's thread, and with it registers the backend's exit handler, if neither
+    /// happened yet (a thread that must stop calling the vendor at exit needs the handler to
+    /// run, whether or not a teardown job was ever submitted).
+    pub fn start(&'static self) {
+        let _ = self.queue.get_or_init(|| self.spawn());
+    }
+
     /// How many jobs were parked since the exit began.
     pub fn parked(&'static self) -> usize {
         lock(&self.parked).len()

@@ -138,9 +138,50 @@ static REAPER: Reaper = Reaper::new(
     ffi::ensure_relaxed_capture_mode,
 );
 
-/// The process-exit handler of [`REAPER`] (`atexit`).
+/// The process-exit handler of [`REAPER`] (`atexit`): the reaper's exit flush, then a wait
+/// (at most [`EXIT_CALL_LIMIT`]) for a background driver call already under way
+/// ([`BackgroundCall`]), so that none overlaps the driver's exit teardown.
 extern "C" fn reaper_at_exit() {
     REAPER.at_exit();
+    let t = std::time::Instant::now();
+    while BACKGROUND_CALLS.load(Ordering::SeqCst) != 0 && t.elapsed() < EXIT_CALL_LIMIT {
+        std::thread::sleep(std::time::Duration::from_micros(50));
+    }
+}
+
+/// How long the exit handler waits for a background driver call under way.
+const EXIT_CALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Background driver calls under way (the fault watcher's query on the shared poller thread).
+static BACKGROUND_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A driver call made by one of the backend's background threads (the fault watcher), which
+/// must not overlap the driver's exit teardown: GPU run 28 saw the conformance suite's process
+/// end with signal 11 under compute-sanitizer, in the watcher's `cuStreamQuery` on the poller
+/// thread after every test had passed. [`BackgroundCall::begin`] refuses once the exit began;
+/// while one is held, the exit handler waits for it ([`reaper_at_exit`]). The counter is raised
+/// before the exit flag is read, and the handler sets the flag before it reads the counter
+/// (both sequentially consistent), so either the call sees the exit or the exit sees the call.
+pub(crate) struct BackgroundCall(());
+
+impl BackgroundCall {
+    /// `None` once the process exit began: make no driver call then. Also starts the reaper
+    /// (and so registers the exit handler) if nothing did yet.
+    pub(crate) fn begin() -> Option<Self> {
+        REAPER.start();
+        BACKGROUND_CALLS.fetch_add(1, Ordering::SeqCst);
+        if REAPER.exiting() {
+            BACKGROUND_CALLS.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(Self(()))
+    }
+}
+
+impl Drop for BackgroundCall {
+    fn drop(&mut self) {
+        BACKGROUND_CALLS.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Runs `job` on the CUDA backend's reaper thread ([`REAPER`]).
@@ -373,6 +414,8 @@ mod tests {
     static SLOW_DONE: AtomicBool = AtomicBool::new(false);
     /// Set by a job reaped after the exit began (it must be parked, never run).
     static LATE_RAN: AtomicBool = AtomicBool::new(false);
+    /// Set by the child's background call just before it ended.
+    static CALL_DONE: AtomicBool = AtomicBool::new(false);
 
     /// Registered before the reaper starts, so it runs after the reaper's exit handler: by
     /// then the slow job must have finished, and a job reaped now must be parked.
@@ -384,13 +427,16 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
             let late = LATE_RAN.load(Ordering::SeqCst);
             let parked = REAPER.parked();
-            println!("at exit: slow job done {slow}, late job ran {late}, parked {parked}");
+            let call = CALL_DONE.load(Ordering::SeqCst);
+            let refused = BackgroundCall::begin().is_none();
+            println!("at exit: slow job done {slow}, late job ran {late}, parked {parked}, background call done {call}, refused {refused}");
         });
     }
 
     /// The reaper's exit handler is registered for real (`atexit`): at process exit while the
-    /// reaper still runs a teardown job (a stream dropped at the end of `main`), the exit waits
-    /// for it before later exit handlers (the driver's teardown) run, and a job reaped once
+    /// reaper still runs a teardown job (a stream dropped at the end of `main`) and a background
+    /// driver call is under way ([`BackgroundCall`]), the exit waits for both before later exit
+    /// handlers (the driver's teardown) run, a background call begun then is refused, and a job reaped once
     /// the exit began is parked, not run (the behaviour itself is tested once, in
     /// `xstream_core::reaper`). In a child process, without a GPU (the jobs make no driver
     /// call).
@@ -402,6 +448,17 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(300));
                 SLOW_DONE.store(true, Ordering::SeqCst);
             }));
+            // A background driver call under way when the exit begins (the watcher's query).
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let call = BackgroundCall::begin().expect("no exit yet");
+                tx.send(()).expect("send");
+                // Longer than the slow job: only the wait for the call covers it.
+                std::thread::sleep(Duration::from_millis(500));
+                CALL_DONE.store(true, Ordering::SeqCst);
+                drop(call);
+            });
+            rx.recv().expect("the call began");
             std::process::exit(0);
         }
         let out = std::process::Command::new(std::env::current_exe().expect("current_exe"))
@@ -422,7 +479,7 @@ mod tests {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(
-            stdout.contains("at exit: slow job done true, late job ran false, parked 1"),
+            stdout.contains("at exit: slow job done true, late job ran false, parked 1, background call done true, refused true"),
             "the exit check did not run:\n{stdout}"
         );
     }
