@@ -60,6 +60,15 @@ COPY_ROWS = ["write_from_host 4 KiB", "read_into_host 4 KiB", "registered upload
              "host callback enqueue"]
 
 TABLES = {
+    "run28-steps": dict(
+        doc="gpu-runs/2026-11-28-2xh200-run28/README.md",
+        source="gpu-runs/2026-11-28-2xh200-run28/run23-summary.tsv", kind="tsv"),
+    "run28-issue29-rows": dict(
+        doc="gpu-runs/2026-11-28-2xh200-run28/README.md", source="gpu-runs/2026-11-28-2xh200-run28/gpu_bench.md",
+        kind="md", index=0, rows=ISSUE29_ROWS + ["alloc_async + free_async",
+                                                "idle stream query (context", "idle stream synchronize (context",
+                                                "idle stream query (after", "idle stream synchronize (after",
+                                                "kernel launch + synchronize"]),
     "callback-split-r1": dict(
         doc="gpu-runs/2026-11-28-h200-callback-split/README.md",
         source="gpu-runs/2026-11-28-h200-callback-split/r1/launch_profile.md", kind="md", index=0),
