@@ -68,15 +68,7 @@ pub(crate) fn keep_hand_overs(
     dev: &xstream_cuda::CudaDevice,
     f: &xstream_cuda::CudaFunction,
 ) {
-    let single = LaunchConfig::single();
-    let launch = |s: &CudaStream, b: &xstream_cuda::CudaBuffer| {
-        s.launch_kernel(
-            f,
-            &single,
-            &[KernelArg::Buffer(b), KernelArg::U32(1), KernelArg::F32(1.0)],
-        )
-        .expect("launch with a buffer")
-    };
+    let launch = |s: &CudaStream, b: &xstream_cuda::CudaBuffer| launch_with_buffer(s, f, b);
     // `c` stays held here: its entries only fill the lists. A batch starts with one launch
     // using a fresh buffer dropped at once, so the list holds its last reference and its
     // `cuMemFree` shows the batch's release.

@@ -4,6 +4,20 @@
 
 use super::*;
 
+/// One launch of `f` (the `args3` kernel: a buffer, a `u32`, an `f32`) on `s` with `b`.
+pub(crate) fn launch_with_buffer(
+    s: &CudaStream,
+    f: &xstream_cuda::CudaFunction,
+    b: &xstream_cuda::CudaBuffer,
+) {
+    s.launch_kernel(
+        f,
+        &LaunchConfig::single(),
+        &[KernelArg::Buffer(b), KernelArg::U32(1), KernelArg::F32(1.0)],
+    )
+    .expect("launch with a buffer")
+}
+
 /// Waits until every thread made `want` calls of `name` since the last reset, at most `guard`
 /// (not a timing bound: a buffer's `cuMemFree` may run behind its stream's work, off the
 /// dropping thread). Returns the count then.
@@ -31,15 +45,7 @@ pub(crate) fn dropped_stream_releases(
     f: &xstream_cuda::CudaFunction,
 ) {
     use xstream_core::Event;
-    let single = LaunchConfig::single();
-    let launch = |s: &CudaStream, b: &xstream_cuda::CudaBuffer| {
-        s.launch_kernel(
-            f,
-            &single,
-            &[KernelArg::Buffer(b), KernelArg::U32(1), KernelArg::F32(1.0)],
-        )
-        .expect("launch with a buffer")
-    };
+    let launch = |s: &CudaStream, b: &xstream_cuda::CudaBuffer| launch_with_buffer(s, f, b);
 
     // Completed work, seen through an event: freed inline, on this thread.
     let a = dev.create_stream(&nb()).expect("create_stream");
