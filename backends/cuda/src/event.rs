@@ -69,10 +69,7 @@ fn destroy(
         }
     };
     if in_callback() {
-        xstream_core::callback::dispatch(Box::new(move || {
-            ffi::ensure_relaxed_capture_mode();
-            destroy();
-        }));
+        crate::stream::dispatch_driver_job(destroy);
     } else {
         destroy();
     }
@@ -376,6 +373,12 @@ impl xstream_core::EventImpl for CudaEvent {
         Ok(poll_until(Box::new(move || {
             // The shared poller thread: RELAXED so it never breaks a user's capture.
             ffi::ensure_relaxed_capture_mode();
+            // No driver call once the process exit began (`BackgroundCall`).
+            let Some(_call) = crate::stream::BackgroundCall::begin() else {
+                return Some(Err(Error::NotPermitted(
+                    "event completed: the process is exiting",
+                )));
+            };
             match ffi::event_query(handle.raw) {
                 Ok(()) => Some(Ok(())),
                 Err(ffi::NOT_READY) => None,

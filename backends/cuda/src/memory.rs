@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use xstream_core::sync::lock;
 
-use xstream_core::callback::{dispatch, in_callback};
+use xstream_core::callback::in_callback;
 use xstream_core::sync::UseSet;
 #[allow(unused_imports)] // doc links
 use xstream_core::Buffer;
@@ -121,10 +121,7 @@ impl Drop for Alloc {
             }
         };
         if in_callback() {
-            dispatch(Box::new(move || {
-                ffi::ensure_relaxed_capture_mode();
-                free();
-            }));
+            crate::stream::dispatch_driver_job(free);
         } else {
             free();
         }
@@ -238,10 +235,7 @@ impl Drop for Ordered {
                 freed: false,
             };
             self.freed = true;
-            dispatch(Box::new(move || {
-                ffi::ensure_relaxed_capture_mode();
-                drop(o);
-            }));
+            crate::stream::dispatch_driver_job(move || drop(o));
             return;
         }
         if let Err(e) = self.free_on(self.owner.raw()) {

@@ -40,7 +40,7 @@ use std::ffi::CString;
 use std::fmt;
 use std::sync::Arc;
 
-use xstream_core::callback::{dispatch, in_callback};
+use xstream_core::callback::in_callback;
 use xstream_core::launch::LaunchAttrs;
 use xstream_core::module::{
     check_arg_sizes, check_args, ArgValue, KernelArg, LaunchConfig, LaunchLimits, ModuleSource,
@@ -87,10 +87,7 @@ impl Drop for ModuleInner {
         };
         if in_callback() {
             // Driver calls are refused inside host functions: unload on the dispatcher.
-            dispatch(Box::new(move || {
-                ffi::ensure_relaxed_capture_mode();
-                unload();
-            }));
+            crate::stream::dispatch_driver_job(unload);
         } else {
             unload();
         }

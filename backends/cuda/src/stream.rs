@@ -52,8 +52,8 @@ mod native;
 pub use capture::{exchange_thread_capture_mode, CaptureInfo, DependencyUpdate};
 pub use native::MemAttach;
 
-pub(crate) use drop::BackgroundCall;
 use drop::UseMark;
+pub(crate) use drop::{dispatch_driver_job, BackgroundCall};
 
 /// Owns (or borrows) the native handle; destroys an owned one when the last reference goes.
 pub(crate) struct StreamHandle {

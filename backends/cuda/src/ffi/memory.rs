@@ -6,7 +6,7 @@ use std::ptr;
 
 use cudarc::driver::sys;
 
-use super::context::{bind, ensure_relaxed_capture_mode};
+use super::context::bind;
 use super::{ok, CuContext, CuMemPool, CuResult, CuStream};
 
 /// `cuMemAlloc`.
@@ -350,10 +350,7 @@ impl Drop for PinnedAlloc {
             drop(reg);
         };
         if xstream_core::callback::in_callback() {
-            xstream_core::callback::dispatch(Box::new(move || {
-                ensure_relaxed_capture_mode();
-                free();
-            }));
+            crate::stream::dispatch_driver_job(free);
         } else {
             free();
         }

@@ -184,6 +184,20 @@ impl Drop for BackgroundCall {
     }
 }
 
+/// Runs `job`, which calls the driver, on the callback dispatcher (from inside a host
+/// function, where driver calls are refused), in RELAXED capture mode, as a [`BackgroundCall`]:
+/// once the process exit began the job is neither run nor dropped (dropping what it holds
+/// could call the driver during its teardown), as the reaper parks its late jobs.
+pub(crate) fn dispatch_driver_job(job: impl FnOnce() + Send + 'static) {
+    dispatch(Box::new(move || match BackgroundCall::begin() {
+        Some(_call) => {
+            ffi::ensure_relaxed_capture_mode();
+            job();
+        }
+        None => std::mem::forget(job),
+    }));
+}
+
 /// Runs `job` on the CUDA backend's reaper thread ([`REAPER`]).
 pub(crate) fn reap(job: ReapJob) {
     REAPER.submit(job);
@@ -365,11 +379,10 @@ impl Drop for CudaStream {
         };
         if in_callback() {
             // No driver calls inside a host function: both on the dispatcher, in order.
-            dispatch(Box::new(move || {
-                ffi::ensure_relaxed_capture_mode();
+            dispatch_driver_job(move || {
                 end_capture();
                 reap(Box::new(release));
-            }));
+            });
         } else {
             // A capture is ended on the thread that began it (cuStreamEndCapture refuses
             // another thread under GLOBAL or THREAD_LOCAL mode); it waits for no work.
@@ -416,6 +429,19 @@ mod tests {
     static LATE_RAN: AtomicBool = AtomicBool::new(false);
     /// Set by the child's background call just before it ended.
     static CALL_DONE: AtomicBool = AtomicBool::new(false);
+    /// Set by a driver job dispatched after the exit began (it must not run) and by the drop
+    /// of what it holds (it must not be dropped either).
+    static LATE_JOB_RAN: AtomicBool = AtomicBool::new(false);
+    static LATE_JOB_DROPPED: AtomicBool = AtomicBool::new(false);
+
+    /// Sets [`LATE_JOB_DROPPED`] when dropped.
+    struct DropFlag;
+
+    impl Drop for DropFlag {
+        fn drop(&mut self) {
+            LATE_JOB_DROPPED.store(true, Ordering::SeqCst);
+        }
+    }
 
     /// Registered before the reaper starts, so it runs after the reaper's exit handler: by
     /// then the slow job must have finished, and a job reaped now must be parked.
@@ -429,7 +455,15 @@ mod tests {
             let parked = REAPER.parked();
             let call = CALL_DONE.load(Ordering::SeqCst);
             let refused = BackgroundCall::begin().is_none();
-            println!("at exit: slow job done {slow}, late job ran {late}, parked {parked}, background call done {call}, refused {refused}");
+            let held = DropFlag;
+            dispatch_driver_job(move || {
+                let _held = held;
+                LATE_JOB_RAN.store(true, Ordering::SeqCst);
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            let job_ran = LATE_JOB_RAN.load(Ordering::SeqCst);
+            let job_dropped = LATE_JOB_DROPPED.load(Ordering::SeqCst);
+            println!("at exit: slow job done {slow}, late job ran {late}, parked {parked}, background call done {call}, refused {refused}, late driver job ran {job_ran}, dropped {job_dropped}");
         });
     }
 
@@ -479,7 +513,7 @@ mod tests {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(
-            stdout.contains("at exit: slow job done true, late job ran false, parked 1, background call done true, refused true"),
+            stdout.contains("at exit: slow job done true, late job ran false, parked 1, background call done true, refused true, late driver job ran false, dropped false"),
             "the exit check did not run:\n{stdout}"
         );
     }
