@@ -270,8 +270,7 @@ impl CudaStream {
 
     /// `Shared::enter` (with the callback gate): for a CUDA-only entry point.
     fn enter(&self) -> Result<()> {
-        xstream_core::callback::ensure_not_in_callback()?;
-        self.bind()
+        self.handle.dev.shared.enter()
     }
 
     /// `Shared::bind` (no gate): for an operation of the checked `Stream`, with the context
