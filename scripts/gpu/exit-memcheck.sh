@@ -9,7 +9,8 @@
 #     bash scripts/gpu/exit-memcheck.sh A/gpu-bundle B/gpu-bundle 4
 # Output: $OUT/exit-memcheck.txt (one line per run: side, round, gpu-run.sh's exit status and
 # its memcheck verdict line) and $OUT/exit-memcheck-logs.tar.gz (every run's files).
-# Exit status 0 when every run was checked (the verdicts are in the lines).
+# Exit status 0 only when every run's memcheck verdict was PASS; 1 when any run failed or
+# printed no verdict.
 set -uo pipefail
 A=$1
 B=$2
@@ -30,4 +31,7 @@ for i in $(seq 1 "$N"); do
     done
 done
 tar czf "$OUTD/exit-memcheck-logs.tar.gz" -C "$W" .
-echo "A: $(grep -c '^A .* PASS memcheck' "$OUTD/exit-memcheck.txt") of $N PASS; B: $(grep -c '^B .* PASS memcheck' "$OUTD/exit-memcheck.txt") of $N PASS" | tee -a "$OUTD/exit-memcheck.txt"
+pa=$(grep -c '^A .* PASS memcheck' "$OUTD/exit-memcheck.txt")
+pb=$(grep -c '^B .* PASS memcheck' "$OUTD/exit-memcheck.txt")
+echo "A: $pa of $N PASS; B: $pb of $N PASS" | tee -a "$OUTD/exit-memcheck.txt"
+[ "$pa" -eq "$N" ] && [ "$pb" -eq "$N" ]
