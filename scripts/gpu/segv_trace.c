@@ -10,6 +10,9 @@
  * an offset of a Rust binary here with `addr2line -f -C -e <the unstripped binary> 0x<offset>`
  * (for a position-independent executable the offset is the address to look up). Then the
  * signal is re-raised with the default action, so the exit status stays "signal 11".
+ * With SEGV_TRACE_ALL set in the environment, the faulting thread first sends SIGUSR2 to every
+ * other thread of the process, and each prints its own stack ("other" lines): what the other
+ * threads were doing at the fault (a diagnosis aid; the handlers are not async-signal-safe).
  *
  * The handler is installed from a constructor, so it is in place before `main`: Rust's
  * runtime installs its own stack-overflow handler only where the handler is still the
@@ -25,9 +28,53 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <dirent.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static char alt_stack[1 << 16];
+
+static void print_frames(const char *who) {
+    char name[32] = {0};
+    prctl(PR_GET_NAME, name, 0, 0, 0);
+    void *frames[64];
+    int n = backtrace(frames, 64);
+    fprintf(stderr, "segv_trace: %s thread '%s' tid %ld\n", who, name, (long)syscall(SYS_gettid));
+    for (int i = 0; i < n; i++) {
+        Dl_info d;
+        memset(&d, 0, sizeof d);
+        if (dladdr(frames[i], &d) && d.dli_fname) {
+            fprintf(stderr, "segv_trace: %s #%02d %p %s base %p offset 0x%lx %s\n", who, i,
+                    frames[i], d.dli_fname, d.dli_fbase,
+                    (unsigned long)((char *)frames[i] - (char *)d.dli_fbase),
+                    d.dli_sname ? d.dli_sname : "?");
+        } else {
+            fprintf(stderr, "segv_trace: %s #%02d %p ?\n", who, i, frames[i]);
+        }
+    }
+    fflush(stderr);
+}
+
+/* SIGUSR2, sent by the faulting thread to every other thread: each prints its own stack, so
+ * the report shows what the other threads were doing when the fault happened. */
+static void other(int sig) {
+    (void)sig;
+    print_frames("other");
+}
+
+/* Asks every other thread of the process for its stack, then gives them time to print. */
+static void dump_others(void) {
+    long self = syscall(SYS_gettid);
+    DIR *dir = opendir("/proc/self/task");
+    if (!dir) return;
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        long tid = atol(e->d_name);
+        if (tid > 0 && tid != self) syscall(SYS_tgkill, getpid(), tid, SIGUSR2);
+    }
+    closedir(dir);
+    usleep(300000);
+}
 
 static void report(int sig, siginfo_t *info, void *uctx) {
     (void)uctx;
@@ -50,6 +97,7 @@ static void report(int sig, siginfo_t *info, void *uctx) {
         }
     }
     fflush(stderr);
+    if (getenv("SEGV_TRACE_ALL")) dump_others();
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -70,4 +118,11 @@ __attribute__((constructor)) static void segv_trace_init(void) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGSEGV, &sa, NULL);
     sigaction(SIGBUS, &sa, NULL);
+    if (getenv("SEGV_TRACE_ALL")) {
+        struct sigaction so;
+        memset(&so, 0, sizeof so);
+        so.sa_handler = other;
+        sigemptyset(&so.sa_mask);
+        sigaction(SIGUSR2, &so, NULL);
+    }
 }

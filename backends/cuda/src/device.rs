@@ -156,7 +156,8 @@ pub(crate) fn track_pending(shared: &Arc<Shared>, slot: &Arc<CallbackSlot>) {
     if shared.watching.load(Ordering::SeqCst) || shared.watching.swap(true, Ordering::SeqCst) {
         return;
     }
-    let s = Arc::clone(shared);
+    // Dropped with the watcher on the poller thread: never during the process exit.
+    let s = crate::stream::BackgroundHeld::new(Arc::clone(shared));
     // The check runs on the shared poller thread every 10-200 µs; it does real work (a driver
     // query, a scan of the pending list) at most once per `WATCH_PERIOD`, so it neither
     // competes with the driver's callback thread nor costs the enqueuing thread anything. It

@@ -369,7 +369,8 @@ impl xstream_core::EventImpl for CudaEvent {
         if !self.gate("event completed")? {
             return Ok(Completion::ready(Ok(())));
         }
-        let handle = Arc::clone(self.keeper());
+        // Dropped with the poller's closure: never during the process exit.
+        let handle = crate::stream::BackgroundHeld::new(Arc::clone(self.keeper()));
         Ok(poll_until(Box::new(move || {
             // The shared poller thread: RELAXED so it never breaks a user's capture.
             ffi::ensure_relaxed_capture_mode();

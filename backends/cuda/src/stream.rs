@@ -53,7 +53,7 @@ pub use capture::{exchange_thread_capture_mode, CaptureInfo, DependencyUpdate};
 pub use native::MemAttach;
 
 use drop::UseMark;
-pub(crate) use drop::{dispatch_driver_job, BackgroundCall};
+pub(crate) use drop::{dispatch_driver_job, BackgroundCall, BackgroundHeld};
 
 /// Owns (or borrows) the native handle; destroys an owned one when the last reference goes.
 pub(crate) struct StreamHandle {

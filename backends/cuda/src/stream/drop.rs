@@ -184,6 +184,47 @@ impl Drop for BackgroundCall {
     }
 }
 
+/// A value one of the backend's background threads holds (a closure on the shared poller: the
+/// fault watcher's device state, a `completed` poller's event) whose drop may call the driver:
+/// the last reference to a device's shared state destroys its sentinel stream and pooled
+/// events, the last holder of an event destroys it. Dropped as a [`BackgroundCall`], so the
+/// exit handler waits for a drop under way; once the process exit began it is leaked instead
+/// (the driver releases everything at exit). GPU runs 29 and 30: the fault watcher, which ends
+/// once the exit began, dropped the last reference to a device's state on the poller thread,
+/// and that teardown's driver calls overlapped the exit handlers after the backend's: the
+/// modules test binary died with signal 11 at exit under compute-sanitizer in 3 of 3 runs
+/// from the commit that made the watcher end (0 of 3 the commit before it).
+pub(crate) struct BackgroundHeld<T>(Option<T>);
+
+impl<T> BackgroundHeld<T> {
+    /// Holds `value` for a background thread.
+    pub(crate) fn new(value: T) -> Self {
+        Self(Some(value))
+    }
+}
+
+impl<T> std::ops::Deref for BackgroundHeld<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        match &self.0 {
+            Some(v) => v,
+            // Only `drop` takes the value, and nothing derefs after it.
+            None => unreachable!("a BackgroundHeld value is present until it is dropped"),
+        }
+    }
+}
+
+impl<T> Drop for BackgroundHeld<T> {
+    fn drop(&mut self) {
+        if let Some(v) = self.0.take() {
+            match BackgroundCall::begin() {
+                Some(_call) => drop(v),
+                None => std::mem::forget(v),
+            }
+        }
+    }
+}
+
 /// Runs `job`, which calls the driver, on the callback dispatcher (from inside a host
 /// function, where driver calls are refused), in RELAXED capture mode, as a [`BackgroundCall`]:
 /// once the process exit began the job is neither run nor dropped (dropping what it holds
@@ -433,6 +474,19 @@ mod tests {
     /// of what it holds (it must not be dropped either).
     static LATE_JOB_RAN: AtomicBool = AtomicBool::new(false);
     static LATE_JOB_DROPPED: AtomicBool = AtomicBool::new(false);
+    /// Set by the drop of a value held for a background thread: before the exit (it must be
+    /// dropped) and after it began (it must be leaked).
+    static HELD_BEFORE_DROPPED: AtomicBool = AtomicBool::new(false);
+    static HELD_LATE_DROPPED: AtomicBool = AtomicBool::new(false);
+
+    /// Sets its flag when dropped.
+    struct SetOnDrop(&'static AtomicBool);
+
+    impl Drop for SetOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
 
     /// Sets [`LATE_JOB_DROPPED`] when dropped.
     struct DropFlag;
@@ -463,7 +517,11 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
             let job_ran = LATE_JOB_RAN.load(Ordering::SeqCst);
             let job_dropped = LATE_JOB_DROPPED.load(Ordering::SeqCst);
-            println!("at exit: slow job done {slow}, late job ran {late}, parked {parked}, background call done {call}, refused {refused}, late driver job ran {job_ran}, dropped {job_dropped}");
+            let held = BackgroundHeld::new(SetOnDrop(&HELD_LATE_DROPPED));
+            let _ = std::thread::spawn(move || drop(held)).join();
+            let held_before = HELD_BEFORE_DROPPED.load(Ordering::SeqCst);
+            let held_late = HELD_LATE_DROPPED.load(Ordering::SeqCst);
+            println!("at exit: slow job done {slow}, late job ran {late}, parked {parked}, background call done {call}, refused {refused}, late driver job ran {job_ran}, dropped {job_dropped}, held before exit dropped {held_before}, held after dropped {held_late}");
         });
     }
 
@@ -493,6 +551,10 @@ mod tests {
                 drop(call);
             });
             rx.recv().expect("the call began");
+            let held = BackgroundHeld::new(SetOnDrop(&HELD_BEFORE_DROPPED));
+            std::thread::spawn(move || drop(held))
+                .join()
+                .expect("drop on another thread");
             std::process::exit(0);
         }
         let out = std::process::Command::new(std::env::current_exe().expect("current_exe"))
@@ -513,7 +575,7 @@ mod tests {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(
-            stdout.contains("at exit: slow job done true, late job ran false, parked 1, background call done true, refused true, late driver job ran false, dropped false"),
+            stdout.contains("at exit: slow job done true, late job ran false, parked 1, background call done true, refused true, late driver job ran false, dropped false, held before exit dropped true, held after dropped false"),
             "the exit check did not run:\n{stdout}"
         );
     }
