@@ -760,30 +760,8 @@ impl StreamImpl for CudaStream {
         crate::module::launch(self, f, cfg, args)
     }
 
-    fn wait_value32_impl(
-        &self,
-        word: Span<'_>,
-        value: u32,
-        cond: xstream_core::WaitCondition,
-    ) -> Result<()> {
-        memop::op(self, memop::Op::Wait32(value, cond), word)
-    }
-
-    fn wait_value64_impl(
-        &self,
-        word: Span<'_>,
-        value: u64,
-        cond: xstream_core::WaitCondition,
-    ) -> Result<()> {
-        memop::op(self, memop::Op::Wait64(value, cond), word)
-    }
-
-    fn write_value32_impl(&self, word: Span<'_>, value: u32) -> Result<()> {
-        memop::op(self, memop::Op::Write32(value), word)
-    }
-
-    fn write_value64_impl(&self, word: Span<'_>, value: u64) -> Result<()> {
-        memop::op(self, memop::Op::Write64(value), word)
+    fn value_op_impl(&self, word: Span<'_>, op: xstream_core::memop::ValueOp) -> Result<()> {
+        memop::op(self, op, word)
     }
 
     /// Stream-ordered buffers add this stream to their users; plain ones are kept by this
