@@ -72,6 +72,68 @@ pub(crate) fn backend_of(code: u16) -> Option<BackendKind> {
     })
 }
 
+/// Writes the 16-byte header every handle starts with (magic, version, backend code, device
+/// ordinal, payload length) into `b`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for an ordinal above `u32::MAX` (`what` names the handle).
+pub(crate) fn put_header(
+    b: &mut [u8],
+    magic: [u8; 4],
+    version: u16,
+    (backend, device): (BackendKind, usize),
+    payload_len: usize,
+    what: &str,
+) -> Result<()> {
+    let dev = u32::try_from(device)
+        .map_err(|_| Error::invalid(format!("device ordinal {device} in {what}")))?;
+    b[..4].copy_from_slice(&magic);
+    b[4..6].copy_from_slice(&version.to_le_bytes());
+    b[6..8].copy_from_slice(&backend_code(backend).to_le_bytes());
+    b[8..12].copy_from_slice(&dev.to_le_bytes());
+    b[12..16].copy_from_slice(&(payload_len as u32).to_le_bytes());
+    Ok(())
+}
+
+/// Checks received bytes against the header every handle starts with: `N` bytes, `magic`,
+/// `version`, a known backend code; returns them with the payload length (not yet checked).
+///
+/// # Errors
+/// `bad`'s error naming what is wrong.
+pub(crate) fn parse_header<const N: usize>(
+    b: &[u8],
+    magic: [u8; 4],
+    version: u16,
+    bad: impl Fn(String) -> Error,
+) -> Result<([u8; N], usize)> {
+    let bytes: [u8; N] = b
+        .try_into()
+        .map_err(|_| bad(format!("{} bytes, expected {N}", b.len())))?;
+    if bytes[..4] != magic {
+        return Err(bad(format!("magic {:02x?}", &bytes[..4])));
+    }
+    let found = u16::from_le_bytes([bytes[4], bytes[5]]);
+    if found != version {
+        return Err(bad(format!("version {found}, this build reads {version}")));
+    }
+    let code = u16::from_le_bytes([bytes[6], bytes[7]]);
+    if backend_of(code).is_none() {
+        return Err(bad(format!("unknown backend code {code}")));
+    }
+    Ok((bytes, u32_at(&bytes, 12) as usize))
+}
+
+/// The little-endian `u32` at byte `i` of `b`.
+pub(crate) fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
+
+/// The exporting backend and device ordinal of a handle's checked header.
+pub(crate) fn header_origin(b: &[u8]) -> (BackendKind, usize) {
+    let backend = backend_of(u16::from_le_bytes([b[6], b[7]])).unwrap_or(BackendKind::Host);
+    (backend, u32_at(b, 8) as usize)
+}
+
 /// An exported interprocess event (see the module documentation for the layout).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IpcEventHandle {
@@ -91,14 +153,16 @@ impl IpcEventHandle {
                 payload.len()
             )));
         }
-        let dev = u32::try_from(device)
-            .map_err(|_| Error::invalid(format!("device ordinal {device} in an IPC handle")))?;
         let mut bytes = [0u8; IPC_EVENT_HANDLE_LEN];
-        bytes[..4].copy_from_slice(&IPC_EVENT_MAGIC);
-        bytes[4..6].copy_from_slice(&IPC_HANDLE_VERSION.to_le_bytes());
-        bytes[6..8].copy_from_slice(&backend_code(backend).to_le_bytes());
-        bytes[8..12].copy_from_slice(&dev.to_le_bytes());
-        bytes[12..16].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        let origin = (backend, device);
+        put_header(
+            &mut bytes,
+            IPC_EVENT_MAGIC,
+            IPC_HANDLE_VERSION,
+            origin,
+            payload.len(),
+            "an IPC handle",
+        )?;
         bytes[IPC_HANDLE_HEADER_LEN..IPC_HANDLE_HEADER_LEN + payload.len()]
             .copy_from_slice(payload);
         Ok(Self { bytes })
@@ -112,26 +176,7 @@ impl IpcEventHandle {
     /// non-zero padding.
     pub fn from_bytes(b: &[u8]) -> Result<Self> {
         let bad = |why: String| Error::invalid(format!("not an xstream IPC event handle: {why}"));
-        let bytes: [u8; IPC_EVENT_HANDLE_LEN] = b.try_into().map_err(|_| {
-            bad(format!(
-                "{} bytes, expected {IPC_EVENT_HANDLE_LEN}",
-                b.len()
-            ))
-        })?;
-        if bytes[..4] != IPC_EVENT_MAGIC {
-            return Err(bad(format!("magic {:02x?}", &bytes[..4])));
-        }
-        let version = u16::from_le_bytes([bytes[4], bytes[5]]);
-        if version != IPC_HANDLE_VERSION {
-            return Err(bad(format!(
-                "version {version}, this build reads {IPC_HANDLE_VERSION}"
-            )));
-        }
-        let code = u16::from_le_bytes([bytes[6], bytes[7]]);
-        if backend_of(code).is_none() {
-            return Err(bad(format!("unknown backend code {code}")));
-        }
-        let n = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]) as usize;
+        let (bytes, n) = parse_header(b, IPC_EVENT_MAGIC, IPC_HANDLE_VERSION, bad)?;
         if n == 0 || n > IPC_EVENT_PAYLOAD_MAX {
             return Err(bad(format!("payload length {n}")));
         }
@@ -148,23 +193,18 @@ impl IpcEventHandle {
 
     /// The exporting backend.
     pub fn backend(&self) -> BackendKind {
-        backend_of(u16::from_le_bytes([self.bytes[6], self.bytes[7]])).unwrap_or(BackendKind::Host)
+        header_origin(&self.bytes).0
     }
 
     /// The exporting event's device ordinal.
     pub fn device(&self) -> usize {
-        u32::from_le_bytes([self.bytes[8], self.bytes[9], self.bytes[10], self.bytes[11]]) as usize
+        header_origin(&self.bytes).1
     }
 
     /// The backend's payload.
     pub fn payload(&self) -> &[u8] {
-        let n = u32::from_le_bytes([
-            self.bytes[12],
-            self.bytes[13],
-            self.bytes[14],
-            self.bytes[15],
-        ]) as usize;
-        &self.bytes[IPC_HANDLE_HEADER_LEN..IPC_HANDLE_HEADER_LEN + n.min(IPC_EVENT_PAYLOAD_MAX)]
+        let n = (u32_at(&self.bytes, 12) as usize).min(IPC_EVENT_PAYLOAD_MAX);
+        &self.bytes[IPC_HANDLE_HEADER_LEN..IPC_HANDLE_HEADER_LEN + n]
     }
 
     /// The bytes as lower-case hex (256 digits).
@@ -309,14 +349,16 @@ impl IpcMemHandle {
                 payload.len()
             )));
         }
-        let dev = u32::try_from(device)
-            .map_err(|_| Error::invalid(format!("device ordinal {device} in an IPC handle")))?;
         let mut bytes = [0u8; IPC_MEM_HANDLE_LEN];
-        bytes[..4].copy_from_slice(&IPC_MEM_MAGIC);
-        bytes[4..6].copy_from_slice(&IPC_HANDLE_VERSION.to_le_bytes());
-        bytes[6..8].copy_from_slice(&backend_code(backend).to_le_bytes());
-        bytes[8..12].copy_from_slice(&dev.to_le_bytes());
-        bytes[12..16].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        let origin = (backend, device);
+        put_header(
+            &mut bytes,
+            IPC_MEM_MAGIC,
+            IPC_HANDLE_VERSION,
+            origin,
+            payload.len(),
+            "an IPC handle",
+        )?;
         bytes[16..24].copy_from_slice(&(offset as u64).to_le_bytes());
         bytes[24..32].copy_from_slice(&(len as u64).to_le_bytes());
         bytes[IPC_MEM_HEADER_LEN..IPC_MEM_HEADER_LEN + payload.len()].copy_from_slice(payload);
@@ -330,24 +372,8 @@ impl IpcMemHandle {
     /// length, a zero range length, an offset + length that overflows, or non-zero padding.
     pub fn from_bytes(b: &[u8]) -> Result<Self> {
         let bad = |why: String| Error::invalid(format!("not an xstream IPC memory handle: {why}"));
-        let bytes: [u8; IPC_MEM_HANDLE_LEN] = b
-            .try_into()
-            .map_err(|_| bad(format!("{} bytes, expected {IPC_MEM_HANDLE_LEN}", b.len())))?;
-        if bytes[..4] != IPC_MEM_MAGIC {
-            return Err(bad(format!("magic {:02x?}", &bytes[..4])));
-        }
+        let (bytes, n) = parse_header(b, IPC_MEM_MAGIC, IPC_HANDLE_VERSION, bad)?;
         let h = Self { bytes };
-        let version = u16::from_le_bytes([bytes[4], bytes[5]]);
-        if version != IPC_HANDLE_VERSION {
-            return Err(bad(format!(
-                "version {version}, this build reads {IPC_HANDLE_VERSION}"
-            )));
-        }
-        let code = u16::from_le_bytes([bytes[6], bytes[7]]);
-        if backend_of(code).is_none() {
-            return Err(bad(format!("unknown backend code {code}")));
-        }
-        let n = h.payload_len();
         if n == 0 || n > IPC_MEM_PAYLOAD_MAX {
             return Err(bad(format!("payload length {n}")));
         }
@@ -358,15 +384,6 @@ impl IpcMemHandle {
             return Err(bad("non-zero bytes after the payload".into()));
         }
         Ok(h)
-    }
-
-    fn payload_len(&self) -> usize {
-        u32::from_le_bytes([
-            self.bytes[12],
-            self.bytes[13],
-            self.bytes[14],
-            self.bytes[15],
-        ]) as usize
     }
 
     fn u64_at(&self, at: usize) -> u64 {
@@ -382,12 +399,12 @@ impl IpcMemHandle {
 
     /// The exporting backend.
     pub fn backend(&self) -> BackendKind {
-        backend_of(u16::from_le_bytes([self.bytes[6], self.bytes[7]])).unwrap_or(BackendKind::Host)
+        header_origin(&self.bytes).0
     }
 
     /// The exported buffer's device ordinal.
     pub fn device(&self) -> usize {
-        u32::from_le_bytes([self.bytes[8], self.bytes[9], self.bytes[10], self.bytes[11]]) as usize
+        header_origin(&self.bytes).1
     }
 
     /// Where the range starts in the exported buffer.
@@ -403,8 +420,8 @@ impl IpcMemHandle {
 
     /// The backend's payload.
     pub fn payload(&self) -> &[u8] {
-        &self.bytes
-            [IPC_MEM_HEADER_LEN..IPC_MEM_HEADER_LEN + self.payload_len().min(IPC_MEM_PAYLOAD_MAX)]
+        let n = (u32_at(&self.bytes, 12) as usize).min(IPC_MEM_PAYLOAD_MAX);
+        &self.bytes[IPC_MEM_HEADER_LEN..IPC_MEM_HEADER_LEN + n]
     }
 
     /// The bytes as lower-case hex (256 digits).
