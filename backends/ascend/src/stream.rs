@@ -636,11 +636,11 @@ impl StreamImpl for AscendStream {
     }
 
     fn copy_to_device_impl(&self, src: xstream_core::PinnedSpan, dst: Span<'_>) -> Result<()> {
-        memory::copy_to_device(self, src, dst.buffer(), dst.offset())
+        memory::copy_pinned(self, src, dst.buffer(), dst.offset(), true)
     }
 
     fn copy_to_host_impl(&self, src: Span<'_>, dst: xstream_core::PinnedSpan) -> Result<()> {
-        memory::copy_to_host(self, src.buffer(), src.offset(), dst)
+        memory::copy_pinned(self, dst, src.buffer(), src.offset(), false)
     }
 
     fn memset_impl(&self, dst: Span<'_>, value: xstream_core::MemsetPattern) -> Result<()> {
