@@ -33,7 +33,10 @@
 use crate::codes::*;
 use crate::device::cur_ctx;
 use crate::error::*;
-use crate::ipc_shm::{my_pid, PAGE};
+use crate::ipc_shm::my_pid;
+use crate::physmem::{
+    self, header_u32, pwrite_at, Kind, Refused, H_EXPORTED, H_NO_WLIST, MAX_PIDS,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
 use std::sync::{Mutex, OnceLock};
@@ -82,34 +85,11 @@ struct Phys {
     imported: bool,
 }
 
-/// The header page of a physical memory `memfd` (byte offsets; little-endian).
-const H_MAGIC: u64 = 0;
-const H_EXPORTED: u64 = 8;
-const H_NO_PID_CHECK: u64 = 12;
-const H_SIZE: u64 = 16;
-const H_NPIDS: u64 = 24;
-const H_PIDS: u64 = 32;
-const MAGIC: &[u8; 8] = b"XSIMVMMP";
-const MAX_PIDS: usize = (PAGE - H_PIDS as usize) / 4;
-/// The `memfd` name (`/memfd:<name>` in `/proc/<pid>/fd`).
-const MEMFD_NAME: &str = "xsim-vmm-phys";
-
-fn pread(fd: i32, at: u64, buf: &mut [u8]) -> bool {
-    // SAFETY: `buf` is valid for `buf.len()` bytes; `fd` is a descriptor we hold.
-    let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), at as libc::off_t) };
-    n == buf.len() as isize
-}
-
-fn pwrite(fd: i32, at: u64, buf: &[u8]) -> bool {
-    // SAFETY: `buf` is valid for `buf.len()` bytes; `fd` is a descriptor we hold.
-    let n = unsafe { libc::pwrite(fd, buf.as_ptr().cast(), buf.len(), at as libc::off_t) };
-    n == buf.len() as isize
-}
-
-fn read_u32(fd: i32, at: u64) -> Option<u32> {
-    let mut b = [0u8; 4];
-    pread(fd, at, &mut b).then(|| u32::from_le_bytes(b))
-}
+/// This simulator's physical memory objects.
+const KIND: Kind = Kind {
+    magic: b"XSIMVMMP",
+    name: c"xsim-vmm-phys",
+};
 
 #[derive(Default)]
 struct Vmm {
@@ -132,24 +112,13 @@ pub(crate) fn is_mapping(p: usize) -> bool {
 }
 
 fn inaccessible(at: *mut c_void, size: usize, fixed: bool) -> R<usize> {
-    let flags = libc::MAP_PRIVATE
-        | libc::MAP_ANONYMOUS
-        | libc::MAP_NORESERVE
-        | if fixed { libc::MAP_FIXED } else { 0 };
-    // SAFETY: an anonymous mapping; with MAP_FIXED only over a range of a reservation of ours.
-    let p = unsafe { libc::mmap(at, size, libc::PROT_NONE, flags, -1, 0) };
-    if p == libc::MAP_FAILED {
-        return err(
+    match physmem::inaccessible(at as usize, size, fixed) {
+        Some(p) => Ok(p),
+        None => err(
             ACL_ERROR_RT_MEMORY_ALLOCATION,
             "mmap of address space failed",
-        );
+        ),
     }
-    Ok(p as usize)
-}
-
-fn close_phys(p: &Phys) {
-    // SAFETY: our descriptor, closed once (the handle is removed with it).
-    unsafe { libc::close(p.fd) };
 }
 
 fn check_prop(prop: *const PhysicalMemProp) -> R {
@@ -223,19 +192,12 @@ pub unsafe extern "C" fn aclrtReserveMemAddress(
         }
         cur_ctx()?;
         // Over-reserve, then give back the unaligned head and the tail.
-        let total = size + align;
-        let raw = inaccessible(std::ptr::null_mut(), total, false)?;
-        let start = raw.next_multiple_of(align);
-        // SAFETY: both ranges lie in the mapping just made and nobody else uses them.
-        unsafe {
-            if start > raw {
-                libc::munmap(raw as *mut c_void, start - raw);
-            }
-            let end = start + size;
-            if raw + total > end {
-                libc::munmap(end as *mut c_void, raw + total - end);
-            }
-        }
+        let Some(start) = physmem::reserve_aligned(size, align) else {
+            return err(
+                ACL_ERROR_RT_MEMORY_ALLOCATION,
+                "mmap of address space failed",
+            );
+        };
         lock(vmm()).reserved.insert(start, size);
         // SAFETY: checked non-NULL; caller contract.
         unsafe { put(vir_ptr, start as *mut c_void) }
@@ -259,8 +221,7 @@ pub unsafe extern "C" fn aclrtReleaseMemAddress(vir_ptr: *mut c_void) -> i32 {
             return err(ACL_ERROR_RT_PARAM_INVALID, "the range still has mappings");
         }
         v.reserved.remove(&p);
-        // SAFETY: the whole reservation, unmapped once (removed from the table).
-        unsafe { libc::munmap(vir_ptr, size) };
+        physmem::unmap_raw(p, size);
         Ok(())
     })
 }
@@ -293,21 +254,12 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
             );
         }
         cur_ctx()?;
-        // SAFETY: a static NUL-terminated name.
-        let fd = unsafe { libc::memfd_create(c"xsim-vmm-phys".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return err(ACL_ERROR_RT_MEMORY_ALLOCATION, "memfd_create failed");
-        }
-        let mut hdr = [0u8; 24];
-        hdr[..8].copy_from_slice(MAGIC);
-        hdr[16..24].copy_from_slice(&(size as u64).to_le_bytes());
-        // SAFETY: fd is ours.
-        let sized = unsafe { libc::ftruncate(fd, (PAGE + size) as libc::off_t) } == 0;
-        if !sized || !pwrite(fd, H_MAGIC, &hdr) {
-            // SAFETY: fd is ours, closed once.
-            unsafe { libc::close(fd) };
-            return err(ACL_ERROR_RT_MEMORY_ALLOCATION, "ftruncate failed");
-        }
+        let Some(fd) = physmem::create(&KIND, size, 0) else {
+            return err(
+                ACL_ERROR_RT_MEMORY_ALLOCATION,
+                "memfd_create or ftruncate failed",
+            );
+        };
         let mut v = lock(vmm());
         v.next += 1;
         let id = v.next;
@@ -343,7 +295,7 @@ pub unsafe extern "C" fn aclrtFreePhysical(handle: *mut c_void) -> i32 {
         p.freed = true;
         if p.maps == 0 {
             if let Some(p) = v.handles.remove(&id) {
-                close_phys(&p);
+                physmem::close_fd(p.fd);
             }
         }
         Ok(())
@@ -407,18 +359,8 @@ pub unsafe extern "C" fn aclrtMapMem(
             );
         }
         // SAFETY: `at..at + size` lies in a reservation of ours where nothing is mapped; the
-        // descriptor is live.
-        let p = unsafe {
-            libc::mmap(
-                vir_ptr,
-                size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_FIXED,
-                fd,
-                (PAGE + offset) as libc::off_t,
-            )
-        };
-        if p == libc::MAP_FAILED {
+        // descriptor is live and holds `offset + size` bytes (checked above).
+        if !unsafe { physmem::map_shared(at, size, fd, offset) } {
             return err(
                 ACL_ERROR_RT_MEMORY_ALLOCATION,
                 "mmap of physical memory failed",
@@ -454,7 +396,7 @@ pub unsafe extern "C" fn aclrtUnmapMem(vir_ptr: *mut c_void) -> i32 {
         });
         if gone {
             if let Some(p) = v.handles.remove(&id) {
-                close_phys(&p);
+                physmem::close_fd(p.fd);
             }
         }
         Ok(())
@@ -520,7 +462,7 @@ fn own_export(v: &Vmm, shareable: u64) -> R<i32> {
         && v.handles
             .values()
             .any(|p| p.fd == fd && !p.freed && !p.imported)
-        && read_u32(fd, H_EXPORTED) == Some(1);
+        && header_u32(fd, H_EXPORTED) == Some(1);
     if !known {
         return err(
             ACL_ERROR_RT_PARAM_INVALID,
@@ -569,8 +511,8 @@ pub unsafe extern "C" fn aclrtMemExportToShareableHandle(
             );
         }
         let no_check = u32::from(flags == 1).to_le_bytes();
-        if !pwrite(p.fd, H_NO_PID_CHECK, &no_check)
-            || !pwrite(p.fd, H_EXPORTED, &1u32.to_le_bytes())
+        if !pwrite_at(p.fd, H_NO_WLIST, &no_check)
+            || !pwrite_at(p.fd, H_EXPORTED, &1u32.to_le_bytes())
         {
             return err(ACL_ERROR_RT_MEMORY_ALLOCATION, "header write failed");
         }
@@ -599,44 +541,17 @@ pub unsafe extern "C" fn aclrtMemSetPidToShareableHandle(
         feature()?;
         let v = lock(vmm());
         let fd = own_export(&v, shareable)?;
-        let n = read_u32(fd, H_NPIDS).unwrap_or(0) as usize;
-        if n + pid_num > MAX_PIDS {
-            return err(
-                ACL_ERROR_RT_PARAM_INVALID,
-                format!("more than {MAX_PIDS} PIDs on one whitelist"),
-            );
-        }
         // SAFETY: caller contract: `pid_num` readable PIDs.
         let list = unsafe { std::slice::from_raw_parts(pid, pid_num) };
-        let bytes: Vec<u8> = list.iter().flat_map(|q| q.to_le_bytes()).collect();
-        if !pwrite(fd, H_PIDS + 4 * n as u64, &bytes)
-            || !pwrite(fd, H_NPIDS, &((n + pid_num) as u32).to_le_bytes())
-        {
-            return err(ACL_ERROR_RT_MEMORY_ALLOCATION, "header write failed");
+        match physmem::add_pids(fd, list) {
+            Ok(()) => Ok(()),
+            Err(Refused::TooManyPids) => err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!("more than {MAX_PIDS} PIDs on one whitelist"),
+            ),
+            Err(_) => err(ACL_ERROR_RT_MEMORY_ALLOCATION, "header write failed"),
         }
-        Ok(())
     })
-}
-
-/// Opens process `pid`'s physical memory `memfd` `fd`; `None` when it cannot be opened (the
-/// process is gone, the descriptor closed or not one of the simulator's physical memory
-/// objects).
-fn open_foreign(pid: i32, fd: i32) -> Option<i32> {
-    if pid <= 0 || fd < 0 {
-        return None;
-    }
-    let link = format!("/proc/{pid}/fd/{fd}");
-    let target = std::fs::read_link(&link).ok()?;
-    if !target
-        .to_string_lossy()
-        .starts_with(&format!("/memfd:{MEMFD_NAME}"))
-    {
-        return None;
-    }
-    let path = std::ffi::CString::new(link).ok()?;
-    // SAFETY: a valid NUL-terminated path.
-    let my = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    (my >= 0).then_some(my)
 }
 
 /// `aclError aclrtMemImportFromShareableHandle(uint64_t shareableHandle, int32_t deviceId,
@@ -655,49 +570,39 @@ pub unsafe extern "C" fn aclrtMemImportFromShareableHandle(
         crate::device::check_device(device_id)?;
         feature()?;
         cur_ctx()?;
-        let (pid, fd) = ((shareable >> 32) as i32, shareable as u32 as i32);
-        if pid == my_pid() {
+        if (shareable >> 32) as i32 == my_pid() {
             return err(
                 ACL_ERROR_RT_PARAM_INVALID,
                 "the shareable handle was exported by this process",
             );
         }
-        let Some(my) = open_foreign(pid, fd) else {
+        let (my, hdr) = match physmem::open_export(&KIND, shareable) {
+            Ok(opened) => opened,
+            Err(Refused::NotExported) => {
+                return err(
+                    ACL_ERROR_RT_PARAM_INVALID,
+                    format!("shareable handle {shareable:#x} is not exported"),
+                )
+            }
+            Err(_) => {
+                return err(
+                    ACL_ERROR_RT_PARAM_INVALID,
+                    format!("shareable handle {shareable:#x}: the exporter or its memory is gone"),
+                )
+            }
+        };
+        let me = my_pid();
+        let size = physmem::size_of(&hdr).filter(|_| physmem::admits(my, &hdr, me));
+        let Some(size) = size else {
+            physmem::close_fd(my);
             return err(
                 ACL_ERROR_RT_PARAM_INVALID,
-                format!("shareable handle {shareable:#x}: the exporter or its memory is gone"),
-            );
-        };
-        let refuse = |msg: String| {
-            // SAFETY: ours, closed once.
-            unsafe { libc::close(my) };
-            err(ACL_ERROR_RT_PARAM_INVALID, msg)
-        };
-        let mut magic = [0u8; 8];
-        let mut size = [0u8; 8];
-        if !pread(my, H_MAGIC, &mut magic)
-            || &magic != MAGIC
-            || !pread(my, H_SIZE, &mut size)
-            || read_u32(my, H_EXPORTED) != Some(1)
-        {
-            return refuse(format!("shareable handle {shareable:#x} is not exported"));
-        }
-        if read_u32(my, H_NO_PID_CHECK) != Some(1) {
-            let me = my_pid();
-            let n = (read_u32(my, H_NPIDS).unwrap_or(0) as usize).min(MAX_PIDS);
-            let mut list = vec![0u8; 4 * n];
-            let allowed = pread(my, H_PIDS, &mut list)
-                && list
-                    .chunks_exact(4)
-                    .any(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) == me);
-            if !allowed {
-                return refuse(format!(
+                format!(
                     "process {me} is not on the whitelist of shareable handle {shareable:#x} \
                      (aclrtMemSetPidToShareableHandle)"
-                ));
-            }
-        }
-        let size = u64::from_le_bytes(size) as usize;
+                ),
+            );
+        };
         let mut v = lock(vmm());
         v.next += 1;
         let id = v.next;
