@@ -57,8 +57,8 @@ use crate::{devinfo, memory};
 #[path = "../../ascend-sim/src/physmem.rs"]
 mod physmem;
 use physmem::{close_fd, hdr_word, header_u32, inaccessible, pwrite_at, unmap_raw, Kind};
-use physmem::{H_DEVICE, H_EXPORTED, H_NO_WLIST};
 pub use physmem::{HEADER, MAX_PIDS};
+use physmem::{H_DEVICE, H_EXPORTED, H_NO_WLIST};
 
 /// The allocation granularity, minimum and recommended (2 MiB, the huge page).
 pub const GRANULARITY: usize = 2 << 20;
