@@ -45,7 +45,6 @@
 
 #![allow(non_snake_case)]
 
-use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard};
 use xstream_core::sync::lock;
@@ -56,7 +55,9 @@ use crate::{devinfo, memory};
 
 #[path = "../../ascend-sim/src/physmem.rs"]
 mod physmem;
-use physmem::{close_fd, hdr_word, header_u32, inaccessible, pwrite_at, unmap_raw, Kind};
+use physmem::{
+    close_fd, hdr_word, header_u32, inaccessible, pwrite_at, unmap_raw, Kind, Space, SpaceError,
+};
 pub use physmem::{HEADER, MAX_PIDS};
 use physmem::{H_DEVICE, H_EXPORTED, H_NO_WLIST};
 
@@ -167,40 +168,27 @@ impl AccessDesc {
     }
 }
 
-/// Physical memory behind a handle token.
-struct Phys {
-    /// The `memfd`: a header page ([`HEADER`]), then the bytes.
-    fd: i32,
-    size: usize,
-    /// Live mappings of it; released memory is closed when this reaches 0.
-    maps: usize,
-    released: bool,
-    /// Opened from another handle's export (never exported again).
-    imported: bool,
-}
-
 /// The emulation's physical memory objects.
 const KIND: Kind = Kind {
     magic: b"XHALVMMP",
     name: c"xstream-hal-sim-phys",
 };
 
-/// The emulation's virtual memory state: reservations and mappings by start address (start →
-/// (length, handle token; 0 for a reservation)), physical memory by handle token.
-#[derive(Default)]
-struct Vmm {
-    reserved: BTreeMap<usize, (usize, usize)>,
-    maps: BTreeMap<usize, (usize, usize)>,
-    handles: HashMap<usize, Phys>,
-    /// Handle tokens issued so far.
-    issued: usize,
+/// The emulation's reservations, mappings and physical memory (handle tokens from
+/// [`HANDLE_BASE`], 64 apart).
+static VMM: Mutex<Option<Space>> = Mutex::new(None);
+
+fn with<T>(f: impl FnOnce(&mut Space) -> T) -> T {
+    let mut g: MutexGuard<'_, Option<Space>> = lock(&VMM);
+    f(g.get_or_insert_with(|| Space::new(HANDLE_BASE, 64)))
 }
 
-static VMM: Mutex<Option<Vmm>> = Mutex::new(None);
-
-fn with<T>(f: impl FnOnce(&mut Vmm) -> T) -> T {
-    let mut g: MutexGuard<'_, Option<Vmm>> = lock(&VMM);
-    f(g.get_or_insert_with(Vmm::default))
+/// The driver's answer to a refusal of the [`Space`].
+fn refusal(e: SpaceError) -> i32 {
+    match e {
+        SpaceError::MapFailed | SpaceError::UnmapFailed => DRV_ERROR_OUT_OF_MEMORY,
+        _ => DRV_ERROR_INVALID_VALUE,
+    }
 }
 
 /// `halMemGetAllocationGranularity`: 2 MiB for `MEM_ALLOC_GRANULARITY_MINIMUM` (0) and
@@ -247,21 +235,13 @@ pub fn reserve(size: usize, alignment: usize, addr: usize, flag: u64) -> Result<
     } else {
         physmem::reserve_aligned(size, align).ok_or(DRV_ERROR_OUT_OF_MEMORY)?
     };
-    with(|v| v.reserved.insert(start, (size, 0)));
+    with(|v| v.reserved.insert(start, size));
     Ok(start)
 }
 
 /// `halMemAddressFree`: a whole reservation with nothing mapped in it.
 pub fn address_free(ptr: usize) -> Result<(), i32> {
-    with(|v| {
-        let &(size, _) = v.reserved.get(&ptr).ok_or(DRV_ERROR_INVALID_VALUE)?;
-        if v.maps.range(ptr..ptr + size).next().is_some() {
-            return Err(DRV_ERROR_INVALID_VALUE);
-        }
-        v.reserved.remove(&ptr);
-        unmap_raw(ptr, size);
-        Ok(())
-    })
+    with(|v| v.release_reservation(ptr)).map_err(refusal)
 }
 
 /// `halMemCreate`: `size` bytes of physical memory; returns the handle token.
@@ -279,85 +259,23 @@ pub fn create(size: usize, prop: &MemProp, flag: u64) -> Result<usize, i32> {
         0
     };
     let fd = physmem::create(&KIND, size, device).ok_or(DRV_ERROR_OUT_OF_MEMORY)?;
-    Ok(insert_handle(fd, size, false))
-}
-
-fn insert_handle(fd: i32, size: usize, imported: bool) -> usize {
-    with(|v| {
-        let h = HANDLE_BASE + v.issued * 64;
-        v.issued += 1;
-        v.handles.insert(
-            h,
-            Phys {
-                fd,
-                size,
-                maps: 0,
-                released: false,
-                imported,
-            },
-        );
-        h
-    })
+    Ok(with(|v| v.insert(fd, size, false)))
 }
 
 /// `halMemRelease`: the memory goes with its last mapping.
 pub fn release(handle: usize) -> Result<(), i32> {
-    with(|v| {
-        let p = v
-            .handles
-            .get_mut(&handle)
-            .filter(|p| !p.released)
-            .ok_or(DRV_ERROR_INVALID_VALUE)?;
-        p.released = true;
-        if p.maps == 0 {
-            if let Some(p) = v.handles.remove(&handle) {
-                close_fd(p.fd);
-            }
-        }
-        Ok(())
-    })
+    with(|v| v.release(handle)).map_err(refusal)
 }
 
 /// `halMemMap`: `size` bytes of `handle` (from its start) at `ptr`, inside a reservation and
 /// over no other mapping.
 pub fn map(ptr: usize, size: usize, offset: usize, handle: usize, flag: u64) -> Result<(), i32> {
+    if offset != 0 || flag != 0 {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
     with(|v| {
-        let fd = v
-            .handles
-            .get(&handle)
-            .filter(|p| !p.released && size <= p.size)
-            .map(|p| p.fd)
-            .ok_or(DRV_ERROR_INVALID_VALUE)?;
-        let end = ptr.checked_add(size).ok_or(DRV_ERROR_INVALID_VALUE)?;
-        let inside = v
-            .reserved
-            .range(..=ptr)
-            .next_back()
-            .is_some_and(|(&s, &(n, _))| end <= s + n);
-        let overlaps = v
-            .maps
-            .range(..end)
-            .next_back()
-            .is_some_and(|(&s, &(n, _))| s + n > ptr);
-        if size == 0
-            || offset != 0
-            || flag != 0
-            || !ptr.is_multiple_of(GRANULARITY)
-            || !size.is_multiple_of(GRANULARITY)
-            || !inside
-            || overlaps
-        {
-            return Err(DRV_ERROR_INVALID_VALUE);
-        }
-        // SAFETY: `ptr..end` lies in a reservation of ours where nothing is mapped; the
-        // descriptor is live and holds at least `size` bytes after its header page.
-        if !unsafe { physmem::map_shared(ptr, size, fd, 0) } {
-            return Err(DRV_ERROR_OUT_OF_MEMORY);
-        }
-        v.maps.insert(ptr, (size, handle));
-        if let Some(p) = v.handles.get_mut(&handle) {
-            p.maps += 1;
-        }
+        v.map((ptr, size, 0), handle, GRANULARITY)
+            .map_err(refusal)?;
         memory::map_insert(ptr, size);
         Ok(())
     })
@@ -366,19 +284,8 @@ pub fn map(ptr: usize, size: usize, offset: usize, handle: usize, flag: u64) -> 
 /// `halMemUnmap`: the mapping starting at `ptr`; its range becomes inaccessible again.
 pub fn unmap(ptr: usize) -> Result<(), i32> {
     with(|v| {
-        let &(size, handle) = v.maps.get(&ptr).ok_or(DRV_ERROR_INVALID_VALUE)?;
-        inaccessible(ptr, size, true).ok_or(DRV_ERROR_OUT_OF_MEMORY)?;
-        v.maps.remove(&ptr);
+        v.unmap(ptr).map_err(refusal)?;
         memory::map_remove(ptr);
-        let gone = v.handles.get_mut(&handle).is_some_and(|p| {
-            p.maps -= 1;
-            p.maps == 0 && p.released
-        });
-        if gone {
-            if let Some(p) = v.handles.remove(&handle) {
-                close_fd(p.fd);
-            }
-        }
         Ok(())
     })
 }
@@ -465,7 +372,7 @@ pub fn import(shareable: u64, devid: u32) -> Result<usize, i32> {
     let (fd, hdr) = open_export(shareable)?;
     let me = std::process::id() as i32;
     match physmem::size_of(&hdr).filter(|_| physmem::admits(fd, &hdr, me)) {
-        Some(size) => Ok(insert_handle(fd, size, true)),
+        Some(size) => Ok(with(|v| v.insert(fd, size, true))),
         None => {
             close_fd(fd);
             Err(DRV_ERROR_INVALID_VALUE)

@@ -9,7 +9,13 @@
 //! at [`H_EXPORTED`], whitelist off (`u32`) at [`H_NO_WLIST`], size (`u64`) at [`H_SIZE`],
 //! whitelist length (`u32`) at [`H_NPIDS`], device + 1 (`u32`, 0: not recorded) at
 //! [`H_DEVICE`], the whitelisted process ids (`i32`) from [`H_PIDS`].
+//!
+//! [`Space`] keeps a process's reservations, mappings and physical memory, with the rules both
+//! doubles follow: a reservation is freed whole and without mappings; a mapping is aligned to
+//! the granularity, lies inside one reservation, over no other mapping and within its memory;
+//! released memory goes with its last mapping.
 
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::{c_void, CStr};
 
 /// The header page before a `memfd`'s bytes.
@@ -215,4 +221,165 @@ pub(crate) fn admits(fd: i32, hdr: &[u8; H_PIDS], me: i32) -> bool {
 pub(crate) fn size_of(hdr: &[u8; H_PIDS]) -> Option<usize> {
     let b: [u8; 8] = hdr[H_SIZE..H_SIZE + 8].try_into().ok()?;
     usize::try_from(u64::from_le_bytes(b)).ok()
+}
+
+/// One physical memory object of a [`Space`].
+pub(crate) struct Phys {
+    /// The `memfd`: a header page ([`HEADER`]), then the bytes.
+    pub(crate) fd: i32,
+    pub(crate) size: usize,
+    /// Live mappings of it; released memory is closed when this reaches 0.
+    pub(crate) maps: usize,
+    pub(crate) released: bool,
+    /// Opened from another process's export (never exported again).
+    pub(crate) imported: bool,
+}
+
+/// Why a [`Space`] refuses.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum SpaceError {
+    /// No reservation starts there.
+    NotReserved,
+    /// The reservation still has mappings.
+    StillMapped,
+    /// No live physical memory has that handle.
+    UnknownHandle,
+    /// Unknown handle, or the mapped range runs past the memory.
+    OutsideHandle,
+    /// Outside a reservation, unaligned, empty, or over another mapping.
+    BadMapping,
+    /// No mapping starts there.
+    NotMapped,
+    /// The system refused the shared mapping.
+    MapFailed,
+    /// The system refused to make an unmapped range inaccessible again.
+    UnmapFailed,
+}
+
+/// A process's emulated virtual memory: reservations (start → size), mappings (start →
+/// (size, handle)) and physical memory by handle (`base + n * step` for the n-th).
+pub(crate) struct Space {
+    pub(crate) reserved: BTreeMap<usize, usize>,
+    pub(crate) maps: BTreeMap<usize, (usize, usize)>,
+    pub(crate) handles: HashMap<usize, Phys>,
+    issued: usize,
+    base: usize,
+    step: usize,
+}
+
+impl Space {
+    pub(crate) fn new(base: usize, step: usize) -> Self {
+        let (reserved, maps, handles) = Default::default();
+        Self {
+            reserved,
+            maps,
+            handles,
+            issued: 0,
+            base,
+            step,
+        }
+    }
+
+    /// Frees the whole reservation starting at `start`.
+    pub(crate) fn release_reservation(&mut self, start: usize) -> Result<(), SpaceError> {
+        let &size = self.reserved.get(&start).ok_or(SpaceError::NotReserved)?;
+        if self.maps.range(start..start + size).next().is_some() {
+            return Err(SpaceError::StillMapped);
+        }
+        self.reserved.remove(&start);
+        unmap_raw(start, size);
+        Ok(())
+    }
+
+    /// Adds the physical memory `fd` of `size` bytes; returns its handle.
+    pub(crate) fn insert(&mut self, fd: i32, size: usize, imported: bool) -> usize {
+        let h = self.base + self.issued * self.step;
+        self.issued += 1;
+        let (maps, released) = (0, false);
+        let phys = Phys {
+            fd,
+            size,
+            maps,
+            released,
+            imported,
+        };
+        self.handles.insert(h, phys);
+        h
+    }
+
+    /// Releases the memory of handle `h`: closed now, or with its last mapping.
+    pub(crate) fn release(&mut self, h: usize) -> Result<(), SpaceError> {
+        let p = self.handles.get_mut(&h).filter(|p| !p.released);
+        let p = p.ok_or(SpaceError::UnknownHandle)?;
+        p.released = true;
+        if p.maps == 0 {
+            self.close(h);
+        }
+        Ok(())
+    }
+
+    /// Maps `size` bytes of handle `h` from `offset` over `at` (module docs' rules, with
+    /// `granularity`).
+    pub(crate) fn map(
+        &mut self,
+        (at, size, offset): (usize, usize, usize),
+        h: usize,
+        granularity: usize,
+    ) -> Result<(), SpaceError> {
+        let fd = self
+            .handles
+            .get(&h)
+            .filter(|p| !p.released && offset.checked_add(size).is_some_and(|e| e <= p.size))
+            .map(|p| p.fd)
+            .ok_or(SpaceError::OutsideHandle)?;
+        let end = at.checked_add(size).ok_or(SpaceError::BadMapping)?;
+        let inside = self
+            .reserved
+            .range(..=at)
+            .next_back()
+            .is_some_and(|(&s, &n)| end <= s + n);
+        let overlaps = self
+            .maps
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&s, &(n, _))| s + n > at);
+        let aligned = [at, size, offset]
+            .iter()
+            .all(|x| x.is_multiple_of(granularity));
+        if size == 0 || !aligned || !inside || overlaps {
+            return Err(SpaceError::BadMapping);
+        }
+        // SAFETY: `at..end` lies in a reservation of ours where nothing is mapped; the
+        // descriptor is live and holds `offset + size` bytes after its header.
+        if !unsafe { map_shared(at, size, fd, offset) } {
+            return Err(SpaceError::MapFailed);
+        }
+        self.maps.insert(at, (size, h));
+        if let Some(p) = self.handles.get_mut(&h) {
+            p.maps += 1;
+        }
+        Ok(())
+    }
+
+    /// Unmaps the mapping starting at `at` (its range becomes inaccessible again); returns its
+    /// size.
+    pub(crate) fn unmap(&mut self, at: usize) -> Result<usize, SpaceError> {
+        let &(size, h) = self.maps.get(&at).ok_or(SpaceError::NotMapped)?;
+        inaccessible(at, size, true).ok_or(SpaceError::UnmapFailed)?;
+        self.maps.remove(&at);
+        let gone = self.handles.get_mut(&h).is_some_and(|p| {
+            p.maps -= 1;
+            p.maps == 0 && p.released
+        });
+        if gone {
+            self.close(h);
+        }
+        Ok(size)
+    }
+
+    fn close(&mut self, h: usize) {
+        if let Some(p) = self.handles.remove(&h) {
+            close_fd(p.fd);
+        }
+    }
 }

@@ -34,10 +34,8 @@ use crate::codes::*;
 use crate::device::cur_ctx;
 use crate::error::*;
 use crate::ipc_shm::my_pid;
-use crate::physmem::{
-    self, header_u32, pwrite_at, Kind, Refused, H_EXPORTED, H_NO_WLIST, MAX_PIDS,
-};
-use std::collections::{BTreeMap, HashMap};
+use crate::physmem::{self, header_u32, pwrite_at, Kind, Refused, Space, SpaceError};
+use crate::physmem::{H_EXPORTED, H_NO_WLIST, MAX_PIDS};
 use std::ffi::c_void;
 use std::sync::{Mutex, OnceLock};
 
@@ -76,49 +74,40 @@ pub struct MemAccessDesc {
     pub rsv: [u8; 12],
 }
 
-struct Phys {
-    fd: i32,
-    size: usize,
-    maps: usize,
-    freed: bool,
-    /// Opened from another process's export (cannot be exported again).
-    imported: bool,
-}
-
 /// This simulator's physical memory objects.
 const KIND: Kind = Kind {
     magic: b"XSIMVMMP",
     name: c"xsim-vmm-phys",
 };
 
-#[derive(Default)]
-struct Vmm {
-    /// Reservations: start -> size.
-    reserved: BTreeMap<usize, usize>,
-    /// Mappings: start -> (size, handle).
-    maps: BTreeMap<usize, (usize, usize)>,
-    handles: HashMap<usize, Phys>,
-    next: usize,
+/// The reservations, mappings and physical memory (handles 1, 2, ...).
+fn vmm() -> &'static Mutex<Space> {
+    static V: OnceLock<Mutex<Space>> = OnceLock::new();
+    V.get_or_init(|| Mutex::new(Space::new(1, 1)))
 }
 
-fn vmm() -> &'static Mutex<Vmm> {
-    static V: OnceLock<Mutex<Vmm>> = OnceLock::new();
-    V.get_or_init(Default::default)
+/// The simulated driver's refusal of `e` (107000, or 207001 when the system refuses).
+fn space_err(e: SpaceError) -> R {
+    let msg = match e {
+        SpaceError::NotReserved => "not a reserved address",
+        SpaceError::StillMapped => "the range still has mappings",
+        SpaceError::UnknownHandle => "unknown physical memory handle",
+        SpaceError::OutsideHandle => "unknown handle, or offset + size past it",
+        SpaceError::BadMapping => "outside a reservation, unaligned, or over a mapping",
+        SpaceError::NotMapped => "no mapping starts there",
+        SpaceError::MapFailed => "mmap of physical memory failed",
+        SpaceError::UnmapFailed => "mmap of address space failed",
+    };
+    let code = match e {
+        SpaceError::MapFailed | SpaceError::UnmapFailed => ACL_ERROR_RT_MEMORY_ALLOCATION,
+        _ => ACL_ERROR_RT_PARAM_INVALID,
+    };
+    err(code, msg)
 }
 
 /// Whether `p` is the start of a virtual memory mapping (so `aclrtFree` refuses it).
 pub(crate) fn is_mapping(p: usize) -> bool {
     lock(vmm()).maps.contains_key(&p)
-}
-
-fn inaccessible(at: *mut c_void, size: usize, fixed: bool) -> R<usize> {
-    match physmem::inaccessible(at as usize, size, fixed) {
-        Some(p) => Ok(p),
-        None => err(
-            ACL_ERROR_RT_MEMORY_ALLOCATION,
-            "mmap of address space failed",
-        ),
-    }
 }
 
 fn check_prop(prop: *const PhysicalMemProp) -> R {
@@ -212,17 +201,8 @@ pub unsafe extern "C" fn aclrtReserveMemAddress(
 pub unsafe extern "C" fn aclrtReleaseMemAddress(vir_ptr: *mut c_void) -> i32 {
     ffi("aclrtReleaseMemAddress", true, || {
         non_null(vir_ptr, "virPtr")?;
-        let p = vir_ptr as usize;
-        let mut v = lock(vmm());
-        let Some(&size) = v.reserved.get(&p) else {
-            return err(ACL_ERROR_RT_PARAM_INVALID, "not a reserved address");
-        };
-        if v.maps.range(p..p + size).next().is_some() {
-            return err(ACL_ERROR_RT_PARAM_INVALID, "the range still has mappings");
-        }
-        v.reserved.remove(&p);
-        physmem::unmap_raw(p, size);
-        Ok(())
+        let r = lock(vmm()).release_reservation(vir_ptr as usize);
+        r.or_else(space_err)
     })
 }
 
@@ -260,19 +240,7 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
                 "memfd_create or ftruncate failed",
             );
         };
-        let mut v = lock(vmm());
-        v.next += 1;
-        let id = v.next;
-        v.handles.insert(
-            id,
-            Phys {
-                fd,
-                size,
-                maps: 0,
-                freed: false,
-                imported: false,
-            },
-        );
+        let id = lock(vmm()).insert(fd, size, false);
         // SAFETY: checked non-NULL; caller contract.
         unsafe { put(handle, id as *mut c_void) }
     })
@@ -287,18 +255,8 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
 pub unsafe extern "C" fn aclrtFreePhysical(handle: *mut c_void) -> i32 {
     ffi("aclrtFreePhysical", true, || {
         non_null(handle, "handle")?;
-        let mut v = lock(vmm());
-        let id = handle as usize;
-        let Some(p) = v.handles.get_mut(&id).filter(|p| !p.freed) else {
-            return err(ACL_ERROR_RT_PARAM_INVALID, "unknown physical memory handle");
-        };
-        p.freed = true;
-        if p.maps == 0 {
-            if let Some(p) = v.handles.remove(&id) {
-                physmem::close_fd(p.fd);
-            }
-        }
-        Ok(())
+        let r = lock(vmm()).release(handle as usize);
+        r.or_else(space_err)
     })
 }
 
@@ -326,50 +284,8 @@ pub unsafe extern "C" fn aclrtMapMem(
         }
         let ctx = cur_ctx()?;
         let at = vir_ptr as usize;
-        let mut v = lock(vmm());
-        let id = handle as usize;
-        let Some(fd) = v
-            .handles
-            .get(&id)
-            .filter(|p| !p.freed && offset.checked_add(size).is_some_and(|e| e <= p.size))
-            .map(|p| p.fd)
-        else {
-            return err(
-                ACL_ERROR_RT_PARAM_INVALID,
-                "unknown handle, or offset + size past it",
-            );
-        };
-        let inside = v
-            .reserved
-            .range(..=at)
-            .next_back()
-            .is_some_and(|(&s, &n)| at + size <= s + n);
-        let aligned = at.is_multiple_of(GRANULARITY)
-            && size.is_multiple_of(GRANULARITY)
-            && offset.is_multiple_of(GRANULARITY);
-        let overlaps = v
-            .maps
-            .range(..at + size)
-            .next_back()
-            .is_some_and(|(&s, &(n, _))| s + n > at);
-        if !inside || !aligned || overlaps {
-            return err(
-                ACL_ERROR_RT_PARAM_INVALID,
-                "outside a reservation, unaligned, or over a mapping",
-            );
-        }
-        // SAFETY: `at..at + size` lies in a reservation of ours where nothing is mapped; the
-        // descriptor is live and holds `offset + size` bytes (checked above).
-        if !unsafe { physmem::map_shared(at, size, fd, offset) } {
-            return err(
-                ACL_ERROR_RT_MEMORY_ALLOCATION,
-                "mmap of physical memory failed",
-            );
-        }
-        v.maps.insert(at, (size, id));
-        if let Some(p) = v.handles.get_mut(&id) {
-            p.maps += 1;
-        }
+        let r = lock(vmm()).map((at, size, offset), handle as usize, GRANULARITY);
+        r.or_else(space_err)?;
         crate::memory::register_import(at, size, ctx.device);
         Ok(())
     })
@@ -384,21 +300,10 @@ pub unsafe extern "C" fn aclrtUnmapMem(vir_ptr: *mut c_void) -> i32 {
     ffi("aclrtUnmapMem", true, || {
         non_null(vir_ptr, "virPtr")?;
         let at = vir_ptr as usize;
-        let mut v = lock(vmm());
-        let Some((size, id)) = v.maps.remove(&at) else {
-            return err(ACL_ERROR_RT_PARAM_INVALID, "no mapping starts there");
-        };
-        crate::memory::unregister_import(at);
-        inaccessible(vir_ptr, size, true)?;
-        let gone = v.handles.get_mut(&id).is_some_and(|p| {
-            p.maps -= 1;
-            p.maps == 0 && p.freed
-        });
-        if gone {
-            if let Some(p) = v.handles.remove(&id) {
-                physmem::close_fd(p.fd);
-            }
+        if let Err(e) = lock(vmm()).unmap(at) {
+            return space_err(e);
         }
+        crate::memory::unregister_import(at);
         Ok(())
     })
 }
@@ -456,12 +361,12 @@ fn feature() -> R {
 }
 
 /// This process's export `shareable`: its descriptor, exported.
-fn own_export(v: &Vmm, shareable: u64) -> R<i32> {
+fn own_export(v: &Space, shareable: u64) -> R<i32> {
     let (pid, fd) = ((shareable >> 32) as i32, shareable as u32 as i32);
     let known = pid == my_pid()
         && v.handles
             .values()
-            .any(|p| p.fd == fd && !p.freed && !p.imported)
+            .any(|p| p.fd == fd && !p.released && !p.imported)
         && header_u32(fd, H_EXPORTED) == Some(1);
     if !known {
         return err(
@@ -501,7 +406,7 @@ pub unsafe extern "C" fn aclrtMemExportToShareableHandle(
         }
         feature()?;
         let v = lock(vmm());
-        let Some(p) = v.handles.get(&(handle as usize)).filter(|p| !p.freed) else {
+        let Some(p) = v.handles.get(&(handle as usize)).filter(|p| !p.released) else {
             return err(ACL_ERROR_RT_PARAM_INVALID, "unknown physical memory handle");
         };
         if p.imported {
@@ -603,19 +508,7 @@ pub unsafe extern "C" fn aclrtMemImportFromShareableHandle(
                 ),
             );
         };
-        let mut v = lock(vmm());
-        v.next += 1;
-        let id = v.next;
-        v.handles.insert(
-            id,
-            Phys {
-                fd: my,
-                size,
-                maps: 0,
-                freed: false,
-                imported: true,
-            },
-        );
+        let id = lock(vmm()).insert(my, size, true);
         // SAFETY: checked non-NULL; caller contract.
         unsafe { put(handle, id as *mut c_void) }
     })
