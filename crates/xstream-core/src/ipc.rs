@@ -140,6 +140,71 @@ pub struct IpcEventHandle {
     bytes: [u8; IPC_EVENT_HANDLE_LEN],
 }
 
+/// The accessors every interprocess handle has: `$what` names it in hex parse errors, `$op`
+/// in the origin check's.
+macro_rules! handle_accessors {
+    ($T:ident, $len:expr, $what:literal, $op:literal) => {
+        impl $T {
+            /// Its bytes.
+            pub fn as_bytes(&self) -> &[u8; $len] {
+                &self.bytes
+            }
+
+            /// The exporting backend.
+            pub fn backend(&self) -> BackendKind {
+                header_origin(&self.bytes).0
+            }
+
+            /// The exporter's device ordinal.
+            pub fn device(&self) -> usize {
+                header_origin(&self.bytes).1
+            }
+
+            /// The bytes as lower-case hex (256 digits).
+            pub fn to_hex(&self) -> String {
+                hex_string(&self.bytes)
+            }
+
+            #[doc = concat!(
+                "Parses [`", stringify!($T), "::to_hex`]'s form (surrounding white space ignored)."
+            )]
+            ///
+            /// # Errors
+            #[doc = concat!(
+                "[`Error::InvalidArgument`] for bad hex, then as [`",
+                stringify!($T),
+                "::from_bytes`]."
+            )]
+            pub fn from_hex(hex: &str) -> Result<Self> {
+                Self::from_bytes(&hex_bytes(hex, $what)?)
+            }
+
+            /// Checks that `backend`'s device `device` may open it.
+            ///
+            /// # Errors
+            /// [`Error::WrongBackend`] for another backend; [`Error::WrongDevice`] for another
+            /// device ordinal.
+            pub fn check_for(&self, backend: BackendKind, device: usize) -> Result<()> {
+                let origin = (self.backend(), self.device());
+                check_origin($op, origin, (backend, device))
+            }
+        }
+    };
+}
+
+handle_accessors!(
+    IpcEventHandle,
+    IPC_EVENT_HANDLE_LEN,
+    "event",
+    "open an IPC event handle"
+);
+handle_accessors!(
+    IpcMemHandle,
+    IPC_MEM_HANDLE_LEN,
+    "memory",
+    "open an IPC memory handle"
+);
+
 impl IpcEventHandle {
     /// A handle of `backend`'s event on device `device` carrying `payload`.
     ///
@@ -186,51 +251,10 @@ impl IpcEventHandle {
         Ok(Self { bytes })
     }
 
-    /// Its bytes.
-    pub fn as_bytes(&self) -> &[u8; IPC_EVENT_HANDLE_LEN] {
-        &self.bytes
-    }
-
-    /// The exporting backend.
-    pub fn backend(&self) -> BackendKind {
-        header_origin(&self.bytes).0
-    }
-
-    /// The exporting event's device ordinal.
-    pub fn device(&self) -> usize {
-        header_origin(&self.bytes).1
-    }
-
     /// The backend's payload.
     pub fn payload(&self) -> &[u8] {
         let n = (u32_at(&self.bytes, 12) as usize).min(IPC_EVENT_PAYLOAD_MAX);
         &self.bytes[IPC_HANDLE_HEADER_LEN..IPC_HANDLE_HEADER_LEN + n]
-    }
-
-    /// The bytes as lower-case hex (256 digits).
-    pub fn to_hex(&self) -> String {
-        hex_string(&self.bytes)
-    }
-
-    /// Parses [`IpcEventHandle::to_hex`]'s form (surrounding white space ignored).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for bad hex, then as [`IpcEventHandle::from_bytes`].
-    pub fn from_hex(hex: &str) -> Result<Self> {
-        Self::from_bytes(&hex_bytes(hex, "event")?)
-    }
-
-    /// Checks that `backend`'s device `device` may open it.
-    ///
-    /// # Errors
-    /// [`Error::WrongBackend`] for another backend; [`Error::WrongDevice`] for another
-    /// device ordinal.
-    pub fn check_for(&self, backend: BackendKind, device: usize) -> Result<()> {
-        check_origin(
-            "open an IPC event handle",
-            (self.backend(), self.device()),
-            (backend, device),
-        )
     }
 }
 
@@ -392,21 +416,6 @@ impl IpcMemHandle {
         u64::from_le_bytes(x)
     }
 
-    /// Its bytes.
-    pub fn as_bytes(&self) -> &[u8; IPC_MEM_HANDLE_LEN] {
-        &self.bytes
-    }
-
-    /// The exporting backend.
-    pub fn backend(&self) -> BackendKind {
-        header_origin(&self.bytes).0
-    }
-
-    /// The exported buffer's device ordinal.
-    pub fn device(&self) -> usize {
-        header_origin(&self.bytes).1
-    }
-
     /// Where the range starts in the exported buffer.
     pub fn offset(&self) -> usize {
         usize::try_from(self.u64_at(16)).unwrap_or(usize::MAX)
@@ -422,32 +431,6 @@ impl IpcMemHandle {
     pub fn payload(&self) -> &[u8] {
         let n = (u32_at(&self.bytes, 12) as usize).min(IPC_MEM_PAYLOAD_MAX);
         &self.bytes[IPC_MEM_HEADER_LEN..IPC_MEM_HEADER_LEN + n]
-    }
-
-    /// The bytes as lower-case hex (256 digits).
-    pub fn to_hex(&self) -> String {
-        hex_string(&self.bytes)
-    }
-
-    /// Parses [`IpcMemHandle::to_hex`]'s form.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for bad hex, then as [`IpcMemHandle::from_bytes`].
-    pub fn from_hex(hex: &str) -> Result<Self> {
-        Self::from_bytes(&hex_bytes(hex, "memory")?)
-    }
-
-    /// Checks that `backend`'s device `device` may open it.
-    ///
-    /// # Errors
-    /// [`Error::WrongBackend`] for another backend; [`Error::WrongDevice`] for another
-    /// device ordinal.
-    pub fn check_for(&self, backend: BackendKind, device: usize) -> Result<()> {
-        check_origin(
-            "open an IPC memory handle",
-            (self.backend(), self.device()),
-            (backend, device),
-        )
     }
 }
 
