@@ -45,7 +45,6 @@
 
 #![allow(non_snake_case)]
 
-use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard};
 use xstream_core::sync::lock;
@@ -53,6 +52,14 @@ use xstream_core::sync::lock;
 use crate::codes::*;
 use crate::exports::{guard, rd32};
 use crate::{devinfo, memory};
+
+#[path = "../../ascend-sim/src/physmem.rs"]
+mod physmem;
+use physmem::{
+    close_fd, hdr_word, header_u32, inaccessible, pwrite_at, unmap_raw, Kind, Space, SpaceError,
+};
+pub use physmem::{HEADER, MAX_PIDS};
+use physmem::{H_DEVICE, H_EXPORTED, H_NO_WLIST};
 
 /// The allocation granularity, minimum and recommended (2 MiB, the huge page).
 pub const GRANULARITY: usize = 2 << 20;
@@ -161,98 +168,27 @@ impl AccessDesc {
     }
 }
 
-/// Physical memory behind a handle token.
-struct Phys {
-    /// The `memfd`: a header page ([`HEADER`]), then the bytes.
-    fd: i32,
-    size: usize,
-    /// Live mappings of it; released memory is closed when this reaches 0.
-    maps: usize,
-    released: bool,
-    /// Opened from another handle's export (never exported again).
-    imported: bool,
+/// The emulation's physical memory objects.
+const KIND: Kind = Kind {
+    magic: b"XHALVMMP",
+    name: c"xstream-hal-sim-phys",
+};
+
+/// The emulation's reservations, mappings and physical memory (handle tokens from
+/// [`HANDLE_BASE`], 64 apart).
+static VMM: Mutex<Option<Space>> = Mutex::new(None);
+
+fn with<T>(f: impl FnOnce(&mut Space) -> T) -> T {
+    let mut g: MutexGuard<'_, Option<Space>> = lock(&VMM);
+    f(g.get_or_insert_with(|| Space::new(HANDLE_BASE, 64)))
 }
 
-/// The header page at the start of each physical memory `memfd`, read by importing processes
-/// (byte offsets, little-endian): a magic, whether it was exported, whether the whitelist is
-/// off, the size, the number of whitelisted process ids and the ids.
-pub const HEADER: usize = 4096;
-const H_EXPORTED: usize = 8;
-const H_NO_WLIST: usize = 12;
-const H_SIZE: usize = 16;
-const H_NPIDS: usize = 24;
-/// The device that created the memory, plus one (0: host memory).
-const H_DEVICE: usize = 28;
-const H_PIDS: usize = 32;
-const MAGIC: &[u8; 8] = b"XHALVMMP";
-/// Whitelisted process ids one header holds.
-pub const MAX_PIDS: usize = (HEADER - H_PIDS) / 4;
-/// The `memfd` name, checked (as `/memfd:<name>`) before an import opens a descriptor.
-const MEMFD_NAME: &str = "xstream-hal-sim-phys";
-
-fn pread_at(fd: i32, at: usize, buf: &mut [u8]) -> bool {
-    // SAFETY: `buf` is valid for its length; `fd` is a descriptor we hold.
-    let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), at as libc::off_t) };
-    n == buf.len() as isize
-}
-
-fn pwrite_at(fd: i32, at: usize, buf: &[u8]) -> bool {
-    // SAFETY: `buf` is valid for its length; `fd` is a descriptor we hold.
-    let n = unsafe { libc::pwrite(fd, buf.as_ptr().cast(), buf.len(), at as libc::off_t) };
-    n == buf.len() as isize
-}
-
-fn header_u32(fd: i32, at: usize) -> Option<u32> {
-    let mut b = [0u8; 4];
-    pread_at(fd, at, &mut b).then(|| u32::from_le_bytes(b))
-}
-
-/// The emulation's virtual memory state: reservations and mappings by start address (start →
-/// (length, handle token; 0 for a reservation)), physical memory by handle token.
-#[derive(Default)]
-struct Vmm {
-    reserved: BTreeMap<usize, (usize, usize)>,
-    maps: BTreeMap<usize, (usize, usize)>,
-    handles: HashMap<usize, Phys>,
-    /// Handle tokens issued so far.
-    issued: usize,
-}
-
-static VMM: Mutex<Option<Vmm>> = Mutex::new(None);
-
-fn with<T>(f: impl FnOnce(&mut Vmm) -> T) -> T {
-    let mut g: MutexGuard<'_, Option<Vmm>> = lock(&VMM);
-    f(g.get_or_insert_with(Vmm::default))
-}
-
-/// An anonymous inaccessible mapping of `size` bytes: anywhere (`at` 0), at `at` if free
-/// (`fixed` false, a hint checked afterwards), or over `at` (`fixed` true: only over a range of
-/// one of our reservations).
-fn inaccessible(at: usize, size: usize, fixed: bool) -> Option<usize> {
-    let flags = libc::MAP_PRIVATE
-        | libc::MAP_ANONYMOUS
-        | libc::MAP_NORESERVE
-        | if fixed {
-            libc::MAP_FIXED
-        } else if at != 0 {
-            libc::MAP_FIXED_NOREPLACE
-        } else {
-            0
-        };
-    // SAFETY: an anonymous mapping; MAP_FIXED only over a range of a reservation of ours,
-    // MAP_FIXED_NOREPLACE never replaces anything.
-    let p = unsafe { libc::mmap(at as *mut c_void, size, libc::PROT_NONE, flags, -1, 0) };
-    (p != libc::MAP_FAILED).then_some(p as usize)
-}
-
-fn unmap_raw(at: usize, size: usize) {
-    // SAFETY: only ranges of our own anonymous mappings, handed back once.
-    unsafe { libc::munmap(at as *mut c_void, size) };
-}
-
-fn close_fd(fd: i32) {
-    // SAFETY: our descriptor, closed once (its handle is removed with it).
-    unsafe { libc::close(fd) };
+/// The driver's answer to a refusal of the [`Space`].
+fn refusal(e: SpaceError) -> i32 {
+    match e {
+        SpaceError::MapFailed | SpaceError::UnmapFailed => DRV_ERROR_OUT_OF_MEMORY,
+        _ => DRV_ERROR_INVALID_VALUE,
+    }
 }
 
 /// `halMemGetAllocationGranularity`: 2 MiB for `MEM_ALLOC_GRANULARITY_MINIMUM` (0) and
@@ -297,33 +233,15 @@ pub fn reserve(size: usize, alignment: usize, addr: usize, flag: u64) -> Result<
             None => return Err(DRV_ERROR_BUSY),
         }
     } else {
-        // Over-reserve, then hand back the unaligned head and the tail.
-        let total = size.checked_add(align).ok_or(DRV_ERROR_OUT_OF_MEMORY)?;
-        let raw = inaccessible(0, total, false).ok_or(DRV_ERROR_OUT_OF_MEMORY)?;
-        let start = raw.next_multiple_of(align);
-        if start > raw {
-            unmap_raw(raw, start - raw);
-        }
-        if raw + total > start + size {
-            unmap_raw(start + size, raw + total - (start + size));
-        }
-        start
+        physmem::reserve_aligned(size, align).ok_or(DRV_ERROR_OUT_OF_MEMORY)?
     };
-    with(|v| v.reserved.insert(start, (size, 0)));
+    with(|v| v.reserved.insert(start, size));
     Ok(start)
 }
 
 /// `halMemAddressFree`: a whole reservation with nothing mapped in it.
 pub fn address_free(ptr: usize) -> Result<(), i32> {
-    with(|v| {
-        let &(size, _) = v.reserved.get(&ptr).ok_or(DRV_ERROR_INVALID_VALUE)?;
-        if v.maps.range(ptr..ptr + size).next().is_some() {
-            return Err(DRV_ERROR_INVALID_VALUE);
-        }
-        v.reserved.remove(&ptr);
-        unmap_raw(ptr, size);
-        Ok(())
-    })
+    with(|v| v.release_reservation(ptr)).map_err(refusal)
 }
 
 /// `halMemCreate`: `size` bytes of physical memory; returns the handle token.
@@ -335,121 +253,29 @@ pub fn create(size: usize, prop: &MemProp, flag: u64) -> Result<usize, i32> {
     if size == 0 || !size.is_multiple_of(GRANULARITY) || flag != 0 {
         return Err(DRV_ERROR_INVALID_VALUE);
     }
-    // SAFETY: a static NUL-terminated name (`MEMFD_NAME`).
-    let fd = unsafe { libc::memfd_create(c"xstream-hal-sim-phys".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(DRV_ERROR_OUT_OF_MEMORY);
-    }
-    let Some(len) = size
-        .checked_add(HEADER)
-        .and_then(|n| libc::off_t::try_from(n).ok())
-    else {
-        close_fd(fd);
-        return Err(DRV_ERROR_OUT_OF_MEMORY);
-    };
-    let mut hdr = [0u8; H_PIDS];
-    hdr[..8].copy_from_slice(MAGIC);
-    hdr[H_SIZE..H_SIZE + 8].copy_from_slice(&(size as u64).to_le_bytes());
     let device = if prop.side == MEM_DEV_SIDE {
         prop.devid + 1
     } else {
         0
     };
-    hdr[H_DEVICE..H_DEVICE + 4].copy_from_slice(&device.to_le_bytes());
-    // SAFETY: `fd` is ours.
-    if unsafe { libc::ftruncate(fd, len) } != 0 || !pwrite_at(fd, 0, &hdr) {
-        close_fd(fd);
-        return Err(DRV_ERROR_OUT_OF_MEMORY);
-    }
-    Ok(insert_handle(fd, size, false))
-}
-
-fn insert_handle(fd: i32, size: usize, imported: bool) -> usize {
-    with(|v| {
-        let h = HANDLE_BASE + v.issued * 64;
-        v.issued += 1;
-        v.handles.insert(
-            h,
-            Phys {
-                fd,
-                size,
-                maps: 0,
-                released: false,
-                imported,
-            },
-        );
-        h
-    })
+    let fd = physmem::create(&KIND, size, device).ok_or(DRV_ERROR_OUT_OF_MEMORY)?;
+    Ok(with(|v| v.insert(fd, size, false)))
 }
 
 /// `halMemRelease`: the memory goes with its last mapping.
 pub fn release(handle: usize) -> Result<(), i32> {
-    with(|v| {
-        let p = v
-            .handles
-            .get_mut(&handle)
-            .filter(|p| !p.released)
-            .ok_or(DRV_ERROR_INVALID_VALUE)?;
-        p.released = true;
-        if p.maps == 0 {
-            if let Some(p) = v.handles.remove(&handle) {
-                close_fd(p.fd);
-            }
-        }
-        Ok(())
-    })
+    with(|v| v.release(handle)).map_err(refusal)
 }
 
 /// `halMemMap`: `size` bytes of `handle` (from its start) at `ptr`, inside a reservation and
 /// over no other mapping.
 pub fn map(ptr: usize, size: usize, offset: usize, handle: usize, flag: u64) -> Result<(), i32> {
+    if offset != 0 || flag != 0 {
+        return Err(DRV_ERROR_INVALID_VALUE);
+    }
     with(|v| {
-        let fd = v
-            .handles
-            .get(&handle)
-            .filter(|p| !p.released && size <= p.size)
-            .map(|p| p.fd)
-            .ok_or(DRV_ERROR_INVALID_VALUE)?;
-        let end = ptr.checked_add(size).ok_or(DRV_ERROR_INVALID_VALUE)?;
-        let inside = v
-            .reserved
-            .range(..=ptr)
-            .next_back()
-            .is_some_and(|(&s, &(n, _))| end <= s + n);
-        let overlaps = v
-            .maps
-            .range(..end)
-            .next_back()
-            .is_some_and(|(&s, &(n, _))| s + n > ptr);
-        if size == 0
-            || offset != 0
-            || flag != 0
-            || !ptr.is_multiple_of(GRANULARITY)
-            || !size.is_multiple_of(GRANULARITY)
-            || !inside
-            || overlaps
-        {
-            return Err(DRV_ERROR_INVALID_VALUE);
-        }
-        // SAFETY: `ptr..end` lies in a reservation of ours where nothing is mapped; the
-        // descriptor is live and holds at least `size` bytes after its header page.
-        let p = unsafe {
-            libc::mmap(
-                ptr as *mut c_void,
-                size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_FIXED,
-                fd,
-                HEADER as libc::off_t,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(DRV_ERROR_OUT_OF_MEMORY);
-        }
-        v.maps.insert(ptr, (size, handle));
-        if let Some(p) = v.handles.get_mut(&handle) {
-            p.maps += 1;
-        }
+        v.map((ptr, size, 0), handle, GRANULARITY)
+            .map_err(refusal)?;
         memory::map_insert(ptr, size);
         Ok(())
     })
@@ -458,19 +284,8 @@ pub fn map(ptr: usize, size: usize, offset: usize, handle: usize, flag: u64) -> 
 /// `halMemUnmap`: the mapping starting at `ptr`; its range becomes inaccessible again.
 pub fn unmap(ptr: usize) -> Result<(), i32> {
     with(|v| {
-        let &(size, handle) = v.maps.get(&ptr).ok_or(DRV_ERROR_INVALID_VALUE)?;
-        inaccessible(ptr, size, true).ok_or(DRV_ERROR_OUT_OF_MEMORY)?;
-        v.maps.remove(&ptr);
+        v.unmap(ptr).map_err(refusal)?;
         memory::map_remove(ptr);
-        let gone = v.handles.get_mut(&handle).is_some_and(|p| {
-            p.maps -= 1;
-            p.maps == 0 && p.released
-        });
-        if gone {
-            if let Some(p) = v.handles.remove(&handle) {
-                close_fd(p.fd);
-            }
-        }
         Ok(())
     })
 }
@@ -525,16 +340,10 @@ fn own_export(shareable: u64) -> Result<i32, i32> {
 /// `halMemSetPidToShareableHandle`: adds `pids` to the export's whitelist.
 pub fn set_pids(shareable: u64, pids: &[i32]) -> Result<(), i32> {
     let fd = own_export(shareable)?;
-    let n = header_u32(fd, H_NPIDS).ok_or(DRV_ERROR_INVALID_VALUE)? as usize;
-    if pids.is_empty() || pids.iter().any(|&p| p <= 0) || n + pids.len() > MAX_PIDS {
+    if pids.is_empty() || pids.iter().any(|&p| p <= 0) {
         return Err(DRV_ERROR_INVALID_VALUE);
     }
-    let bytes: Vec<u8> = pids.iter().flat_map(|p| p.to_le_bytes()).collect();
-    let count = ((n + pids.len()) as u32).to_le_bytes();
-    if !pwrite_at(fd, H_PIDS + 4 * n, &bytes) || !pwrite_at(fd, H_NPIDS, &count) {
-        return Err(DRV_ERROR_INVALID_VALUE);
-    }
-    Ok(())
+    physmem::add_pids(fd, pids).map_err(|_| DRV_ERROR_INVALID_VALUE)
 }
 
 /// `halMemShareHandleSetAttribute` with `SHR_HANDLE_ATTR_NO_WLIST_IN_SERVER` (0): `enable_flag`
@@ -547,34 +356,9 @@ pub fn set_no_whitelist(shareable: u64, attr_type: u32, enable_flag: u32) -> Res
     Ok(())
 }
 
-/// Opens the `memfd` behind `shareable` through `/proc/<pid>/fd/<fd>`: only this emulation's
-/// `memfd` objects whose header says exported. Returns the descriptor (the caller closes it or
-/// keeps it) and the header.
-fn open_export(shareable: u64) -> Result<(i32, [u8; H_PIDS]), i32> {
-    let path = format!("/proc/{}/fd/{}", shareable >> 32, shareable as u32);
-    let ours = std::fs::read_link(&path).is_ok_and(|t| {
-        t.to_string_lossy()
-            .starts_with(&format!("/memfd:{MEMFD_NAME}"))
-    });
-    if !ours {
-        return Err(DRV_ERROR_INVALID_VALUE);
-    }
-    let cpath = std::ffi::CString::new(path).map_err(|_| DRV_ERROR_INVALID_VALUE)?;
-    // SAFETY: a NUL-terminated path; the descriptor is closed below or handed to the caller.
-    let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(DRV_ERROR_INVALID_VALUE);
-    }
-    let mut hdr = [0u8; H_PIDS];
-    if !pread_at(fd, 0, &mut hdr) || &hdr[..8] != MAGIC || hdr_word(&hdr, H_EXPORTED) != 1 {
-        close_fd(fd);
-        return Err(DRV_ERROR_INVALID_VALUE);
-    }
-    Ok((fd, hdr))
-}
-
-fn hdr_word(hdr: &[u8; H_PIDS], at: usize) -> u32 {
-    u32::from_le_bytes([hdr[at], hdr[at + 1], hdr[at + 2], hdr[at + 3]])
+/// The exporter's `memfd` behind `shareable` and its header ([`physmem::open_export`]).
+fn open_export(shareable: u64) -> Result<(i32, [u8; physmem::H_PIDS]), i32> {
+    physmem::open_export(&KIND, shareable).map_err(|_| DRV_ERROR_INVALID_VALUE)
 }
 
 /// `halMemImportFromShareableHandle`: opens the exporter's `memfd` (see `open_export`; with
@@ -586,21 +370,9 @@ pub fn import(shareable: u64, devid: u32) -> Result<usize, i32> {
         return Err(DRV_ERROR_INVALID_VALUE);
     }
     let (fd, hdr) = open_export(shareable)?;
-    let admitted = || -> Option<usize> {
-        let size = u64::from_le_bytes(hdr[H_SIZE..H_SIZE + 8].try_into().unwrap_or_default());
-        let n = (hdr_word(&hdr, H_NPIDS) as usize).min(MAX_PIDS);
-        let mut pids = vec![0u8; 4 * n];
-        let me = std::process::id() as i32;
-        let listed = pread_at(fd, H_PIDS, &mut pids)
-            && pids
-                .chunks_exact(4)
-                .any(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) == me);
-        (hdr_word(&hdr, H_NO_WLIST) == 1 || listed)
-            .then(|| usize::try_from(size).ok())
-            .flatten()
-    };
-    match admitted() {
-        Some(size) => Ok(insert_handle(fd, size, true)),
+    let me = std::process::id() as i32;
+    match physmem::size_of(&hdr).filter(|_| physmem::admits(fd, &hdr, me)) {
+        Some(size) => Ok(with(|v| v.insert(fd, size, true))),
         None => {
             close_fd(fd);
             Err(DRV_ERROR_INVALID_VALUE)

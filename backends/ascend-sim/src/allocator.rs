@@ -104,62 +104,32 @@ pub unsafe extern "C" fn aclrtAllocatorSetObjToDesc(
     })
 }
 
-/// `aclError aclrtAllocatorSetAllocFuncToDesc(aclrtAllocatorDesc, aclrtAllocatorAllocFunc)`.
-///
-/// # Safety
-/// `desc` is a lookup key; the function is stored, never called.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorSetAllocFuncToDesc(
-    desc: *mut c_void,
-    func: AclrtAllocatorAllocFunc,
-) -> i32 {
-    ffi("aclrtAllocatorSetAllocFuncToDesc", false, || {
-        with_desc(desc, |d| d.alloc = func)
-    })
+/// One `aclrtAllocatorSet*FuncToDesc(aclrtAllocatorDesc, <function type>)` setter: stores the
+/// function in the desc's field.
+macro_rules! func_setter {
+    ($($name:ident($ty:ty, $c_ty:literal $(,)?) => $field:ident;)*) => {$(
+        #[doc = concat!("`aclError ", stringify!($name), "(aclrtAllocatorDesc, ", $c_ty, ")`.")]
+        ///
+        /// # Safety
+        /// `desc` is a lookup key; the function is stored, never called.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(desc: *mut c_void, func: $ty) -> i32 {
+            ffi(stringify!($name), false, || with_desc(desc, |d| d.$field = func))
+        }
+    )*};
 }
 
-/// `aclError aclrtAllocatorSetFreeFuncToDesc(aclrtAllocatorDesc, aclrtAllocatorFreeFunc)`.
-///
-/// # Safety
-/// `desc` is a lookup key; the function is stored, never called.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorSetFreeFuncToDesc(
-    desc: *mut c_void,
-    func: AclrtAllocatorFreeFunc,
-) -> i32 {
-    ffi("aclrtAllocatorSetFreeFuncToDesc", false, || {
-        with_desc(desc, |d| d.free = func)
-    })
-}
-
-/// `aclError aclrtAllocatorSetAllocAdviseFuncToDesc(aclrtAllocatorDesc,
-/// aclrtAllocatorAllocAdviseFunc)`.
-///
-/// # Safety
-/// `desc` is a lookup key; the function is stored, never called.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorSetAllocAdviseFuncToDesc(
-    desc: *mut c_void,
-    func: AclrtAllocatorAllocAdviseFunc,
-) -> i32 {
-    ffi("aclrtAllocatorSetAllocAdviseFuncToDesc", false, || {
-        with_desc(desc, |d| d.advise = func)
-    })
-}
-
-/// `aclError aclrtAllocatorSetGetAddrFromBlockFuncToDesc(aclrtAllocatorDesc,
-/// aclrtAllocatorGetAddrFromBlockFunc)`.
-///
-/// # Safety
-/// `desc` is a lookup key; the function is stored, never called.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtAllocatorSetGetAddrFromBlockFuncToDesc(
-    desc: *mut c_void,
-    func: AclrtAllocatorGetAddrFromBlockFunc,
-) -> i32 {
-    ffi("aclrtAllocatorSetGetAddrFromBlockFuncToDesc", false, || {
-        with_desc(desc, |d| d.get_addr = func)
-    })
+func_setter! {
+    aclrtAllocatorSetAllocFuncToDesc(AclrtAllocatorAllocFunc, "aclrtAllocatorAllocFunc") => alloc;
+    aclrtAllocatorSetFreeFuncToDesc(AclrtAllocatorFreeFunc, "aclrtAllocatorFreeFunc") => free;
+    aclrtAllocatorSetAllocAdviseFuncToDesc(
+        AclrtAllocatorAllocAdviseFunc,
+        "aclrtAllocatorAllocAdviseFunc",
+    ) => advise;
+    aclrtAllocatorSetGetAddrFromBlockFuncToDesc(
+        AclrtAllocatorGetAddrFromBlockFunc,
+        "aclrtAllocatorGetAddrFromBlockFunc",
+    ) => get_addr;
 }
 
 /// `aclError aclrtAllocatorRegister(aclrtStream stream, aclrtAllocatorDesc allocatorDesc)`:

@@ -93,66 +93,27 @@ pub unsafe extern "C" fn aclrtSetExceptionInfoCallback(
     })
 }
 
-/// Reads one field, `0xFFFFFFFF` for NULL.
-///
-/// # Safety
-/// `info` must be NULL or the pointer passed to the exception callback, during the call.
-unsafe fn field(info: *const AclrtExceptionInfo, f: fn(&AclrtExceptionInfo) -> u32) -> u32 {
-    // SAFETY: caller contract.
-    match unsafe { info.as_ref() } {
-        Some(i) => f(i),
-        None => INVALID,
-    }
+/// The `uint32_t aclrtGet*FromExceptionInfo(const aclrtExceptionInfo* info)` getters: one
+/// field each, `0xFFFFFFFF` for NULL.
+macro_rules! getters {
+    ($($name:ident => $field:ident;)*) => {$(
+        #[doc = concat!("`uint32_t ", stringify!($name), "(const aclrtExceptionInfo* info)`.")]
+        ///
+        /// # Safety
+        /// `info` must be NULL or the pointer passed to the exception callback, during the
+        /// call.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(info: *const AclrtExceptionInfo) -> u32 {
+            // SAFETY: the caller's contract.
+            unsafe { info.as_ref() }.map_or(INVALID, |i| i.$field)
+        }
+    )*};
 }
 
-/// `uint32_t aclrtGetTaskIdFromExceptionInfo(const aclrtExceptionInfo* info)`.
-///
-/// # Safety
-/// `info` must be NULL or the pointer passed to the exception callback, during the call.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtGetTaskIdFromExceptionInfo(info: *const AclrtExceptionInfo) -> u32 {
-    // SAFETY: forwarded contract.
-    unsafe { field(info, |i| i.task_id) }
-}
-
-/// `uint32_t aclrtGetStreamIdFromExceptionInfo(const aclrtExceptionInfo* info)`.
-///
-/// # Safety
-/// As [`aclrtGetTaskIdFromExceptionInfo`].
-#[no_mangle]
-pub unsafe extern "C" fn aclrtGetStreamIdFromExceptionInfo(info: *const AclrtExceptionInfo) -> u32 {
-    // SAFETY: forwarded contract.
-    unsafe { field(info, |i| i.stream_id) }
-}
-
-/// `uint32_t aclrtGetThreadIdFromExceptionInfo(const aclrtExceptionInfo* info)`.
-///
-/// # Safety
-/// As [`aclrtGetTaskIdFromExceptionInfo`].
-#[no_mangle]
-pub unsafe extern "C" fn aclrtGetThreadIdFromExceptionInfo(info: *const AclrtExceptionInfo) -> u32 {
-    // SAFETY: forwarded contract.
-    unsafe { field(info, |i| i.thread_id) }
-}
-
-/// `uint32_t aclrtGetDeviceIdFromExceptionInfo(const aclrtExceptionInfo* info)`.
-///
-/// # Safety
-/// As [`aclrtGetTaskIdFromExceptionInfo`].
-#[no_mangle]
-pub unsafe extern "C" fn aclrtGetDeviceIdFromExceptionInfo(info: *const AclrtExceptionInfo) -> u32 {
-    // SAFETY: forwarded contract.
-    unsafe { field(info, |i| i.device_id) }
-}
-
-/// `uint32_t aclrtGetErrorCodeFromExceptionInfo(const aclrtExceptionInfo* info)`.
-///
-/// # Safety
-/// As [`aclrtGetTaskIdFromExceptionInfo`].
-#[no_mangle]
-pub unsafe extern "C" fn aclrtGetErrorCodeFromExceptionInfo(
-    info: *const AclrtExceptionInfo,
-) -> u32 {
-    // SAFETY: forwarded contract.
-    unsafe { field(info, |i| i.error_code) }
+getters! {
+    aclrtGetTaskIdFromExceptionInfo => task_id;
+    aclrtGetStreamIdFromExceptionInfo => stream_id;
+    aclrtGetThreadIdFromExceptionInfo => thread_id;
+    aclrtGetDeviceIdFromExceptionInfo => device_id;
+    aclrtGetErrorCodeFromExceptionInfo => error_code;
 }

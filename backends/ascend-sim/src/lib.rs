@@ -87,6 +87,7 @@ pub mod kernel;
 pub mod memory;
 pub mod memset;
 pub mod peer;
+mod physmem;
 pub mod random;
 pub mod real_kernels;
 pub mod reduce;

@@ -33,8 +33,9 @@
 use crate::codes::*;
 use crate::device::cur_ctx;
 use crate::error::*;
-use crate::ipc_shm::{my_pid, PAGE};
-use std::collections::{BTreeMap, HashMap};
+use crate::ipc_shm::my_pid;
+use crate::physmem::{self, header_u32, pwrite_at, Kind, Refused, Space, SpaceError};
+use crate::physmem::{H_EXPORTED, H_NO_WLIST, MAX_PIDS};
 use std::ffi::c_void;
 use std::sync::{Mutex, OnceLock};
 
@@ -73,83 +74,40 @@ pub struct MemAccessDesc {
     pub rsv: [u8; 12],
 }
 
-struct Phys {
-    fd: i32,
-    size: usize,
-    maps: usize,
-    freed: bool,
-    /// Opened from another process's export (cannot be exported again).
-    imported: bool,
+/// This simulator's physical memory objects.
+const KIND: Kind = Kind {
+    magic: b"XSIMVMMP",
+    name: c"xsim-vmm-phys",
+};
+
+/// The reservations, mappings and physical memory (handles 1, 2, ...).
+fn vmm() -> &'static Mutex<Space> {
+    static V: OnceLock<Mutex<Space>> = OnceLock::new();
+    V.get_or_init(|| Mutex::new(Space::new(1, 1)))
 }
 
-/// The header page of a physical memory `memfd` (byte offsets; little-endian).
-const H_MAGIC: u64 = 0;
-const H_EXPORTED: u64 = 8;
-const H_NO_PID_CHECK: u64 = 12;
-const H_SIZE: u64 = 16;
-const H_NPIDS: u64 = 24;
-const H_PIDS: u64 = 32;
-const MAGIC: &[u8; 8] = b"XSIMVMMP";
-const MAX_PIDS: usize = (PAGE - H_PIDS as usize) / 4;
-/// The `memfd` name (`/memfd:<name>` in `/proc/<pid>/fd`).
-const MEMFD_NAME: &str = "xsim-vmm-phys";
-
-fn pread(fd: i32, at: u64, buf: &mut [u8]) -> bool {
-    // SAFETY: `buf` is valid for `buf.len()` bytes; `fd` is a descriptor we hold.
-    let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), at as libc::off_t) };
-    n == buf.len() as isize
-}
-
-fn pwrite(fd: i32, at: u64, buf: &[u8]) -> bool {
-    // SAFETY: `buf` is valid for `buf.len()` bytes; `fd` is a descriptor we hold.
-    let n = unsafe { libc::pwrite(fd, buf.as_ptr().cast(), buf.len(), at as libc::off_t) };
-    n == buf.len() as isize
-}
-
-fn read_u32(fd: i32, at: u64) -> Option<u32> {
-    let mut b = [0u8; 4];
-    pread(fd, at, &mut b).then(|| u32::from_le_bytes(b))
-}
-
-#[derive(Default)]
-struct Vmm {
-    /// Reservations: start -> size.
-    reserved: BTreeMap<usize, usize>,
-    /// Mappings: start -> (size, handle).
-    maps: BTreeMap<usize, (usize, usize)>,
-    handles: HashMap<usize, Phys>,
-    next: usize,
-}
-
-fn vmm() -> &'static Mutex<Vmm> {
-    static V: OnceLock<Mutex<Vmm>> = OnceLock::new();
-    V.get_or_init(Default::default)
+/// The simulated driver's refusal of `e` (107000, or 207001 when the system refuses).
+fn space_err(e: SpaceError) -> R {
+    let msg = match e {
+        SpaceError::NotReserved => "not a reserved address",
+        SpaceError::StillMapped => "the range still has mappings",
+        SpaceError::UnknownHandle => "unknown physical memory handle",
+        SpaceError::OutsideHandle => "unknown handle, or offset + size past it",
+        SpaceError::BadMapping => "outside a reservation, unaligned, or over a mapping",
+        SpaceError::NotMapped => "no mapping starts there",
+        SpaceError::MapFailed => "mmap of physical memory failed",
+        SpaceError::UnmapFailed => "mmap of address space failed",
+    };
+    let code = match e {
+        SpaceError::MapFailed | SpaceError::UnmapFailed => ACL_ERROR_RT_MEMORY_ALLOCATION,
+        _ => ACL_ERROR_RT_PARAM_INVALID,
+    };
+    err(code, msg)
 }
 
 /// Whether `p` is the start of a virtual memory mapping (so `aclrtFree` refuses it).
 pub(crate) fn is_mapping(p: usize) -> bool {
     lock(vmm()).maps.contains_key(&p)
-}
-
-fn inaccessible(at: *mut c_void, size: usize, fixed: bool) -> R<usize> {
-    let flags = libc::MAP_PRIVATE
-        | libc::MAP_ANONYMOUS
-        | libc::MAP_NORESERVE
-        | if fixed { libc::MAP_FIXED } else { 0 };
-    // SAFETY: an anonymous mapping; with MAP_FIXED only over a range of a reservation of ours.
-    let p = unsafe { libc::mmap(at, size, libc::PROT_NONE, flags, -1, 0) };
-    if p == libc::MAP_FAILED {
-        return err(
-            ACL_ERROR_RT_MEMORY_ALLOCATION,
-            "mmap of address space failed",
-        );
-    }
-    Ok(p as usize)
-}
-
-fn close_phys(p: &Phys) {
-    // SAFETY: our descriptor, closed once (the handle is removed with it).
-    unsafe { libc::close(p.fd) };
 }
 
 fn check_prop(prop: *const PhysicalMemProp) -> R {
@@ -223,19 +181,12 @@ pub unsafe extern "C" fn aclrtReserveMemAddress(
         }
         cur_ctx()?;
         // Over-reserve, then give back the unaligned head and the tail.
-        let total = size + align;
-        let raw = inaccessible(std::ptr::null_mut(), total, false)?;
-        let start = raw.next_multiple_of(align);
-        // SAFETY: both ranges lie in the mapping just made and nobody else uses them.
-        unsafe {
-            if start > raw {
-                libc::munmap(raw as *mut c_void, start - raw);
-            }
-            let end = start + size;
-            if raw + total > end {
-                libc::munmap(end as *mut c_void, raw + total - end);
-            }
-        }
+        let Some(start) = physmem::reserve_aligned(size, align) else {
+            return err(
+                ACL_ERROR_RT_MEMORY_ALLOCATION,
+                "mmap of address space failed",
+            );
+        };
         lock(vmm()).reserved.insert(start, size);
         // SAFETY: checked non-NULL; caller contract.
         unsafe { put(vir_ptr, start as *mut c_void) }
@@ -250,18 +201,8 @@ pub unsafe extern "C" fn aclrtReserveMemAddress(
 pub unsafe extern "C" fn aclrtReleaseMemAddress(vir_ptr: *mut c_void) -> i32 {
     ffi("aclrtReleaseMemAddress", true, || {
         non_null(vir_ptr, "virPtr")?;
-        let p = vir_ptr as usize;
-        let mut v = lock(vmm());
-        let Some(&size) = v.reserved.get(&p) else {
-            return err(ACL_ERROR_RT_PARAM_INVALID, "not a reserved address");
-        };
-        if v.maps.range(p..p + size).next().is_some() {
-            return err(ACL_ERROR_RT_PARAM_INVALID, "the range still has mappings");
-        }
-        v.reserved.remove(&p);
-        // SAFETY: the whole reservation, unmapped once (removed from the table).
-        unsafe { libc::munmap(vir_ptr, size) };
-        Ok(())
+        let r = lock(vmm()).release_reservation(vir_ptr as usize);
+        r.or_else(space_err)
     })
 }
 
@@ -293,34 +234,13 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
             );
         }
         cur_ctx()?;
-        // SAFETY: a static NUL-terminated name.
-        let fd = unsafe { libc::memfd_create(c"xsim-vmm-phys".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return err(ACL_ERROR_RT_MEMORY_ALLOCATION, "memfd_create failed");
-        }
-        let mut hdr = [0u8; 24];
-        hdr[..8].copy_from_slice(MAGIC);
-        hdr[16..24].copy_from_slice(&(size as u64).to_le_bytes());
-        // SAFETY: fd is ours.
-        let sized = unsafe { libc::ftruncate(fd, (PAGE + size) as libc::off_t) } == 0;
-        if !sized || !pwrite(fd, H_MAGIC, &hdr) {
-            // SAFETY: fd is ours, closed once.
-            unsafe { libc::close(fd) };
-            return err(ACL_ERROR_RT_MEMORY_ALLOCATION, "ftruncate failed");
-        }
-        let mut v = lock(vmm());
-        v.next += 1;
-        let id = v.next;
-        v.handles.insert(
-            id,
-            Phys {
-                fd,
-                size,
-                maps: 0,
-                freed: false,
-                imported: false,
-            },
-        );
+        let Some(fd) = physmem::create(&KIND, size, 0) else {
+            return err(
+                ACL_ERROR_RT_MEMORY_ALLOCATION,
+                "memfd_create or ftruncate failed",
+            );
+        };
+        let id = lock(vmm()).insert(fd, size, false);
         // SAFETY: checked non-NULL; caller contract.
         unsafe { put(handle, id as *mut c_void) }
     })
@@ -335,18 +255,8 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
 pub unsafe extern "C" fn aclrtFreePhysical(handle: *mut c_void) -> i32 {
     ffi("aclrtFreePhysical", true, || {
         non_null(handle, "handle")?;
-        let mut v = lock(vmm());
-        let id = handle as usize;
-        let Some(p) = v.handles.get_mut(&id).filter(|p| !p.freed) else {
-            return err(ACL_ERROR_RT_PARAM_INVALID, "unknown physical memory handle");
-        };
-        p.freed = true;
-        if p.maps == 0 {
-            if let Some(p) = v.handles.remove(&id) {
-                close_phys(&p);
-            }
-        }
-        Ok(())
+        let r = lock(vmm()).release(handle as usize);
+        r.or_else(space_err)
     })
 }
 
@@ -374,60 +284,8 @@ pub unsafe extern "C" fn aclrtMapMem(
         }
         let ctx = cur_ctx()?;
         let at = vir_ptr as usize;
-        let mut v = lock(vmm());
-        let id = handle as usize;
-        let Some(fd) = v
-            .handles
-            .get(&id)
-            .filter(|p| !p.freed && offset.checked_add(size).is_some_and(|e| e <= p.size))
-            .map(|p| p.fd)
-        else {
-            return err(
-                ACL_ERROR_RT_PARAM_INVALID,
-                "unknown handle, or offset + size past it",
-            );
-        };
-        let inside = v
-            .reserved
-            .range(..=at)
-            .next_back()
-            .is_some_and(|(&s, &n)| at + size <= s + n);
-        let aligned = at.is_multiple_of(GRANULARITY)
-            && size.is_multiple_of(GRANULARITY)
-            && offset.is_multiple_of(GRANULARITY);
-        let overlaps = v
-            .maps
-            .range(..at + size)
-            .next_back()
-            .is_some_and(|(&s, &(n, _))| s + n > at);
-        if !inside || !aligned || overlaps {
-            return err(
-                ACL_ERROR_RT_PARAM_INVALID,
-                "outside a reservation, unaligned, or over a mapping",
-            );
-        }
-        // SAFETY: `at..at + size` lies in a reservation of ours where nothing is mapped; the
-        // descriptor is live.
-        let p = unsafe {
-            libc::mmap(
-                vir_ptr,
-                size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_FIXED,
-                fd,
-                (PAGE + offset) as libc::off_t,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return err(
-                ACL_ERROR_RT_MEMORY_ALLOCATION,
-                "mmap of physical memory failed",
-            );
-        }
-        v.maps.insert(at, (size, id));
-        if let Some(p) = v.handles.get_mut(&id) {
-            p.maps += 1;
-        }
+        let r = lock(vmm()).map((at, size, offset), handle as usize, GRANULARITY);
+        r.or_else(space_err)?;
         crate::memory::register_import(at, size, ctx.device);
         Ok(())
     })
@@ -442,21 +300,10 @@ pub unsafe extern "C" fn aclrtUnmapMem(vir_ptr: *mut c_void) -> i32 {
     ffi("aclrtUnmapMem", true, || {
         non_null(vir_ptr, "virPtr")?;
         let at = vir_ptr as usize;
-        let mut v = lock(vmm());
-        let Some((size, id)) = v.maps.remove(&at) else {
-            return err(ACL_ERROR_RT_PARAM_INVALID, "no mapping starts there");
-        };
-        crate::memory::unregister_import(at);
-        inaccessible(vir_ptr, size, true)?;
-        let gone = v.handles.get_mut(&id).is_some_and(|p| {
-            p.maps -= 1;
-            p.maps == 0 && p.freed
-        });
-        if gone {
-            if let Some(p) = v.handles.remove(&id) {
-                close_phys(&p);
-            }
+        if let Err(e) = lock(vmm()).unmap(at) {
+            return space_err(e);
         }
+        crate::memory::unregister_import(at);
         Ok(())
     })
 }
@@ -514,13 +361,13 @@ fn feature() -> R {
 }
 
 /// This process's export `shareable`: its descriptor, exported.
-fn own_export(v: &Vmm, shareable: u64) -> R<i32> {
+fn own_export(v: &Space, shareable: u64) -> R<i32> {
     let (pid, fd) = ((shareable >> 32) as i32, shareable as u32 as i32);
     let known = pid == my_pid()
         && v.handles
             .values()
-            .any(|p| p.fd == fd && !p.freed && !p.imported)
-        && read_u32(fd, H_EXPORTED) == Some(1);
+            .any(|p| p.fd == fd && !p.released && !p.imported)
+        && header_u32(fd, H_EXPORTED) == Some(1);
     if !known {
         return err(
             ACL_ERROR_RT_PARAM_INVALID,
@@ -559,7 +406,7 @@ pub unsafe extern "C" fn aclrtMemExportToShareableHandle(
         }
         feature()?;
         let v = lock(vmm());
-        let Some(p) = v.handles.get(&(handle as usize)).filter(|p| !p.freed) else {
+        let Some(p) = v.handles.get(&(handle as usize)).filter(|p| !p.released) else {
             return err(ACL_ERROR_RT_PARAM_INVALID, "unknown physical memory handle");
         };
         if p.imported {
@@ -569,8 +416,8 @@ pub unsafe extern "C" fn aclrtMemExportToShareableHandle(
             );
         }
         let no_check = u32::from(flags == 1).to_le_bytes();
-        if !pwrite(p.fd, H_NO_PID_CHECK, &no_check)
-            || !pwrite(p.fd, H_EXPORTED, &1u32.to_le_bytes())
+        if !pwrite_at(p.fd, H_NO_WLIST, &no_check)
+            || !pwrite_at(p.fd, H_EXPORTED, &1u32.to_le_bytes())
         {
             return err(ACL_ERROR_RT_MEMORY_ALLOCATION, "header write failed");
         }
@@ -599,44 +446,17 @@ pub unsafe extern "C" fn aclrtMemSetPidToShareableHandle(
         feature()?;
         let v = lock(vmm());
         let fd = own_export(&v, shareable)?;
-        let n = read_u32(fd, H_NPIDS).unwrap_or(0) as usize;
-        if n + pid_num > MAX_PIDS {
-            return err(
-                ACL_ERROR_RT_PARAM_INVALID,
-                format!("more than {MAX_PIDS} PIDs on one whitelist"),
-            );
-        }
         // SAFETY: caller contract: `pid_num` readable PIDs.
         let list = unsafe { std::slice::from_raw_parts(pid, pid_num) };
-        let bytes: Vec<u8> = list.iter().flat_map(|q| q.to_le_bytes()).collect();
-        if !pwrite(fd, H_PIDS + 4 * n as u64, &bytes)
-            || !pwrite(fd, H_NPIDS, &((n + pid_num) as u32).to_le_bytes())
-        {
-            return err(ACL_ERROR_RT_MEMORY_ALLOCATION, "header write failed");
+        match physmem::add_pids(fd, list) {
+            Ok(()) => Ok(()),
+            Err(Refused::TooManyPids) => err(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!("more than {MAX_PIDS} PIDs on one whitelist"),
+            ),
+            Err(_) => err(ACL_ERROR_RT_MEMORY_ALLOCATION, "header write failed"),
         }
-        Ok(())
     })
-}
-
-/// Opens process `pid`'s physical memory `memfd` `fd`; `None` when it cannot be opened (the
-/// process is gone, the descriptor closed or not one of the simulator's physical memory
-/// objects).
-fn open_foreign(pid: i32, fd: i32) -> Option<i32> {
-    if pid <= 0 || fd < 0 {
-        return None;
-    }
-    let link = format!("/proc/{pid}/fd/{fd}");
-    let target = std::fs::read_link(&link).ok()?;
-    if !target
-        .to_string_lossy()
-        .starts_with(&format!("/memfd:{MEMFD_NAME}"))
-    {
-        return None;
-    }
-    let path = std::ffi::CString::new(link).ok()?;
-    // SAFETY: a valid NUL-terminated path.
-    let my = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    (my >= 0).then_some(my)
 }
 
 /// `aclError aclrtMemImportFromShareableHandle(uint64_t shareableHandle, int32_t deviceId,
@@ -655,62 +475,40 @@ pub unsafe extern "C" fn aclrtMemImportFromShareableHandle(
         crate::device::check_device(device_id)?;
         feature()?;
         cur_ctx()?;
-        let (pid, fd) = ((shareable >> 32) as i32, shareable as u32 as i32);
-        if pid == my_pid() {
+        if (shareable >> 32) as i32 == my_pid() {
             return err(
                 ACL_ERROR_RT_PARAM_INVALID,
                 "the shareable handle was exported by this process",
             );
         }
-        let Some(my) = open_foreign(pid, fd) else {
+        let (my, hdr) = match physmem::open_export(&KIND, shareable) {
+            Ok(opened) => opened,
+            Err(Refused::NotExported) => {
+                return err(
+                    ACL_ERROR_RT_PARAM_INVALID,
+                    format!("shareable handle {shareable:#x} is not exported"),
+                )
+            }
+            Err(_) => {
+                return err(
+                    ACL_ERROR_RT_PARAM_INVALID,
+                    format!("shareable handle {shareable:#x}: the exporter or its memory is gone"),
+                )
+            }
+        };
+        let me = my_pid();
+        let size = physmem::size_of(&hdr).filter(|_| physmem::admits(my, &hdr, me));
+        let Some(size) = size else {
+            physmem::close_fd(my);
             return err(
                 ACL_ERROR_RT_PARAM_INVALID,
-                format!("shareable handle {shareable:#x}: the exporter or its memory is gone"),
-            );
-        };
-        let refuse = |msg: String| {
-            // SAFETY: ours, closed once.
-            unsafe { libc::close(my) };
-            err(ACL_ERROR_RT_PARAM_INVALID, msg)
-        };
-        let mut magic = [0u8; 8];
-        let mut size = [0u8; 8];
-        if !pread(my, H_MAGIC, &mut magic)
-            || &magic != MAGIC
-            || !pread(my, H_SIZE, &mut size)
-            || read_u32(my, H_EXPORTED) != Some(1)
-        {
-            return refuse(format!("shareable handle {shareable:#x} is not exported"));
-        }
-        if read_u32(my, H_NO_PID_CHECK) != Some(1) {
-            let me = my_pid();
-            let n = (read_u32(my, H_NPIDS).unwrap_or(0) as usize).min(MAX_PIDS);
-            let mut list = vec![0u8; 4 * n];
-            let allowed = pread(my, H_PIDS, &mut list)
-                && list
-                    .chunks_exact(4)
-                    .any(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) == me);
-            if !allowed {
-                return refuse(format!(
+                format!(
                     "process {me} is not on the whitelist of shareable handle {shareable:#x} \
                      (aclrtMemSetPidToShareableHandle)"
-                ));
-            }
-        }
-        let size = u64::from_le_bytes(size) as usize;
-        let mut v = lock(vmm());
-        v.next += 1;
-        let id = v.next;
-        v.handles.insert(
-            id,
-            Phys {
-                fd: my,
-                size,
-                maps: 0,
-                freed: false,
-                imported: true,
-            },
-        );
+                ),
+            );
+        };
+        let id = lock(vmm()).insert(my, size, true);
         // SAFETY: checked non-NULL; caller contract.
         unsafe { put(handle, id as *mut c_void) }
     })

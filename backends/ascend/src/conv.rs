@@ -12,7 +12,7 @@
 //! kind, whose base it clears anyway) may accompany a lone flag.
 
 use xstream_core::{
-    BackendKind, Combination, EventFlags, FlagRow, FlagSet, FlagTable, StreamFlags, Translation,
+    BackendKind, Combination, EventFlags, FlagRow, FlagSet, FlagTable, StreamFlags,
 };
 
 use crate::sys::consts::*;
@@ -20,104 +20,71 @@ use crate::sys::consts::*;
 const BASE_EVENT: u32 = ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE;
 
 static STREAM_ROWS: &[FlagRow<StreamFlags>] = &[
-    FlagRow {
-        flag: StreamFlags::NON_BLOCKING,
-        native_name: "(inherent)",
-        translation: Translation::Native { set: 0, clear: 0 },
-    },
-    FlagRow {
-        flag: StreamFlags::FAST_LAUNCH,
-        native_name: "ACL_STREAM_FAST_LAUNCH",
-        translation: Translation::Native {
-            set: ACL_STREAM_FAST_LAUNCH,
-            clear: 0,
-        },
-    },
-    FlagRow {
-        flag: StreamFlags::FAST_SYNC,
-        native_name: "ACL_STREAM_FAST_SYNC",
-        translation: Translation::Native {
-            set: ACL_STREAM_FAST_SYNC,
-            clear: 0,
-        },
-    },
-    FlagRow {
-        flag: StreamFlags::PERSISTENT,
-        native_name: "ACL_STREAM_PERSISTENT",
-        translation: Translation::Native {
-            set: ACL_STREAM_PERSISTENT,
-            clear: 0,
-        },
-    },
-    FlagRow {
-        flag: StreamFlags::HUGE,
-        native_name: "ACL_STREAM_HUGE",
-        translation: Translation::Native {
-            set: ACL_STREAM_HUGE,
-            clear: 0,
-        },
-    },
-    FlagRow {
-        flag: StreamFlags::CPU_SCHEDULE,
-        native_name: "ACL_STREAM_CPU_SCHEDULE (host synchronize/query wait on an internal event)",
-        translation: Translation::Native {
-            set: ACL_STREAM_CPU_SCHEDULE,
-            clear: 0,
-        },
-    },
-    FlagRow {
-        flag: StreamFlags::DEVICE_USE_ONLY,
-        native_name:
-            "ACL_STREAM_DEVICE_USE_ONLY (host synchronize/query wait on an internal event)",
-        translation: Translation::Native {
-            set: ACL_STREAM_DEVICE_USE_ONLY,
-            clear: 0,
-        },
-    },
+    FlagRow::native(StreamFlags::NON_BLOCKING, "(inherent)", 0, 0),
+    FlagRow::native(
+        StreamFlags::FAST_LAUNCH,
+        "ACL_STREAM_FAST_LAUNCH",
+        ACL_STREAM_FAST_LAUNCH,
+        0,
+    ),
+    FlagRow::native(
+        StreamFlags::FAST_SYNC,
+        "ACL_STREAM_FAST_SYNC",
+        ACL_STREAM_FAST_SYNC,
+        0,
+    ),
+    FlagRow::native(
+        StreamFlags::PERSISTENT,
+        "ACL_STREAM_PERSISTENT",
+        ACL_STREAM_PERSISTENT,
+        0,
+    ),
+    FlagRow::native(StreamFlags::HUGE, "ACL_STREAM_HUGE", ACL_STREAM_HUGE, 0),
+    FlagRow::native(
+        StreamFlags::CPU_SCHEDULE,
+        "ACL_STREAM_CPU_SCHEDULE (host synchronize/query wait on an internal event)",
+        ACL_STREAM_CPU_SCHEDULE,
+        0,
+    ),
+    FlagRow::native(
+        StreamFlags::DEVICE_USE_ONLY,
+        "ACL_STREAM_DEVICE_USE_ONLY (host synchronize/query wait on an internal event)",
+        ACL_STREAM_DEVICE_USE_ONLY,
+        0,
+    ),
 ];
 
 static EVENT_ROWS: &[FlagRow<EventFlags>] = &[
-    FlagRow {
-        flag: EventFlags::BLOCKING_SYNC,
-        native_name: "-",
-        translation: Translation::Hint(
-            "ACL has no spin/block choice per event: aclrtSynchronizeEvent always waits in the \
+    FlagRow::hint(
+        EventFlags::BLOCKING_SYNC,
+        "-",
+        "ACL has no spin/block choice per event: aclrtSynchronizeEvent always waits in the \
              runtime, so the request is accepted with no effect",
-        ),
-    },
-    FlagRow {
-        flag: EventFlags::DISABLE_TIMING,
-        native_name: "no ACL_EVENT_TIME_LINE",
-        translation: Translation::Native {
-            set: 0,
-            clear: ACL_EVENT_TIME_LINE,
-        },
-    },
-    FlagRow {
-        flag: EventFlags::INTERPROCESS,
-        native_name:
-            "ACL_EVENT_IPC (aclrtCreateEventExWithFlag; only on devices with INTERPROCESS_EVENTS)",
-        translation: Translation::Native {
-            set: ACL_EVENT_IPC,
-            clear: BASE_EVENT,
-        },
-    },
-    FlagRow {
-        flag: EventFlags::EXTERNAL,
-        native_name: "ACL_EVENT_EXTERNAL (aclrtCreateEventWithFlag)",
-        translation: Translation::Native {
-            set: ACL_EVENT_EXTERNAL,
-            clear: BASE_EVENT,
-        },
-    },
-    FlagRow {
-        flag: EventFlags::DEVICE_USE_ONLY,
-        native_name: "ACL_EVENT_DEVICE_USE_ONLY (aclrtCreateEventWithFlag)",
-        translation: Translation::Native {
-            set: ACL_EVENT_DEVICE_USE_ONLY,
-            clear: BASE_EVENT,
-        },
-    },
+    ),
+    FlagRow::native(
+        EventFlags::DISABLE_TIMING,
+        "no ACL_EVENT_TIME_LINE",
+        0,
+        ACL_EVENT_TIME_LINE,
+    ),
+    FlagRow::native(
+        EventFlags::INTERPROCESS,
+        "ACL_EVENT_IPC (aclrtCreateEventExWithFlag; only on devices with INTERPROCESS_EVENTS)",
+        ACL_EVENT_IPC,
+        BASE_EVENT,
+    ),
+    FlagRow::native(
+        EventFlags::EXTERNAL,
+        "ACL_EVENT_EXTERNAL (aclrtCreateEventWithFlag)",
+        ACL_EVENT_EXTERNAL,
+        BASE_EVENT,
+    ),
+    FlagRow::native(
+        EventFlags::DEVICE_USE_ONLY,
+        "ACL_EVENT_DEVICE_USE_ONLY (aclrtCreateEventWithFlag)",
+        ACL_EVENT_DEVICE_USE_ONLY,
+        BASE_EVENT,
+    ),
 ];
 
 /// The Ascend backend's flag table.

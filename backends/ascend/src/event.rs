@@ -49,6 +49,23 @@ pub(crate) struct EventInner {
     owned: bool,
 }
 
+impl EventInner {
+    /// The state of `device`'s event `raw`: `recorded` (an opened or adopted event may have
+    /// a record already), destroyed on drop when `owned`.
+    fn new(device: &AscendDevice, raw: RawEvent, recorded: bool, owned: bool) -> Arc<Self> {
+        Arc::new(Self {
+            device: device.clone(),
+            raw,
+            recorded: AtomicBool::new(recorded),
+            captured_on: Mutex::new(None),
+            capture_seen: AtomicBool::new(false),
+            last_record: Mutex::new(None),
+            ever_captured: AtomicBool::new(false),
+            owned,
+        })
+    }
+}
+
 impl Drop for EventInner {
     fn drop(&mut self) {
         if !self.owned {
@@ -174,16 +191,7 @@ impl AscendEvent {
             result::event::create_with_flag(d.t, tr.native)?
         };
         Ok(Self {
-            inner: Arc::new(EventInner {
-                device: device.clone(),
-                raw,
-                recorded: AtomicBool::new(false),
-                captured_on: Mutex::new(None),
-                capture_seen: AtomicBool::new(false),
-                last_record: Mutex::new(None),
-                ever_captured: AtomicBool::new(false),
-                owned: true,
-            }),
+            inner: EventInner::new(device, raw, false, true),
             flags: tr.effective,
             native: tr.native,
             report: tr.report,
@@ -222,16 +230,7 @@ impl AscendEvent {
             EventFlags::empty()
         };
         Ok(xstream_core::Borrowed::new(Self {
-            inner: Arc::new(EventInner {
-                device: device.clone(),
-                raw,
-                recorded: AtomicBool::new(true),
-                captured_on: Mutex::new(None),
-                capture_seen: AtomicBool::new(false),
-                last_record: Mutex::new(None),
-                ever_captured: AtomicBool::new(false),
-                owned: false,
-            }),
+            inner: EventInner::new(device, raw, true, false),
             flags,
             native,
             report: FlagReport::default(),

@@ -54,11 +54,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use xstream_core::collective::{check_args, check_support, collective_timeout, OpArgs};
+use xstream_core::collective::{collective_timeout, ArgSizes, OpArgs};
 use xstream_core::{
-    ensure_not_in_callback, BackendKind, Buffer, CollectiveBackend, CollectiveErrorKind,
-    CollectiveKind, CollectiveSupport, Communicator, DataType, Error, ErrorKind, NativeError,
-    ReduceOp, Result, Stream, UniqueId,
+    ensure_not_in_callback, BackendKind, CollectiveBackend, CollectiveErrorKind, CollectiveKind,
+    CollectiveSupport, Communicator, DataType, Error, ErrorKind, NativeError, ReduceOp, Result,
+    Stream, UniqueId,
 };
 
 pub use ffi::{Call, HcclFns, OpenError, RawComm, ROOT_INFO_BYTES};
@@ -349,28 +349,42 @@ impl AscendComm {
             )))
         }
     }
+}
 
-    /// The checks and the call shared by every operation.
-    #[allow(clippy::too_many_arguments)]
-    fn issue(
+impl Communicator for AscendComm {
+    type B = AscendBackend;
+
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.world
+    }
+
+    fn device(&self) -> &AscendDevice {
+        &self.device
+    }
+
+    fn issue_impl(
         &self,
-        kind: CollectiveKind,
+        args: OpArgs,
+        sizes: ArgSizes,
         send: &AscendBuffer,
         recv: &AscendBuffer,
-        count: usize,
-        dtype: DataType,
-        op: Option<ReduceOp>,
-        root: usize,
         stream: &AscendStream,
     ) -> Result<()> {
-        ensure_not_in_callback()?;
+        let OpArgs {
+            kind,
+            count,
+            dtype,
+            op,
+            root,
+        } = args;
         let name = kind.name();
         if self.aborted.load(Ordering::Acquire) {
             return Err(self.aborted_error(name));
         }
-        let args = OpArgs::new(kind, count, dtype, op, root);
-        let sizes = check_args(&args, self.rank, self.world, send.len(), recv.len())?;
-        check_support::<AscendBackend>(op, dtype)?;
         self.check_device("the stream", stream.device())?;
         if sizes.send_bytes > 0 {
             self.check_device("the send buffer", send.device())?;
@@ -442,127 +456,6 @@ impl AscendComm {
         self.t
             .enqueue(call, self.raw, stream.as_raw())
             .map_err(|code| native_error(self.t, call.api(), code))
-    }
-}
-
-impl Communicator for AscendComm {
-    type B = AscendBackend;
-
-    fn rank(&self) -> usize {
-        self.rank
-    }
-
-    fn world_size(&self) -> usize {
-        self.world
-    }
-
-    fn device(&self) -> &AscendDevice {
-        &self.device
-    }
-
-    fn all_reduce(
-        &self,
-        send: &AscendBuffer,
-        recv: &AscendBuffer,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-        stream: &AscendStream,
-    ) -> Result<()> {
-        let k = CollectiveKind::AllReduce;
-        self.issue(k, send, recv, count, dtype, Some(op), 0, stream)
-    }
-
-    fn all_gather(
-        &self,
-        send: &AscendBuffer,
-        recv: &AscendBuffer,
-        send_count: usize,
-        dtype: DataType,
-        stream: &AscendStream,
-    ) -> Result<()> {
-        let k = CollectiveKind::AllGather;
-        self.issue(k, send, recv, send_count, dtype, None, 0, stream)
-    }
-
-    fn reduce_scatter(
-        &self,
-        send: &AscendBuffer,
-        recv: &AscendBuffer,
-        recv_count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-        stream: &AscendStream,
-    ) -> Result<()> {
-        let k = CollectiveKind::ReduceScatter;
-        self.issue(k, send, recv, recv_count, dtype, Some(op), 0, stream)
-    }
-
-    fn broadcast(
-        &self,
-        send: &AscendBuffer,
-        recv: &AscendBuffer,
-        count: usize,
-        dtype: DataType,
-        root: usize,
-        stream: &AscendStream,
-    ) -> Result<()> {
-        let k = CollectiveKind::Broadcast;
-        self.issue(k, send, recv, count, dtype, None, root, stream)
-    }
-
-    fn reduce(
-        &self,
-        send: &AscendBuffer,
-        recv: &AscendBuffer,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-        root: usize,
-        stream: &AscendStream,
-    ) -> Result<()> {
-        let k = CollectiveKind::Reduce;
-        self.issue(k, send, recv, count, dtype, Some(op), root, stream)
-    }
-
-    fn send(
-        &self,
-        buf: &AscendBuffer,
-        count: usize,
-        dtype: DataType,
-        peer: usize,
-        stream: &AscendStream,
-    ) -> Result<()> {
-        self.issue(
-            CollectiveKind::Send,
-            buf,
-            buf,
-            count,
-            dtype,
-            None,
-            peer,
-            stream,
-        )
-    }
-
-    fn recv(
-        &self,
-        buf: &AscendBuffer,
-        count: usize,
-        dtype: DataType,
-        peer: usize,
-        stream: &AscendStream,
-    ) -> Result<()> {
-        self.issue(
-            CollectiveKind::Recv,
-            buf,
-            buf,
-            count,
-            dtype,
-            None,
-            peer,
-            stream,
-        )
     }
 
     fn group_start(&self) -> Result<()> {

@@ -23,10 +23,7 @@ pub(crate) fn has_peer(t: &AclFns, ordinal: usize) -> bool {
 }
 
 fn peers(dev: &AscendDevice) -> MutexGuard<'_, std::collections::HashSet<usize>> {
-    dev.inner
-        .peers
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    xstream_core::sync::lock(&dev.inner.peers)
 }
 
 /// Refuses the device itself as a peer; returns the peer's ordinal.

@@ -636,11 +636,11 @@ impl StreamImpl for AscendStream {
     }
 
     fn copy_to_device_impl(&self, src: xstream_core::PinnedSpan, dst: Span<'_>) -> Result<()> {
-        memory::copy_to_device(self, src, dst.buffer(), dst.offset())
+        memory::copy_pinned(self, src, dst.buffer(), dst.offset(), true)
     }
 
     fn copy_to_host_impl(&self, src: Span<'_>, dst: xstream_core::PinnedSpan) -> Result<()> {
-        memory::copy_to_host(self, src.buffer(), src.offset(), dst)
+        memory::copy_pinned(self, dst, src.buffer(), src.offset(), false)
     }
 
     fn memset_impl(&self, dst: Span<'_>, value: xstream_core::MemsetPattern) -> Result<()> {
@@ -734,30 +734,12 @@ impl StreamImpl for AscendStream {
         kernel::launch(self, f, cfg, args)
     }
 
-    fn wait_value32_impl(
-        &self,
-        _word: Span<'_>,
-        _value: u32,
-        _cond: xstream_core::WaitCondition,
-    ) -> Result<()> {
-        Err(memop::no_32bit("wait_value32"))
-    }
-
-    fn wait_value64_impl(
-        &self,
-        word: Span<'_>,
-        value: u64,
-        cond: xstream_core::WaitCondition,
-    ) -> Result<()> {
-        memop::value64(self, "wait_value64", word, value, Some(cond))
-    }
-
-    fn write_value32_impl(&self, _word: Span<'_>, _value: u32) -> Result<()> {
-        Err(memop::no_32bit("write_value32"))
-    }
-
-    fn write_value64_impl(&self, word: Span<'_>, value: u64) -> Result<()> {
-        memop::value64(self, "write_value64", word, value, None)
+    fn value_op_impl(&self, word: Span<'_>, op: xstream_core::memop::ValueOp) -> Result<()> {
+        let (value, cond) = op.parts();
+        if op.width() == 4 {
+            return Err(memop::no_32bit(op.name()));
+        }
+        memop::value64(self, op.name(), word, value, cond)
     }
 
     fn reduce_impl(&self, dst: Span<'_>, src: Span<'_>, r: xstream_core::Reduction) -> Result<()> {

@@ -30,9 +30,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use xstream_core::callback::ensure_not_in_callback;
-use xstream_core::collective::{check_args, check_support, collective_timeout, OpArgs};
+use xstream_core::collective::{collective_timeout, ArgSizes, OpArgs};
 use xstream_core::{
-    BackendKind, Buffer, CollectiveBackend, CollectiveErrorKind, CollectiveKind, CollectiveSupport,
+    BackendKind, CollectiveBackend, CollectiveErrorKind, CollectiveKind, CollectiveSupport,
     Communicator, DataType, Error, ErrorKind, NativeError, ReduceOp, Result, Stream, UniqueId,
 };
 
@@ -159,10 +159,7 @@ impl NcclComm {
         stream: &CudaStream,
         op: NcclOp,
     ) -> Result<()> {
-        ensure_not_in_callback()?;
         let name = args.kind.name();
-        check_support::<CudaBackend>(args.op, args.dtype)?;
-        check_args(&args, self.rank, self.world, send.len(), recv.len())?;
         if stream.device().shared.raw_ctx != self.dev.shared.raw_ctx {
             return Err(Error::WrongDevice(format!(
                 "{name}: the stream belongs to CUDA device {}, the communicator (rank {}) to device {}",
@@ -243,139 +240,61 @@ impl Communicator for CudaComm {
         &self.0.dev
     }
 
-    fn all_reduce(
+    fn issue_impl(
         &self,
+        args: OpArgs,
+        _sizes: ArgSizes,
         send: &CudaBuffer,
         recv: &CudaBuffer,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
         stream: &CudaStream,
     ) -> Result<()> {
-        let args = OpArgs::new(CollectiveKind::AllReduce, count, dtype, Some(op), 0);
-        let o = NcclOp::AllReduce {
-            send: send.ptr(),
-            recv: recv.ptr(),
-            count,
-            op: nccl::red_op(op),
+        let (send_ptr, recv_ptr, count) = (send.ptr(), recv.ptr(), args.count);
+        // The reduction is there for the reducing kinds (`check_args`).
+        let op = nccl::red_op(args.op.unwrap_or(ReduceOp::Sum));
+        let root = rank_int(args.root);
+        let o = match args.kind {
+            CollectiveKind::AllReduce => NcclOp::AllReduce {
+                send: send_ptr,
+                recv: recv_ptr,
+                count,
+                op,
+            },
+            CollectiveKind::AllGather => NcclOp::AllGather {
+                send: send_ptr,
+                recv: recv_ptr,
+                count,
+            },
+            CollectiveKind::ReduceScatter => NcclOp::ReduceScatter {
+                send: send_ptr,
+                recv: recv_ptr,
+                count,
+                op,
+            },
+            CollectiveKind::Broadcast => NcclOp::Broadcast {
+                send: send_ptr,
+                recv: recv_ptr,
+                count,
+                root,
+            },
+            CollectiveKind::Reduce => NcclOp::Reduce {
+                send: send_ptr,
+                recv: recv_ptr,
+                count,
+                op,
+                root,
+            },
+            CollectiveKind::Send => NcclOp::Send {
+                buf: send_ptr,
+                count,
+                peer: root,
+            },
+            CollectiveKind::Recv => NcclOp::Recv {
+                buf: recv_ptr,
+                count,
+                peer: root,
+            },
         };
         self.0.issue(args, send, recv, stream, o)
-    }
-
-    fn all_gather(
-        &self,
-        send: &CudaBuffer,
-        recv: &CudaBuffer,
-        send_count: usize,
-        dtype: DataType,
-        stream: &CudaStream,
-    ) -> Result<()> {
-        let args = OpArgs::new(CollectiveKind::AllGather, send_count, dtype, None, 0);
-        let o = NcclOp::AllGather {
-            send: send.ptr(),
-            recv: recv.ptr(),
-            count: send_count,
-        };
-        self.0.issue(args, send, recv, stream, o)
-    }
-
-    fn reduce_scatter(
-        &self,
-        send: &CudaBuffer,
-        recv: &CudaBuffer,
-        recv_count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-        stream: &CudaStream,
-    ) -> Result<()> {
-        let args = OpArgs::new(
-            CollectiveKind::ReduceScatter,
-            recv_count,
-            dtype,
-            Some(op),
-            0,
-        );
-        let o = NcclOp::ReduceScatter {
-            send: send.ptr(),
-            recv: recv.ptr(),
-            count: recv_count,
-            op: nccl::red_op(op),
-        };
-        self.0.issue(args, send, recv, stream, o)
-    }
-
-    fn broadcast(
-        &self,
-        send: &CudaBuffer,
-        recv: &CudaBuffer,
-        count: usize,
-        dtype: DataType,
-        root: usize,
-        stream: &CudaStream,
-    ) -> Result<()> {
-        let args = OpArgs::new(CollectiveKind::Broadcast, count, dtype, None, root);
-        let o = NcclOp::Broadcast {
-            send: send.ptr(),
-            recv: recv.ptr(),
-            count,
-            root: rank_int(root),
-        };
-        self.0.issue(args, send, recv, stream, o)
-    }
-
-    fn reduce(
-        &self,
-        send: &CudaBuffer,
-        recv: &CudaBuffer,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-        root: usize,
-        stream: &CudaStream,
-    ) -> Result<()> {
-        let args = OpArgs::new(CollectiveKind::Reduce, count, dtype, Some(op), root);
-        let o = NcclOp::Reduce {
-            send: send.ptr(),
-            recv: recv.ptr(),
-            count,
-            op: nccl::red_op(op),
-            root: rank_int(root),
-        };
-        self.0.issue(args, send, recv, stream, o)
-    }
-
-    fn send(
-        &self,
-        buf: &CudaBuffer,
-        count: usize,
-        dtype: DataType,
-        peer: usize,
-        stream: &CudaStream,
-    ) -> Result<()> {
-        let args = OpArgs::new(CollectiveKind::Send, count, dtype, None, peer);
-        let o = NcclOp::Send {
-            buf: buf.ptr(),
-            count,
-            peer: rank_int(peer),
-        };
-        self.0.issue(args, buf, buf, stream, o)
-    }
-
-    fn recv(
-        &self,
-        buf: &CudaBuffer,
-        count: usize,
-        dtype: DataType,
-        peer: usize,
-        stream: &CudaStream,
-    ) -> Result<()> {
-        let args = OpArgs::new(CollectiveKind::Recv, count, dtype, None, peer);
-        let o = NcclOp::Recv {
-            buf: buf.ptr(),
-            count,
-            peer: rank_int(peer),
-        };
-        self.0.issue(args, buf, buf, stream, o)
     }
 
     fn group_start(&self) -> Result<()> {

@@ -8,7 +8,7 @@
 use cudarc::driver::sys;
 use xstream_core::{
     AccessPolicyWindow, AccessProperty, BackendKind, CaptureMode, CaptureStatus, EventFlags,
-    FlagRow, FlagSet, FlagTable, StreamFlags, SyncPolicy, Translation,
+    FlagRow, FlagSet, FlagTable, StreamFlags, SyncPolicy,
 };
 
 /// `CU_STREAM_NON_BLOCKING`.
@@ -23,91 +23,73 @@ pub const CU_EVENT_INTERPROCESS: u32 = 0x4;
 pub const CU_EVENT_WAIT_EXTERNAL: u32 = 0x1;
 
 static STREAM_ROWS: &[FlagRow<StreamFlags>] = &[
-    FlagRow {
-        flag: StreamFlags::NON_BLOCKING,
-        native_name: "CU_STREAM_NON_BLOCKING",
-        translation: Translation::Native {
-            set: CU_STREAM_NON_BLOCKING,
-            clear: 0,
-        },
-    },
-    FlagRow {
-        flag: StreamFlags::FAST_LAUNCH,
-        native_name: "-",
-        translation: Translation::Hint(
-            "CUDA streams need no dispatch-resource reservation; enqueues are already fast",
-        ),
-    },
-    FlagRow {
-        flag: StreamFlags::FAST_SYNC,
-        native_name: "cuStreamQuery",
-        translation: Translation::Emulated(
-            "synchronize spin-polls cuStreamQuery instead of calling cuStreamSynchronize",
-        ),
-    },
-    FlagRow {
-        flag: StreamFlags::PERSISTENT,
-        native_name: "cuStreamBeginCapture_v2(RELAXED)",
-        translation: Translation::Emulated(
-            "a RELAXED capture is begun at creation (and again after each end_capture)",
-        ),
-    },
-    FlagRow {
-        flag: StreamFlags::HUGE,
-        native_name: "-",
-        translation: Translation::Hint("CUDA stream queues have no per-stream task limit to raise"),
-    },
-    FlagRow {
-        flag: StreamFlags::CPU_SCHEDULE,
-        native_name: "-",
-        translation: Translation::Unsupported("CUDA has no AI-CPU scheduling streams"),
-    },
-    FlagRow {
-        flag: StreamFlags::DEVICE_USE_ONLY,
-        native_name: "-",
-        translation: Translation::Unsupported(
-            "CUDA driver streams are host objects; device-side streams need CDP",
-        ),
-    },
+    FlagRow::native(
+        StreamFlags::NON_BLOCKING,
+        "CU_STREAM_NON_BLOCKING",
+        CU_STREAM_NON_BLOCKING,
+        0,
+    ),
+    FlagRow::hint(
+        StreamFlags::FAST_LAUNCH,
+        "-",
+        "CUDA streams need no dispatch-resource reservation; enqueues are already fast",
+    ),
+    FlagRow::emulated(
+        StreamFlags::FAST_SYNC,
+        "cuStreamQuery",
+        "synchronize spin-polls cuStreamQuery instead of calling cuStreamSynchronize",
+    ),
+    FlagRow::emulated(
+        StreamFlags::PERSISTENT,
+        "cuStreamBeginCapture_v2(RELAXED)",
+        "a RELAXED capture is begun at creation (and again after each end_capture)",
+    ),
+    FlagRow::hint(
+        StreamFlags::HUGE,
+        "-",
+        "CUDA stream queues have no per-stream task limit to raise",
+    ),
+    FlagRow::unsupported(
+        StreamFlags::CPU_SCHEDULE,
+        "-",
+        "CUDA has no AI-CPU scheduling streams",
+    ),
+    FlagRow::unsupported(
+        StreamFlags::DEVICE_USE_ONLY,
+        "-",
+        "CUDA driver streams are host objects; device-side streams need CDP",
+    ),
 ];
 
 static EVENT_ROWS: &[FlagRow<EventFlags>] = &[
-    FlagRow {
-        flag: EventFlags::BLOCKING_SYNC,
-        native_name: "CU_EVENT_BLOCKING_SYNC",
-        translation: Translation::Native {
-            set: CU_EVENT_BLOCKING_SYNC,
-            clear: 0,
-        },
-    },
-    FlagRow {
-        flag: EventFlags::DISABLE_TIMING,
-        native_name: "CU_EVENT_DISABLE_TIMING",
-        translation: Translation::Native {
-            set: CU_EVENT_DISABLE_TIMING,
-            clear: 0,
-        },
-    },
-    FlagRow {
-        flag: EventFlags::INTERPROCESS,
-        native_name: "CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING",
-        translation: Translation::Native {
-            set: CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING,
-            clear: 0,
-        },
-    },
-    FlagRow {
-        flag: EventFlags::EXTERNAL,
-        native_name: "CU_EVENT_WAIT_EXTERNAL (per wait)",
-        translation: Translation::Hint(
-            "CUDA takes EXTERNAL per call: CudaStream::wait_event_external during capture",
-        ),
-    },
-    FlagRow {
-        flag: EventFlags::DEVICE_USE_ONLY,
-        native_name: "-",
-        translation: Translation::Unsupported("CUDA events are host objects"),
-    },
+    FlagRow::native(
+        EventFlags::BLOCKING_SYNC,
+        "CU_EVENT_BLOCKING_SYNC",
+        CU_EVENT_BLOCKING_SYNC,
+        0,
+    ),
+    FlagRow::native(
+        EventFlags::DISABLE_TIMING,
+        "CU_EVENT_DISABLE_TIMING",
+        CU_EVENT_DISABLE_TIMING,
+        0,
+    ),
+    FlagRow::native(
+        EventFlags::INTERPROCESS,
+        "CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING",
+        CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING,
+        0,
+    ),
+    FlagRow::hint(
+        EventFlags::EXTERNAL,
+        "CU_EVENT_WAIT_EXTERNAL (per wait)",
+        "CUDA takes EXTERNAL per call: CudaStream::wait_event_external during capture",
+    ),
+    FlagRow::unsupported(
+        EventFlags::DEVICE_USE_ONLY,
+        "-",
+        "CUDA events are host objects",
+    ),
 ];
 
 /// The CUDA backend's flag translation table.

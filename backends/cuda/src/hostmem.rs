@@ -14,40 +14,19 @@ use crate::{CudaBackend, CudaDevice};
 
 /// `cuMemHostAlloc` flags: every portable flag is native.
 pub const CUDA_PINNED_FLAGS: &[PinnedFlagRow] = &[
-    PinnedFlagRow {
-        flag: PinnedFlags::PORTABLE,
-        native: Some(0x1), // CU_MEMHOSTALLOC_PORTABLE
-        reason: "",
-    },
-    PinnedFlagRow {
-        flag: PinnedFlags::DEVICE_MAPPED,
-        native: Some(0x2), // CU_MEMHOSTALLOC_DEVICEMAP
-        reason: "",
-    },
-    PinnedFlagRow {
-        flag: PinnedFlags::WRITE_COMBINED,
-        native: Some(0x4), // CU_MEMHOSTALLOC_WRITECOMBINED
-        reason: "",
-    },
+    PinnedFlagRow::native(PinnedFlags::PORTABLE, 0x1), // CU_MEMHOSTALLOC_PORTABLE
+    PinnedFlagRow::native(PinnedFlags::DEVICE_MAPPED, 0x2), // CU_MEMHOSTALLOC_DEVICEMAP
+    PinnedFlagRow::native(PinnedFlags::WRITE_COMBINED, 0x4), // CU_MEMHOSTALLOC_WRITECOMBINED
 ];
 
 /// `cuMemHostRegister` flags: write-combining cannot be applied to existing memory.
 pub const CUDA_PINNED_REGISTER_FLAGS: &[PinnedFlagRow] = &[
-    PinnedFlagRow {
-        flag: PinnedFlags::PORTABLE,
-        native: Some(0x1), // CU_MEMHOSTREGISTER_PORTABLE
-        reason: "",
-    },
-    PinnedFlagRow {
-        flag: PinnedFlags::DEVICE_MAPPED,
-        native: Some(0x2), // CU_MEMHOSTREGISTER_DEVICEMAP
-        reason: "",
-    },
-    PinnedFlagRow {
-        flag: PinnedFlags::WRITE_COMBINED,
-        native: None,
-        reason: "cuMemHostRegister cannot make existing memory write-combined",
-    },
+    PinnedFlagRow::native(PinnedFlags::PORTABLE, 0x1), // CU_MEMHOSTREGISTER_PORTABLE
+    PinnedFlagRow::native(PinnedFlags::DEVICE_MAPPED, 0x2), // CU_MEMHOSTREGISTER_DEVICEMAP
+    PinnedFlagRow::unsupported(
+        PinnedFlags::WRITE_COMBINED,
+        "cuMemHostRegister cannot make existing memory write-combined",
+    ),
 ];
 
 /// The former name of [`CUDA_PINNED_FLAGS`].

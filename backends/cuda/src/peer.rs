@@ -25,10 +25,7 @@ pub(crate) fn has_peer(cu_device: sys::CUdevice, ordinal: usize, count: i32) -> 
 }
 
 fn peers(dev: &CudaDevice) -> MutexGuard<'_, std::collections::HashSet<usize>> {
-    dev.shared
-        .peers
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    xstream_core::sync::lock(&dev.shared.peers)
 }
 
 /// Refuses the device itself as a peer; returns the peer's ordinal.

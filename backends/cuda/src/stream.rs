@@ -339,6 +339,20 @@ impl CudaStream {
 }
 
 impl CudaStream {
+    /// The marks a wait takes before it waits: the keep-alive list's and the module uses'.
+    #[inline]
+    pub(super) fn wait_marks(&self) -> (u64, u64) {
+        (self.keep_mark(), self.state.modules.seq())
+    }
+
+    /// Releases what the work before `marks` held, once a wait saw that work complete.
+    #[inline]
+    pub(super) fn release_up_to(&self, (keep, modules): (u64, u64)) {
+        self.completed_up_to(keep);
+        let list = &self.state.module_list;
+        self.state.modules.completed_up_to(list, modules);
+    }
+
     /// `Stream::synchronize`: `cuStreamSynchronize` (or the spinning wait of a fast-sync
     /// stream).
     fn synchronize_blocking(&self) -> Result<()> {
@@ -351,13 +365,9 @@ impl CudaStream {
             return self.state.panics.take();
         }
         self.gate("synchronize")?;
-        let n = self.keep_mark();
-        let m = self.state.modules.seq();
+        let marks = self.wait_marks();
         self.check("cuStreamSynchronize", ffi::stream_synchronize(self.raw()))?;
-        self.completed_up_to(n);
-        self.state
-            .modules
-            .completed_up_to(&self.state.module_list, m);
+        self.release_up_to(marks);
         self.state.panics.take()
     }
 
@@ -368,8 +378,7 @@ impl CudaStream {
             return self.state.panics.take();
         }
         self.gate("synchronize_timeout")?;
-        let n = self.keep_mark();
-        let m = self.state.modules.seq();
+        let marks = self.wait_marks();
         let backoff = TIMED_WAIT_BACKOFF.spinning(self.state.fast_sync);
         let ready = wait_with_backoff(timeout, backoff, || match ffi::stream_query(self.raw()) {
             Ok(()) => Ok(true),
@@ -379,10 +388,7 @@ impl CudaStream {
         if !ready {
             return Err(Error::Timeout(timeout));
         }
-        self.completed_up_to(n);
-        self.state
-            .modules
-            .completed_up_to(&self.state.module_list, m);
+        self.release_up_to(marks);
         self.state.panics.take()
     }
 }
@@ -436,14 +442,10 @@ impl StreamImpl for CudaStream {
             return Ok(Status::Ready);
         }
         self.gate("query")?;
-        let n = self.keep_mark();
-        let m = self.state.modules.seq();
+        let marks = self.wait_marks();
         match ffi::stream_query(self.raw()) {
             Ok(()) => {
-                self.completed_up_to(n);
-                self.state
-                    .modules
-                    .completed_up_to(&self.state.module_list, m);
+                self.release_up_to(marks);
                 Ok(Status::Ready)
             }
             Err(ffi::NOT_READY) => Ok(Status::Pending),
@@ -760,30 +762,8 @@ impl StreamImpl for CudaStream {
         crate::module::launch(self, f, cfg, args)
     }
 
-    fn wait_value32_impl(
-        &self,
-        word: Span<'_>,
-        value: u32,
-        cond: xstream_core::WaitCondition,
-    ) -> Result<()> {
-        memop::op(self, memop::Op::Wait32(value, cond), word)
-    }
-
-    fn wait_value64_impl(
-        &self,
-        word: Span<'_>,
-        value: u64,
-        cond: xstream_core::WaitCondition,
-    ) -> Result<()> {
-        memop::op(self, memop::Op::Wait64(value, cond), word)
-    }
-
-    fn write_value32_impl(&self, word: Span<'_>, value: u32) -> Result<()> {
-        memop::op(self, memop::Op::Write32(value), word)
-    }
-
-    fn write_value64_impl(&self, word: Span<'_>, value: u64) -> Result<()> {
-        memop::op(self, memop::Op::Write64(value), word)
+    fn value_op_impl(&self, word: Span<'_>, op: xstream_core::memop::ValueOp) -> Result<()> {
+        memop::op(self, op, word)
     }
 
     /// Stream-ordered buffers add this stream to their users; plain ones are kept by this

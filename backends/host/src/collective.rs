@@ -33,9 +33,9 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use xstream_core::callback::ensure_not_in_callback;
-use xstream_core::collective::{check_args, check_support, collective_timeout, ArgSizes, OpArgs};
+use xstream_core::collective::{collective_timeout, ArgSizes, OpArgs};
 use xstream_core::{
-    Backend, Buffer, CollectiveBackend, CollectiveErrorKind, CollectiveKind, CollectiveSupport,
+    Backend, CollectiveBackend, CollectiveErrorKind, CollectiveKind, CollectiveSupport,
     Communicator, DataType, Device, Error, ReduceOp, Result, Stream, UniqueId,
 };
 
@@ -258,21 +258,34 @@ impl HostComm {
         }
         Ok(())
     }
+}
 
-    /// The one enqueue path of every operation.
-    fn issue(
+impl Communicator for HostComm {
+    type B = HostBackend;
+
+    fn rank(&self) -> usize {
+        self.inner.rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.inner.job.world
+    }
+
+    fn device(&self) -> &HostDevice {
+        &self.inner.device
+    }
+
+    fn issue_impl(
         &self,
         args: OpArgs,
+        sizes: ArgSizes,
         send: &HostDeviceBuffer,
         recv: &HostDeviceBuffer,
         stream: &HostStream,
     ) -> Result<()> {
-        ensure_not_in_callback()?;
         let c = &self.inner;
         let op = args.kind.name();
         c.job.check(c.rank, op)?;
-        check_support::<HostBackend>(args.op, args.dtype)?;
-        let sizes = check_args(&args, c.rank, c.job.world, send.len(), recv.len())?;
         if !stream.device().same_context(&c.device) {
             return Err(Error::WrongDevice(format!(
                 "{op}: the stream belongs to another host context than the communicator (rank {})",
@@ -297,117 +310,6 @@ impl HostComm {
             comm: Arc::clone(&self.inner),
             items: Arc::from(vec![item]),
         })
-    }
-}
-
-impl Communicator for HostComm {
-    type B = HostBackend;
-
-    fn rank(&self) -> usize {
-        self.inner.rank
-    }
-
-    fn world_size(&self) -> usize {
-        self.inner.job.world
-    }
-
-    fn device(&self) -> &HostDevice {
-        &self.inner.device
-    }
-
-    fn all_reduce(
-        &self,
-        send: &HostDeviceBuffer,
-        recv: &HostDeviceBuffer,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-        stream: &HostStream,
-    ) -> Result<()> {
-        let args = OpArgs::new(CollectiveKind::AllReduce, count, dtype, Some(op), 0);
-        self.issue(args, send, recv, stream)
-    }
-
-    fn all_gather(
-        &self,
-        send: &HostDeviceBuffer,
-        recv: &HostDeviceBuffer,
-        send_count: usize,
-        dtype: DataType,
-        stream: &HostStream,
-    ) -> Result<()> {
-        let args = OpArgs::new(CollectiveKind::AllGather, send_count, dtype, None, 0);
-        self.issue(args, send, recv, stream)
-    }
-
-    fn reduce_scatter(
-        &self,
-        send: &HostDeviceBuffer,
-        recv: &HostDeviceBuffer,
-        recv_count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-        stream: &HostStream,
-    ) -> Result<()> {
-        let args = OpArgs::new(
-            CollectiveKind::ReduceScatter,
-            recv_count,
-            dtype,
-            Some(op),
-            0,
-        );
-        self.issue(args, send, recv, stream)
-    }
-
-    fn broadcast(
-        &self,
-        send: &HostDeviceBuffer,
-        recv: &HostDeviceBuffer,
-        count: usize,
-        dtype: DataType,
-        root: usize,
-        stream: &HostStream,
-    ) -> Result<()> {
-        let args = OpArgs::new(CollectiveKind::Broadcast, count, dtype, None, root);
-        self.issue(args, send, recv, stream)
-    }
-
-    fn reduce(
-        &self,
-        send: &HostDeviceBuffer,
-        recv: &HostDeviceBuffer,
-        count: usize,
-        dtype: DataType,
-        op: ReduceOp,
-        root: usize,
-        stream: &HostStream,
-    ) -> Result<()> {
-        let args = OpArgs::new(CollectiveKind::Reduce, count, dtype, Some(op), root);
-        self.issue(args, send, recv, stream)
-    }
-
-    fn send(
-        &self,
-        buf: &HostDeviceBuffer,
-        count: usize,
-        dtype: DataType,
-        peer: usize,
-        stream: &HostStream,
-    ) -> Result<()> {
-        let args = OpArgs::new(CollectiveKind::Send, count, dtype, None, peer);
-        self.issue(args, buf, buf, stream)
-    }
-
-    fn recv(
-        &self,
-        buf: &HostDeviceBuffer,
-        count: usize,
-        dtype: DataType,
-        peer: usize,
-        stream: &HostStream,
-    ) -> Result<()> {
-        let args = OpArgs::new(CollectiveKind::Recv, count, dtype, None, peer);
-        self.issue(args, buf, buf, stream)
     }
 
     fn group_start(&self) -> Result<()> {

@@ -42,42 +42,30 @@ pub const HOST_PRIORITY_RANGE: PriorityRange = PriorityRange {
 };
 
 static STREAM_ROWS: &[FlagRow<StreamFlags>] = &[
-    FlagRow {
-        flag: StreamFlags::NON_BLOCKING,
-        native_name: "HOST_STREAM_NON_BLOCKING",
-        translation: Translation::Native {
-            set: STREAM_NON_BLOCKING,
-            clear: 0,
-        },
-    },
-    FlagRow {
-        flag: StreamFlags::FAST_LAUNCH,
-        native_name: "-",
-        translation: Translation::Hint(
-            "an enqueue is a push onto an in-memory queue; there are no dispatch resources to reserve",
-        ),
-    },
-    FlagRow {
-        flag: StreamFlags::FAST_SYNC,
-        native_name: "HOST_STREAM_SPIN_SYNC",
-        translation: Translation::Native {
-            set: STREAM_SPIN_SYNC,
-            clear: 0,
-        },
-    },
-    FlagRow {
-        flag: StreamFlags::PERSISTENT,
-        native_name: "-",
-        translation: Translation::Emulated(
-            "recorded from creation (a relaxed capture begun by create_stream); query/synchronize \
+    FlagRow::native(
+        StreamFlags::NON_BLOCKING,
+        "HOST_STREAM_NON_BLOCKING",
+        STREAM_NON_BLOCKING,
+        0,
+    ),
+    FlagRow::hint(
+        StreamFlags::FAST_LAUNCH,
+        "-",
+        "an enqueue is a push onto an in-memory queue; there are no dispatch resources to reserve",
+    ),
+    FlagRow::native(
+        StreamFlags::FAST_SYNC,
+        "HOST_STREAM_SPIN_SYNC",
+        STREAM_SPIN_SYNC,
+        0,
+    ),
+    FlagRow::emulated(
+        StreamFlags::PERSISTENT,
+        "-",
+        "recorded from creation (a relaxed capture begun by create_stream); query/synchronize \
              return at once; end_capture yields the graph and recording starts again",
-        ),
-    },
-    FlagRow {
-        flag: StreamFlags::HUGE,
-        native_name: "-",
-        translation: Translation::Hint("the host queue is unbounded"),
-    },
+    ),
+    FlagRow::hint(StreamFlags::HUGE, "-", "the host queue is unbounded"),
     FlagRow {
         flag: StreamFlags::CPU_SCHEDULE,
         native_name: "-",
@@ -86,54 +74,42 @@ static STREAM_ROWS: &[FlagRow<StreamFlags>] = &[
         // stream (portable code that requires it sees that it has it).
         translation: Translation::Native { set: 0, clear: 0 },
     },
-    FlagRow {
-        flag: StreamFlags::DEVICE_USE_ONLY,
-        native_name: "-",
-        translation: Translation::Unsupported(
-            "the host backend has no device-side code that could own a stream",
-        ),
-    },
+    FlagRow::unsupported(
+        StreamFlags::DEVICE_USE_ONLY,
+        "-",
+        "the host backend has no device-side code that could own a stream",
+    ),
 ];
 
 static EVENT_ROWS: &[FlagRow<EventFlags>] = &[
-    FlagRow {
-        flag: EventFlags::BLOCKING_SYNC,
-        native_name: "HOST_EVENT_BLOCKING_SYNC",
-        translation: Translation::Native {
-            set: EVENT_BLOCKING_SYNC,
-            clear: 0,
-        },
-    },
-    FlagRow {
-        flag: EventFlags::DISABLE_TIMING,
-        native_name: "HOST_EVENT_DISABLE_TIMING",
-        translation: Translation::Native {
-            set: EVENT_DISABLE_TIMING,
-            clear: 0,
-        },
-    },
-    FlagRow {
-        flag: EventFlags::INTERPROCESS,
-        native_name: "HOST_EVENT_INTERPROCESS | HOST_EVENT_DISABLE_TIMING",
-        translation: Translation::Native {
-            set: EVENT_INTERPROCESS | EVENT_DISABLE_TIMING,
-            clear: 0,
-        },
-    },
-    FlagRow {
-        flag: EventFlags::EXTERNAL,
-        native_name: "-",
-        translation: Translation::Hint(
-            "any host event may be waited on from outside a capture; nothing to mark",
-        ),
-    },
-    FlagRow {
-        flag: EventFlags::DEVICE_USE_ONLY,
-        native_name: "-",
-        translation: Translation::Unsupported(
-            "the host backend has no device-side code that could own an event",
-        ),
-    },
+    FlagRow::native(
+        EventFlags::BLOCKING_SYNC,
+        "HOST_EVENT_BLOCKING_SYNC",
+        EVENT_BLOCKING_SYNC,
+        0,
+    ),
+    FlagRow::native(
+        EventFlags::DISABLE_TIMING,
+        "HOST_EVENT_DISABLE_TIMING",
+        EVENT_DISABLE_TIMING,
+        0,
+    ),
+    FlagRow::native(
+        EventFlags::INTERPROCESS,
+        "HOST_EVENT_INTERPROCESS | HOST_EVENT_DISABLE_TIMING",
+        EVENT_INTERPROCESS | EVENT_DISABLE_TIMING,
+        0,
+    ),
+    FlagRow::hint(
+        EventFlags::EXTERNAL,
+        "-",
+        "any host event may be waited on from outside a capture; nothing to mark",
+    ),
+    FlagRow::unsupported(
+        EventFlags::DEVICE_USE_ONLY,
+        "-",
+        "the host backend has no device-side code that could own an event",
+    ),
 ];
 
 /// The host backend's flag table (also [`Backend::flag_table`](xstream_core::Backend)).

@@ -14,21 +14,9 @@ use crate::{HostBackend, HostDevice};
 /// The host backend's host-memory flag table: every flag is accepted (there is one address
 /// space, so memory is portable, mapped and uncached-write-friendly by construction).
 pub const HOST_PINNED_FLAGS: &[PinnedFlagRow] = &[
-    PinnedFlagRow {
-        flag: PinnedFlags::PORTABLE,
-        native: Some(1),
-        reason: "",
-    },
-    PinnedFlagRow {
-        flag: PinnedFlags::DEVICE_MAPPED,
-        native: Some(2),
-        reason: "",
-    },
-    PinnedFlagRow {
-        flag: PinnedFlags::WRITE_COMBINED,
-        native: Some(4),
-        reason: "",
-    },
+    PinnedFlagRow::native(PinnedFlags::PORTABLE, 1),
+    PinnedFlagRow::native(PinnedFlags::DEVICE_MAPPED, 2),
+    PinnedFlagRow::native(PinnedFlags::WRITE_COMBINED, 4),
 ];
 
 /// The former name of [`HOST_PINNED_FLAGS`].

@@ -43,13 +43,41 @@ const VERSION: u32 = 1;
 /// The prefix of state file names.
 pub const NAME_PREFIX: &str = "xstream-host-ipc-event-";
 
-fn shm_dir() -> PathBuf {
+/// Where the shared files live: `/dev/shm`, else the temporary directory.
+pub(crate) fn shm_dir() -> PathBuf {
     let shm = PathBuf::from("/dev/shm");
     if shm.is_dir() {
         shm
     } else {
         std::env::temp_dir()
     }
+}
+
+/// Creates a new file in [`shm_dir`] named `{prefix}{pid}-{tag}{n}-{nanos}` (`n` counts this
+/// process's files, `nanos` tells processes that reused a pid apart); the name and the path
+/// come with it. `io_err` words a failure.
+pub(crate) fn create_shared_file(
+    prefix: &str,
+    tag: &str,
+    io_err: fn(&str, io::Error) -> Error,
+) -> Result<(File, PathBuf, String)> {
+    static NONCE: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let name = format!(
+        "{prefix}{}-{tag}{}-{nanos:08x}",
+        std::process::id(),
+        NONCE.fetch_add(1, Ordering::Relaxed)
+    );
+    let path = shm_dir().join(&name);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| io_err(&format!("create {}", path.display()), e))?;
+    Ok((file, path, name))
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -95,7 +123,8 @@ impl Words {
 }
 
 /// Whether process `pid` still runs (Linux `/proc`; elsewhere assumed alive).
-fn process_alive(pid: u32) -> bool {
+/// Whether process `pid` runs (not a zombie); `true` where `/proc` cannot tell.
+pub(crate) fn process_alive(pid: u32) -> bool {
     if pid == std::process::id() || !std::path::Path::new("/proc/self").exists() {
         return true;
     }
@@ -151,22 +180,7 @@ fn io_err(what: &str, e: io::Error) -> Error {
 impl IpcState {
     /// Creates the state of a new interprocess event (this process exports it).
     pub(crate) fn create(event_id: u64) -> Result<Arc<Self>> {
-        static NONCE: AtomicU64 = AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let name = format!(
-            "{NAME_PREFIX}{}-{event_id}-{}-{nanos:08x}",
-            std::process::id(),
-            NONCE.fetch_add(1, Ordering::Relaxed)
-        );
-        let path = shm_dir().join(&name);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| io_err(&format!("create {}", path.display()), e))?;
+        let (file, path, name) = create_shared_file(NAME_PREFIX, &format!("{event_id}-"), io_err)?;
         let w = Words {
             exporter: std::process::id(),
             ..Words::default()

@@ -25,7 +25,6 @@ use std::io;
 use std::ops::{Deref, DerefMut};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::MutexGuard;
 
 use xstream_core::{
@@ -33,6 +32,7 @@ use xstream_core::{
 };
 
 use crate::buffer::BufInner;
+use crate::ipc::{create_shared_file, process_alive, shm_dir};
 use crate::{HostBackend, HostDeviceBuffer};
 
 /// The length of the file header.
@@ -47,15 +47,6 @@ fn io_err(what: &str, e: io::Error) -> Error {
         BackendKind::Host,
         format!("interprocess buffer ({what}): {e}"),
     )
-}
-
-fn shm_dir() -> PathBuf {
-    let shm = PathBuf::from("/dev/shm");
-    if shm.is_dir() {
-        shm
-    } else {
-        std::env::temp_dir()
-    }
 }
 
 /// The file behind a shared buffer (or a range of it), as this process uses it.
@@ -104,38 +95,10 @@ fn decode_header(b: &[u8; HEADER_LEN as usize]) -> Option<Header> {
     })
 }
 
-fn process_alive(pid: u32) -> bool {
-    if !std::path::Path::new("/proc/self").exists() {
-        return true;
-    }
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.trim_start().chars().next())
-            .is_none_or(|state| !matches!(state, 'Z' | 'X')),
-        Err(_) => false,
-    }
-}
-
 impl SharedMem {
     /// Moves `bytes` (a buffer or physical memory being exported) into a new file.
     pub(crate) fn create(bytes: &[u8]) -> Result<Self> {
-        static NONCE: AtomicU64 = AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let name = format!(
-            "{NAME_PREFIX}{}-{}-{nanos:08x}",
-            std::process::id(),
-            NONCE.fetch_add(1, Ordering::Relaxed)
-        );
-        let path = shm_dir().join(&name);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| io_err(&format!("create {}", path.display()), e))?;
+        let (file, path, name) = create_shared_file(NAME_PREFIX, "", io_err)?;
         let init = file
             .write_all_at(
                 &encode_header(std::process::id(), bytes.len() as u64, false),

@@ -16,7 +16,7 @@ use xstream_core::callback::{BoxedCallback, CallbackSlot};
 use xstream_core::{
     Allocator, Borrowed, BufferView, CaptureCell, CaptureErrorKind, CaptureMode, CreationReport,
     Error, Kernel, LaunchAttrs, MemsetPattern, Ownership, Readback, Result, Status, Stream,
-    StreamAttr, StreamAttrValue, StreamFlags, StreamImpl, WaitCondition,
+    StreamAttr, StreamAttrValue, StreamFlags, StreamImpl,
 };
 
 use crate::conv::map_stream_wait;
@@ -512,20 +512,9 @@ impl StreamImpl for HostStream {
         self.launch_kernel_impl(f, cfg, args)
     }
 
-    fn wait_value32_impl(&self, word: Span<'_>, value: u32, cond: WaitCondition) -> Result<()> {
-        self.submit("wait_value32", memop::node(word, value.into(), Some(cond)))
-    }
-
-    fn wait_value64_impl(&self, word: Span<'_>, value: u64, cond: WaitCondition) -> Result<()> {
-        self.submit("wait_value64", memop::node(word, value, Some(cond)))
-    }
-
-    fn write_value32_impl(&self, word: Span<'_>, value: u32) -> Result<()> {
-        self.submit("write_value32", memop::node(word, value.into(), None))
-    }
-
-    fn write_value64_impl(&self, word: Span<'_>, value: u64) -> Result<()> {
-        self.submit("write_value64", memop::node(word, value, None))
+    fn value_op_impl(&self, word: Span<'_>, op: xstream_core::memop::ValueOp) -> Result<()> {
+        let (value, cond) = op.parts();
+        self.submit(op.name(), memop::node(word, value, cond))
     }
 
     fn reduce_impl(&self, dst: Span<'_>, src: Span<'_>, r: xstream_core::Reduction) -> Result<()> {

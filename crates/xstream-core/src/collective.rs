@@ -15,8 +15,9 @@
 //!
 //! # Arguments
 //! `count` is in elements of `dtype`; buffers are whole xstream buffers used from byte offset
-//! 0 and may be longer than needed. [`check_args`] is the one argument check every backend
-//! runs before enqueueing: bad counts, roots and peers give [`Error::InvalidArgument`].
+//! 0 and may be longer than needed. [`check_args`] is the one argument check, made by the
+//! [`Communicator`]'s operations before the backend's enqueue: bad counts, roots and peers give
+//! [`Error::InvalidArgument`].
 //! Arguments that must agree *between ranks* (count, dtype, op, root) cannot be checked by
 //! every vendor; the host backend checks them at the rendezvous and fails every rank with
 //! [`Error::InvalidArgument`] (see [`CollectiveBackend::CHECKS_PEER_ARGS`]).
@@ -198,6 +199,22 @@ pub trait Communicator: Send + Sync + fmt::Debug {
     /// The device of this rank.
     fn device(&self) -> &DeviceOf<Self::B>;
 
+    /// The backend's enqueue of one operation, called by the operations below (which a
+    /// backend does not override) after the checks they hold once: the callback gate,
+    /// [`check_support`] and [`check_args`], whose sizes come as `sizes`. For send and recv,
+    /// `send` and `recv` are the one buffer. Checks nothing of the above again.
+    ///
+    /// # Errors
+    /// [`Error::WrongDevice`]; [`Error::Collective`]; vendor errors.
+    fn issue_impl(
+        &self,
+        args: OpArgs,
+        sizes: ArgSizes,
+        send: &BufferOf<Self::B>,
+        recv: &BufferOf<Self::B>,
+        stream: &StreamOf<Self::B>,
+    ) -> Result<()>;
+
     /// Enqueues: `recv[i] = op over ranks of send[i]` for `i < count`, on every rank.
     ///
     /// # Errors
@@ -212,7 +229,10 @@ pub trait Communicator: Send + Sync + fmt::Debug {
         dtype: DataType,
         op: ReduceOp,
         stream: &StreamOf<Self::B>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let args = OpArgs::new(CollectiveKind::AllReduce, count, dtype, Some(op), 0);
+        issue(self, args, send, recv, stream)
+    }
 
     /// Enqueues: `recv[r * send_count + i] = send_of_rank_r[i]`, on every rank.
     ///
@@ -225,7 +245,10 @@ pub trait Communicator: Send + Sync + fmt::Debug {
         send_count: usize,
         dtype: DataType,
         stream: &StreamOf<Self::B>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let args = OpArgs::new(CollectiveKind::AllGather, send_count, dtype, None, 0);
+        issue(self, args, send, recv, stream)
+    }
 
     /// Enqueues: rank `r` gets `recv[i] = op over ranks of send[r * recv_count + i]`.
     ///
@@ -240,7 +263,16 @@ pub trait Communicator: Send + Sync + fmt::Debug {
         dtype: DataType,
         op: ReduceOp,
         stream: &StreamOf<Self::B>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let args = OpArgs::new(
+            CollectiveKind::ReduceScatter,
+            recv_count,
+            dtype,
+            Some(op),
+            0,
+        );
+        issue(self, args, send, recv, stream)
+    }
 
     /// Enqueues: every rank's `recv` gets `count` elements of the root's `send` (`send` is
     /// only read on the root).
@@ -256,7 +288,10 @@ pub trait Communicator: Send + Sync + fmt::Debug {
         dtype: DataType,
         root: usize,
         stream: &StreamOf<Self::B>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let args = OpArgs::new(CollectiveKind::Broadcast, count, dtype, None, root);
+        issue(self, args, send, recv, stream)
+    }
 
     /// Enqueues: the root's `recv[i] = op over ranks of send[i]` (`recv` is only written on
     /// the root).
@@ -273,7 +308,10 @@ pub trait Communicator: Send + Sync + fmt::Debug {
         op: ReduceOp,
         root: usize,
         stream: &StreamOf<Self::B>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let args = OpArgs::new(CollectiveKind::Reduce, count, dtype, Some(op), root);
+        issue(self, args, send, recv, stream)
+    }
 
     /// Enqueues a send of `count` elements of `buf` to `peer`, matched by the peer's
     /// [`Communicator::recv`] from this rank. Sends and receives between two ranks match in
@@ -288,7 +326,10 @@ pub trait Communicator: Send + Sync + fmt::Debug {
         dtype: DataType,
         peer: usize,
         stream: &StreamOf<Self::B>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let args = OpArgs::new(CollectiveKind::Send, count, dtype, None, peer);
+        issue(self, args, buf, buf, stream)
+    }
 
     /// Enqueues a receive of `count` elements from `peer` into `buf`.
     ///
@@ -301,7 +342,10 @@ pub trait Communicator: Send + Sync + fmt::Debug {
         dtype: DataType,
         peer: usize,
         stream: &StreamOf<Self::B>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let args = OpArgs::new(CollectiveKind::Recv, count, dtype, None, peer);
+        issue(self, args, buf, buf, stream)
+    }
 
     /// Opens a group: operations until the matching [`Communicator::group_end`] are issued
     /// together (send/recv pairs that depend on each other, one-process multi-device
@@ -347,6 +391,28 @@ pub trait Communicator: Send + Sync + fmt::Debug {
             "changing a communicator's timeout",
         ))
     }
+}
+
+/// The checks every operation of a [`Communicator`] makes once, then its
+/// [`Communicator::issue_impl`].
+fn issue<C: Communicator + ?Sized>(
+    comm: &C,
+    args: OpArgs,
+    send: &BufferOf<C::B>,
+    recv: &BufferOf<C::B>,
+    stream: &StreamOf<C::B>,
+) -> Result<()> {
+    use crate::Buffer;
+    crate::callback::ensure_not_in_callback()?;
+    check_support::<C::B>(args.op, args.dtype)?;
+    let sizes = check_args(
+        &args,
+        comm.rank(),
+        comm.world_size(),
+        send.len(),
+        recv.len(),
+    )?;
+    comm.issue_impl(args, sizes, send, recv, stream)
 }
 
 /// How often [`synchronize`] polls the communicator's asynchronous error while it waits.

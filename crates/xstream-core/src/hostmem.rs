@@ -80,6 +80,27 @@ pub struct PinnedFlagRow {
     pub reason: &'static str,
 }
 
+impl PinnedFlagRow {
+    /// A flag the backend honours with the native bit(s) `bits`.
+    pub const fn native(flag: PinnedFlags, bits: u32) -> Self {
+        let reason = "";
+        Self {
+            flag,
+            native: Some(bits),
+            reason,
+        }
+    }
+
+    /// A flag the backend cannot honour; `reason` says why.
+    pub const fn unsupported(flag: PinnedFlags, reason: &'static str) -> Self {
+        Self {
+            flag,
+            native: None,
+            reason,
+        }
+    }
+}
+
 /// Translates host-memory flags through a backend's table under `policy`.
 ///
 /// Returns the native bits, the effective portable flags and the report.
@@ -820,16 +841,8 @@ mod tests {
     use super::*;
 
     const TABLE: &[PinnedFlagRow] = &[
-        PinnedFlagRow {
-            flag: PinnedFlags::PORTABLE,
-            native: Some(1),
-            reason: "",
-        },
-        PinnedFlagRow {
-            flag: PinnedFlags::WRITE_COMBINED,
-            native: None,
-            reason: "no such memory",
-        },
+        PinnedFlagRow::native(PinnedFlags::PORTABLE, 1),
+        PinnedFlagRow::unsupported(PinnedFlags::WRITE_COMBINED, "no such memory"),
     ];
 
     #[test]

@@ -72,11 +72,138 @@ pub(crate) fn backend_of(code: u16) -> Option<BackendKind> {
     })
 }
 
+/// Writes the 16-byte header every handle starts with (magic, version, backend code, device
+/// ordinal, payload length) into `b`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for an ordinal above `u32::MAX` (`what` names the handle).
+pub(crate) fn put_header(
+    b: &mut [u8],
+    magic: [u8; 4],
+    version: u16,
+    (backend, device): (BackendKind, usize),
+    payload_len: usize,
+    what: &str,
+) -> Result<()> {
+    let dev = u32::try_from(device)
+        .map_err(|_| Error::invalid(format!("device ordinal {device} in {what}")))?;
+    b[..4].copy_from_slice(&magic);
+    b[4..6].copy_from_slice(&version.to_le_bytes());
+    b[6..8].copy_from_slice(&backend_code(backend).to_le_bytes());
+    b[8..12].copy_from_slice(&dev.to_le_bytes());
+    b[12..16].copy_from_slice(&(payload_len as u32).to_le_bytes());
+    Ok(())
+}
+
+/// Checks received bytes against the header every handle starts with: `N` bytes, `magic`,
+/// `version`, a known backend code; returns them with the payload length (not yet checked).
+///
+/// # Errors
+/// `bad`'s error naming what is wrong.
+pub(crate) fn parse_header<const N: usize>(
+    b: &[u8],
+    magic: [u8; 4],
+    version: u16,
+    bad: impl Fn(String) -> Error,
+) -> Result<([u8; N], usize)> {
+    let bytes: [u8; N] = b
+        .try_into()
+        .map_err(|_| bad(format!("{} bytes, expected {N}", b.len())))?;
+    if bytes[..4] != magic {
+        return Err(bad(format!("magic {:02x?}", &bytes[..4])));
+    }
+    let found = u16::from_le_bytes([bytes[4], bytes[5]]);
+    if found != version {
+        return Err(bad(format!("version {found}, this build reads {version}")));
+    }
+    let code = u16::from_le_bytes([bytes[6], bytes[7]]);
+    if backend_of(code).is_none() {
+        return Err(bad(format!("unknown backend code {code}")));
+    }
+    Ok((bytes, u32_at(&bytes, 12) as usize))
+}
+
+/// The little-endian `u32` at byte `i` of `b`.
+pub(crate) fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
+
+/// The exporting backend and device ordinal of a handle's checked header.
+pub(crate) fn header_origin(b: &[u8]) -> (BackendKind, usize) {
+    let backend = backend_of(u16::from_le_bytes([b[6], b[7]])).unwrap_or(BackendKind::Host);
+    (backend, u32_at(b, 8) as usize)
+}
+
 /// An exported interprocess event (see the module documentation for the layout).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IpcEventHandle {
     bytes: [u8; IPC_EVENT_HANDLE_LEN],
 }
+
+/// The accessors every interprocess handle has: `$what` names it in hex parse errors, `$op`
+/// in the origin check's.
+macro_rules! handle_accessors {
+    ($T:ident, $len:expr, $what:literal, $op:literal) => {
+        impl $T {
+            /// Its bytes.
+            pub fn as_bytes(&self) -> &[u8; $len] {
+                &self.bytes
+            }
+
+            /// The exporting backend.
+            pub fn backend(&self) -> BackendKind {
+                header_origin(&self.bytes).0
+            }
+
+            /// The exporter's device ordinal.
+            pub fn device(&self) -> usize {
+                header_origin(&self.bytes).1
+            }
+
+            /// The bytes as lower-case hex (256 digits).
+            pub fn to_hex(&self) -> String {
+                hex_string(&self.bytes)
+            }
+
+            #[doc = concat!(
+                "Parses [`", stringify!($T), "::to_hex`]'s form (surrounding white space ignored)."
+            )]
+            ///
+            /// # Errors
+            #[doc = concat!(
+                "[`Error::InvalidArgument`] for bad hex, then as [`",
+                stringify!($T),
+                "::from_bytes`]."
+            )]
+            pub fn from_hex(hex: &str) -> Result<Self> {
+                Self::from_bytes(&hex_bytes(hex, $what)?)
+            }
+
+            /// Checks that `backend`'s device `device` may open it.
+            ///
+            /// # Errors
+            /// [`Error::WrongBackend`] for another backend; [`Error::WrongDevice`] for another
+            /// device ordinal.
+            pub fn check_for(&self, backend: BackendKind, device: usize) -> Result<()> {
+                let origin = (self.backend(), self.device());
+                check_origin($op, origin, (backend, device))
+            }
+        }
+    };
+}
+
+handle_accessors!(
+    IpcEventHandle,
+    IPC_EVENT_HANDLE_LEN,
+    "event",
+    "open an IPC event handle"
+);
+handle_accessors!(
+    IpcMemHandle,
+    IPC_MEM_HANDLE_LEN,
+    "memory",
+    "open an IPC memory handle"
+);
 
 impl IpcEventHandle {
     /// A handle of `backend`'s event on device `device` carrying `payload`.
@@ -91,14 +218,16 @@ impl IpcEventHandle {
                 payload.len()
             )));
         }
-        let dev = u32::try_from(device)
-            .map_err(|_| Error::invalid(format!("device ordinal {device} in an IPC handle")))?;
         let mut bytes = [0u8; IPC_EVENT_HANDLE_LEN];
-        bytes[..4].copy_from_slice(&IPC_EVENT_MAGIC);
-        bytes[4..6].copy_from_slice(&IPC_HANDLE_VERSION.to_le_bytes());
-        bytes[6..8].copy_from_slice(&backend_code(backend).to_le_bytes());
-        bytes[8..12].copy_from_slice(&dev.to_le_bytes());
-        bytes[12..16].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        let origin = (backend, device);
+        put_header(
+            &mut bytes,
+            IPC_EVENT_MAGIC,
+            IPC_HANDLE_VERSION,
+            origin,
+            payload.len(),
+            "an IPC handle",
+        )?;
         bytes[IPC_HANDLE_HEADER_LEN..IPC_HANDLE_HEADER_LEN + payload.len()]
             .copy_from_slice(payload);
         Ok(Self { bytes })
@@ -112,26 +241,7 @@ impl IpcEventHandle {
     /// non-zero padding.
     pub fn from_bytes(b: &[u8]) -> Result<Self> {
         let bad = |why: String| Error::invalid(format!("not an xstream IPC event handle: {why}"));
-        let bytes: [u8; IPC_EVENT_HANDLE_LEN] = b.try_into().map_err(|_| {
-            bad(format!(
-                "{} bytes, expected {IPC_EVENT_HANDLE_LEN}",
-                b.len()
-            ))
-        })?;
-        if bytes[..4] != IPC_EVENT_MAGIC {
-            return Err(bad(format!("magic {:02x?}", &bytes[..4])));
-        }
-        let version = u16::from_le_bytes([bytes[4], bytes[5]]);
-        if version != IPC_HANDLE_VERSION {
-            return Err(bad(format!(
-                "version {version}, this build reads {IPC_HANDLE_VERSION}"
-            )));
-        }
-        let code = u16::from_le_bytes([bytes[6], bytes[7]]);
-        if backend_of(code).is_none() {
-            return Err(bad(format!("unknown backend code {code}")));
-        }
-        let n = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]) as usize;
+        let (bytes, n) = parse_header(b, IPC_EVENT_MAGIC, IPC_HANDLE_VERSION, bad)?;
         if n == 0 || n > IPC_EVENT_PAYLOAD_MAX {
             return Err(bad(format!("payload length {n}")));
         }
@@ -141,56 +251,10 @@ impl IpcEventHandle {
         Ok(Self { bytes })
     }
 
-    /// Its bytes.
-    pub fn as_bytes(&self) -> &[u8; IPC_EVENT_HANDLE_LEN] {
-        &self.bytes
-    }
-
-    /// The exporting backend.
-    pub fn backend(&self) -> BackendKind {
-        backend_of(u16::from_le_bytes([self.bytes[6], self.bytes[7]])).unwrap_or(BackendKind::Host)
-    }
-
-    /// The exporting event's device ordinal.
-    pub fn device(&self) -> usize {
-        u32::from_le_bytes([self.bytes[8], self.bytes[9], self.bytes[10], self.bytes[11]]) as usize
-    }
-
     /// The backend's payload.
     pub fn payload(&self) -> &[u8] {
-        let n = u32::from_le_bytes([
-            self.bytes[12],
-            self.bytes[13],
-            self.bytes[14],
-            self.bytes[15],
-        ]) as usize;
-        &self.bytes[IPC_HANDLE_HEADER_LEN..IPC_HANDLE_HEADER_LEN + n.min(IPC_EVENT_PAYLOAD_MAX)]
-    }
-
-    /// The bytes as lower-case hex (256 digits).
-    pub fn to_hex(&self) -> String {
-        hex_string(&self.bytes)
-    }
-
-    /// Parses [`IpcEventHandle::to_hex`]'s form (surrounding white space ignored).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for bad hex, then as [`IpcEventHandle::from_bytes`].
-    pub fn from_hex(hex: &str) -> Result<Self> {
-        Self::from_bytes(&hex_bytes(hex, "event")?)
-    }
-
-    /// Checks that `backend`'s device `device` may open it.
-    ///
-    /// # Errors
-    /// [`Error::WrongBackend`] for another backend; [`Error::WrongDevice`] for another
-    /// device ordinal.
-    pub fn check_for(&self, backend: BackendKind, device: usize) -> Result<()> {
-        check_origin(
-            "open an IPC event handle",
-            (self.backend(), self.device()),
-            (backend, device),
-        )
+        let n = (u32_at(&self.bytes, 12) as usize).min(IPC_EVENT_PAYLOAD_MAX);
+        &self.bytes[IPC_HANDLE_HEADER_LEN..IPC_HANDLE_HEADER_LEN + n]
     }
 }
 
@@ -309,14 +373,16 @@ impl IpcMemHandle {
                 payload.len()
             )));
         }
-        let dev = u32::try_from(device)
-            .map_err(|_| Error::invalid(format!("device ordinal {device} in an IPC handle")))?;
         let mut bytes = [0u8; IPC_MEM_HANDLE_LEN];
-        bytes[..4].copy_from_slice(&IPC_MEM_MAGIC);
-        bytes[4..6].copy_from_slice(&IPC_HANDLE_VERSION.to_le_bytes());
-        bytes[6..8].copy_from_slice(&backend_code(backend).to_le_bytes());
-        bytes[8..12].copy_from_slice(&dev.to_le_bytes());
-        bytes[12..16].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        let origin = (backend, device);
+        put_header(
+            &mut bytes,
+            IPC_MEM_MAGIC,
+            IPC_HANDLE_VERSION,
+            origin,
+            payload.len(),
+            "an IPC handle",
+        )?;
         bytes[16..24].copy_from_slice(&(offset as u64).to_le_bytes());
         bytes[24..32].copy_from_slice(&(len as u64).to_le_bytes());
         bytes[IPC_MEM_HEADER_LEN..IPC_MEM_HEADER_LEN + payload.len()].copy_from_slice(payload);
@@ -330,24 +396,8 @@ impl IpcMemHandle {
     /// length, a zero range length, an offset + length that overflows, or non-zero padding.
     pub fn from_bytes(b: &[u8]) -> Result<Self> {
         let bad = |why: String| Error::invalid(format!("not an xstream IPC memory handle: {why}"));
-        let bytes: [u8; IPC_MEM_HANDLE_LEN] = b
-            .try_into()
-            .map_err(|_| bad(format!("{} bytes, expected {IPC_MEM_HANDLE_LEN}", b.len())))?;
-        if bytes[..4] != IPC_MEM_MAGIC {
-            return Err(bad(format!("magic {:02x?}", &bytes[..4])));
-        }
+        let (bytes, n) = parse_header(b, IPC_MEM_MAGIC, IPC_HANDLE_VERSION, bad)?;
         let h = Self { bytes };
-        let version = u16::from_le_bytes([bytes[4], bytes[5]]);
-        if version != IPC_HANDLE_VERSION {
-            return Err(bad(format!(
-                "version {version}, this build reads {IPC_HANDLE_VERSION}"
-            )));
-        }
-        let code = u16::from_le_bytes([bytes[6], bytes[7]]);
-        if backend_of(code).is_none() {
-            return Err(bad(format!("unknown backend code {code}")));
-        }
-        let n = h.payload_len();
         if n == 0 || n > IPC_MEM_PAYLOAD_MAX {
             return Err(bad(format!("payload length {n}")));
         }
@@ -360,34 +410,10 @@ impl IpcMemHandle {
         Ok(h)
     }
 
-    fn payload_len(&self) -> usize {
-        u32::from_le_bytes([
-            self.bytes[12],
-            self.bytes[13],
-            self.bytes[14],
-            self.bytes[15],
-        ]) as usize
-    }
-
     fn u64_at(&self, at: usize) -> u64 {
         let mut x = [0u8; 8];
         x.copy_from_slice(&self.bytes[at..at + 8]);
         u64::from_le_bytes(x)
-    }
-
-    /// Its bytes.
-    pub fn as_bytes(&self) -> &[u8; IPC_MEM_HANDLE_LEN] {
-        &self.bytes
-    }
-
-    /// The exporting backend.
-    pub fn backend(&self) -> BackendKind {
-        backend_of(u16::from_le_bytes([self.bytes[6], self.bytes[7]])).unwrap_or(BackendKind::Host)
-    }
-
-    /// The exported buffer's device ordinal.
-    pub fn device(&self) -> usize {
-        u32::from_le_bytes([self.bytes[8], self.bytes[9], self.bytes[10], self.bytes[11]]) as usize
     }
 
     /// Where the range starts in the exported buffer.
@@ -403,34 +429,8 @@ impl IpcMemHandle {
 
     /// The backend's payload.
     pub fn payload(&self) -> &[u8] {
-        &self.bytes
-            [IPC_MEM_HEADER_LEN..IPC_MEM_HEADER_LEN + self.payload_len().min(IPC_MEM_PAYLOAD_MAX)]
-    }
-
-    /// The bytes as lower-case hex (256 digits).
-    pub fn to_hex(&self) -> String {
-        hex_string(&self.bytes)
-    }
-
-    /// Parses [`IpcMemHandle::to_hex`]'s form.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for bad hex, then as [`IpcMemHandle::from_bytes`].
-    pub fn from_hex(hex: &str) -> Result<Self> {
-        Self::from_bytes(&hex_bytes(hex, "memory")?)
-    }
-
-    /// Checks that `backend`'s device `device` may open it.
-    ///
-    /// # Errors
-    /// [`Error::WrongBackend`] for another backend; [`Error::WrongDevice`] for another
-    /// device ordinal.
-    pub fn check_for(&self, backend: BackendKind, device: usize) -> Result<()> {
-        check_origin(
-            "open an IPC memory handle",
-            (self.backend(), self.device()),
-            (backend, device),
-        )
+        let n = (u32_at(&self.bytes, 12) as usize).min(IPC_MEM_PAYLOAD_MAX);
+        &self.bytes[IPC_MEM_HEADER_LEN..IPC_MEM_HEADER_LEN + n]
     }
 }
 

@@ -70,6 +70,50 @@ impl WaitCondition {
     }
 }
 
+/// One stream memory operation as the backend receives it
+/// ([`StreamImpl::value_op_impl`](crate::StreamImpl::value_op_impl)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueOp {
+    /// [`Stream::wait_value32`](crate::Stream::wait_value32).
+    Wait32(u32, WaitCondition),
+    /// [`Stream::wait_value64`](crate::Stream::wait_value64).
+    Wait64(u64, WaitCondition),
+    /// [`Stream::write_value32`](crate::Stream::write_value32).
+    Write32(u32),
+    /// [`Stream::write_value64`](crate::Stream::write_value64).
+    Write64(u64),
+}
+
+impl ValueOp {
+    /// The user-facing method's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Wait32(..) => "wait_value32",
+            Self::Wait64(..) => "wait_value64",
+            Self::Write32(_) => "write_value32",
+            Self::Write64(_) => "write_value64",
+        }
+    }
+
+    /// The word's width in bytes: 4 or 8.
+    pub const fn width(self) -> usize {
+        match self {
+            Self::Wait32(..) | Self::Write32(_) => 4,
+            Self::Wait64(..) | Self::Write64(_) => 8,
+        }
+    }
+
+    /// The value (widened) and, for a wait, its condition.
+    pub const fn parts(self) -> (u64, Option<WaitCondition>) {
+        match self {
+            Self::Wait32(v, c) => (v as u64, Some(c)),
+            Self::Wait64(v, c) => (v, Some(c)),
+            Self::Write32(v) => (v as u64, None),
+            Self::Write64(v) => (v, None),
+        }
+    }
+}
+
 /// Validates the word at `offset` of a `buf_len`-byte buffer for a `width`-byte operation.
 ///
 /// # Errors

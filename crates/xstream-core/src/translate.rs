@@ -53,6 +53,48 @@ pub struct FlagRow<F: 'static> {
     pub translation: Translation,
 }
 
+impl<F> FlagRow<F> {
+    /// A [`Translation::Native`] row: `set` bits OR-ed in, `clear` bits removed from the base.
+    pub const fn native(flag: F, native_name: &'static str, set: u32, clear: u32) -> Self {
+        let translation = Translation::Native { set, clear };
+        Self {
+            flag,
+            native_name,
+            translation,
+        }
+    }
+
+    /// A [`Translation::Emulated`] row; `how` says how xstream provides the behaviour.
+    pub const fn emulated(flag: F, native_name: &'static str, how: &'static str) -> Self {
+        let translation = Translation::Emulated(how);
+        Self {
+            flag,
+            native_name,
+            translation,
+        }
+    }
+
+    /// A [`Translation::Hint`] row; `why` says why having no effect is harmless.
+    pub const fn hint(flag: F, native_name: &'static str, why: &'static str) -> Self {
+        let translation = Translation::Hint(why);
+        Self {
+            flag,
+            native_name,
+            translation,
+        }
+    }
+
+    /// A [`Translation::Unsupported`] row; `why` says why the backend cannot.
+    pub const fn unsupported(flag: F, native_name: &'static str, why: &'static str) -> Self {
+        let translation = Translation::Unsupported(why);
+        Self {
+            flag,
+            native_name,
+            translation,
+        }
+    }
+}
+
 /// A combination rule a vendor enforces at creation, checked on the **native bits** a request
 /// produces, never on the portable set: a flag with no native bit (an inherent flag, a hint, an
 /// emulated flag, or one that only clears base bits the rule's flag clears anyway) never breaks
@@ -438,47 +480,13 @@ mod tests {
     use super::*;
 
     static ROWS: &[FlagRow<StreamFlags>] = &[
-        FlagRow {
-            flag: StreamFlags::NON_BLOCKING,
-            native_name: "NB",
-            translation: Translation::Native { set: 1, clear: 0 },
-        },
-        FlagRow {
-            flag: StreamFlags::FAST_LAUNCH,
-            native_name: "-",
-            translation: Translation::Hint("no effect"),
-        },
-        FlagRow {
-            flag: StreamFlags::FAST_SYNC,
-            native_name: "-",
-            translation: Translation::Emulated("spin"),
-        },
-        FlagRow {
-            flag: StreamFlags::PERSISTENT,
-            native_name: "-",
-            translation: Translation::Unsupported("no"),
-        },
-        FlagRow {
-            flag: StreamFlags::HUGE,
-            native_name: "-",
-            translation: Translation::Native { set: 0, clear: 0 },
-        },
-        FlagRow {
-            flag: StreamFlags::CPU_SCHEDULE,
-            native_name: "-",
-            translation: Translation::Native {
-                set: 0x10,
-                clear: 0,
-            },
-        },
-        FlagRow {
-            flag: StreamFlags::DEVICE_USE_ONLY,
-            native_name: "-",
-            translation: Translation::Native {
-                set: 0x20,
-                clear: 0,
-            },
-        },
+        FlagRow::native(StreamFlags::NON_BLOCKING, "NB", 1, 0),
+        FlagRow::hint(StreamFlags::FAST_LAUNCH, "-", "no effect"),
+        FlagRow::emulated(StreamFlags::FAST_SYNC, "-", "spin"),
+        FlagRow::unsupported(StreamFlags::PERSISTENT, "-", "no"),
+        FlagRow::native(StreamFlags::HUGE, "-", 0, 0),
+        FlagRow::native(StreamFlags::CPU_SCHEDULE, "-", 0x10, 0),
+        FlagRow::native(StreamFlags::DEVICE_USE_ONLY, "-", 0x20, 0),
     ];
     static EROWS: &[FlagRow<EventFlags>] = &[];
     const T: FlagTable = FlagTable {

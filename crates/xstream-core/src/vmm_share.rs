@@ -45,6 +45,7 @@ use std::fmt;
 #[cfg(unix)]
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+use crate::ipc::{header_origin, parse_header, put_header, u32_at};
 use crate::{BackendKind, Error, Result};
 
 /// The length of [`ShareableHandle::as_bytes`].
@@ -76,10 +77,6 @@ pub struct ShareablePayload {
     pub fd: Option<OwnedFd>,
 }
 
-fn u32_at(b: &[u8], i: usize) -> u32 {
-    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
-}
-
 impl ShareableHandle {
     /// A handle of `size` bytes of `backend`'s device `device`, exported by this process
     /// (backends call this; users get handles from
@@ -100,14 +97,15 @@ impl ShareableHandle {
                 "a shareable handle payload of {n} bytes (at most {SHAREABLE_PAYLOAD_MAX})"
             )));
         }
-        let dev = u32::try_from(device)
-            .map_err(|_| Error::invalid(format!("device ordinal {device} in a handle")))?;
         let mut bytes = [0u8; SHAREABLE_HANDLE_LEN];
-        bytes[..4].copy_from_slice(&SHAREABLE_MAGIC);
-        bytes[4..6].copy_from_slice(&VERSION.to_le_bytes());
-        bytes[6..8].copy_from_slice(&crate::ipc::backend_code(backend).to_le_bytes());
-        bytes[8..12].copy_from_slice(&dev.to_le_bytes());
-        bytes[12..16].copy_from_slice(&(n as u32).to_le_bytes());
+        put_header(
+            &mut bytes,
+            SHAREABLE_MAGIC,
+            VERSION,
+            (backend, device),
+            n,
+            "a handle",
+        )?;
         bytes[16..24].copy_from_slice(&(size as u64).to_le_bytes());
         bytes[24..28].copy_from_slice(&std::process::id().to_le_bytes());
         #[cfg(unix)]
@@ -165,26 +163,7 @@ impl ShareableHandle {
 
     fn parse(b: &[u8]) -> Result<[u8; SHAREABLE_HANDLE_LEN]> {
         let bad = |why: String| Error::invalid(format!("not an xstream shareable handle: {why}"));
-        let bytes: [u8; SHAREABLE_HANDLE_LEN] = b.try_into().map_err(|_| {
-            bad(format!(
-                "{} bytes, expected {SHAREABLE_HANDLE_LEN}",
-                b.len()
-            ))
-        })?;
-        if bytes[..4] != SHAREABLE_MAGIC {
-            return Err(bad(format!("magic {:02x?}", &bytes[..4])));
-        }
-        let version = u16::from_le_bytes([bytes[4], bytes[5]]);
-        if version != VERSION {
-            return Err(bad(format!(
-                "version {version}, this build reads {VERSION}"
-            )));
-        }
-        let code = u16::from_le_bytes([bytes[6], bytes[7]]);
-        if crate::ipc::backend_of(code).is_none() {
-            return Err(bad(format!("unknown backend code {code}")));
-        }
-        let n = u32_at(&bytes, 12) as usize;
+        let (bytes, n) = parse_header(b, SHAREABLE_MAGIC, VERSION, bad)?;
         if n > SHAREABLE_PAYLOAD_MAX {
             return Err(bad(format!("payload length {n}")));
         }
@@ -218,13 +197,12 @@ impl ShareableHandle {
 
     /// The exporting backend.
     pub fn backend(&self) -> BackendKind {
-        crate::ipc::backend_of(u16::from_le_bytes([self.bytes[6], self.bytes[7]]))
-            .unwrap_or(BackendKind::Host)
+        header_origin(&self.bytes).0
     }
 
     /// The exporter's device ordinal.
     pub fn device(&self) -> usize {
-        u32_at(&self.bytes, 8) as usize
+        header_origin(&self.bytes).1
     }
 
     /// The size of the memory in bytes.

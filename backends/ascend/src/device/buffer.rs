@@ -96,21 +96,15 @@ impl Drop for BufInner {
 /// (PORTABLE is inherent); mapping into the device address space and write-combining are not
 /// offered.
 pub const ACL_PINNED_FLAGS: &[xstream_core::PinnedFlagRow] = &[
-    xstream_core::PinnedFlagRow {
-        flag: xstream_core::PinnedFlags::PORTABLE,
-        native: Some(0),
-        reason: "",
-    },
-    xstream_core::PinnedFlagRow {
-        flag: xstream_core::PinnedFlags::DEVICE_MAPPED,
-        native: None,
-        reason: "aclrtMallocHost has no mapping flag",
-    },
-    xstream_core::PinnedFlagRow {
-        flag: xstream_core::PinnedFlags::WRITE_COMBINED,
-        native: None,
-        reason: "aclrtMallocHost has no write-combining flag",
-    },
+    xstream_core::PinnedFlagRow::native(xstream_core::PinnedFlags::PORTABLE, 0),
+    xstream_core::PinnedFlagRow::unsupported(
+        xstream_core::PinnedFlags::DEVICE_MAPPED,
+        "aclrtMallocHost has no mapping flag",
+    ),
+    xstream_core::PinnedFlagRow::unsupported(
+        xstream_core::PinnedFlags::WRITE_COMBINED,
+        "aclrtMallocHost has no write-combining flag",
+    ),
 ];
 
 /// The former name of [`ACL_PINNED_FLAGS`].

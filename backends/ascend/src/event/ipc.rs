@@ -9,8 +9,7 @@
 //!
 //! [`IpcEvent`]: xstream_core::IpcEvent
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 
 use xstream_core::{
     BackendKind, Error, EventFlags, IpcEventHandle, IpcEventImpl, Result, TranslationPolicy,
@@ -44,16 +43,7 @@ impl IpcEventImpl for AscendEvent {
         let raw = result::event::ipc_open_handle(d.t, bytes)?;
         let tr = ACL_FLAGS.event_to_native(EventFlags::INTERPROCESS, TranslationPolicy::Strict)?;
         Ok(Self {
-            inner: Arc::new(EventInner {
-                device: device.clone(),
-                raw,
-                recorded: AtomicBool::new(true),
-                captured_on: Mutex::new(None),
-                capture_seen: AtomicBool::new(false),
-                last_record: Mutex::new(None),
-                ever_captured: AtomicBool::new(false),
-                owned: true,
-            }),
+            inner: EventInner::new(device, raw, true, true),
             flags: tr.effective,
             native: tr.native,
             report: tr.report,

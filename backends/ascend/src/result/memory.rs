@@ -88,12 +88,7 @@ impl Drop for PinnedAlloc {
                 tracing::debug!(error = %e, "aclrtFreeHost failed");
             }
         };
-        // No runtime calls inside a callback: hand the release to the dispatcher thread.
-        if xstream_core::callback::in_callback() {
-            xstream_core::callback::dispatch(Box::new(free));
-        } else {
-            free();
-        }
+        off_callback(free);
     }
 }
 
@@ -195,12 +190,7 @@ impl BorrowedRegistration {
                 tracing::debug!(error = %e, "aclrtHostUnregister failed");
             }
         };
-        // No runtime calls inside a callback: hand it to the dispatcher thread.
-        if xstream_core::callback::in_callback() {
-            xstream_core::callback::dispatch(Box::new(undo));
-        } else {
-            undo();
-        }
+        off_callback(undo);
     }
 }
 
@@ -334,12 +324,7 @@ impl Drop for PinnedRegistered {
                 Backing::InPlace(v) => drop(v),
             }
         };
-        // No runtime calls inside a callback: hand the release to the dispatcher thread.
-        if xstream_core::callback::in_callback() {
-            xstream_core::callback::dispatch(Box::new(free));
-        } else {
-            free();
-        }
+        off_callback(free);
     }
 }
 
@@ -356,6 +341,15 @@ unsafe impl xstream_core::PinnedAllocation for PinnedRegistered {
     }
     fn ordinal(&self) -> usize {
         self.ordinal
+    }
+}
+
+/// Runs `release` now, or on the dispatcher thread inside a callback (no runtime calls there).
+fn off_callback(release: impl FnOnce() + Send + 'static) {
+    if xstream_core::callback::in_callback() {
+        xstream_core::callback::dispatch(Box::new(release));
+    } else {
+        release();
     }
 }
 

@@ -113,44 +113,32 @@ pub(super) fn write(
     s.keep_until_done(Box::new((data, Arc::clone(&dst.inner))))
 }
 
-pub(super) fn copy_to_device(
+/// `copy_to_device` (`to_device`) or `copy_to_host`: one `aclrtMemcpyAsync` between the
+/// page-locked span and `buf` at `offset`; both stay alive until the copy ran.
+pub(super) fn copy_pinned(
     s: &AscendStream,
-    src: xstream_core::PinnedSpan,
-    dst: &AscendBuffer,
-    dst_offset: usize,
+    span: xstream_core::PinnedSpan,
+    buf: &AscendBuffer,
+    offset: usize,
+    to_device: bool,
 ) -> Result<()> {
-    s.enter("copy_to_device")?;
-    s.note_use(dst)?;
-    result::memory::memcpy(
-        s.device.inner.t,
-        result::memory::at(dst.inner.ptr, dst_offset),
-        src.as_ptr().cast_const().cast(),
-        src.len(),
-        consts::ACL_MEMCPY_HOST_TO_DEVICE,
-        s.state.raw,
-    )?;
-    s.state.enqueued(Some(Box::new(Arc::clone(&dst.inner))));
-    s.keep_until_done(Box::new((src, Arc::clone(&dst.inner))))
-}
-
-pub(super) fn copy_to_host(
-    s: &AscendStream,
-    src: &AscendBuffer,
-    src_offset: usize,
-    dst: xstream_core::PinnedSpan,
-) -> Result<()> {
-    s.enter("copy_to_host")?;
-    s.note_use(src)?;
-    result::memory::memcpy(
-        s.device.inner.t,
-        dst.as_ptr().cast(),
-        result::memory::at(src.inner.ptr, src_offset).cast_const(),
-        dst.len(),
-        consts::ACL_MEMCPY_DEVICE_TO_HOST,
-        s.state.raw,
-    )?;
-    s.state.enqueued(Some(Box::new(Arc::clone(&src.inner))));
-    s.keep_until_done(Box::new((dst, Arc::clone(&src.inner))))
+    s.enter(if to_device {
+        "copy_to_device"
+    } else {
+        "copy_to_host"
+    })?;
+    s.note_use(buf)?;
+    let host: *mut std::ffi::c_void = span.as_ptr().cast();
+    let dev = result::memory::at(buf.inner.ptr, offset);
+    let (dst, src, kind) = if to_device {
+        (dev, host, consts::ACL_MEMCPY_HOST_TO_DEVICE)
+    } else {
+        (host, dev, consts::ACL_MEMCPY_DEVICE_TO_HOST)
+    };
+    let t = s.device.inner.t;
+    result::memory::memcpy(t, dst, src, span.len(), kind, s.state.raw)?;
+    s.state.enqueued(Some(Box::new(Arc::clone(&buf.inner))));
+    s.keep_until_done(Box::new((span, Arc::clone(&buf.inner))))
 }
 
 pub(super) fn read(

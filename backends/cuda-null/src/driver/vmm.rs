@@ -34,6 +34,22 @@ const POSIX_FD: u32 = 1;
 /// The file name prefix of exported handles (in the shared-memory file system).
 const SHARE_PREFIX: &str = "xnull-vmm-share-";
 
+impl Vmm {
+    /// A new live physical handle of `size` bytes.
+    fn insert(&mut self, size: usize, posix: bool) -> u64 {
+        self.next += 1;
+        let (maps, released) = (0, false);
+        let phys = Phys {
+            size,
+            maps,
+            released,
+            posix,
+        };
+        self.handles.insert(self.next, phys);
+        self.next
+    }
+}
+
 fn vmm() -> std::sync::MutexGuard<'static, Vmm> {
     static V: std::sync::OnceLock<std::sync::Mutex<Vmm>> = std::sync::OnceLock::new();
     V.get_or_init(Default::default)
@@ -126,19 +142,7 @@ pub extern "C" fn cuMemCreate(
         if requested & !POSIX_FD != 0 {
             return Err(INVALID_VALUE);
         }
-        let mut v = vmm();
-        v.next += 1;
-        let id = v.next;
-        v.handles.insert(
-            id,
-            Phys {
-                size,
-                maps: 0,
-                released: false,
-                posix: requested == POSIX_FD,
-            },
-        );
-        drop(v);
+        let id = vmm().insert(size, requested == POSIX_FD);
         // SAFETY: the caller's out-pointer.
         unsafe { put(h, id) }
     })
@@ -318,19 +322,7 @@ pub extern "C" fn cuMemImportFromShareableHandle(
         if size == 0 || !size.is_multiple_of(VMM_GRANULARITY) {
             return Err(INVALID_VALUE);
         }
-        let mut v = vmm();
-        v.next += 1;
-        let id = v.next;
-        v.handles.insert(
-            id,
-            Phys {
-                size,
-                maps: 0,
-                released: false,
-                posix: true,
-            },
-        );
-        drop(v);
+        let id = vmm().insert(size, true);
         // SAFETY: the caller's out-pointer.
         unsafe { put(out, id) }
     })

@@ -355,13 +355,9 @@ impl CudaStream {
         if ffi::bind(self.handle.dev.shared.raw_ctx).is_err() {
             return;
         }
-        let n = self.keep_mark();
-        let m = self.state.modules.seq();
+        let marks = self.wait_marks();
         if ffi::stream_query(self.handle.raw()).is_ok() {
-            self.completed_up_to(n);
-            self.state
-                .modules
-                .completed_up_to(&self.state.module_list, m);
+            self.release_up_to(marks);
         }
     }
 }

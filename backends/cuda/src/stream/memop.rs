@@ -9,34 +9,19 @@
 //! [`Error::Unsupported`] before the driver is called.
 
 use cudarc::driver::sys;
+use xstream_core::memop::ValueOp;
 use xstream_core::{BackendKind, Capabilities, Device, Error, Result, WaitCondition};
 
 use super::CudaStream;
 use crate::ffi;
 
-/// One operation.
-pub(crate) enum Op {
-    Wait32(u32, WaitCondition),
-    Wait64(u64, WaitCondition),
-    Write32(u32),
-    Write64(u64),
-}
-
-impl Op {
-    fn name(&self) -> &'static str {
-        match self {
-            Op::Wait32(..) => "cuStreamWaitValue32",
-            Op::Wait64(..) => "cuStreamWaitValue64",
-            Op::Write32(_) => "cuStreamWriteValue32",
-            Op::Write64(_) => "cuStreamWriteValue64",
-        }
-    }
-
-    fn width(&self) -> usize {
-        match self {
-            Op::Wait32(..) | Op::Write32(_) => 4,
-            Op::Wait64(..) | Op::Write64(_) => 8,
-        }
+/// The driver call of `op`.
+fn api(op: ValueOp) -> &'static str {
+    match op {
+        ValueOp::Wait32(..) => "cuStreamWaitValue32",
+        ValueOp::Wait64(..) => "cuStreamWaitValue64",
+        ValueOp::Write32(_) => "cuStreamWriteValue32",
+        ValueOp::Write64(_) => "cuStreamWriteValue64",
     }
 }
 
@@ -56,9 +41,9 @@ pub(crate) fn capabilities(dev: sys::CUdevice) -> Capabilities {
 
 /// Enqueues `op` on `word` (aligned and inside its buffer: checked by xstream-core) after
 /// checking that the device can.
-pub(crate) fn op(s: &CudaStream, op: Op, word: super::Span<'_>) -> Result<()> {
+pub(crate) fn op(s: &CudaStream, op: ValueOp, word: super::Span<'_>) -> Result<()> {
     let buf = word.buffer();
-    let what = op.name();
+    let what = api(op);
     let cap = if op.width() == 4 {
         Capabilities::VALUE_OPS_32
     } else {
@@ -72,7 +57,7 @@ pub(crate) fn op(s: &CudaStream, op: Op, word: super::Span<'_>) -> Result<()> {
     }
     if matches!(
         op,
-        Op::Wait32(_, WaitCondition::Nor) | Op::Wait64(_, WaitCondition::Nor)
+        ValueOp::Wait32(_, WaitCondition::Nor) | ValueOp::Wait64(_, WaitCondition::Nor)
     ) && !attr(
         s.handle.dev.cu_device(),
         sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR,
@@ -86,10 +71,10 @@ pub(crate) fn op(s: &CudaStream, op: Op, word: super::Span<'_>) -> Result<()> {
     s.gate_enqueue(what)?;
     let addr = word.device_address();
     let r = match op {
-        Op::Wait32(v, c) => ffi::stream_wait_value32(s.raw(), addr, v, c as u32),
-        Op::Wait64(v, c) => ffi::stream_wait_value64(s.raw(), addr, v, c as u32),
-        Op::Write32(v) => ffi::stream_write_value32(s.raw(), addr, v),
-        Op::Write64(v) => ffi::stream_write_value64(s.raw(), addr, v),
+        ValueOp::Wait32(v, c) => ffi::stream_wait_value32(s.raw(), addr, v, c as u32),
+        ValueOp::Wait64(v, c) => ffi::stream_wait_value64(s.raw(), addr, v, c as u32),
+        ValueOp::Write32(v) => ffi::stream_write_value32(s.raw(), addr, v),
+        ValueOp::Write64(v) => ffi::stream_write_value64(s.raw(), addr, v),
     };
     s.check(what, r)?;
     s.keep_buf(buf);

@@ -177,13 +177,9 @@ impl CudaStream {
             return self.state.panics.take();
         }
         self.gate("synchronize")?;
-        let n = self.keep_mark();
-        let m = self.state.modules.seq();
+        let marks = self.wait_marks();
         self.spin_until_idle()?;
-        self.completed_up_to(n);
-        self.state
-            .modules
-            .completed_up_to(&self.state.module_list, m);
+        self.release_up_to(marks);
         self.state.panics.take()
     }
 }

@@ -6,6 +6,7 @@
 //! accumulated in f32 and rounded once at the end; f32 in f32, f64 in f64.
 
 use half::{bf16, f16};
+use std::ops::{Add, Mul};
 use xstream_core::{DataType, ReduceOp};
 
 /// Element access and the arithmetic in the accumulator type.
@@ -17,8 +18,9 @@ trait Elem: Copy {
     fn div(self, n: usize) -> Self;
 }
 
-macro_rules! int_elem {
-    ($t:ty) => {
+/// `Elem` for a primitive type: `$add` and `$mul` combine, `$div` divides by a world size.
+macro_rules! elem {
+    ($t:ty, $add:ident, $mul:ident, |$x:ident, $n:ident| $div:expr) => {
         impl Elem for $t {
             const SIZE: usize = std::mem::size_of::<$t>();
             fn load(b: &[u8]) -> Self {
@@ -31,57 +33,30 @@ macro_rules! int_elem {
             }
             fn combine(self, o: Self, op: ReduceOp) -> Self {
                 match op {
-                    ReduceOp::Sum | ReduceOp::Avg => self.wrapping_add(o),
-                    ReduceOp::Prod => self.wrapping_mul(o),
+                    ReduceOp::Sum | ReduceOp::Avg => self.$add(o),
+                    ReduceOp::Prod => self.$mul(o),
                     ReduceOp::Max => self.max(o),
                     ReduceOp::Min => self.min(o),
                 }
             }
-            fn div(self, n: usize) -> Self {
-                // `n` is a world size (>= 1), small enough for every integer type but u8,
-                // where a world above 255 divides by at least 256: the result is 0.
-                match <$t>::try_from(n) {
-                    Ok(d) => self / d,
-                    Err(_) => 0,
-                }
+            fn div(self, $n: usize) -> Self {
+                let $x = self;
+                $div
             }
         }
     };
 }
 
-int_elem!(i32);
-int_elem!(i64);
-int_elem!(u8);
-
-macro_rules! float_elem {
-    ($t:ty) => {
-        impl Elem for $t {
-            const SIZE: usize = std::mem::size_of::<$t>();
-            fn load(b: &[u8]) -> Self {
-                let mut a = [0u8; std::mem::size_of::<$t>()];
-                a.copy_from_slice(&b[..Self::SIZE]);
-                <$t>::from_le_bytes(a)
-            }
-            fn store(self, b: &mut [u8]) {
-                b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
-            }
-            fn combine(self, o: Self, op: ReduceOp) -> Self {
-                match op {
-                    ReduceOp::Sum | ReduceOp::Avg => self + o,
-                    ReduceOp::Prod => self * o,
-                    ReduceOp::Max => self.max(o),
-                    ReduceOp::Min => self.min(o),
-                }
-            }
-            fn div(self, n: usize) -> Self {
-                self / n as $t
-            }
-        }
-    };
-}
-
-float_elem!(f32);
-float_elem!(f64);
+// `n` is a world size (>= 1), small enough for every integer type but u8, where a world above
+// 255 divides by at least 256: the result is 0.
+elem!(i32, wrapping_add, wrapping_mul, |x, n| i32::try_from(n)
+    .map_or(0, |d| x / d));
+elem!(i64, wrapping_add, wrapping_mul, |x, n| i64::try_from(n)
+    .map_or(0, |d| x / d));
+elem!(u8, wrapping_add, wrapping_mul, |x, n| u8::try_from(n)
+    .map_or(0, |d| x / d));
+elem!(f32, add, mul, |x, n| x / n as f32);
+elem!(f64, add, mul, |x, n| x / n as f64);
 
 /// A 16-bit float stored as `$t`, accumulated in f32.
 #[derive(Clone, Copy)]

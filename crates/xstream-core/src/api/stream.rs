@@ -29,6 +29,7 @@ use crate::callback::ensure_not_in_callback;
 use crate::completion::{completion, Completion};
 use crate::hostmem::PinnedBuffer;
 use crate::launch::{LaunchAttrs, LaunchBuilder};
+use crate::memop::ValueOp;
 use crate::module::{KernelArg, LaunchConfig};
 use crate::view::{BufferView, MemsetPattern};
 #[allow(unused_imports)]
@@ -620,8 +621,7 @@ pub trait Stream: StreamImpl {
         value: u32,
         cond: crate::WaitCondition,
     ) -> Result<()> {
-        let word = word_of("wait_value32", self, buf, offset, 4)?;
-        self.wait_value32_impl(word, value, cond)
+        value_op(self, buf, offset, ValueOp::Wait32(value, cond))
     }
 
     /// As [`Stream::wait_value32`] on a `u64` word.
@@ -636,8 +636,7 @@ pub trait Stream: StreamImpl {
         value: u64,
         cond: crate::WaitCondition,
     ) -> Result<()> {
-        let word = word_of("wait_value64", self, buf, offset, 8)?;
-        self.wait_value64_impl(word, value, cond)
+        value_op(self, buf, offset, ValueOp::Wait64(value, cond))
     }
 
     /// Enqueues a write of the little-endian `u32` `value` at `offset` of `buf`.
@@ -645,8 +644,7 @@ pub trait Stream: StreamImpl {
     /// # Errors
     /// As [`Stream::wait_value32`].
     fn write_value32(&self, buf: &BufferOf<Self::B>, offset: usize, value: u32) -> Result<()> {
-        let word = word_of("write_value32", self, buf, offset, 4)?;
-        self.write_value32_impl(word, value)
+        value_op(self, buf, offset, ValueOp::Write32(value))
     }
 
     /// Enqueues a write of the little-endian `u64` `value` at `offset` of `buf`.
@@ -654,8 +652,7 @@ pub trait Stream: StreamImpl {
     /// # Errors
     /// As [`Stream::wait_value64`].
     fn write_value64(&self, buf: &BufferOf<Self::B>, offset: usize, value: u64) -> Result<()> {
-        let word = word_of("write_value64", self, buf, offset, 8)?;
-        self.write_value64_impl(word, value)
+        value_op(self, buf, offset, ValueOp::Write64(value))
     }
 
     // ---- end of stream memory operations ----
@@ -1098,17 +1095,17 @@ fn check_args_device<S: StreamImpl>(
     Ok(())
 }
 
-/// The `width`-byte word at `offset` of `buf` for a stream memory operation: of `stream`'s
-/// device, aligned and inside the buffer ([`crate::memop::check_word`]).
-fn word_of<'b, S: StreamImpl>(
-    op: &str,
+/// A stream memory operation's checks (the word at `offset` of `buf` is of `stream`'s device,
+/// aligned and inside the buffer: [`crate::memop::check_word`]), then the backend's enqueue.
+fn value_op<S: StreamImpl>(
     stream: &S,
-    buf: &'b BufferOf<S::B>,
+    buf: &BufferOf<S::B>,
     offset: usize,
-    width: usize,
-) -> Result<BufferView<'b, BufferOf<S::B>>> {
+    op: ValueOp,
+) -> Result<()> {
+    let (name, width) = (op.name(), op.width());
     ensure_not_in_callback()?;
-    check_buffer_device::<S::B>(op, stream, buf)?;
-    crate::memop::check_word(op, buf.len(), offset, width)?;
-    Ok(BufferView::checked(buf, offset, width))
+    check_buffer_device::<S::B>(name, stream, buf)?;
+    crate::memop::check_word(name, buf.len(), offset, width)?;
+    stream.value_op_impl(BufferView::checked(buf, offset, width), op)
 }

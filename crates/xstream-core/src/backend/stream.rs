@@ -4,7 +4,6 @@
 use super::*;
 
 use crate::hostmem::PinnedSpan;
-use crate::memop::WaitCondition;
 
 /// A byte range of a buffer of backend `B`, checked against the buffer.
 type Span<'a, B> = BufferView<'a, BufferOf<B>>;
@@ -166,27 +165,9 @@ pub trait StreamImpl: Sized + Send + Sync + fmt::Debug + 'static {
 
     // --- stream memory operations: `word` is one aligned word of the operation's width ---
 
-    /// [`Stream::wait_value32`].
-    fn wait_value32_impl(
-        &self,
-        word: Span<'_, Self::B>,
-        value: u32,
-        cond: WaitCondition,
-    ) -> Result<()>;
-
-    /// [`Stream::wait_value64`].
-    fn wait_value64_impl(
-        &self,
-        word: Span<'_, Self::B>,
-        value: u64,
-        cond: WaitCondition,
-    ) -> Result<()>;
-
-    /// [`Stream::write_value32`].
-    fn write_value32_impl(&self, word: Span<'_, Self::B>, value: u32) -> Result<()>;
-
+    /// [`Stream::wait_value32`], [`Stream::wait_value64`], [`Stream::write_value32`] and
     /// [`Stream::write_value64`].
-    fn write_value64_impl(&self, word: Span<'_, Self::B>, value: u64) -> Result<()>;
+    fn value_op_impl(&self, word: Span<'_, Self::B>, op: crate::memop::ValueOp) -> Result<()>;
 
     // --- stream-ordered allocation: the buffer is of this stream's device ---
 
