@@ -44,7 +44,8 @@ DOCS = os.path.join(ROOT, "docs")
 #           null-driver test's CPU tables in `source` and in the one `more` log, several runs
 #           each: xstream - raw ns per row, median and range, and the change), "diag"
 #           (benches/src/bin/gpu_ipc/diag.rs `diag:` lines), "reliability" (scripts/reliability.sh's
-#           step lines, its valgrind count and summary)
+#           step lines, its valgrind count and summary), "lines" (the log's lines matching the
+#           regular expression `match`, verbatim in a code block: a run's per-run verdict lines)
 # The gpu_ops rows of issue 29's item 3 (first cells' beginnings, one row each).
 ISSUE29_ROWS = [
     "stream create+destroy", "event create+destroy (DISABLE_TIMING)",
@@ -66,6 +67,45 @@ ISSUE29_MORE_ROWS = ISSUE29_ROWS + [
     "idle stream query (after", "idle stream synchronize (after", "kernel launch + synchronize",
 ]
 TABLES = {
+    "run31-steps": dict(
+        doc="gpu-runs/2026-11-28-2xh200-run31/README.md",
+        source="gpu-runs/2026-11-28-2xh200-run31/run31-summary.tsv", kind="tsv"),
+    "run31-lp-reuse": dict(
+        doc="hot-paths-gpu.md", source="gpu-runs/2026-11-28-2xh200-run31/lp-reuse/launch_profile.md",
+        kind="md", index=0),
+    "run29-steps": dict(
+        doc="gpu-runs/2026-11-28-2xh200-run29/README.md",
+        source="gpu-runs/2026-11-28-2xh200-run29/run23-summary.tsv", kind="tsv"),
+    "run29-issue29-rows": dict(
+        doc="gpu-runs/2026-11-28-2xh200-run29/README.md", source="gpu-runs/2026-11-28-2xh200-run29/gpu_bench.md",
+        kind="md", index=0, rows=ISSUE29_MORE_ROWS),
+    "run30-steps": dict(
+        doc="gpu-runs/2026-11-28-2xh200-run30/README.md",
+        source="gpu-runs/2026-11-28-2xh200-run30/run24-summary.tsv", kind="tsv"),
+    "run30-exit-memcheck": dict(
+        doc="gpu-runs/2026-11-28-2xh200-run30/README.md",
+        source="gpu-runs/2026-11-28-2xh200-run30/exit-memcheck.txt", kind="lines", match=r"^(A|B) |PASS;"),
+    "exit-c1": dict(
+        doc="gpu-runs/2026-11-28-exit-bisect/README.md", source="gpu-runs/2026-11-28-exit-bisect/c1-trace/modules-1.log", kind="lines",
+        match=r"^test result|^segv_trace: (pid|#0[2-9]|#1[0-6])"),
+    "exit-c2": dict(
+        doc="gpu-runs/2026-11-28-exit-bisect/README.md", source="gpu-runs/2026-11-28-exit-bisect/c2-ab-first/output.txt", kind="lines",
+        match=r"runs died at exit"),
+    "exit-c3": dict(
+        doc="gpu-runs/2026-11-28-exit-bisect/README.md", source="gpu-runs/2026-11-28-exit-bisect/c3-ab-tests/exit-ab.txt", kind="lines",
+        match=r"segv=[1-9]|died at exit|^ +[0-9]+ xstream"),
+    "exit-c4": dict(
+        doc="gpu-runs/2026-11-28-exit-bisect/README.md", source="gpu-runs/2026-11-28-exit-bisect/c4-raw-h200/exit-raw.txt", kind="lines",
+        match=r"runs died at exit"),
+    "exit-c6": dict(
+        doc="gpu-runs/2026-11-28-exit-bisect/README.md", source="gpu-runs/2026-11-28-exit-bisect/c6-raw-h100/exit-raw.txt", kind="lines",
+        match=r"runs died at exit"),
+    "exit-c7": dict(
+        doc="gpu-runs/2026-11-28-exit-bisect/README.md", source="gpu-runs/2026-11-28-exit-bisect/c7-bisect/exit-bisect.txt", kind="lines",
+        match=r"^died|^modules-[0-9a-fHEAD]+: |^data_path:[0-9] rc"),
+    "exit-c8": dict(
+        doc="gpu-runs/2026-11-28-exit-bisect/README.md", source="gpu-runs/2026-11-28-exit-bisect/c8-bisect/exit-bisect.txt", kind="lines",
+        match=r"^died|^modules-[0-9a-fHEAD]+: |^data_path"),
     "run28-steps": dict(
         doc="gpu-runs/2026-11-28-2xh200-run28/README.md",
         source="gpu-runs/2026-11-28-2xh200-run28/run23-summary.tsv", kind="tsv"),
@@ -504,6 +544,16 @@ RELIABILITY_SUMMARY = re.compile(r"^reliability: (\d+) passed, (\d+) failed, (\d
 VALGRIND_SUMMARY = re.compile(r"^valgrind: (\d+) binaries, (\d+) clean, (\d+) failed")
 
 
+def render_lines(spec, text):
+    """The lines of `source` matching `match` (a regular expression searched in each line),
+    verbatim, in a code block."""
+    pat = re.compile(spec["match"])
+    got = [line for line in text.splitlines() if pat.search(line)]
+    if not got:
+        raise RenderError(f"{spec['source']}: no line matches {spec['match']!r}")
+    return ["```"] + got + ["```"]
+
+
 def render_reliability(spec, text):
     """scripts/reliability.sh's steps (`PASS|FAIL|SKIP name (Ns[, exit status N])` lines), its
     valgrind count and its summary line."""
@@ -855,6 +905,7 @@ def render(name):
         "stress": render_stress,
         "conform": render_conform,
         "tsv": render_tsv,
+        "lines": render_lines,
         "reliability": render_reliability,
         "across": render_across,
         "ledger": render_ledger,

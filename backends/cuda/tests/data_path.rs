@@ -394,3 +394,48 @@ fn allocations_are_rounded_to_the_granule() {
     s.free_async(o).unwrap();
     s.synchronize().unwrap();
 }
+
+/// Streams and buffers dropped while their work is pending are torn down on xstream's
+/// background threads (`cuStreamDestroy`, `cuMemFree`, `cuMemFreeHost` on the reaper, after
+/// the work completed) while this thread captures, in RELAXED and in GLOBAL mode: each capture
+/// must survive, since the background threads switch themselves to RELAXED. Under
+/// compute-sanitizer memcheck a capture began while an earlier test's teardown was still
+/// running ended invalidated (GPU runs 30 and 31, `docs/gpu-runs/2026-11-28-exit-bisect/`);
+/// this makes the overlap on purpose.
+#[test]
+fn captures_survive_teardown_on_background_threads() {
+    let Some(d) = device("captures_survive_teardown_on_background_threads") else {
+        return;
+    };
+    let s = d.create_stream(&nb()).unwrap();
+    const LEN: usize = 1 << 20;
+    for mode in [CaptureMode::Relaxed, CaptureMode::Global] {
+        {
+            let a = d.create_stream(&nb()).unwrap();
+            a.launch_builtin(Kernel::Delay(std::time::Duration::from_millis(30)))
+                .unwrap();
+            let mut held = Vec::new();
+            for _ in 0..8 {
+                let x = d.alloc(LEN).unwrap();
+                let mut h = d.alloc_pinned(LEN, &PinnedAllocDesc::new()).unwrap();
+                a.copy_to_host(&x, 0, &mut h, 0, LEN).unwrap();
+                held.push((x, h));
+            }
+            // `a` and every buffer go here, their work still pending behind the delay.
+        }
+        s.begin_capture(mode).unwrap();
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_millis(150) {
+            s.launch_builtin(Kernel::Delay(std::time::Duration::ZERO))
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let graph = s.end_capture();
+        assert!(
+            graph.is_ok(),
+            "{mode:?} capture during background teardown: {:?}",
+            graph.err()
+        );
+        s.synchronize().unwrap();
+    }
+}
