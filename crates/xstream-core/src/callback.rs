@@ -235,10 +235,13 @@ impl Lists {
     /// Forgets the fired slots at the front, keeping those nothing else references for reuse.
     /// Stops at the first slot not fired, or fired but still referenced elsewhere (the vendor
     /// is finishing it: it is reclaimed on a later call rather than freed by the vendor's
-    /// thread). Each slot is passed over once: amortized O(1) per tracked slot.
+    /// thread). Each slot is passed over once: amortized O(1) per tracked slot. The reference
+    /// count is only read here (no atomic write per slot); [`PendingCallbacks::slot`] proves
+    /// uniqueness with `Arc::get_mut` before it reuses one, which also orders the vendor's last
+    /// use of the slot before the reuse.
     fn reclaim_front(&mut self) {
-        while let Some(front) = self.slots.front_mut() {
-            if !front.is_fired() || Arc::get_mut(front).is_none() {
+        while let Some(front) = self.slots.front() {
+            if !front.is_fired() || Arc::strong_count(front) != 1 {
                 break;
             }
             if let Some(s) = self.slots.pop_front() {
@@ -262,10 +265,11 @@ impl Lists {
     }
 }
 
-/// Keeps a fired slot in `free` for reuse when nothing else references it and there is room;
+/// Keeps a fired slot in `free` for reuse when nothing else references it (the count is 1: the
+/// list's own reference, and the list hands out none, so it stays 1) and there is room;
 /// otherwise drops the list's reference.
 fn keep(free: &mut Vec<Arc<CallbackSlot>>, mut s: Arc<CallbackSlot>) {
-    if free.len() < FREE_SLOTS && Arc::get_mut(&mut s).is_some() {
+    if free.len() < FREE_SLOTS && Arc::strong_count(&s) == 1 {
         free.push(s);
     }
 }
