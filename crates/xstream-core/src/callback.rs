@@ -265,10 +265,54 @@ impl Lists {
     }
 }
 
+#[cfg(not(loom))]
+thread_local! {
+    /// One fired slot that this thread's last [`PendingCallbacks::track`] took from the list's
+    /// free slots (under the lock it held anyway) for the thread's next callback, so
+    /// [`PendingCallbacks::slot`] takes no lock when it is there. Slots are interchangeable
+    /// between lists (a reuse sets the callback and the panic slot). Dropped at thread exit.
+    static SPARE: Cell<Option<Arc<CallbackSlot>>> = const { Cell::new(None) };
+}
+
+/// Takes the calling thread's spare slot (none under loom, whose models run on loom's threads).
+fn take_spare() -> Option<Arc<CallbackSlot>> {
+    #[cfg(not(loom))]
+    {
+        SPARE.try_with(Cell::take).ok().flatten()
+    }
+    #[cfg(loom)]
+    {
+        None
+    }
+}
+
+/// Gives the calling thread a spare slot from `lists` when it has none (under the list's lock).
+fn refill_spare(lists: &mut Lists) {
+    #[cfg(not(loom))]
+    {
+        // Fails only while the thread is exiting: then no spare.
+        let _ = SPARE.try_with(|c| {
+            let cur = c.take();
+            if cur.is_none() {
+                if lists.free.is_empty() {
+                    lists.reclaim_front();
+                }
+                c.set(lists.free.pop());
+            } else {
+                c.set(cur);
+            }
+        });
+    }
+    #[cfg(loom)]
+    {
+        let _ = lists;
+    }
+}
+
 /// Keeps a fired slot in `free` for reuse when nothing else references it (the count is 1: the
 /// list's own reference, and the list hands out none, so it stays 1) and there is room;
 /// otherwise drops the list's reference.
-fn keep(free: &mut Vec<Arc<CallbackSlot>>, mut s: Arc<CallbackSlot>) {
+fn keep(free: &mut Vec<Arc<CallbackSlot>>, s: Arc<CallbackSlot>) {
     if free.len() < FREE_SLOTS && Arc::strong_count(&s) == 1 {
         free.push(s);
     }
@@ -291,16 +335,17 @@ impl PendingCallbacks {
     /// Not tracked yet: [`track`](Self::track) it once the vendor accepted it (a refused
     /// callback is dropped without being called, never failed by [`fail_all`](Self::fail_all)).
     pub fn slot(&self, f: BoxedCallback, panics: &Arc<PanicSlot>) -> Arc<CallbackSlot> {
-        let reused = {
+        // The spare the calling thread's last `track` took: no lock in the steady state.
+        let reused = take_spare().or_else(|| {
             let mut g = self.lock();
             if g.free.is_empty() {
                 g.reclaim_front();
             }
             g.free.pop()
-        };
+        });
         if let Some(mut s) = reused {
-            // Always unique: a slot enters the free list only unreferenced elsewhere, and the
-            // list hands out none of its references.
+            // Always unique: a slot enters the free list (and a thread's spare) only
+            // unreferenced elsewhere, and neither hands out references.
             if let Some(m) = Arc::get_mut(&mut s) {
                 m.rearm(f, panics);
                 return s;
@@ -323,6 +368,7 @@ impl PendingCallbacks {
             }
         }
         g.slots.push_back(Arc::clone(slot));
+        refill_spare(&mut g);
     }
 
     /// Fires every pending slot with `err`. Returns how many were failed.
@@ -491,19 +537,33 @@ mod tests {
         // Never run (a vendor that dropped it after a fault keeps its reference forever):
         // failed by fail_all with every other pending slot, reused ones included (and one of
         // another stream's panic slot), each exactly once; the leaked one is never reused.
+        let ran: Vec<_> = (0..3)
+            .map(|_| {
+                let n = pending.slot(counted(&b, &b_err), &panics);
+                pending.track(&n);
+                n
+            })
+            .collect();
+        let ran_at: Vec<_> = ran.iter().map(Arc::as_ptr).collect();
+        for n in ran {
+            assert!(vendor_runs(&n));
+        }
         let before = (b.load(Ordering::SeqCst), b_err.load(Ordering::SeqCst));
         let leaked = pending.slot(counted(&b, &b_err), &panics);
         pending.track(&leaked);
-        let mut reused = 0;
         let mut held = Vec::new();
         for i in 0..5 {
             let p = if i % 2 == 0 { &panics } else { &other_panics };
             let n = pending.slot(counted(&b, &b_err), p);
-            reused += usize::from(pending.free_slots() < FREE_SLOTS);
             pending.track(&n);
             held.push(n);
         }
-        assert!(reused > 0);
+        let reused = held
+            .iter()
+            .chain([&leaked])
+            .filter(|s| ran_at.contains(&Arc::as_ptr(s)))
+            .count();
+        assert!(reused >= 2, "slots that ran are reused ({reused})");
         assert_eq!(pending.pending(), 6);
         assert!(pending.any_pending());
         assert_eq!(pending.fail_all(&Error::NotReady), 6);
@@ -533,6 +593,37 @@ mod tests {
         assert!(vendor_runs(&p));
         assert!(panics.take().is_ok());
         assert!(matches!(other_panics.take(), Err(Error::CallbackPanicked(m)) if m == "reused"));
+    }
+
+    #[test]
+    fn a_threads_spare_slot_serves_another_list_once() {
+        let (a_list, b_list) = (PendingCallbacks::default(), PendingCallbacks::default());
+        let panics = Arc::default();
+        let (n, e) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let ran: Vec<_> = (0..2)
+            .map(|_| {
+                let s = a_list.slot(counted(&n, &e), &panics);
+                a_list.track(&s);
+                s
+            })
+            .collect();
+        let ran_at: Vec<_> = ran.iter().map(Arc::as_ptr).collect();
+        for s in ran {
+            assert!(vendor_runs(&s));
+        }
+        // Reuses one of the two; the track then keeps the other as the thread's spare.
+        let again = a_list.slot(counted(&n, &e), &panics);
+        assert!(ran_at.contains(&Arc::as_ptr(&again)));
+        a_list.track(&again);
+        let from_spare = b_list.slot(counted(&n, &e), &panics);
+        assert!(ran_at.contains(&Arc::as_ptr(&from_spare)), "the spare serves the other list");
+        assert!(!Arc::ptr_eq(&again, &from_spare));
+        b_list.track(&from_spare);
+        assert_eq!(n.load(Ordering::SeqCst), 2);
+        assert_eq!(b_list.fail_all(&Error::NotReady), 1);
+        assert_eq!(a_list.fail_all(&Error::NotReady), 1);
+        assert!(again.is_fired() && from_spare.is_fired());
+        assert_eq!((n.load(Ordering::SeqCst), e.load(Ordering::SeqCst)), (4, 2));
     }
 
     #[test]
