@@ -616,7 +616,10 @@ mod tests {
         assert!(ran_at.contains(&Arc::as_ptr(&again)));
         a_list.track(&again);
         let from_spare = b_list.slot(counted(&n, &e), &panics);
-        assert!(ran_at.contains(&Arc::as_ptr(&from_spare)), "the spare serves the other list");
+        assert!(
+            ran_at.contains(&Arc::as_ptr(&from_spare)),
+            "the spare serves the other list"
+        );
         assert!(!Arc::ptr_eq(&again, &from_spare));
         b_list.track(&from_spare);
         assert_eq!(n.load(Ordering::SeqCst), 2);

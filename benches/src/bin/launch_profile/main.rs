@@ -31,9 +31,9 @@
 //! the driver's callback thread, with one that frees a block the enqueuing thread allocated,
 //! and with the core's `CallbackSlot` fired by a trampoline shaped as the CUDA backend's: a new
 //! slot per callback untracked and tracked in a `PendingCallbacks` list, and a slot taken from
-//! the list (a fired one reused, as the CUDA backend takes them) and tracked. Every callback variant's batch starts
-//! 60 ms after the last one (outside its time), so xstream's watcher is stopped unless the
-//! variant starts it. `LP_ONLY=<text>` keeps only the variants whose name contains the text
+//! the list (a fired one reused, as the CUDA backend takes them) and tracked. Every callback
+//! variant's batch starts 60 ms after the last one (outside its time), so xstream's watcher is
+//! stopped unless the variant starts it. `LP_ONLY=<text>` keeps only the variants whose name contains the text
 //! (`LP_ONLY="host callback"`: the callback variants alone, about 10 s).
 //!
 //! Each variant's last column (`threads.rs`) is every thread's CPU time and voluntary context
