@@ -159,7 +159,7 @@ pub(crate) fn track_pending(shared: &Arc<Shared>, slot: &Arc<CallbackSlot>) {
     // Dropped with the watcher on the poller thread: never during the process exit.
     let s = crate::stream::BackgroundHeld::new(Arc::clone(shared));
     // The check runs on the shared poller thread every 10-200 µs; it does real work (a driver
-    // query, a scan of the pending list) at most once per `WATCH_PERIOD`, so it neither
+    // query, a look at the front of the pending list) at most once per `WATCH_PERIOD`, so it neither
     // competes with the driver's callback thread nor costs the enqueuing thread anything. It
     // stays registered for `WATCH_LINGER` after the last callback ran, so a steady stream of
     // callbacks registers it once instead of once per callback.
@@ -190,7 +190,7 @@ pub(crate) fn track_pending(shared: &Arc<Shared>, slot: &Arc<CallbackSlot>) {
         } else {
             return None;
         }
-        if s.pending.pending() > 0 {
+        if s.pending.any_pending() {
             idle_since = None;
             return None;
         }
@@ -200,7 +200,7 @@ pub(crate) fn track_pending(shared: &Arc<Shared>, slot: &Arc<CallbackSlot>) {
         }
         s.watching.store(false, Ordering::SeqCst);
         // A slot tracked between the count and the store did not start a watcher: re-arm.
-        if s.pending.pending() == 0 || s.watching.swap(true, Ordering::SeqCst) {
+        if !s.pending.any_pending() || s.watching.swap(true, Ordering::SeqCst) {
             Some(Ok(()))
         } else {
             None

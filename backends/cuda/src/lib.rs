@@ -42,7 +42,12 @@
 //!   (`xstream_core::completion::poll_until`, 10-200 µs period) queries an idle internal
 //!   stream (`cuStreamQuery`), which reports the sticky error once the driver detected the
 //!   fault (~110-150 ms after it), and fails the slots even if nobody calls xstream. The slot
-//!   fires once whichever path comes first. The poller thread switches itself to RELAXED
+//!   fires once whichever path comes first. Slots come from the pending list itself
+//!   (`PendingCallbacks::slot`): one that fired and that the driver no longer references is
+//!   reused for a later callback (at most 256 kept), so a steady stream of callbacks allocates
+//!   no slot and none is freed on the driver's or the poller's thread; the watcher's periodic
+//!   check looks only at the front of the list (`PendingCallbacks::any_pending`), not at every
+//!   slot. The poller thread switches itself to RELAXED
 //!   capture mode (`cuThreadExchangeStreamCaptureMode`) so it never invalidates a user capture,
 //!   and so do the dispatcher thread and the stream reaper thread (which runs the teardown of
 //!   dropped streams, so a drop never waits for the stream's work on the dropping thread, see

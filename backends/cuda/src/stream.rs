@@ -194,7 +194,12 @@ pub(crate) struct LazyPanics(OnceLock<Arc<PanicSlot>>);
 impl LazyPanics {
     /// The slot for a new callback.
     pub(crate) fn slot(&self) -> Arc<PanicSlot> {
-        Arc::clone(self.0.get_or_init(Default::default))
+        Arc::clone(self.get())
+    }
+
+    /// The slot, made on first use (no reference count taken).
+    pub(crate) fn get(&self) -> &Arc<PanicSlot> {
+        self.0.get_or_init(Default::default)
     }
 
     /// Reports (and clears) a recorded panic ([`PanicSlot::take`]); none without a slot.

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use xstream_core::callback::{BoxedCallback, CallbackSlot};
+use xstream_core::callback::BoxedCallback;
 use xstream_core::{
     Allocator, Borrowed, BufferView, CaptureCell, CaptureErrorKind, CaptureMode, CreationReport,
     Error, Kernel, LaunchAttrs, MemsetPattern, Ownership, Readback, Result, Status, Stream,
@@ -317,7 +317,8 @@ impl StreamImpl for HostStream {
     fn enqueue_callback_impl(&self, f: BoxedCallback) -> Result<()> {
         self.device.shared().check()?;
         tracing::trace!(stream = self.queue.id, name = ?self.queue.name, "enqueue host callback");
-        let slot = CallbackSlot::new(f, Arc::clone(&self.queue.panics));
+        // A fired slot of the device's pending list reused when it has one (no allocation).
+        let slot = self.device.shared().pending.slot(f, &self.queue.panics);
         self.queue.push(Op::Callback(Arc::clone(&slot)))?;
         // Tracked after the push, so a failed enqueue drops the callback without calling it;
         // a fault in between is harmless (the worker fires the slot with the sticky error).

@@ -13,6 +13,7 @@
 //! path both try to [`fire`](CallbackSlot::fire) the slot; only the first one runs it.
 
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{channel, Sender};
@@ -136,6 +137,9 @@ impl PanicSlot {
 }
 
 /// One pending callback, shared by the vendor trampoline and xstream's failure path.
+///
+/// A slot made by [`PendingCallbacks::slot`] is reused for a later callback once it fired and
+/// nothing but its list references it (see [`PendingCallbacks`]).
 pub struct CallbackSlot {
     f: Mutex<Option<BoxedCallback>>,
     /// Set under `f`'s lock when the callback is taken: [`is_fired`](Self::is_fired) and the
@@ -161,6 +165,16 @@ impl CallbackSlot {
             fired: AtomicBool::new(false),
             panics,
         })
+    }
+
+    /// Makes a slot nobody else references pending again with `f` (a reuse: no allocation).
+    fn rearm(&mut self, f: BoxedCallback, panics: &Arc<PanicSlot>) {
+        *self.f.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(f);
+        // The caller holds the only reference: no other thread can read the flag.
+        self.fired.store(false, Ordering::Relaxed);
+        if !Arc::ptr_eq(&self.panics, panics) {
+            self.panics = Arc::clone(panics);
+        }
     }
 
     /// Runs the callback with `status` unless it already ran. Returns whether it ran now.
@@ -191,49 +205,198 @@ impl CallbackSlot {
     }
 }
 
+/// How many fired slots a [`PendingCallbacks`] keeps for reuse.
+pub const FREE_SLOTS: usize = 256;
+
 /// The callbacks of one context (or stream) that the vendor has not run yet, so xstream can
-/// fail them itself when the vendor never will.
+/// fail them itself when the vendor never will, and the fired slots it keeps for reuse.
+///
+/// Slots come from [`slot`](Self::slot): a fired slot that nothing but this list references
+/// any more (the vendor dropped its reference after running it) is moved to a free list of at
+/// most [`FREE_SLOTS`] and made pending again for a later callback, so a steady stream of
+/// callbacks allocates nothing, and no slot is freed on the vendor's callback thread or the
+/// fault watcher's (glibc's allocator then moves the block between the threads' caches, under
+/// its arena lock). A slot still referenced elsewhere (by the vendor, or by a second list) is
+/// never reused.
 #[derive(Debug)]
 pub struct PendingCallbacks {
-    slots: Mutex<Vec<Arc<CallbackSlot>>>,
+    lists: Mutex<Lists>,
+}
+
+#[derive(Debug, Default)]
+struct Lists {
+    /// Tracked slots, oldest first (a stream runs its callbacks in this order).
+    slots: VecDeque<Arc<CallbackSlot>>,
+    /// Fired slots referenced only from here.
+    free: Vec<Arc<CallbackSlot>>,
+}
+
+impl Lists {
+    /// Forgets the fired slots at the front, keeping those nothing else references for reuse.
+    /// Stops at the first slot not fired, or fired but still referenced elsewhere (the vendor
+    /// is finishing it: it is reclaimed on a later call rather than freed by the vendor's
+    /// thread). Each slot is passed over once: amortized O(1) per tracked slot. The reference
+    /// count is only read here (no atomic write per slot); [`PendingCallbacks::slot`] proves
+    /// uniqueness with `Arc::get_mut` before it reuses one, which also orders the vendor's last
+    /// use of the slot before the reuse.
+    fn reclaim_front(&mut self) {
+        while let Some(front) = self.slots.front() {
+            if !front.is_fired() || Arc::strong_count(front) != 1 {
+                break;
+            }
+            if let Some(s) = self.slots.pop_front() {
+                keep(&mut self.free, s);
+            }
+        }
+    }
+
+    /// Forgets every fired slot (in place, keeping the order of the others and the capacity).
+    fn prune(&mut self) {
+        for _ in 0..self.slots.len() {
+            let Some(s) = self.slots.pop_front() else {
+                break;
+            };
+            if s.is_fired() {
+                keep(&mut self.free, s);
+            } else {
+                self.slots.push_back(s);
+            }
+        }
+    }
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    /// One fired slot that this thread's last [`PendingCallbacks::track`] took from the list's
+    /// free slots (under the lock it held anyway) for the thread's next callback, so
+    /// [`PendingCallbacks::slot`] takes no lock when it is there. Slots are interchangeable
+    /// between lists (a reuse sets the callback and the panic slot). Dropped at thread exit.
+    static SPARE: Cell<Option<Arc<CallbackSlot>>> = const { Cell::new(None) };
+}
+
+/// Takes the calling thread's spare slot (none under loom, whose models run on loom's threads).
+fn take_spare() -> Option<Arc<CallbackSlot>> {
+    #[cfg(not(loom))]
+    {
+        SPARE.try_with(Cell::take).ok().flatten()
+    }
+    #[cfg(loom)]
+    {
+        None
+    }
+}
+
+/// Gives the calling thread a spare slot from `lists` when it has none (under the list's lock).
+fn refill_spare(lists: &mut Lists) {
+    #[cfg(not(loom))]
+    {
+        // Fails only while the thread is exiting: then no spare.
+        let _ = SPARE.try_with(|c| {
+            let cur = c.take();
+            if cur.is_none() {
+                if lists.free.is_empty() {
+                    lists.reclaim_front();
+                }
+                c.set(lists.free.pop());
+            } else {
+                c.set(cur);
+            }
+        });
+    }
+    #[cfg(loom)]
+    {
+        let _ = lists;
+    }
+}
+
+/// Keeps a fired slot in `free` for reuse when nothing else references it (the count is 1: the
+/// list's own reference, and the list hands out none, so it stays 1) and there is room;
+/// otherwise drops the list's reference.
+fn keep(free: &mut Vec<Arc<CallbackSlot>>, s: Arc<CallbackSlot>) {
+    if free.len() < FREE_SLOTS && Arc::strong_count(&s) == 1 {
+        free.push(s);
+    }
 }
 
 impl Default for PendingCallbacks {
     fn default() -> Self {
         Self {
-            slots: Mutex::new(Vec::new()),
+            lists: Mutex::new(Lists::default()),
         }
     }
 }
 
 impl PendingCallbacks {
-    /// Tracks a slot. Fired slots are pruned as new ones arrive: only when the list is full,
-    /// leaving at least half of it free, so a track costs amortized O(1) even with many
-    /// callbacks pending (pruning on every track made enqueueing n callbacks O(n²)).
-    pub fn track(&self, slot: &Arc<CallbackSlot>) {
-        let mut g = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        if g.len() >= 64 && g.len() == g.capacity() {
-            g.retain(|s| !s.is_fired());
-            let live = g.len();
-            if live > g.capacity() / 2 {
-                g.reserve(live);
+    fn lock(&self) -> crate::sync::MutexGuard<'_, Lists> {
+        self.lists.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A pending slot holding `f`: a reused fired one when this list has one, else a new one.
+    /// Not tracked yet: [`track`](Self::track) it once the vendor accepted it (a refused
+    /// callback is dropped without being called, never failed by [`fail_all`](Self::fail_all)).
+    pub fn slot(&self, f: BoxedCallback, panics: &Arc<PanicSlot>) -> Arc<CallbackSlot> {
+        // The spare the calling thread's last `track` took: no lock in the steady state.
+        let reused = take_spare().or_else(|| {
+            let mut g = self.lock();
+            if g.free.is_empty() {
+                g.reclaim_front();
+            }
+            g.free.pop()
+        });
+        if let Some(mut s) = reused {
+            // Always unique: a slot enters the free list (and a thread's spare) only
+            // unreferenced elsewhere, and neither hands out references.
+            if let Some(m) = Arc::get_mut(&mut s) {
+                m.rearm(f, panics);
+                return s;
             }
         }
-        g.push(Arc::clone(slot));
+        CallbackSlot::new(f, Arc::clone(panics))
+    }
+
+    /// Tracks a slot. Fired slots are also pruned when the list is full (slots that fire out
+    /// of order, behind one that waits), leaving at least half of it free, so a track costs
+    /// amortized O(1) even with many callbacks pending (pruning on every track made enqueueing
+    /// n callbacks O(n²)).
+    pub fn track(&self, slot: &Arc<CallbackSlot>) {
+        let mut g = self.lock();
+        if g.slots.len() >= 64 && g.slots.len() == g.slots.capacity() {
+            g.prune();
+            let live = g.slots.len();
+            if live > g.slots.capacity() / 2 {
+                g.slots.reserve(live);
+            }
+        }
+        g.slots.push_back(Arc::clone(slot));
+        refill_spare(&mut g);
     }
 
     /// Fires every pending slot with `err`. Returns how many were failed.
     pub fn fail_all(&self, err: &Error) -> usize {
-        let slots = std::mem::take(&mut *self.slots.lock().unwrap_or_else(|e| e.into_inner()));
+        let slots = std::mem::take(&mut self.lock().slots);
         slots.iter().filter(|s| s.fire(Err(err.clone()))).count()
     }
 
-    /// How many tracked slots have not run yet. Forgets the ones that ran, so a watcher that
-    /// asks often scans each slot past its run once, not on every call.
+    /// Whether a tracked slot has not run yet: the fault watcher's periodic check. Reclaims
+    /// the fired slots at the front first, then looks at slots only up to the first pending
+    /// one (usually the first), so it holds the lock for a few reads, not a scan of the list.
+    pub fn any_pending(&self) -> bool {
+        let mut g = self.lock();
+        g.reclaim_front();
+        g.slots.iter().any(|s| !s.is_fired())
+    }
+
+    /// How many tracked slots have not run yet (a scan of the list). Reclaims the fired slots
+    /// at the front.
     pub fn pending(&self) -> usize {
-        let mut g = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        g.retain(|s| !s.is_fired());
-        g.len()
+        let mut g = self.lock();
+        g.reclaim_front();
+        g.slots.iter().filter(|s| !s.is_fired()).count()
+    }
+
+    /// How many fired slots are kept for reuse (at most [`FREE_SLOTS`]).
+    pub fn free_slots(&self) -> usize {
+        self.lock().free.len()
     }
 }
 
@@ -302,6 +465,204 @@ mod tests {
         assert!(p.fire(Ok(())));
         assert!(matches!(panics.take(), Err(Error::CallbackPanicked(m)) if m == "boom"));
         assert!(panics.take().is_ok());
+    }
+
+    /// A callback that counts its runs and errors in `runs` / `errs`.
+    fn counted(runs: &Arc<AtomicUsize>, errs: &Arc<AtomicUsize>) -> BoxedCallback {
+        let (runs, errs) = (Arc::clone(runs), Arc::clone(errs));
+        Box::new(move |r| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            if r.is_err() {
+                errs.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    }
+
+    /// What a vendor does with its reference: fires the slot, then drops the reference.
+    fn vendor_runs(slot: &Arc<CallbackSlot>) -> bool {
+        let theirs = Arc::clone(slot);
+        theirs.fire(Ok(()))
+    }
+
+    #[test]
+    fn fired_slots_are_reused_only_when_unreferenced_and_fail_all_reaches_reused_ones() {
+        let pending = PendingCallbacks::default();
+        let (panics, other_panics) = (Arc::default(), Arc::default());
+        let (a, a_err) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (b, b_err) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+
+        // A slot that ran and that only the list references is reused for the next callback,
+        // which then runs once, its own closure, not the old one.
+        let s = pending.slot(counted(&a, &a_err), &panics);
+        pending.track(&s);
+        assert!(vendor_runs(&s));
+        let first = Arc::as_ptr(&s);
+        drop(s);
+        let s = pending.slot(counted(&b, &b_err), &panics);
+        assert_eq!(Arc::as_ptr(&s), first, "the fired slot is reused");
+        assert!(!s.is_fired());
+        assert_eq!(pending.pending(), 0, "an untracked slot is not pending");
+        pending.track(&s);
+        assert_eq!(pending.pending(), 1);
+        assert!(vendor_runs(&s));
+        assert!(!s.fire(Ok(())), "a reused slot runs once");
+        assert_eq!((a.load(Ordering::SeqCst), b.load(Ordering::SeqCst)), (1, 1));
+        drop(s);
+
+        // Fired but still referenced by the vendor (it is finishing the callback): never
+        // reused, neither while the list holds it nor once a later reclaim passes it.
+        let s = pending.slot(counted(&a, &a_err), &panics);
+        assert_eq!(Arc::as_ptr(&s), first, "reused again");
+        pending.track(&s);
+        let vendors = Arc::clone(&s);
+        assert!(vendors.fire(Ok(())));
+        drop(s);
+        for _ in 0..3 {
+            let n = pending.slot(counted(&b, &b_err), &panics);
+            assert_ne!(Arc::as_ptr(&n), Arc::as_ptr(&vendors));
+            assert!(vendor_runs(&n));
+        }
+        assert_eq!(pending.pending(), 0);
+        // Once the vendor let go, the slot is free again.
+        drop(vendors);
+        let mut seen = false;
+        for _ in 0..8 {
+            let n = pending.slot(counted(&b, &b_err), &panics);
+            seen |= Arc::as_ptr(&n) == first;
+            pending.track(&n);
+            assert!(vendor_runs(&n));
+        }
+        assert!(seen, "the slot is reused after the vendor dropped it");
+
+        // Never run (a vendor that dropped it after a fault keeps its reference forever):
+        // failed by fail_all with every other pending slot, reused ones included (and one of
+        // another stream's panic slot), each exactly once; the leaked one is never reused.
+        let ran: Vec<_> = (0..3)
+            .map(|_| {
+                let n = pending.slot(counted(&b, &b_err), &panics);
+                pending.track(&n);
+                n
+            })
+            .collect();
+        let ran_at: Vec<_> = ran.iter().map(Arc::as_ptr).collect();
+        for n in ran {
+            assert!(vendor_runs(&n));
+        }
+        let before = (b.load(Ordering::SeqCst), b_err.load(Ordering::SeqCst));
+        let leaked = pending.slot(counted(&b, &b_err), &panics);
+        pending.track(&leaked);
+        let mut held = Vec::new();
+        for i in 0..5 {
+            let p = if i % 2 == 0 { &panics } else { &other_panics };
+            let n = pending.slot(counted(&b, &b_err), p);
+            pending.track(&n);
+            held.push(n);
+        }
+        let reused = held
+            .iter()
+            .chain([&leaked])
+            .filter(|s| ran_at.contains(&Arc::as_ptr(s)))
+            .count();
+        assert!(reused >= 2, "slots that ran are reused ({reused})");
+        assert_eq!(pending.pending(), 6);
+        assert!(pending.any_pending());
+        assert_eq!(pending.fail_all(&Error::NotReady), 6);
+        assert_eq!(pending.fail_all(&Error::NotReady), 0, "failed once");
+        assert!(!pending.any_pending());
+        assert_eq!(
+            (b.load(Ordering::SeqCst), b_err.load(Ordering::SeqCst)),
+            (before.0 + 6, before.1 + 6)
+        );
+        assert!(
+            held.iter().all(|s| !vendor_runs(s)),
+            "the vendor's late run is a no-op"
+        );
+        drop(held);
+        for _ in 0..(FREE_SLOTS + 2) {
+            let n = pending.slot(counted(&b, &b_err), &panics);
+            assert_ne!(Arc::as_ptr(&n), Arc::as_ptr(&leaked));
+        }
+
+        // A reused slot reports a panic through its new stream's panic slot.
+        let n = pending.slot(counted(&a, &a_err), &panics);
+        pending.track(&n);
+        vendor_runs(&n);
+        drop(n);
+        let p = pending.slot(Box::new(|_| panic!("reused")), &other_panics);
+        pending.track(&p);
+        assert!(vendor_runs(&p));
+        assert!(panics.take().is_ok());
+        assert!(matches!(other_panics.take(), Err(Error::CallbackPanicked(m)) if m == "reused"));
+    }
+
+    #[test]
+    fn a_threads_spare_slot_serves_another_list_once() {
+        let (a_list, b_list) = (PendingCallbacks::default(), PendingCallbacks::default());
+        let panics = Arc::default();
+        let (n, e) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let ran: Vec<_> = (0..2)
+            .map(|_| {
+                let s = a_list.slot(counted(&n, &e), &panics);
+                a_list.track(&s);
+                s
+            })
+            .collect();
+        let ran_at: Vec<_> = ran.iter().map(Arc::as_ptr).collect();
+        for s in ran {
+            assert!(vendor_runs(&s));
+        }
+        // Reuses one of the two; the track then keeps the other as the thread's spare.
+        let again = a_list.slot(counted(&n, &e), &panics);
+        assert!(ran_at.contains(&Arc::as_ptr(&again)));
+        a_list.track(&again);
+        let from_spare = b_list.slot(counted(&n, &e), &panics);
+        assert!(
+            ran_at.contains(&Arc::as_ptr(&from_spare)),
+            "the spare serves the other list"
+        );
+        assert!(!Arc::ptr_eq(&again, &from_spare));
+        b_list.track(&from_spare);
+        assert_eq!(n.load(Ordering::SeqCst), 2);
+        assert_eq!(b_list.fail_all(&Error::NotReady), 1);
+        assert_eq!(a_list.fail_all(&Error::NotReady), 1);
+        assert!(again.is_fired() && from_spare.is_fired());
+        assert_eq!((n.load(Ordering::SeqCst), e.load(Ordering::SeqCst)), (4, 2));
+    }
+
+    #[test]
+    fn the_free_list_is_bounded_and_any_pending_sees_a_slot_behind_fired_ones() {
+        let pending = PendingCallbacks::default();
+        let panics = Arc::default();
+        let (n, e) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let slots: Vec<_> = (0..FREE_SLOTS + 40)
+            .map(|_| {
+                let s = pending.slot(counted(&n, &e), &panics);
+                pending.track(&s);
+                s
+            })
+            .collect();
+        // One slot in the middle waits (another stream's); the others ran.
+        let waiting = &slots[10];
+        for (i, s) in slots.iter().enumerate() {
+            if i != 10 {
+                assert!(vendor_runs(s));
+            }
+        }
+        let waiting = Arc::clone(waiting);
+        drop(slots);
+        assert!(pending.any_pending());
+        assert_eq!(pending.pending(), 1);
+        assert!(waiting.fire(Ok(())));
+        assert!(!pending.any_pending());
+        assert_eq!(pending.pending(), 0);
+        drop(waiting);
+        assert_eq!(pending.pending(), 0);
+        assert_eq!(
+            pending.free_slots(),
+            FREE_SLOTS,
+            "at most FREE_SLOTS are kept"
+        );
+        assert_eq!(n.load(Ordering::SeqCst), FREE_SLOTS + 40);
     }
 
     #[test]

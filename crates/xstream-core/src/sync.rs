@@ -13,9 +13,9 @@
 use std::time::{Duration, Instant};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::{atomic::AtomicBool, Arc, Mutex};
+pub(crate) use loom::sync::{atomic::AtomicBool, Arc, Mutex, MutexGuard};
 #[cfg(not(loom))]
-pub(crate) use std::sync::{atomic::AtomicBool, Arc, Mutex};
+pub(crate) use std::sync::{atomic::AtomicBool, Arc, Mutex, MutexGuard};
 
 /// Locks `m`, taking the data even when another thread panicked while holding it.
 ///

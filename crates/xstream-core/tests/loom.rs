@@ -42,6 +42,46 @@ fn callback_slot_fires_exactly_once() {
     });
 }
 
+/// A slot reused while the vendor may still be finishing it: the pending list hands it out
+/// again only after the vendor dropped its reference (the reuse is ordered after the vendor's
+/// last use), the old callback runs once, the new one runs once, and the failure path reaches
+/// the new one whether or not it is the reused slot.
+#[test]
+fn a_slot_is_reused_only_after_the_vendor_let_go() {
+    loom::model(|| {
+        let pending = PendingCallbacks::default();
+        let panics = Arc::new(PanicSlot::default());
+        let (old, new) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let o = old.clone();
+        let s = pending.slot(
+            Box::new(move |_| {
+                o.fetch_add(1, SeqCst);
+            }),
+            &panics,
+        );
+        pending.track(&s);
+        let vendor = {
+            let s = s.clone();
+            thread::spawn(move || s.fire(Ok(())))
+        };
+        drop(s);
+        let n2 = new.clone();
+        let n = pending.slot(
+            Box::new(move |_| {
+                n2.fetch_add(1, SeqCst);
+            }),
+            &panics,
+        );
+        assert!(!n.is_fired());
+        pending.track(&n);
+        let failed = pending.fail_all(&Error::NotReady);
+        let ran_by_vendor = vendor.join().unwrap();
+        assert_eq!(old.load(SeqCst), 1);
+        assert_eq!(new.load(SeqCst), 1);
+        assert_eq!(usize::from(ran_by_vendor) + failed, 2);
+    });
+}
+
 /// Two panicking callbacks of one stream on two threads: the panic slot reports one panic,
 /// once.
 #[test]

@@ -12,17 +12,20 @@ use crate::error;
 use crate::ffi;
 
 impl CudaStream {
-    /// Enqueues a host function firing `slot` (no capture gate: callers gate).
+    /// Enqueues a host function firing a slot holding `f` (no capture gate: callers gate).
+    /// The slot comes from the device's pending list: a fired one reused when the list has
+    /// one (no allocation), tracked once the driver accepted it.
     pub(crate) fn enqueue_slot(&self, f: BoxedCallback) -> Result<()> {
-        if let Some(e) = self.handle.dev.shared.sticky_error() {
+        let shared = &self.handle.dev.shared;
+        if let Some(e) = shared.sticky_error() {
             return Err(e);
         }
-        let slot = CallbackSlot::new(f, self.state.panics.slot());
+        let slot = shared.pending.slot(f, self.state.panics.get());
         self.check(
             "cuLaunchHostFunc",
             ffi::launch_host_func(self.raw(), Arc::clone(&slot)),
         )?;
-        track_pending(&self.handle.dev.shared, &slot);
+        track_pending(shared, &slot);
         Ok(())
     }
 

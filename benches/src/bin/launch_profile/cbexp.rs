@@ -1,8 +1,9 @@
 //! The host-callback variants that split xstream's enqueue into its parts, each on raw
 //! `cuLaunchHostFunc`: a host function that takes a given time on the driver's thread, one that
-//! frees a block allocated by the enqueuing thread, and the core's `CallbackSlot` (with and
-//! without a `PendingCallbacks` list) fired by a trampoline of the same shape as the CUDA
-//! backend's.
+//! frees a block allocated by the enqueuing thread, and the core's `CallbackSlot` fired by a
+//! trampoline of the same shape as the CUDA backend's: a new slot per callback, untracked or
+//! tracked in a `PendingCallbacks` list, and a slot from the list (a fired one reused, as the
+//! CUDA backend takes them), tracked.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -52,20 +53,33 @@ pub(crate) fn raw_box(s: sys::CUstream) {
     launch(s, box_host_fn, Box::into_raw(Box::new(7u64)) as *mut c_void);
 }
 
-/// `cuLaunchHostFunc` of a core `CallbackSlot` holding an empty callback, tracked in `pending`
-/// when given (as the CUDA backend tracks it).
-pub(crate) fn raw_slot(
-    s: sys::CUstream,
-    panics: &Arc<PanicSlot>,
-    pending: Option<&PendingCallbacks>,
-) {
-    let slot = CallbackSlot::new(Box::new(|_| {}), Arc::clone(panics));
+/// Where [`raw_slot`] gets its slot and whether it is tracked.
+#[derive(Clone, Copy)]
+pub(crate) enum SlotFrom<'a> {
+    /// `CallbackSlot::new` (an allocation per callback), not tracked.
+    New,
+    /// `CallbackSlot::new`, tracked in the list.
+    NewTracked(&'a PendingCallbacks),
+    /// `PendingCallbacks::slot` (a fired slot of the list reused when it has one), tracked:
+    /// what the CUDA backend does.
+    Reused(&'a PendingCallbacks),
+}
+
+/// `cuLaunchHostFunc` of a core `CallbackSlot` holding an empty callback, made and tracked as
+/// `from` says.
+pub(crate) fn raw_slot(s: sys::CUstream, panics: &Arc<PanicSlot>, from: SlotFrom<'_>) {
+    let slot = match from {
+        SlotFrom::Reused(p) => p.slot(Box::new(|_| {}), panics),
+        SlotFrom::New | SlotFrom::NewTracked(_) => {
+            CallbackSlot::new(Box::new(|_| {}), Arc::clone(panics))
+        }
+    };
     launch(
         s,
         slot_host_fn,
         Arc::into_raw(Arc::clone(&slot)) as *mut c_void,
     );
-    if let Some(p) = pending {
+    if let SlotFrom::NewTracked(p) | SlotFrom::Reused(p) = from {
         p.track(&slot);
     }
 }

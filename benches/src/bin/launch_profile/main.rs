@@ -29,10 +29,11 @@
 //! `cuLaunchHostFunc`: with xstream's fault watcher running (one xstream callback just before
 //! the batch starts it; it lingers 50 ms), with a host function that spins 500 ns or 1500 ns on
 //! the driver's callback thread, with one that frees a block the enqueuing thread allocated,
-//! and with the core's `CallbackSlot` fired by a trampoline shaped as the CUDA backend's,
-//! untracked and tracked in a `PendingCallbacks` list. Every callback variant's batch starts
-//! 60 ms after the last one (outside its time), so xstream's watcher is stopped unless the
-//! variant starts it. `LP_ONLY=<text>` keeps only the variants whose name contains the text
+//! and with the core's `CallbackSlot` fired by a trampoline shaped as the CUDA backend's: a new
+//! slot per callback untracked and tracked in a `PendingCallbacks` list, and a slot taken from
+//! the list (a fired one reused, as the CUDA backend takes them) and tracked. Every callback
+//! variant's batch starts 60 ms after the last one (outside its time), so xstream's watcher is
+//! stopped unless the variant starts it. `LP_ONLY=<text>` keeps only the variants whose name contains the text
 //! (`LP_ONLY="host callback"`: the callback variants alone, about 10 s).
 //!
 //! Each variant's last column (`threads.rs`) is every thread's CPU time and voluntary context
@@ -69,6 +70,7 @@ mod raw;
 mod sampler;
 mod threads;
 
+use cbexp::SlotFrom;
 use raw::{ck, raw_function, raw_launch, ARGS3_PTX, EMPTY_PTX};
 
 /// Launches per timed batch (then one synchronize, outside the time).
@@ -300,7 +302,8 @@ fn run() -> Result<(), String> {
     };
     let panics = std::sync::Arc::new(xstream_core::callback::PanicSlot::default());
     let pending = xstream_core::callback::PendingCallbacks::default();
-    let (panics, pending) = (&panics, &pending);
+    let reusing = xstream_core::callback::PendingCallbacks::default();
+    let (panics, pending, reusing) = (&panics, &pending, &reusing);
     let mut vs = vec![
         Variant::new(
             "empty kernel: cuLaunchKernel",
@@ -473,17 +476,27 @@ fn run() -> Result<(), String> {
         Variant::new(
             "host callback enqueue, CallbackSlot untracked (2000): cuLaunchHostFunc",
             CALLBACK_BATCH,
-            move || cbexp::raw_slot(rs, panics, None),
+            move || cbexp::raw_slot(rs, panics, SlotFrom::New),
             rsync,
         )
         .prep(settle),
         Variant::new(
             "host callback enqueue, CallbackSlot + PendingCallbacks (2000): cuLaunchHostFunc",
             CALLBACK_BATCH,
-            move || cbexp::raw_slot(rs, panics, Some(pending)),
+            move || cbexp::raw_slot(rs, panics, SlotFrom::NewTracked(pending)),
             move || {
                 rsync();
                 pending.pending();
+            },
+        )
+        .prep(settle),
+        Variant::new(
+            "host callback enqueue, CallbackSlot reused from PendingCallbacks + tracked (2000): cuLaunchHostFunc",
+            CALLBACK_BATCH,
+            move || cbexp::raw_slot(rs, panics, SlotFrom::Reused(reusing)),
+            move || {
+                rsync();
+                reusing.pending();
             },
         )
         .prep(settle),
