@@ -37,7 +37,8 @@ KEYWORDS = [
     (r"ascend-hal-sim|HAL emulation|driver emulation|emulated driver|cann-runtime", "31"),
     # issue 29: hot paths at the driver's speed, steady on the GPU.
     (r"hot-path|hot path|null[-_ ]driver|cuda-null|cuda keep|GPU run|launch_profile|launch_count|keep-alive|"
-     r"keep list|KEEP_FLUSH|cold-cache|memcheck|\bexit\b|fence|KernelArg::value|stream-ordered|watcher", "29"),
+     r"keep list|KEEP_FLUSH|cold-cache|memcheck|\bexit\b|fence|KernelArg::value|stream-ordered|watcher|"
+     r"spare slot|pending list", "29"),
     # issue 33: the checked layer, shared machinery, errors, names, weight.
     (r"Impl\b|_impl\b|two layers|checked layer|checks_once|callback gate|lock helper|use set|"
      r"erased layer|erasable|forward!|dispatch!|written once|one table|out of core|deprecat|"
