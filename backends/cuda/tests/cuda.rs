@@ -833,3 +833,35 @@ fn cross_device_wait_orders_work() {
     );
     assert_eq!(marker.query().unwrap(), Status::Ready);
 }
+
+/// A status callback that runs after its stream and device were dropped holds the last
+/// reference to the device's state; that state's teardown (sentinel stream, pooled events,
+/// modules, the context's release) calls the driver, which the driver's callback thread must
+/// not do, so it runs on xstream's dispatcher. Afterwards the device opens again and its
+/// callbacks still run (a callback thread stuck in a driver call would hold them).
+#[test]
+fn status_callback_outliving_its_device_tears_down_off_the_driver_thread() {
+    let Some(d) = device("status_callback_outliving_its_device_tears_down_off_the_driver_thread")
+    else {
+        return;
+    };
+    let s = d.create_stream(&nb()).unwrap();
+    s.launch_builtin(Kernel::Delay(Duration::from_millis(50)))
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    s.add_status_callback(move |r| tx.send(r.is_ok()).unwrap())
+        .unwrap();
+    drop(s);
+    drop(d);
+    assert!(rx.recv_timeout(Duration::from_secs(10)).unwrap());
+    let d = CudaBackend::open(0).unwrap();
+    let s = d.create_stream(&nb()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    s.host_callback(move |r| tx.send(r.is_ok()).unwrap())
+        .unwrap();
+    assert!(
+        rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+        "a host callback after the teardown did not run"
+    );
+    s.synchronize().unwrap();
+}

@@ -61,6 +61,11 @@ impl CudaStream {
                     Err(e)
                 };
                 s2.fire(status);
+                // This runs on the driver's callback thread, where driver calls are not
+                // permitted; if this was the last reference to the device's state (the device
+                // and its streams already dropped), its teardown calls the driver (sentinel
+                // stream, pooled events, modules, the context's release): on the dispatcher.
+                crate::stream::dispatch_driver_job(move || drop(shared));
             }),
         );
         self.check("cuStreamAddCallback", r)?;
