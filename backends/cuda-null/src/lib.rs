@@ -39,7 +39,9 @@
 //! Counters: `xnull_calls(name)` (all threads), `xnull_thread_calls(name)` (the calling
 //! thread), `xnull_wait_ns()` (time callers spent blocked waiting for host functions),
 //! `xnull_reset()`, `xnull_functions(names, cap)` (the exported driver functions),
-//! `xnull_stream_host_fns(stream)` (host functions launched on one stream). Failure
+//! `xnull_stream_host_fns(stream)` (host functions launched on one stream),
+//! `xnull_host_fn_calls()` (driver calls made from inside a host function, which CUDA does not
+//! permit: 0 for a correct caller). Failure
 //! injection: `xnull_fail_next(name, n, code)` makes the next `n` calls of a driver function
 //! return `code`.
 //! Every exported function counts its call, then runs inside `catch_unwind`.

@@ -90,6 +90,15 @@ const N: usize = NAMES.len();
 
 static CALLS: [AtomicU64; N] = [const { AtomicU64::new(0) }; N];
 
+/// Driver calls made on the host-function thread (from inside a host function), which CUDA
+/// does not permit: a correct caller leaves this at 0.
+static HOST_FN_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// Driver calls made from inside a host function since the last reset.
+pub(crate) fn host_fn_calls() -> u64 {
+    HOST_FN_CALLS.load(Ordering::Relaxed)
+}
+
 thread_local! {
     static MINE: [Cell<u64>; N] = const { [const { Cell::new(0) }; N] };
     /// Whether this thread is the host-function thread.
@@ -101,6 +110,9 @@ thread_local! {
 #[inline]
 pub(crate) fn hit(f: F) {
     CALLS[f as usize].fetch_add(1, Ordering::Relaxed);
+    if HOST_THREAD.try_with(|h| h.get()).unwrap_or(false) {
+        HOST_FN_CALLS.fetch_add(1, Ordering::Relaxed);
+    }
     let _ = MINE.try_with(|m| m[f as usize].set(m[f as usize].get() + 1));
     if let Some(b) = evict_buffer() {
         evict(b);
@@ -201,6 +213,7 @@ pub(crate) fn reset() {
         c.store(0, Ordering::Relaxed);
     }
     WAITED_NS.store(0, Ordering::Relaxed);
+    HOST_FN_CALLS.store(0, Ordering::Relaxed);
     let _ = MINE.try_with(|m| m.iter().for_each(|c| c.set(0)));
     let _ = EVICT_NS.try_with(|c| c.set(0));
 }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::sys;
-use xstream_core::callback::{ensure_not_in_callback, CallbackSlot, PendingCallbacks};
+use xstream_core::callback::{ensure_not_in_callback, in_callback, CallbackSlot, PendingCallbacks};
 use xstream_core::completion::poll_until;
 use xstream_core::module::{LaunchLimits, ModuleSource, BUILTIN_DELAY, BUILTIN_LCG};
 use xstream_core::{
@@ -131,12 +131,34 @@ impl Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        if ffi::bind(self.raw_ctx).is_err() {
+        let (raw_ctx, sentinel, events) = (self.raw_ctx, self.sentinel, self.events.take_all());
+        if in_callback() {
+            // The last reference went with a host callback's closure, on the driver's
+            // callback thread, which must not call the driver: the teardown runs on the
+            // dispatcher, and with it the release of the built-in module and of the context
+            // (both call the driver), after the sentinel and the events are gone.
+            let kernels = std::mem::replace(&mut self.kernels, Err(String::new()));
+            let ctx = Arc::clone(&self.ctx);
+            crate::stream::dispatch_driver_job(move || {
+                teardown(raw_ctx, sentinel, events);
+                drop(kernels);
+                drop(ctx);
+            });
             return;
         }
-        self.events.destroy_all();
-        let _ = ffi::stream_destroy(self.sentinel);
+        teardown(raw_ctx, sentinel, events);
     }
+}
+
+/// A device state's driver teardown: its pooled events and its sentinel stream, in its context.
+fn teardown(raw_ctx: CuContext, sentinel: CuStream, events: Vec<ffi::CuEvent>) {
+    if ffi::bind(raw_ctx).is_err() {
+        return;
+    }
+    for e in events {
+        let _ = ffi::event_destroy(e);
+    }
+    let _ = ffi::stream_destroy(sentinel);
 }
 
 /// How often the fault watcher queries the driver while callbacks are pending: the delay
@@ -166,8 +188,6 @@ pub(crate) fn track_pending(shared: &Arc<Shared>, slot: &Arc<CallbackSlot>) {
     let mut last = Instant::now();
     let mut idle_since: Option<Instant> = None;
     let watcher = poll_until(Box::new(move || {
-        // The poller is xstream's thread: never let its queries break a user's capture.
-        ffi::ensure_relaxed_capture_mode();
         if let Some(e) = s.sticky_error() {
             s.pending.fail_all(&e);
         } else if last.elapsed() >= WATCH_PERIOD {
@@ -178,6 +198,9 @@ pub(crate) fn track_pending(shared: &Arc<Shared>, slot: &Arc<CallbackSlot>) {
                 s.watching.store(false, Ordering::SeqCst);
                 return Some(Ok(()));
             };
+            // The poller is xstream's thread: never let its queries break a user's capture
+            // (a driver call itself the first time on the thread, so after `begin`).
+            ffi::ensure_relaxed_capture_mode();
             match ffi::stream_query(s.sentinel) {
                 Ok(()) | Err(ffi::NOT_READY) => {}
                 Err(code) => {

@@ -372,14 +372,15 @@ impl xstream_core::EventImpl for CudaEvent {
         // Dropped with the poller's closure: never during the process exit.
         let handle = crate::stream::BackgroundHeld::new(Arc::clone(self.keeper()));
         Ok(poll_until(Box::new(move || {
-            // The shared poller thread: RELAXED so it never breaks a user's capture.
-            ffi::ensure_relaxed_capture_mode();
             // No driver call once the process exit began (`BackgroundCall`).
             let Some(_call) = crate::stream::BackgroundCall::begin() else {
                 return Some(Err(Error::NotPermitted(
                     "event completed: the process is exiting",
                 )));
             };
+            // The shared poller thread: RELAXED so it never breaks a user's capture (a
+            // driver call itself the first time on the thread, so after `begin`).
+            ffi::ensure_relaxed_capture_mode();
             match ffi::event_query(handle.raw) {
                 Ok(()) => Some(Ok(())),
                 Err(ffi::NOT_READY) => None,

@@ -91,9 +91,8 @@ impl RawEventPool {
     }
 
     /// Destroys every pooled event (the context is being torn down; it must be bound).
-    pub(crate) fn destroy_all(&self) {
-        for e in std::mem::take(&mut *self.lock()) {
-            let _ = ffi::event_destroy(e);
-        }
+    /// Takes every pooled event (to destroy: the device state's teardown).
+    pub(crate) fn take_all(&self) -> Vec<CuEvent> {
+        std::mem::take(&mut *self.lock())
     }
 }

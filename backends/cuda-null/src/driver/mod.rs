@@ -190,6 +190,14 @@ pub extern "C" fn xnull_fail_next(name: *const c_char, n: u64, code: u32) -> u32
     .unwrap_or(1)
 }
 
+/// `uint64_t xnull_host_fn_calls(void)`: driver calls made from inside a host function (on
+/// the double's host-function thread) since the last `xnull_reset`; CUDA does not permit any,
+/// so a correct caller leaves it at 0.
+#[no_mangle]
+pub extern "C" fn xnull_host_fn_calls() -> u64 {
+    catch_unwind(state::host_fn_calls).unwrap_or(u64::MAX)
+}
+
 /// `uint64_t xnull_stream_host_fns(CUstream h)`: host functions launched on the stream `h`
 /// (live or destroyed; the special handles share one count) since it was created;
 /// `UINT64_MAX` for a handle that is not a stream of the null driver.

@@ -109,6 +109,19 @@ impl Null {
         assert_eq!(r, 0, "the null driver does not export {name}");
     }
 
+    /// `xnull_host_fn_calls`: driver calls made from inside a host function since the reset.
+    pub(crate) fn host_fn_calls(&self) -> u64 {
+        // SAFETY: `uint64_t xnull_host_fn_calls(void)` (cuda-null docs).
+        let f = unsafe {
+            *self
+                .lib
+                .get::<unsafe extern "C" fn() -> u64>(b"xnull_host_fn_calls\0")
+                .expect("xnull_host_fn_calls")
+        };
+        // SAFETY: no arguments.
+        unsafe { f() }
+    }
+
     /// `xnull_stream_host_fns`: host functions launched on the stream `h`.
     pub(crate) fn stream_host_fns(&self, h: sys::CUstream) -> u64 {
         // SAFETY: `uint64_t xnull_stream_host_fns(CUstream)` (cuda-null docs).

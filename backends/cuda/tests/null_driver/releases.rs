@@ -288,3 +288,38 @@ pub(crate) fn raw_buffers(null: &Null, dev: &xstream_cuda::CudaDevice, s: &CudaS
     );
     println!("raw buffers: round trip, refusals and frees as intended");
 }
+
+/// A host callback whose closure holds the last reference to a device (another handle of the
+/// same GPU): the device state's teardown (`cuStreamDestroy` of its sentinel, `cuEventDestroy`
+/// of its pooled events, the module unload and the context's release) must not run on the
+/// driver's callback thread, where CUDA permits no driver call; it runs on the dispatcher.
+/// The double counts every driver call made from inside a host function.
+pub(crate) fn device_dropped_in_a_host_callback(null: &Null, s: &CudaStream) {
+    let other = CudaBackend::open(0).expect("a second handle of device 0");
+    let destroys = null.calls("cuStreamDestroy_v2");
+    let before = null.host_fn_calls();
+    let (tx, rx) = std::sync::mpsc::channel();
+    s.host_callback(move |_| {
+        drop(other);
+        let _ = tx.send(());
+    })
+    .expect("host_callback");
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the host callback ran");
+    s.synchronize().expect("synchronize");
+    assert_eq!(
+        null.host_fn_calls(),
+        before,
+        "the device state's teardown called the driver from inside a host function"
+    );
+    let n = wait_calls(
+        null,
+        "cuStreamDestroy_v2",
+        destroys + 1,
+        Duration::from_secs(10),
+    );
+    assert!(
+        n > destroys,
+        "the dropped device's sentinel stream was never destroyed"
+    );
+}
