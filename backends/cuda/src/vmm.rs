@@ -59,34 +59,51 @@ pub struct CudaMapping {
     size: usize,
 }
 
-/// Binds the device's context, then runs a release (a failure is logged).
-fn released(dev: &CudaDevice, what: &str, f: impl FnOnce() -> ffi::CuResult<()>) {
-    if ffi::bind(dev.shared.raw_ctx).is_err() {
-        return;
+/// Binds the device's context, then runs a release (a failure is logged). Inside a host
+/// callback, where the driver permits no call, the release runs on the dispatcher, holding
+/// the device (and so its context) until it ran.
+fn released(
+    dev: &CudaDevice,
+    what: &'static str,
+    f: impl FnOnce() -> ffi::CuResult<()> + Send + 'static,
+) {
+    fn now(dev: &CudaDevice, what: &str, f: impl FnOnce() -> ffi::CuResult<()>) {
+        if ffi::bind(dev.shared.raw_ctx).is_err() {
+            return;
+        }
+        if let Err(c) = f() {
+            tracing::debug!(code = c, "{what} failed");
+        }
     }
-    if let Err(c) = f() {
-        tracing::debug!(code = c, "{what} failed");
+    if xstream_core::callback::in_callback() {
+        let dev = dev.clone();
+        crate::stream::dispatch_driver_job(move || now(&dev, what, f));
+    } else {
+        now(dev, what, f);
     }
 }
 
 impl Drop for CudaReservation {
     fn drop(&mut self) {
-        released(&self.dev, "cuMemAddressFree", || {
-            ffi::mem_address_free(self.address, self.size)
+        let (address, size) = (self.address, self.size);
+        released(&self.dev, "cuMemAddressFree", move || {
+            ffi::mem_address_free(address, size)
         });
     }
 }
 
 impl Drop for CudaPhysical {
     fn drop(&mut self) {
-        released(&self.dev, "cuMemRelease", || ffi::mem_release(self.handle));
+        let handle = self.handle;
+        released(&self.dev, "cuMemRelease", move || ffi::mem_release(handle));
     }
 }
 
 impl Drop for CudaMapping {
     fn drop(&mut self) {
-        released(&self.dev, "cuMemUnmap", || {
-            ffi::mem_unmap(self.address, self.size)
+        let (address, size) = (self.address, self.size);
+        released(&self.dev, "cuMemUnmap", move || {
+            ffi::mem_unmap(address, size)
         });
     }
 }

@@ -28,10 +28,19 @@ struct Imported {
 
 impl Drop for Imported {
     fn drop(&mut self) {
-        if ffi::bind(self.ctx).is_ok() {
-            if let Err(c) = ffi::ipc_close_mem_handle(self.base) {
-                tracing::debug!(code = c, "cuIpcCloseMemHandle failed");
+        let (ctx, base) = (self.ctx, self.base);
+        let close = move || {
+            if ffi::bind(ctx).is_ok() {
+                if let Err(c) = ffi::ipc_close_mem_handle(base) {
+                    tracing::debug!(code = c, "cuIpcCloseMemHandle failed");
+                }
             }
+        };
+        if xstream_core::callback::in_callback() {
+            // No driver call inside a host callback: on the dispatcher.
+            crate::stream::dispatch_driver_job(close);
+        } else {
+            close();
         }
     }
 }

@@ -460,6 +460,7 @@ fn child(lib: &Path) {
     dropped_stream_releases(&null, &dev, &args3);
     event_outlives_its_future(&null, &dev);
     device_dropped_in_a_host_callback(&null, &s);
+    vmm_dropped_in_a_host_callback(&null, &dev, &s);
     lazy_stream_state(&null, &dev);
     keep_hand_overs(&null, &dev, &args3);
 

@@ -323,3 +323,37 @@ pub(crate) fn device_dropped_in_a_host_callback(null: &Null, s: &CudaStream) {
         "the dropped device's sentinel stream was never destroyed"
     );
 }
+
+/// A reserved range and a physical allocation dropped inside a host callback: their releases
+/// (`cuMemAddressFree`, `cuMemRelease`) run on the dispatcher, none from inside the host
+/// function.
+pub(crate) fn vmm_dropped_in_a_host_callback(
+    null: &Null,
+    dev: &xstream_cuda::CudaDevice,
+    s: &CudaStream,
+) {
+    use xstream_core::VirtualMemory;
+    let g = dev.granularity().expect("granularity").minimum;
+    let range = dev.reserve(g).expect("reserve");
+    let p = dev.create_physical(g).expect("create_physical");
+    let (frees, releases) = (null.calls("cuMemAddressFree"), null.calls("cuMemRelease"));
+    let before = null.host_fn_calls();
+    let (tx, rx) = std::sync::mpsc::channel();
+    s.host_callback(move |_| {
+        drop(range);
+        drop(p);
+        let _ = tx.send(());
+    })
+    .expect("host_callback");
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the host callback ran");
+    s.synchronize().expect("synchronize");
+    assert_eq!(
+        null.host_fn_calls(),
+        before,
+        "a virtual-memory release called the driver from inside a host function"
+    );
+    let guard = Duration::from_secs(10);
+    assert!(wait_calls(null, "cuMemAddressFree", frees + 1, guard) > frees);
+    assert!(wait_calls(null, "cuMemRelease", releases + 1, guard) > releases);
+}
