@@ -289,18 +289,13 @@ pub(crate) fn raw_buffers(null: &Null, dev: &xstream_cuda::CudaDevice, s: &CudaS
     println!("raw buffers: round trip, refusals and frees as intended");
 }
 
-/// A host callback whose closure holds the last reference to a device (another handle of the
-/// same GPU): the device state's teardown (`cuStreamDestroy` of its sentinel, `cuEventDestroy`
-/// of its pooled events, the module unload and the context's release) must not run on the
-/// driver's callback thread, where CUDA permits no driver call; it runs on the dispatcher.
-/// The double counts every driver call made from inside a host function.
-pub(crate) fn device_dropped_in_a_host_callback(null: &Null, s: &CudaStream) {
-    let other = CudaBackend::open(0).expect("a second handle of device 0");
-    let destroys = null.calls("cuStreamDestroy_v2");
+/// Drops `value` inside a host callback on `s` and waits for the callback: then no driver call
+/// was made from inside the host function (`what` names the value in the failure).
+fn drop_in_a_host_callback<T: Send + 'static>(null: &Null, s: &CudaStream, value: T, what: &str) {
     let before = null.host_fn_calls();
     let (tx, rx) = std::sync::mpsc::channel();
     s.host_callback(move |_| {
-        drop(other);
+        drop(value);
         let _ = tx.send(());
     })
     .expect("host_callback");
@@ -310,8 +305,19 @@ pub(crate) fn device_dropped_in_a_host_callback(null: &Null, s: &CudaStream) {
     assert_eq!(
         null.host_fn_calls(),
         before,
-        "the device state's teardown called the driver from inside a host function"
+        "{what} dropped in a host callback called the driver from inside the host function"
     );
+}
+
+/// A host callback whose closure holds the last reference to a device (another handle of the
+/// same GPU): the device state's teardown (`cuStreamDestroy` of its sentinel, `cuEventDestroy`
+/// of its pooled events, the module unload and the context's release) must not run on the
+/// driver's callback thread, where CUDA permits no driver call; it runs on the dispatcher.
+/// The double counts every driver call made from inside a host function.
+pub(crate) fn device_dropped_in_a_host_callback(null: &Null, s: &CudaStream) {
+    let other = CudaBackend::open(0).expect("a second handle of device 0");
+    let destroys = null.calls("cuStreamDestroy_v2");
+    drop_in_a_host_callback(null, s, other, "a device's last handle");
     let n = wait_calls(
         null,
         "cuStreamDestroy_v2",
@@ -337,21 +343,11 @@ pub(crate) fn vmm_dropped_in_a_host_callback(
     let range = dev.reserve(g).expect("reserve");
     let p = dev.create_physical(g).expect("create_physical");
     let (frees, releases) = (null.calls("cuMemAddressFree"), null.calls("cuMemRelease"));
-    let before = null.host_fn_calls();
-    let (tx, rx) = std::sync::mpsc::channel();
-    s.host_callback(move |_| {
-        drop(range);
-        drop(p);
-        let _ = tx.send(());
-    })
-    .expect("host_callback");
-    rx.recv_timeout(Duration::from_secs(10))
-        .expect("the host callback ran");
-    s.synchronize().expect("synchronize");
-    assert_eq!(
-        null.host_fn_calls(),
-        before,
-        "a virtual-memory release called the driver from inside a host function"
+    drop_in_a_host_callback(
+        null,
+        s,
+        (range, p),
+        "a reserved range and a physical allocation",
     );
     let guard = Duration::from_secs(10);
     assert!(wait_calls(null, "cuMemAddressFree", frees + 1, guard) > frees);
