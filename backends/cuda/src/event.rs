@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use xstream_core::callback::in_callback;
 use xstream_core::completion::{poll_until, Completion};
 use xstream_core::{Error, EventDesc, EventFlags, FlagReport, Result, Status};
 
@@ -68,11 +67,7 @@ fn destroy(
             }
         }
     };
-    if in_callback() {
-        crate::stream::dispatch_driver_job(destroy);
-    } else {
-        destroy();
-    }
+    crate::stream::release_now_or_dispatched(destroy);
 }
 
 #[derive(Default)]

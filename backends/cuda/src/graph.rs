@@ -68,20 +68,14 @@ impl CudaGraph {
 
 impl Drop for CudaGraph {
     fn drop(&mut self) {
-        let (exec, graph) = (self.exec, self.graph);
-        let destroy = move |dev: &crate::CudaDevice| {
+        let (exec, graph, dev) = (self.exec, self.graph, self.dev.clone());
+        // Holds the device (and its context) until the destroy ran.
+        crate::stream::release_now_or_dispatched(move || {
             if ffi::bind(dev.shared.raw_ctx).is_ok() {
                 let _ = ffi::graph_exec_destroy(exec);
                 let _ = ffi::graph_destroy(graph);
             }
-        };
-        if xstream_core::callback::in_callback() {
-            // No driver call inside a host callback: on the dispatcher, holding the device.
-            let dev = self.dev.clone();
-            crate::stream::dispatch_driver_job(move || destroy(&dev));
-        } else {
-            destroy(&self.dev);
-        }
+        });
     }
 }
 

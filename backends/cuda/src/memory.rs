@@ -120,11 +120,7 @@ impl Drop for Alloc {
                 }
             }
         };
-        if in_callback() {
-            crate::stream::dispatch_driver_job(free);
-        } else {
-            free();
-        }
+        crate::stream::release_now_or_dispatched(free);
     }
 }
 

@@ -40,7 +40,6 @@ use std::ffi::CString;
 use std::fmt;
 use std::sync::Arc;
 
-use xstream_core::callback::in_callback;
 use xstream_core::launch::LaunchAttrs;
 use xstream_core::module::{
     check_arg_sizes, check_args, ArgValue, KernelArg, LaunchConfig, LaunchLimits, ModuleSource,
@@ -85,12 +84,8 @@ impl Drop for ModuleInner {
                 }
             }
         };
-        if in_callback() {
-            // Driver calls are refused inside host functions: unload on the dispatcher.
-            crate::stream::dispatch_driver_job(unload);
-        } else {
-            unload();
-        }
+        // Driver calls are refused inside host functions: then unload on the dispatcher.
+        crate::stream::release_now_or_dispatched(unload);
     }
 }
 

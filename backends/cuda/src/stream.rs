@@ -53,7 +53,9 @@ pub use capture::{exchange_thread_capture_mode, CaptureInfo, DependencyUpdate};
 pub use native::MemAttach;
 
 use drop::UseMark;
-pub(crate) use drop::{dispatch_driver_job, BackgroundCall, BackgroundHeld};
+pub(crate) use drop::{
+    dispatch_driver_job, release_now_or_dispatched, BackgroundCall, BackgroundHeld,
+};
 
 /// Owns (or borrows) the native handle; destroys an owned one when the last reference goes.
 pub(crate) struct StreamHandle {

@@ -349,11 +349,7 @@ impl Drop for PinnedAlloc {
             }
             drop(reg);
         };
-        if xstream_core::callback::in_callback() {
-            crate::stream::dispatch_driver_job(free);
-        } else {
-            free();
-        }
+        crate::stream::release_now_or_dispatched(free);
     }
 }
 

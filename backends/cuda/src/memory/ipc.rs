@@ -36,12 +36,7 @@ impl Drop for Imported {
                 }
             }
         };
-        if xstream_core::callback::in_callback() {
-            // No driver call inside a host callback: on the dispatcher.
-            crate::stream::dispatch_driver_job(close);
-        } else {
-            close();
-        }
+        crate::stream::release_now_or_dispatched(close);
     }
 }
 

@@ -239,6 +239,17 @@ pub(crate) fn dispatch_driver_job(job: impl FnOnce() + Send + 'static) {
     }));
 }
 
+/// Runs `release`, which calls the driver, now, or on the dispatcher when the caller is inside
+/// a host callback (the driver permits no call there): what a `Drop` that releases a driver
+/// object uses.
+pub(crate) fn release_now_or_dispatched(release: impl FnOnce() + Send + 'static) {
+    if in_callback() {
+        dispatch_driver_job(release);
+    } else {
+        release();
+    }
+}
+
 /// Runs `job` on the CUDA backend's reaper thread ([`REAPER`]).
 pub(crate) fn reap(job: ReapJob) {
     REAPER.submit(job);
