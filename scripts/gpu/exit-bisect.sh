@@ -7,6 +7,9 @@
 # (CUDA_LOG_FILE=stderr), for the capture that ended Invalidated in run 29, and that test
 # after each test named in DP_BEFORE (one process each). Device call:
 #   tar xJf gpu-bundle.tar.xz && tar xJf bisect.tar.xz && bash scripts/gpu/exit-bisect.sh
+# Exit status: 1 when it cannot run (no bisect-bins/ or no bundle); 0 once every run was
+# made and recorded. A run that dies is this probe's data (counted in its output), not a failure
+# of the script.
 set -u
 export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/usr/local/nvidia/lib RUST_BACKTRACE=1
 O=${OUT:-/tmp/exit-bisect}
@@ -15,7 +18,8 @@ ROUNDS=${ROUNDS:-3}
 DP_ROUNDS=${DP_ROUNDS:-3}
 mkdir -p "$O"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; date; } | tee "$O/exit-bisect.txt"
-cp gpu-bundle/bin/xstream-cuda--modules--test bisect-bins/modules-HEAD
+[ -d bisect-bins ] || { echo "FAIL: bisect-bins/ missing (tar xJf bisect.tar.xz)"; exit 1; }
+cp gpu-bundle/bin/xstream-cuda--modules--test bisect-bins/modules-HEAD || { echo "FAIL: no bundle"; exit 1; }
 san() { # tag cmd...
     local tag=$1; shift
     timeout 120 compute-sanitizer --tool memcheck --leak-check full --report-api-errors no \
@@ -39,3 +43,4 @@ for t in ${DP_BEFORE:-}; do
     san "data_path-after-$t" gpu-bundle/bin/xstream-cuda--data_path--test --test-threads=1 --exact "$t" host_access_waits_for_copies_made_before_a_capture
 done
 tar czf "$O/exit-bisect-logs.tar.gz" -C "$W" .
+exit 0
