@@ -28,7 +28,7 @@
 //!   is a descriptor of an unlinked file holding only the size, which another process imports
 //!   as a handle of that size (no bytes are shared);
 //! - stream-ordered allocation from the default pool only (`cuDeviceGetDefaultMemPool`,
-//!   `cuMemAllocAsync`, `cuMemFreeAsync`, `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED` 1): each
+//!   `cuMemAllocAsync`, `cuMemAllocFromPoolAsync` of that pool, `cuMemFreeAsync`, `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED` 1): each
 //!   allocates or frees at once, like `cuMemAlloc_v2` / `cuMemFree_v2`, after the host functions
 //!   the stream waits for; the pool handle is only a handle (no pool attributes);
 //! - one device, one (primary) context, no capture, no managed memory, no peers, fixed device
@@ -40,6 +40,8 @@
 //! thread), `xnull_wait_ns()` (time callers spent blocked waiting for host functions),
 //! `xnull_reset()`, `xnull_functions(names, cap)` (the exported driver functions),
 //! `xnull_stream_host_fns(stream)` (host functions launched on one stream),
+//! `xnull_last_call(name)` (where the latest call of `name` stands in the order of every
+//! driver call since the process started: which of two functions was called last),
 //! `xnull_host_fn_calls()` (driver calls made from inside a host function, which CUDA does not
 //! permit: 0 for a correct caller). Failure
 //! injection: `xnull_fail_next(name, n, code)` makes the next `n` calls of a driver function

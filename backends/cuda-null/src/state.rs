@@ -64,6 +64,7 @@ driver_functions!(
     cuMemFree_v2,
     cuMemGetAddressRange_v2,
     cuMemAllocAsync,
+    cuMemAllocFromPoolAsync,
     cuMemFreeAsync,
     cuDeviceGetDefaultMemPool,
     cuMemHostAlloc,
@@ -90,6 +91,11 @@ const N: usize = NAMES.len();
 
 static CALLS: [AtomicU64; N] = [const { AtomicU64::new(0) }; N];
 
+/// Driver calls made since the process started (never reset): the order of calls.
+static SEQ: AtomicU64 = AtomicU64::new(0);
+/// The position in that order of the latest call of each function (0: never called).
+static LAST: [AtomicU64; N] = [const { AtomicU64::new(0) }; N];
+
 /// Driver calls made on the host-function thread (from inside a host function), which CUDA
 /// does not permit: a correct caller leaves this at 0.
 static HOST_FN_CALLS: AtomicU64 = AtomicU64::new(0);
@@ -110,6 +116,7 @@ thread_local! {
 #[inline]
 pub(crate) fn hit(f: F) {
     CALLS[f as usize].fetch_add(1, Ordering::Relaxed);
+    LAST[f as usize].fetch_max(SEQ.fetch_add(1, Ordering::Relaxed) + 1, Ordering::Relaxed);
     if HOST_THREAD.try_with(|h| h.get()).unwrap_or(false) {
         HOST_FN_CALLS.fetch_add(1, Ordering::Relaxed);
     }
@@ -168,6 +175,13 @@ fn index(name: &str) -> Option<usize> {
 /// Calls of `name` by every thread since the last reset; `None` for a name not exported.
 pub(crate) fn calls(name: &str) -> Option<u64> {
     index(name).map(|i| CALLS[i].load(Ordering::Relaxed))
+}
+
+/// The position of the latest call of `name` in the order of every driver call made since the
+/// process started (1: the first call; 0: never called); `None` for a name not exported. A
+/// call's position is taken when it is counted, before its body runs.
+pub(crate) fn last_call(name: &str) -> Option<u64> {
+    index(name).map(|i| LAST[i].load(Ordering::Relaxed))
 }
 
 /// Calls of `name` by the calling thread since its last reset.
@@ -410,5 +424,27 @@ mod tests {
         assert_eq!(thread_calls("cuInit"), Some(2));
         assert!(calls("cuInit").unwrap() >= 2);
         assert_eq!(calls("cuNothing"), None);
+    }
+
+    /// The latest call of each function has its place in the order of all calls, across a
+    /// reset (which leaves the order alone).
+    #[test]
+    fn last_call_orders_functions() {
+        let _g = lock(&SERIAL);
+        assert_eq!(last_call("cuNothing"), None);
+        hit(F::cuMemFree_v2);
+        hit(F::cuDevicePrimaryCtxRelease_v2);
+        let (free, release) = (
+            last_call("cuMemFree_v2"),
+            last_call("cuDevicePrimaryCtxRelease_v2"),
+        );
+        assert!(free.unwrap() > 0);
+        assert!(free < release, "{free:?} {release:?}");
+        reset();
+        hit(F::cuMemFree_v2);
+        assert!(
+            last_call("cuMemFree_v2") > release,
+            "a reset restarted the order"
+        );
     }
 }

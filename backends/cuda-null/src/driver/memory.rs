@@ -55,6 +55,24 @@ pub extern "C" fn cuMemAllocAsync(out: *mut CUdeviceptr, len: usize, h: CUstream
     })
 }
 
+/// `cuMemAllocFromPoolAsync` (the default pool's handle only, `cuDeviceGetDefaultMemPool`): as
+/// `cuMemAllocAsync`.
+#[no_mangle]
+pub extern "C" fn cuMemAllocFromPoolAsync(
+    out: *mut CUdeviceptr,
+    len: usize,
+    pool: *mut c_void,
+    h: CUstream,
+) -> CUresult {
+    run(F::cuMemAllocFromPoolAsync, || {
+        if pool.cast_const() != default_pool() {
+            return Err(INVALID_VALUE);
+        }
+        in_order(h)?;
+        device_alloc(out, len)
+    })
+}
+
 /// `cuMemFreeAsync`: frees at once, after the host functions the stream waits for.
 #[no_mangle]
 pub extern "C" fn cuMemFreeAsync(p: CUdeviceptr, h: CUstream) -> CUresult {
@@ -69,10 +87,15 @@ pub extern "C" fn cuMemFreeAsync(p: CUdeviceptr, h: CUstream) -> CUresult {
 pub extern "C" fn cuDeviceGetDefaultMemPool(out: *mut *mut c_void, d: CUdevice) -> CUresult {
     run(F::cuDeviceGetDefaultMemPool, || {
         super::device::device(d)?;
-        static POOL: u8 = 0;
         // SAFETY: the caller's out-pointer.
-        unsafe { put(out, std::ptr::addr_of!(POOL).cast_mut().cast::<c_void>()) }
+        unsafe { put(out, default_pool().cast_mut()) }
     })
+}
+
+/// The default pool's handle: the address of a static.
+fn default_pool() -> *const c_void {
+    static POOL: u8 = 0;
+    std::ptr::addr_of!(POOL).cast()
 }
 
 /// `cuMemGetAddressRange_v2`.

@@ -198,6 +198,21 @@ pub extern "C" fn xnull_host_fn_calls() -> u64 {
     catch_unwind(state::host_fn_calls).unwrap_or(u64::MAX)
 }
 
+/// `uint64_t xnull_last_call(const char *name)`: where the latest call of the driver function
+/// `name` stands in the order of every driver call since the process started (1 for the first
+/// call; never reset); 0 when it was never called; `UINT64_MAX` for a name the null driver
+/// does not export. Two functions' values tell which was called last.
+#[no_mangle]
+pub extern "C" fn xnull_last_call(name: *const c_char) -> u64 {
+    catch_unwind(|| {
+        // SAFETY: the caller passes NULL or a NUL-terminated string.
+        unsafe { name_arg(name) }
+            .and_then(state::last_call)
+            .unwrap_or(u64::MAX)
+    })
+    .unwrap_or(u64::MAX)
+}
+
 /// `uint64_t xnull_stream_host_fns(CUstream h)`: host functions launched on the stream `h`
 /// (live or destroyed; the special handles share one count) since it was created;
 /// `UINT64_MAX` for a handle that is not a stream of the null driver.
