@@ -207,17 +207,28 @@ fn rank_int(r: usize) -> c_int {
 impl Drop for NcclComm {
     fn drop(&mut self) {
         if let Some(raw) = lock(&self.raw).take() {
-            let _ = self.dev.shared.enter();
-            // A communicator with an asynchronous error may never drain: abort it instead
-            // of waiting in ncclCommDestroy.
-            let r = match nccl::async_error(raw) {
-                Ok(()) => nccl::comm_destroy(raw),
-                Err(_) => nccl::comm_abort(raw),
-            };
-            if let Err(c) = r {
-                tracing::debug!(code = c, "freeing an NCCL communicator failed");
-            }
+            let ctx = self.dev.shared.raw_ctx;
+            // NCCL calls the driver: inside a host callback (no driver call permitted there)
+            // the release runs on the dispatcher, holding the device (and its context) until
+            // it ran, as every other driver object's drop does.
+            crate::stream::release_now_or_dispatched(&self.dev, move || free_comm(ctx, raw));
         }
+    }
+}
+
+/// Frees a communicator in context `ctx`: `ncclCommDestroy`, or `ncclCommAbort` when it has an
+/// asynchronous error (such a communicator may never drain, and the destroy would wait for
+/// it). Never inside a host callback (`NcclComm`'s drop).
+fn free_comm(ctx: crate::ffi::CuContext, raw: RawComm) {
+    if crate::ffi::bind(ctx).is_err() {
+        return;
+    }
+    let r = match nccl::async_error(raw) {
+        Ok(()) => nccl::comm_destroy(raw),
+        Err(_) => nccl::comm_abort(raw),
+    };
+    if let Err(c) = r {
+        tracing::debug!(code = c, "freeing an NCCL communicator failed");
     }
 }
 

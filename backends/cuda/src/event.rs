@@ -31,23 +31,20 @@ struct EventHandle {
 
 impl Drop for EventHandle {
     fn drop(&mut self) {
-        destroy(
-            self.dev.shared.raw_ctx,
-            Some(self.raw),
-            self.foreign.take(),
-            None,
-        );
+        destroy(&self.dev, Some(self.raw), self.foreign.take(), None);
     }
 }
 
 /// Destroys `raw` (through `foreign`'s drop when cudarc owns it) and the bridge stream, in
-/// context `ctx`; from inside a host callback on the dispatcher thread (drops never block).
+/// `dev`'s context; from inside a host callback on the dispatcher thread (drops never block),
+/// holding `dev` (and so its context) until then.
 fn destroy(
-    ctx: ffi::CuContext,
+    dev: &CudaDevice,
     raw: Option<CuEvent>,
     foreign: Option<cudarc::driver::CudaEvent>,
     bridge: Option<ffi::CuStream>,
 ) {
+    let ctx = dev.shared.raw_ctx;
     let destroy = move || {
         match foreign {
             // cudarc binds its context and destroys its event.
@@ -67,7 +64,7 @@ fn destroy(
             }
         }
     };
-    crate::stream::release_now_or_dispatched(destroy);
+    crate::stream::release_now_or_dispatched(dev, destroy);
 }
 
 #[derive(Default)]
@@ -106,7 +103,7 @@ impl Drop for CudaEvent {
         let raw = self.keeper.get().is_none().then_some(self.raw);
         let bridge = self.bridge.take();
         if raw.is_some() || bridge.is_some() {
-            destroy(self.dev.shared.raw_ctx, raw, None, bridge);
+            destroy(&self.dev, raw, None, bridge);
         }
     }
 }

@@ -68,10 +68,10 @@ impl CudaGraph {
 
 impl Drop for CudaGraph {
     fn drop(&mut self) {
-        let (exec, graph, dev) = (self.exec, self.graph, self.dev.clone());
-        // Holds the device (and its context) until the destroy ran.
-        crate::stream::release_now_or_dispatched(move || {
-            if ffi::bind(dev.shared.raw_ctx).is_ok() {
+        let (exec, graph, ctx) = (self.exec, self.graph, self.dev.shared.raw_ctx);
+        // Dispatched, holds the device (and its context) until the destroy ran.
+        crate::stream::release_now_or_dispatched(&self.dev, move || {
+            if ffi::bind(ctx).is_ok() {
                 let _ = ffi::graph_exec_destroy(exec);
                 let _ = ffi::graph_destroy(graph);
             }

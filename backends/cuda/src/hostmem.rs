@@ -66,7 +66,7 @@ pub(crate) fn alloc_pinned(
     let mem = sh
         .check(
             "cuMemHostAlloc",
-            PinnedAlloc::alloc(sh.raw_ctx, sh.info.ordinal, len, bits),
+            PinnedAlloc::alloc(sh.raw_ctx, &sh.ctx, sh.info.ordinal, len, bits),
         )
         .map_err(|e| oom(e, len))?;
     Ok(PinnedBuffer::from_allocation(
@@ -103,7 +103,7 @@ impl CudaDevice {
         sh.enter()?;
         let mem = sh.check(
             "cuMemHostRegister",
-            PinnedAlloc::register(sh.raw_ctx, sh.info.ordinal, data, bits),
+            PinnedAlloc::register(sh.raw_ctx, &sh.ctx, sh.info.ordinal, data, bits),
         )?;
         Ok(PinnedBuffer::from_allocation(
             self,
@@ -132,7 +132,9 @@ impl CudaDevice {
         let sh = &self.shared;
         sh.enter()?;
         // SAFETY: forwarded from the caller.
-        let r = unsafe { PinnedAlloc::register_borrowed(sh.raw_ctx, sh.info.ordinal, p, len, 0) };
+        let r = unsafe {
+            PinnedAlloc::register_borrowed(sh.raw_ctx, &sh.ctx, sh.info.ordinal, p, len, 0)
+        };
         let mem = sh.check("cuMemHostRegister", r)?;
         Ok(Arc::new(mem))
     }

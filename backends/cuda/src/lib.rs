@@ -135,7 +135,8 @@ pub use hostmem::{CUDA_PINNED_FLAGS, CUDA_PINNED_REGISTER_FLAGS};
 pub use memory::{CudaAsyncAllocator, CudaBuffer, CudaManagedBuffer};
 pub use module::{CudaFunction, CudaModule};
 pub use stream::{
-    exchange_thread_capture_mode, CaptureInfo, CudaStream, DependencyUpdate, MemAttach,
+    exchange_thread_capture_mode, undispatched_driver_jobs, CaptureInfo, CudaStream,
+    DependencyUpdate, MemAttach,
 };
 
 /// The oldest driver whose symbols this crate uses (`cuStreamGetDevice`, 12.8).

@@ -120,7 +120,10 @@ impl Drop for Alloc {
                 }
             }
         };
-        crate::stream::release_now_or_dispatched(free);
+        // Dispatched (inside a host callback), the job holds the device until the free ran:
+        // the last device handle dropped meanwhile on another thread must not release the
+        // context under the pending free.
+        crate::stream::release_now_or_dispatched(&self.dev, free);
     }
 }
 
@@ -761,17 +764,7 @@ impl Allocator for CudaAsyncAllocator {
             );
             return;
         }
-        if self.dev.shared.enter().is_err() {
-            return;
-        }
-        // SAFETY: the block was allocated by this allocator from its pool (it was in `live`,
-        // removed once above); the `Allocator` contract makes the caller order every other
-        // stream's use of a block before handing it back, and its own stream orders the rest.
-        #[allow(unsafe_code)]
-        let r = unsafe { ffi::mem_free_async(block.0, self.raw_stream()) };
-        if let Err(c) = r {
-            let _ = self.dev.shared.fail("cuMemFreeAsync", c);
-        }
+        free_blocks_dispatched(&self.stream, vec![block.0]);
     }
 
     fn address(&self, block: Block) -> u64 {
@@ -782,17 +775,41 @@ impl Allocator for CudaAsyncAllocator {
 impl Drop for CudaAsyncAllocator {
     fn drop(&mut self) {
         let live = std::mem::take(&mut *lock(&self.live));
-        if live.is_empty() || in_callback() {
-            return;
+        if !live.is_empty() {
+            free_blocks_dispatched(&self.stream, live.into_iter().collect());
         }
-        if ffi::bind(self.dev.shared.raw_ctx).is_ok() {
-            for p in live {
-                // SAFETY: blocks this allocator made and nobody gave back; the allocator is
-                // dropped, so no caller of it can still enqueue work on them, and earlier work
-                // is ordered as for `free` above.
-                #[allow(unsafe_code)]
-                let _ = unsafe { ffi::mem_free_async(p, self.stream.raw()) };
-            }
+    }
+}
+
+/// `cuMemFreeAsync` of an allocator's `blocks` on its stream `on`: now, or, inside a host
+/// callback (no driver call permitted there), on the dispatcher, holding the stream handle
+/// (and through it the device and its context) until the frees ran. The clone is made only
+/// on that path.
+fn free_blocks_dispatched(on: &Arc<StreamHandle>, blocks: Vec<u64>) {
+    if in_callback() {
+        let on = Arc::clone(on);
+        crate::stream::dispatch_driver_job(move || free_blocks(&on, blocks));
+    } else {
+        free_blocks(on, blocks);
+    }
+}
+
+/// `cuMemFreeAsync` of `blocks` on `on` (a failure is logged; a sticky one poisons the device).
+fn free_blocks(on: &StreamHandle, blocks: Vec<u64>) {
+    let sh = &on.device().shared;
+    if sh.sticky_error().is_some() || sh.bind().is_err() {
+        return;
+    }
+    for p in blocks {
+        // SAFETY: a block its allocator made from its pool and handed back once (removed from
+        // `live` once), or that it still held at its drop (no caller of it can enqueue work on
+        // it any more); the `Allocator` contract makes the caller order every other stream's
+        // use of a block before handing it back, and the allocator's stream orders the rest.
+        #[allow(unsafe_code)]
+        let r = unsafe { ffi::mem_free_async(p, on.raw()) };
+        if let Err(c) = r {
+            let e = sh.fail("cuMemFreeAsync", c);
+            tracing::debug!(error = %e, "stream-ordered free of an allocator's block failed");
         }
     }
 }

@@ -84,8 +84,10 @@ impl Drop for ModuleInner {
                 }
             }
         };
-        // Driver calls are refused inside host functions: then unload on the dispatcher.
-        crate::stream::release_now_or_dispatched(unload);
+        // Driver calls are refused inside host functions: then unload on the dispatcher, with
+        // the context retained until the unload ran (the last release of `_ctx` inside the
+        // host function would also be a driver call there, and would come first).
+        crate::stream::release_now_or_dispatched(&self._ctx, unload);
     }
 }
 

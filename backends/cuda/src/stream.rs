@@ -52,6 +52,7 @@ mod native;
 pub use capture::{exchange_thread_capture_mode, CaptureInfo, DependencyUpdate};
 pub use native::MemAttach;
 
+pub use drop::undispatched_driver_jobs;
 use drop::UseMark;
 pub(crate) use drop::{
     dispatch_driver_job, release_now_or_dispatched, BackgroundCall, BackgroundHeld,

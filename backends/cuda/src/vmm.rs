@@ -67,20 +67,16 @@ fn released(
     what: &'static str,
     f: impl FnOnce() -> ffi::CuResult<()> + Send + 'static,
 ) {
-    fn now(dev: &CudaDevice, what: &str, f: impl FnOnce() -> ffi::CuResult<()>) {
-        if ffi::bind(dev.shared.raw_ctx).is_err() {
+    fn now(ctx: ffi::CuContext, what: &str, f: impl FnOnce() -> ffi::CuResult<()>) {
+        if ffi::bind(ctx).is_err() {
             return;
         }
         if let Err(c) = f() {
             tracing::debug!(code = c, "{what} failed");
         }
     }
-    if xstream_core::callback::in_callback() {
-        let dev = dev.clone();
-        crate::stream::dispatch_driver_job(move || now(&dev, what, f));
-    } else {
-        now(dev, what, f);
-    }
+    let ctx = dev.shared.raw_ctx;
+    crate::stream::release_now_or_dispatched(dev, move || now(ctx, what, f));
 }
 
 impl Drop for CudaReservation {

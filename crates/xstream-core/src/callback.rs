@@ -402,32 +402,78 @@ impl PendingCallbacks {
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
-/// Runs `job` on xstream's dispatcher thread (the second callback tier). Jobs run one at a
-/// time, in submission order, outside any vendor callback, so they may call xstream. A panic
-/// is caught and logged.
-pub fn dispatch(job: Job) {
+thread_local! {
+    /// Whether this thread is the dispatcher's.
+    static ON_DISPATCHER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling thread is xstream's dispatcher thread (a job handed to [`dispatch`] may
+/// also run on the calling thread, when the dispatcher has no thread).
+pub fn on_dispatcher() -> bool {
+    ON_DISPATCHER.with(Cell::get)
+}
+
+/// Set by [`refuse_helper_threads`]: the dispatcher's and the reapers' threads are not spawned.
+static REFUSE_THREADS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Test facility (`testing` feature): from now on the callback dispatcher's thread and every
+/// reaper's thread (`crate::reaper`) are not spawned, as when the system refuses a new thread,
+/// so that the fallbacks without a thread can be tested. Call it before the first dispatch or
+/// reap of the process (a thread already spawned stays); there is no way back.
+#[cfg(feature = "testing")]
+pub fn refuse_helper_threads() {
+    REFUSE_THREADS.store(true, Ordering::SeqCst);
+}
+
+/// Spawns one of xstream's helper threads (the dispatcher, a reaper), unless
+/// [`refuse_helper_threads`] was called.
+pub(crate) fn spawn_helper<F>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<()>>
+where
+    F: FnOnce() + Send + 'static,
+{
+    if REFUSE_THREADS.load(Ordering::SeqCst) {
+        return Err(std::io::Error::other(
+            "helper threads refused (test facility)",
+        ));
+    }
+    std::thread::Builder::new().name(name.into()).spawn(f)
+}
+
+/// Hands `job` to xstream's dispatcher thread, or gives it back when there is no such thread
+/// (it could not be spawned). The caller chooses what to do then: [`dispatch`] runs it on the
+/// calling thread; a job that calls a vendor must not run there from inside a host callback.
+///
+/// # Errors
+/// The job itself, not run, when there is no dispatcher thread.
+pub fn try_dispatch(job: Job) -> std::result::Result<(), Job> {
     use std::sync::Mutex;
     static TX: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
     let tx = TX.get_or_init(|| {
         let (tx, rx) = channel::<Job>();
-        let spawned = std::thread::Builder::new()
-            .name("xstream-dispatch".into())
-            .spawn(move || {
-                while let Ok(job) = rx.recv() {
-                    if let Err(p) = catch_unwind(AssertUnwindSafe(job)) {
-                        tracing::error!(panic = %panic_message(&*p), "notify callback panicked");
-                    }
+        let spawned = spawn_helper("xstream-dispatch", move || {
+            ON_DISPATCHER.with(|d| d.set(true));
+            while let Ok(job) = rx.recv() {
+                if let Err(p) = catch_unwind(AssertUnwindSafe(job)) {
+                    tracing::error!(panic = %panic_message(&*p), "notify callback panicked");
                 }
-            });
+            }
+        });
         if let Err(e) = spawned {
             tracing::error!(error = %e, "cannot spawn the dispatcher thread");
         }
         Mutex::new(tx)
     });
     let sent = tx.lock().unwrap_or_else(|e| e.into_inner()).send(job);
-    if let Err(e) = sent {
+    sent.map_err(|e| e.0)
+}
+
+/// Runs `job` on xstream's dispatcher thread (the second callback tier). Jobs run one at a
+/// time, in submission order, outside any vendor callback, so they may call xstream. A panic
+/// is caught and logged. When the dispatcher thread could not be spawned the job runs on the
+/// calling thread instead (see [`try_dispatch`] for jobs that must not).
+pub fn dispatch(job: Job) {
+    if let Err(job) = try_dispatch(job) {
         // No dispatcher thread: run inline rather than lose the job.
-        let job = e.0;
         if let Err(p) = catch_unwind(AssertUnwindSafe(job)) {
             tracing::error!(panic = %panic_message(&*p), "notify callback panicked");
         }

@@ -10,7 +10,10 @@
 //! - **Panics** are caught and logged; later jobs still run.
 //! - **No thread.** When the thread cannot be spawned, a job runs on the caller's thread, or,
 //!   inside a host callback (no vendor calls there), on the callback dispatcher after the
-//!   backend's dispatch prelude.
+//!   backend's dispatch prelude. When the dispatcher has no thread either, a job submitted
+//!   inside a host callback is parked (neither run nor dropped: dropping it could call the
+//!   vendor too) with a warning, and counted by [`Reaper::parked`]; it is never run inline
+//!   there.
 //! - **Process exit.** The vendor runtimes tear themselves down in exit handlers; a reaper job
 //!   still calling them then races that teardown (on the Ascend runtime it crashed processes
 //!   after `main` returned; on CUDA, deferred releases were refused and one test binary ended
@@ -28,7 +31,7 @@ use std::sync::mpsc::{channel, Sender};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::callback::{dispatch, in_callback};
+use crate::callback::{in_callback, spawn_helper, try_dispatch};
 use crate::sync::lock;
 
 /// A teardown job.
@@ -102,10 +105,17 @@ impl Reaper {
         };
         if in_callback() {
             let prelude = self.dispatch_prelude;
-            dispatch(Box::new(move || {
+            let handed = try_dispatch(Box::new(move || {
                 prelude();
                 self.run(job);
             }));
+            if let Err(refused) = handed {
+                tracing::warn!(
+                    reaper = self.name,
+                    "no reaper nor dispatcher thread, inside a host callback: teardown job parked (leaked)"
+                );
+                lock(&self.parked).push(refused);
+            }
         } else {
             self.run(job);
         }
@@ -155,7 +165,8 @@ impl Reaper {
         let _ = self.queue.get_or_init(|| self.spawn());
     }
 
-    /// How many jobs were parked since the exit began.
+    /// How many jobs were parked: since the exit began, or inside a host callback with neither
+    /// a reaper nor a dispatcher thread (module docs).
     pub fn parked(&'static self) -> usize {
         lock(&self.parked).len()
     }
@@ -163,16 +174,16 @@ impl Reaper {
     fn spawn(&'static self) -> Option<Mutex<Sender<ReapJob>>> {
         let (tx, rx) = channel::<ReapJob>();
         let id = self.id();
-        let spawned = std::thread::Builder::new()
-            .name(self.name.into())
-            .spawn(move || {
-                CURRENT.with(|c| c.set(id));
-                while let Ok(job) = rx.recv() {
-                    self.run(job);
-                }
-            })
-            .map_err(|e| tracing::error!(error = %e, reaper = self.name, "cannot spawn the reaper thread"))
-            .ok();
+        let spawned = spawn_helper(self.name, move || {
+            CURRENT.with(|c| c.set(id));
+            while let Ok(job) = rx.recv() {
+                self.run(job);
+            }
+        })
+        .map_err(
+            |e| tracing::error!(error = %e, reaper = self.name, "cannot spawn the reaper thread"),
+        )
+        .ok();
         if spawned.is_some() && !(self.register_exit)() {
             tracing::debug!(
                 reaper = self.name,

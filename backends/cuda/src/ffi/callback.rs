@@ -1,24 +1,27 @@
 //! Host callbacks: the `cuLaunchHostFunc` and `cuStreamAddCallback` trampolines (each runs
-//! its Rust callback inside `catch_unwind`: no panic crosses into the driver).
+//! its Rust callback inside `catch_unwind`: no panic crosses into the driver). The whole body
+//! of a trampoline runs marked as inside a host callback (`xstream_core::callback::run_guarded`),
+//! not only the user's callback: whatever the trampoline drops after it (the slot, the status
+//! callback's device state) then knows it is on the driver's callback thread, where no driver
+//! call is permitted.
 
 use std::ffi::c_void;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use cudarc::driver::sys;
-use xstream_core::callback::CallbackSlot;
+use xstream_core::callback::{run_guarded, CallbackSlot};
 
 use super::{ok, Code, CuResult, CuStream};
 
 /// The `cuLaunchHostFunc` trampoline: `user` is `Arc::into_raw` of a [`CallbackSlot`].
 extern "C" fn host_fn_trampoline(user: *mut c_void) {
-    let r = catch_unwind(AssertUnwindSafe(|| {
+    let r = run_guarded(|| {
         let _span = tracing::trace_span!("cuda_host_callback").entered();
         // SAFETY: `user` came from `Arc::into_raw(Arc<CallbackSlot>)` in `launch_host_func`,
         // and the driver calls a host function at most once, so the reference is consumed once.
         let slot = unsafe { Arc::from_raw(user as *const CallbackSlot) };
         slot.fire(Ok(()));
-    }));
+    });
     if r.is_err() {
         tracing::error!(
             "panic escaped a CUDA host function (dropped, not unwound into the driver)"
@@ -51,12 +54,12 @@ extern "C" fn stream_callback_trampoline(
     status: sys::CUresult,
     user: *mut c_void,
 ) {
-    let r = catch_unwind(AssertUnwindSafe(|| {
+    let r = run_guarded(|| {
         // SAFETY: `user` came from `Box::into_raw(Box<StatusFn>)` in `stream_add_callback`;
         // CUDA runs each added callback exactly once (driver behaviour in docs/semantics.md: also after a fault).
         let f = unsafe { Box::from_raw(user as *mut StatusFn) };
         f(status as u32);
-    }));
+    });
     if r.is_err() {
         tracing::error!("panic escaped a CUDA stream callback");
     }

@@ -3,6 +3,7 @@
 
 use std::ffi::c_void;
 use std::ptr;
+use std::sync::Arc;
 
 use cudarc::driver::sys;
 
@@ -220,6 +221,9 @@ pub(crate) struct PinnedAlloc {
     ptr: *mut u8,
     len: usize,
     ctx: CuContext,
+    /// Keeps the context retained while the memory lives and until its release ran (also
+    /// when that release is dispatched from inside a host callback).
+    retained: Arc<cudarc::driver::CudaContext>,
     ordinal: usize,
     /// The caller's memory, for a registration (unregistered, then dropped).
     registered: Option<Vec<u8>>,
@@ -237,8 +241,15 @@ unsafe impl Send for PinnedAlloc {}
 unsafe impl Sync for PinnedAlloc {}
 
 impl PinnedAlloc {
-    /// `cuMemHostAlloc(len, flags)` in the bound context, zeroed.
-    pub(crate) fn alloc(ctx: CuContext, ordinal: usize, len: usize, flags: u32) -> CuResult<Self> {
+    /// `cuMemHostAlloc(len, flags)` in the bound context `ctx` (retained by `retained`),
+    /// zeroed.
+    pub(crate) fn alloc(
+        ctx: CuContext,
+        retained: &Arc<cudarc::driver::CudaContext>,
+        ordinal: usize,
+        len: usize,
+        flags: u32,
+    ) -> CuResult<Self> {
         let mut p: *mut c_void = ptr::null_mut();
         // SAFETY: valid out-pointer; context bound by the caller.
         ok(unsafe { sys::cuMemHostAlloc(&mut p, len, flags) })?;
@@ -248,6 +259,7 @@ impl PinnedAlloc {
             ptr: p as *mut u8,
             len,
             ctx,
+            retained: Arc::clone(retained),
             ordinal,
             registered: None,
             borrowed: false,
@@ -258,6 +270,7 @@ impl PinnedAlloc {
     /// `cuMemHostRegister` of the caller's bytes (taken over; returned to nobody).
     pub(crate) fn register(
         ctx: CuContext,
+        retained: &Arc<cudarc::driver::CudaContext>,
         ordinal: usize,
         mut v: Vec<u8>,
         flags: u32,
@@ -270,6 +283,7 @@ impl PinnedAlloc {
             ptr: p,
             len,
             ctx,
+            retained: Arc::clone(retained),
             ordinal,
             registered: Some(v),
             borrowed: false,
@@ -285,6 +299,7 @@ impl PinnedAlloc {
     /// copy may use it after that.
     pub(crate) unsafe fn register_borrowed(
         ctx: CuContext,
+        retained: &Arc<cudarc::driver::CudaContext>,
         ordinal: usize,
         p: *mut u8,
         len: usize,
@@ -297,6 +312,7 @@ impl PinnedAlloc {
             ptr: p,
             len,
             ctx,
+            retained: Arc::clone(retained),
             ordinal,
             registered: None,
             borrowed: true,
@@ -313,13 +329,20 @@ impl PinnedAlloc {
         {
             return;
         }
-        if bind(self.ctx).is_ok() {
-            // SAFETY: `ptr` was registered in this context by `register_borrowed` and no copy
-            // uses it any more (the registration scope waited for them).
-            let r = unsafe { sys::cuMemHostUnregister(self.ptr as *mut c_void) };
-            if r != sys::CUresult::CUDA_SUCCESS {
-                tracing::debug!(code = r as u32, "cuMemHostUnregister failed");
-            }
+        unregister(self.ctx, self.ptr.cast());
+    }
+}
+
+/// `cuMemHostUnregister(p)` in context `ctx`, a borrowed registration's undoing (a failure is
+/// logged). `p` was registered in `ctx` by [`PinnedAlloc::register_borrowed`], and is
+/// unregistered once (the `released` flag) after the copies that used it (the registration
+/// scope waited for them, or they kept the allocation alive).
+fn unregister(ctx: CuContext, p: *mut c_void) {
+    if bind(ctx).is_ok() {
+        // SAFETY: as documented above: a live registration of this context, undone once.
+        let r = unsafe { sys::cuMemHostUnregister(p) };
+        if r != sys::CUresult::CUDA_SUCCESS {
+            tracing::debug!(code = r as u32, "cuMemHostUnregister failed");
         }
     }
 }
@@ -327,8 +350,20 @@ impl PinnedAlloc {
 impl Drop for PinnedAlloc {
     fn drop(&mut self) {
         if self.borrowed {
-            // Normally already undone by `release` at the end of the registration scope.
-            self.unregister_borrowed();
+            // Normally already undone by `release` at the end of the registration scope (a
+            // call outside any host callback); otherwise now, or on the dispatcher inside one.
+            if !self
+                .released
+                .swap(true, std::sync::atomic::Ordering::AcqRel)
+            {
+                // Dispatched, the range may be unregistered after the caller's scope ended: a
+                // late unpinning of memory the caller may reuse, never a driver call on the
+                // driver's callback thread.
+                let (p, ctx) = (self.ptr as usize, self.ctx);
+                crate::stream::release_now_or_dispatched(&self.retained, move || {
+                    unregister(ctx, p as *mut c_void);
+                });
+            }
             return;
         }
         let (p, ctx, reg) = (self.ptr as usize, self.ctx, self.registered.take());
@@ -349,7 +384,7 @@ impl Drop for PinnedAlloc {
             }
             drop(reg);
         };
-        crate::stream::release_now_or_dispatched(free);
+        crate::stream::release_now_or_dispatched(&self.retained, free);
     }
 }
 

@@ -23,12 +23,13 @@ use crate::CudaDevice;
 /// An opened allocation: `cuIpcCloseMemHandle` of its base on drop.
 struct Imported {
     base: u64,
-    ctx: ffi::CuContext,
+    /// Keeps the context alive until the close ran.
+    dev: CudaDevice,
 }
 
 impl Drop for Imported {
     fn drop(&mut self) {
-        let (ctx, base) = (self.ctx, self.base);
+        let (ctx, base) = (self.dev.shared.raw_ctx, self.base);
         let close = move || {
             if ffi::bind(ctx).is_ok() {
                 if let Err(c) = ffi::ipc_close_mem_handle(base) {
@@ -36,7 +37,7 @@ impl Drop for Imported {
                 }
             }
         };
-        crate::stream::release_now_or_dispatched(close);
+        crate::stream::release_now_or_dispatched(&self.dev, close);
     }
 }
 
@@ -94,7 +95,7 @@ impl IpcBufferImpl for CudaBuffer {
                 let mut a = Alloc::new(device, ptr, handle.len());
                 a.foreign = Some(Box::new(Imported {
                     base,
-                    ctx: device.shared.raw_ctx,
+                    dev: device.clone(),
                 }));
                 a
             })),

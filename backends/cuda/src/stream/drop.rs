@@ -47,7 +47,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use xstream_core::callback::{dispatch, in_callback, CallbackSlot, PanicSlot};
+use xstream_core::callback::{in_callback, on_dispatcher, try_dispatch, CallbackSlot, PanicSlot};
 use xstream_core::reaper::{ReapJob, Reaper};
 
 use super::{lock, CudaStream, StreamHandle};
@@ -226,25 +226,76 @@ impl<T> Drop for BackgroundHeld<T> {
 }
 
 /// Runs `job`, which calls the driver, on the callback dispatcher (from inside a host
-/// function, where driver calls are refused), in RELAXED capture mode, as a [`BackgroundCall`]:
+/// function, where driver calls are refused), in RELAXED capture mode there, as a
+/// [`BackgroundCall`]:
 /// once the process exit began the job is neither run nor dropped (dropping what it holds
 /// could call the driver during its teardown), as the reaper parks its late jobs.
+///
+/// **Without a dispatcher thread** (it could not be spawned) the job is never run inline
+/// from inside a host callback, where the driver permits no call: it is leaked, neither run
+/// nor dropped (dropping what it holds could call the driver there too), with a warning,
+/// and counted ([`undispatched_driver_jobs`]). What it would have released (a buffer, an
+/// event, a device's state) stays allocated until the process exits; the alternative, a
+/// driver call on the driver's callback thread, is undefined. Outside a host callback it runs
+/// on the calling thread, as the dispatcher would have run it.
 pub(crate) fn dispatch_driver_job(job: impl FnOnce() + Send + 'static) {
-    dispatch(Box::new(move || match BackgroundCall::begin() {
+    let guarded = move || match BackgroundCall::begin() {
         Some(_call) => {
-            ffi::ensure_relaxed_capture_mode();
+            // xstream's thread, never a caller's (inline below: the caller's mode stays).
+            if on_dispatcher() {
+                ffi::ensure_relaxed_capture_mode();
+            }
             job();
         }
         None => std::mem::forget(job),
-    }));
+    };
+    if let Err(refused) = try_dispatch(Box::new(guarded)) {
+        if in_callback() {
+            UNDISPATCHED.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "no dispatcher thread, inside a host callback: a driver release is leaked \
+                 (no driver call is permitted here)"
+            );
+            std::mem::forget(refused);
+        } else {
+            refused();
+        }
+    }
+}
+
+/// Driver jobs leaked because no dispatcher thread could take them from inside a host
+/// callback ([`dispatch_driver_job`]).
+static UNDISPATCHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many driver releases (a buffer's free, an event's or a device state's destroy, ...)
+/// were leaked since the process started because they were due inside a host callback, where
+/// the driver permits no call, and the callback dispatcher's thread, which runs them
+/// otherwise, could not be spawned. 0 unless the system refused that thread.
+pub fn undispatched_driver_jobs() -> usize {
+    UNDISPATCHED.load(Ordering::Relaxed)
 }
 
 /// Runs `release`, which calls the driver, now, or on the dispatcher when the caller is inside
 /// a host callback (the driver permits no call there): what a `Drop` that releases a driver
 /// object uses.
-pub(crate) fn release_now_or_dispatched(release: impl FnOnce() + Send + 'static) {
+///
+/// `keep` is what keeps the object's context alive (the device, or the module's retained
+/// context): the dispatched job holds a clone of it until `release` ran, so the context's
+/// teardown (and `cuDevicePrimaryCtxRelease`), which the drop of the last device handle on
+/// another thread would otherwise run first, comes after the release. The clone is made only
+/// on the dispatched path; the direct path costs no reference count. What the job holds is
+/// dropped inside the job, so under [`dispatch_driver_job`]'s background-call guard, and
+/// leaked with the job once the process exit began (the [`BackgroundHeld`] rule).
+pub(crate) fn release_now_or_dispatched<K: Clone + Send + 'static>(
+    keep: &K,
+    release: impl FnOnce() + Send + 'static,
+) {
     if in_callback() {
-        dispatch_driver_job(release);
+        let keep = keep.clone();
+        dispatch_driver_job(move || {
+            release();
+            drop(keep);
+        });
     } else {
         release();
     }
@@ -532,6 +583,74 @@ mod tests {
         });
     }
 
+    /// Set by the jobs of [`without_helper_threads_nothing_runs_inside_a_callback`].
+    static NT_DISPATCHED_RAN: AtomicBool = AtomicBool::new(false);
+    static NT_DISPATCHED_DROPPED: AtomicBool = AtomicBool::new(false);
+    static NT_REAPED_RAN: AtomicBool = AtomicBool::new(false);
+    static NT_INLINE_RAN: AtomicBool = AtomicBool::new(false);
+    static NT_INLINE_REAPED: AtomicBool = AtomicBool::new(false);
+
+    /// No dispatcher nor reaper thread (the system refused them; forced by the `testing`
+    /// facility `refuse_helper_threads`): a driver job due inside a host callback is neither
+    /// run there nor dropped (dropping what it holds could call the driver) but leaked and
+    /// counted, a teardown job reaped there is parked, and outside a callback both run on the
+    /// calling thread. In a child process, whose helper threads are refused before anything
+    /// starts them; no GPU (the jobs make no driver call).
+    #[test]
+    fn without_helper_threads_nothing_runs_inside_a_callback() {
+        if std::env::var_os("XSTREAM_CUDA_NO_THREADS_CHILD").is_some() {
+            xstream_core::callback::refuse_helper_threads();
+            let held = SetOnDrop(&NT_DISPATCHED_DROPPED);
+            let r = xstream_core::callback::run_guarded(move || {
+                dispatch_driver_job(move || {
+                    let _held = held;
+                    NT_DISPATCHED_RAN.store(true, Ordering::SeqCst);
+                });
+                reap(Box::new(|| NT_REAPED_RAN.store(true, Ordering::SeqCst)));
+            });
+            assert!(r.is_ok());
+            let counted = undispatched_driver_jobs();
+            let parked = REAPER.parked();
+            dispatch_driver_job(|| NT_INLINE_RAN.store(true, Ordering::SeqCst));
+            reap(Box::new(|| NT_INLINE_REAPED.store(true, Ordering::SeqCst)));
+            println!(
+                "no threads: in a callback ran {} dropped {} reaped {} counted {counted} parked {parked}; outside ran {} reaped {}",
+                NT_DISPATCHED_RAN.load(Ordering::SeqCst),
+                NT_DISPATCHED_DROPPED.load(Ordering::SeqCst),
+                NT_REAPED_RAN.load(Ordering::SeqCst),
+                NT_INLINE_RAN.load(Ordering::SeqCst),
+                NT_INLINE_REAPED.load(Ordering::SeqCst),
+            );
+            std::process::exit(0);
+        }
+        run_child(
+            "stream::drop::tests::without_helper_threads_nothing_runs_inside_a_callback",
+            "XSTREAM_CUDA_NO_THREADS_CHILD",
+            "no threads: in a callback ran false dropped false reaped false counted 1 parked 1; outside ran true reaped true",
+        );
+    }
+
+    /// Runs the test `name` of this binary again in a child process with `env` set, and checks
+    /// that it succeeded and printed `want`.
+    fn run_child(name: &str, env: &str, want: &str) {
+        let out = std::process::Command::new(std::env::current_exe().expect("current_exe"))
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(env, "1")
+            .output()
+            .expect("start the test binary again");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "the child failed ({}):\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains(want),
+            "the child's check did not print {want:?}:\n{stdout}"
+        );
+    }
+
     /// The reaper's exit handler is registered for real (`atexit`): at process exit while the
     /// reaper still runs a teardown job (a stream dropped at the end of `main`) and a background
     /// driver call is under way ([`BackgroundCall`]), the exit waits for both before later exit
@@ -564,26 +683,10 @@ mod tests {
                 .expect("drop on another thread");
             std::process::exit(0);
         }
-        let out = std::process::Command::new(std::env::current_exe().expect("current_exe"))
-            .args([
-                "stream::drop::tests::exit_waits_for_the_reaper_and_parks_late_jobs",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("XSTREAM_CUDA_EXIT_CHILD", "1")
-            .output()
-            .expect("start the test binary again");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "the child failed ({}):\n{stdout}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            stdout.contains("at exit: slow job done true, late job ran false, parked 1, background call done true, refused true, late driver job ran false, dropped false, held before exit dropped true, held after dropped false"),
-            "the exit check did not run:\n{stdout}"
+        run_child(
+            "stream::drop::tests::exit_waits_for_the_reaper_and_parks_late_jobs",
+            "XSTREAM_CUDA_EXIT_CHILD",
+            "at exit: slow job done true, late job ran false, parked 1, background call done true, refused true, late driver job ran false, dropped false, held before exit dropped true, held after dropped false",
         );
     }
 }

@@ -36,6 +36,7 @@ use xstream_conformance::alloc_count::allocs;
 
 mod checks;
 mod cost;
+mod dispatched;
 mod fence;
 mod keep;
 mod null;
@@ -44,6 +45,7 @@ mod vmm;
 
 use checks::*;
 use cost::*;
+use dispatched::*;
 use fence::*;
 use keep::*;
 use null::*;
@@ -461,6 +463,8 @@ fn child(lib: &Path) {
     event_outlives_its_future(&null, &dev);
     device_dropped_in_a_host_callback(&null, &s);
     vmm_dropped_in_a_host_callback(&null, &dev, &s);
+    releases_outlive_their_device(&null, &s);
+    allocator_in_a_host_callback(&null, &dev, &s);
     lazy_stream_state(&null, &dev);
     keep_hand_overs(&null, &dev, &args3);
 

@@ -67,6 +67,12 @@ impl Null {
             .collect()
     }
 
+    /// `xnull_last_call`: where the latest call of `name` stands in the order of every driver
+    /// call since the process started (0: never called).
+    pub(crate) fn last_call(&self, name: &str) -> u64 {
+        self.count(b"xnull_last_call\0", name)
+    }
+
     /// `xnull_wait_ns`: ns callers spent blocked waiting for host functions since the reset.
     pub(crate) fn wait_ns(&self) -> u64 {
         // SAFETY: `uint64_t xnull_wait_ns(void)` (cuda-null docs).

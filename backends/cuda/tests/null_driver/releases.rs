@@ -291,11 +291,27 @@ pub(crate) fn raw_buffers(null: &Null, dev: &xstream_cuda::CudaDevice, s: &CudaS
 
 /// Drops `value` inside a host callback on `s` and waits for the callback: then no driver call
 /// was made from inside the host function (`what` names the value in the failure).
-fn drop_in_a_host_callback<T: Send + 'static>(null: &Null, s: &CudaStream, value: T, what: &str) {
+pub(crate) fn drop_in_a_host_callback<T: Send + 'static>(
+    null: &Null,
+    s: &CudaStream,
+    value: T,
+    what: &str,
+) {
+    in_a_host_callback(null, s, move || drop(value), what);
+}
+
+/// Runs `f` inside a host callback on `s` and waits for the callback: then no driver call was
+/// made from inside the host function (`what` names `f` in the failure).
+pub(crate) fn in_a_host_callback(
+    null: &Null,
+    s: &CudaStream,
+    f: impl FnOnce() + Send + 'static,
+    what: &str,
+) {
     let before = null.host_fn_calls();
     let (tx, rx) = std::sync::mpsc::channel();
     s.host_callback(move |_| {
-        drop(value);
+        f();
         let _ = tx.send(());
     })
     .expect("host_callback");
