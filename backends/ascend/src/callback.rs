@@ -96,6 +96,10 @@ pub(crate) struct CbData {
     /// The callback's position among the stream's enqueues (0 for a captured callback): when
     /// it runs, everything enqueued before it has completed.
     pub(crate) pos: u64,
+    /// Whether the device tracks the slot (xstream's failure paths may fail it). An untracked
+    /// callback is only ever run by the runtime: [`cancel_outstanding`] drops it uncalled (its
+    /// closure's in-flight host memory goes to the stream's orphans, released after it).
+    pub(crate) tracked: bool,
 }
 
 /// Launches `data` as a blocking report callback on `stream`. On failure the data (and the
@@ -143,10 +147,15 @@ fn outstanding_take(p: *mut c_void) -> Option<Box<CbData>> {
     Some(unsafe { Box::from_raw(p.cast::<CbData>()) })
 }
 
-/// Frees the callback data of `state`'s callbacks that the runtime will never call (after
-/// `aclrtDestroyStreamForce` dropped them). Their slots are failed by the caller.
-pub(crate) fn cancel_outstanding(state: &Arc<StreamState>) {
-    let mine: Vec<Box<CbData>> = {
+/// Fails with `err`, in enqueue order, the tracked callbacks of `state` that the runtime will
+/// never call (`aclrtDestroyStreamForce` dropped them), and frees the data of all of them (an
+/// untracked one is dropped uncalled: only the runtime runs those). They are the stream's
+/// entries still unclaimed in [`outstanding`] (the trampoline claims one the runtime calls), so
+/// the stream keeps no list of its own and a slot's one tracking reference is the device's list,
+/// which may reuse the slot once its data is freed here. A slot the device's failure path failed
+/// already does not run again.
+pub(crate) fn cancel_outstanding(state: &Arc<StreamState>, err: &Error) {
+    let mut mine: Vec<Box<CbData>> = {
         let mut set = outstanding();
         let addrs: Vec<usize> = set
             .iter()
@@ -166,6 +175,11 @@ pub(crate) fn cancel_outstanding(state: &Arc<StreamState>) {
             })
             .collect()
     };
+    // Outside the set's lock: the callbacks run here.
+    mine.sort_by_key(|d| d.pos);
+    for d in mine.iter().filter(|d| d.tracked) {
+        d.slot.fire(Err(err.clone()));
+    }
     drop(mine);
 }
 

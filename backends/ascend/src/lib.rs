@@ -31,7 +31,9 @@
 //!   `aclrtProcessReport(100)`; streams are subscribed lazily; callbacks are
 //!   `ACL_CALLBACK_BLOCK`. Exactly-once holds with errors: the trampoline asks the stream for a
 //!   sticky fault before calling, and sticky errors seen anywhere fail the device's pending
-//!   callbacks. `aclrtLaunchHostFunc` is reachable through
+//!   callbacks. Their slots come from that list (`xstream_core::callback::PendingCallbacks`),
+//!   which reuses one that ran and that nothing else references; each slot is tracked there
+//!   only. `aclrtLaunchHostFunc` is reachable through
 //!   [`AscendStream::launch_host_func`]; mixing the two styles on one stream is refused.
 //! - **Drop never blocks**: streams, buffers and graphs are released by a background reaper
 //!   after their work completed (stream: synchronize → unsubscribe → unregister allocator →

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use xstream_core::sync::lock;
 
-use xstream_core::callback::{BoxedCallback, PanicSlot, PendingCallbacks};
+use xstream_core::callback::{BoxedCallback, PanicSlot};
 use xstream_core::module::{KernelArg, LaunchConfig, BUILTIN_DELAY, BUILTIN_LCG};
 use xstream_core::{
     Allocator, BackendKind, Borrowed, BufferView, CaptureCell, CaptureMode, CreationReport, Error,
@@ -81,9 +81,6 @@ pub(crate) struct StreamState {
     /// Host memory of copies whose release callback could not be launched: nobody can tell
     /// when the copy is done, so it is released only after the stream is destroyed.
     orphans: Mutex<Vec<Keep>>,
-    /// This stream's callbacks that have not run yet (also tracked by the device, which fails
-    /// them on a sticky error); [`AscendStream::destroy_force`] fails only these.
-    pub(crate) pending: PendingCallbacks,
     /// Counts enqueues (any work, callback, record or graph launch).
     work: AtomicU64,
     /// The value of `work` when a host wait last saw the stream idle: a query with nothing
@@ -131,7 +128,6 @@ impl StreamState {
             nodes: AtomicUsize::new(0),
             alloc: Mutex::new(None),
             orphans: Mutex::new(Vec::new()),
-            pending: PendingCallbacks::default(),
             work: AtomicU64::new(0),
             idle_at: AtomicU64::new(0),
             done_upto: AtomicU64::new(0),

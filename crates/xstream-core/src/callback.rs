@@ -160,6 +160,8 @@ impl std::fmt::Debug for CallbackSlot {
 impl CallbackSlot {
     /// A pending callback whose panic is reported through `panics`.
     pub fn new(f: BoxedCallback, panics: Arc<PanicSlot>) -> Arc<Self> {
+        #[cfg(feature = "testing")]
+        SLOTS_ALLOCATED.fetch_add(1, Ordering::Relaxed);
         Arc::new(Self {
             f: Mutex::new(Some(f)),
             fired: AtomicBool::new(false),
@@ -203,6 +205,20 @@ impl CallbackSlot {
     pub fn is_fired(&self) -> bool {
         self.fired.load(Ordering::Acquire)
     }
+}
+
+/// Counts [`CallbackSlot::new`] calls (see [`slots_allocated`]).
+#[cfg(feature = "testing")]
+static SLOTS_ALLOCATED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many callback slots this process allocated ([`CallbackSlot::new`], also called by
+/// [`PendingCallbacks::slot`] when it has no fired slot to reuse). Callbacks enqueued one after
+/// another, each waited for, keep it bounded on a backend that takes its slots from its
+/// pending list and lets them come back: the tests' check of the reuse. With the `testing`
+/// feature only.
+#[cfg(feature = "testing")]
+pub fn slots_allocated() -> usize {
+    SLOTS_ALLOCATED.load(Ordering::Relaxed)
 }
 
 /// How many fired slots a [`PendingCallbacks`] keeps for reuse.

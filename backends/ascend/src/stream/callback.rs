@@ -34,16 +34,16 @@ impl AscendStream {
         self.claim_style(STYLE_HOSTFUNC)?;
         let d = &self.device.inner;
         d.bind()?;
-        let slot = CallbackSlot::new(Box::new(f), Arc::clone(&self.state.panics));
+        let slot = d.pending.slot(Box::new(f), &self.state.panics);
         let data = CbData {
             slot: Arc::clone(&slot),
             state: Arc::clone(&self.state),
             t: d.t,
             pos: self.callback_pos(),
+            tracked: true,
         };
         callback::launch_host_func(d.t, self.state.raw, data)?;
         d.pending.track(&slot);
-        self.state.pending.track(&slot);
         Ok(())
     }
 
@@ -91,17 +91,23 @@ impl AscendStream {
                 *sub = Some(tid);
             }
         }
-        let slot = CallbackSlot::new(f, Arc::clone(&self.state.panics));
+        // An untracked slot never comes back to the list: a new one, leaving the list's fired
+        // slots to the tracked callbacks.
+        let slot = if track {
+            d.pending.slot(f, &self.state.panics)
+        } else {
+            CallbackSlot::new(f, Arc::clone(&self.state.panics))
+        };
         let data = CbData {
             slot: Arc::clone(&slot),
             state: Arc::clone(&self.state),
             t: d.t,
             pos: self.callback_pos(),
+            tracked: track,
         };
         callback::launch(d.t, self.state.raw, data).map_err(|e| d.observe(e))?;
         if track {
             d.pending.track(&slot);
-            self.state.pending.track(&slot);
         }
         Ok(())
     }

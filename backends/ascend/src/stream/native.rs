@@ -74,11 +74,11 @@ impl AscendStream {
         result::stream::destroy_force(d.t, self.state.raw)?;
         // The handle is gone: keep the state from destroying it again.
         self.state.gone.store(true, Ordering::Release);
-        self.state
-            .pending
-            .fail_all(&Error::CallbackCancelled("stream force-destroyed"));
-        // The runtime dropped the queued callbacks: free their data.
-        crate::callback::cancel_outstanding(&self.state);
+        // The runtime dropped the queued callbacks: fail them and free their data.
+        crate::callback::cancel_outstanding(
+            &self.state,
+            &Error::CallbackCancelled("stream force-destroyed"),
+        );
         Ok(())
     }
 }
