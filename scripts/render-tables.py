@@ -67,6 +67,27 @@ ISSUE29_MORE_ROWS = ISSUE29_ROWS + [
     "idle stream query (after", "idle stream synchronize (after", "kernel launch + synchronize",
 ]
 TABLES = {
+    "run32-steps": dict(
+        doc="gpu-runs/2026-11-28-2xh200-run32/README.md",
+        source="gpu-runs/2026-11-28-2xh200-run32/run23-summary.tsv", kind="tsv"),
+    "run32-issue29-rows": dict(
+        doc="gpu-runs/2026-11-28-2xh200-run32/README.md", source="gpu-runs/2026-11-28-2xh200-run32/gpu_bench.md",
+        kind="md", index=0, rows=ISSUE29_MORE_ROWS),
+    "issue29-across-runs": dict(
+        doc="hot-paths-gpu.md", source="gpu-runs/2026-11-28-2xh200-run32/gpu_bench.md",
+        kind="across", index=0, cells=[4, 6],
+        runs=[(f"{n}", f"gpu-runs/{d}/gpu_bench.md") for n, d in [
+            ("23 (2 × H100)", "2026-11-27-2xh100-run23"), ("25 (2 × H100)", "2026-11-28-2xh100-run25"),
+            ("26 (2 × H100)", "2026-11-28-2xh100-run26"), ("27 (2 × H200)", "2026-11-28-2xh200-run27"),
+            ("28 (2 × H200)", "2026-11-28-2xh200-run28"), ("29 (2 × H200)", "2026-11-28-2xh200-run29"),
+            ("32 (2 × H200)", "2026-11-28-2xh200-run32")]],
+        ops=[("stream create+destroy", "stream create+destroy"),
+             ("event create+destroy (timing)", "event create+destroy (default"),
+             ("host callback enqueue", "host callback enqueue (empty)"),
+             ("kernel launch (Delay)", "kernel launch (xstream_delay(0)"),
+             ("launch builder", "launch builder: 3 args"),
+             ("chain", "chain: 4 streams"),
+             ("100 direct launches", "100 direct kernel launches")]),
     "run31-steps": dict(
         doc="gpu-runs/2026-11-28-2xh200-run31/README.md",
         source="gpu-runs/2026-11-28-2xh200-run31/run31-summary.tsv", kind="tsv"),
