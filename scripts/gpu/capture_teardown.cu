@@ -5,10 +5,16 @@
 // switches itself to RELAXED and makes the one call (on objects made before the capture, of
 // other streams), is joined, then the capturing thread launches again and ends the capture.
 // Run it plainly and under compute-sanitizer memcheck: a difference between the two is the
-// tool's, not the driver's.
+// tool's, not the driver's. The "_busy" operations first enqueue a 64 MiB copy on the other
+// stream, so the call meets pending work; "host_fn_busy_fires" waits until the driver ran the
+// host function, on its callback thread, while the capture is under way.
 //
 // Build: nvcc -O2 -o capture_teardown capture_teardown.cu -lcuda -lpthread
-// Usage: capture_teardown [relaxed|global]   (the capture's mode; default relaxed)
+// Usage: capture_teardown [relaxed|global] [fresh|pool|pool_range]
+//   the capture's mode (default relaxed), and what the process did before the first capture:
+//   nothing more (fresh, the default); pool: a stream-ordered allocation of the default memory
+//   pool and its free (cuMemAllocAsync, cuMemFreeAsync) on a stream then synchronized and
+//   destroyed; pool_range: the same with cuMemGetAddressRange of the block before the free.
 // Prints "OP <name> <mode>: call=<code> capture=ok|invalidated(<code>)" per operation and
 // "RESULT <k> of <n> captures invalidated"; exit 0 when none was, 2 when some were, 1 when
 // the program itself could not run.
@@ -44,11 +50,25 @@ struct objs {
     void *pinned;
     CUevent ev;
     CUstream other;
+    CUdeviceptr big;
+    void *big_host;
     const char *op;
     CUresult rc;
 };
 
 static void host_noop(void *p) { (void)p; }
+
+// Set by host_flag on the driver's callback thread.
+static volatile int fired;
+static void host_flag(void *p) {
+    (void)p;
+    __sync_synchronize();
+    fired = 1;
+}
+
+// A copy of BIG bytes enqueued on `other` just before a "_busy" call, so the call meets a
+// stream with work pending (as xstream's teardown of a dropped stream does).
+#define BIG (64u << 20)
 
 static void *other_thread(void *arg) {
     struct objs *o = (struct objs *)arg;
@@ -79,6 +99,23 @@ static void *other_thread(void *arg) {
     } else if (!strcmp(op, "host_fn_other")) {
         o->rc = cuLaunchHostFunc(o->other, host_noop, 0);
         if (o->rc == CUDA_SUCCESS) o->rc = cuStreamSynchronize(o->other);
+    } else if (!strcmp(op, "host_fn_busy_fires")) {
+        // Enqueued behind the copy; the thread waits until the driver ran it, so it runs on the
+        // driver's callback thread while the capture is under way.
+        fired = 0;
+        o->rc = cuMemcpyHtoDAsync(o->big, o->big_host, BIG, o->other);
+        if (o->rc == CUDA_SUCCESS) o->rc = cuLaunchHostFunc(o->other, host_flag, 0);
+        while (o->rc == CUDA_SUCCESS && !fired) {
+        }
+    } else if (!strcmp(op, "stream_destroy_busy")) {
+        o->rc = cuMemcpyHtoDAsync(o->big, o->big_host, BIG, o->other);
+        if (o->rc == CUDA_SUCCESS) o->rc = cuStreamDestroy(o->other);
+        o->other = 0;
+    } else if (!strcmp(op, "event_destroy_busy")) {
+        o->rc = cuMemcpyHtoDAsync(o->big, o->big_host, BIG, o->other);
+        if (o->rc == CUDA_SUCCESS) o->rc = cuEventRecord(o->ev, o->other);
+        if (o->rc == CUDA_SUCCESS) o->rc = cuEventDestroy(o->ev);
+        o->ev = 0;
     } else if (!strcmp(op, "none")) {
         o->rc = CUDA_SUCCESS;
     } else {
@@ -89,7 +126,8 @@ static void *other_thread(void *arg) {
 
 static const char *ops[] = {"none",       "mem_free",          "mem_free_host",
                             "mem_alloc",  "event_destroy",     "event_sync",
-                            "stream_sync_other", "stream_destroy_other", "host_fn_other"};
+                            "stream_sync_other", "stream_destroy_other", "host_fn_other",
+                            "host_fn_busy_fires", "stream_destroy_busy", "event_destroy_busy"};
 
 int main(int argc, char **argv) {
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
@@ -115,10 +153,32 @@ int main(int argc, char **argv) {
     void *args[] = {&p};
     CK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, args, 0));
     CK(cuStreamSynchronize(s));
+    const char *before = argc > 2 ? argv[2] : "fresh";
+    if (!strcmp(before, "pool") || !strcmp(before, "pool_range")) {
+        CUstream s2;
+        CUdeviceptr q, base;
+        size_t size = 0;
+        CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+        CK(cuMemAllocAsync(&q, 2560, s2));
+        if (!strcmp(before, "pool_range")) CK(cuMemGetAddressRange(&base, &size, q));
+        CK(cuMemFreeAsync(q, s2));
+        CK(cuStreamSynchronize(s2));
+        CK(cuStreamDestroy(s2));
+    } else if (strcmp(before, "fresh")) {
+        printf("unknown setup %s\n", before);
+        return 1;
+    }
+    printf("setup %s\n", before);
+    CUdeviceptr big;
+    void *big_host;
+    CK(cuMemAlloc(&big, BIG));
+    CK(cuMemAllocHost(&big_host, BIG));
     int n = (int)(sizeof ops / sizeof ops[0]), bad = 0;
     for (int i = 0; i < n; i++) {
         struct objs o = {0};
         o.op = ops[i];
+        o.big = big;
+        o.big_host = big_host;
         CK(cuMemAlloc(&o.dev, 1 << 20));
         CK(cuMemAllocHost(&o.pinned, 1 << 20));
         CK(cuEventCreate(&o.ev, CU_EVENT_DISABLE_TIMING));
@@ -155,6 +215,13 @@ int main(int argc, char **argv) {
         if (o.other) cuStreamDestroy(o.other);
         CK(cuStreamSynchronize(s));
     }
+    CK(cuCtxSynchronize());
+    CK(cuMemFreeHost(big_host));
+    CK(cuMemFree(big));
+    CK(cuMemFree(p));
+    CK(cuStreamDestroy(s));
+    CK(cuModuleUnload(mod));
+    CK(cuDevicePrimaryCtxRelease(dev));
     printf("RESULT %d of %d captures invalidated\n", bad, n);
     return bad ? 2 : 0;
 }
