@@ -67,6 +67,21 @@ ISSUE29_MORE_ROWS = ISSUE29_ROWS + [
     "idle stream query (after", "idle stream synchronize (after", "kernel launch + synchronize",
 ]
 TABLES = {
+    "run33-steps": dict(
+        doc="gpu-runs/2026-11-28-2xh200-run33/README.md",
+        source="gpu-runs/2026-11-28-2xh200-run33/run33-summary.tsv", kind="tsv"),
+    "run34-probes": dict(
+        doc="gpu-runs/2026-11-28-2xh200-run34/README.md",
+        source="gpu-runs/2026-11-28-2xh200-run34/run34-summary.tsv", kind="tsv"),
+    "run34-steps": dict(
+        doc="gpu-runs/2026-11-28-2xh200-run34/README.md",
+        source="gpu-runs/2026-11-28-2xh200-run34/run23-summary.tsv", kind="tsv"),
+    "run34-issue29-rows": dict(
+        doc="gpu-runs/2026-11-28-2xh200-run34/README.md", source="gpu-runs/2026-11-28-2xh200-run34/gpu_bench.md",
+        kind="md", index=0, rows=ISSUE29_MORE_ROWS),
+    "capture-probes-38": dict(
+        doc="gpu-runs/2026-11-28-h200-capture-probes/README.md",
+        source="gpu-runs/2026-11-28-h200-capture-probes/run38/run38-summary.tsv", kind="tsv"),
     "run32-steps": dict(
         doc="gpu-runs/2026-11-28-2xh200-run32/README.md",
         source="gpu-runs/2026-11-28-2xh200-run32/run23-summary.tsv", kind="tsv"),
@@ -80,7 +95,7 @@ TABLES = {
             ("23 (2 × H100)", "2026-11-27-2xh100-run23"), ("25 (2 × H100)", "2026-11-28-2xh100-run25"),
             ("26 (2 × H100)", "2026-11-28-2xh100-run26"), ("27 (2 × H200)", "2026-11-28-2xh200-run27"),
             ("28 (2 × H200)", "2026-11-28-2xh200-run28"), ("29 (2 × H200)", "2026-11-28-2xh200-run29"),
-            ("32 (2 × H200)", "2026-11-28-2xh200-run32")]],
+            ("32 (2 × H200)", "2026-11-28-2xh200-run32"), ("34 (2 × H200)", "2026-11-28-2xh200-run34")]],
         ops=[("stream create+destroy", "stream create+destroy"),
              ("event create+destroy (timing)", "event create+destroy (default"),
              ("host callback enqueue", "host callback enqueue (empty)"),
