@@ -120,6 +120,34 @@ pub fn run_in_child(devices: u32) -> bool {
     if configured(devices) {
         return true;
     }
+    rerun_in_child(devices, &[]);
+    false
+}
+
+/// The variable [`run_alone_in_child`] sets in the child it starts.
+const ALONE: &str = "XSIM_TEST_ALONE";
+
+/// As [`run_in_child`], but the test always runs in a process of its own, also when this
+/// process already has the simulator's environment. In such a process (scripts/valgrind.sh
+/// starts the test binaries so) every test of the binary runs on libtest's parallel threads
+/// against the same simulated devices; a test that asserts on process-wide state (a device's
+/// pending callbacks, the count of callback slots made) would see the other tests' work.
+///
+/// # Panics
+/// As [`run_in_child`].
+#[must_use]
+pub fn run_alone_in_child(devices: u32) -> bool {
+    if std::env::var_os(ALONE).is_some() && configured(devices) {
+        return true;
+    }
+    rerun_in_child(devices, &[(ALONE, "1")]);
+    false
+}
+
+/// Runs the calling libtest test again, alone, in a child process of the running test binary
+/// with the simulator's environment for `devices` devices and `extra` variables; passes its
+/// output on and panics unless it ran that one test and passed.
+fn rerun_in_child(devices: u32, extra: &[(&str, &str)]) {
     let thread = std::thread::current();
     let name = thread
         .name()
@@ -136,6 +164,7 @@ pub fn run_in_child(devices: u32) -> bool {
             "--test-threads=1",
         ])
         .envs(env(devices))
+        .envs(extra.iter().copied())
         .output()
         .expect("start the test binary again");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -157,7 +186,6 @@ pub fn run_in_child(devices: u32) -> bool {
         stdout.contains("test result: ok. 1 passed"),
         "the child process did not run {name} exactly once"
     );
-    false
 }
 
 /// For a program's `main` (a bench), before it starts any thread: unless this process is

@@ -121,10 +121,11 @@ fn dropped_stream_still_runs_callbacks() {
 /// Callbacks enqueued one after another, each waited for, reuse the slot of the one before
 /// (a fired slot nothing references any more): the slots this process allocates stay bounded,
 /// in both callback styles, on a stream and on the default stream, and every callback still
-/// runs exactly once with `Ok`.
+/// runs exactly once with `Ok`. In a process of its own (`in_own_sim_process`): the slot count
+/// and the device's pending callbacks are process-wide.
 #[test]
 fn sequential_callbacks_reuse_their_slots() {
-    if !common::in_sim_process() {
+    if !common::in_own_sim_process() {
         return;
     }
     const N: usize = 200;
@@ -167,10 +168,11 @@ fn sequential_callbacks_reuse_their_slots() {
 
 /// A force-destroyed stream's queued callbacks run exactly once, in order (failed with
 /// `CallbackCancelled`, unless the runtime ran them first), and their slots then serve later
-/// callbacks of another stream without running the old callbacks again.
+/// callbacks of another stream without running the old callbacks again. In a process of its
+/// own, as the test above.
 #[test]
 fn force_destroyed_callbacks_run_once_and_their_slots_serve_later_ones() {
-    if !common::in_sim_process() {
+    if !common::in_own_sim_process() {
         return;
     }
     const N: usize = 8;

@@ -14,6 +14,15 @@ pub fn in_sim_process() -> bool {
     xstream_conformance::simulator::run_in_child(2)
 }
 
+/// As [`in_sim_process`], but the test body always runs in a process of its own, also when
+/// this process already has the simulator's environment (scripts/valgrind.sh starts the test
+/// binaries so, and every test then shares the simulated devices): for tests that assert on
+/// process-wide state, such as a device's pending callbacks or the count of callback slots.
+#[must_use]
+pub fn in_own_sim_process() -> bool {
+    xstream_conformance::simulator::run_alone_in_child(2)
+}
+
 /// The simulator's path, in a process started with its environment for two devices.
 pub fn setup() -> PathBuf {
     xstream_conformance::simulator::setup(2)
